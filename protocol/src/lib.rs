@@ -1,0 +1,45 @@
+//! Wire types shared by every Parley component: the HTTP contract of `API.md` as Rust types.
+//!
+//! # Layout
+//!
+//! - [`ids`]: identifier newtypes (`FrameworkId`, `AgentId`, `OfferId`, `UpdateId` over UUID;
+//!   `TaskId`, chosen by frameworks and validated).
+//! - [`resources`]: [`Resources`], a fixed-point (thousandths) resource vector with checked
+//!   arithmetic, parsing that names the bad field, and dominant-share helpers.
+//! - [`role`]: [`RolePath`] (`eng/batch`) and [`Weight`], validated on parse.
+//! - [`task`]: [`TaskSpec`], [`CommandSpec`], [`TaskState`], [`TaskStatus`].
+//! - [`offer`]: [`Offer`].
+//! - [`messages`]: request and response bodies of the framework, agent and operator APIs.
+//! - [`events`]: the framework SSE stream ([`FrameworkEvent`]) and the operator offer stream
+//!   ([`OfferEvent`]).
+//! - [`error`]: the error body every endpoint returns (`{"error": {"code", "message"}}`).
+//!
+//! Nothing here does I/O. Every type that crosses a boundary validates itself on deserialization,
+//! so a value of one of these types is known to be well-formed.
+
+#![deny(missing_docs)]
+
+pub mod error;
+pub mod events;
+pub mod ids;
+pub mod messages;
+pub mod offer;
+pub mod resources;
+pub mod role;
+pub mod task;
+
+pub use error::{ErrorBody, ErrorDetail};
+pub use events::{FrameworkEvent, OfferEvent};
+pub use ids::{AgentId, FrameworkId, OfferId, TaskId, UpdateId};
+pub use offer::Offer;
+pub use resources::{ResourceError, ResourceName, Resources};
+pub use role::{RolePath, Weight};
+pub use task::{CommandSpec, TaskSpec, TaskState, TaskStatus};
+
+/// Timestamps on the wire: RFC 3339 strings in UTC.
+pub type Timestamp = chrono::DateTime<chrono::Utc>;
+
+/// The current time as a wire [`Timestamp`].
+pub fn now() -> Timestamp {
+    chrono::Utc::now()
+}

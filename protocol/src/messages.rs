@@ -1,0 +1,348 @@
+//! Request and response bodies of the HTTP API (`API.md`), grouped by API.
+//!
+//! Request types are strict where a typo would silently change behaviour
+//! (`deny_unknown_fields` on bodies whose fields are all optional).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    AgentId, FrameworkId, Offer, OfferId, Resources, RolePath, TaskId, TaskSpec, TaskState,
+    TaskStatus, Timestamp, UpdateId, Weight,
+};
+
+// ---------------------------------------------------------------------------------------------
+// Framework API
+// ---------------------------------------------------------------------------------------------
+
+/// `POST /api/v1/frameworks`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterFramework {
+    /// A human-readable name.
+    pub name: String,
+    /// The role the framework runs under, e.g. `eng/batch`.
+    pub role: RolePath,
+    /// How long its tasks survive a lost stream; default chosen by the coordinator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failover_timeout_s: Option<f64>,
+    /// Set to re-register an existing framework within its failover timeout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub framework_id: Option<FrameworkId>,
+    /// The resources of a typical next task: an agent whose free resources cannot hold it is not
+    /// offered to this framework.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub demand: Option<Resources>,
+}
+
+/// Answer to [`RegisterFramework`], and the `subscribed` event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FrameworkRegistered {
+    /// The framework's id (the same one on re-registration).
+    pub framework_id: FrameworkId,
+    /// How often the stream carries a `heartbeat` event.
+    pub heartbeat_interval_s: f64,
+}
+
+/// `POST /api/v1/frameworks/{id}/accept`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcceptRequest {
+    /// Offers to use; all of one agent.
+    pub offer_ids: Vec<OfferId>,
+    /// Tasks to launch on that agent; their resources must sum within the offers.
+    #[serde(default)]
+    pub tasks: Vec<TaskSpec>,
+    /// Filter the unused rest of the offers for this long (default 5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refuse_seconds: Option<f64>,
+}
+
+/// Answer to [`AcceptRequest`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AcceptResponse {
+    /// The task ids sent to the agent.
+    pub launched: Vec<TaskId>,
+}
+
+/// `POST /api/v1/frameworks/{id}/decline`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeclineRequest {
+    /// Offers to give back.
+    pub offer_ids: Vec<OfferId>,
+    /// Do not offer these resources again for this long (default 5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refuse_seconds: Option<f64>,
+}
+
+/// `POST /api/v1/frameworks/{id}/revive`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReviveRequest {
+    /// A new demand hint, replacing the old one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub demand: Option<Resources>,
+}
+
+/// `POST /api/v1/frameworks/{id}/kill`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KillRequest {
+    /// The task to kill.
+    pub task_id: TaskId,
+}
+
+/// `POST /api/v1/frameworks/{id}/acknowledge`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcknowledgeRequest {
+    /// The task of the update.
+    pub task_id: TaskId,
+    /// The update acknowledged.
+    pub update_id: UpdateId,
+}
+
+/// `POST /api/v1/frameworks/{id}/reconcile`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReconcileRequest {
+    /// Tasks to report; empty means all of the framework's tasks.
+    #[serde(default)]
+    pub task_ids: Vec<TaskId>,
+}
+
+/// An empty JSON object, `{}`: the body of many answers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Empty {}
+
+// ---------------------------------------------------------------------------------------------
+// Agent API, on the coordinator
+// ---------------------------------------------------------------------------------------------
+
+/// `POST /api/v1/agents`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterAgent {
+    /// The node's hostname.
+    pub hostname: String,
+    /// Base URL where the coordinator reaches the agent, e.g. `http://10.0.0.5:5051`.
+    pub endpoint: String,
+    /// The agent's total resources.
+    pub resources: Resources,
+    /// Attributes such as `rack` or `zone`.
+    #[serde(default)]
+    pub attributes: BTreeMap<String, String>,
+    /// Set to re-register.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<AgentId>,
+    /// On re-registration: the latest status of each task the agent still knows.
+    #[serde(default)]
+    pub tasks: Vec<TaskStatus>,
+}
+
+/// Answer to [`RegisterAgent`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentRegistered {
+    /// The agent's id (the same one on re-registration).
+    pub agent_id: AgentId,
+    /// How often to heartbeat.
+    pub heartbeat_interval_s: f64,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Agent's own API
+// ---------------------------------------------------------------------------------------------
+
+/// `POST {agent}/api/v1/tasks`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LaunchTasks {
+    /// The framework the tasks belong to.
+    pub framework_id: FrameworkId,
+    /// The tasks.
+    pub tasks: Vec<TaskSpec>,
+}
+
+/// `GET {agent}/api/v1/tasks`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskStatusList {
+    /// The latest status of each task the agent knows.
+    pub tasks: Vec<TaskStatus>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Operator API
+// ---------------------------------------------------------------------------------------------
+
+/// `GET /api/v1/offers`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OfferList {
+    /// The outstanding offers.
+    pub offers: Vec<Offer>,
+}
+
+/// `PUT /api/v1/roles/{path}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetWeight {
+    /// The new weight.
+    pub weight: Weight,
+}
+
+/// A node of the role tree, as `GET /api/v1/roles` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoleNode {
+    /// The role's path; empty for the root.
+    pub path: String,
+    /// Its weight.
+    pub weight: f64,
+    /// What its frameworks hold (running tasks and outstanding offers), summed over the subtree.
+    pub allocated: Resources,
+    /// Dominant share of `allocated` against the cluster's capacity.
+    pub dominant_share: f64,
+    /// Child roles.
+    pub children: Vec<RoleNode>,
+    /// Frameworks registered directly under this role.
+    pub frameworks: Vec<FrameworkId>,
+}
+
+/// An agent, as operators see it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentInfo {
+    /// Its id.
+    pub agent_id: AgentId,
+    /// Its hostname.
+    pub hostname: String,
+    /// Where the coordinator reaches it.
+    pub endpoint: String,
+    /// Total capacity.
+    pub resources: Resources,
+    /// Held by running tasks.
+    pub used: Resources,
+    /// Held by outstanding offers.
+    pub offered: Resources,
+    /// Attributes.
+    pub attributes: BTreeMap<String, String>,
+    /// `active` or `lost`.
+    pub state: String,
+    /// When it (last) registered.
+    pub registered_at: Timestamp,
+    /// When it last heartbeated.
+    pub last_heartbeat_at: Timestamp,
+}
+
+/// A framework, as operators see it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FrameworkInfo {
+    /// Its id.
+    pub framework_id: FrameworkId,
+    /// Its name.
+    pub name: String,
+    /// Its role.
+    pub role: RolePath,
+    /// `connected` or `disconnected` (stream gone, within its failover timeout).
+    pub state: String,
+    /// True while suppressed.
+    pub suppressed: bool,
+    /// Its failover timeout.
+    pub failover_timeout_s: f64,
+    /// Its demand hint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub demand: Option<Resources>,
+    /// Held by running tasks.
+    pub used: Resources,
+    /// Held by outstanding offers.
+    pub offered: Resources,
+    /// Dominant share of `used + offered` against the cluster's capacity.
+    pub dominant_share: f64,
+    /// Tasks not yet terminal.
+    pub active_tasks: usize,
+    /// When it registered.
+    pub registered_at: Timestamp,
+}
+
+/// A task, as operators see it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskInfo {
+    /// Its id.
+    pub task_id: TaskId,
+    /// Its name.
+    pub name: String,
+    /// Its framework.
+    pub framework_id: FrameworkId,
+    /// Its agent.
+    pub agent_id: AgentId,
+    /// Its latest state.
+    pub state: TaskState,
+    /// What it uses.
+    pub resources: Resources,
+    /// The latest status message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The exit code, once it exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// When the state last changed.
+    pub updated_at: Timestamp,
+}
+
+/// `GET /api/v1/agents`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentList {
+    /// The agents.
+    pub agents: Vec<AgentInfo>,
+}
+
+/// `GET /api/v1/frameworks`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FrameworkList {
+    /// The frameworks.
+    pub frameworks: Vec<FrameworkInfo>,
+}
+
+/// `GET /api/v1/tasks`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskList {
+    /// The tasks.
+    pub tasks: Vec<TaskInfo>,
+}
+
+/// `GET /api/v1/state`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClusterState {
+    /// The agents.
+    pub agents: Vec<AgentInfo>,
+    /// The frameworks.
+    pub frameworks: Vec<FrameworkInfo>,
+    /// The tasks.
+    pub tasks: Vec<TaskInfo>,
+    /// The role tree.
+    pub roles: RoleNode,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn register_framework_minimal_and_strict() {
+        let r: RegisterFramework =
+            serde_json::from_str(r#"{"name": "hello", "role": "eng/batch"}"#).unwrap();
+        assert_eq!(r.role.as_str(), "eng/batch");
+        assert!(r.framework_id.is_none());
+        let err = serde_json::from_str::<RegisterFramework>(
+            r#"{"name": "hello", "role": "eng", "rol": "x"}"#,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("unknown field `rol`"), "{err}");
+        assert!(serde_json::from_str::<RegisterFramework>(r#"{"name": "x", "role": "Bad Role"}"#)
+            .is_err());
+    }
+
+    #[test]
+    fn reconcile_defaults_to_all() {
+        let r: ReconcileRequest = serde_json::from_str("{}").unwrap();
+        assert!(r.task_ids.is_empty());
+    }
+}

@@ -1,0 +1,413 @@
+//! [`Resources`]: a vector of named, non-negative, fixed-point amounts.
+//!
+//! Amounts are held as integer thousandths ("milli-units"), so sums and differences are exact: the
+//! books return to zero after every task ends (ARCHITECTURE invariant 4). On the wire an amount is
+//! a JSON number in whole units (`{"cpus": 1.5}` is 1500 milli-cpus); more precision than a
+//! thousandth is rounded to the nearest thousandth.
+//!
+//! Zero amounts are never stored, so two vectors are equal exactly when every resource is equal.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::de::{MapAccess, Visitor};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Thousandths per unit.
+pub const MILLIS_PER_UNIT: u64 = 1000;
+
+/// The largest amount of one resource accepted on the wire, in units (a billion cores, or a
+/// billion MiB of memory). Bigger values are rejected as absurd; the bound also keeps sums over
+/// a million agents far from `u64` overflow.
+pub const MAX_UNITS: f64 = 1e9;
+
+/// The longest resource name.
+pub const MAX_NAME_LEN: usize = 32;
+
+/// Why a resource name or amount was rejected. The message names the resource and the reason.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ResourceError {
+    /// The name does not match `[a-z][a-z0-9_]{0,31}`.
+    #[error("invalid resource name {0:?}: use 1 to 32 characters from [a-z0-9_], starting with a letter")]
+    BadName(String),
+    /// The amount is below zero.
+    #[error("resource {name:?}: amount {value} is negative; amounts must be >= 0")]
+    Negative {
+        /// The resource.
+        name: String,
+        /// The value given.
+        value: f64,
+    },
+    /// The amount is NaN or infinite.
+    #[error("resource {name:?}: amount is not a finite number")]
+    NotFinite {
+        /// The resource.
+        name: String,
+    },
+    /// The amount is larger than [`MAX_UNITS`].
+    #[error("resource {name:?}: amount {value:e} is larger than the maximum of 1e9")]
+    TooLarge {
+        /// The resource.
+        name: String,
+        /// The value given.
+        value: f64,
+    },
+    /// The amount is not a number at all.
+    #[error("resource {name:?}: amount {value} is not a number")]
+    NotANumber {
+        /// The resource.
+        name: String,
+        /// The text given.
+        value: String,
+    },
+    /// A textual `name=value,...` list had an item without `=`.
+    #[error("invalid resource item {0:?}: expected name=value, e.g. cpus=4,mem=8192")]
+    BadItem(String),
+    /// The same resource appeared twice.
+    #[error("resource {0:?} is given twice")]
+    Duplicate(String),
+}
+
+/// A resource name: `[a-z][a-z0-9_]{0,31}`.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ResourceName(String);
+
+impl ResourceName {
+    /// Validates a resource name.
+    pub fn new(name: impl Into<String>) -> Result<Self, ResourceError> {
+        let name = name.into();
+        let mut chars = name.chars();
+        let first_ok = chars.next().is_some_and(|c| c.is_ascii_lowercase());
+        let rest_ok = chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        if !first_ok || !rest_ok || name.len() > MAX_NAME_LEN {
+            return Err(ResourceError::BadName(name));
+        }
+        Ok(Self(name))
+    }
+
+    /// The name as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ResourceName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for ResourceName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+/// Converts a wire amount (units, a float) to thousandths, validating it.
+pub fn units_to_millis(name: &str, value: f64) -> Result<u64, ResourceError> {
+    if !value.is_finite() {
+        return Err(ResourceError::NotFinite { name: name.into() });
+    }
+    if value < 0.0 {
+        return Err(ResourceError::Negative { name: name.into(), value });
+    }
+    if value > MAX_UNITS {
+        return Err(ResourceError::TooLarge { name: name.into(), value });
+    }
+    // In range [0, 1e12], so the cast is exact after rounding.
+    Ok((value * MILLIS_PER_UNIT as f64).round() as u64)
+}
+
+/// A vector of named resource amounts, in thousandths. See the module docs.
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+pub struct Resources {
+    amounts: BTreeMap<ResourceName, u64>,
+}
+
+impl Resources {
+    /// The empty vector.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Builds a vector from `(name, units)` pairs, e.g. `[("cpus", 2.0), ("mem", 4096.0)]`.
+    pub fn from_units<'a>(
+        pairs: impl IntoIterator<Item = (&'a str, f64)>,
+    ) -> Result<Self, ResourceError> {
+        let mut out = Self::new();
+        for (name, value) in pairs {
+            let name = ResourceName::new(name)?;
+            let millis = units_to_millis(name.as_str(), value)?;
+            if out.amounts.contains_key(&name) {
+                return Err(ResourceError::Duplicate(name.0));
+            }
+            out.set_millis(name, millis);
+        }
+        Ok(out)
+    }
+
+    /// Sets one resource's amount in thousandths (zero removes it).
+    pub fn set_millis(&mut self, name: ResourceName, millis: u64) {
+        if millis == 0 {
+            self.amounts.remove(&name);
+        } else {
+            self.amounts.insert(name, millis);
+        }
+    }
+
+    /// One resource's amount in thousandths (zero when absent).
+    pub fn millis(&self, name: &str) -> u64 {
+        self.amounts
+            .iter()
+            .find(|(n, _)| n.as_str() == name)
+            .map_or(0, |(_, v)| *v)
+    }
+
+    /// One resource's amount in units.
+    pub fn units(&self, name: &str) -> f64 {
+        self.millis(name) as f64 / MILLIS_PER_UNIT as f64
+    }
+
+    /// The non-zero amounts, in thousandths, by name order.
+    pub fn iter(&self) -> impl Iterator<Item = (&ResourceName, u64)> + '_ {
+        self.amounts.iter().map(|(n, v)| (n, *v))
+    }
+
+    /// The names of the non-zero resources.
+    pub fn names(&self) -> impl Iterator<Item = &ResourceName> + '_ {
+        self.amounts.keys()
+    }
+
+    /// True when every amount is zero.
+    pub fn is_empty(&self) -> bool {
+        self.amounts.is_empty()
+    }
+
+    /// `self + other`, saturating at `u64::MAX` (unreachable with validated inputs).
+    pub fn add(&self, other: &Resources) -> Resources {
+        let mut out = self.clone();
+        out.add_assign(other);
+        out
+    }
+
+    /// `self += other`.
+    pub fn add_assign(&mut self, other: &Resources) {
+        for (name, v) in &other.amounts {
+            let slot = self.amounts.entry(name.clone()).or_insert(0);
+            *slot = slot.saturating_add(*v);
+        }
+    }
+
+    /// `self - other`, or `None` if any resource of `other` exceeds `self`'s.
+    pub fn checked_sub(&self, other: &Resources) -> Option<Resources> {
+        let mut out = self.clone();
+        for (name, v) in &other.amounts {
+            let have = out.amounts.get(name).copied().unwrap_or(0);
+            let left = have.checked_sub(*v)?;
+            out.set_millis(name.clone(), left);
+        }
+        Some(out)
+    }
+
+    /// `self - other`, each resource floored at zero.
+    pub fn saturating_sub(&self, other: &Resources) -> Resources {
+        let mut out = self.clone();
+        for (name, v) in &other.amounts {
+            let have = out.amounts.get(name).copied().unwrap_or(0);
+            out.set_millis(name.clone(), have.saturating_sub(*v));
+        }
+        out
+    }
+
+    /// True when every resource of `self` is at most the same resource of `other`.
+    pub fn fits_in(&self, other: &Resources) -> bool {
+        self.amounts
+            .iter()
+            .all(|(name, v)| other.amounts.get(name).is_some_and(|have| have >= v))
+    }
+
+    /// The dominant share of `self` against `total`: `max_j self_j / total_j` over the resources
+    /// of `total`. A resource that `total` lacks is ignored.
+    pub fn dominant_share(&self, total: &Resources) -> f64 {
+        self.amounts
+            .iter()
+            .filter_map(|(name, v)| {
+                let t = total.amounts.get(name).copied().unwrap_or(0);
+                (t > 0).then(|| *v as f64 / t as f64)
+            })
+            .fold(0.0, f64::max)
+    }
+}
+
+impl fmt::Debug for Resources {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self}")
+    }
+}
+
+/// Formats as `cpus=2,mem=4096` (the same syntax [`str::parse`] accepts).
+impl fmt::Display for Resources {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (name, v)) in self.amounts.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{name}={}", *v as f64 / MILLIS_PER_UNIT as f64)?;
+        }
+        Ok(())
+    }
+}
+
+/// Parses `cpus=4,mem=8192,gpus=1` (for command lines).
+impl std::str::FromStr for Resources {
+    type Err = ResourceError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut pairs = Vec::new();
+        for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let (name, value) = item
+                .split_once('=')
+                .ok_or_else(|| ResourceError::BadItem(item.into()))?;
+            let (name, value) = (name.trim(), value.trim());
+            let parsed: f64 = value.parse().map_err(|_| ResourceError::NotANumber {
+                name: name.into(),
+                value: value.into(),
+            })?;
+            pairs.push((name, parsed));
+        }
+        Resources::from_units(pairs)
+    }
+}
+
+impl Serialize for Resources {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.amounts.len()))?;
+        for (name, v) in &self.amounts {
+            if v % MILLIS_PER_UNIT == 0 {
+                map.serialize_entry(name.as_str(), &(v / MILLIS_PER_UNIT))?;
+            } else {
+                map.serialize_entry(name.as_str(), &(*v as f64 / MILLIS_PER_UNIT as f64))?;
+            }
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Resources {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ResourcesVisitor;
+        impl<'de> Visitor<'de> for ResourcesVisitor {
+            type Value = Resources;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object from resource name to a non-negative number")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Resources, A::Error> {
+                let mut out = Resources::new();
+                let mut seen = std::collections::BTreeSet::new();
+                while let Some(name) = access.next_key::<String>()? {
+                    let value: serde_json::Value = access.next_value()?;
+                    let name = ResourceName::new(name).map_err(serde::de::Error::custom)?;
+                    let number = value.as_f64().ok_or_else(|| {
+                        serde::de::Error::custom(ResourceError::NotANumber {
+                            name: name.0.clone(),
+                            value: value.to_string(),
+                        })
+                    })?;
+                    let millis =
+                        units_to_millis(name.as_str(), number).map_err(serde::de::Error::custom)?;
+                    if !seen.insert(name.clone()) {
+                        return Err(serde::de::Error::custom(ResourceError::Duplicate(name.0)));
+                    }
+                    out.set_millis(name, millis);
+                }
+                Ok(out)
+            }
+        }
+        deserializer.deserialize_map(ResourcesVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(s: &str) -> Resources {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn arithmetic_is_exact() {
+        let mut acc = Resources::new();
+        for _ in 0..10 {
+            acc.add_assign(&r("cpus=0.1"));
+        }
+        assert_eq!(acc, r("cpus=1"));
+        for _ in 0..10 {
+            acc = acc.checked_sub(&r("cpus=0.1")).unwrap();
+        }
+        assert!(acc.is_empty(), "books must return to zero, got {acc}");
+    }
+
+    #[test]
+    fn checked_sub_refuses_to_go_negative() {
+        assert_eq!(r("cpus=1").checked_sub(&r("cpus=2")), None);
+        assert_eq!(r("cpus=1").checked_sub(&r("mem=1")), None);
+        assert_eq!(r("cpus=3,mem=2").checked_sub(&r("cpus=1")), Some(r("cpus=2,mem=2")));
+        assert_eq!(r("cpus=1").saturating_sub(&r("cpus=2,mem=1")), Resources::new());
+    }
+
+    #[test]
+    fn fits_in() {
+        assert!(r("cpus=1").fits_in(&r("cpus=1,mem=2")));
+        assert!(!r("cpus=1,gpus=1").fits_in(&r("cpus=1,mem=2")));
+        assert!(Resources::new().fits_in(&Resources::new()));
+    }
+
+    #[test]
+    fn dominant_share_ignores_missing_totals() {
+        let total = r("cpus=9,mem=18");
+        assert!((r("cpus=3,mem=12").dominant_share(&total) - 2.0 / 3.0).abs() < 1e-12);
+        assert_eq!(r("gpus=1").dominant_share(&total), 0.0);
+    }
+
+    #[test]
+    fn wire_format_round_trips_and_rounds() {
+        let parsed: Resources =
+            serde_json::from_str(r#"{"cpus": 1.5, "mem": 4096, "disk": 0.0004}"#).unwrap();
+        assert_eq!(parsed.millis("cpus"), 1500);
+        assert_eq!(parsed.millis("disk"), 0, "below a thousandth rounds to zero");
+        assert_eq!(serde_json::to_string(&parsed).unwrap(), r#"{"cpus":1.5,"mem":4096}"#);
+    }
+
+    #[test]
+    fn bad_input_names_the_field() {
+        let cases = [
+            (r#"{"cpus": -1}"#, "\"cpus\": amount -1 is negative"),
+            (r#"{"mem": 1e300}"#, "\"mem\": amount 1e300 is larger"),
+            (r#"{"Cpus": 1}"#, "invalid resource name \"Cpus\""),
+            (r#"{"cpus": "x"}"#, "\"cpus\": amount \"x\" is not a number"),
+            (r#"{"cpus": 1, "cpus": 2}"#, "given twice"),
+        ];
+        for (json, want) in cases {
+            let err = serde_json::from_str::<Resources>(json).unwrap_err().to_string();
+            assert!(err.contains(want), "{json}: {err}");
+        }
+        assert!(matches!(
+            units_to_millis("cpus", f64::NAN),
+            Err(ResourceError::NotFinite { .. })
+        ));
+        assert!(matches!(
+            units_to_millis("cpus", f64::INFINITY),
+            Err(ResourceError::NotFinite { .. })
+        ));
+        assert!("cpus".parse::<Resources>().is_err());
+        assert!("cpus=abc".parse::<Resources>().is_err());
+    }
+
+    #[test]
+    fn text_form_round_trips() {
+        let res = r("cpus=4, mem=8192,gpus=1");
+        assert_eq!(res.to_string(), "cpus=4,gpus=1,mem=8192");
+        assert_eq!(r(&res.to_string()), res);
+    }
+}

@@ -1,0 +1,179 @@
+//! Tasks: what a framework asks to run ([`TaskSpec`]) and what becomes of it ([`TaskStatus`]).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{AgentId, FrameworkId, Resources, TaskId, Timestamp, UpdateId};
+
+/// How to run a task: a shell line (`sh -c`) or an argument vector.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum CommandSpec {
+    /// Run through `sh -c`.
+    Shell(String),
+    /// Run directly; the first element is the program.
+    Argv(Vec<String>),
+}
+
+impl CommandSpec {
+    /// Checks the command is runnable in form: a non-empty shell line or argv, no NUL bytes.
+    pub fn validate(&self) -> Result<(), String> {
+        match self {
+            CommandSpec::Shell(s) if s.trim().is_empty() => Err("command.shell is empty".into()),
+            CommandSpec::Argv(v) if v.is_empty() || v[0].is_empty() => {
+                Err("command.argv is empty; give at least the program".into())
+            }
+            CommandSpec::Shell(s) if s.contains('\0') => {
+                Err("command.shell contains a NUL byte".into())
+            }
+            CommandSpec::Argv(v) if v.iter().any(|a| a.contains('\0')) => {
+                Err("command.argv contains a NUL byte".into())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A task to launch on an agent, as sent in an accept.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskSpec {
+    /// Chosen by the framework; unique within it.
+    pub task_id: TaskId,
+    /// A human-readable name.
+    #[serde(default)]
+    pub name: String,
+    /// The agent to run on; must be the agent of the offers accepted.
+    pub agent_id: AgentId,
+    /// What the task uses; must fit in the offers accepted.
+    pub resources: Resources,
+    /// What to run.
+    pub command: CommandSpec,
+    /// Extra environment variables.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// For simulated agents only: the task finishes after this many seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_s: Option<f64>,
+}
+
+/// The states of a task. `finished`, `failed`, `killed`, `lost` and `error` are terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskState {
+    /// Accepted by the coordinator, on its way to the agent.
+    Staging,
+    /// The agent is starting it.
+    Starting,
+    /// Its process runs.
+    Running,
+    /// Exited with status 0.
+    Finished,
+    /// Exited non-zero, was signalled, or could not start.
+    Failed,
+    /// Killed on request.
+    Killed,
+    /// Its agent was lost, or could not be reached.
+    Lost,
+    /// The task could not be launched as described.
+    Error,
+}
+
+impl TaskState {
+    /// True for the states a task never leaves.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            TaskState::Finished
+                | TaskState::Failed
+                | TaskState::Killed
+                | TaskState::Lost
+                | TaskState::Error
+        )
+    }
+
+    /// The wire name, e.g. `"running"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskState::Staging => "staging",
+            TaskState::Starting => "starting",
+            TaskState::Running => "running",
+            TaskState::Finished => "finished",
+            TaskState::Failed => "failed",
+            TaskState::Killed => "killed",
+            TaskState::Lost => "lost",
+            TaskState::Error => "error",
+        }
+    }
+}
+
+impl fmt::Display for TaskState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One state change of one task, as reported by an agent and relayed to the framework.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskStatus {
+    /// The task.
+    pub task_id: TaskId,
+    /// Its framework.
+    pub framework_id: FrameworkId,
+    /// Its agent.
+    pub agent_id: AgentId,
+    /// The new state.
+    pub state: TaskState,
+    /// Why, for failures and losses (e.g. "exited with code 3").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The process exit code, when it exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Identifies this update; the framework acknowledges it by this id.
+    pub update_id: UpdateId,
+    /// When the state changed.
+    pub timestamp: Timestamp,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_spec_parses_the_documented_shape() {
+        let json = format!(
+            r#"{{"task_id": "t1", "name": "x", "agent_id": "{}", "resources": {{"cpus": 1}},
+                "command": {{"shell": "sleep 10"}}, "env": {{"A": "b"}}}}"#,
+            AgentId::new()
+        );
+        let spec: TaskSpec = serde_json::from_str(&json).unwrap();
+        assert_eq!(spec.command, CommandSpec::Shell("sleep 10".into()));
+        assert_eq!(spec.env["A"], "b");
+        let argv: CommandSpec = serde_json::from_str(r#"{"argv": ["sleep", "10"]}"#).unwrap();
+        assert!(argv.validate().is_ok());
+        assert!(serde_json::from_str::<CommandSpec>(r#"{"shell": "a", "argv": []}"#).is_err());
+        assert!(CommandSpec::Argv(vec![]).validate().is_err());
+        assert!(CommandSpec::Shell(" ".into()).validate().is_err());
+    }
+
+    #[test]
+    fn terminal_states() {
+        let terminal: Vec<_> = [
+            TaskState::Staging,
+            TaskState::Starting,
+            TaskState::Running,
+            TaskState::Finished,
+            TaskState::Failed,
+            TaskState::Killed,
+            TaskState::Lost,
+            TaskState::Error,
+        ]
+        .into_iter()
+        .filter(|s| s.is_terminal())
+        .map(TaskState::as_str)
+        .collect();
+        assert_eq!(terminal, ["finished", "failed", "killed", "lost", "error"]);
+    }
+}
