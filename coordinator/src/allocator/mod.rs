@@ -1,0 +1,1 @@
+//! The allocator (being written).
