@@ -1,1 +1,166 @@
-//! placeholder
+//! The Parley agent: advertises a node's resources to the coordinator, runs the tasks the
+//! coordinator sends as real OS processes, and reports every state change reliably. A simulated
+//! mode runs thousands of agents in one process for scale tests.
+//!
+//! # Layout
+//!
+//! - [`config`]: [`AgentConfig`], [`SimConfig`], [`Timing`] and the CLI's text forms.
+//! - [`resources`]: detection of cores, memory and disk of the work directory.
+//! - `state`: the agent's books (tasks, journal, unacknowledged updates); every state change
+//!   goes through one function that journals it before queueing it.
+//! - [`journal`]: append-only, fsync'd JSON lines in the work dir; replay and compaction.
+//! - [`executor`]: task processes: sandboxes, environment, memory limits, process-group kill,
+//!   re-adoption after an agent restart.
+//! - `reaper`: makes the agent a child subreaper and reaps orphaned task processes.
+//! - `client`: registration, heartbeats, reliable updates, backoff.
+//! - `api`: the agent's HTTP API (axum router).
+//! - [`simulated`]: many simulated agents in one process: one listener, one driver loop.
+//!
+//! # Running tasks
+//!
+//! Each task runs in its own sandbox, `WORK_DIR/sandboxes/FRAMEWORK_ID/TASK_ID`, which is its
+//! working directory and holds its `stdout` and `stderr` files. Its environment is the agent's,
+//! plus the task's `env`, plus `PARLEY_TASK_ID`, `PARLEY_SANDBOX` and one `PARLEY_<NAME>` per
+//! resource (`PARLEY_CPUS=2`, `PARLEY_MEM=4096`, ...). States: `starting` → `running` →
+//! `finished` (exit 0), `failed` (non-zero exit, signal — `exit_code` is then 128 + the signal —
+//! or could not start; the reason in `message`), or `killed`. A kill sends SIGTERM to the task's
+//! process group, then SIGKILL after `Timing::kill_grace`; when a task's main process ends, the
+//! rest of its group is killed, so no process is left behind. The agent makes itself a child
+//! subreaper (unless `AgentConfig::reap_orphans` is off) and reaps orphaned task processes, so
+//! none linger as zombies even where PID 1 does not reap.
+//!
+//! # Memory limits
+//!
+//! A task's `mem` (MiB) is enforced by a small `sh` wrapper that runs before the task (the
+//! workspace forbids `unsafe`, so there is no `pre_exec`):
+//! - with `--cgroup-root DIR` (a delegated cgroup v2 directory whose `subtree_control` enables
+//!   `memory`), each task gets its own cgroup there with `memory.max` = `mem`;
+//! - otherwise `ulimit -v` sets RLIMIT_AS to `mem`. This limits *virtual* memory, which is
+//!   stricter than resident memory: runtimes that reserve large address ranges (JVM, Go) need a
+//!   `mem` above their reservation.
+//!
+//! # Reliability
+//!
+//! Every state change is appended to `WORK_DIR/journal.jsonl` and fsync'd before it is sent; it
+//! is sent again until the coordinator answers `200` (an update the coordinator refuses with
+//! another 4xx is dropped with an error log, since it would block every later one). On start
+//! the agent replays the journal and re-sends what was not acknowledged. A task whose process
+//! is still alive (same pid *and* same start time from `/proc`) is **re-adopted**: the agent
+//! watches it and reports its end, using the exit code the wrapper wrote to the sandbox. A task
+//! whose process ended while the agent was down is reported `finished`/`failed` from that exit
+//! code, or `lost` when there is none; one that never started is `failed`. The journal is
+//! compacted when it grows well past what it must hold. The agent id the coordinator gives is
+//! kept in `WORK_DIR/agent_id` and reused when registering again; registering again also
+//! carries the latest status of every task the agent knows. On shutdown (Ctrl-C, SIGTERM) the
+//! agent stops accepting launches, leaves running tasks alone and syncs the journal.
+
+pub mod config;
+pub mod executor;
+pub mod journal;
+pub mod resources;
+pub mod simulated;
+
+mod api;
+mod client;
+mod reaper;
+mod state;
+
+use std::future::Future;
+use std::net::SocketAddr;
+
+use anyhow::Context;
+
+pub use config::{AgentConfig, ConfigError, SimConfig, Timing};
+pub use simulated::run_simulated;
+
+/// Runs one real agent on `listener` until `shutdown` completes.
+///
+/// Registers with the coordinator, serves the agent API, runs tasks. Returns after a graceful
+/// shutdown: launches refused, running tasks left running, journal synced.
+pub async fn run(
+    mut config: AgentConfig,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    config.coordinator = config::parse_coordinator_url(&config.coordinator)?;
+    std::fs::create_dir_all(&config.work_dir).map_err(|e| ConfigError::WorkDir {
+        path: config.work_dir.clone(),
+        reason: e.to_string(),
+    })?;
+    let resources = match &config.resources {
+        Some(r) => r.clone(),
+        None => resources::detect(&config.work_dir).context("detecting the machine's resources")?,
+    };
+    let hostname = config.hostname.clone().unwrap_or_else(machine_hostname);
+    let endpoint = advertised_url(
+        config.advertise_url.as_deref(),
+        listener.local_addr()?,
+        &hostname,
+    )?;
+    let (journal, replay) = journal::Journal::open(&config.work_dir)?;
+    let agent_id = state::read_agent_id(&config.work_dir);
+    let http = reqwest::Client::builder()
+        .build()
+        .context("building the HTTP client")?;
+    tracing::info!(%endpoint, %resources, ?agent_id, tasks = replay.tasks.len(), "agent starting");
+
+    let (agent, adopt) = state::Agent::restore(
+        config, resources, hostname, endpoint, journal, replay, agent_id, http,
+    );
+    for (task_id, pid, start_time) in adopt {
+        tracing::info!(%task_id, pid, "re-adopting a task that outlived the agent");
+        agent.tracker.spawn(executor::watch_adopted(
+            agent.clone(),
+            task_id,
+            pid,
+            start_time,
+        ));
+    }
+    if agent.config.reap_orphans && reaper::become_subreaper() {
+        agent.tracker.spawn(reaper::reaper_loop(
+            agent.config.timing.adopt_poll,
+            agent.cancel.clone(),
+        ));
+    }
+    let connection = tokio::spawn(client::connection_loop(agent.clone()));
+
+    let on_shutdown = agent.clone();
+    let served = axum::serve(listener, api::app(agent.clone()))
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            on_shutdown.stop_accepting();
+            on_shutdown.cancel.cancel();
+        })
+        .await;
+    agent.stop_accepting();
+    agent.cancel.cancel();
+    agent.tracker.close();
+    agent.tracker.wait().await;
+    if let Err(e) = connection.await {
+        tracing::error!("connection loop ended abnormally: {e}");
+    }
+    agent.flush()?;
+    tracing::info!("agent stopped");
+    served.context("serving the agent API")
+}
+
+/// The machine's hostname, or `localhost` when it cannot be read.
+pub fn machine_hostname() -> String {
+    sysinfo::System::host_name().unwrap_or_else(|| "localhost".into())
+}
+
+/// The URL the coordinator uses to reach a listener: the given one (checked), or
+/// `http://ADDR` — with the hostname in place of an unspecified address like `0.0.0.0`.
+pub(crate) fn advertised_url(
+    given: Option<&str>,
+    local: SocketAddr,
+    hostname: &str,
+) -> Result<String, ConfigError> {
+    match given {
+        Some(url) => {
+            config::normalize_url(url).ok_or_else(|| ConfigError::BadAdvertiseUrl(url.to_string()))
+        }
+        None if local.ip().is_unspecified() => Ok(format!("http://{hostname}:{}", local.port())),
+        None => Ok(format!("http://{local}")),
+    }
+}

@@ -1,1 +1,233 @@
-fn main() {}
+//! Allocator benchmarks.
+//!
+//! Run with:
+//! - `cargo bench -p coordinator --bench allocator` — criterion timing of one `pick`, then the
+//!   `DeclineOffers` rounds at the small size (1k agents x 100 frameworks).
+//! - `ALLOC_BENCH_SIZE=10k cargo bench -p coordinator --bench allocator -- rounds` — one size only
+//!   (`1k`, `10k`, `50k`), rounds only; `ALLOC_BENCH_TREE=flat` for a flat tree (each framework in
+//!   its own top-level role) instead of 10 top roles x 10 sub-roles; `ALLOC_BENCH_ROUNDS=n` to
+//!   override the number of rounds.
+//!
+//! The rounds follow Apache Mesos' `DeclineOffers` benchmark: agents of `cpus:24, mem:4096,
+//! disk:4096` with 16 cpus already in use (allocated round-robin to the frameworks); each round
+//! offers every agent's free resources once (`cycle`) and every framework declines every offer
+//! with an infinite filter (`release` + `add_filter(.., u64::MAX)`). It prints round 0, a summary
+//! every so many rounds, and the process's peak memory (VmHWM). Run one size per process so the
+//! peak memory belongs to that size.
+
+use std::time::{Duration, Instant};
+
+use coordinator::allocator::{Allocator, Policy};
+use criterion::Criterion;
+use protocol::{AgentId, FrameworkId, Resources, RolePath};
+use uuid::Uuid;
+
+#[derive(Clone, Copy)]
+struct Size {
+    name: &'static str,
+    agents: usize,
+    frameworks: usize,
+    rounds: usize,
+}
+
+const SIZES: [Size; 3] = [
+    Size {
+        name: "1k",
+        agents: 1_000,
+        frameworks: 100,
+        rounds: 200,
+    },
+    Size {
+        name: "10k",
+        agents: 10_000,
+        frameworks: 1_000,
+        rounds: 2_000,
+    },
+    Size {
+        name: "50k",
+        agents: 50_000,
+        frameworks: 6_000,
+        rounds: 20,
+    },
+];
+
+fn res(s: &str) -> Resources {
+    s.parse().unwrap_or_default()
+}
+
+fn role_for(i: usize, flat: bool) -> RolePath {
+    let path = if flat {
+        format!("f{i}")
+    } else {
+        format!("t{}/s{}", i % 10, (i / 10) % 10)
+    };
+    RolePath::new(path)
+        .unwrap_or_else(|_| RolePath::new("bench").unwrap_or_else(|_| unreachable!()))
+}
+
+/// The cluster of the benchmark, before any round.
+fn setup(size: Size, flat: bool) -> (Allocator, Vec<AgentId>, Vec<FrameworkId>) {
+    let mut alloc = Allocator::new(Policy::Hdrf);
+    let fws: Vec<FrameworkId> = (0..size.frameworks)
+        .map(|i| FrameworkId(Uuid::from_u128(i as u128 + 1)))
+        .collect();
+    for (i, fw) in fws.iter().enumerate() {
+        alloc
+            .add_framework(*fw, &role_for(i, flat))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let total = res("cpus=24,mem=4096,disk=4096");
+    let used = res("cpus=16");
+    let agents: Vec<AgentId> = (0..size.agents)
+        .map(|i| AgentId(Uuid::from_u128(1 << 64 | i as u128)))
+        .collect();
+    for (i, agent) in agents.iter().enumerate() {
+        alloc
+            .add_agent(*agent, &total)
+            .unwrap_or_else(|e| panic!("{e}"));
+        alloc
+            .allocate(fws[i % fws.len()], *agent, &used)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    (alloc, agents, fws)
+}
+
+fn vm_hwm_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn summary(times: &[Duration]) -> String {
+    if times.is_empty() {
+        return "no rounds".into();
+    }
+    let mut sorted = times.to_vec();
+    sorted.sort();
+    format!(
+        "min {:.3} ms, median {:.3} ms, max {:.3} ms",
+        ms(sorted[0]),
+        ms(sorted[sorted.len() / 2]),
+        ms(sorted[sorted.len() - 1])
+    )
+}
+
+fn rounds(size: Size, flat: bool, rounds: usize) {
+    let shape = if flat { "flat" } else { "10x10 tree" };
+    println!(
+        "== DeclineOffers {} agents x {} frameworks ({shape}), {rounds} rounds",
+        size.agents, size.frameworks
+    );
+    let t0 = Instant::now();
+    let (mut alloc, _agents, _fws) = setup(size, flat);
+    println!("setup {:.1} ms", ms(t0.elapsed()));
+    let mut all = Vec::with_capacity(rounds);
+    let mut window = Vec::new();
+    let every = (rounds / 20).max(1);
+    let mut offers = 0usize;
+    for r in 0..rounds {
+        let start = Instant::now();
+        let decisions = alloc.cycle(None, 1);
+        let cycle_time = start.elapsed();
+        for d in &decisions {
+            alloc
+                .release(d.framework, d.agent, &d.resources)
+                .unwrap_or_else(|e| panic!("{e}"));
+            alloc
+                .add_filter(d.framework, d.agent, &d.resources, u64::MAX)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        let took = start.elapsed();
+        offers += decisions.len();
+        all.push(took);
+        window.push(took);
+        if r == 0 {
+            println!(
+                "round 0: {:.3} ms ({} offers; cycle {:.3} ms, declines {:.3} ms)",
+                ms(took),
+                decisions.len(),
+                ms(cycle_time),
+                ms(took - cycle_time)
+            );
+        }
+        if (r + 1) % every == 0 || r + 1 == rounds {
+            println!(
+                "rounds {:>5}..{:>5}: {} ({} offers so far)",
+                r + 1 - window.len(),
+                r,
+                summary(&window),
+                offers
+            );
+            window.clear();
+        }
+    }
+    println!("all {rounds} rounds: {}", summary(&all));
+    println!("total offers (= decline filters stored): {offers}");
+    match vm_hwm_kib() {
+        Some(kib) => println!("peak memory (VmHWM): {:.1} MiB", kib as f64 / 1024.0),
+        None => println!("peak memory: /proc/self/status not readable"),
+    }
+}
+
+fn pick_benches(c: &mut Criterion) {
+    for size in &SIZES[..2] {
+        for flat in [false, true] {
+            let (mut alloc, agents, _fws) = setup(*size, flat);
+            let free = alloc.agent_free(agents[0]).unwrap_or_default();
+            let shape = if flat { "flat" } else { "tree" };
+            let name = format!(
+                "pick/{}x{}/{shape}/no-filters",
+                size.agents, size.frameworks
+            );
+            c.bench_function(&name, |b| b.iter(|| alloc.pick(Some(agents[0]), &free, 1)));
+            // Half the frameworks filtered on this agent.
+            let mut it = 0;
+            while it < size.frameworks / 2 {
+                let Some(fw) = alloc.pick(Some(agents[0]), &free, 1) else {
+                    break;
+                };
+                alloc
+                    .add_filter(fw, agents[0], &free, u64::MAX)
+                    .unwrap_or_else(|e| panic!("{e}"));
+                it += 1;
+            }
+            let name = format!(
+                "pick/{}x{}/{shape}/half-filtered",
+                size.agents, size.frameworks
+            );
+            c.bench_function(&name, |b| b.iter(|| alloc.pick(Some(agents[0]), &free, 1)));
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    let only_rounds = args.iter().any(|a| a == "rounds");
+    let size_name = std::env::var("ALLOC_BENCH_SIZE").unwrap_or_else(|_| "1k".into());
+    let flat = std::env::var("ALLOC_BENCH_TREE").is_ok_and(|t| t == "flat");
+    let Some(size) = SIZES.iter().copied().find(|s| s.name == size_name) else {
+        eprintln!("ALLOC_BENCH_SIZE must be one of 1k, 10k, 50k; got {size_name:?}");
+        std::process::exit(2);
+    };
+    let n_rounds = std::env::var("ALLOC_BENCH_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(size.rounds);
+    if !only_rounds {
+        let mut c = Criterion::default()
+            .configure_from_args()
+            .sample_size(20)
+            .measurement_time(Duration::from_secs(2))
+            .warm_up_time(Duration::from_millis(300));
+        pick_benches(&mut c);
+        c.final_summary();
+    }
+    rounds(size, flat, n_rounds);
+}

@@ -1,8 +1,44 @@
 //! The Parley coordinator: keeps the books of agents, frameworks, tasks and offers, decides with
 //! hierarchical DRF who is offered what, and serves the HTTP API of `API.md`.
 //!
+//! Start one with [`serve`] (tests bind `127.0.0.1:0` and pass a cancellation future):
+//!
+//! ```no_run
+//! # async fn run() -> anyhow::Result<()> {
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+//! let token = tokio_util::sync::CancellationToken::new();
+//! coordinator::serve(coordinator::Config::default(), listener, token.cancelled_owned()).await
+//! # }
+//! ```
+//!
 //! # Layout
 //!
 //! - [`allocator`]: PURE (no I/O, no clock, no tokio): the role tree, DRF / H-DRF / plain-sum
 //!   policies, decline filters, and the allocation cycle that turns free agent resources into
 //!   decisions.
+//! - [`sim`]: the task-by-task scenario runner behind the `hdrf-sim` binary.
+//! - [`config`]: [`Config`], every setting with its default; the TOML file form; validation.
+//! - [`state`]: the registry, the one owner of the books (agents, frameworks, tasks, offers,
+//!   the allocator). Synchronous; methods validate before mutating and return effects.
+//! - [`runtime`]: [`Coordinator`], the async shell: the lock around the state, effect dispatch
+//!   (stream events, launches and kills sent to agents, allocation kicks).
+//! - [`api`]: the axum routers (framework, agent, operator), SSE streams, error bodies.
+//! - [`server`]: [`serve`]: wiring, graceful shutdown, background loops (allocation,
+//!   offer expiry, agent liveness, failover, update re-sends).
+//! - [`metrics`]: per-instance counters rendered as Prometheus text.
+//! - [`dev`]: `coordinator --dev`: the coordinator plus local agents in one process.
+//! - `ui/`: the dashboard page served at `/` (static HTML and JS, no build step).
+
+pub mod allocator;
+pub mod api;
+pub mod config;
+pub mod dev;
+pub mod metrics;
+pub mod runtime;
+pub mod server;
+pub mod sim;
+pub mod state;
+
+pub use config::{Config, ConfigError, FileConfig};
+pub use runtime::Coordinator;
+pub use server::serve;

@@ -8,7 +8,7 @@
 //!   arithmetic, parsing that names the bad field, and dominant-share helpers.
 //! - [`role`]: [`RolePath`] (`eng/batch`) and [`Weight`], validated on parse.
 //! - [`task`]: [`TaskSpec`], [`CommandSpec`], [`TaskState`], [`TaskStatus`].
-//! - [`offer`]: [`Offer`].
+//! - [`offer`]: the [`Offer`] type.
 //! - [`messages`]: request and response bodies of the framework, agent and operator APIs.
 //! - [`events`]: the framework SSE stream ([`FrameworkEvent`]) and the operator offer stream
 //!   ([`OfferEvent`]).

@@ -1,1 +1,322 @@
-//! The allocator (being written).
+//! The allocator: PURE (no I/O, no clock, no tokio) and synchronous. It keeps the role tree, what
+//! each framework holds on each agent, decline filters, and decides with H-DRF (or flat DRF, or
+//! Mesos-style plain sums) which framework gets an agent's free resources.
+//!
+//! Time is an argument (`now`, milliseconds on a caller-chosen monotonic clock). Same inputs, same
+//! decisions (ARCHITECTURE invariant 1).
+//!
+//! # Layout
+//!
+//! - [`error`]: [`AllocatorError`] and [`BlockReason`].
+//! - `idhash`: a fast deterministic hasher for the internal maps.
+//! - `kinds`: resource kinds interned to small integers; dense `Vec<u64>` vectors.
+//! - `tree`: the role tree (roles and framework leaves in one slot vector).
+//! - `filters`: the compact per-agent decline-filter store.
+//! - `accounting`: agents, allocate / release, removal.
+//! - `decide`: `pick`, `cycle`, `explain` (blocking rules).
+//! - `fast`: the fast H-DRF decision (cached node vectors, per-decision work only where this
+//!   agent's blocking differs).
+//! - `numeric`: the exact, order-independent share arithmetic H-DRF is computed in.
+//! - `reference`: the straight-from-ALGORITHMS.md decision procedures (the oracle the fast path
+//!   is tested against).
+//! - `views`: the operator views (`role_tree`, `dominant_share`).
+//!
+//! # Data structures
+//!
+//! Everything is indexed densely: resource kinds are interned to `usize`, roles and frameworks are
+//! slots in one node vector (`u32`), agents are slots in an agent vector (`u32`). Each node keeps
+//! `raw`, the plain sum of what its subtree holds (for a leaf, its allocation `U`), updated along
+//! the path to the root on every allocate / release. Each agent keeps its total, its free vector,
+//! what each framework holds on it, and its decline filters (16 bytes each, sorted by framework
+//! slot, expired ones swept lazily).
+//!
+//! The fast H-DRF decision (`fast`) caches every node's H-DRF vector for the agent-independent
+//! blocking and keeps it current incrementally (O(depth x log children) per allocate / release);
+//! a decision only re-evaluates the subtrees holding a leaf blocked for this agent and `W`
+//! (filters, demand hints), so it costs O(depth) with no such leaf and O(|B| x depth) with `|B|`
+//! of them. H-DRF is computed in the exact, order-independent arithmetic of `numeric`, so the fast
+//! path and the reference agree bit for bit (property-tested decision for decision). An agent on
+//! which every framework is blocked is skipped by `cycle` in O(1) until its free resources, its
+//! filters or the eligibility of any framework change.
+//!
+//! # Changes from the brief's API sketch
+//!
+//! Additive only: [`Allocator::policy`], [`Allocator::pick_reference`] (the slow oracle, public
+//! so integration tests can compare), and [`BlockReason::UnknownFramework`]. There is no
+//! `RoleIsFramework` error: roles and frameworks live in separate namespaces (a framework is a
+//! leaf *under* its role), so a role path can never collide with a framework. `Policy::Drf` and
+//! `Policy::PlainSum` (used by `hdrf-sim`) always run on the reference procedures. The fast path
+//! handles up to 4 resource kinds in `W` (cpus, mem, disk, gpus); more falls back to the reference.
+//!
+//! # Semantics (see ALGORITHMS.md)
+//!
+//! A leaf is blocked for `W` (an agent's free resources) when it is inactive, suppressed, has a
+//! live decline filter on that agent whose refused vector contains `W`, or has a demand hint that
+//! does not fit in `W`. Shares are taken over the kinds present in `W`. Frameworks are leaves of
+//! weight 1 under their role; the children of a role (child roles and frameworks alike) are
+//! ordered by creation, which is the tie-break order. Agents are walked by `cycle` in the order
+//! given, or in slot order (registration order, freed slots reused) when no order is given.
+
+mod accounting;
+mod decide;
+pub mod error;
+mod fast;
+mod filters;
+mod idhash;
+mod kinds;
+mod numeric;
+mod reference;
+#[cfg(test)]
+mod tests;
+mod tree;
+mod views;
+
+pub use error::{AllocatorError, BlockReason};
+
+use protocol::{AgentId, FrameworkId, Resources, RolePath, Weight};
+
+use filters::{AgentFilters, RefusedTable};
+use kinds::{Dense, Kinds};
+use tree::Tree;
+
+/// How shares are compared (see ALGORITHMS.md and the `hdrf-sim` brief).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Policy {
+    /// Hierarchical DRF: rescaling to the weighted minimum among non-blocked siblings.
+    #[default]
+    Hdrf,
+    /// The tree flattened (each leaf weighted by the product of `w / sum of sibling weights` along
+    /// its path), then weighted DRF over the leaves.
+    Drf,
+    /// Hierarchical with plain sums (Hadoop / Mesos role trees): a parent's usage is the plain sum
+    /// of its children's, shares over all resources, no rescaling.
+    PlainSum,
+}
+
+/// One decision of a cycle: `framework` gets `resources` (the agent's whole free vector) on
+/// `agent`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// The agent.
+    pub agent: AgentId,
+    /// The framework chosen.
+    pub framework: FrameworkId,
+    /// What it gets (now allocated to it).
+    pub resources: Resources,
+}
+
+/// One agent's books.
+#[derive(Debug, Clone)]
+pub(crate) struct Agent {
+    pub(crate) id: AgentId,
+    pub(crate) total: Dense,
+    pub(crate) free: Dense,
+    /// What each framework (leaf slot) holds here; small, unsorted.
+    pub(crate) held: Vec<(u32, Dense)>,
+    pub(crate) filters: AgentFilters,
+    /// Bumped when this agent's free resources change or a filter on it goes away.
+    pub(crate) version: u64,
+    /// `(shape, eligibility, agent version)` at which every framework was found blocked for this
+    /// agent's free resources: while all three are unchanged, a cycle skips the agent in O(1).
+    pub(crate) all_blocked_at: Option<(u64, u64, u64)>,
+}
+
+/// The allocator. See the module docs.
+#[derive(Debug, Clone)]
+pub struct Allocator {
+    pub(crate) policy: Policy,
+    pub(crate) kinds: Kinds,
+    pub(crate) tree: Tree,
+    pub(crate) agents: Vec<Option<Agent>>,
+    pub(crate) free_agent_slots: Vec<u32>,
+    pub(crate) agent_index: idhash::IdMap<AgentId, u32>,
+    /// `R`: the sum of the agents' totals.
+    pub(crate) capacity: Dense,
+    pub(crate) refused: RefusedTable,
+    /// Bumped whenever which leaves are active, suppressed, filtered-then-revived or hinted
+    /// changes.
+    pub(crate) eligibility_version: u64,
+    /// Bumped whenever the capacity changes.
+    pub(crate) capacity_version: u64,
+    /// Leaves with a demand hint (checked per decision).
+    pub(crate) demand_leaves: Vec<u32>,
+    /// The fast path's cache.
+    pub(crate) fast: fast::CacheCell,
+}
+
+impl Allocator {
+    /// An empty allocator deciding with `policy`.
+    pub fn new(policy: Policy) -> Self {
+        Self {
+            policy,
+            kinds: Kinds::default(),
+            tree: Tree::default(),
+            agents: Vec::new(),
+            free_agent_slots: Vec::new(),
+            agent_index: Default::default(),
+            capacity: Vec::new(),
+            refused: RefusedTable::default(),
+            eligibility_version: 0,
+            capacity_version: 0,
+            demand_leaves: Vec::new(),
+            fast: fast::CacheCell::default(),
+        }
+    }
+
+    /// The policy in use.
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    /// Sets a role's weight, creating the role (and its ancestors, weight 1) if new.
+    pub fn set_role_weight(&mut self, role: &RolePath, weight: Weight) {
+        let i = self.tree.ensure_role(role);
+        self.tree.nodes[i as usize].weight = weight.get();
+        self.tree.shape_version += 1;
+    }
+
+    /// A role's weight, or `None` if the role does not exist.
+    pub fn role_weight(&self, role: &RolePath) -> Option<Weight> {
+        let i = *self.tree.roles.get(role.as_str())?;
+        Weight::new(self.tree.nodes[i as usize].weight).ok()
+    }
+
+    /// Registers a framework as a leaf under `role` (created on demand). It starts active, not
+    /// suppressed, without a demand hint, after its role's existing children in tie order.
+    pub fn add_framework(
+        &mut self,
+        fw: FrameworkId,
+        role: &RolePath,
+    ) -> Result<(), AllocatorError> {
+        if self.tree.frameworks.contains_key(&fw) {
+            return Err(AllocatorError::DuplicateFramework(fw));
+        }
+        self.tree.add_leaf(fw, role);
+        Ok(())
+    }
+
+    /// The leaf slot of `fw`.
+    pub(crate) fn leaf_of(&self, fw: FrameworkId) -> Result<u32, AllocatorError> {
+        self.tree
+            .frameworks
+            .get(&fw)
+            .copied()
+            .ok_or(AllocatorError::UnknownFramework(fw))
+    }
+
+    /// The agent slot of `agent`.
+    pub(crate) fn agent_of(&self, agent: AgentId) -> Result<u32, AllocatorError> {
+        self.agent_index
+            .get(&agent)
+            .copied()
+            .ok_or(AllocatorError::UnknownAgent(agent))
+    }
+
+    /// The leaf of `fw`, for a change of its eligibility.
+    fn leaf_mut(&mut self, fw: FrameworkId) -> Result<&mut tree::Leaf, AllocatorError> {
+        let i = self.leaf_of(fw)?;
+        self.eligibility_version += 1;
+        self.tree.nodes[i as usize]
+            .leaf
+            .as_mut()
+            .ok_or(AllocatorError::UnknownFramework(fw))
+    }
+
+    /// Removes the framework's leaf, its filters, and releases everything it holds on every agent.
+    pub fn remove_framework(&mut self, fw: FrameworkId) -> Result<(), AllocatorError> {
+        let leaf = self.leaf_of(fw)?;
+        for slot in 0..self.agents.len() {
+            let held = match self.agents[slot].as_mut() {
+                Some(agent) => {
+                    if let Some(f) = agent.filters.remove(leaf) {
+                        self.refused.release(f.refused);
+                    }
+                    agent
+                        .held
+                        .iter()
+                        .position(|(l, _)| *l == leaf)
+                        .map(|p| agent.held.remove(p).1)
+                }
+                None => None,
+            };
+            if let Some(held) = held {
+                self.unbook(leaf, slot as u32, &held);
+            }
+        }
+        self.tree.remove_leaf(leaf);
+        self.demand_leaves.retain(|&l| l != leaf);
+        self.eligibility_version += 1;
+        Ok(())
+    }
+
+    /// Marks the framework subscribed (`true`) or not; inactive leaves are blocked.
+    pub fn set_active(&mut self, fw: FrameworkId, active: bool) -> Result<(), AllocatorError> {
+        self.leaf_mut(fw)?.active = active;
+        Ok(())
+    }
+
+    /// Takes the framework out of allocation until [`Allocator::revive`].
+    pub fn suppress(&mut self, fw: FrameworkId) -> Result<(), AllocatorError> {
+        self.leaf_mut(fw)?.suppressed = true;
+        Ok(())
+    }
+
+    /// Unsuppresses the framework and clears all its decline filters.
+    pub fn revive(&mut self, fw: FrameworkId) -> Result<(), AllocatorError> {
+        let leaf = self.leaf_of(fw)?;
+        self.leaf_mut(fw)?.suppressed = false;
+        for agent in self.agents.iter_mut().flatten() {
+            if let Some(f) = agent.filters.remove(leaf) {
+                self.refused.release(f.refused);
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets (or clears, with `None`) the framework's demand hint: a leaf whose demand does not fit
+    /// in `W` is blocked for `W`. An empty demand is the same as none.
+    pub fn set_demand(
+        &mut self,
+        fw: FrameworkId,
+        demand: Option<Resources>,
+    ) -> Result<(), AllocatorError> {
+        self.leaf_of(fw)?;
+        let dense = demand
+            .filter(|d| !d.is_empty())
+            .map(|d| self.kinds.dense(&d));
+        let has = dense.is_some();
+        self.leaf_mut(fw)?.demand = dense;
+        let leaf = self.leaf_of(fw)?;
+        self.demand_leaves.retain(|&l| l != leaf);
+        if has {
+            self.demand_leaves.push(leaf);
+            self.demand_leaves.sort_unstable();
+        }
+        Ok(())
+    }
+
+    /// Adds (or replaces) the decline filter of `fw` on `agent`: it blocks `fw` for that agent
+    /// while `now < until` and the agent's free resources fit in `refused`.
+    pub fn add_filter(
+        &mut self,
+        fw: FrameworkId,
+        agent: AgentId,
+        refused: &Resources,
+        until: u64,
+    ) -> Result<(), AllocatorError> {
+        let leaf = self.leaf_of(fw)?;
+        let slot = self.agent_of(agent)?;
+        let dense = self.kinds.dense(refused);
+        let r = self.refused.acquire(&dense);
+        if let Some(agent) = self.agents[slot as usize].as_mut() {
+            if let Some(old) = agent.filters.insert(filters::Filter {
+                leaf,
+                refused: r,
+                until,
+            }) {
+                self.refused.release(old);
+            }
+        }
+        Ok(())
+    }
+}

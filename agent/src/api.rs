@@ -1,0 +1,237 @@
+//! The agent's own HTTP API (`API.md`, prefix `/api/v1`): launch, kill, list tasks, read their
+//! output, health. Errors are the contract's `{"error": {"code", "message"}}` bodies.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use protocol::messages::{Empty, LaunchTasks, TaskStatusList};
+use protocol::{ErrorBody, TaskId};
+
+use crate::executor;
+use crate::state::{Agent, LaunchError};
+
+/// The most output one `stdout`/`stderr` request returns: the end of the file.
+const MAX_OUTPUT_BYTES: u64 = 4 * 1024 * 1024;
+
+/// An error answer: a status and the contract's error body.
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+impl ApiError {
+    pub(crate) fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+
+    pub(crate) fn unknown_task(task_id: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "task_not_found",
+            format!("no task {task_id:?} on this agent; GET /api/v1/tasks lists them"),
+        )
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(ErrorBody::new(self.code, self.message))).into_response()
+    }
+}
+
+/// Parses and checks a launch body: JSON shape, commands, environment names, durations.
+pub(crate) fn parse_launch(body: &[u8]) -> Result<LaunchTasks, ApiError> {
+    let launch: LaunchTasks = serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "invalid launch body: {e}; expected {{\"framework_id\", \"tasks\": [TaskSpec]}}"
+        ))
+    })?;
+    for spec in &launch.tasks {
+        let id = &spec.task_id;
+        spec.command
+            .validate()
+            .map_err(|e| ApiError::bad_request(format!("task {id}: {e}")))?;
+        for name in spec.env.keys() {
+            if name.is_empty() || name.contains('=') || name.contains('\0') {
+                return Err(ApiError::bad_request(format!(
+                    "task {id}: invalid environment variable name {name:?}"
+                )));
+            }
+        }
+        if spec.env.values().any(|v| v.contains('\0')) {
+            return Err(ApiError::bad_request(format!(
+                "task {id}: an environment value contains a NUL byte"
+            )));
+        }
+        if let Some(d) = spec.duration_s {
+            if !d.is_finite() || d < 0.0 {
+                return Err(ApiError::bad_request(format!(
+                    "task {id}: duration_s must be a non-negative number"
+                )));
+            }
+        }
+    }
+    Ok(launch)
+}
+
+/// Parses a task id from a path.
+pub(crate) fn parse_task_id(raw: &str) -> Result<TaskId, ApiError> {
+    TaskId::new(raw).map_err(|e| ApiError::bad_request(e.to_string()))
+}
+
+/// The router of one real agent.
+pub(crate) fn app(agent: Arc<Agent>) -> Router {
+    Router::new()
+        .route("/api/v1/tasks", post(launch).get(list))
+        .route("/api/v1/tasks/{task_id}/kill", post(kill))
+        .route("/api/v1/tasks/{task_id}/stdout", get(stdout))
+        .route("/api/v1/tasks/{task_id}/stderr", get(stderr))
+        .route("/api/v1/health", get(health))
+        .with_state(agent)
+}
+
+async fn launch(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, ApiError> {
+    let launch = parse_launch(&body)?;
+    let ids = agent
+        .accept_launch(launch.framework_id, launch.tasks)
+        .map_err(|e| match e {
+            LaunchError::Duplicate(_) => {
+                ApiError::new(StatusCode::CONFLICT, "task_exists", e.to_string())
+            }
+            LaunchError::ShuttingDown => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "shutting_down",
+                e.to_string(),
+            ),
+            LaunchError::Sandbox { .. } | LaunchError::Journal(_) => {
+                tracing::error!("launch failed: {e}");
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    "the agent cannot record the launch; see its log",
+                )
+            }
+        })?;
+    for id in ids {
+        agent
+            .tracker
+            .spawn(executor::run_task(Arc::clone(&agent), id));
+    }
+    Ok((StatusCode::ACCEPTED, Json(Empty {})).into_response())
+}
+
+async fn list(State(agent): State<Arc<Agent>>) -> Json<TaskStatusList> {
+    Json(TaskStatusList {
+        tasks: agent.statuses(),
+    })
+}
+
+async fn kill(
+    State(agent): State<Arc<Agent>>,
+    Path(task_id): Path<String>,
+) -> Result<Response, ApiError> {
+    let id = parse_task_id(&task_id)?;
+    if !agent.kill_task(&id) {
+        return Err(ApiError::unknown_task(&task_id));
+    }
+    Ok((StatusCode::ACCEPTED, Json(Empty {})).into_response())
+}
+
+async fn stdout(state: State<Arc<Agent>>, path: Path<String>) -> Result<Response, ApiError> {
+    output(state, path, "stdout").await
+}
+
+async fn stderr(state: State<Arc<Agent>>, path: Path<String>) -> Result<Response, ApiError> {
+    output(state, path, "stderr").await
+}
+
+async fn output(
+    State(agent): State<Arc<Agent>>,
+    Path(task_id): Path<String>,
+    which: &str,
+) -> Result<Response, ApiError> {
+    let id = parse_task_id(&task_id)?;
+    let sandbox = agent
+        .sandbox(&id)
+        .ok_or_else(|| ApiError::unknown_task(&task_id))?;
+    let bytes = match read_tail(&sandbox.join(which)).await {
+        Ok(bytes) => bytes,
+        // Accepted but not started yet: no output so far.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => {
+            tracing::warn!(%task_id, "cannot read {which}: {e}");
+            return Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                format!("cannot read the task's {which}"),
+            ));
+        }
+    };
+    Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], bytes).into_response())
+}
+
+/// The last [`MAX_OUTPUT_BYTES`] of a file.
+async fn read_tail(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    use tokio::io::{AsyncReadExt, AsyncSeekExt};
+    let mut f = tokio::fs::File::open(path).await?;
+    let len = f.metadata().await?.len();
+    if len > MAX_OUTPUT_BYTES {
+        f.seek(std::io::SeekFrom::Start(len - MAX_OUTPUT_BYTES))
+            .await?;
+    }
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf).await?;
+    Ok(buf)
+}
+
+async fn health() -> Json<Empty> {
+    Json(Empty {})
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn launch_bodies_are_checked() {
+        let fw = protocol::FrameworkId::new();
+        let agent = protocol::AgentId::new();
+        let ok = format!(
+            r#"{{"framework_id":"{fw}","tasks":[{{"task_id":"t","agent_id":"{agent}","resources":{{"cpus":1}},"command":{{"shell":"true"}}}}]}}"#
+        );
+        assert_eq!(parse_launch(ok.as_bytes()).unwrap().tasks.len(), 1);
+        for (bad, needle) in [
+            ("not json".to_string(), "invalid launch body"),
+            (ok.replace("\"true\"", "\"  \""), "command.shell is empty"),
+            (
+                ok.replace(r#""resources""#, r#""env":{"A=B":"x"},"resources""#),
+                "environment variable name",
+            ),
+            (
+                ok.replace(r#""resources""#, r#""duration_s":-1,"resources""#),
+                "duration_s",
+            ),
+            (ok.replace(r#"{"cpus":1}"#, r#"{"cpus":-1}"#), "negative"),
+        ] {
+            let err = parse_launch(bad.as_bytes()).unwrap_err();
+            assert_eq!(err.status, StatusCode::BAD_REQUEST, "{bad}");
+            assert!(err.message.contains(needle), "{bad}: {}", err.message);
+        }
+    }
+}

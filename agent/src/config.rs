@@ -1,0 +1,236 @@
+//! Configuration of a real agent ([`AgentConfig`]), of a simulated fleet ([`SimConfig`]), and the
+//! intervals both use ([`Timing`]); plus the text forms the CLI accepts (`rack=r1,zone=a`).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use protocol::Resources;
+
+/// A configuration value that cannot be used. The message names the value and says what to fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// The coordinator URL is not an `http://` or `https://` URL.
+    #[error("invalid coordinator URL {0:?}: expected http://HOST:PORT")]
+    BadCoordinator(String),
+    /// The advertised URL is not an `http://` or `https://` URL.
+    #[error("invalid advertise URL {0:?}: expected http://HOST:PORT")]
+    BadAdvertiseUrl(String),
+    /// An attribute item is not `name=value`, or its name is empty.
+    #[error("invalid attribute {0:?}: expected name=value, e.g. rack=r1,zone=a")]
+    BadAttribute(String),
+    /// The same attribute was given twice.
+    #[error("attribute {0:?} is given twice")]
+    DuplicateAttribute(String),
+    /// The work directory cannot be created or written.
+    #[error("work dir {path}: {reason}")]
+    WorkDir {
+        /// The directory.
+        path: PathBuf,
+        /// What failed.
+        reason: String,
+    },
+    /// A simulated fleet of zero agents.
+    #[error("--simulate needs at least 1 agent")]
+    NoAgents,
+}
+
+/// Intervals and limits. The defaults suit production; tests shorten them.
+#[derive(Debug, Clone)]
+pub struct Timing {
+    /// First retry delay after a failed registration or status update.
+    pub backoff_min: Duration,
+    /// Retry delays double up to this cap (with jitter).
+    pub backoff_max: Duration,
+    /// Time between SIGTERM and SIGKILL when a task is killed.
+    pub kill_grace: Duration,
+    /// How often a re-adopted task (one started before an agent restart) is checked for exit.
+    pub adopt_poll: Duration,
+    /// Timeout of each request to the coordinator.
+    pub request_timeout: Duration,
+    /// The heartbeat interval the coordinator asks for is clamped to at least this.
+    pub min_heartbeat: Duration,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Self {
+            backoff_min: Duration::from_millis(200),
+            backoff_max: Duration::from_secs(30),
+            kill_grace: Duration::from_secs(5),
+            adopt_poll: Duration::from_secs(1),
+            request_timeout: Duration::from_secs(10),
+            min_heartbeat: Duration::from_millis(10),
+        }
+    }
+}
+
+impl Timing {
+    /// Short intervals for tests: retries within tens of milliseconds, a 500 ms kill grace.
+    pub fn fast() -> Self {
+        Self {
+            backoff_min: Duration::from_millis(10),
+            backoff_max: Duration::from_millis(200),
+            kill_grace: Duration::from_millis(500),
+            adopt_poll: Duration::from_millis(50),
+            request_timeout: Duration::from_secs(2),
+            min_heartbeat: Duration::from_millis(10),
+        }
+    }
+}
+
+/// Configuration of one real agent.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// Base URL of the coordinator, e.g. `http://127.0.0.1:5050`.
+    pub coordinator: String,
+    /// The resources to advertise; detected from the machine when `None`.
+    pub resources: Option<Resources>,
+    /// Attributes such as `rack` or `zone`.
+    pub attributes: BTreeMap<String, String>,
+    /// Where the journal, the agent id and the task sandboxes live.
+    pub work_dir: PathBuf,
+    /// The hostname to advertise; the machine's when `None`.
+    pub hostname: Option<String>,
+    /// The URL the coordinator uses to reach this agent; derived from the listener when `None`.
+    pub advertise_url: Option<String>,
+    /// A delegated cgroup v2 directory for per-task memory limits; RLIMIT_AS is used when `None`
+    /// (see the crate docs).
+    pub cgroup_root: Option<PathBuf>,
+    /// Make the process a child subreaper and reap orphaned task processes (Linux). Turn off
+    /// when embedding the agent in a process that waits for children of its own by pid with
+    /// something other than tokio.
+    pub reap_orphans: bool,
+    /// Intervals and limits.
+    pub timing: Timing,
+}
+
+impl AgentConfig {
+    /// A configuration with detected resources, no attributes and default timing.
+    pub fn new(coordinator: impl Into<String>, work_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            coordinator: coordinator.into(),
+            resources: None,
+            attributes: BTreeMap::new(),
+            work_dir: work_dir.into(),
+            hostname: None,
+            advertise_url: None,
+            cgroup_root: None,
+            reap_orphans: true,
+            timing: Timing::default(),
+        }
+    }
+}
+
+/// Configuration of a fleet of simulated agents in one process.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// Base URL of the coordinator.
+    pub coordinator: String,
+    /// How many agents to simulate.
+    pub count: usize,
+    /// The resources each simulated agent advertises.
+    pub resources: Resources,
+    /// Attributes of every simulated agent (each also gets `sim_index`).
+    pub attributes: BTreeMap<String, String>,
+    /// Hostname prefix; agent `i` is `{prefix}-{i}`.
+    pub hostname_prefix: String,
+    /// Base URL of the shared listener; agent `i` is reached at `{base}/sim/{i}`. Derived from
+    /// the listener when `None`.
+    pub advertise_url: Option<String>,
+    /// First registrations are spread evenly over this long, so a fleet does not stampede.
+    pub stagger: Duration,
+    /// At most this many requests to the coordinator are in flight at once.
+    pub max_in_flight: usize,
+    /// Intervals and limits.
+    pub timing: Timing,
+}
+
+impl SimConfig {
+    /// `count` agents of `resources` each, default timing, a one-second start stagger.
+    pub fn new(coordinator: impl Into<String>, count: usize, resources: Resources) -> Self {
+        Self {
+            coordinator: coordinator.into(),
+            count,
+            resources,
+            attributes: BTreeMap::new(),
+            hostname_prefix: "sim".into(),
+            advertise_url: None,
+            stagger: Duration::from_secs(1),
+            max_in_flight: 128,
+            timing: Timing::default(),
+        }
+    }
+}
+
+/// Checks a base URL and removes a trailing slash.
+pub(crate) fn normalize_url(url: &str) -> Option<String> {
+    let trimmed = url.trim().trim_end_matches('/');
+    let rest = trimmed
+        .strip_prefix("http://")
+        .or_else(|| trimmed.strip_prefix("https://"))?;
+    if rest.is_empty() || rest.contains(char::is_whitespace) {
+        return None;
+    }
+    Some(trimmed.to_string())
+}
+
+/// Checks the coordinator URL; returns it without a trailing slash.
+pub fn parse_coordinator_url(url: &str) -> Result<String, ConfigError> {
+    normalize_url(url).ok_or_else(|| ConfigError::BadCoordinator(url.to_string()))
+}
+
+/// Parses `rack=r1,zone=a` (an empty string is no attributes).
+pub fn parse_attributes(text: &str) -> Result<BTreeMap<String, String>, ConfigError> {
+    let mut out = BTreeMap::new();
+    for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (name, value) = item
+            .split_once('=')
+            .ok_or_else(|| ConfigError::BadAttribute(item.to_string()))?;
+        let name = name.trim();
+        if name.is_empty() {
+            return Err(ConfigError::BadAttribute(item.to_string()));
+        }
+        if out
+            .insert(name.to_string(), value.trim().to_string())
+            .is_some()
+        {
+            return Err(ConfigError::DuplicateAttribute(name.to_string()));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attributes_parse_and_reject_bad_items() {
+        let a = parse_attributes("rack=r1, zone=a").unwrap();
+        assert_eq!(a["rack"], "r1");
+        assert_eq!(a["zone"], "a");
+        assert!(parse_attributes("").unwrap().is_empty());
+        assert_eq!(
+            parse_attributes("rack").unwrap_err(),
+            ConfigError::BadAttribute("rack".into())
+        );
+        assert_eq!(
+            parse_attributes("=x").unwrap_err(),
+            ConfigError::BadAttribute("=x".into())
+        );
+        assert_eq!(
+            parse_attributes("a=1,a=2").unwrap_err(),
+            ConfigError::DuplicateAttribute("a".into())
+        );
+    }
+
+    #[test]
+    fn coordinator_urls_are_checked() {
+        assert_eq!(parse_coordinator_url("http://h:1/").unwrap(), "http://h:1");
+        assert!(parse_coordinator_url("h:1").is_err());
+        assert!(parse_coordinator_url("http://").is_err());
+        assert!(parse_coordinator_url("ftp://h").is_err());
+    }
+}

@@ -1,0 +1,394 @@
+//! Real tasks as OS processes: sandboxes, environment, memory limits, process-group kill, exit
+//! status, and re-adoption of processes that outlived an agent restart.
+//!
+//! Every task runs under a tiny `sh` wrapper, which is the leader of the task's own process
+//! group (`process_group(0)`, no `unsafe` needed):
+//!
+//! ```text
+//! sh -c 'trap : TERM; [memory limit;] "$@"; c=$?; echo $c > "$PARLEY_SANDBOX/.parley_exit"; exit $c' parley-task PROGRAM ARGS...
+//! ```
+//!
+//! - The wrapper applies the memory limit before the task starts: it joins the task's cgroup v2
+//!   (when the agent was given a delegated cgroup v2 directory) or sets `ulimit -v` (RLIMIT_AS).
+//!   The workspace forbids `unsafe`, so `pre_exec` is not available; a wrapper has no race.
+//! - It writes the exit code to the sandbox, so an agent that restarted while the task ran can
+//!   still report how it ended.
+//! - Killing sends SIGTERM to the whole group, then SIGKILL after the grace period; when the
+//!   leader exits, whatever is left in the group gets SIGKILL, so a task leaves no process behind.
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use protocol::{TaskId, TaskSpec, TaskState};
+
+use crate::reaper;
+use crate::state::Agent;
+
+/// The file (inside the sandbox) where the wrapper writes the task's exit code.
+pub const EXIT_FILE: &str = ".parley_exit";
+
+/// Exit code of the wrapper when it cannot apply the memory limit.
+const LIMIT_FAILED: i32 = 125;
+
+/// How memory limits are enforced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemoryLimits {
+    /// `ulimit -v` (RLIMIT_AS) of the task's `mem`, set by the wrapper before the task starts.
+    Rlimit,
+    /// A cgroup per task under this cgroup v2 directory, with `memory.max` set to the task's
+    /// `mem`.
+    CgroupV2(PathBuf),
+}
+
+impl MemoryLimits {
+    /// Cgroup v2 when `root` is given and is a cgroup v2 directory the agent may write;
+    /// otherwise RLIMIT_AS.
+    pub fn choose(root: Option<&Path>) -> MemoryLimits {
+        match root {
+            Some(root) if root.join("cgroup.controllers").exists() => {
+                let probe = root.join("parley-probe");
+                let ok = std::fs::create_dir_all(&probe).is_ok()
+                    && probe.join("memory.max").exists()
+                    && std::fs::remove_dir(&probe).is_ok();
+                if ok {
+                    MemoryLimits::CgroupV2(root.to_path_buf())
+                } else {
+                    tracing::warn!(root = %root.display(), "cgroup v2 directory not usable for memory limits (is the memory controller enabled in its subtree_control?); using RLIMIT_AS");
+                    MemoryLimits::Rlimit
+                }
+            }
+            Some(root) => {
+                tracing::warn!(root = %root.display(), "not a cgroup v2 directory; using RLIMIT_AS");
+                MemoryLimits::Rlimit
+            }
+            None => MemoryLimits::Rlimit,
+        }
+    }
+}
+
+/// The environment variable name of a resource: `PARLEY_` and the name uppercased.
+pub fn resource_env_name(resource: &str) -> String {
+    format!("PARLEY_{}", resource.to_ascii_uppercase())
+}
+
+/// Builds the wrapper command for `spec`, run in `sandbox` with stdout/stderr files there.
+fn build_command(
+    spec: &TaskSpec,
+    sandbox: &Path,
+    limits: &MemoryLimits,
+    cgroup: Option<&Path>,
+) -> std::io::Result<tokio::process::Command> {
+    // The wrapper catches SIGTERM (a caught signal is reset to the default in the task it
+    // execs), so a kill's SIGTERM reaches the task and the wrapper outlives it: the grace
+    // period is the task's, not cut short by the wrapper dying first.
+    let mut script = String::from("trap : TERM; ");
+    let mem_millis = spec.resources.millis("mem");
+    if mem_millis > 0 {
+        match (limits, cgroup) {
+            (MemoryLimits::CgroupV2(_), Some(_)) => {
+                script.push_str("echo $$ > \"$PARLEY_CGROUP_PROCS\" || exit 125; ");
+            }
+            _ => {
+                // mem is in MiB (thousandths on the wire); ulimit -v takes KiB.
+                let kib = (mem_millis * 1024).div_ceil(1000);
+                script.push_str(&format!("ulimit -v {kib} || exit {LIMIT_FAILED}; "));
+            }
+        }
+    }
+    script.push_str(&format!(
+        "\"$@\"; c=$?; echo $c > \"$PARLEY_SANDBOX/{EXIT_FILE}\" 2>/dev/null; exit $c"
+    ));
+
+    let mut cmd = tokio::process::Command::new("sh");
+    cmd.arg("-c").arg(script).arg("parley-task");
+    match &spec.command {
+        protocol::CommandSpec::Shell(line) => {
+            cmd.arg("sh").arg("-c").arg(line);
+        }
+        protocol::CommandSpec::Argv(argv) => {
+            cmd.args(argv);
+        }
+    }
+    cmd.current_dir(sandbox)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(sandbox.join("stdout"))?)
+        .stderr(std::fs::File::create(sandbox.join("stderr"))?)
+        .process_group(0);
+    // The task's own variables first, so the agent's PARLEY_* always win.
+    cmd.envs(&spec.env);
+    for (name, millis) in spec.resources.iter() {
+        cmd.env(resource_env_name(name.as_str()), format_units(millis));
+    }
+    cmd.env("PARLEY_TASK_ID", spec.task_id.as_str());
+    cmd.env("PARLEY_SANDBOX", sandbox);
+    if let Some(cg) = cgroup {
+        cmd.env("PARLEY_CGROUP_PROCS", cg.join("cgroup.procs"));
+    }
+    Ok(cmd)
+}
+
+/// `1500` → `1.5`, `4096000` → `4096` (f64 prints whole numbers without a fraction, and is
+/// exact for every valid amount).
+fn format_units(millis: u64) -> String {
+    format!("{}", millis as f64 / 1000.0)
+}
+
+/// Creates the task's cgroup with its memory limit; `None` when limits are not cgroups.
+fn make_cgroup(limits: &MemoryLimits, spec: &TaskSpec, sandbox: &Path) -> Option<PathBuf> {
+    let MemoryLimits::CgroupV2(root) = limits else {
+        return None;
+    };
+    let mem_millis = spec.resources.millis("mem");
+    if mem_millis == 0 {
+        return None;
+    }
+    let leaf = sandbox.file_name()?.to_string_lossy().into_owned();
+    let dir = root.join(format!("parley-{leaf}"));
+    let bytes = (mem_millis * 1024 * 1024).div_ceil(1000);
+    match std::fs::create_dir_all(&dir)
+        .and_then(|()| std::fs::write(dir.join("memory.max"), bytes.to_string()))
+    {
+        Ok(()) => Some(dir),
+        Err(e) => {
+            tracing::warn!(cgroup = %dir.display(), "cannot create task cgroup, using RLIMIT_AS: {e}");
+            None
+        }
+    }
+}
+
+/// What became of a task whose process ended.
+pub fn exit_outcome(
+    status: ExitStatus,
+    kill_requested: bool,
+) -> (TaskState, Option<String>, Option<i32>) {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        _ if kill_requested => (
+            TaskState::Killed,
+            Some("killed on request".into()),
+            status.code(),
+        ),
+        (Some(code), _) => code_outcome(code),
+        // The shell convention: a signalled process reports 128 + the signal.
+        (None, Some(sig)) => (
+            TaskState::Failed,
+            Some(format!("terminated by signal {sig}")),
+            Some(128 + sig),
+        ),
+        (None, None) => (
+            TaskState::Failed,
+            Some("exited with an unknown status".into()),
+            None,
+        ),
+    }
+}
+
+/// What an exit code means.
+pub fn code_outcome(code: i32) -> (TaskState, Option<String>, Option<i32>) {
+    let message = match code {
+        0 => {
+            return (
+                TaskState::Finished,
+                Some("exited with code 0".into()),
+                Some(0),
+            )
+        }
+        LIMIT_FAILED => "could not apply the memory limit (exit code 125)".to_string(),
+        126 => "exited with code 126 (command not executable)".to_string(),
+        127 => "exited with code 127 (command not found)".to_string(),
+        c if c > 128 => format!(
+            "exited with code {c} (the command died of signal {})",
+            c - 128
+        ),
+        c => format!("exited with code {c}"),
+    };
+    (TaskState::Failed, Some(message), Some(code))
+}
+
+/// Sends `signal` to a process group; a group that is already gone is not an error.
+pub fn signal_group(pgid: u32, signal: Signal) {
+    let Ok(raw) = i32::try_from(pgid) else { return };
+    if raw <= 1 {
+        return; // Never signal "every process" or init, whatever the journal says.
+    }
+    match killpg(Pid::from_raw(raw), signal) {
+        Ok(()) | Err(nix::errno::Errno::ESRCH) => {}
+        Err(e) => tracing::warn!(pgid, ?signal, "cannot signal process group: {e}"),
+    }
+}
+
+/// The state letter and start time (clock ticks since boot) of a process, from
+/// `/proc/PID/stat`; `None` when it does not exist or cannot be read.
+pub fn proc_stat(pid: u32) -> Option<(char, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may contain spaces and parentheses; fields after the last ')'
+    // start with field 3 (state); field 22 (starttime) is the 20th of them.
+    let rest = &text[text.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let start = fields.nth(18)?.parse().ok()?;
+    Some((state, start))
+}
+
+/// True when `pid` is a live (not zombie) process started at `start_time`.
+pub fn same_process_alive(pid: u32, start_time: Option<u64>) -> bool {
+    match (proc_stat(pid), start_time) {
+        (Some((state, _)), _) if state == 'Z' || state == 'X' => false,
+        (Some((_, now)), Some(then)) => now == then,
+        // Without a recorded start time a re-used pid cannot be told apart: assume gone.
+        _ => false,
+    }
+}
+
+/// Reads the exit code the wrapper left in a sandbox.
+pub fn read_exit_file(sandbox: &Path) -> Option<i32> {
+    std::fs::read_to_string(sandbox.join(EXIT_FILE))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Starts the task's process and watches it until it exits, recording `running` and the final
+/// state. On agent shutdown the process is left running (re-adopted on the next start).
+pub(crate) async fn run_task(agent: Arc<Agent>, task_id: TaskId) {
+    let Some((spec, sandbox)) = agent.launch_info(&task_id) else {
+        return;
+    };
+    if agent.kill_requested(&task_id) {
+        agent.record(
+            &task_id,
+            TaskState::Killed,
+            Some("killed before it started".into()),
+            None,
+        );
+        return;
+    }
+    let cgroup = make_cgroup(&agent.limits, &spec, &sandbox);
+    let spawned =
+        build_command(&spec, &sandbox, &agent.limits, cgroup.as_deref()).and_then(|mut cmd| {
+            // Registered before the reaper can see it exit, so the reaper leaves it to tokio.
+            let mut tracked = reaper::tracked();
+            let child = cmd.spawn()?;
+            if let Some(pid) = child.id() {
+                tracked.insert(pid);
+            }
+            Ok(child)
+        });
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(e) => {
+            agent.record(
+                &task_id,
+                TaskState::Failed,
+                Some(format!("cannot start: {e}")),
+                None,
+            );
+            return;
+        }
+    };
+    let Some(pid) = child.id() else {
+        agent.record(
+            &task_id,
+            TaskState::Failed,
+            Some("process vanished at start".into()),
+            None,
+        );
+        return;
+    };
+    let start_time = proc_stat(pid).map(|(_, t)| t);
+    let kill_now = agent.started(&task_id, pid, start_time);
+    if kill_now {
+        agent.kill_task(&task_id);
+    }
+    tokio::select! {
+        status = child.wait() => {
+            let kill_requested = agent.kill_requested(&task_id);
+            let (state, message, code) = match status {
+                Ok(status) => exit_outcome(status, kill_requested),
+                Err(e) => (TaskState::Failed, Some(format!("cannot wait for the process: {e}")), None),
+            };
+            reaper::tracked().remove(&pid);
+            // Whatever the task left in its group goes with it.
+            signal_group(pid, Signal::SIGKILL);
+            agent.record(&task_id, state, message, code);
+            if let Some(cg) = cgroup {
+                let _ = std::fs::remove_dir(cg);
+            }
+        }
+        () = agent.cancel.cancelled() => {
+            // Shutdown: leave the process alone; dropping `child` neither kills nor leaks it
+            // (tokio reaps orphaned children in the background).
+        }
+    }
+}
+
+/// Watches a process that was started before the agent restarted, until it exits, then reports
+/// the exit code the wrapper left in the sandbox.
+pub(crate) async fn watch_adopted(
+    agent: Arc<Agent>,
+    task_id: TaskId,
+    pid: u32,
+    start_time: Option<u64>,
+) {
+    let Some((_, sandbox)) = agent.launch_info(&task_id) else {
+        return;
+    };
+    loop {
+        if !same_process_alive(pid, start_time) {
+            signal_group(pid, Signal::SIGKILL);
+            let (state, message, code) = match read_exit_file(&sandbox) {
+                _ if agent.kill_requested(&task_id) => {
+                    (TaskState::Killed, Some("killed on request".into()), None)
+                }
+                Some(code) => code_outcome(code),
+                None => (
+                    TaskState::Failed,
+                    Some("the process ended without an exit status (killed by a signal?)".into()),
+                    None,
+                ),
+            };
+            agent.record(&task_id, state, message, code);
+            return;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(agent.config.timing.adopt_poll) => {}
+            () = agent.cancel.cancelled() => return,
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_map_to_states() {
+        assert_eq!(code_outcome(0).0, TaskState::Finished);
+        let (state, msg, code) = code_outcome(3);
+        assert_eq!((state, code), (TaskState::Failed, Some(3)));
+        assert_eq!(msg.unwrap(), "exited with code 3");
+        assert!(code_outcome(127).1.unwrap().contains("not found"));
+        assert!(code_outcome(137).1.unwrap().contains("signal 9"));
+    }
+
+    #[test]
+    fn units_format_without_noise() {
+        assert_eq!(format_units(4_096_000), "4096");
+        assert_eq!(format_units(1_500), "1.5");
+        assert_eq!(resource_env_name("gpus"), "PARLEY_GPUS");
+    }
+
+    #[test]
+    fn proc_stat_reads_this_process() {
+        let (state, start) = proc_stat(std::process::id()).unwrap();
+        assert!(state == 'R' || state == 'S', "{state}");
+        assert!(same_process_alive(std::process::id(), Some(start)));
+        assert!(!same_process_alive(std::process::id(), Some(start + 1)));
+        assert!(!same_process_alive(std::process::id(), None));
+    }
+}

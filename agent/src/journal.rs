@@ -1,0 +1,380 @@
+//! The agent's journal: append-only JSON lines in the work dir, fsync'd, so that no task state
+//! change is lost across agent restarts.
+//!
+//! Every state change is appended (and synced) *before* it is sent to the coordinator; an
+//! acknowledgement (the coordinator's `200`) is appended afterwards. On start the agent replays
+//! the file ([`Journal::open`]) to learn its tasks, their processes, and the updates still to
+//! send. [`Journal::rewrite`] compacts it: the caller writes only what is still needed (tasks not
+//! yet terminal, and updates not yet acknowledged) to a temporary file that atomically replaces
+//! the old one.
+//!
+//! A torn last line (a crash mid-append) is ignored on replay; any other unreadable line is
+//! skipped with a warning, so one bad line never loses the rest.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+use protocol::{FrameworkId, TaskId, TaskSpec, TaskStatus, UpdateId};
+use serde::{Deserialize, Serialize};
+
+/// The journal's file name inside the work dir.
+pub const FILE_NAME: &str = "journal.jsonl";
+
+/// A journal I/O failure.
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    /// Reading, writing or syncing the file failed.
+    #[error("journal {path}: {source}")]
+    Io {
+        /// The journal file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A record could not be encoded (not expected with these types).
+    #[error("journal record cannot be encoded: {0}")]
+    Encode(#[from] serde_json::Error),
+}
+
+/// One line of the journal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Record {
+    /// A task was accepted for launch.
+    Launch {
+        /// Its framework.
+        framework_id: FrameworkId,
+        /// What to run.
+        spec: TaskSpec,
+        /// Its sandbox directory.
+        sandbox: PathBuf,
+    },
+    /// The task's process started: its pid (also its process group) and its start time in clock
+    /// ticks since boot (field 22 of `/proc/PID/stat`), which tells a re-used pid from ours.
+    Started {
+        /// The task.
+        task_id: TaskId,
+        /// The process (group) id.
+        pid: u32,
+        /// The process start time, when it could be read.
+        start_time: Option<u64>,
+    },
+    /// A task state change.
+    Status {
+        /// The change.
+        status: TaskStatus,
+    },
+    /// The coordinator recorded an update.
+    Acked {
+        /// The update.
+        update_id: UpdateId,
+    },
+}
+
+/// A task as the journal remembers it.
+#[derive(Debug, Clone)]
+pub struct ReplayedTask {
+    /// Its framework.
+    pub framework_id: FrameworkId,
+    /// What it runs.
+    pub spec: TaskSpec,
+    /// Its sandbox.
+    pub sandbox: PathBuf,
+    /// Its process and start time, once started.
+    pub process: Option<(u32, Option<u64>)>,
+    /// Its latest status, if any was recorded.
+    pub latest: Option<TaskStatus>,
+}
+
+/// What a replay found.
+#[derive(Debug, Default)]
+pub struct Replay {
+    /// The tasks, in launch order.
+    pub tasks: Vec<ReplayedTask>,
+    /// Updates not yet acknowledged, in the order they were written.
+    pub unacked: VecDeque<TaskStatus>,
+}
+
+/// The open journal file.
+#[derive(Debug)]
+pub struct Journal {
+    path: PathBuf,
+    file: File,
+    lines: usize,
+}
+
+impl Journal {
+    /// Opens (creating if needed) the journal in `dir` and replays it.
+    pub fn open(dir: &Path) -> Result<(Journal, Replay), JournalError> {
+        let path = dir.join(FILE_NAME);
+        let io = |source| JournalError::Io {
+            path: path.clone(),
+            source,
+        };
+        let (replay, lines) = match File::open(&path) {
+            Ok(f) => replay(BufReader::new(f), &path).map_err(io)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Replay::default(), 0),
+            Err(e) => return Err(io(e)),
+        };
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(io)?;
+        sync_dir(dir).map_err(io)?;
+        Ok((Journal { path, file, lines }, replay))
+    }
+
+    /// Appends records; with `sync`, they are on disk when this returns.
+    pub fn append(&mut self, records: &[Record], sync: bool) -> Result<(), JournalError> {
+        let mut buf = Vec::with_capacity(256 * records.len());
+        for r in records {
+            serde_json::to_writer(&mut buf, r)?;
+            buf.push(b'\n');
+        }
+        let io = |source| JournalError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        self.file.write_all(&buf).map_err(io)?;
+        if sync {
+            self.file.sync_data().map_err(io)?;
+        }
+        self.lines += records.len();
+        Ok(())
+    }
+
+    /// Syncs everything appended so far.
+    pub fn flush(&mut self) -> Result<(), JournalError> {
+        self.file.sync_data().map_err(|source| JournalError::Io {
+            path: self.path.clone(),
+            source,
+        })
+    }
+
+    /// Lines in the file (since the last rewrite, plus what the rewrite wrote).
+    pub fn lines(&self) -> usize {
+        self.lines
+    }
+
+    /// Atomically replaces the journal with `records` (compaction): write a temporary file,
+    /// sync it, rename it over the journal, sync the directory.
+    pub fn rewrite(&mut self, records: &[Record]) -> Result<(), JournalError> {
+        let tmp = self.path.with_extension("jsonl.tmp");
+        let io = |source| JournalError::Io {
+            path: tmp.clone(),
+            source,
+        };
+        let mut buf = Vec::with_capacity(256 * records.len());
+        for r in records {
+            serde_json::to_writer(&mut buf, r)?;
+            buf.push(b'\n');
+        }
+        {
+            let mut f = File::create(&tmp).map_err(io)?;
+            f.write_all(&buf).map_err(io)?;
+            f.sync_all().map_err(io)?;
+        }
+        std::fs::rename(&tmp, &self.path).map_err(io)?;
+        if let Some(dir) = self.path.parent() {
+            sync_dir(dir).map_err(io)?;
+        }
+        self.file = OpenOptions::new()
+            .append(true)
+            .open(&self.path)
+            .map_err(|source| JournalError::Io {
+                path: self.path.clone(),
+                source,
+            })?;
+        self.lines = records.len();
+        Ok(())
+    }
+}
+
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+fn replay(reader: impl BufRead, path: &Path) -> std::io::Result<(Replay, usize)> {
+    let mut order: Vec<TaskId> = Vec::new();
+    let mut tasks: HashMap<TaskId, ReplayedTask> = HashMap::new();
+    let mut statuses: Vec<TaskStatus> = Vec::new();
+    let mut acked: HashSet<UpdateId> = HashSet::new();
+    let mut lines = 0;
+    for (n, line) in reader.lines().enumerate() {
+        let line = line?;
+        lines += 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let record: Record = match serde_json::from_str(&line) {
+            Ok(r) => r,
+            Err(e) => {
+                // A torn final line is expected after a crash; anything else deserves a warning.
+                tracing::warn!(journal = %path.display(), line = n + 1, "skipping unreadable journal line: {e}");
+                continue;
+            }
+        };
+        match record {
+            Record::Launch {
+                framework_id,
+                spec,
+                sandbox,
+            } => {
+                let id = spec.task_id.clone();
+                if !tasks.contains_key(&id) {
+                    order.push(id.clone());
+                }
+                tasks.insert(
+                    id,
+                    ReplayedTask {
+                        framework_id,
+                        spec,
+                        sandbox,
+                        process: None,
+                        latest: None,
+                    },
+                );
+            }
+            Record::Started {
+                task_id,
+                pid,
+                start_time,
+            } => {
+                if let Some(t) = tasks.get_mut(&task_id) {
+                    t.process = Some((pid, start_time));
+                }
+            }
+            Record::Status { status } => {
+                if let Some(t) = tasks.get_mut(&status.task_id) {
+                    t.latest = Some(status.clone());
+                }
+                statuses.push(status);
+            }
+            Record::Acked { update_id } => {
+                acked.insert(update_id);
+            }
+        }
+    }
+    let unacked = statuses
+        .into_iter()
+        .filter(|s| !acked.contains(&s.update_id))
+        .collect();
+    let tasks = order
+        .into_iter()
+        .filter_map(|id| tasks.remove(&id))
+        .collect();
+    Ok((Replay { tasks, unacked }, lines))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use protocol::{AgentId, CommandSpec, Resources, TaskState};
+
+    fn spec(id: &str) -> TaskSpec {
+        TaskSpec {
+            task_id: TaskId::new(id).unwrap(),
+            name: String::new(),
+            agent_id: AgentId::new(),
+            resources: Resources::new(),
+            command: CommandSpec::Shell("true".into()),
+            env: Default::default(),
+            duration_s: None,
+        }
+    }
+
+    fn status(id: &str, state: TaskState) -> TaskStatus {
+        TaskStatus {
+            task_id: TaskId::new(id).unwrap(),
+            framework_id: FrameworkId::new(),
+            agent_id: AgentId::new(),
+            state,
+            message: None,
+            exit_code: None,
+            update_id: UpdateId::new(),
+            timestamp: protocol::now(),
+        }
+    }
+
+    #[test]
+    fn replay_returns_tasks_and_unacked_updates_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut j, r) = Journal::open(dir.path()).unwrap();
+        assert!(r.tasks.is_empty() && r.unacked.is_empty());
+        let s1 = status("a", TaskState::Starting);
+        let s2 = status("a", TaskState::Running);
+        let fw = FrameworkId::new();
+        j.append(
+            &[
+                Record::Launch {
+                    framework_id: fw,
+                    spec: spec("a"),
+                    sandbox: "/x".into(),
+                },
+                Record::Status { status: s1.clone() },
+                Record::Started {
+                    task_id: TaskId::new("a").unwrap(),
+                    pid: 42,
+                    start_time: Some(7),
+                },
+                Record::Status { status: s2.clone() },
+                Record::Acked {
+                    update_id: s1.update_id,
+                },
+            ],
+            true,
+        )
+        .unwrap();
+        drop(j);
+        // A torn last line, as after a crash mid-append, is ignored.
+        let path = dir.path().join(FILE_NAME);
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(b"{\"kind\":\"acked\",\"upd").unwrap();
+        drop(f);
+
+        let (j, r) = Journal::open(dir.path()).unwrap();
+        assert_eq!(j.lines(), 6);
+        assert_eq!(r.tasks.len(), 1);
+        assert_eq!(r.tasks[0].framework_id, fw);
+        assert_eq!(r.tasks[0].process, Some((42, Some(7))));
+        assert_eq!(
+            r.tasks[0].latest.as_ref().unwrap().state,
+            TaskState::Running
+        );
+        assert_eq!(r.unacked.iter().cloned().collect::<Vec<_>>(), vec![s2]);
+    }
+
+    #[test]
+    fn rewrite_replaces_the_contents() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut j, _) = Journal::open(dir.path()).unwrap();
+        let s = status("a", TaskState::Finished);
+        for _ in 0..10 {
+            j.append(
+                &[Record::Status {
+                    status: status("b", TaskState::Running),
+                }],
+                false,
+            )
+            .unwrap();
+        }
+        j.rewrite(&[Record::Status { status: s.clone() }]).unwrap();
+        assert_eq!(j.lines(), 1);
+        j.append(
+            &[Record::Acked {
+                update_id: UpdateId::new(),
+            }],
+            true,
+        )
+        .unwrap();
+        drop(j);
+        let (j, r) = Journal::open(dir.path()).unwrap();
+        assert_eq!(j.lines(), 2);
+        assert_eq!(r.unacked.into_iter().collect::<Vec<_>>(), vec![s]);
+        assert!(!dir.path().join("journal.jsonl.tmp").exists());
+    }
+}

@@ -1,0 +1,220 @@
+//! The `agent` binary: parses the command line, binds the listener, and runs one real agent or
+//! a fleet of simulated ones until Ctrl-C or SIGTERM.
+//!
+//! ```text
+//! agent --coordinator http://127.0.0.1:5050 --listen 127.0.0.1:0 --resources cpus=4,mem=8192,gpus=1 \
+//!       --attributes rack=r1,zone=a --work-dir DIR
+//! agent --simulate 1000 --resources cpus=24,mem=4096 --coordinator http://127.0.0.1:5050
+//! ```
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use agent::{AgentConfig, SimConfig, Timing};
+use anyhow::Context;
+use clap::Parser;
+use protocol::Resources;
+
+/// A Parley agent: advertises this node's resources and runs the tasks the coordinator sends.
+#[derive(Debug, Parser)]
+#[command(name = "agent", version)]
+struct Cli {
+    /// Base URL of the coordinator.
+    #[arg(
+        long,
+        env = "PARLEY_COORDINATOR",
+        default_value = "http://127.0.0.1:5050"
+    )]
+    coordinator: String,
+    /// Address to serve the agent API on (port 0 picks a free one).
+    #[arg(long, default_value = "0.0.0.0:5051")]
+    listen: String,
+    /// Resources to advertise, e.g. cpus=4,mem=8192,gpus=1 (mem and disk in MiB); detected
+    /// from the machine when absent.
+    #[arg(long, allow_hyphen_values = true)]
+    resources: Option<String>,
+    /// Attributes, e.g. rack=r1,zone=a.
+    #[arg(long, default_value = "")]
+    attributes: String,
+    /// Directory for the journal, the agent id and task sandboxes.
+    #[arg(long, default_value = "./parley-agent")]
+    work_dir: PathBuf,
+    /// Hostname to advertise (default: the machine's).
+    #[arg(long)]
+    hostname: Option<String>,
+    /// URL the coordinator uses to reach this agent (default: derived from --listen).
+    #[arg(long)]
+    advertise_url: Option<String>,
+    /// A delegated cgroup v2 directory for per-task memory limits (default: RLIMIT_AS).
+    #[arg(long)]
+    cgroup_root: Option<PathBuf>,
+    /// Seconds between SIGTERM and SIGKILL when a task is killed.
+    #[arg(long, default_value = "5", allow_hyphen_values = true)]
+    kill_grace_s: String,
+    /// Run this many simulated agents in this process instead of one real agent.
+    #[arg(long, allow_hyphen_values = true)]
+    simulate: Option<String>,
+    /// Spread the simulated agents' first registrations over this many seconds.
+    #[arg(long, default_value = "1", allow_hyphen_values = true)]
+    stagger_s: String,
+}
+
+fn main() {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => match e.kind() {
+            clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
+                e.exit()
+            }
+            // One line, naming the bad value; clap's usage hints follow on later lines.
+            _ => fail(
+                e.to_string()
+                    .lines()
+                    .next()
+                    .unwrap_or("invalid arguments")
+                    .trim_start_matches("error: "),
+            ),
+        },
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let plan = match plan(cli) {
+        Ok(plan) => plan,
+        Err(e) => fail(&format!("{e:#}")),
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => fail(&format!("cannot start the runtime: {e}")),
+    };
+    if let Err(e) = runtime.block_on(serve(plan)) {
+        fail(&format!("{e:#}"));
+    }
+}
+
+fn fail(message: &str) -> ! {
+    eprintln!("agent: {message}");
+    std::process::exit(2)
+}
+
+/// What to run, with every flag checked.
+enum Plan {
+    Real(AgentConfig, String),
+    Simulated(SimConfig, String),
+}
+
+fn plan(cli: Cli) -> anyhow::Result<Plan> {
+    let coordinator =
+        agent::config::parse_coordinator_url(&cli.coordinator).context("--coordinator")?;
+    let resources: Option<Resources> = cli
+        .resources
+        .as_deref()
+        .map(str::parse)
+        .transpose()
+        .context("--resources")?;
+    let attributes = agent::config::parse_attributes(&cli.attributes).context("--attributes")?;
+    let kill_grace = seconds(&cli.kill_grace_s).context("--kill-grace-s")?;
+    let stagger = seconds(&cli.stagger_s).context("--stagger-s")?;
+    cli.listen
+        .parse::<std::net::SocketAddr>()
+        .with_context(|| {
+            format!(
+                "--listen {:?}: expected HOST:PORT, e.g. 127.0.0.1:5051",
+                cli.listen
+            )
+        })?;
+    let timing = Timing {
+        kill_grace,
+        ..Timing::default()
+    };
+
+    if let Some(count) = cli.simulate {
+        let count: usize = count.parse().ok().filter(|n| *n > 0).with_context(|| {
+            format!("--simulate {count:?}: expected a number of agents, at least 1")
+        })?;
+        let resources = match resources {
+            Some(r) => r,
+            None => {
+                agent::resources::detect(&std::env::temp_dir()).context("detecting resources")?
+            }
+        };
+        let mut config = SimConfig::new(coordinator, count, resources);
+        config.attributes = attributes;
+        config.advertise_url = cli.advertise_url;
+        config.stagger = stagger;
+        config.timing = timing;
+        if let Some(h) = cli.hostname {
+            config.hostname_prefix = h;
+        }
+        return Ok(Plan::Simulated(config, cli.listen));
+    }
+    let mut config = AgentConfig::new(coordinator, cli.work_dir);
+    config.resources = resources;
+    config.attributes = attributes;
+    config.hostname = cli.hostname;
+    config.advertise_url = cli.advertise_url;
+    config.cgroup_root = cli.cgroup_root;
+    config.timing = timing;
+    Ok(Plan::Real(config, cli.listen))
+}
+
+fn seconds(text: &str) -> anyhow::Result<Duration> {
+    text.parse::<f64>()
+        .ok()
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
+        .with_context(|| format!("{text:?} is not a non-negative number of seconds"))
+}
+
+async fn serve(plan: Plan) -> anyhow::Result<()> {
+    match plan {
+        Plan::Real(config, listen) => {
+            let listener = bind(&listen).await?;
+            agent::run(config, listener, shutdown_signal()).await
+        }
+        Plan::Simulated(config, listen) => {
+            let listener = bind(&listen).await?;
+            agent::run_simulated(config, listener, shutdown_signal()).await
+        }
+    }
+}
+
+async fn bind(listen: &str) -> anyhow::Result<tokio::net::TcpListener> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("--listen {listen}: cannot bind"))?;
+    tracing::info!(addr = %listener.local_addr()?, "listening");
+    Ok(listener)
+}
+
+/// Completes on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::error!("cannot listen for Ctrl-C: {e}");
+            std::future::pending::<()>().await;
+        }
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::error!("cannot listen for SIGTERM: {e}");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+    tracing::info!("shutting down");
+}

@@ -1,0 +1,62 @@
+//! The `agent` binary's command line: every bad value is a one-line error that names it.
+
+#![allow(clippy::unwrap_used)]
+
+use std::process::Command;
+
+fn run(args: &[&str]) -> (i32, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_agent"))
+        .args(args)
+        .args(["--work-dir", dir.path().to_str().unwrap()])
+        .env_remove("PARLEY_COORDINATOR")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn bad_values_are_one_line_errors_naming_them() {
+    for (args, needles) in [
+        (
+            &["--resources", "cpus=x"][..],
+            &["--resources", "cpus", "not a number"][..],
+        ),
+        (&["--resources", "cpus=-1"], &["--resources", "negative"]),
+        (
+            &["--resources", "CPU=1"],
+            &["--resources", "invalid resource name"],
+        ),
+        (&["--attributes", "rack"], &["--attributes", "rack"]),
+        (
+            &["--coordinator", "localhost:5050"],
+            &["--coordinator", "localhost:5050"],
+        ),
+        (&["--listen", "nowhere"], &["--listen", "nowhere"]),
+        (&["--kill-grace-s", "-2"], &["--kill-grace-s", "-2"]),
+        (&["--simulate", "0"], &["--simulate", "at least 1"]),
+        (&["--no-such-flag"], &["--no-such-flag"]),
+    ] {
+        let (code, stderr) = run(args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+        for n in needles {
+            assert!(stderr.contains(n), "{args:?}: {stderr:?} lacks {n:?}");
+        }
+    }
+}
+
+#[test]
+fn help_works() {
+    let out = Command::new(env!("CARGO_BIN_EXE_agent"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8(out.stdout)
+        .unwrap()
+        .contains("--simulate"));
+}

@@ -1,0 +1,186 @@
+//! Simulated agents against the fake coordinator: a thousand register and heartbeat from one
+//! process, and simulated tasks report their states.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use agent::{SimConfig, Timing};
+use common::{wait_for, Fake, Server};
+use protocol::{AgentId, FrameworkId, TaskState};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+async fn start(
+    coordinator: &str,
+    count: usize,
+) -> (
+    String,
+    CancellationToken,
+    tokio::task::JoinHandle<anyhow::Result<()>>,
+) {
+    let mut config = SimConfig::new(coordinator, count, "cpus=24,mem=4096".parse().unwrap());
+    config.stagger = Duration::from_millis(200);
+    config.timing = Timing::fast();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let stop = CancellationToken::new();
+    let handle = tokio::spawn(agent::run_simulated(
+        config,
+        listener,
+        stop.clone().cancelled_owned(),
+    ));
+    (url, stop, handle)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_agents_register_and_heartbeat() {
+    let fake = Fake::new(0.25);
+    let server = Server::start(&fake).await;
+    let (url, stop, handle) = start(&server.url(), 1000).await;
+
+    wait_for(
+        "1000 agents heartbeating twice",
+        Duration::from_secs(9),
+        || {
+            let books = fake.books();
+            books.known.len() == 1000
+                && books.heartbeats.len() == 1000
+                && books.heartbeats.values().all(|n| *n >= 2)
+        },
+    )
+    .await;
+    {
+        let books = fake.books();
+        assert_eq!(books.registrations.len(), 1000, "each registered once");
+        let mut endpoints: Vec<&str> = books
+            .registrations
+            .iter()
+            .map(|r| r.endpoint.as_str())
+            .collect();
+        endpoints.sort_unstable();
+        endpoints.dedup();
+        assert_eq!(endpoints.len(), 1000);
+        assert!(books
+            .registrations
+            .iter()
+            .all(|r| r.endpoint.starts_with(&format!("{url}/sim/"))));
+    }
+    stop.cancel();
+    handle.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn simulated_tasks_finish_after_their_duration_or_when_killed() {
+    let fake = Fake::new(0.05);
+    let server = Server::start(&fake).await;
+    let (url, stop, handle) = start(&server.url(), 3).await;
+    wait_for("registration", Duration::from_secs(5), || {
+        fake.books().known.len() == 3
+    })
+    .await;
+    let http = reqwest::Client::new();
+    let fw = FrameworkId::new();
+    let task = |id: &str, duration: Option<f64>| {
+        json!({"task_id": id, "agent_id": AgentId::new(), "resources": {"cpus": 1},
+               "command": {"shell": "ignored"}, "duration_s": duration})
+    };
+    let body =
+        json!({"framework_id": fw, "tasks": [task("quick", Some(0.05)), task("forever", None)]});
+    let resp = http
+        .post(format!("{url}/sim/2/api/v1/tasks"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 202);
+    let dup = http
+        .post(format!("{url}/sim/2/api/v1/tasks"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(dup.status(), 409);
+
+    wait_for("quick finished", Duration::from_secs(5), || {
+        fake.states_of("quick").contains(&TaskState::Finished)
+    })
+    .await;
+    assert_eq!(
+        fake.states_of("quick"),
+        [TaskState::Starting, TaskState::Running, TaskState::Finished]
+    );
+    let finished = fake.status_of("quick", TaskState::Finished).unwrap();
+    let sim2 = fake.books().ids_by_endpoint[&format!("{url}/sim/2")];
+    assert_eq!(
+        finished.agent_id, sim2,
+        "the update carries the id the coordinator gave agent 2"
+    );
+    assert_eq!(finished.framework_id, fw);
+
+    let listed: serde_json::Value = http
+        .get(format!("{url}/sim/2/api/v1/tasks"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        listed["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["task_id"] == "forever" && t["state"] == "running"),
+        "{listed}"
+    );
+
+    let kill = http
+        .post(format!("{url}/sim/2/api/v1/tasks/forever/kill"))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(kill.status(), 202);
+    wait_for("forever killed", Duration::from_secs(5), || {
+        fake.states_of("forever").contains(&TaskState::Killed)
+    })
+    .await;
+
+    assert_eq!(
+        http.get(format!("{url}/sim/3/api/v1/health"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+    assert_eq!(
+        http.get(format!("{url}/sim/x/api/v1/health"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+    assert_eq!(
+        http.get(format!("{url}/sim/0/api/v1/health"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    let bad = http
+        .post(format!("{url}/sim/0/api/v1/tasks"))
+        .body("{}")
+        .header("content-type", "application/json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+    stop.cancel();
+    handle.await.unwrap().unwrap();
+}

@@ -1,0 +1,210 @@
+//! Agents and the books: who holds what where. Every change keeps, exactly, for every agent
+//! `free + sum of held = total`, and for every node `raw = sum of its leaves' allocations`.
+
+use protocol::{AgentId, FrameworkId, Resources};
+
+use super::filters::AgentFilters;
+use super::kinds::{add_into, fits, is_zero, sub_from};
+use super::{Agent, Allocator, AllocatorError};
+
+impl Allocator {
+    /// Registers an agent; its total joins the cluster capacity `R`.
+    pub fn add_agent(&mut self, agent: AgentId, total: &Resources) -> Result<(), AllocatorError> {
+        if self.agent_index.contains_key(&agent) {
+            return Err(AllocatorError::DuplicateAgent(agent));
+        }
+        let total = self.kinds.dense(total);
+        add_into(&mut self.capacity, &total);
+        let record = Agent {
+            id: agent,
+            free: total.clone(),
+            total,
+            held: Vec::new(),
+            filters: AgentFilters::new(),
+            version: 0,
+            all_blocked_at: None,
+        };
+        let slot = match self.free_agent_slots.pop() {
+            Some(s) => {
+                self.agents[s as usize] = Some(record);
+                s
+            }
+            None => {
+                self.agents.push(Some(record));
+                (self.agents.len() - 1) as u32
+            }
+        };
+        self.agent_index.insert(agent, slot);
+        self.capacity_changed();
+        Ok(())
+    }
+
+    /// Removes the agent, releasing everything allocated on it; returns what each framework lost
+    /// (in the order the frameworks first got resources there).
+    pub fn remove_agent(
+        &mut self,
+        agent: AgentId,
+    ) -> Result<Vec<(FrameworkId, Resources)>, AllocatorError> {
+        let slot = self.agent_of(agent)?;
+        let Some(record) = self.agents[slot as usize].take() else {
+            return Err(AllocatorError::UnknownAgent(agent));
+        };
+        self.agent_index.remove(&agent);
+        self.free_agent_slots.push(slot);
+        let mut lost = Vec::new();
+        for (leaf, held) in &record.held {
+            self.unbook_tree(*leaf, held);
+            if let Some(l) = &self.tree.nodes[*leaf as usize].leaf {
+                lost.push((l.id, self.kinds.resources(held)));
+            }
+        }
+        for f in &record.filters.list {
+            self.refused.release(f.refused);
+        }
+        sub_from(&mut self.capacity, &record.total);
+        self.capacity_changed();
+        Ok(lost)
+    }
+
+    /// Allocates `res` on `agent` to `fw` (an offer or a task). Fails, changing nothing, if `res`
+    /// does not fit in the agent's free resources.
+    pub fn allocate(
+        &mut self,
+        fw: FrameworkId,
+        agent: AgentId,
+        res: &Resources,
+    ) -> Result<(), AllocatorError> {
+        let leaf = self.leaf_of(fw)?;
+        let slot = self.agent_of(agent)?;
+        let (dense, unknown) = self.kinds.dense_lookup(res);
+        let record = self.agents[slot as usize]
+            .as_ref()
+            .ok_or(AllocatorError::UnknownAgent(agent))?;
+        if unknown || !fits(&dense, &record.free) {
+            return Err(AllocatorError::Overcommit {
+                agent,
+                requested: res.clone(),
+                free: self.kinds.resources(&record.free),
+            });
+        }
+        self.book(leaf, slot, &dense);
+        Ok(())
+    }
+
+    /// Returns `res` held by `fw` on `agent` to the agent's free pool. Fails, changing nothing, if
+    /// `fw` holds less than that there.
+    pub fn release(
+        &mut self,
+        fw: FrameworkId,
+        agent: AgentId,
+        res: &Resources,
+    ) -> Result<(), AllocatorError> {
+        let leaf = self.leaf_of(fw)?;
+        let slot = self.agent_of(agent)?;
+        let (dense, unknown) = self.kinds.dense_lookup(res);
+        let record = self.agents[slot as usize]
+            .as_ref()
+            .ok_or(AllocatorError::UnknownAgent(agent))?;
+        let held = record.held.iter().find(|(l, _)| *l == leaf).map(|(_, h)| h);
+        let ok = !unknown && held.is_some_and(|h| fits(&dense, h));
+        if !ok {
+            return Err(AllocatorError::ReleaseMoreThanAllocated {
+                framework: fw,
+                agent,
+                requested: res.clone(),
+                allocated: held.map(|h| self.kinds.resources(h)).unwrap_or_default(),
+            });
+        }
+        if let Some(record) = self.agents[slot as usize].as_mut() {
+            if let Some(p) = record.held.iter().position(|(l, _)| *l == leaf) {
+                sub_from(&mut record.held[p].1, &dense);
+                if is_zero(&record.held[p].1) {
+                    record.held.swap_remove(p);
+                }
+            }
+            add_into(&mut record.free, &dense);
+            record.version += 1;
+        }
+        self.unbook_tree(leaf, &dense);
+        Ok(())
+    }
+
+    /// The agent's free resources (total minus allocated).
+    pub fn agent_free(&self, agent: AgentId) -> Option<Resources> {
+        let slot = *self.agent_index.get(&agent)?;
+        let a = self.agents.get(slot as usize)?.as_ref()?;
+        Some(self.kinds.resources(&a.free))
+    }
+
+    /// The agent's total resources.
+    pub fn agent_total(&self, agent: AgentId) -> Option<Resources> {
+        let slot = *self.agent_index.get(&agent)?;
+        let a = self.agents.get(slot as usize)?.as_ref()?;
+        Some(self.kinds.resources(&a.total))
+    }
+
+    /// What the framework holds, summed over all agents.
+    pub fn allocation(&self, fw: FrameworkId) -> Option<Resources> {
+        let leaf = *self.tree.frameworks.get(&fw)?;
+        Some(self.kinds.resources(&self.tree.nodes[leaf as usize].raw))
+    }
+
+    /// The cluster capacity `R`: the sum of the agents' totals.
+    pub fn capacity(&self) -> Resources {
+        self.kinds.resources(&self.capacity)
+    }
+
+    /// Books `v` (which fits in the agent's free) to `leaf` on agent `slot`.
+    pub(crate) fn book(&mut self, leaf: u32, slot: u32, v: &[u64]) {
+        if let Some(record) = self.agents[slot as usize].as_mut() {
+            record.version += 1;
+            sub_from(&mut record.free, v);
+            match record.held.iter_mut().find(|(l, _)| *l == leaf) {
+                Some((_, h)) => add_into(h, v),
+                None => record.held.push((leaf, v.to_vec())),
+            }
+        }
+        let mut n = leaf;
+        while n != super::tree::NONE {
+            let node = &mut self.tree.nodes[n as usize];
+            add_into(&mut node.raw, v);
+            n = node.parent;
+        }
+        self.allocation_changed(leaf);
+    }
+
+    /// Returns `v`, no longer held by `leaf` (already removed from the agent's `held`), to agent
+    /// `slot`'s free pool and takes it off the tree.
+    pub(crate) fn unbook(&mut self, leaf: u32, slot: u32, v: &[u64]) {
+        if let Some(record) = self.agents[slot as usize].as_mut() {
+            record.version += 1;
+            add_into(&mut record.free, v);
+        }
+        self.unbook_tree(leaf, v);
+    }
+
+    /// Takes `v` off `leaf`'s allocation and its ancestors' sums.
+    pub(crate) fn unbook_tree(&mut self, leaf: u32, v: &[u64]) {
+        let mut n = leaf;
+        while n != super::tree::NONE {
+            let node = &mut self.tree.nodes[n as usize];
+            sub_from(&mut node.raw, v);
+            n = node.parent;
+        }
+        self.allocation_changed(leaf);
+    }
+
+    /// Hook: a leaf's allocation changed (caches along its path are stale).
+    pub(crate) fn allocation_changed(&mut self, leaf: u32) {
+        let nodes = self.tree.nodes.len();
+        match self.fast.0.get_mut() {
+            Ok(fast) => fast.allocation_changed(leaf, nodes),
+            Err(poisoned) => poisoned.into_inner().invalidate(),
+        }
+    }
+
+    /// Hook: the capacity changed (every cached share is stale).
+    pub(crate) fn capacity_changed(&mut self) {
+        self.capacity_version += 1;
+    }
+}

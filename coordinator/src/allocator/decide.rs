@@ -1,0 +1,137 @@
+//! Decisions: `pick` (one decision, no state change), `cycle` (a pass over agents, allocating),
+//! and `explain` ("why was I not offered?").
+
+use protocol::{AgentId, FrameworkId, Resources};
+
+use super::kinds::is_zero;
+use super::reference::Ctx;
+use super::{Allocator, BlockReason, Decision, Policy};
+
+impl Allocator {
+    /// One decision: which framework gets `W = free` (on `agent`, whose filters apply; `None` means
+    /// no agent, so no filters). Changes nothing. `None` when every framework is blocked or `W` is
+    /// empty.
+    pub fn pick(&self, agent: Option<AgentId>, free: &Resources, now: u64) -> Option<FrameworkId> {
+        let slot = match agent {
+            Some(a) => Some(*self.agent_index.get(&a)?),
+            None => None,
+        };
+        let (w, unknown) = self.kinds.dense_lookup(free);
+        let ctx = Ctx::new(slot, &w, unknown, now);
+        let leaf = self.pick_leaf(&ctx)?;
+        self.framework_at(leaf)
+    }
+
+    /// The reference (slow, straight from ALGORITHMS.md) version of [`Allocator::pick`], for
+    /// tests and comparisons. Same answer as `pick`, always.
+    pub fn pick_reference(
+        &self,
+        agent: Option<AgentId>,
+        free: &Resources,
+        now: u64,
+    ) -> Option<FrameworkId> {
+        let slot = match agent {
+            Some(a) => Some(*self.agent_index.get(&a)?),
+            None => None,
+        };
+        let (w, unknown) = self.kinds.dense_lookup(free);
+        let ctx = Ctx::new(slot, &w, unknown, now);
+        let leaf = self.reference_pick(&ctx)?;
+        self.framework_at(leaf)
+    }
+
+    fn framework_at(&self, leaf: u32) -> Option<FrameworkId> {
+        self.tree
+            .nodes
+            .get(leaf as usize)?
+            .leaf
+            .as_ref()
+            .map(|l| l.id)
+    }
+
+    /// The decision procedure used by `pick` and `cycle`.
+    pub(crate) fn pick_leaf(&self, ctx: &Ctx<'_>) -> Option<u32> {
+        match self.policy {
+            Policy::Hdrf if ctx.nonempty => self.fast_pick(ctx),
+            _ => self.reference_pick(ctx),
+        }
+    }
+
+    /// One allocation cycle over `agents` (in the order given; unknown ids are skipped), or over
+    /// all agents in slot order when `None`. For each agent with non-empty free resources, picks a
+    /// framework and allocates the agent's whole free vector to it. Returns the decisions in order.
+    pub fn cycle(&mut self, agents: Option<&[AgentId]>, now: u64) -> Vec<Decision> {
+        let slots: Vec<u32> = match agents {
+            Some(ids) => ids
+                .iter()
+                .filter_map(|a| self.agent_index.get(a).copied())
+                .collect(),
+            None => (0..self.agents.len() as u32).collect(),
+        };
+        let mut out = Vec::new();
+        for slot in slots {
+            self.sweep_filters(slot, now);
+            let memo_key = (self.tree.shape_version, self.eligibility_version);
+            let Some(Some(agent)) = self.agents.get(slot as usize) else {
+                continue;
+            };
+            if is_zero(&agent.free)
+                || agent.all_blocked_at == Some((memo_key.0, memo_key.1, agent.version))
+            {
+                continue;
+            }
+            let w = agent.free.clone();
+            let agent_id = agent.id;
+            let ctx = Ctx::new(Some(slot), &w, false, now);
+            let Some(leaf) = self.pick_leaf(&ctx) else {
+                if let Some(Some(agent)) = self.agents.get_mut(slot as usize) {
+                    agent.all_blocked_at = Some((memo_key.0, memo_key.1, agent.version));
+                }
+                continue;
+            };
+            let Some(fw) = self.framework_at(leaf) else {
+                continue;
+            };
+            self.book(leaf, slot, &w);
+            out.push(Decision {
+                agent: agent_id,
+                framework: fw,
+                resources: self.kinds.resources(&w),
+            });
+        }
+        out
+    }
+
+    /// Drops agent `slot`'s filters that expired by `now`.
+    pub(crate) fn sweep_filters(&mut self, slot: u32, now: u64) {
+        if let Some(Some(agent)) = self.agents.get_mut(slot as usize) {
+            let refused = &mut self.refused;
+            let mut dropped = false;
+            agent.filters.sweep(now, |f| {
+                refused.release(f.refused);
+                dropped = true;
+            });
+            if dropped {
+                agent.version += 1;
+            }
+        }
+    }
+
+    /// Why `fw` would not be picked for `agent`'s free resources at `now`; `None` when it is
+    /// eligible (it may still lose to a framework with a lower share).
+    pub fn explain(&self, fw: FrameworkId, agent: AgentId, now: u64) -> Option<BlockReason> {
+        let Some(&leaf) = self.tree.frameworks.get(&fw) else {
+            return Some(BlockReason::UnknownFramework);
+        };
+        let Some(&slot) = self.agent_index.get(&agent) else {
+            return Some(BlockReason::UnknownAgent);
+        };
+        let record = self.agents.get(slot as usize)?.as_ref()?;
+        let ctx = Ctx::new(Some(slot), &record.free, false, now);
+        match self.leaf_block(leaf, &ctx) {
+            Some(r @ (BlockReason::Inactive | BlockReason::Suppressed)) => Some(r),
+            _ if is_zero(&record.free) => Some(BlockReason::NothingFree),
+            other => other,
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! The allocator's error type and the reasons a framework can be passed over.
+
+use protocol::{AgentId, FrameworkId, Resources};
+
+/// Why an allocator call was refused. A refused call changes nothing.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum AllocatorError {
+    /// No framework with this id is registered.
+    #[error("unknown framework {0}")]
+    UnknownFramework(FrameworkId),
+    /// A framework with this id is already registered.
+    #[error("framework {0} is already registered")]
+    DuplicateFramework(FrameworkId),
+    /// No agent with this id is registered.
+    #[error("unknown agent {0}")]
+    UnknownAgent(AgentId),
+    /// An agent with this id is already registered.
+    #[error("agent {0} is already registered")]
+    DuplicateAgent(AgentId),
+    /// The resources asked for do not fit in the agent's free resources.
+    #[error("cannot allocate {requested} on agent {agent}: only {free} is free")]
+    Overcommit {
+        /// The agent.
+        agent: AgentId,
+        /// What was asked for.
+        requested: Resources,
+        /// What the agent has free.
+        free: Resources,
+    },
+    /// More was released than the framework holds on the agent.
+    #[error("framework {framework} cannot release {requested} on agent {agent}: it holds only {allocated}")]
+    ReleaseMoreThanAllocated {
+        /// The framework.
+        framework: FrameworkId,
+        /// The agent.
+        agent: AgentId,
+        /// What was to be released.
+        requested: Resources,
+        /// What the framework holds there.
+        allocated: Resources,
+    },
+}
+
+/// Why a framework would not be chosen for an agent (the answer to "why was I not offered?").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BlockReason {
+    /// The framework is not registered.
+    UnknownFramework,
+    /// The agent is not registered.
+    UnknownAgent,
+    /// The framework is not subscribed (its event stream is not connected).
+    Inactive,
+    /// The framework suppressed offers; it is blocked until it revives.
+    Suppressed,
+    /// The agent has nothing free to offer.
+    NothingFree,
+    /// The framework declined this agent's resources and its filter still covers what is free.
+    Filtered {
+        /// The filter lasts while `now < until`.
+        until: u64,
+    },
+    /// The framework's demand hint does not fit in the agent's free resources.
+    DemandDoesNotFit,
+}
+
+impl std::fmt::Display for BlockReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::UnknownFramework => f.write_str("the framework is not registered"),
+            Self::UnknownAgent => f.write_str("the agent is not registered"),
+            Self::Inactive => f.write_str("the framework is not subscribed"),
+            Self::Suppressed => f.write_str("the framework suppressed offers (revive to resume)"),
+            Self::NothingFree => f.write_str("the agent has no free resources"),
+            Self::Filtered { until } => {
+                write!(
+                    f,
+                    "the framework declined this agent's resources (filter until {until})"
+                )
+            }
+            Self::DemandDoesNotFit => f.write_str(
+                "the framework's demand hint does not fit in the agent's free resources",
+            ),
+        }
+    }
+}

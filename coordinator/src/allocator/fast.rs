@@ -1,0 +1,543 @@
+//! The fast H-DRF decision: cached node values kept current incrementally, plus per-decision work
+//! only on the subtrees where this agent's blocking differs from the cached state.
+//!
+//! # How it works
+//!
+//! A *mask cache* (one per kind set `Y`; a few are kept, least recently used dropped) holds, for
+//! every node, in the exact arithmetic of `numeric`: its vector `x`, weighted share `ws`,
+//! direction `t`, the sums `T` (directions of non-blocked children) and `G` (vectors of blocked
+//! children), `rawx` (the sum of its leaves' vectors, i.e. its vector when everything below is
+//! blocked), the number of eligible leaves below it, and its eligible children ordered by
+//! `(ws, position)` in a `BTreeSet`, whose first entry is the minimum child. Only agent-independent
+//! blocking (inactive, suppressed) is in the cache. A change of a leaf's allocation is logged;
+//! before its next decision a cache replays the log, updating each leaf's path bottom-up with
+//! exact deltas of `T`, `G` and `rawx` (O(depth x log children) per change). Shape, weight,
+//! eligibility or capacity changes rebuild the cache (O(tree)).
+//!
+//! A decision for `W` on an agent collects `B`, the eligible leaves blocked only for this
+//! decision (that agent's filters covering `W`, demand hints not fitting `W`), and stamps their
+//! ancestors with the number of `B`-leaves below and a list of touched children (epoch-stamped
+//! scratch, never cleared). It then walks down from the root: at an untouched node the answer is
+//! the cached minimum child; at a touched node the candidates are the first untouched child in
+//! the order and the partially blocked touched children, re-evaluated bottom-up from the cached
+//! sums: `T' = T - t_c + t'_c` for each touched child, `G' = G + rawx_c` for each fully blocked
+//! one. A decision costs O(|B| x depth) plus O(depth x log children); a fully blocked agent is
+//! skipped by `cycle` in O(1) until something changes.
+//!
+//! Because the sums are exact integers, the result is bit-identical to the reference
+//! (`reference.rs`), including tie-breaking; the property tests check it decision for decision.
+
+use std::collections::BTreeSet;
+
+use super::kinds::{at, fits};
+use super::numeric::{self, add, add_wide, combine, direction, max_entry, sub, sub_wide, weighted};
+use super::reference::Ctx;
+use super::tree::{Node, NONE, ROOT};
+use super::Allocator;
+
+/// The most kinds in `Y` the fast path handles (more falls back to the reference).
+pub(crate) const MAX_KY: usize = 4;
+/// How many mask caches are kept.
+const MAX_CACHES: usize = 4;
+
+type Vk = [u64; MAX_KY];
+type Wk = [u128; MAX_KY];
+
+/// The cached values for one kind set `Y`.
+#[derive(Debug, Clone)]
+struct MaskCache {
+    /// (Y as a bit mask of kinds, shape version, eligibility version, capacity version).
+    key: (u64, u64, u64, u64),
+    /// The kind indices of Y.
+    y: Vec<usize>,
+    ky: usize,
+    /// Log position replayed up to.
+    seen: u64,
+    last_used: u64,
+    x: Vec<Vk>,
+    t: Vec<Vk>,
+    tsum: Vec<Wk>,
+    gsum: Vec<Vk>,
+    rawx: Vec<Vk>,
+    ws: Vec<f64>,
+    gblocked: Vec<bool>,
+    elig: Vec<u32>,
+    pos: Vec<u32>,
+    order: Vec<BTreeSet<(u64, u32, u32)>>,
+}
+
+/// Per-decision scratch, epoch-stamped so nothing is cleared between decisions.
+#[derive(Debug, Clone, Default)]
+struct Scratch {
+    epoch: u32,
+    stamp: Vec<u32>,
+    count: Vec<u32>,
+    first_child: Vec<u32>,
+    next_sib: Vec<u32>,
+    eval_stamp: Vec<u32>,
+    ews: Vec<f64>,
+    et: Vec<Vk>,
+}
+
+/// The fast path's state: mask caches, the log of allocation changes, scratch.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Fast {
+    caches: Vec<MaskCache>,
+    /// Leaves whose allocation changed; `log[i]` is change number `log_base + i`.
+    log: Vec<u32>,
+    log_base: u64,
+    uses: u64,
+    scratch: Scratch,
+}
+
+/// [`Fast`] behind a mutex, so `pick(&self)` can bring caches up to date. Cloning gives an empty
+/// state (rebuilt on first use).
+#[derive(Debug, Default)]
+pub(crate) struct CacheCell(pub(crate) std::sync::Mutex<Fast>);
+
+impl Clone for CacheCell {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+/// Orders non-negative floats by their bits.
+#[inline]
+fn key_bits(x: f64) -> u64 {
+    if x > 0.0 {
+        x.to_bits()
+    } else {
+        0
+    }
+}
+
+impl Fast {
+    /// Logs that `leaf`'s allocation changed.
+    pub(crate) fn allocation_changed(&mut self, leaf: u32, nodes: usize) {
+        if self.caches.is_empty() {
+            return;
+        }
+        self.log.push(leaf);
+        if self.log.len() > 4 * nodes + 4096 {
+            // Caches that lag this far rebuild anyway; drop them rather than keep the log.
+            self.invalidate();
+        }
+    }
+
+    /// Forgets every cache.
+    pub(crate) fn invalidate(&mut self) {
+        self.caches.clear();
+        self.log_base += self.log.len() as u64;
+        self.log.clear();
+    }
+}
+
+impl Allocator {
+    /// The fast H-DRF pick. Same result as `reference_pick` under `Policy::Hdrf`.
+    pub(crate) fn fast_pick(&self, ctx: &Ctx<'_>) -> Option<u32> {
+        let mut ymask = 0u64;
+        let mut ky = 0;
+        for (j, (&w, &r)) in ctx.w.iter().zip(&self.capacity).enumerate() {
+            if w > 0 && r > 0 {
+                if j >= 64 {
+                    return self.reference_pick(ctx);
+                }
+                ymask |= 1 << j;
+                ky += 1;
+            }
+        }
+        if ky > MAX_KY {
+            return self.reference_pick(ctx);
+        }
+        let mut guard = match self.fast.0.lock() {
+            Ok(g) => g,
+            Err(poisoned) => {
+                // A panic mid-update may have left a cache half-written: start afresh.
+                let mut g = poisoned.into_inner();
+                g.invalidate();
+                self.fast.0.clear_poison();
+                g
+            }
+        };
+        let fast = &mut *guard;
+        let ci = self.cache_for(fast, ymask);
+        let Fast {
+            caches, scratch, ..
+        } = fast;
+        let cache = &caches[ci];
+        if cache.gblocked[ROOT as usize] {
+            return None;
+        }
+        let nodes = &self.tree.nodes;
+        scratch.next_epoch(nodes.len());
+        // B: eligible leaves blocked for this decision only.
+        let mut any = false;
+        if let Some(slot) = ctx.agent {
+            if let Some(Some(agent)) = self.agents.get(slot as usize) {
+                for f in &agent.filters.list {
+                    if cache.gblocked[f.leaf as usize] {
+                        continue;
+                    }
+                    let refused = self.refused.get(f.refused);
+                    if super::filters::covers(refused, f.until, ctx.w, ctx.w_unknown, ctx.now) {
+                        scratch.stamp_path(nodes, f.leaf);
+                        any = true;
+                    }
+                }
+            }
+        }
+        for &leaf in &self.demand_leaves {
+            if cache.gblocked[leaf as usize] || scratch.stamp[leaf as usize] == scratch.epoch {
+                continue;
+            }
+            let demand = nodes[leaf as usize]
+                .leaf
+                .as_ref()
+                .and_then(|l| l.demand.as_ref());
+            if demand.is_some_and(|d| !fits(d, ctx.w)) {
+                scratch.stamp_path(nodes, leaf);
+                any = true;
+            }
+        }
+        let mut cur = ROOT;
+        loop {
+            let i = cur as usize;
+            if nodes[i].leaf.is_some() {
+                return Some(cur);
+            }
+            if !any || scratch.stamp[i] != scratch.epoch {
+                cur = cache.order[i].first()?.2;
+                continue;
+            }
+            if scratch.count[i] >= cache.elig[i] {
+                return None;
+            }
+            let mut best: Option<(f64, u32, u32)> = first_untouched(cache, scratch, cur)
+                .map(|c| (cache.ws[c as usize], cache.pos[c as usize], c));
+            let mut c = scratch.first_child[i];
+            while c != NONE {
+                let ci = c as usize;
+                if scratch.count[ci] < cache.elig[ci] {
+                    eval(nodes, cache, scratch, c);
+                    let cand = (scratch.ews[ci], cache.pos[ci], c);
+                    if best.is_none_or(|b| (cand.0, cand.1) < (b.0, b.1)) {
+                        best = Some(cand);
+                    }
+                }
+                c = scratch.next_sib[ci];
+            }
+            cur = best?.2;
+        }
+    }
+
+    /// The index of an up-to-date cache for `y`, building or refreshing one.
+    fn cache_for(&self, fast: &mut Fast, ymask: u64) -> usize {
+        let key = (
+            ymask,
+            self.tree.shape_version,
+            self.eligibility_version,
+            self.capacity_version,
+        );
+        fast.uses += 1;
+        let uses = fast.uses;
+        let end = fast.log_base + fast.log.len() as u64;
+        let ci = match fast.caches.iter().position(|c| c.key == key) {
+            Some(ci) => {
+                let cache = &mut fast.caches[ci];
+                let from = (cache.seen.max(fast.log_base) - fast.log_base) as usize;
+                if cache.seen < fast.log_base || fast.log.len() - from > self.tree.nodes.len() {
+                    *cache = self.build(key, end);
+                } else {
+                    for k in from..fast.log.len() {
+                        self.apply_leaf(cache, fast.log[k]);
+                    }
+                    cache.seen = end;
+                }
+                ci
+            }
+            None => {
+                fast.caches
+                    .retain(|c| c.key.1 == key.1 && c.key.2 == key.2 && c.key.3 == key.3);
+                if fast.caches.len() >= MAX_CACHES {
+                    if let Some(lru) =
+                        (0..fast.caches.len()).min_by_key(|&i| fast.caches[i].last_used)
+                    {
+                        fast.caches.swap_remove(lru);
+                    }
+                }
+                fast.caches.push(self.build(key, end));
+                fast.caches.len() - 1
+            }
+        };
+        fast.caches[ci].last_used = uses;
+        // Trim the log up to what every cache has seen.
+        let min_seen = fast.caches.iter().map(|c| c.seen).min().unwrap_or(end);
+        if min_seen > fast.log_base {
+            let n = (min_seen - fast.log_base) as usize;
+            fast.log.drain(..n.min(fast.log.len()));
+            fast.log_base = min_seen;
+        }
+        ci
+    }
+
+    /// A leaf's own vector in cache `c`'s kinds.
+    fn leaf_x(&self, c: &MaskCache, node: &Node) -> Vk {
+        let mut x = [0u64; MAX_KY];
+        for (k, &j) in c.y.iter().enumerate() {
+            x[k] = numeric::share_units(at(&node.raw, j), self.capacity[j]);
+        }
+        x
+    }
+
+    /// Builds a cache from scratch.
+    fn build(&self, key: (u64, u64, u64, u64), seen: u64) -> MaskCache {
+        let n = self.tree.nodes.len();
+        let y: Vec<usize> = (0..64).filter(|j| key.0 & (1 << j) != 0).collect();
+        let ky = y.len();
+        let zero = [0u64; MAX_KY];
+        let wzero = [0u128; MAX_KY];
+        let mut c = MaskCache {
+            key,
+            y,
+            ky,
+            seen,
+            last_used: 0,
+            x: vec![zero; n],
+            t: vec![zero; n],
+            tsum: vec![wzero; n],
+            gsum: vec![zero; n],
+            rawx: vec![zero; n],
+            ws: vec![0.0; n],
+            gblocked: vec![true; n],
+            elig: vec![0; n],
+            pos: vec![0; n],
+            order: vec![BTreeSet::new(); n],
+        };
+        for node in &self.tree.nodes {
+            for (p, &ch) in node.children.iter().enumerate() {
+                c.pos[ch as usize] = p as u32;
+            }
+        }
+        let mut post = Vec::with_capacity(n);
+        let mut stack = vec![(ROOT, false)];
+        while let Some((v, done)) = stack.pop() {
+            if done {
+                post.push(v);
+                continue;
+            }
+            stack.push((v, true));
+            for &ch in &self.tree.nodes[v as usize].children {
+                stack.push((ch, false));
+            }
+        }
+        for v in post {
+            let i = v as usize;
+            let node = &self.tree.nodes[i];
+            match &node.leaf {
+                Some(leaf) => {
+                    let x = self.leaf_x(&c, node);
+                    c.x[i] = x;
+                    c.rawx[i] = x;
+                    c.gblocked[i] = !leaf.active || leaf.suppressed;
+                    c.elig[i] = u32::from(!c.gblocked[i]);
+                }
+                None => {
+                    let (mut t, mut g, mut raw) = (wzero, zero, zero);
+                    let mut elig = 0;
+                    for &ch in &node.children {
+                        let chi = ch as usize;
+                        elig += c.elig[chi];
+                        add(&mut raw[..ky], &c.rawx[chi][..ky]);
+                        if c.gblocked[chi] {
+                            add(&mut g[..ky], &c.x[chi][..ky]);
+                        } else {
+                            add_wide(&mut t[..ky], &c.t[chi][..ky]);
+                            c.order[i].insert((key_bits(c.ws[chi]), c.pos[chi], ch));
+                        }
+                    }
+                    c.tsum[i] = t;
+                    c.gsum[i] = g;
+                    c.rawx[i] = raw;
+                    c.elig[i] = elig;
+                    c.gblocked[i] = c.order[i].is_empty();
+                    let m = min_of(&c, v);
+                    let mut x = zero;
+                    combine(m, &t[..ky], &g[..ky], &mut x[..ky]);
+                    c.x[i] = x;
+                }
+            }
+            finish(&mut c, v, node.weight);
+        }
+        c
+    }
+
+    /// Replays a change of `leaf`'s allocation into cache `c`.
+    fn apply_leaf(&self, c: &mut MaskCache, leaf: u32) {
+        let nodes = &self.tree.nodes;
+        let Some(node) = nodes.get(leaf as usize) else {
+            return;
+        };
+        if !node.live || node.leaf.is_none() {
+            return;
+        }
+        let ky = c.ky;
+        let i = leaf as usize;
+        let new_x = self.leaf_x(c, node);
+        // rawx along the path.
+        let old_x = c.x[i];
+        let mut v = leaf;
+        while v != NONE {
+            let vi = v as usize;
+            add(&mut c.rawx[vi][..ky], &new_x[..ky]);
+            sub(&mut c.rawx[vi][..ky], &old_x[..ky]);
+            v = nodes[vi].parent;
+        }
+        // The leaf itself, then each ancestor from its child's old and new values.
+        let mut child = leaf;
+        let mut old = (c.x[i], c.t[i], c.ws[i], c.gblocked[i]);
+        c.x[i] = new_x;
+        finish(c, leaf, node.weight);
+        let mut p = node.parent;
+        while p != NONE {
+            let pi = p as usize;
+            let chi = child as usize;
+            let pos = c.pos[chi];
+            if old.3 {
+                sub(&mut c.gsum[pi][..ky], &old.0[..ky]);
+            } else {
+                sub_wide(&mut c.tsum[pi][..ky], &old.1[..ky]);
+                c.order[pi].remove(&(key_bits(old.2), pos, child));
+            }
+            if c.gblocked[chi] {
+                let x = c.x[chi];
+                add(&mut c.gsum[pi][..ky], &x[..ky]);
+            } else {
+                let t = c.t[chi];
+                add_wide(&mut c.tsum[pi][..ky], &t[..ky]);
+                c.order[pi].insert((key_bits(c.ws[chi]), pos, child));
+            }
+            old = (c.x[pi], c.t[pi], c.ws[pi], c.gblocked[pi]);
+            c.gblocked[pi] = c.order[pi].is_empty();
+            let m = min_of(c, p);
+            let (t, g) = (c.tsum[pi], c.gsum[pi]);
+            combine(m, &t[..ky], &g[..ky], &mut c.x[pi][..ky]);
+            finish(c, p, nodes[pi].weight);
+            child = p;
+            p = nodes[pi].parent;
+        }
+    }
+}
+
+/// The minimum weighted share among `v`'s non-blocked children (infinite when none).
+#[inline]
+fn min_of(c: &MaskCache, v: u32) -> f64 {
+    c.order[v as usize]
+        .first()
+        .map_or(f64::INFINITY, |&(_, _, ch)| c.ws[ch as usize])
+}
+
+/// Sets `ws` and `t` of `v` from its `x`.
+#[inline]
+fn finish(c: &mut MaskCache, v: u32, weight: f64) {
+    let i = v as usize;
+    let ky = c.ky;
+    let s = max_entry(&c.x[i][..ky]);
+    c.ws[i] = weighted(s, weight);
+    let x = c.x[i];
+    direction(&x[..ky], s, weight, &mut c.t[i][..ky]);
+}
+
+/// The first child of `v` in the cached order that this decision did not touch.
+#[inline]
+fn first_untouched(c: &MaskCache, sc: &Scratch, v: u32) -> Option<u32> {
+    c.order[v as usize]
+        .iter()
+        .map(|e| e.2)
+        .find(|&ch| sc.stamp[ch as usize] != sc.epoch)
+}
+
+/// Evaluates a partially blocked (touched, not fully blocked) node into the scratch.
+fn eval(nodes: &[Node], c: &MaskCache, sc: &mut Scratch, v: u32) {
+    let i = v as usize;
+    if sc.eval_stamp[i] == sc.epoch {
+        return;
+    }
+    let ky = c.ky;
+    let mut t = c.tsum[i];
+    let mut g = c.gsum[i];
+    let mut m = f64::INFINITY;
+    let mut ch = sc.first_child[i];
+    while ch != NONE {
+        let chi = ch as usize;
+        sub_wide(&mut t[..ky], &c.t[chi][..ky]);
+        if sc.count[chi] >= c.elig[chi] {
+            add(&mut g[..ky], &c.rawx[chi][..ky]);
+        } else {
+            eval(nodes, c, sc, ch);
+            let et = sc.et[chi];
+            add_wide(&mut t[..ky], &et[..ky]);
+            m = m.min(sc.ews[chi]);
+        }
+        ch = sc.next_sib[chi];
+    }
+    if let Some(u) = first_untouched(c, sc, v) {
+        m = m.min(c.ws[u as usize]);
+    }
+    let mut x = [0u64; MAX_KY];
+    combine(m, &t[..ky], &g[..ky], &mut x[..ky]);
+    let s = max_entry(&x[..ky]);
+    let w = nodes[i].weight;
+    sc.ews[i] = weighted(s, w);
+    direction(&x[..ky], s, w, &mut sc.et[i][..ky]);
+    sc.eval_stamp[i] = sc.epoch;
+}
+
+impl Scratch {
+    fn next_epoch(&mut self, n: usize) {
+        if self.stamp.len() < n {
+            self.stamp.resize(n, 0);
+            self.count.resize(n, 0);
+            self.first_child.resize(n, NONE);
+            self.next_sib.resize(n, NONE);
+            self.eval_stamp.resize(n, 0);
+            self.ews.resize(n, 0.0);
+            self.et.resize(n, [0; MAX_KY]);
+        }
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            self.stamp.iter_mut().for_each(|s| *s = 0);
+            self.eval_stamp.iter_mut().for_each(|s| *s = 0);
+            self.epoch = 1;
+        }
+    }
+
+    /// Stamps `leaf` (not yet stamped) and its ancestors; links newly stamped nodes into their
+    /// parent's list of touched children.
+    fn stamp_path(&mut self, nodes: &[Node], leaf: u32) {
+        let epoch = self.epoch;
+        let li = leaf as usize;
+        self.stamp[li] = epoch;
+        self.count[li] = 1;
+        self.first_child[li] = NONE;
+        let mut child = leaf;
+        let mut child_new = true;
+        let mut v = nodes[li].parent;
+        while v != NONE {
+            let i = v as usize;
+            let new = self.stamp[i] != epoch;
+            if new {
+                self.stamp[i] = epoch;
+                self.count[i] = 0;
+                self.first_child[i] = NONE;
+            }
+            self.count[i] += 1;
+            if child_new {
+                self.next_sib[child as usize] = self.first_child[i];
+                self.first_child[i] = child;
+            }
+            child_new = new;
+            child = v;
+            v = nodes[i].parent;
+        }
+    }
+}

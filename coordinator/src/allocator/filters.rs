@@ -1,0 +1,216 @@
+//! The decline-filter store: per agent, a vector of compact filters sorted by framework slot.
+//!
+//! A filter is 16 bytes: the framework's leaf slot (`u32`), an index into a table of interned
+//! refused vectors (`u32`; offers of one agent shape all refuse the same vector, so the table stays
+//! tiny), and the expiry (`u64`). Ten million filters (10,000 agents x 1,000 frameworks) take
+//! about 160 MB. Expired filters are dropped lazily: each agent remembers its earliest expiry and
+//! is swept when a cycle reaches it after that time.
+
+use super::idhash::IdMap;
+use super::kinds::{fits, Dense};
+
+/// One decline filter of one framework on one agent (the agent owns the list).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Filter {
+    /// The framework's leaf slot.
+    pub(crate) leaf: u32,
+    /// Index of the refused vector in the [`RefusedTable`].
+    pub(crate) refused: u32,
+    /// Blocks while `now < until`.
+    pub(crate) until: u64,
+}
+
+/// The filters of one agent.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct AgentFilters {
+    /// Sorted by `leaf`, at most one per leaf.
+    pub(crate) list: Vec<Filter>,
+    /// The earliest `until` in `list` (`u64::MAX` when empty): no filter expires before it.
+    pub(crate) min_until: u64,
+}
+
+impl AgentFilters {
+    /// An empty list.
+    pub(crate) fn new() -> Self {
+        Self {
+            list: Vec::new(),
+            min_until: u64::MAX,
+        }
+    }
+
+    /// The filter of `leaf`, if any (expired or not).
+    pub(crate) fn get(&self, leaf: u32) -> Option<&Filter> {
+        self.list
+            .binary_search_by_key(&leaf, |f| f.leaf)
+            .ok()
+            .map(|i| &self.list[i])
+    }
+
+    /// Adds or replaces `leaf`'s filter; returns the refused index it replaced, if any.
+    pub(crate) fn insert(&mut self, filter: Filter) -> Option<u32> {
+        self.min_until = self.min_until.min(filter.until);
+        match self.list.binary_search_by_key(&filter.leaf, |f| f.leaf) {
+            Ok(i) => {
+                let old = self.list[i].refused;
+                self.list[i] = filter;
+                Some(old)
+            }
+            Err(i) => {
+                self.list.insert(i, filter);
+                None
+            }
+        }
+    }
+
+    /// Removes `leaf`'s filter; returns it.
+    pub(crate) fn remove(&mut self, leaf: u32) -> Option<Filter> {
+        let i = self.list.binary_search_by_key(&leaf, |f| f.leaf).ok()?;
+        Some(self.list.remove(i))
+    }
+
+    /// Drops the filters with `until <= now`, calling `dropped` with each; recomputes `min_until`.
+    pub(crate) fn sweep(&mut self, now: u64, mut dropped: impl FnMut(&Filter)) {
+        if now < self.min_until {
+            return;
+        }
+        self.list.retain(|f| {
+            let keep = now < f.until;
+            if !keep {
+                dropped(f);
+            }
+            keep
+        });
+        self.min_until = self.list.iter().map(|f| f.until).min().unwrap_or(u64::MAX);
+    }
+}
+
+/// Interned refused vectors with reference counts (so the table does not grow without bound).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct RefusedTable {
+    vecs: Vec<Dense>,
+    refs: Vec<u64>,
+    index: IdMap<Dense, u32>,
+    free: Vec<u32>,
+}
+
+impl RefusedTable {
+    /// Interns `v` (trailing zeros trimmed) and takes a reference to it.
+    pub(crate) fn acquire(&mut self, v: &[u64]) -> u32 {
+        let end = v.iter().rposition(|&x| x > 0).map_or(0, |p| p + 1);
+        let key = &v[..end];
+        if let Some(&i) = self.index.get(key) {
+            self.refs[i as usize] += 1;
+            return i;
+        }
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.vecs[i as usize] = key.to_vec();
+                self.refs[i as usize] = 1;
+                i
+            }
+            None => {
+                self.vecs.push(key.to_vec());
+                self.refs.push(1);
+                (self.vecs.len() - 1) as u32
+            }
+        };
+        self.index.insert(key.to_vec(), i);
+        i
+    }
+
+    /// Drops one reference to `i`.
+    pub(crate) fn release(&mut self, i: u32) {
+        let Some(r) = self.refs.get_mut(i as usize) else {
+            return;
+        };
+        *r = r.saturating_sub(1);
+        if *r == 0 {
+            let v = std::mem::take(&mut self.vecs[i as usize]);
+            self.index.remove(&v);
+            self.free.push(i);
+        }
+    }
+
+    /// The vector at `i`.
+    pub(crate) fn get(&self, i: u32) -> &[u64] {
+        self.vecs.get(i as usize).map_or(&[], |v| v.as_slice())
+    }
+
+    /// How many distinct vectors are live.
+    #[cfg(test)]
+    pub(crate) fn live(&self) -> usize {
+        self.index.len()
+    }
+}
+
+/// True when a filter with refused vector `refused` and expiry `until` blocks an offer of `w` at
+/// `now`: it has not expired and `w` fits in what was refused (Mesos semantics: if more has freed
+/// up since, the framework may be offered it again). `w_unknown` marks a `w` holding a kind that
+/// no refused vector can hold.
+pub(crate) fn covers(refused: &[u64], until: u64, w: &[u64], w_unknown: bool, now: u64) -> bool {
+    now < until && !w_unknown && fits(w, refused)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_stays_sorted_and_sweeps_expired() {
+        let mut f = AgentFilters::new();
+        for (leaf, until) in [(5, 10), (1, 20), (3, 5)] {
+            assert_eq!(
+                f.insert(Filter {
+                    leaf,
+                    refused: 0,
+                    until
+                }),
+                None
+            );
+        }
+        assert_eq!(
+            f.list.iter().map(|x| x.leaf).collect::<Vec<_>>(),
+            vec![1, 3, 5]
+        );
+        assert_eq!(f.min_until, 5);
+        assert_eq!(
+            f.insert(Filter {
+                leaf: 3,
+                refused: 7,
+                until: 30
+            }),
+            Some(0)
+        );
+        let mut dropped = Vec::new();
+        f.sweep(10, |x| dropped.push(x.leaf));
+        assert_eq!(dropped, vec![5]);
+        assert_eq!(f.min_until, 20);
+        assert_eq!(f.get(3).map(|x| x.refused), Some(7));
+        assert_eq!(f.remove(1).map(|x| x.until), Some(20));
+        assert!(f.get(1).is_none());
+    }
+
+    #[test]
+    fn refused_table_interns_and_frees() {
+        let mut t = RefusedTable::default();
+        let a = t.acquire(&[1, 2, 0]);
+        let b = t.acquire(&[1, 2]);
+        assert_eq!(a, b);
+        assert_eq!(t.live(), 1);
+        t.release(a);
+        assert_eq!(t.get(a), &[1, 2]);
+        t.release(a);
+        assert_eq!(t.live(), 0);
+        let c = t.acquire(&[3]);
+        assert_eq!(c, a, "freed slots are reused");
+        assert_eq!(t.get(c), &[3]);
+    }
+
+    #[test]
+    fn covers_follows_mesos_semantics() {
+        assert!(covers(&[2, 2], 10, &[1, 2], false, 9));
+        assert!(!covers(&[2, 2], 10, &[1, 2], false, 10), "expired");
+        assert!(!covers(&[2, 2], 10, &[3, 0], false, 0), "more freed up");
+        assert!(!covers(&[2, 2], 10, &[1], true, 0), "a kind never refused");
+    }
+}

@@ -1,0 +1,407 @@
+//! Unit tests of the allocator's public behaviour: blocking rules (filters, suppress / revive,
+//! demand hints, activity), weights, the books (errors change nothing, removals release exactly),
+//! explanations and the role-tree view. Every decision is also checked against the reference.
+
+#![allow(clippy::unwrap_used)]
+
+use protocol::{AgentId, FrameworkId, Resources, RolePath, Weight};
+use uuid::Uuid;
+
+use super::{Allocator, AllocatorError, BlockReason, Policy};
+
+fn r(s: &str) -> Resources {
+    s.parse().unwrap()
+}
+
+fn role(s: &str) -> RolePath {
+    RolePath::new(s).unwrap()
+}
+
+fn fw(i: u128) -> FrameworkId {
+    FrameworkId(Uuid::from_u128(i))
+}
+
+fn ag(i: u128) -> AgentId {
+    AgentId(Uuid::from_u128(1000 + i))
+}
+
+/// `pick` (fast) and `pick_reference` agree; returns the answer.
+fn pick(a: &Allocator, agent: Option<AgentId>, w: &str, now: u64) -> Option<FrameworkId> {
+    let fast = a.pick(agent, &r(w), now);
+    assert_eq!(
+        fast,
+        a.pick_reference(agent, &r(w), now),
+        "fast != reference for W {w}"
+    );
+    fast
+}
+
+/// Two frameworks `fw(1)` (role a) and `fw(2)` (role b), one agent `ag(1)` of 10 cpus, 10 mem.
+fn two() -> Allocator {
+    let mut a = Allocator::new(Policy::Hdrf);
+    a.add_framework(fw(1), &role("a")).unwrap();
+    a.add_framework(fw(2), &role("b")).unwrap();
+    a.add_agent(ag(1), &r("cpus=10,mem=10")).unwrap();
+    a
+}
+
+#[test]
+fn lowest_share_wins_and_ties_go_to_registration_order() {
+    let mut a = two();
+    assert_eq!(
+        pick(&a, Some(ag(1)), "cpus=1", 0),
+        Some(fw(1)),
+        "tie: first registered"
+    );
+    a.allocate(fw(1), ag(1), &r("cpus=1")).unwrap();
+    assert_eq!(pick(&a, Some(ag(1)), "cpus=1", 0), Some(fw(2)));
+    a.allocate(fw(2), ag(1), &r("mem=2")).unwrap();
+    // fw(2) holds 20% of mem, fw(1) 10% of cpus: shares over Y = kinds in W.
+    assert_eq!(pick(&a, Some(ag(1)), "cpus=1,mem=1", 0), Some(fw(1)));
+    assert_eq!(
+        pick(&a, Some(ag(1)), "cpus=1", 0),
+        Some(fw(2)),
+        "mem is not in W: ignored"
+    );
+}
+
+#[test]
+fn filters_expire_and_only_cover_what_was_refused() {
+    let mut a = two();
+    a.add_filter(fw(1), ag(1), &r("cpus=4,mem=4"), 100).unwrap();
+    assert_eq!(
+        pick(&a, Some(ag(1)), "cpus=4,mem=4", 0),
+        Some(fw(2)),
+        "filtered"
+    );
+    assert_eq!(
+        pick(&a, Some(ag(1)), "cpus=2", 99),
+        Some(fw(2)),
+        "W inside refused"
+    );
+    assert_eq!(
+        pick(&a, Some(ag(1)), "cpus=5", 0),
+        Some(fw(1)),
+        "more than refused"
+    );
+    assert_eq!(
+        pick(&a, Some(ag(1)), "cpus=1,gpus=1", 0),
+        Some(fw(1)),
+        "a kind never refused"
+    );
+    assert_eq!(
+        pick(&a, Some(ag(1)), "cpus=4", 100),
+        Some(fw(1)),
+        "expired at until"
+    );
+    assert_eq!(
+        pick(&a, None, "cpus=4", 0),
+        Some(fw(1)),
+        "no agent: no filters"
+    );
+    assert_eq!(
+        a.explain(fw(1), ag(1), 0),
+        None,
+        "free 10 cpus is more than refused"
+    );
+    a.allocate(fw(2), ag(1), &r("cpus=6,mem=6")).unwrap();
+    assert_eq!(
+        a.explain(fw(1), ag(1), 50),
+        Some(BlockReason::Filtered { until: 100 })
+    );
+    assert_eq!(a.explain(fw(1), ag(1), 100), None);
+    // A cycle after expiry sweeps the filter and offers to fw(1).
+    let d = a.cycle(None, 100);
+    assert_eq!(d.len(), 1);
+    assert_eq!(
+        (d[0].framework, d[0].resources.clone()),
+        (fw(1), r("cpus=4,mem=4"))
+    );
+}
+
+#[test]
+fn replacing_a_filter_and_filters_on_other_agents() {
+    let mut a = two();
+    a.add_agent(ag(2), &r("cpus=10,mem=10")).unwrap();
+    a.add_filter(fw(1), ag(1), &r("cpus=10,mem=10"), u64::MAX)
+        .unwrap();
+    assert_eq!(
+        pick(&a, Some(ag(2)), "cpus=1", 0),
+        Some(fw(1)),
+        "other agent unaffected"
+    );
+    a.add_filter(fw(1), ag(1), &r("cpus=1"), u64::MAX).unwrap();
+    assert_eq!(
+        pick(&a, Some(ag(1)), "cpus=2", 0),
+        Some(fw(1)),
+        "replaced by a smaller one"
+    );
+    assert_eq!(
+        a.add_filter(fw(9), ag(1), &r("cpus=1"), 5),
+        Err(AllocatorError::UnknownFramework(fw(9)))
+    );
+    assert_eq!(
+        a.add_filter(fw(1), ag(9), &r("cpus=1"), 5),
+        Err(AllocatorError::UnknownAgent(ag(9)))
+    );
+}
+
+#[test]
+fn suppress_blocks_until_revive_which_also_clears_filters() {
+    let mut a = two();
+    a.suppress(fw(1)).unwrap();
+    a.add_filter(fw(2), ag(1), &r("cpus=10,mem=10"), u64::MAX)
+        .unwrap();
+    assert_eq!(
+        pick(&a, Some(ag(1)), "cpus=1", 0),
+        None,
+        "one suppressed, one filtered"
+    );
+    assert_eq!(a.explain(fw(1), ag(1), 0), Some(BlockReason::Suppressed));
+    assert!(a.cycle(None, 0).is_empty());
+    a.revive(fw(2)).unwrap();
+    assert_eq!(
+        pick(&a, Some(ag(1)), "cpus=1", 0),
+        Some(fw(2)),
+        "revive cleared the filter"
+    );
+    a.revive(fw(1)).unwrap();
+    assert_eq!(pick(&a, Some(ag(1)), "cpus=1", 0), Some(fw(1)));
+    let d = a.cycle(None, 0);
+    assert_eq!(d.len(), 1);
+    assert_eq!(a.allocation(fw(1)), Some(r("cpus=10,mem=10")));
+}
+
+#[test]
+fn inactive_frameworks_are_blocked() {
+    let mut a = two();
+    a.set_active(fw(1), false).unwrap();
+    assert_eq!(pick(&a, Some(ag(1)), "cpus=1", 0), Some(fw(2)));
+    assert_eq!(a.explain(fw(1), ag(1), 0), Some(BlockReason::Inactive));
+    a.set_active(fw(1), true).unwrap();
+    assert_eq!(pick(&a, Some(ag(1)), "cpus=1", 0), Some(fw(1)));
+}
+
+#[test]
+fn demand_hints_block_where_they_do_not_fit() {
+    let mut a = two();
+    a.set_demand(fw(1), Some(r("cpus=2,mem=4"))).unwrap();
+    assert_eq!(pick(&a, Some(ag(1)), "cpus=2,mem=3", 0), Some(fw(2)));
+    assert_eq!(pick(&a, Some(ag(1)), "cpus=2,mem=4", 0), Some(fw(1)));
+    a.allocate(fw(2), ag(1), &r("cpus=1,mem=7")).unwrap();
+    assert_eq!(
+        a.explain(fw(1), ag(1), 0),
+        Some(BlockReason::DemandDoesNotFit)
+    );
+    a.set_demand(fw(1), None).unwrap();
+    assert_eq!(a.explain(fw(1), ag(1), 0), None);
+    a.set_demand(fw(1), Some(Resources::new())).unwrap();
+    assert_eq!(
+        a.explain(fw(1), ag(1), 0),
+        None,
+        "an empty demand is no hint"
+    );
+}
+
+#[test]
+fn weights_change_at_run_time() {
+    let mut a = two();
+    a.allocate(fw(1), ag(1), &r("cpus=2")).unwrap();
+    a.allocate(fw(2), ag(1), &r("cpus=3")).unwrap();
+    assert_eq!(pick(&a, Some(ag(1)), "cpus=1", 0), Some(fw(1)));
+    a.set_role_weight(&role("b"), Weight::new(2.0).unwrap());
+    assert_eq!(a.role_weight(&role("b")), Some(Weight::new(2.0).unwrap()));
+    assert_eq!(pick(&a, Some(ag(1)), "cpus=1", 0), Some(fw(2)), "3/2 < 2/1");
+    assert_eq!(a.role_weight(&role("zzz")), None);
+    a.set_role_weight(&role("x/y"), Weight::new(3.0).unwrap());
+    assert_eq!(
+        a.role_weight(&role("x")),
+        Some(Weight::ONE),
+        "ancestors created at weight 1"
+    );
+}
+
+#[test]
+fn failed_allocate_and_release_change_nothing() {
+    let mut a = two();
+    a.allocate(fw(1), ag(1), &r("cpus=4")).unwrap();
+    let before = (
+        a.agent_free(ag(1)),
+        a.allocation(fw(1)),
+        a.allocation(fw(2)),
+    );
+    let over = a.allocate(fw(2), ag(1), &r("cpus=7"));
+    assert!(
+        matches!(over, Err(AllocatorError::Overcommit { .. })),
+        "{over:?}"
+    );
+    let gpu = a.allocate(fw(2), ag(1), &r("gpus=1"));
+    assert!(
+        matches!(gpu, Err(AllocatorError::Overcommit { .. })),
+        "{gpu:?}"
+    );
+    let rel = a.release(fw(1), ag(1), &r("cpus=5"));
+    assert!(
+        matches!(rel, Err(AllocatorError::ReleaseMoreThanAllocated { .. })),
+        "{rel:?}"
+    );
+    let rel = a.release(fw(2), ag(1), &r("cpus=1"));
+    assert!(
+        matches!(rel, Err(AllocatorError::ReleaseMoreThanAllocated { .. })),
+        "{rel:?}"
+    );
+    assert_eq!(
+        a.allocate(fw(9), ag(1), &r("cpus=1")),
+        Err(AllocatorError::UnknownFramework(fw(9)))
+    );
+    assert_eq!(
+        a.release(fw(1), ag(9), &r("cpus=1")),
+        Err(AllocatorError::UnknownAgent(ag(9)))
+    );
+    assert_eq!(
+        (
+            a.agent_free(ag(1)),
+            a.allocation(fw(1)),
+            a.allocation(fw(2))
+        ),
+        before
+    );
+    assert_eq!(
+        a.add_framework(fw(1), &role("c")),
+        Err(AllocatorError::DuplicateFramework(fw(1)))
+    );
+    assert_eq!(
+        a.add_agent(ag(1), &r("cpus=1")),
+        Err(AllocatorError::DuplicateAgent(ag(1)))
+    );
+    assert_eq!(a.capacity(), r("cpus=10,mem=10"));
+    let err = a
+        .allocate(fw(2), ag(1), &r("cpus=7"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("only cpus=6,mem=10 is free"), "{err}");
+}
+
+#[test]
+fn remove_agent_releases_exactly_what_was_on_it() {
+    let mut a = two();
+    a.add_agent(ag(2), &r("cpus=4,mem=4")).unwrap();
+    a.allocate(fw(1), ag(1), &r("cpus=3")).unwrap();
+    a.allocate(fw(1), ag(2), &r("cpus=1,mem=1")).unwrap();
+    a.allocate(fw(2), ag(2), &r("mem=2")).unwrap();
+    a.add_filter(fw(1), ag(2), &r("cpus=1"), u64::MAX).unwrap();
+    let mut lost = a.remove_agent(ag(2)).unwrap();
+    lost.sort_by_key(|(f, _)| *f);
+    assert_eq!(lost, vec![(fw(1), r("cpus=1,mem=1")), (fw(2), r("mem=2"))]);
+    assert_eq!(a.allocation(fw(1)), Some(r("cpus=3")));
+    assert_eq!(a.allocation(fw(2)), Some(Resources::new()));
+    assert_eq!(a.capacity(), r("cpus=10,mem=10"));
+    assert_eq!(a.agent_free(ag(2)), None);
+    assert_eq!(
+        a.remove_agent(ag(2)),
+        Err(AllocatorError::UnknownAgent(ag(2)))
+    );
+    assert_eq!(a.explain(fw(1), ag(2), 0), Some(BlockReason::UnknownAgent));
+    assert_eq!(pick(&a, Some(ag(1)), "cpus=1", 0), Some(fw(2)));
+}
+
+#[test]
+fn remove_framework_releases_everything_and_forgets_it() {
+    let mut a = two();
+    a.add_agent(ag(2), &r("cpus=4")).unwrap();
+    a.allocate(fw(1), ag(1), &r("cpus=3,mem=1")).unwrap();
+    a.allocate(fw(1), ag(2), &r("cpus=4")).unwrap();
+    a.add_filter(fw(1), ag(1), &r("cpus=7"), u64::MAX).unwrap();
+    a.remove_framework(fw(1)).unwrap();
+    assert_eq!(a.agent_free(ag(1)), Some(r("cpus=10,mem=10")));
+    assert_eq!(a.agent_free(ag(2)), Some(r("cpus=4")));
+    assert_eq!(a.allocation(fw(1)), None);
+    assert_eq!(
+        a.remove_framework(fw(1)),
+        Err(AllocatorError::UnknownFramework(fw(1)))
+    );
+    assert_eq!(
+        a.explain(fw(1), ag(1), 0),
+        Some(BlockReason::UnknownFramework)
+    );
+    assert_eq!(
+        a.role_tree().allocated,
+        Resources::new(),
+        "the books return to zero"
+    );
+    // Re-adding the same id starts fresh (no stale filter).
+    a.add_framework(fw(1), &role("a")).unwrap();
+    a.allocate(fw(2), ag(1), &r("cpus=1")).unwrap();
+    assert_eq!(pick(&a, Some(ag(1)), "cpus=9,mem=10", 0), Some(fw(1)));
+}
+
+#[test]
+fn cycle_offers_each_agent_once_in_the_given_order() {
+    let mut a = two();
+    a.add_agent(ag(2), &r("cpus=2")).unwrap();
+    a.add_agent(ag(3), &r("cpus=2")).unwrap();
+    let d = a.cycle(Some(&[ag(3), ag(9), ag(1)]), 0);
+    let got: Vec<_> = d.iter().map(|d| (d.agent, d.framework)).collect();
+    assert_eq!(
+        got,
+        vec![(ag(3), fw(1)), (ag(1), fw(2))],
+        "unknown agents skipped"
+    );
+    assert_eq!(a.agent_free(ag(1)), Some(Resources::new()));
+    assert_eq!(a.explain(fw(1), ag(1), 0), Some(BlockReason::NothingFree));
+    let d = a.cycle(None, 0);
+    assert_eq!(d.len(), 1, "only ag(2) has anything free");
+    assert_eq!(d[0].agent, ag(2));
+    assert!(a.cycle(None, 0).is_empty());
+}
+
+#[test]
+fn role_tree_and_shares() {
+    let mut a = Allocator::new(Policy::Hdrf);
+    a.add_framework(fw(1), &role("eng/batch")).unwrap();
+    a.add_framework(fw(2), &role("eng")).unwrap();
+    a.add_agent(ag(1), &r("cpus=10,mem=20")).unwrap();
+    a.allocate(fw(1), ag(1), &r("cpus=2,mem=10")).unwrap();
+    a.allocate(fw(2), ag(1), &r("cpus=1")).unwrap();
+    let tree = a.role_tree();
+    assert_eq!(tree.path, "");
+    assert_eq!(tree.allocated, r("cpus=3,mem=10"));
+    let eng = &tree.children[0];
+    assert_eq!(eng.path, "eng");
+    assert_eq!(eng.frameworks, vec![fw(2)]);
+    assert_eq!(eng.children[0].path, "eng/batch");
+    assert_eq!(eng.children[0].frameworks, vec![fw(1)]);
+    assert!((eng.dominant_share - 0.5).abs() < 1e-12);
+    assert!((a.dominant_share(fw(1)).unwrap() - 0.5).abs() < 1e-12);
+    assert!((a.dominant_share(fw(2)).unwrap() - 0.1).abs() < 1e-12);
+    assert_eq!(a.dominant_share(fw(9)), None);
+}
+
+#[test]
+fn blocked_siblings_do_not_hold_back_the_others() {
+    // ALGORITHMS.md vector 4 in miniature: a subtree whose CPU leaf cannot use a GPU offer
+    // competes with its GPU leaf's share only.
+    let mut a = Allocator::new(Policy::Hdrf);
+    a.add_framework(fw(1), &role("n3")).unwrap();
+    a.add_framework(fw(2), &role("n3")).unwrap();
+    a.add_framework(fw(3), &role("n4")).unwrap();
+    a.add_agent(ag(1), &r("cpus=30,gpus=30")).unwrap();
+    a.set_demand(fw(1), Some(r("cpus=1"))).unwrap();
+    a.allocate(fw(1), ag(1), &r("cpus=10")).unwrap();
+    a.allocate(fw(2), ag(1), &r("gpus=2")).unwrap();
+    a.allocate(fw(3), ag(1), &r("gpus=3")).unwrap();
+    assert_eq!(pick(&a, Some(ag(1)), "gpus=1", 0), Some(fw(2)));
+}
+
+#[test]
+fn other_policies_run_through_the_reference() {
+    let mut a = Allocator::new(Policy::PlainSum);
+    assert_eq!(a.policy(), Policy::PlainSum);
+    a.add_framework(fw(1), &role("a")).unwrap();
+    a.add_framework(fw(2), &role("b/c")).unwrap();
+    a.add_agent(ag(1), &r("cpus=10")).unwrap();
+    a.allocate(fw(1), ag(1), &r("cpus=1")).unwrap();
+    assert_eq!(pick(&a, Some(ag(1)), "cpus=1", 0), Some(fw(2)));
+    let clone = a.clone();
+    assert_eq!(clone.pick(Some(ag(1)), &r("cpus=1"), 0), Some(fw(2)));
+}

@@ -1,0 +1,46 @@
+//! Views for the operator API: the role tree with allocations and shares.
+
+use protocol::messages::RoleNode;
+use protocol::FrameworkId;
+
+use super::kinds::share_over;
+use super::tree::ROOT;
+use super::Allocator;
+
+impl Allocator {
+    /// The role tree (path "" for the root), with what each subtree holds, its dominant share
+    /// against the capacity (over all kinds), child roles and frameworks in creation order.
+    pub fn role_tree(&self) -> RoleNode {
+        self.role_node(ROOT)
+    }
+
+    fn role_node(&self, n: u32) -> RoleNode {
+        let node = &self.tree.nodes[n as usize];
+        let mut children = Vec::new();
+        let mut frameworks = Vec::new();
+        for &c in &node.children {
+            match &self.tree.nodes[c as usize].leaf {
+                Some(l) => frameworks.push(l.id),
+                None => children.push(self.role_node(c)),
+            }
+        }
+        RoleNode {
+            path: node.path.clone(),
+            weight: node.weight,
+            allocated: self.kinds.resources(&node.raw),
+            dominant_share: self.plain_share(&node.raw),
+            children,
+            frameworks,
+        }
+    }
+
+    fn plain_share(&self, v: &[u64]) -> f64 {
+        share_over(v, &self.capacity, &vec![true; self.capacity.len()])
+    }
+
+    /// The framework's dominant share of the capacity (over all kinds), or `None` if unknown.
+    pub fn dominant_share(&self, fw: FrameworkId) -> Option<f64> {
+        let leaf = *self.tree.frameworks.get(&fw)?;
+        Some(self.plain_share(&self.tree.nodes[leaf as usize].raw))
+    }
+}

@@ -1,0 +1,68 @@
+//! The agent API on the coordinator: register (and re-register), heartbeat, status updates.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Json, Router};
+use protocol::messages::{AgentList, AgentRegistered, Empty, RegisterAgent};
+use protocol::{AgentId, TaskStatus};
+
+use super::error::ApiError;
+use super::extract::{Body, Id};
+use crate::runtime::Coordinator;
+
+/// Routes under `/api/v1/agents`.
+pub fn router() -> Router<Coordinator> {
+    Router::new()
+        .route("/api/v1/agents", post(register).get(list))
+        .route("/api/v1/agents/{id}/heartbeat", post(heartbeat))
+        .route("/api/v1/agents/{id}/status", post(status))
+}
+
+async fn register(
+    State(c): State<Coordinator>,
+    Body(req): Body<RegisterAgent>,
+) -> Result<Response, ApiError> {
+    let (agent_id, created, heartbeat_interval_s) = c.run(|s, now, fx| {
+        s.register_agent(req, now, fx)
+            .map(|(id, new)| (id, new, s.agent_heartbeat_s()))
+    })?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((
+        status,
+        Json(AgentRegistered {
+            agent_id,
+            heartbeat_interval_s,
+        }),
+    )
+        .into_response())
+}
+
+async fn list(State(c): State<Coordinator>) -> Json<AgentList> {
+    Json(AgentList {
+        agents: c.read(|s| s.agents()),
+    })
+}
+
+async fn heartbeat(
+    State(c): State<Coordinator>,
+    Id(id): Id<AgentId>,
+    Body(_): Body<Empty>,
+) -> Result<Json<Empty>, ApiError> {
+    c.run(|s, now, _| s.agent_heartbeat(id, now))?;
+    Ok(Json(Empty {}))
+}
+
+async fn status(
+    State(c): State<Coordinator>,
+    Id(id): Id<AgentId>,
+    Body(status): Body<TaskStatus>,
+) -> Result<Json<Empty>, ApiError> {
+    c.run(|s, now, fx| s.agent_status(id, status, now, fx))?;
+    Ok(Json(Empty {}))
+}

@@ -1,0 +1,140 @@
+//! The framework (scheduler) API: register, the event stream, accept, decline, suppress,
+//! revive, kill, acknowledge, reconcile, and removal.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use protocol::messages::{
+    AcceptRequest, AcceptResponse, AcknowledgeRequest, DeclineRequest, Empty, FrameworkList,
+    FrameworkRegistered, KillRequest, ReconcileRequest, RegisterFramework, ReviveRequest,
+};
+use protocol::FrameworkId;
+
+use super::error::ApiError;
+use super::extract::{Body, Id};
+use super::sse;
+use crate::runtime::Coordinator;
+
+/// Routes under `/api/v1/frameworks`.
+pub fn router() -> Router<Coordinator> {
+    Router::new()
+        .route("/api/v1/frameworks", post(register).get(list))
+        .route("/api/v1/frameworks/{id}", axum::routing::delete(remove))
+        .route("/api/v1/frameworks/{id}/events", get(events))
+        .route("/api/v1/frameworks/{id}/accept", post(accept))
+        .route("/api/v1/frameworks/{id}/decline", post(decline))
+        .route("/api/v1/frameworks/{id}/suppress", post(suppress))
+        .route("/api/v1/frameworks/{id}/revive", post(revive))
+        .route("/api/v1/frameworks/{id}/kill", post(kill))
+        .route("/api/v1/frameworks/{id}/acknowledge", post(acknowledge))
+        .route("/api/v1/frameworks/{id}/reconcile", post(reconcile))
+}
+
+type Ok200 = Result<Json<Empty>, ApiError>;
+
+async fn register(
+    State(c): State<Coordinator>,
+    Body(req): Body<RegisterFramework>,
+) -> Result<Response, ApiError> {
+    let (framework_id, created, heartbeat_interval_s) = c.run(|s, now, fx| {
+        s.register_framework(req, now, fx)
+            .map(|(id, new)| (id, new, s.framework_heartbeat_s()))
+    })?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((
+        status,
+        Json(FrameworkRegistered {
+            framework_id,
+            heartbeat_interval_s,
+        }),
+    )
+        .into_response())
+}
+
+async fn list(State(c): State<Coordinator>) -> Json<FrameworkList> {
+    Json(FrameworkList {
+        frameworks: c.read(|s| s.frameworks()),
+    })
+}
+
+async fn events(
+    State(c): State<Coordinator>,
+    Id(id): Id<FrameworkId>,
+) -> Result<Response, ApiError> {
+    let (rx, generation) = c.subscribe(id)?;
+    Ok(sse::framework_stream(c, id, rx, generation).into_response())
+}
+
+async fn accept(
+    State(c): State<Coordinator>,
+    Id(id): Id<FrameworkId>,
+    Body(req): Body<AcceptRequest>,
+) -> Result<Json<AcceptResponse>, ApiError> {
+    let launched = c.run(|s, now, fx| s.accept(id, req, now, fx))?;
+    Ok(Json(AcceptResponse { launched }))
+}
+
+async fn decline(
+    State(c): State<Coordinator>,
+    Id(id): Id<FrameworkId>,
+    Body(req): Body<DeclineRequest>,
+) -> Ok200 {
+    c.run(|s, now, fx| s.decline(id, req, now, fx))?;
+    Ok(Json(Empty {}))
+}
+
+async fn suppress(
+    State(c): State<Coordinator>,
+    Id(id): Id<FrameworkId>,
+    Body(_): Body<Empty>,
+) -> Ok200 {
+    c.run(|s, _, _| s.suppress(id))?;
+    Ok(Json(Empty {}))
+}
+
+async fn revive(
+    State(c): State<Coordinator>,
+    Id(id): Id<FrameworkId>,
+    Body(req): Body<ReviveRequest>,
+) -> Ok200 {
+    c.run(|s, _, fx| s.revive(id, req.demand, fx))?;
+    Ok(Json(Empty {}))
+}
+
+async fn kill(
+    State(c): State<Coordinator>,
+    Id(id): Id<FrameworkId>,
+    Body(req): Body<KillRequest>,
+) -> Ok200 {
+    c.run(|s, _, fx| s.kill(id, req.task_id, fx))?;
+    Ok(Json(Empty {}))
+}
+
+async fn acknowledge(
+    State(c): State<Coordinator>,
+    Id(id): Id<FrameworkId>,
+    Body(req): Body<AcknowledgeRequest>,
+) -> Ok200 {
+    c.run(|s, _, _| s.acknowledge(id, req.task_id, req.update_id))?;
+    Ok(Json(Empty {}))
+}
+
+async fn reconcile(
+    State(c): State<Coordinator>,
+    Id(id): Id<FrameworkId>,
+    Body(req): Body<ReconcileRequest>,
+) -> Ok200 {
+    c.run(|s, _, fx| s.reconcile(id, req.task_ids, fx))?;
+    Ok(Json(Empty {}))
+}
+
+async fn remove(State(c): State<Coordinator>, Id(id): Id<FrameworkId>) -> Ok200 {
+    c.run(|s, _, fx| s.remove_framework(id, "deleted by request", fx))?;
+    Ok(Json(Empty {}))
+}

@@ -1,0 +1,54 @@
+//! The HTTP API of `API.md`, on axum: one router per API, merged in [`app`].
+//!
+//! Handlers only translate: they extract and validate the request (bad input is a 4xx with the
+//! error body, see [`error::ApiError`]), call one registry operation through the
+//! [`Coordinator`] handle, and turn the result into a response.
+//!
+//! - [`frameworks`]: the framework (scheduler) API and its SSE stream.
+//! - [`agents`]: the agent API on the coordinator.
+//! - [`operator`]: offers, offer events, state, roles, metrics, health, the dashboard.
+//! - [`sse`]: the two event streams.
+//! - [`extract`]: JSON body and path-id extractors with API error bodies.
+//! - [`error`]: [`error::ApiError`], every failure as a status and an error body.
+
+pub mod agents;
+pub mod error;
+pub mod extract;
+pub mod frameworks;
+pub mod operator;
+pub mod sse;
+
+use axum::extract::DefaultBodyLimit;
+use axum::http::Uri;
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use tower_http::catch_panic::CatchPanicLayer;
+
+use crate::runtime::Coordinator;
+use error::ApiError;
+
+/// The whole API for one coordinator. Request bodies are limited to the configured
+/// `max_body_bytes` (413 beyond).
+pub fn app(coordinator: Coordinator) -> Router {
+    let limit = coordinator.config().max_body_bytes;
+    Router::new()
+        .merge(frameworks::router())
+        .merge(agents::router())
+        .merge(operator::router())
+        .fallback(|uri: Uri| async move { ApiError::NoRoute(uri.path().to_owned()) })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(CatchPanicLayer::custom(panic_response))
+        .with_state(coordinator)
+}
+
+/// A handler panicked (a bug): log it and answer 500 with the error body; the process lives on.
+fn panic_response(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    let what = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    tracing::error!(panic = %what, "handler panicked");
+    ApiError::Internal.into_response()
+}

@@ -1,0 +1,128 @@
+//! The operator API: outstanding offers and their live stream, the cluster state and its parts,
+//! the role tree (and run-time weights), metrics, health, and the dashboard page.
+
+use std::collections::HashMap;
+
+use axum::extract::{Path, Query, State};
+use axum::http::header;
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, put};
+use axum::{Json, Router};
+use protocol::messages::{ClusterState, Empty, OfferList, RoleNode, SetWeight, TaskList};
+use protocol::{AgentId, FrameworkId, RolePath};
+
+use super::error::ApiError;
+use super::extract::Body;
+use super::sse;
+use crate::runtime::Coordinator;
+
+/// The operator routes, `/metrics`, `/health` and `/`.
+pub fn router() -> Router<Coordinator> {
+    Router::new()
+        .route("/api/v1/offers", get(offers))
+        .route("/api/v1/offers/events", get(offer_events))
+        .route("/api/v1/state", get(state))
+        .route("/api/v1/tasks", get(tasks))
+        .route("/api/v1/roles", get(roles))
+        .route("/api/v1/roles/{*path}", put(set_weight))
+        .route("/metrics", get(metrics))
+        .route("/health", get(health))
+        .route("/", get(dashboard))
+        .route("/ui/app.js", get(dashboard_js))
+}
+
+/// Parses an optional id query parameter.
+fn id_param<T: std::str::FromStr>(
+    query: &HashMap<String, String>,
+    name: &str,
+) -> Result<Option<T>, ApiError> {
+    query
+        .get(name)
+        .map(|raw| {
+            raw.parse::<T>().map_err(|_| {
+                ApiError::BadQuery(format!("{name}={raw:?} is not a valid id (a UUID)"))
+            })
+        })
+        .transpose()
+}
+
+fn check_query(
+    query: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
+    allowed: &[&str],
+) -> Result<HashMap<String, String>, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::BadQuery(e.body_text()))?;
+    if let Some(unknown) = query.keys().find(|k| !allowed.contains(&k.as_str())) {
+        return Err(ApiError::BadQuery(format!(
+            "unknown parameter {unknown:?}; allowed: {}",
+            allowed.join(", ")
+        )));
+    }
+    Ok(query)
+}
+
+async fn offers(
+    State(c): State<Coordinator>,
+    query: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<OfferList>, ApiError> {
+    let query = check_query(query, &["framework_id", "agent_id"])?;
+    let framework: Option<FrameworkId> = id_param(&query, "framework_id")?;
+    let agent: Option<AgentId> = id_param(&query, "agent_id")?;
+    Ok(Json(OfferList {
+        offers: c.read(|s| s.offers(framework, agent)),
+    }))
+}
+
+async fn offer_events(State(c): State<Coordinator>) -> Response {
+    sse::offer_stream(&c).into_response()
+}
+
+async fn state(State(c): State<Coordinator>) -> Json<ClusterState> {
+    Json(c.read(|s| s.cluster_state()))
+}
+
+async fn tasks(
+    State(c): State<Coordinator>,
+    query: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<TaskList>, ApiError> {
+    let query = check_query(query, &["framework_id"])?;
+    let framework: Option<FrameworkId> = id_param(&query, "framework_id")?;
+    Ok(Json(TaskList {
+        tasks: c.read(|s| s.tasks(framework)),
+    }))
+}
+
+async fn roles(State(c): State<Coordinator>) -> Json<RoleNode> {
+    Json(c.read(|s| s.roles()))
+}
+
+async fn set_weight(
+    State(c): State<Coordinator>,
+    Path(path): Path<String>,
+    Body(req): Body<SetWeight>,
+) -> Result<Json<Empty>, ApiError> {
+    let role = RolePath::new(path).map_err(|e| ApiError::BadPath(e.to_string()))?;
+    c.run(|s, _, fx| s.set_role_weight(&role, req.weight, fx))?;
+    Ok(Json(Empty {}))
+}
+
+async fn metrics(State(c): State<Coordinator>) -> Response {
+    let gauges = c.read(|s| s.gauges());
+    let text = c.metrics().render(&gauges);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+async fn health() -> Json<Empty> {
+    Json(Empty {})
+}
+
+async fn dashboard() -> Html<&'static str> {
+    Html(include_str!("../ui/index.html"))
+}
+
+async fn dashboard_js() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/javascript")],
+        include_str!("../ui/app.js"),
+    )
+        .into_response()
+}

@@ -1,0 +1,333 @@
+//! [`Coordinator`]: the async shell around the registry. It owns the one lock on [`State`],
+//! runs state methods, and performs the effects they return.
+//!
+//! Events for framework streams and the operator offer stream are handed to their channels
+//! while the lock is still held, so every stream sees events in the order the books changed
+//! (an `offers` event never overtakes the `rescind` of an earlier offer). Channel sends do not
+//! block. Network effects (launch, kill) run after the lock is released, as tasks on a
+//! [`TaskTracker`] that shutdown waits for.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use protocol::events::OfferEvent;
+use protocol::messages::LaunchTasks;
+use protocol::{AgentId, FrameworkEvent, FrameworkId, TaskId, TaskState};
+use tokio::sync::{broadcast, mpsc, Notify};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::state::{Effect, Effects, Now, State, StateError};
+
+/// Capacity of the operator offer stream; a slower reader skips what it missed.
+const OFFER_EVENTS_CAPACITY: usize = 4096;
+
+/// A cheap, clonable handle to one running coordinator.
+#[derive(Clone)]
+pub struct Coordinator {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Coordinator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Coordinator").finish_non_exhaustive()
+    }
+}
+
+struct Shared {
+    config: Config,
+    /// The books and the open framework streams. A std mutex: it is never held across an
+    /// `.await`, and every critical section is short and CPU-only.
+    inner: Mutex<Inner>,
+    /// Wakes the allocation loop after a change that frees resources.
+    kick: Notify,
+    offer_events: broadcast::Sender<OfferEvent>,
+    http: reqwest::Client,
+    tracker: TaskTracker,
+    shutdown: CancellationToken,
+    start: Instant,
+    metrics: Metrics,
+}
+
+struct Inner {
+    state: State,
+    streams: HashMap<FrameworkId, StreamSlot>,
+}
+
+struct StreamSlot {
+    generation: u64,
+    tx: mpsc::UnboundedSender<FrameworkEvent>,
+}
+
+/// Network work to do once the lock is released.
+enum Io {
+    Launch {
+        agent_id: AgentId,
+        endpoint: String,
+        body: LaunchTasks,
+    },
+    Kill {
+        agent_id: AgentId,
+        endpoint: String,
+        task_id: TaskId,
+    },
+}
+
+impl Coordinator {
+    /// A coordinator with empty books. `shutdown` ends its streams and background loops.
+    pub fn new(config: Config, shutdown: CancellationToken) -> anyhow::Result<Self> {
+        let http = reqwest::Client::builder()
+            .timeout(config.agent_request_timeout)
+            .connect_timeout(config.agent_request_timeout)
+            .build()?;
+        let (offer_events, _) = broadcast::channel(OFFER_EVENTS_CAPACITY);
+        Ok(Self {
+            shared: Arc::new(Shared {
+                inner: Mutex::new(Inner {
+                    state: State::new(&config),
+                    streams: HashMap::new(),
+                }),
+                config,
+                kick: Notify::new(),
+                offer_events,
+                http,
+                tracker: TaskTracker::new(),
+                shutdown,
+                start: Instant::now(),
+                metrics: Metrics::default(),
+            }),
+        })
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &Config {
+        &self.shared.config
+    }
+
+    /// The metrics counters.
+    pub fn metrics(&self) -> &Metrics {
+        &self.shared.metrics
+    }
+
+    /// Cancelled when the coordinator shuts down.
+    pub fn shutdown_token(&self) -> &CancellationToken {
+        &self.shared.shutdown
+    }
+
+    /// Tracks the coordinator's spawned tasks (awaited on shutdown).
+    pub fn tracker(&self) -> &TaskTracker {
+        &self.shared.tracker
+    }
+
+    /// The current time on both clocks.
+    pub fn now(&self) -> Now {
+        let ms = u64::try_from(self.shared.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        Now {
+            ms,
+            wall: protocol::now(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock is a bug already logged; the books are still the
+        // best there are, so keep serving rather than poisoning every later request.
+        self.shared.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Reads the books.
+    pub fn read<T>(&self, f: impl FnOnce(&State) -> T) -> T {
+        f(&self.lock().state)
+    }
+
+    /// Runs one state operation and performs its effects.
+    pub fn run<T>(&self, f: impl FnOnce(&mut State, &Now, &mut Effects) -> T) -> T {
+        let now = self.now();
+        let mut fx = Vec::new();
+        let (out, io, allocate) = {
+            let mut inner = self.lock();
+            let out = f(&mut inner.state, &now, &mut fx);
+            let (io, allocate) = self.dispatch(&mut inner, fx);
+            (out, io, allocate)
+        };
+        self.perform(io, allocate);
+        out
+    }
+
+    /// Opens a framework's event stream: returns its receiver and number. The `subscribed`
+    /// event and any unacknowledged updates are already queued on it.
+    pub fn subscribe(
+        &self,
+        id: FrameworkId,
+    ) -> Result<(mpsc::UnboundedReceiver<FrameworkEvent>, u64), StateError> {
+        let now = self.now();
+        let mut fx = Vec::new();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (generation, io, allocate) = {
+            let mut inner = self.lock();
+            let generation = inner.state.subscribe(id, &now, &mut fx)?;
+            // Replacing the slot drops the older stream's sender, which ends that stream.
+            inner.streams.insert(id, StreamSlot { generation, tx });
+            let (io, allocate) = self.dispatch(&mut inner, fx);
+            (generation, io, allocate)
+        };
+        self.perform(io, allocate);
+        Ok((rx, generation))
+    }
+
+    /// A framework stream ended (its HTTP response was dropped).
+    pub fn stream_closed(&self, id: FrameworkId, generation: u64) {
+        self.run(|state, now, fx| {
+            state.stream_closed(id, generation, now, fx);
+        });
+        let mut inner = self.lock();
+        if inner
+            .streams
+            .get(&id)
+            .is_some_and(|s| s.generation == generation)
+        {
+            inner.streams.remove(&id);
+        }
+    }
+
+    /// A new receiver of the operator offer stream.
+    pub fn offer_events(&self) -> broadcast::Receiver<OfferEvent> {
+        self.shared.offer_events.subscribe()
+    }
+
+    /// Wakes the allocation loop.
+    pub fn kick(&self) {
+        self.shared.kick.notify_one();
+    }
+
+    /// Waits for a kick.
+    pub async fn kicked(&self) {
+        self.shared.kick.notified().await;
+    }
+
+    fn dispatch(&self, inner: &mut Inner, fx: Effects) -> (Vec<Io>, bool) {
+        let mut io = Vec::new();
+        let mut allocate = false;
+        for effect in fx {
+            match effect {
+                Effect::ToFramework(id, event) => {
+                    if let Some(slot) = inner.streams.get(&id) {
+                        // A closed receiver means the stream is going away; the update stays
+                        // pending and is re-sent on the next stream.
+                        let _ = slot.tx.send(event);
+                    }
+                }
+                Effect::CloseStream(id) => {
+                    inner.streams.remove(&id);
+                }
+                Effect::Offer(event) => {
+                    self.shared.metrics.count_offer_event(&event);
+                    // No receivers is fine: nobody is watching.
+                    let _ = self.shared.offer_events.send(event);
+                }
+                Effect::Launch {
+                    agent_id,
+                    endpoint,
+                    body,
+                } => io.push(Io::Launch {
+                    agent_id,
+                    endpoint,
+                    body,
+                }),
+                Effect::Kill {
+                    agent_id,
+                    endpoint,
+                    task_id,
+                } => io.push(Io::Kill {
+                    agent_id,
+                    endpoint,
+                    task_id,
+                }),
+                Effect::Allocate => allocate = true,
+            }
+        }
+        (io, allocate)
+    }
+
+    fn perform(&self, io: Vec<Io>, allocate: bool) {
+        if allocate {
+            self.kick();
+        }
+        if io.is_empty() || tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        for job in io {
+            let this = self.clone();
+            match job {
+                Io::Launch {
+                    agent_id,
+                    endpoint,
+                    body,
+                } => {
+                    self.shared
+                        .tracker
+                        .spawn(async move { this.launch(agent_id, endpoint, body).await });
+                }
+                Io::Kill {
+                    agent_id,
+                    endpoint,
+                    task_id,
+                } => {
+                    self.shared
+                        .tracker
+                        .spawn(async move { this.kill(agent_id, endpoint, task_id).await });
+                }
+            }
+        }
+    }
+
+    async fn launch(&self, agent_id: AgentId, endpoint: String, body: LaunchTasks) {
+        let url = format!("{endpoint}/api/v1/tasks");
+        let result = self.shared.http.post(&url).json(&body).send().await;
+        let failure = match result {
+            Ok(resp) if resp.status().is_success() => return,
+            // The agent refused the tasks as described: they could not be launched.
+            Ok(resp) if resp.status().is_client_error() => {
+                let status = resp.status();
+                let text = resp.text().await.unwrap_or_default();
+                (
+                    TaskState::Error,
+                    format!("agent {agent_id} refused the launch ({status}): {text}"),
+                )
+            }
+            Ok(resp) => (
+                TaskState::Lost,
+                format!("agent {agent_id} failed the launch ({})", resp.status()),
+            ),
+            Err(e) => (
+                TaskState::Lost,
+                format!("agent {agent_id} unreachable at {url}: {e}"),
+            ),
+        };
+        tracing::warn!(agent = %agent_id, message = %failure.1, "launch failed");
+        let ids: Vec<TaskId> = body.tasks.iter().map(|t| t.task_id.clone()).collect();
+        self.run(|state, now, fx| {
+            state.launch_failed(body.framework_id, &ids, failure.0, &failure.1, now, fx)
+        });
+    }
+
+    async fn kill(&self, agent_id: AgentId, endpoint: String, task_id: TaskId) {
+        let url = format!("{endpoint}/api/v1/tasks/{task_id}/kill");
+        match self
+            .shared
+            .http
+            .post(&url)
+            .json(&serde_json::json!({}))
+            .send()
+            .await
+        {
+            Ok(resp) if resp.status().is_success() => {}
+            Ok(resp) => {
+                tracing::warn!(agent = %agent_id, task = %task_id, status = %resp.status(), "kill refused")
+            }
+            Err(e) => tracing::warn!(agent = %agent_id, task = %task_id, error = %e, "kill failed"),
+        }
+    }
+}

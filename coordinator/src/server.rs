@@ -1,0 +1,121 @@
+//! [`serve`]: wires the registry, the API and the background loops, and runs them until the
+//! shutdown future resolves.
+//!
+//! Background loops, each ending on the shutdown token:
+//! - allocation: every `allocation_interval`, and `allocation_batch_delay` after a kick (a
+//!   change that freed resources or made a framework eligible), so bursts of changes are
+//!   batched into one run and offers follow freed resources within milliseconds;
+//! - maintenance: offer expiry, agent liveness, framework failover timeouts, and re-sends of
+//!   unacknowledged updates, on a tick short enough for the shortest of those periods.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::api;
+use crate::config::Config;
+use crate::runtime::Coordinator;
+
+/// Serves the coordinator on `listener` until `shutdown` resolves, then stops accepting,
+/// ends the event streams and background loops, and waits for in-flight work.
+pub async fn serve(
+    config: Config,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    config.validate()?;
+    let token = CancellationToken::new();
+    let coordinator = Coordinator::new(config, token.clone())?;
+    let loops = spawn_loops(&coordinator);
+    let app = api::app(coordinator.clone());
+    if let Ok(addr) = listener.local_addr() {
+        tracing::info!(%addr, "coordinator listening");
+    }
+    let stop = token.clone();
+    let result = axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            tokio::select! {
+                _ = shutdown => {}
+                _ = stop.cancelled() => {}
+            }
+            // Streams and loops end on the token; the server then drains.
+            stop.cancel();
+        })
+        .await;
+    token.cancel();
+    for handle in loops {
+        let _ = handle.await;
+    }
+    coordinator.tracker().close();
+    coordinator.tracker().wait().await;
+    result.map_err(Into::into)
+}
+
+/// Starts the allocation and maintenance loops of a coordinator.
+pub fn spawn_loops(coordinator: &Coordinator) -> Vec<tokio::task::JoinHandle<()>> {
+    vec![
+        tokio::spawn(allocation_loop(coordinator.clone())),
+        tokio::spawn(maintenance_loop(coordinator.clone())),
+    ]
+}
+
+async fn allocation_loop(c: Coordinator) {
+    let token = c.shutdown_token().clone();
+    let mut tick = tokio::time::interval(c.config().allocation_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let batch = c.config().allocation_batch_delay;
+    loop {
+        tokio::select! {
+            _ = token.cancelled() => return,
+            _ = tick.tick() => {}
+            _ = c.kicked() => {
+                if !batch.is_zero() {
+                    tokio::select! {
+                        _ = token.cancelled() => return,
+                        _ = tokio::time::sleep(batch) => {}
+                    }
+                }
+            }
+        }
+        let started = Instant::now();
+        let made = c.run(|state, now, fx| state.allocate(now, fx));
+        c.metrics().observe_allocation(started.elapsed());
+        if made > 0 {
+            tracing::debug!(offers = made, "allocation run");
+        }
+    }
+}
+
+/// The maintenance tick: a fraction of the shortest period it serves, within [5 ms, 1 s].
+fn maintenance_period(config: &Config) -> Duration {
+    let shortest = [
+        config.offer_timeout,
+        config.agent_heartbeat_interval,
+        config.update_resend_interval,
+        config.framework_heartbeat_interval,
+    ]
+    .into_iter()
+    .min()
+    .unwrap_or(Duration::from_secs(1));
+    (shortest / 4).clamp(Duration::from_millis(5), Duration::from_secs(1))
+}
+
+async fn maintenance_loop(c: Coordinator) {
+    let token = c.shutdown_token().clone();
+    let mut tick = tokio::time::interval(maintenance_period(c.config()));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = token.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        c.run(|state, now, fx| {
+            state.expire_offers(now, fx);
+            state.check_agents(now, fx);
+            state.check_failover(now, fx);
+            state.resend_updates(now, fx);
+        });
+    }
+}

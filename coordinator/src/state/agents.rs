@@ -1,0 +1,294 @@
+//! Agents: registration and re-registration (with their tasks), heartbeats, and loss.
+
+use protocol::messages::RegisterAgent;
+use protocol::{AgentId, TaskState, TaskStatus, UpdateId};
+
+use super::{sub_res, AgentRecord, AgentState, Effect, Effects, Now, State, StateError};
+
+/// The most attributes an agent may declare.
+const MAX_ATTRIBUTES: usize = 64;
+/// The longest hostname, endpoint, attribute key or value.
+const MAX_TEXT: usize = 1024;
+
+impl State {
+    /// Registers an agent, or re-registers a known (or, after a coordinator restart, unknown) one
+    /// with the tasks it still runs. Returns its id and whether it is new to this coordinator.
+    pub fn register_agent(
+        &mut self,
+        req: RegisterAgent,
+        now: &Now,
+        fx: &mut Effects,
+    ) -> Result<(AgentId, bool), StateError> {
+        validate_registration(&req)?;
+        let id = req.agent_id.unwrap_or_default();
+        for status in &req.tasks {
+            if status.agent_id != id {
+                return Err(StateError::AgentMismatch {
+                    task: status.task_id.clone(),
+                    given: status.agent_id,
+                    reason: format!("the registering agent is {id}"),
+                });
+            }
+            if let Some(task) = self
+                .tasks
+                .get(&(status.framework_id, status.task_id.clone()))
+            {
+                if task.agent_id != id {
+                    return Err(StateError::AgentMismatch {
+                        task: status.task_id.clone(),
+                        given: id,
+                        reason: format!("the task runs on agent {}", task.agent_id),
+                    });
+                }
+            }
+        }
+
+        let known = self.agents.contains_key(&id);
+        // Take the agent out of the allocator (rescinding its offers) and put it back with the
+        // possibly changed total, then re-account its tasks: one path for every case.
+        if known {
+            self.rescind_agent_offers(id, "agent re-registered", fx);
+            let _ = self.allocator.remove_agent(id);
+        }
+        if let Err(e) = self.allocator.add_agent(id, &req.resources) {
+            tracing::error!(agent = %id, error = %e, "allocator refused agent");
+        }
+        let record = self.agents.entry(id).or_insert_with(|| AgentRecord {
+            hostname: String::new(),
+            endpoint: String::new(),
+            total: Default::default(),
+            attributes: Default::default(),
+            state: AgentState::Active,
+            registered_at: now.wall,
+            last_heartbeat_at: now.wall,
+            last_heartbeat_ms: now.ms,
+            used: Default::default(),
+            offered: Default::default(),
+        });
+        record.hostname = req.hostname;
+        record.endpoint = req.endpoint.trim_end_matches('/').to_owned();
+        record.total = req.resources;
+        record.attributes = req.attributes;
+        record.state = AgentState::Active;
+        record.registered_at = now.wall;
+        record.last_heartbeat_at = now.wall;
+        record.last_heartbeat_ms = now.ms;
+        record.used = Default::default();
+        // Re-account the non-terminal tasks the books place on this agent.
+        let keys: Vec<_> = self
+            .tasks
+            .iter()
+            .filter(|(_, t)| t.agent_id == id && !t.state().is_terminal())
+            .map(|(k, _)| k.clone())
+            .collect();
+        // Frameworks' `used` already counts these tasks; only the agent side is rebuilt.
+        for (fw, task) in &keys {
+            let Some(res) = self
+                .tasks
+                .get(&(*fw, task.clone()))
+                .map(|t| t.resources.clone())
+            else {
+                continue;
+            };
+            if let Err(e) = self.allocator.allocate(*fw, id, &res) {
+                tracing::warn!(%fw, agent = %id, error = %e, "task does not fit the agent");
+            }
+            if let Some(a) = self.agents.get_mut(&id) {
+                a.used.add_assign(&res);
+            }
+        }
+
+        if known {
+            self.reconcile_agent_tasks(id, &req.tasks, now, fx);
+        }
+        for status in req.tasks {
+            self.apply_reported_status(id, status, now, fx);
+        }
+        fx.push(Effect::Allocate);
+        Ok((id, !known))
+    }
+
+    /// Tasks the books place on a re-registering agent in a running state that the agent no
+    /// longer reports are lost. (Staging tasks may still be on their way to it.)
+    fn reconcile_agent_tasks(
+        &mut self,
+        id: AgentId,
+        reported: &[TaskStatus],
+        now: &Now,
+        fx: &mut Effects,
+    ) {
+        let missing: Vec<_> = self
+            .tasks
+            .iter()
+            .filter(|((fw, task), t)| {
+                t.agent_id == id
+                    && matches!(t.state(), TaskState::Starting | TaskState::Running)
+                    && !reported
+                        .iter()
+                        .any(|s| s.framework_id == *fw && s.task_id == *task)
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        for (fw, task) in missing {
+            let status = self.coordinator_status(
+                fw,
+                &task,
+                TaskState::Lost,
+                "the agent re-registered without this task",
+                now,
+            );
+            if let Some(status) = status {
+                self.record_status(status, now, fx);
+            }
+        }
+    }
+
+    /// Adds a task's resources to the allocator and the agent's and framework's `used`.
+    pub(crate) fn account_task(
+        &mut self,
+        fw: protocol::FrameworkId,
+        agent: AgentId,
+        res: &protocol::Resources,
+    ) {
+        if let Err(e) = self.allocator.allocate(fw, agent, res) {
+            tracing::warn!(%fw, %agent, error = %e, "task resources do not fit the agent");
+        }
+        if let Some(a) = self.agents.get_mut(&agent) {
+            a.used.add_assign(res);
+        }
+        if let Some(f) = self.frameworks.get_mut(&fw) {
+            f.used.add_assign(res);
+        }
+    }
+
+    /// Records a heartbeat. Unknown and lost agents get 404, which tells them to register again.
+    pub fn agent_heartbeat(&mut self, id: AgentId, now: &Now) -> Result<(), StateError> {
+        match self.agents.get_mut(&id) {
+            Some(a) if a.state == AgentState::Active => {
+                a.last_heartbeat_ms = now.ms;
+                a.last_heartbeat_at = now.wall;
+                Ok(())
+            }
+            _ => Err(StateError::UnknownAgent(id)),
+        }
+    }
+
+    /// Declares lost every active agent that missed `max_missed_heartbeats` heartbeats.
+    pub fn check_agents(&mut self, now: &Now, fx: &mut Effects) {
+        let limit = self
+            .timing
+            .agent_heartbeat_interval_ms
+            .saturating_mul(self.timing.max_missed_heartbeats);
+        let lost: Vec<AgentId> = self
+            .agents
+            .iter()
+            .filter(|(_, a)| {
+                a.state == AgentState::Active && now.ms.saturating_sub(a.last_heartbeat_ms) > limit
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in lost {
+            tracing::warn!(agent = %id, "agent missed its heartbeats: lost");
+            self.lose_agent(id, now, fx);
+        }
+    }
+
+    /// An agent is lost: its offers are rescinded, its tasks become `lost`, its resources leave
+    /// the capacity. Its record stays (state `lost`) so it can re-register with the same id.
+    pub fn lose_agent(&mut self, id: AgentId, now: &Now, fx: &mut Effects) {
+        let Some(agent) = self.agents.get(&id) else {
+            return;
+        };
+        if agent.state == AgentState::Lost {
+            return;
+        }
+        self.rescind_agent_offers(id, "agent lost", fx);
+        let _ = self.allocator.remove_agent(id);
+        let victims: Vec<_> = self
+            .tasks
+            .iter()
+            .filter(|(_, t)| t.agent_id == id && !t.state().is_terminal())
+            .map(|(k, _)| k.clone())
+            .collect();
+        for (fw, task) in victims {
+            let Some(t) = self.tasks.get_mut(&(fw, task.clone())) else {
+                continue;
+            };
+            let status = TaskStatus {
+                task_id: task.clone(),
+                framework_id: fw,
+                agent_id: id,
+                state: TaskState::Lost,
+                message: Some("agent lost: it missed its heartbeats".into()),
+                exit_code: None,
+                update_id: UpdateId::new(),
+                timestamp: now.wall,
+            };
+            t.latest = status.clone();
+            t.update_ids.push(status.update_id);
+            t.lost_by_coordinator = true;
+            let res = t.resources.clone();
+            if let Some(f) = self.frameworks.get_mut(&fw) {
+                sub_res(&mut f.used, &res);
+                f.active_tasks = f.active_tasks.saturating_sub(1);
+            }
+            self.send_update(status, now, fx);
+        }
+        if let Some(a) = self.agents.get_mut(&id) {
+            a.state = AgentState::Lost;
+            a.used = Default::default();
+            a.offered = Default::default();
+        }
+        fx.push(Effect::Allocate);
+    }
+}
+
+fn validate_registration(req: &RegisterAgent) -> Result<(), StateError> {
+    let field = |field, reason: &str| StateError::InvalidField {
+        field,
+        reason: reason.into(),
+    };
+    if req.hostname.trim().is_empty() || req.hostname.len() > MAX_TEXT {
+        return Err(field(
+            "hostname",
+            "give the node's hostname (1 to 1024 characters)",
+        ));
+    }
+    let url = reqwest::Url::parse(&req.endpoint).map_err(|e| StateError::InvalidField {
+        field: "endpoint",
+        reason: format!(
+            "{:?} is not a URL ({e}); give e.g. http://10.0.0.5:5051",
+            req.endpoint
+        ),
+    })?;
+    if !matches!(url.scheme(), "http" | "https")
+        || url.host().is_none()
+        || req.endpoint.len() > MAX_TEXT
+    {
+        return Err(field(
+            "endpoint",
+            "use an http:// or https:// base URL with a host",
+        ));
+    }
+    if req.resources.is_empty() {
+        return Err(field(
+            "resources",
+            "an agent must offer some resources, e.g. {\"cpus\": 4}",
+        ));
+    }
+    if req.attributes.len() > MAX_ATTRIBUTES
+        || req
+            .attributes
+            .iter()
+            .any(|(k, v)| k.is_empty() || k.len() > MAX_TEXT || v.len() > MAX_TEXT)
+    {
+        return Err(field(
+            "attributes",
+            "at most 64 attributes with non-empty keys",
+        ));
+    }
+    if !req.tasks.is_empty() && req.agent_id.is_none() {
+        return Err(field("tasks", "reported tasks need the agent's agent_id"));
+    }
+    Ok(())
+}

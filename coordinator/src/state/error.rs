@@ -1,0 +1,154 @@
+//! [`StateError`]: why the registry refused an operation. Every variant maps to one HTTP status
+//! and one stable `code` of the API's error body; messages say how to fix the request.
+
+use protocol::{AgentId, FrameworkId, OfferId, Resources, TaskId, UpdateId};
+
+/// Why the registry refused an operation. A refused operation changed nothing.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StateError {
+    /// No framework with this id is registered.
+    #[error("unknown framework {0}: register with POST /api/v1/frameworks")]
+    UnknownFramework(FrameworkId),
+    /// The framework was removed (deleted, or its failover timeout passed).
+    #[error("framework {0} was removed; register again without a framework_id")]
+    FrameworkRemoved(FrameworkId),
+    /// No active agent with this id.
+    #[error("unknown agent {0}: register (again) with POST /api/v1/agents")]
+    UnknownAgent(AgentId),
+    /// The offer id was never issued (or is too old to remember).
+    #[error("unknown offer {0}")]
+    UnknownOffer(OfferId),
+    /// The offer was already accepted, declined, rescinded or expired.
+    #[error("offer {offer} is no longer outstanding: it was {how}; wait for a new offer")]
+    OfferGone {
+        /// The offer.
+        offer: OfferId,
+        /// How it ended (`accepted`, `declined`, `rescinded`, `expired`).
+        how: &'static str,
+    },
+    /// The offer belongs to another framework.
+    #[error("offer {0} was made to another framework")]
+    OfferNotYours(OfferId),
+    /// The request names no offers.
+    #[error("offer_ids is empty: name at least one outstanding offer")]
+    NoOffers,
+    /// The same offer is named twice.
+    #[error("offer {0} is named twice in offer_ids")]
+    DuplicateOffer(OfferId),
+    /// An accept names offers of several agents.
+    #[error("offers {0} and {1} are for different agents; accept offers of one agent at a time")]
+    OffersOnSeveralAgents(OfferId, OfferId),
+    /// A task names another agent than the offers'.
+    #[error("task {task}: agent_id {given} does not match the offers' agent {expected}")]
+    TaskAgentMismatch {
+        /// The task.
+        task: TaskId,
+        /// Its agent_id.
+        given: AgentId,
+        /// The offers' agent.
+        expected: AgentId,
+    },
+    /// A task id appears twice in one accept.
+    #[error("task {0} appears twice in tasks; task ids must be unique")]
+    DuplicateTaskInRequest(TaskId),
+    /// A task with this id already exists in the framework.
+    #[error("task {0} already exists in this framework; choose a new task_id")]
+    TaskExists(TaskId),
+    /// A task is malformed in a way its type cannot rule out.
+    #[error("task {task}: {reason}")]
+    InvalidTask {
+        /// The task.
+        task: TaskId,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The tasks need more than the offers hold.
+    #[error(
+        "the tasks need {needed} but the offers hold {offered}; launch fewer or smaller tasks"
+    )]
+    InsufficientResources {
+        /// The sum of the tasks' resources.
+        needed: Resources,
+        /// The sum of the offers.
+        offered: Resources,
+    },
+    /// No task with this id in the framework.
+    #[error("unknown task {0} in this framework")]
+    UnknownTask(TaskId),
+    /// No update with this id for the task.
+    #[error("task {task} has no update {update}")]
+    UnknownUpdate {
+        /// The task.
+        task: TaskId,
+        /// The update id given.
+        update: UpdateId,
+    },
+    /// A status names another agent than the one posting it, or a task runs elsewhere.
+    #[error("status of task {task} names agent {given}, but {reason}")]
+    AgentMismatch {
+        /// The task.
+        task: TaskId,
+        /// The agent_id in the status.
+        given: AgentId,
+        /// What was expected.
+        reason: String,
+    },
+    /// A field has an invalid value (well-formed JSON, impossible value).
+    #[error("invalid {field}: {reason}")]
+    InvalidField {
+        /// The field.
+        field: &'static str,
+        /// What is allowed.
+        reason: String,
+    },
+}
+
+impl StateError {
+    /// The HTTP status this error is answered with.
+    pub fn status(&self) -> u16 {
+        use StateError::*;
+        match self {
+            UnknownFramework(_)
+            | UnknownAgent(_)
+            | UnknownOffer(_)
+            | UnknownTask(_)
+            | UnknownUpdate { .. } => 404,
+            OfferNotYours(_) => 403,
+            OfferGone { .. } | TaskExists(_) | FrameworkRemoved(_) => 409,
+            InvalidField { .. } => 400,
+            NoOffers
+            | DuplicateOffer(_)
+            | OffersOnSeveralAgents(..)
+            | TaskAgentMismatch { .. }
+            | DuplicateTaskInRequest(_)
+            | InvalidTask { .. }
+            | InsufficientResources { .. }
+            | AgentMismatch { .. } => 422,
+        }
+    }
+
+    /// The stable snake_case code of the error body.
+    pub fn code(&self) -> &'static str {
+        use StateError::*;
+        match self {
+            UnknownFramework(_) => "framework_not_found",
+            FrameworkRemoved(_) => "framework_removed",
+            UnknownAgent(_) => "agent_not_found",
+            UnknownOffer(_) => "offer_not_found",
+            OfferGone { .. } => "offer_not_outstanding",
+            OfferNotYours(_) => "offer_not_yours",
+            NoOffers => "no_offers",
+            DuplicateOffer(_) => "duplicate_offer",
+            OffersOnSeveralAgents(..) => "offers_on_several_agents",
+            TaskAgentMismatch { .. } => "task_agent_mismatch",
+            DuplicateTaskInRequest(_) => "duplicate_task",
+            TaskExists(_) => "task_exists",
+            InvalidTask { .. } => "invalid_task",
+            InsufficientResources { .. } => "insufficient_resources",
+            UnknownTask(_) => "task_not_found",
+            UnknownUpdate { .. } => "update_not_found",
+            AgentMismatch { .. } => "agent_mismatch",
+            InvalidField { .. } => "invalid_field",
+        }
+    }
+}

@@ -1,0 +1,333 @@
+//! Frameworks: registration and failover, the event stream's lifecycle, removal, suppress and
+//! revive.
+
+use protocol::messages::{FrameworkRegistered, RegisterFramework};
+use protocol::{FrameworkEvent, FrameworkId, Resources, RolePath};
+
+use super::{Connection, Effect, Effects, FrameworkRecord, Now, State, StateError, ORPHAN_ROLE};
+
+/// The longest framework name.
+const MAX_NAME: usize = 256;
+/// The longest failover timeout accepted (one year).
+const MAX_FAILOVER_S: f64 = 31_536_000.0;
+
+impl State {
+    /// Registers a framework, or re-registers one with its `framework_id` (keeping its tasks).
+    /// A `framework_id` this coordinator never saw is adopted (see the module docs); one it
+    /// removed is refused. Returns the id and whether the framework is new.
+    pub fn register_framework(
+        &mut self,
+        req: RegisterFramework,
+        now: &Now,
+        fx: &mut Effects,
+    ) -> Result<(FrameworkId, bool), StateError> {
+        if req.name.trim().is_empty() || req.name.len() > MAX_NAME {
+            return Err(StateError::InvalidField {
+                field: "name",
+                reason: "give a name of 1 to 256 characters".into(),
+            });
+        }
+        if req.role.as_str().starts_with('_') {
+            return Err(StateError::InvalidField {
+                field: "role",
+                reason: "roles starting with '_' are reserved".into(),
+            });
+        }
+        let failover_timeout_s = match req.failover_timeout_s {
+            None => self.timing.default_failover_timeout_ms as f64 / 1000.0,
+            Some(s) if s.is_finite() && (0.0..=MAX_FAILOVER_S).contains(&s) => s,
+            Some(s) => {
+                return Err(StateError::InvalidField {
+                    field: "failover_timeout_s",
+                    reason: format!("{s} is not a number of seconds from 0 to {MAX_FAILOVER_S}"),
+                })
+            }
+        };
+        if let Some(id) = req.framework_id {
+            if self.removed_frameworks.contains(&id) {
+                return Err(StateError::FrameworkRemoved(id));
+            }
+            if let Some(fw) = self.frameworks.get_mut(&id) {
+                fw.name = req.name;
+                fw.failover_timeout_s = failover_timeout_s;
+                if req.demand.is_some() {
+                    fw.demand = req.demand.clone();
+                }
+                let move_role = fw.placeholder || fw.role != req.role;
+                fw.placeholder = false;
+                if move_role {
+                    self.move_framework(id, req.role, fx);
+                } else if req.demand.is_some() {
+                    let _ = self.allocator.set_demand(id, req.demand);
+                }
+                fx.push(Effect::Allocate);
+                return Ok((id, false));
+            }
+        }
+        let id = req.framework_id.unwrap_or_default();
+        self.add_framework_record(
+            id,
+            req.name,
+            req.role,
+            failover_timeout_s,
+            req.demand,
+            false,
+            now,
+        );
+        Ok((id, true))
+    }
+
+    /// Creates a framework record (disconnected) and its allocator leaf.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn add_framework_record(
+        &mut self,
+        id: FrameworkId,
+        name: String,
+        role: RolePath,
+        failover_timeout_s: f64,
+        demand: Option<Resources>,
+        placeholder: bool,
+        now: &Now,
+    ) {
+        if let Err(e) = self.allocator.add_framework(id, &role) {
+            tracing::error!(framework = %id, error = %e, "allocator refused framework");
+        }
+        let _ = self.allocator.set_active(id, false);
+        let _ = self.allocator.set_demand(id, demand.clone());
+        self.frameworks.insert(
+            id,
+            FrameworkRecord {
+                name,
+                role,
+                failover_timeout_s,
+                demand,
+                suppressed: false,
+                connection: Connection::Disconnected {
+                    since_ms: now.ms,
+                    ever: false,
+                },
+                generation: 0,
+                registered_at: now.wall,
+                used: Resources::new(),
+                offered: Resources::new(),
+                active_tasks: 0,
+                pending: Vec::new(),
+                placeholder,
+            },
+        );
+    }
+
+    /// The placeholder framework that holds adopted tasks of an unknown framework.
+    pub(crate) fn ensure_placeholder(&mut self, id: FrameworkId, now: &Now) {
+        if self.frameworks.contains_key(&id) {
+            return;
+        }
+        let Ok(role) = RolePath::new(ORPHAN_ROLE) else {
+            return;
+        };
+        let timeout = self.timing.default_failover_timeout_ms as f64 / 1000.0;
+        self.add_framework_record(id, String::new(), role, timeout, None, true, now);
+    }
+
+    /// Moves a framework to another role: a fresh allocator leaf, its tasks re-accounted.
+    fn move_framework(&mut self, id: FrameworkId, role: RolePath, fx: &mut Effects) {
+        self.rescind_framework_offers(id, "framework re-registered", fx);
+        let _ = self.allocator.remove_framework(id);
+        let Some(fw) = self.frameworks.get_mut(&id) else {
+            return;
+        };
+        fw.role = role.clone();
+        let active = matches!(fw.connection, Connection::Connected { .. });
+        let (suppressed, demand) = (fw.suppressed, fw.demand.clone());
+        if let Err(e) = self.allocator.add_framework(id, &role) {
+            tracing::error!(framework = %id, error = %e, "allocator refused framework");
+        }
+        let _ = self.allocator.set_active(id, active);
+        let _ = self.allocator.set_demand(id, demand);
+        if suppressed {
+            let _ = self.allocator.suppress(id);
+        }
+        let held: Vec<_> = self
+            .tasks
+            .iter()
+            .filter(|((f, _), t)| *f == id && !t.state().is_terminal())
+            .map(|(_, t)| (t.agent_id, t.resources.clone()))
+            .collect();
+        for (agent, res) in held {
+            if let Err(e) = self.allocator.allocate(id, agent, &res) {
+                tracing::warn!(framework = %id, %agent, error = %e, "task does not fit");
+            }
+        }
+    }
+
+    /// Opens a new event stream for the framework, replacing any older one. Queues the
+    /// `subscribed` event and every unacknowledged update. Returns the stream's number.
+    pub fn subscribe(
+        &mut self,
+        id: FrameworkId,
+        now: &Now,
+        fx: &mut Effects,
+    ) -> Result<u64, StateError> {
+        let heartbeat_interval_s = self.framework_heartbeat_s();
+        let fw = self
+            .frameworks
+            .get_mut(&id)
+            .ok_or(StateError::UnknownFramework(id))?;
+        if fw.placeholder {
+            return Err(StateError::UnknownFramework(id));
+        }
+        fw.generation += 1;
+        let generation = fw.generation;
+        fw.connection = Connection::Connected { generation };
+        fx.push(Effect::ToFramework(
+            id,
+            FrameworkEvent::Subscribed(FrameworkRegistered {
+                framework_id: id,
+                heartbeat_interval_s,
+            }),
+        ));
+        for p in &mut fw.pending {
+            p.last_sent_ms = now.ms;
+            fx.push(Effect::ToFramework(
+                id,
+                FrameworkEvent::Update {
+                    status: p.status.clone(),
+                },
+            ));
+        }
+        let _ = self.allocator.set_active(id, true);
+        fx.push(Effect::Allocate);
+        Ok(generation)
+    }
+
+    /// The framework's stream number `generation` ended. If it is still the current one, the
+    /// framework is disconnected: its offers are rescinded and its failover timeout starts.
+    pub fn stream_closed(&mut self, id: FrameworkId, generation: u64, now: &Now, fx: &mut Effects) {
+        let Some(fw) = self.frameworks.get_mut(&id) else {
+            return;
+        };
+        if fw.connection != (Connection::Connected { generation }) {
+            return;
+        }
+        fw.connection = Connection::Disconnected {
+            since_ms: now.ms,
+            ever: true,
+        };
+        let _ = self.allocator.set_active(id, false);
+        self.rescind_framework_offers(id, "framework disconnected", fx);
+        fx.push(Effect::Allocate);
+    }
+
+    /// Removes every disconnected framework whose failover timeout has passed. A framework that
+    /// never subscribed gets at least one heartbeat interval to open its stream.
+    pub fn check_failover(&mut self, now: &Now, fx: &mut Effects) {
+        let grace = self.timing.framework_heartbeat_interval_ms;
+        let expired: Vec<FrameworkId> = self
+            .frameworks
+            .iter()
+            .filter(|(_, fw)| match fw.connection {
+                Connection::Disconnected { since_ms, ever } => {
+                    let timeout = if ever || fw.placeholder {
+                        fw.failover_ms()
+                    } else {
+                        fw.failover_ms().max(grace)
+                    };
+                    now.ms >= since_ms.saturating_add(timeout)
+                }
+                Connection::Connected { .. } => false,
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in expired {
+            tracing::info!(framework = %id, "failover timeout passed: removing framework");
+            let _ = self.remove_framework(id, "failover timeout passed", fx);
+        }
+    }
+
+    /// Removes a framework: kills its tasks, rescinds its offers, forgets it (remembering its id
+    /// as removed), and ends its stream with an `error` event.
+    pub fn remove_framework(
+        &mut self,
+        id: FrameworkId,
+        reason: &str,
+        fx: &mut Effects,
+    ) -> Result<(), StateError> {
+        if !self.frameworks.contains_key(&id) {
+            return Err(StateError::UnknownFramework(id));
+        }
+        self.rescind_framework_offers(id, reason, fx);
+        let keys: Vec<_> = self
+            .tasks
+            .keys()
+            .filter(|(f, _)| *f == id)
+            .cloned()
+            .collect();
+        for key in keys {
+            let Some(task) = self.tasks.remove(&key) else {
+                continue;
+            };
+            if task.state().is_terminal() {
+                continue;
+            }
+            if let Some(agent) = self.agents.get_mut(&task.agent_id) {
+                super::sub_res(&mut agent.used, &task.resources);
+                if agent.state == super::AgentState::Active {
+                    fx.push(Effect::Kill {
+                        agent_id: task.agent_id,
+                        endpoint: agent.endpoint.clone(),
+                        task_id: key.1.clone(),
+                    });
+                }
+            }
+        }
+        let _ = self.allocator.remove_framework(id);
+        self.frameworks.remove(&id);
+        self.removed_frameworks.insert(id);
+        fx.push(Effect::ToFramework(
+            id,
+            FrameworkEvent::Error {
+                message: format!("framework removed: {reason}"),
+            },
+        ));
+        fx.push(Effect::CloseStream(id));
+        fx.push(Effect::Allocate);
+        Ok(())
+    }
+
+    /// No offers for the framework until it revives.
+    pub fn suppress(&mut self, id: FrameworkId) -> Result<(), StateError> {
+        let fw = self.live_framework_mut(id)?;
+        fw.suppressed = true;
+        let _ = self.allocator.suppress(id);
+        Ok(())
+    }
+
+    /// Offers resume: clears suppression and every decline filter; optionally a new demand hint.
+    pub fn revive(
+        &mut self,
+        id: FrameworkId,
+        demand: Option<Resources>,
+        fx: &mut Effects,
+    ) -> Result<(), StateError> {
+        let fw = self.live_framework_mut(id)?;
+        fw.suppressed = false;
+        if demand.is_some() {
+            fw.demand = demand.clone();
+            let _ = self.allocator.set_demand(id, demand);
+        }
+        let _ = self.allocator.revive(id);
+        fx.push(Effect::Allocate);
+        Ok(())
+    }
+
+    /// A registered (non-placeholder) framework.
+    pub(crate) fn live_framework_mut(
+        &mut self,
+        id: FrameworkId,
+    ) -> Result<&mut FrameworkRecord, StateError> {
+        match self.frameworks.get_mut(&id) {
+            Some(fw) if !fw.placeholder => Ok(fw),
+            _ => Err(StateError::UnknownFramework(id)),
+        }
+    }
+}

@@ -1,0 +1,355 @@
+//! The registry: the one owner of the coordinator's books — agents, frameworks, tasks,
+//! outstanding offers, and the H-DRF [`Allocator`].
+//!
+//! # Design
+//!
+//! [`State`] is plain synchronous data. It is mutated only through its methods, which take the
+//! current time as [`Now`] and, instead of doing I/O, push the side effects to perform into an
+//! [`Effects`] list (send this event to that framework, publish an offer event, POST a launch to
+//! an agent, run an allocation soon). The async shell ([`crate::runtime`]) holds the state behind
+//! one mutex, never across an `.await`, and performs the effects after each call. So:
+//!
+//! - every rule of the books is testable without a network or a clock (see the unit tests);
+//! - every method validates fully before it mutates: an `Err` means nothing changed;
+//! - a later durable registry can persist the state between calls without touching the rules.
+//!
+//! # Accounting
+//!
+//! The allocator holds, per agent and framework, what is "allocated": outstanding offers plus
+//! non-terminal tasks. The registry mirrors the split (`offered` and `used`) on agent and
+//! framework records for the operator views. An agent's `offered + used` never exceeds its total:
+//! offers are made only from the allocator's free resources, and accepts only move resources from
+//! offered to used.
+//!
+//! # Restarts
+//!
+//! A coordinator restart loses these books (a durable registry is the next step). Re-registration
+//! is robust to it: an agent re-registering with an unknown `agent_id` is adopted with that id
+//! and its reported tasks; a task of an unknown framework is kept under a placeholder framework
+//! (role `_orphans`, disconnected) which the framework takes over when it re-registers with its
+//! id within the default failover timeout. `TaskStatus` carries no resources, so an adopted task
+//! that the coordinator never launched is accounted with empty resources.
+//!
+//! # Layout
+//!
+//! - `agents.rs`: registration, re-registration, heartbeats, loss.
+//! - `frameworks.rs`: registration, streams (subscribe / disconnect), failover, removal,
+//!   suppress / revive.
+//! - `offers.rs`: turning allocation decisions into offers; accept, decline, expiry, rescind.
+//! - `tasks.rs`: status updates, kill, acknowledgements and re-sends, reconciliation, adoption.
+//! - `views.rs`: the operator views and metric gauges.
+
+mod agents;
+mod error;
+mod frameworks;
+mod offers;
+mod tasks;
+#[cfg(test)]
+mod tests;
+mod views;
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+
+use protocol::events::OfferEvent;
+use protocol::messages::LaunchTasks;
+use protocol::{
+    AgentId, FrameworkEvent, FrameworkId, Offer, OfferId, Resources, RolePath, TaskId, TaskState,
+    TaskStatus, Timestamp, UpdateId,
+};
+
+use crate::allocator::{Allocator, Policy};
+use crate::config::Config;
+
+pub use error::StateError;
+pub use views::Gauges;
+
+/// The role under which tasks of frameworks the coordinator does not know are kept.
+pub const ORPHAN_ROLE: &str = "_orphans";
+
+/// How many ended offers are remembered, to answer 409 (not 404) for a reused offer id.
+const ENDED_OFFERS_REMEMBERED: usize = 100_000;
+
+/// The current time: a monotonic millisecond clock for deadlines (the allocator's `now`) and the
+/// wall clock for timestamps shown on the wire.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Now {
+    /// Milliseconds on a monotonic clock chosen by the caller.
+    pub ms: u64,
+    /// Wall-clock time.
+    pub wall: Timestamp,
+}
+
+/// A side effect the shell performs after a state method returns.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Send an event on the framework's stream (dropped if it has none).
+    ToFramework(FrameworkId, FrameworkEvent),
+    /// End the framework's stream (after any events queued before).
+    CloseStream(FrameworkId),
+    /// Publish an event on the operator offer stream.
+    Offer(OfferEvent),
+    /// POST `{endpoint}/api/v1/tasks`; on failure report [`State::launch_failed`].
+    Launch {
+        /// The agent.
+        agent_id: AgentId,
+        /// Its base URL.
+        endpoint: String,
+        /// The body.
+        body: LaunchTasks,
+    },
+    /// POST `{endpoint}/api/v1/tasks/{task_id}/kill`.
+    Kill {
+        /// The agent.
+        agent_id: AgentId,
+        /// Its base URL.
+        endpoint: String,
+        /// The task.
+        task_id: TaskId,
+    },
+    /// Resources were freed (or a framework became eligible): run an allocation soon.
+    Allocate,
+}
+
+/// The effects of one or more state calls, in order.
+pub type Effects = Vec<Effect>;
+
+/// Settings the registry needs, in milliseconds.
+#[derive(Debug, Clone)]
+pub(crate) struct Timing {
+    pub(crate) allocation_interval_ms: u64,
+    pub(crate) offer_timeout_ms: u64,
+    pub(crate) agent_heartbeat_interval_ms: u64,
+    pub(crate) max_missed_heartbeats: u64,
+    pub(crate) framework_heartbeat_interval_ms: u64,
+    pub(crate) default_failover_timeout_ms: u64,
+    pub(crate) default_refuse_ms: u64,
+    pub(crate) update_resend_interval_ms: u64,
+}
+
+fn ms(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Whether an agent is part of the cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentState {
+    /// Registered and heartbeating; its resources are in the capacity.
+    Active,
+    /// Missed too many heartbeats; out of the capacity until it re-registers.
+    Lost,
+}
+
+/// One agent's books.
+#[derive(Debug, Clone)]
+pub(crate) struct AgentRecord {
+    pub(crate) hostname: String,
+    pub(crate) endpoint: String,
+    pub(crate) total: Resources,
+    pub(crate) attributes: BTreeMap<String, String>,
+    pub(crate) state: AgentState,
+    pub(crate) registered_at: Timestamp,
+    pub(crate) last_heartbeat_at: Timestamp,
+    pub(crate) last_heartbeat_ms: u64,
+    /// Held by non-terminal tasks.
+    pub(crate) used: Resources,
+    /// Held by outstanding offers.
+    pub(crate) offered: Resources,
+}
+
+/// Whether a framework's event stream is open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Connection {
+    /// Stream number `generation` is open.
+    Connected { generation: u64 },
+    /// No stream since `since_ms`; `ever` is false until the first subscribe.
+    Disconnected { since_ms: u64, ever: bool },
+}
+
+/// An update sent to a framework and not yet acknowledged.
+#[derive(Debug, Clone)]
+pub(crate) struct PendingUpdate {
+    pub(crate) status: TaskStatus,
+    pub(crate) last_sent_ms: u64,
+}
+
+/// One framework's books.
+#[derive(Debug, Clone)]
+pub(crate) struct FrameworkRecord {
+    pub(crate) name: String,
+    pub(crate) role: RolePath,
+    pub(crate) failover_timeout_s: f64,
+    pub(crate) demand: Option<Resources>,
+    pub(crate) suppressed: bool,
+    pub(crate) connection: Connection,
+    /// The last stream number handed out.
+    pub(crate) generation: u64,
+    pub(crate) registered_at: Timestamp,
+    pub(crate) used: Resources,
+    pub(crate) offered: Resources,
+    pub(crate) active_tasks: usize,
+    pub(crate) pending: Vec<PendingUpdate>,
+    /// A placeholder made for adopted tasks; becomes real when the framework re-registers.
+    pub(crate) placeholder: bool,
+}
+
+impl FrameworkRecord {
+    fn failover_ms(&self) -> u64 {
+        // Validated finite and within range on registration.
+        (self.failover_timeout_s * 1000.0) as u64
+    }
+}
+
+/// One task's books.
+#[derive(Debug, Clone)]
+pub(crate) struct TaskRecord {
+    pub(crate) name: String,
+    pub(crate) agent_id: AgentId,
+    pub(crate) resources: Resources,
+    /// The latest status (for staging tasks, one made by the coordinator at accept).
+    pub(crate) latest: TaskStatus,
+    /// Every update id this task has had, so acknowledgements of old updates are recognised.
+    pub(crate) update_ids: Vec<UpdateId>,
+    /// Set when the coordinator itself declared the task lost (its agent was lost); a
+    /// re-registering agent that still runs it brings it back.
+    pub(crate) lost_by_coordinator: bool,
+}
+
+impl TaskRecord {
+    pub(crate) fn state(&self) -> TaskState {
+        self.latest.state
+    }
+}
+
+/// An outstanding offer.
+#[derive(Debug, Clone)]
+pub(crate) struct OfferRecord {
+    pub(crate) offer: Offer,
+    pub(crate) expires_ms: u64,
+}
+
+/// The registry. See the module docs.
+pub struct State {
+    pub(crate) timing: Timing,
+    pub(crate) allocator: Allocator,
+    pub(crate) agents: BTreeMap<AgentId, AgentRecord>,
+    pub(crate) frameworks: BTreeMap<FrameworkId, FrameworkRecord>,
+    /// Frameworks removed; their ids are not adopted again and their tasks' late updates dropped.
+    pub(crate) removed_frameworks: HashSet<FrameworkId>,
+    pub(crate) tasks: BTreeMap<(FrameworkId, TaskId), TaskRecord>,
+    pub(crate) offers: BTreeMap<OfferId, OfferRecord>,
+    pub(crate) ended_offers: HashMap<OfferId, &'static str>,
+    pub(crate) ended_order: VecDeque<OfferId>,
+}
+
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("State")
+            .field("agents", &self.agents.len())
+            .field("frameworks", &self.frameworks.len())
+            .field("tasks", &self.tasks.len())
+            .field("offers", &self.offers.len())
+            .finish()
+    }
+}
+
+impl State {
+    /// An empty registry with the config's timing and initial role tree.
+    pub fn new(config: &Config) -> Self {
+        let mut allocator = Allocator::new(Policy::Hdrf);
+        for (role, weight) in &config.roles {
+            allocator.set_role_weight(role, *weight);
+        }
+        Self {
+            timing: Timing {
+                allocation_interval_ms: ms(config.allocation_interval),
+                offer_timeout_ms: ms(config.offer_timeout),
+                agent_heartbeat_interval_ms: ms(config.agent_heartbeat_interval),
+                max_missed_heartbeats: u64::from(config.max_missed_heartbeats),
+                framework_heartbeat_interval_ms: ms(config.framework_heartbeat_interval),
+                default_failover_timeout_ms: ms(config.default_failover_timeout),
+                default_refuse_ms: ms(config.default_refuse_seconds),
+                update_resend_interval_ms: ms(config.update_resend_interval),
+            },
+            allocator,
+            agents: BTreeMap::new(),
+            frameworks: BTreeMap::new(),
+            removed_frameworks: HashSet::new(),
+            tasks: BTreeMap::new(),
+            offers: BTreeMap::new(),
+            ended_offers: HashMap::new(),
+            ended_order: VecDeque::new(),
+        }
+    }
+
+    /// Sets a role's weight (creating it); runs an allocation soon.
+    pub fn set_role_weight(
+        &mut self,
+        role: &RolePath,
+        weight: protocol::Weight,
+        fx: &mut Effects,
+    ) -> Result<(), StateError> {
+        if role.as_str().starts_with('_') {
+            return Err(StateError::InvalidField {
+                field: "role",
+                reason: "roles starting with '_' are reserved".into(),
+            });
+        }
+        self.allocator.set_role_weight(role, weight);
+        fx.push(Effect::Allocate);
+        Ok(())
+    }
+
+    /// Heartbeat interval told to frameworks, in seconds.
+    pub fn framework_heartbeat_s(&self) -> f64 {
+        self.timing.framework_heartbeat_interval_ms as f64 / 1000.0
+    }
+
+    /// Heartbeat interval told to agents, in seconds.
+    pub fn agent_heartbeat_s(&self) -> f64 {
+        self.timing.agent_heartbeat_interval_ms as f64 / 1000.0
+    }
+
+    /// Converts a request's `refuse_seconds` to the filter's length in ms (Mesos: at least one
+    /// allocation interval, so a filter outlives the next cycle).
+    pub(crate) fn refuse_ms(&self, refuse_seconds: Option<f64>) -> Result<u64, StateError> {
+        let ms = match refuse_seconds {
+            None => self.timing.default_refuse_ms,
+            Some(s) if s.is_finite() && (0.0..=31_536_000.0).contains(&s) => (s * 1000.0) as u64,
+            Some(s) => {
+                return Err(StateError::InvalidField {
+                    field: "refuse_seconds",
+                    reason: format!("{s} is not a number of seconds from 0 to 31536000"),
+                })
+            }
+        };
+        Ok(if ms == 0 {
+            0
+        } else {
+            ms.max(self.timing.allocation_interval_ms)
+        })
+    }
+
+    /// Records an update for the framework: pending until acknowledged, sent now.
+    pub(crate) fn send_update(&mut self, status: TaskStatus, now: &Now, fx: &mut Effects) {
+        let fw_id = status.framework_id;
+        let Some(fw) = self.frameworks.get_mut(&fw_id) else {
+            return;
+        };
+        fw.pending
+            .retain(|p| p.status.update_id != status.update_id);
+        fw.pending.push(PendingUpdate {
+            status: status.clone(),
+            last_sent_ms: now.ms,
+        });
+        fx.push(Effect::ToFramework(
+            fw_id,
+            FrameworkEvent::Update { status },
+        ));
+    }
+}
+
+/// `a -= b`, flooring at zero (the books are kept so that this never floors; flooring keeps a
+/// bug from turning into a panic).
+pub(crate) fn sub_res(a: &mut Resources, b: &Resources) {
+    *a = a.saturating_sub(b);
+}

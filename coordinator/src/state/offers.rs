@@ -1,0 +1,392 @@
+//! The offer book: allocation decisions become offers; accept, decline, expiry and rescind end
+//! them. Offer ids are single use: an ended offer is remembered (bounded) so a reuse is told
+//! apart (409) from an id never issued (404).
+
+use std::collections::{BTreeMap, HashSet};
+
+use protocol::events::{OfferEvent, OfferOutcome};
+use protocol::messages::{AcceptRequest, DeclineRequest, LaunchTasks};
+use protocol::{
+    AgentId, FrameworkEvent, FrameworkId, Offer, OfferId, Resources, TaskId, TaskState, TaskStatus,
+    UpdateId,
+};
+
+use super::{
+    sub_res, AgentState, Effect, Effects, Now, OfferRecord, State, StateError, TaskRecord,
+    ENDED_OFFERS_REMEMBERED,
+};
+
+/// How an offer ended, for the operator stream and for the 409 message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    Accepted,
+    Declined,
+    Rescinded,
+    Expired,
+}
+
+impl Ending {
+    fn as_str(self) -> &'static str {
+        match self {
+            Ending::Accepted => "accepted",
+            Ending::Declined => "declined",
+            Ending::Rescinded => "rescinded",
+            Ending::Expired => "expired",
+        }
+    }
+}
+
+impl State {
+    /// One allocation run: H-DRF picks a framework for each agent's free resources; each
+    /// decision becomes an offer, sent to its framework in one `offers` event. Returns the
+    /// number of offers made.
+    pub fn allocate(&mut self, now: &Now, fx: &mut Effects) -> usize {
+        let decisions = self.allocator.cycle(None, now.ms);
+        let mut batches: BTreeMap<FrameworkId, Vec<Offer>> = BTreeMap::new();
+        let expires_ms = now.ms.saturating_add(self.timing.offer_timeout_ms);
+        let expires_at = now.wall
+            + chrono::Duration::milliseconds(
+                i64::try_from(self.timing.offer_timeout_ms).unwrap_or(i64::MAX / 2),
+            );
+        for d in decisions {
+            let usable = self.frameworks.contains_key(&d.framework)
+                && self
+                    .agents
+                    .get(&d.agent)
+                    .is_some_and(|a| a.state == AgentState::Active);
+            let Some(agent) = self.agents.get_mut(&d.agent).filter(|_| usable) else {
+                // Cannot happen while the allocator mirrors the books; give the resources back.
+                tracing::error!(agent = %d.agent, framework = %d.framework, "stale decision");
+                let _ = self.allocator.release(d.framework, d.agent, &d.resources);
+                continue;
+            };
+            let offer = Offer {
+                offer_id: OfferId::new(),
+                framework_id: d.framework,
+                agent_id: d.agent,
+                hostname: agent.hostname.clone(),
+                resources: d.resources.clone(),
+                agent_total: agent.total.clone(),
+                attributes: agent.attributes.clone(),
+                created_at: now.wall,
+                expires_at,
+            };
+            agent.offered.add_assign(&d.resources);
+            if let Some(fw) = self.frameworks.get_mut(&d.framework) {
+                fw.offered.add_assign(&d.resources);
+            }
+            self.offers.insert(
+                offer.offer_id,
+                OfferRecord {
+                    offer: offer.clone(),
+                    expires_ms,
+                },
+            );
+            fx.push(Effect::Offer(OfferEvent::OfferCreated(offer.clone())));
+            batches.entry(d.framework).or_default().push(offer);
+        }
+        let made = batches.values().map(Vec::len).sum();
+        for (fw, offers) in batches {
+            fx.push(Effect::ToFramework(fw, FrameworkEvent::Offers { offers }));
+        }
+        made
+    }
+
+    /// Checks that every offer exists, is outstanding, and belongs to `fw`; returns them.
+    fn check_offers(
+        &self,
+        fw: FrameworkId,
+        ids: &[OfferId],
+    ) -> Result<Vec<&OfferRecord>, StateError> {
+        if ids.is_empty() {
+            return Err(StateError::NoOffers);
+        }
+        let mut seen = HashSet::new();
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            if !seen.insert(*id) {
+                return Err(StateError::DuplicateOffer(*id));
+            }
+            match self.offers.get(id) {
+                Some(rec) if rec.offer.framework_id != fw => {
+                    return Err(StateError::OfferNotYours(*id))
+                }
+                Some(rec) => out.push(rec),
+                None => {
+                    return Err(match self.ended_offers.get(id) {
+                        Some(how) => StateError::OfferGone { offer: *id, how },
+                        None => StateError::UnknownOffer(*id),
+                    })
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Accepts offers of one agent, launching tasks on it. Validates everything first; on
+    /// success the tasks are `staging`, sent to the agent, and the unused rest of the offers
+    /// returns to the pool filtered for this framework for `refuse_seconds`.
+    pub fn accept(
+        &mut self,
+        fw: FrameworkId,
+        req: AcceptRequest,
+        now: &Now,
+        fx: &mut Effects,
+    ) -> Result<Vec<TaskId>, StateError> {
+        self.live_framework_mut(fw)?;
+        let refuse_ms = self.refuse_ms(req.refuse_seconds)?;
+        let offers = self.check_offers(fw, &req.offer_ids)?;
+        let first = offers[0].offer.clone();
+        let agent_id = first.agent_id;
+        let mut offered = Resources::new();
+        for rec in &offers {
+            if rec.offer.agent_id != agent_id {
+                return Err(StateError::OffersOnSeveralAgents(
+                    first.offer_id,
+                    rec.offer.offer_id,
+                ));
+            }
+            offered.add_assign(&rec.offer.resources);
+        }
+        let mut needed = Resources::new();
+        let mut ids = HashSet::new();
+        for task in &req.tasks {
+            if task.agent_id != agent_id {
+                return Err(StateError::TaskAgentMismatch {
+                    task: task.task_id.clone(),
+                    given: task.agent_id,
+                    expected: agent_id,
+                });
+            }
+            if !ids.insert(task.task_id.clone()) {
+                return Err(StateError::DuplicateTaskInRequest(task.task_id.clone()));
+            }
+            if self.tasks.contains_key(&(fw, task.task_id.clone())) {
+                return Err(StateError::TaskExists(task.task_id.clone()));
+            }
+            let invalid = |reason: String| StateError::InvalidTask {
+                task: task.task_id.clone(),
+                reason,
+            };
+            task.command.validate().map_err(invalid)?;
+            if task.resources.is_empty() {
+                return Err(invalid(
+                    "resources are empty; a task must use something".into(),
+                ));
+            }
+            if task.name.len() > 1024 {
+                return Err(invalid("name is longer than 1024 characters".into()));
+            }
+            if let Some(d) = task.duration_s {
+                if !d.is_finite() || d < 0.0 {
+                    return Err(invalid("duration_s must be a finite number >= 0".into()));
+                }
+            }
+            needed.add_assign(&task.resources);
+        }
+        let Some(unused) = offered.checked_sub(&needed) else {
+            return Err(StateError::InsufficientResources { needed, offered });
+        };
+
+        // Everything checked: change the books.
+        let launched: Vec<TaskId> = req.tasks.iter().map(|t| t.task_id.clone()).collect();
+        for id in &req.offer_ids {
+            self.end_offer(*id, Ending::Accepted, None, &launched, false, fx);
+        }
+        if !unused.is_empty() {
+            let _ = self.allocator.release(fw, agent_id, &unused);
+            if refuse_ms > 0 {
+                let until = now.ms.saturating_add(refuse_ms);
+                let _ = self.allocator.add_filter(fw, agent_id, &unused, until);
+            }
+            fx.push(Effect::Allocate);
+        }
+        if req.tasks.is_empty() {
+            return Ok(launched);
+        }
+        let endpoint = self
+            .agents
+            .get(&agent_id)
+            .map(|a| a.endpoint.clone())
+            .unwrap_or_default();
+        for task in &req.tasks {
+            let latest = TaskStatus {
+                task_id: task.task_id.clone(),
+                framework_id: fw,
+                agent_id,
+                state: TaskState::Staging,
+                message: None,
+                exit_code: None,
+                update_id: UpdateId::new(),
+                timestamp: now.wall,
+            };
+            self.tasks.insert(
+                (fw, task.task_id.clone()),
+                TaskRecord {
+                    name: task.name.clone(),
+                    agent_id,
+                    resources: task.resources.clone(),
+                    update_ids: vec![latest.update_id],
+                    latest,
+                    lost_by_coordinator: false,
+                },
+            );
+        }
+        // Resources move from offered to used (the allocator already counts them).
+        if let Some(a) = self.agents.get_mut(&agent_id) {
+            a.used.add_assign(&needed);
+        }
+        if let Some(f) = self.frameworks.get_mut(&fw) {
+            f.used.add_assign(&needed);
+            f.active_tasks += req.tasks.len();
+        }
+        fx.push(Effect::Launch {
+            agent_id,
+            endpoint,
+            body: LaunchTasks {
+                framework_id: fw,
+                tasks: req.tasks,
+            },
+        });
+        Ok(launched)
+    }
+
+    /// Declines offers: they return to the pool, filtered for this framework on their agents
+    /// for `refuse_seconds` (default 5).
+    pub fn decline(
+        &mut self,
+        fw: FrameworkId,
+        req: DeclineRequest,
+        now: &Now,
+        fx: &mut Effects,
+    ) -> Result<(), StateError> {
+        self.live_framework_mut(fw)?;
+        let refuse_ms = self.refuse_ms(req.refuse_seconds)?;
+        let offers: Vec<Offer> = self
+            .check_offers(fw, &req.offer_ids)?
+            .into_iter()
+            .map(|r| r.offer.clone())
+            .collect();
+        for offer in offers {
+            self.end_offer(offer.offer_id, Ending::Declined, None, &[], true, fx);
+            if refuse_ms > 0 {
+                let until = now.ms.saturating_add(refuse_ms);
+                let _ = self
+                    .allocator
+                    .add_filter(fw, offer.agent_id, &offer.resources, until);
+            }
+        }
+        fx.push(Effect::Allocate);
+        Ok(())
+    }
+
+    /// Rescinds every offer whose time is up.
+    pub fn expire_offers(&mut self, now: &Now, fx: &mut Effects) {
+        let due: Vec<OfferId> = self
+            .offers
+            .iter()
+            .filter(|(_, r)| r.expires_ms <= now.ms)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in &due {
+            self.end_offer(
+                *id,
+                Ending::Expired,
+                Some("offer_timeout passed"),
+                &[],
+                true,
+                fx,
+            );
+        }
+        if !due.is_empty() {
+            fx.push(Effect::Allocate);
+        }
+    }
+
+    /// Rescinds every outstanding offer on an agent (before it leaves or changes).
+    pub(crate) fn rescind_agent_offers(&mut self, agent: AgentId, reason: &str, fx: &mut Effects) {
+        let ids: Vec<OfferId> = self
+            .offers
+            .iter()
+            .filter(|(_, r)| r.offer.agent_id == agent)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ids {
+            self.end_offer(id, Ending::Rescinded, Some(reason), &[], true, fx);
+        }
+    }
+
+    /// Rescinds every outstanding offer of a framework.
+    pub(crate) fn rescind_framework_offers(
+        &mut self,
+        fw: FrameworkId,
+        reason: &str,
+        fx: &mut Effects,
+    ) {
+        let ids: Vec<OfferId> = self
+            .offers
+            .iter()
+            .filter(|(_, r)| r.offer.framework_id == fw)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ids {
+            self.end_offer(id, Ending::Rescinded, Some(reason), &[], true, fx);
+        }
+    }
+
+    /// Ends one outstanding offer: off the books, remembered as ended, published; `release`
+    /// gives its resources back to the allocator's pool. Rescinds and expiries also tell the
+    /// framework.
+    fn end_offer(
+        &mut self,
+        id: OfferId,
+        how: Ending,
+        reason: Option<&str>,
+        tasks: &[TaskId],
+        release: bool,
+        fx: &mut Effects,
+    ) {
+        let Some(rec) = self.offers.remove(&id) else {
+            return;
+        };
+        let offer = rec.offer;
+        if release {
+            let _ = self
+                .allocator
+                .release(offer.framework_id, offer.agent_id, &offer.resources);
+        }
+        if let Some(a) = self.agents.get_mut(&offer.agent_id) {
+            sub_res(&mut a.offered, &offer.resources);
+        }
+        if let Some(f) = self.frameworks.get_mut(&offer.framework_id) {
+            sub_res(&mut f.offered, &offer.resources);
+        }
+        self.ended_offers.insert(id, how.as_str());
+        self.ended_order.push_back(id);
+        while self.ended_order.len() > ENDED_OFFERS_REMEMBERED {
+            if let Some(old) = self.ended_order.pop_front() {
+                self.ended_offers.remove(&old);
+            }
+        }
+        let outcome = OfferOutcome {
+            offer_id: id,
+            framework_id: offer.framework_id,
+            agent_id: offer.agent_id,
+            tasks: tasks.to_vec(),
+            reason: reason.map(str::to_owned),
+        };
+        let event = match how {
+            Ending::Accepted => OfferEvent::OfferAccepted(outcome),
+            Ending::Declined => OfferEvent::OfferDeclined(outcome),
+            Ending::Rescinded => OfferEvent::OfferRescinded(outcome),
+            Ending::Expired => OfferEvent::OfferExpired(outcome),
+        };
+        if matches!(how, Ending::Rescinded | Ending::Expired) {
+            fx.push(Effect::ToFramework(
+                offer.framework_id,
+                FrameworkEvent::Rescind { offer_id: id },
+            ));
+        }
+        fx.push(Effect::Offer(event));
+    }
+}

@@ -1,0 +1,312 @@
+//! Tasks: status updates from agents, relayed to frameworks at least once (re-sent until
+//! acknowledged); kill; reconciliation; adoption of tasks the books do not know.
+
+use protocol::{AgentId, FrameworkEvent, FrameworkId, TaskId, TaskState, TaskStatus, UpdateId};
+
+use super::{sub_res, AgentState, Connection, Effect, Effects, Now, State, StateError, TaskRecord};
+
+impl State {
+    /// A status update posted by an agent. Once this returns `Ok` the update is recorded and
+    /// will reach the framework (at least once).
+    pub fn agent_status(
+        &mut self,
+        agent: AgentId,
+        status: TaskStatus,
+        now: &Now,
+        fx: &mut Effects,
+    ) -> Result<(), StateError> {
+        if !self
+            .agents
+            .get(&agent)
+            .is_some_and(|a| a.state == AgentState::Active)
+        {
+            return Err(StateError::UnknownAgent(agent));
+        }
+        if status.agent_id != agent {
+            return Err(StateError::AgentMismatch {
+                task: status.task_id.clone(),
+                given: status.agent_id,
+                reason: format!("it was posted by agent {agent}"),
+            });
+        }
+        if let Some(t) = self
+            .tasks
+            .get(&(status.framework_id, status.task_id.clone()))
+        {
+            if t.agent_id != agent {
+                return Err(StateError::AgentMismatch {
+                    task: status.task_id.clone(),
+                    given: agent,
+                    reason: format!("the task runs on agent {}", t.agent_id),
+                });
+            }
+        }
+        self.apply_reported_status(agent, status, now, fx);
+        Ok(())
+    }
+
+    /// Applies a status an agent reported (in a status post or a re-registration): updates a
+    /// known task, brings back a task the coordinator declared lost, or adopts an unknown one.
+    /// Statuses of removed frameworks and duplicates are dropped.
+    pub(crate) fn apply_reported_status(
+        &mut self,
+        agent: AgentId,
+        status: TaskStatus,
+        now: &Now,
+        fx: &mut Effects,
+    ) {
+        if self.removed_frameworks.contains(&status.framework_id) {
+            return;
+        }
+        let key = (status.framework_id, status.task_id.clone());
+        match self.tasks.get(&key) {
+            Some(t) if t.update_ids.contains(&status.update_id) => {}
+            Some(t) if t.state().is_terminal() => {
+                if t.lost_by_coordinator && !status.state.is_terminal() {
+                    self.revive_lost_task(status, now, fx);
+                }
+            }
+            Some(_) => self.record_status(status, now, fx),
+            None if status.state.is_terminal() => {
+                // Nothing to free; tell the framework if it is known.
+                if self.frameworks.contains_key(&status.framework_id) {
+                    self.send_update(status, now, fx);
+                }
+            }
+            None => self.adopt_task(agent, status, now, fx),
+        }
+    }
+
+    /// Records a new status of a known, non-terminal task and relays it; a terminal state frees
+    /// the task's resources.
+    pub(crate) fn record_status(&mut self, status: TaskStatus, now: &Now, fx: &mut Effects) {
+        let fw = status.framework_id;
+        let Some(t) = self.tasks.get_mut(&(fw, status.task_id.clone())) else {
+            return;
+        };
+        if t.state().is_terminal() {
+            return;
+        }
+        t.latest = status.clone();
+        t.update_ids.push(status.update_id);
+        if status.state.is_terminal() {
+            let (agent, res) = (t.agent_id, t.resources.clone());
+            let on_active_agent = self
+                .agents
+                .get(&agent)
+                .is_some_and(|a| a.state == AgentState::Active);
+            if on_active_agent {
+                if let Err(e) = self.allocator.release(fw, agent, &res) {
+                    tracing::warn!(%fw, %agent, error = %e, "release of task resources failed");
+                }
+            }
+            if let Some(a) = self.agents.get_mut(&agent) {
+                sub_res(&mut a.used, &res);
+            }
+            if let Some(f) = self.frameworks.get_mut(&fw) {
+                sub_res(&mut f.used, &res);
+                f.active_tasks = f.active_tasks.saturating_sub(1);
+            }
+            fx.push(Effect::Allocate);
+        }
+        self.send_update(status, now, fx);
+    }
+
+    /// A task declared lost with its agent runs after all: account it again.
+    fn revive_lost_task(&mut self, status: TaskStatus, now: &Now, fx: &mut Effects) {
+        let fw = status.framework_id;
+        let Some(t) = self.tasks.get_mut(&(fw, status.task_id.clone())) else {
+            return;
+        };
+        t.latest = status.clone();
+        t.update_ids.push(status.update_id);
+        t.lost_by_coordinator = false;
+        let (agent, res) = (t.agent_id, t.resources.clone());
+        if let Some(f) = self.frameworks.get_mut(&fw) {
+            f.active_tasks += 1;
+        }
+        self.account_task(fw, agent, &res);
+        self.send_update(status, now, fx);
+    }
+
+    /// Adopts a running task the books do not know (after a coordinator restart), under a
+    /// placeholder framework if its framework is unknown too. Its resources are unknown.
+    fn adopt_task(&mut self, agent: AgentId, status: TaskStatus, now: &Now, fx: &mut Effects) {
+        let fw = status.framework_id;
+        self.ensure_placeholder(fw, now);
+        self.tasks.insert(
+            (fw, status.task_id.clone()),
+            TaskRecord {
+                name: String::new(),
+                agent_id: agent,
+                resources: Default::default(),
+                latest: status.clone(),
+                update_ids: vec![status.update_id],
+                lost_by_coordinator: false,
+            },
+        );
+        if let Some(f) = self.frameworks.get_mut(&fw) {
+            f.active_tasks += 1;
+        }
+        self.send_update(status, now, fx);
+    }
+
+    /// A status made by the coordinator itself (launch failure, loss), for a known task.
+    pub(crate) fn coordinator_status(
+        &self,
+        fw: FrameworkId,
+        task: &TaskId,
+        state: TaskState,
+        message: &str,
+        now: &Now,
+    ) -> Option<TaskStatus> {
+        let t = self.tasks.get(&(fw, task.clone()))?;
+        Some(TaskStatus {
+            task_id: task.clone(),
+            framework_id: fw,
+            agent_id: t.agent_id,
+            state,
+            message: Some(message.to_owned()),
+            exit_code: None,
+            update_id: UpdateId::new(),
+            timestamp: now.wall,
+        })
+    }
+
+    /// A launch failed: the tasks still staging become `state` (`lost` when the agent could not
+    /// be reached, `error` when it refused them).
+    pub fn launch_failed(
+        &mut self,
+        fw: FrameworkId,
+        tasks: &[TaskId],
+        state: TaskState,
+        message: &str,
+        now: &Now,
+        fx: &mut Effects,
+    ) {
+        for task in tasks {
+            let staging = self
+                .tasks
+                .get(&(fw, task.clone()))
+                .is_some_and(|t| t.state() == TaskState::Staging);
+            if !staging {
+                continue;
+            }
+            if let Some(status) = self.coordinator_status(fw, task, state, message, now) {
+                self.record_status(status, now, fx);
+            }
+        }
+    }
+
+    /// Asks the task's agent to kill it; the outcome arrives as an update. A task already
+    /// terminal gets its final status sent again.
+    pub fn kill(
+        &mut self,
+        fw: FrameworkId,
+        task: TaskId,
+        fx: &mut Effects,
+    ) -> Result<(), StateError> {
+        self.live_framework_mut(fw)?;
+        let t = self
+            .tasks
+            .get(&(fw, task.clone()))
+            .ok_or(StateError::UnknownTask(task.clone()))?;
+        if t.state().is_terminal() {
+            fx.push(Effect::ToFramework(
+                fw,
+                FrameworkEvent::Update {
+                    status: t.latest.clone(),
+                },
+            ));
+            return Ok(());
+        }
+        if let Some(agent) = self.agents.get(&t.agent_id) {
+            fx.push(Effect::Kill {
+                agent_id: t.agent_id,
+                endpoint: agent.endpoint.clone(),
+                task_id: task,
+            });
+        }
+        Ok(())
+    }
+
+    /// The framework acknowledges an update: it is not sent again.
+    pub fn acknowledge(
+        &mut self,
+        fw: FrameworkId,
+        task: TaskId,
+        update: UpdateId,
+    ) -> Result<(), StateError> {
+        self.live_framework_mut(fw)?;
+        let t = self.tasks.get(&(fw, task.clone()));
+        let known = t.is_some_and(|t| t.update_ids.contains(&update));
+        let pending = self
+            .frameworks
+            .get(&fw)
+            .is_some_and(|f| f.pending.iter().any(|p| p.status.update_id == update));
+        if !known && !pending {
+            return Err(match t {
+                None => StateError::UnknownTask(task),
+                Some(_) => StateError::UnknownUpdate { task, update },
+            });
+        }
+        if let Some(f) = self.frameworks.get_mut(&fw) {
+            f.pending.retain(|p| p.status.update_id != update);
+        }
+        Ok(())
+    }
+
+    /// Sends the latest status of the named tasks (all of the framework's when empty) as
+    /// updates. Unknown task ids are refused (404) before anything is sent.
+    pub fn reconcile(
+        &mut self,
+        fw: FrameworkId,
+        task_ids: Vec<TaskId>,
+        fx: &mut Effects,
+    ) -> Result<(), StateError> {
+        self.live_framework_mut(fw)?;
+        let statuses: Vec<TaskStatus> = if task_ids.is_empty() {
+            self.tasks
+                .iter()
+                .filter(|((f, _), _)| *f == fw)
+                .map(|(_, t)| t.latest.clone())
+                .collect()
+        } else {
+            let mut out = Vec::with_capacity(task_ids.len());
+            for id in task_ids {
+                let t = self
+                    .tasks
+                    .get(&(fw, id.clone()))
+                    .ok_or(StateError::UnknownTask(id))?;
+                out.push(t.latest.clone());
+            }
+            out
+        };
+        for status in statuses {
+            fx.push(Effect::ToFramework(fw, FrameworkEvent::Update { status }));
+        }
+        Ok(())
+    }
+
+    /// Sends again every unacknowledged update whose last send is older than the re-send
+    /// interval, to connected frameworks.
+    pub fn resend_updates(&mut self, now: &Now, fx: &mut Effects) {
+        let interval = self.timing.update_resend_interval_ms;
+        for (id, fw) in &mut self.frameworks {
+            if !matches!(fw.connection, Connection::Connected { .. }) {
+                continue;
+            }
+            for p in &mut fw.pending {
+                if now.ms.saturating_sub(p.last_sent_ms) >= interval {
+                    p.last_sent_ms = now.ms;
+                    fx.push(Effect::ToFramework(
+                        *id,
+                        FrameworkEvent::Update {
+                            status: p.status.clone(),
+                        },
+                    ));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! Unit tests of the registry's rules, without a network or a clock: effects are asserted
+//! directly.
+
+#![allow(clippy::unwrap_used)]
+
+use protocol::messages::{AcceptRequest, RegisterAgent, RegisterFramework};
+use protocol::{CommandSpec, FrameworkEvent, TaskSpec, TaskState};
+
+use super::*;
+
+fn at(ms: u64) -> Now {
+    Now {
+        ms,
+        wall: protocol::now(),
+    }
+}
+
+fn setup() -> (State, FrameworkId, AgentId, Offer) {
+    let mut s = State::new(&Config::default());
+    let mut fx = Vec::new();
+    let (fw, _) = s
+        .register_framework(
+            RegisterFramework {
+                name: "f".into(),
+                role: "eng".parse().unwrap(),
+                failover_timeout_s: None,
+                framework_id: None,
+                demand: None,
+            },
+            &at(0),
+            &mut fx,
+        )
+        .unwrap();
+    s.subscribe(fw, &at(0), &mut fx).unwrap();
+    let (agent, created) = s
+        .register_agent(
+            RegisterAgent {
+                hostname: "h".into(),
+                endpoint: "http://127.0.0.1:1/".into(),
+                resources: "cpus=4,mem=100".parse().unwrap(),
+                attributes: Default::default(),
+                agent_id: None,
+                tasks: vec![],
+            },
+            &at(0),
+            &mut fx,
+        )
+        .unwrap();
+    assert!(created);
+    let mut fx = Vec::new();
+    assert_eq!(s.allocate(&at(1), &mut fx), 1);
+    let offer = s.offers(None, None).remove(0);
+    assert!(fx.contains(&Effect::ToFramework(
+        fw,
+        FrameworkEvent::Offers {
+            offers: vec![offer.clone()]
+        }
+    )));
+    (s, fw, agent, offer)
+}
+
+fn task(id: &str, agent: AgentId, res: &str) -> TaskSpec {
+    TaskSpec {
+        task_id: id.parse().unwrap(),
+        name: id.into(),
+        agent_id: agent,
+        resources: res.parse().unwrap(),
+        command: CommandSpec::Shell("true".into()),
+        env: Default::default(),
+        duration_s: None,
+    }
+}
+
+fn books(s: &State) -> (Vec<Offer>, usize, Vec<protocol::messages::AgentInfo>) {
+    (s.offers(None, None), s.tasks.len(), s.agents())
+}
+
+#[test]
+fn a_refused_accept_changes_nothing_and_emits_nothing() {
+    let (mut s, fw, agent, offer) = setup();
+    let before = books(&s);
+    let mut fx = Vec::new();
+    let too_big = AcceptRequest {
+        offer_ids: vec![offer.offer_id],
+        tasks: vec![task("a", agent, "cpus=3"), task("b", agent, "cpus=2")],
+        refuse_seconds: None,
+    };
+    let err = s.accept(fw, too_big, &at(2), &mut fx).unwrap_err();
+    assert_eq!(err.code(), "insufficient_resources");
+    assert!(fx.is_empty(), "{fx:?}");
+    assert_eq!(books(&s), before);
+}
+
+#[test]
+fn accept_moves_resources_from_offered_to_used_and_returns_the_rest() {
+    let (mut s, fw, agent, offer) = setup();
+    let mut fx = Vec::new();
+    let req = AcceptRequest {
+        offer_ids: vec![offer.offer_id],
+        tasks: vec![task("a", agent, "cpus=1,mem=10")],
+        refuse_seconds: Some(0.0),
+    };
+    assert_eq!(s.accept(fw, req, &at(2), &mut fx).unwrap().len(), 1);
+    assert!(fx
+        .iter()
+        .any(|e| matches!(e, Effect::Launch { endpoint, .. } if endpoint == "http://127.0.0.1:1")));
+    let a = &s.agents()[0];
+    assert_eq!(a.used, "cpus=1,mem=10".parse().unwrap());
+    assert!(a.offered.is_empty());
+    assert_eq!(
+        s.allocator.agent_free(agent),
+        Some("cpus=3,mem=90".parse().unwrap())
+    );
+    // The rest is offered at the next run.
+    let mut fx = Vec::new();
+    assert_eq!(s.allocate(&at(3), &mut fx), 1);
+    assert_eq!(
+        s.offers(None, None)[0].resources,
+        "cpus=3,mem=90".parse().unwrap()
+    );
+}
+
+#[test]
+fn a_lost_agent_rescinds_offers_and_loses_tasks() {
+    let (mut s, fw, agent, offer) = setup();
+    let mut fx = Vec::new();
+    let req = AcceptRequest {
+        offer_ids: vec![offer.offer_id],
+        tasks: vec![task("a", agent, "cpus=1")],
+        refuse_seconds: Some(0.0),
+    };
+    s.accept(fw, req, &at(2), &mut fx).unwrap();
+    s.allocate(&at(3), &mut fx);
+    let rest = s.offers(None, None).remove(0);
+    let mut fx = Vec::new();
+    // Not yet: 5 missed heartbeats of 15 s.
+    s.check_agents(&at(75_000), &mut fx);
+    assert!(fx.is_empty());
+    s.check_agents(&at(75_001), &mut fx);
+    assert!(fx.contains(&Effect::ToFramework(
+        fw,
+        FrameworkEvent::Rescind {
+            offer_id: rest.offer_id
+        }
+    )));
+    assert!(fx.iter().any(
+        |e| matches!(e, Effect::ToFramework(_, FrameworkEvent::Update { status })
+        if status.state == TaskState::Lost)
+    ));
+    assert!(
+        s.allocator.capacity().is_empty(),
+        "a lost agent leaves the capacity"
+    );
+    assert!(s.offers(None, None).is_empty());
+    assert_eq!(s.frameworks()[0].active_tasks, 0);
+    assert!(s.frameworks()[0].used.is_empty());
+}
+
+#[test]
+fn failover_removes_a_disconnected_framework_after_its_timeout() {
+    let (mut s, fw, _, _) = setup();
+    let generation = s.frameworks[&fw].generation;
+    let mut fx = Vec::new();
+    s.stream_closed(fw, generation, &at(10), &mut fx);
+    assert!(s.offers(None, None).is_empty(), "its offers are rescinded");
+    let mut fx = Vec::new();
+    s.check_failover(&at(10 + 59_999), &mut fx);
+    assert!(s.frameworks.contains_key(&fw));
+    s.check_failover(&at(10 + 60_000), &mut fx);
+    assert!(!s.frameworks.contains_key(&fw));
+    assert!(fx.contains(&Effect::CloseStream(fw)));
+    // An older stream closing later changes nothing.
+    let mut fx = Vec::new();
+    s.stream_closed(fw, generation, &at(70_000), &mut fx);
+    assert!(fx.is_empty());
+}

@@ -1,0 +1,257 @@
+//! The agent API through real HTTP: registration and re-registration, heartbeats, status
+//! posts, agent loss, and adoption of agents and tasks unknown after a coordinator restart.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use protocol::{AgentId, FrameworkEvent, FrameworkId, TaskState, TaskStatus};
+use serde_json::json;
+use support::{fast_config, keep_alive, wait_for, FakeAgent, TestCoordinator};
+
+#[tokio::test]
+async fn register_heartbeat_and_reregister() {
+    let c = TestCoordinator::start(fast_config()).await;
+    let agent = FakeAgent::start().await;
+    let id = c.register_agent(&agent, json!({"cpus": 2})).await;
+    let (status, _) = c
+        .post(&format!("/api/v1/agents/{id}/heartbeat"), json!({}))
+        .await;
+    assert_eq!(status, 200);
+    let (status, body) = c
+        .post(
+            &format!("/api/v1/agents/{}/heartbeat", AgentId::new()),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, 404);
+    assert_eq!(body["error"]["code"], "agent_not_found");
+
+    // Re-registration with the known id and new resources: 200, same id, new capacity.
+    let (status, body) = c
+        .post(
+            "/api/v1/agents",
+            json!({"hostname": "fake", "endpoint": agent.endpoint, "resources": {"cpus": 3},
+                   "agent_id": id, "tasks": []}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["agent_id"], json!(id));
+    let agents = c.agents().await;
+    assert_eq!(agents.len(), 1);
+    assert_eq!(agents[0].resources, "cpus=3".parse().unwrap());
+}
+
+#[tokio::test]
+async fn a_silent_agent_is_lost_with_its_offers_and_tasks() {
+    let config = coordinator::Config {
+        agent_heartbeat_interval: Duration::from_millis(50),
+        max_missed_heartbeats: 3,
+        ..fast_config()
+    };
+    let c = TestCoordinator::start(config).await;
+    let (fw, mut events) = c.framework("f", "f").await;
+    let alive = FakeAgent::start().await;
+    let alive_id = c.register_agent(&alive, json!({"cpus": 1})).await;
+    let _beat = keep_alive(&c, alive_id);
+    let silent = FakeAgent::start().await;
+    let silent_id = c.register_agent(&silent, json!({"cpus": 2})).await;
+
+    // A task on the silent agent, and an outstanding offer there too.
+    let mut offers = Vec::new();
+    while !offers
+        .iter()
+        .any(|o: &protocol::Offer| o.agent_id == silent_id)
+    {
+        offers.extend(events.offers().await);
+    }
+    let on_silent = offers
+        .iter()
+        .find(|o| o.agent_id == silent_id)
+        .unwrap()
+        .clone();
+    assert_eq!(
+        c.accept_one(fw, &on_silent, "t1", json!({"cpus": 1}))
+            .await
+            .0,
+        200
+    );
+    let rest = loop {
+        let o = events.offers().await;
+        if let Some(o) = o.into_iter().find(|o| o.agent_id == silent_id) {
+            break o;
+        }
+    };
+
+    // Offers are rescinded, then tasks reported lost.
+    let (mut rescinded, mut lost) = (false, None);
+    while !rescinded || lost.is_none() {
+        match events.next().await.unwrap() {
+            FrameworkEvent::Rescind { offer_id } if offer_id == rest.offer_id => rescinded = true,
+            FrameworkEvent::Update { status } if status.state == TaskState::Lost => {
+                lost = Some(status)
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(lost.unwrap().agent_id, silent_id);
+    let agents = c.agents().await;
+    let silent_info = agents.iter().find(|a| a.agent_id == silent_id).unwrap();
+    assert_eq!(silent_info.state, "lost");
+    assert!(c.offers().await.iter().all(|o| o.agent_id != silent_id));
+    assert_eq!(
+        agents
+            .iter()
+            .find(|a| a.agent_id == alive_id)
+            .unwrap()
+            .state,
+        "active"
+    );
+    let (status, _) = c
+        .post(&format!("/api/v1/agents/{silent_id}/heartbeat"), json!({}))
+        .await;
+    assert_eq!(status, 404, "a lost agent is told to register again");
+
+    // It comes back with the task still running: the task is re-adopted and reported.
+    let (status, body) = c
+        .post(
+            "/api/v1/agents",
+            json!({"hostname": "fake", "endpoint": silent.endpoint, "resources": {"cpus": 2},
+                   "agent_id": silent_id, "tasks": [status_json(silent_id, fw, "t1", "running")]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    events.update("t1", TaskState::Running).await;
+    let _beat2 = keep_alive(&c, silent_id);
+    wait_for("task running again", || async {
+        c.task("t1")
+            .await
+            .is_some_and(|t| t.state == TaskState::Running)
+    })
+    .await;
+    let info = c
+        .agents()
+        .await
+        .into_iter()
+        .find(|a| a.agent_id == silent_id)
+        .unwrap();
+    assert_eq!(info.used, "cpus=1".parse().unwrap());
+    c.assert_books_consistent().await;
+}
+
+fn status_json(agent: AgentId, fw: FrameworkId, task: &str, state: &str) -> serde_json::Value {
+    json!({"task_id": task, "framework_id": fw, "agent_id": agent, "state": state,
+           "update_id": protocol::UpdateId::new(), "timestamp": protocol::now()})
+}
+
+#[tokio::test]
+async fn unknown_agent_and_framework_ids_are_adopted_after_a_restart() {
+    let c = TestCoordinator::start(fast_config()).await;
+    let agent = FakeAgent::start().await;
+    let (agent_id, fw) = (AgentId::new(), FrameworkId::new());
+    let (status, body) = c
+        .post(
+            "/api/v1/agents",
+            json!({"hostname": "fake", "endpoint": agent.endpoint, "resources": {"cpus": 2},
+                   "agent_id": agent_id, "tasks": [status_json(agent_id, fw, "t1", "running")]}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["agent_id"], json!(agent_id));
+    assert_eq!(c.task("t1").await.unwrap().framework_id, fw);
+
+    // The framework comes back with its id: adopted, its task re-attached and reported.
+    let (status, body) = c
+        .post(
+            "/api/v1/frameworks",
+            json!({"name": "f", "role": "eng", "framework_id": fw}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let mut events = c.subscribe(fw).await;
+    let update = events.update("t1", TaskState::Running).await;
+    assert_eq!(update.agent_id, agent_id);
+    let fws = c.frameworks().await;
+    assert_eq!(fws[0].role.as_str(), "eng");
+    assert_eq!(fws[0].active_tasks, 1);
+}
+
+#[tokio::test]
+async fn bad_agent_requests_are_refused_without_changing_state() {
+    let c = TestCoordinator::start(fast_config()).await;
+    let agent = FakeAgent::start().await;
+    let id = c.register_agent(&agent, json!({"cpus": 1})).await;
+    let before = c.agents().await;
+    let cases = [
+        (
+            json!({"hostname": "h", "endpoint": "not a url", "resources": {"cpus": 1}}),
+            400,
+            "invalid_field",
+        ),
+        (
+            json!({"hostname": "h", "endpoint": "ftp://x", "resources": {"cpus": 1}}),
+            400,
+            "invalid_field",
+        ),
+        (
+            json!({"hostname": "", "endpoint": agent.endpoint, "resources": {"cpus": 1}}),
+            400,
+            "invalid_field",
+        ),
+        (
+            json!({"hostname": "h", "endpoint": agent.endpoint, "resources": {}}),
+            400,
+            "invalid_field",
+        ),
+        (
+            json!({"hostname": "h", "endpoint": agent.endpoint, "resources": {"cpus": -1}}),
+            400,
+            "invalid_body",
+        ),
+        (
+            json!({"hostname": "h", "endpoint": agent.endpoint, "resources": {"cpus": 1}, "extra": 1}),
+            400,
+            "invalid_body",
+        ),
+        (
+            json!({"hostname": "h", "endpoint": agent.endpoint, "resources": {"cpus": 1},
+                "tasks": [status_json(id, FrameworkId::new(), "t", "running")]}),
+            400,
+            "invalid_field",
+        ),
+    ];
+    for (body, status, code) in cases {
+        let (got, answer) = c.post("/api/v1/agents", body.clone()).await;
+        assert_eq!(
+            (got, answer["error"]["code"].as_str().unwrap()),
+            (status, code),
+            "{body}"
+        );
+    }
+    // A status naming another agent, and one for an unknown agent.
+    let other = status_json(AgentId::new(), FrameworkId::new(), "t", "running");
+    let (got, _) = c
+        .post(&format!("/api/v1/agents/{id}/status"), other.clone())
+        .await;
+    assert_eq!(got, 422);
+    let (got, _) = c
+        .post(&format!("/api/v1/agents/{}/status", AgentId::new()), other)
+        .await;
+    assert_eq!(got, 404);
+    let (got, _) = c
+        .post(
+            &format!("/api/v1/agents/{id}/status"),
+            json!({"task_id": "t"}),
+        )
+        .await;
+    assert_eq!(got, 400);
+    let (got, _) = c
+        .post("/api/v1/agents/not-a-uuid/heartbeat", json!({}))
+        .await;
+    assert_eq!(got, 400);
+    assert_eq!(c.agents().await, before);
+    assert!(c.tasks().await.is_empty());
+    let _ = TaskStatus::clone;
+}

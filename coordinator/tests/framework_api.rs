@@ -1,0 +1,485 @@
+//! The framework API through real HTTP: registration, offers, accept, decline with filters,
+//! suppress / revive, expiry, failover, at-least-once updates, reconcile, kill, removal.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use protocol::{FrameworkEvent, TaskState};
+use serde_json::json;
+use support::{fast_config, wait_for, FakeAgent, TestCoordinator};
+
+#[tokio::test]
+async fn offers_arrive_and_accept_launches_on_the_agent() {
+    let c = TestCoordinator::start(fast_config()).await;
+    let (fw, mut events) = c.framework("hello", "eng/batch").await;
+    let agent = FakeAgent::start().await;
+    let agent_id = c
+        .register_agent(&agent, json!({"cpus": 4, "mem": 4096}))
+        .await;
+
+    let offers = events.offers().await;
+    assert_eq!(offers.len(), 1);
+    let offer = &offers[0];
+    assert_eq!((offer.agent_id, offer.framework_id), (agent_id, fw));
+    assert_eq!(offer.resources, "cpus=4,mem=4096".parse().unwrap());
+    assert_eq!(offer.agent_total, offer.resources);
+    assert_eq!(
+        c.offers().await,
+        offers,
+        "GET /offers lists the outstanding offer"
+    );
+    c.assert_books_consistent().await;
+
+    let (status, body) = c
+        .accept_one(fw, offer, "t1", json!({"cpus": 1, "mem": 1024}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body, json!({"launched": ["t1"]}));
+    wait_for("launch on the agent", || async {
+        agent.launched_task_ids() == ["t1"]
+    })
+    .await;
+    let launch = agent.received.lock().unwrap().launches[0].clone();
+    assert_eq!(launch.framework_id, fw);
+    assert_eq!(c.task("t1").await.unwrap().state, TaskState::Staging);
+
+    // The unused rest (refuse_seconds 0) is offered again at once.
+    let rest = events.offers().await;
+    assert_eq!(rest[0].resources, "cpus=3,mem=3072".parse().unwrap());
+    c.assert_books_consistent().await;
+    let a = &c.agents().await[0];
+    assert_eq!(a.used, "cpus=1,mem=1024".parse().unwrap());
+
+    // The offer id was single use.
+    let (status, body) = c.accept_one(fw, offer, "t2", json!({"cpus": 1})).await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "offer_not_outstanding");
+
+    // A running then finished task frees its resources, and they are offered again.
+    c.post_status(agent_id, fw, "t1", TaskState::Running).await;
+    events.update("t1", TaskState::Running).await;
+    c.post_status(agent_id, fw, "t1", TaskState::Finished).await;
+    events.update("t1", TaskState::Finished).await;
+    wait_for("resources freed", || async {
+        c.agents().await[0].used.is_empty()
+    })
+    .await;
+    c.assert_books_consistent().await;
+}
+
+#[tokio::test]
+async fn decline_filters_the_agent_for_refuse_seconds_and_revive_clears_it() {
+    let c = TestCoordinator::start(fast_config()).await;
+    let (a, mut a_events) = c.framework("a", "a").await;
+    let (b, mut b_events) = c.framework("b", "b").await;
+    let agent = FakeAgent::start().await;
+    c.register_agent(&agent, json!({"cpus": 2})).await;
+
+    // Whoever gets the offer declines it with a long filter; the other framework gets it next.
+    wait_for("an offer", || async { !c.offers().await.is_empty() }).await;
+    let offer = c.offers().await.remove(0);
+    let (first, second, second_events) = if offer.framework_id == a {
+        (a, b, &mut b_events)
+    } else {
+        (b, a, &mut a_events)
+    };
+    let (status, _) = c
+        .post(
+            &format!("/api/v1/frameworks/{first}/decline"),
+            json!({"offer_ids": [offer.offer_id], "refuse_seconds": 60}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let next = second_events.offers().await;
+    assert_eq!(next[0].framework_id, second);
+    c.assert_books_consistent().await;
+
+    // The second framework declines too, briefly: the first is still filtered, so the offer
+    // comes back to the second.
+    let (status, _) = c
+        .post(
+            &format!("/api/v1/frameworks/{second}/decline"),
+            json!({"offer_ids": [next[0].offer_id], "refuse_seconds": 0}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let again = second_events.offers().await;
+    assert_eq!(
+        again[0].framework_id, second,
+        "the first framework is filtered"
+    );
+
+    // Suppressing the second and reviving the first: the first gets offers despite its filter.
+    let (status, _) = c
+        .post(&format!("/api/v1/frameworks/{second}/suppress"), json!({}))
+        .await;
+    assert_eq!(status, 200);
+    let (status, _) = c
+        .post(
+            &format!("/api/v1/frameworks/{second}/decline"),
+            json!({"offer_ids": [again[0].offer_id], "refuse_seconds": 0}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let (status, _) = c
+        .post(&format!("/api/v1/frameworks/{first}/revive"), json!({}))
+        .await;
+    assert_eq!(status, 200);
+    wait_for("offer to the revived framework", || async {
+        c.offers().await.iter().any(|o| o.framework_id == first)
+    })
+    .await;
+    let fws = c.frameworks().await;
+    assert!(
+        fws.iter()
+            .find(|f| f.framework_id == second)
+            .unwrap()
+            .suppressed
+    );
+}
+
+#[tokio::test]
+async fn suppressed_framework_gets_no_offers_until_revive() {
+    let c = TestCoordinator::start(fast_config()).await;
+    let (fw, mut events) = c.framework("s", "s").await;
+    let (status, _) = c
+        .post(&format!("/api/v1/frameworks/{fw}/suppress"), json!({}))
+        .await;
+    assert_eq!(status, 200);
+    let agent = FakeAgent::start().await;
+    c.register_agent(&agent, json!({"cpus": 1})).await;
+    // Let several allocation runs pass (counted on /metrics), then check nothing was offered.
+    let runs = || async {
+        let text = c
+            .client
+            .get(format!("{}/metrics", c.base))
+            .send()
+            .await
+            .unwrap();
+        let text = text.text().await.unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix("parley_allocation_run_seconds_count "))
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let start = runs().await;
+    wait_for("five allocation runs", || async {
+        runs().await >= start + 5
+    })
+    .await;
+    assert!(
+        c.offers().await.is_empty(),
+        "a suppressed framework got an offer"
+    );
+
+    let (status, _) = c
+        .post(
+            &format!("/api/v1/frameworks/{fw}/revive"),
+            json!({"demand": {"cpus": 1}}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let offers = events.offers().await;
+    assert_eq!(offers[0].framework_id, fw);
+}
+
+#[tokio::test]
+async fn unanswered_offers_expire_and_are_rescinded() {
+    let config = coordinator::Config {
+        offer_timeout: Duration::from_millis(200),
+        ..fast_config()
+    };
+    let c = TestCoordinator::start(config).await;
+    let (_, mut events) = c.framework("slow", "slow").await;
+    let agent = FakeAgent::start().await;
+    c.register_agent(&agent, json!({"cpus": 1})).await;
+    let offer = events.offers().await.remove(0);
+    let ev = events
+        .wait_for("rescind", |e| matches!(e, FrameworkEvent::Rescind { .. }))
+        .await;
+    assert_eq!(
+        ev,
+        FrameworkEvent::Rescind {
+            offer_id: offer.offer_id
+        }
+    );
+    // The resources are offered again, under a new id.
+    let again = events.offers().await;
+    assert_ne!(again[0].offer_id, offer.offer_id);
+    let (status, body) = c
+        .post(
+            &format!("/api/v1/frameworks/{}/decline", offer.framework_id),
+            json!({"offer_ids": [offer.offer_id]}),
+        )
+        .await;
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("expired"),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn updates_are_resent_until_acknowledged() {
+    let c = TestCoordinator::start(fast_config()).await;
+    let (fw, mut events) = c.framework("u", "u").await;
+    let agent = FakeAgent::start().await;
+    let agent_id = c.register_agent(&agent, json!({"cpus": 2})).await;
+    let offer = events.offers().await.remove(0);
+    let (status, body) = c
+        .post(
+            &format!("/api/v1/frameworks/{fw}/accept"),
+            json!({"offer_ids": [offer.offer_id], "tasks": [
+                {"task_id": "t1", "agent_id": agent_id, "resources": {"cpus": 1}, "command": {"argv": ["true"]}},
+                {"task_id": "t2", "agent_id": agent_id, "resources": {"cpus": 1}, "command": {"argv": ["true"]}}
+            ]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+
+    let sent = c.post_status(agent_id, fw, "t1", TaskState::Running).await;
+    let first = events.update("t1", TaskState::Running).await;
+    assert_eq!(first.update_id, sent.update_id);
+    // Not acknowledged: sent again, same update id.
+    let again = events.update("t1", TaskState::Running).await;
+    assert_eq!(again.update_id, sent.update_id);
+
+    let (status, body) = c
+        .post(
+            &format!("/api/v1/frameworks/{fw}/acknowledge"),
+            json!({"task_id": "t1", "update_id": sent.update_id}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    // Drain what was in flight, then watch t2's update be re-sent twice (two re-send rounds)
+    // while t1's never comes again.
+    c.post_status(agent_id, fw, "t2", TaskState::Running).await;
+    let mut t2_seen = 0;
+    let mut t1_after = 0;
+    while t2_seen < 3 {
+        match events.next().await.unwrap() {
+            FrameworkEvent::Update { status } if status.task_id.as_str() == "t2" => t2_seen += 1,
+            FrameworkEvent::Update { status } if status.task_id.as_str() == "t1" && t2_seen > 0 => {
+                t1_after += 1
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(t1_after, 0, "an acknowledged update was sent again");
+
+    // Acknowledging an unknown update is 404; reconcile sends the latest state.
+    let (status, _) = c
+        .post(
+            &format!("/api/v1/frameworks/{fw}/acknowledge"),
+            json!({"task_id": "t1", "update_id": protocol::UpdateId::new()}),
+        )
+        .await;
+    assert_eq!(status, 404);
+    let (status, _) = c
+        .post(
+            &format!("/api/v1/frameworks/{fw}/reconcile"),
+            json!({"task_ids": ["t1"]}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let r = events.update("t1", TaskState::Running).await;
+    assert_eq!(r.update_id, sent.update_id);
+    let (status, body) = c
+        .post(
+            &format!("/api/v1/frameworks/{fw}/reconcile"),
+            json!({"task_ids": ["nope"]}),
+        )
+        .await;
+    assert_eq!(status, 404, "{body}");
+    let (status, _) = c
+        .post(&format!("/api/v1/frameworks/{fw}/reconcile"), json!({}))
+        .await;
+    assert_eq!(status, 200);
+    events.update("t2", TaskState::Running).await;
+}
+
+#[tokio::test]
+async fn kill_is_forwarded_and_the_outcome_arrives_as_an_update() {
+    let c = TestCoordinator::start(fast_config()).await;
+    let (fw, mut events) = c.framework("k", "k").await;
+    let agent = FakeAgent::start().await;
+    let agent_id = c.register_agent(&agent, json!({"cpus": 1})).await;
+    let offer = events.offers().await.remove(0);
+    assert_eq!(
+        c.accept_one(fw, &offer, "t1", json!({"cpus": 1})).await.0,
+        200
+    );
+    c.post_status(agent_id, fw, "t1", TaskState::Running).await;
+    let (status, _) = c
+        .post(
+            &format!("/api/v1/frameworks/{fw}/kill"),
+            json!({"task_id": "t1"}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    wait_for("kill on the agent", || async { agent.kills() == ["t1"] }).await;
+    c.post_status(agent_id, fw, "t1", TaskState::Killed).await;
+    events.update("t1", TaskState::Killed).await;
+    // Freed: the agent's resources are offered again.
+    let again = events.offers().await;
+    assert_eq!(again[0].resources, "cpus=1".parse().unwrap());
+    let (status, _) = c
+        .post(
+            &format!("/api/v1/frameworks/{fw}/kill"),
+            json!({"task_id": "x"}),
+        )
+        .await;
+    assert_eq!(status, 404);
+}
+
+#[tokio::test]
+async fn unreachable_agent_makes_launched_tasks_lost() {
+    let c = TestCoordinator::start(fast_config()).await;
+    let (fw, mut events) = c.framework("l", "l").await;
+    // An endpoint nobody listens on.
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let (status, _) = c
+        .post(
+            "/api/v1/agents",
+            json!({"hostname": "h", "endpoint": endpoint, "resources": {"cpus": 1}}),
+        )
+        .await;
+    assert_eq!(status, 201);
+    let offer = events.offers().await.remove(0);
+    assert_eq!(
+        c.accept_one(fw, &offer, "t1", json!({"cpus": 1})).await.0,
+        200
+    );
+    let lost = events.update("t1", TaskState::Lost).await;
+    assert!(lost.message.unwrap().contains("unreachable"));
+    wait_for("resources freed", || async {
+        c.agents().await[0].used.is_empty()
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn failover_within_the_timeout_keeps_tasks() {
+    let c = TestCoordinator::start(fast_config()).await;
+    let fw = c
+        .register_framework_with(json!({"name": "f", "role": "f", "failover_timeout_s": 30}))
+        .await;
+    let mut events = c.subscribe(fw).await;
+    let agent = FakeAgent::start().await;
+    let agent_id = c.register_agent(&agent, json!({"cpus": 2})).await;
+    let offer = events.offers().await.remove(0);
+    assert_eq!(
+        c.accept_one(fw, &offer, "t1", json!({"cpus": 1})).await.0,
+        200
+    );
+    c.post_status(agent_id, fw, "t1", TaskState::Running).await;
+    events.update("t1", TaskState::Running).await;
+
+    drop(events);
+    wait_for("framework disconnected", || async {
+        c.frameworks().await[0].state == "disconnected"
+    })
+    .await;
+    assert!(
+        c.offers().await.is_empty(),
+        "a disconnected framework's offers are rescinded"
+    );
+
+    let (status, body) = c
+        .post(
+            "/api/v1/frameworks",
+            json!({"name": "f", "role": "f", "framework_id": fw}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["framework_id"], json!(fw));
+    let mut events = c.subscribe(fw).await;
+    // The unacknowledged update comes again on the new stream; the task is still there.
+    events.update("t1", TaskState::Running).await;
+    assert_eq!(c.task("t1").await.unwrap().state, TaskState::Running);
+    assert!(agent.kills().is_empty());
+}
+
+#[tokio::test]
+async fn failover_timeout_removes_the_framework_and_kills_its_tasks() {
+    let c = TestCoordinator::start(fast_config()).await;
+    let fw = c
+        .register_framework_with(json!({"name": "f", "role": "f", "failover_timeout_s": 0.2}))
+        .await;
+    let mut events = c.subscribe(fw).await;
+    let agent = FakeAgent::start().await;
+    let agent_id = c.register_agent(&agent, json!({"cpus": 2})).await;
+    let offer = events.offers().await.remove(0);
+    assert_eq!(
+        c.accept_one(fw, &offer, "t1", json!({"cpus": 1})).await.0,
+        200
+    );
+    c.post_status(agent_id, fw, "t1", TaskState::Running).await;
+    drop(events);
+
+    wait_for("framework removed", || async {
+        c.frameworks().await.is_empty()
+    })
+    .await;
+    wait_for("task killed on the agent", || async {
+        agent.kills() == ["t1"]
+    })
+    .await;
+    assert!(c.tasks().await.is_empty());
+    assert!(c.agents().await[0].used.is_empty());
+    let (status, body) = c
+        .post(
+            "/api/v1/frameworks",
+            json!({"name": "f", "role": "f", "framework_id": fw}),
+        )
+        .await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "framework_removed");
+    // Its late status updates are accepted and dropped.
+    c.post_status(agent_id, fw, "t1", TaskState::Killed).await;
+    assert!(c.tasks().await.is_empty());
+}
+
+#[tokio::test]
+async fn a_newer_stream_replaces_the_older_and_delete_ends_it() {
+    let c = TestCoordinator::start(fast_config()).await;
+    let (fw, mut old) = c.framework("r", "r").await;
+    let mut new = c.subscribe(fw).await;
+    old.ended().await;
+    assert_eq!(c.frameworks().await[0].state, "connected");
+    let agent = FakeAgent::start().await;
+    c.register_agent(&agent, json!({"cpus": 1})).await;
+    let offer = new.offers().await.remove(0);
+
+    let resp = c
+        .client
+        .delete(format!("{}/api/v1/frameworks/{fw}", c.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let seen = new.ended().await;
+    assert!(
+        seen.iter()
+            .any(|e| matches!(e, FrameworkEvent::Error { .. })),
+        "{seen:?}"
+    );
+    assert!(c.frameworks().await.is_empty());
+    assert!(c.offers().await.is_empty());
+    let (status, _) = c
+        .post(
+            &format!("/api/v1/frameworks/{fw}/decline"),
+            json!({"offer_ids": [offer.offer_id]}),
+        )
+        .await;
+    assert_eq!(status, 404);
+    c.assert_books_consistent().await;
+}

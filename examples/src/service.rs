@@ -1,0 +1,294 @@
+//! `service`: keeps K replicas of a long-running command alive. A replica whose task ends for any
+//! reason (failed, killed, lost, even finished) is replaced by a new task, until shutdown.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use framework_sdk::{Context, Decisions, Scheduler, SdkError};
+use protocol::{
+    CommandSpec, FrameworkId, Offer, Resources, TaskId, TaskSpec, TaskState, TaskStatus,
+};
+
+use crate::common::{run_driver, CommonArgs};
+
+/// Flags of `service`.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(about = "Keep K replicas of a command running on a Parley cluster")]
+pub struct Args {
+    /// Where and as whom to run.
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// How many replicas to keep running.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub replicas: u32,
+    /// The command each replica runs.
+    #[arg(long, default_value = "sleep 3600")]
+    pub command: String,
+    /// What each replica needs.
+    #[arg(long, default_value = "cpus=0.1,mem=64")]
+    pub resources: Resources,
+    /// The service's name; task ids are `<name>-<replica>-<generation>`.
+    #[arg(long, default_value = "svc")]
+    pub name: String,
+}
+
+/// How the service ran.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The framework's id.
+    pub framework_id: Option<FrameworkId>,
+    /// Replacements started after a replica ended.
+    pub replacements: usize,
+}
+
+/// Live counters a caller can watch while the service runs.
+#[derive(Debug, Clone, Default)]
+pub struct Progress {
+    /// Replicas whose current task is running.
+    pub running: Arc<AtomicUsize>,
+    /// Replacements started so far.
+    pub replacements: Arc<AtomicUsize>,
+}
+
+/// Runs the service until `shutdown` resolves.
+pub async fn run(args: Args, shutdown: impl Future<Output = ()>) -> anyhow::Result<Outcome> {
+    run_with_progress(args, Progress::default(), shutdown).await
+}
+
+/// [`run`], updating `progress` as replicas start and end.
+pub async fn run_with_progress(
+    args: Args,
+    progress: Progress,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<Outcome> {
+    let command = CommandSpec::Shell(args.command.clone());
+    command
+        .validate()
+        .map_err(|e| anyhow::anyhow!("--command: {e}"))?;
+    if args.resources.is_empty() {
+        anyhow::bail!("--resources is empty; give e.g. cpus=0.1,mem=64");
+    }
+    // The name becomes part of task ids, so check it makes valid ones.
+    TaskId::new(format!("{}-0-0", args.name))
+        .map_err(|e| anyhow::anyhow!("--name {:?} cannot name tasks: {e}", args.name))?;
+    let config = args
+        .common
+        .driver_config(&format!("service-{}", args.name))?;
+    let service = Service {
+        name: args.name,
+        command,
+        resources: args.resources,
+        replicas: (0..args.replicas)
+            .map(|_| Replica {
+                generation: 0,
+                task: None,
+            })
+            .collect(),
+        progress,
+        framework_id: None,
+    };
+    let service = run_driver(config, service, shutdown).await?;
+    if args.common.no_unregister {
+        if let Some(id) = service.framework_id {
+            println!("replicas left running; resume with --framework-id {id}");
+        }
+    }
+    Ok(Outcome {
+        framework_id: service.framework_id,
+        replacements: service.progress.replacements.load(Ordering::Relaxed),
+    })
+}
+
+struct Replica {
+    generation: u32,
+    /// The current task and its latest state; `None` while a launch is wanted.
+    task: Option<(TaskId, TaskState)>,
+}
+
+struct Service {
+    name: String,
+    command: CommandSpec,
+    resources: Resources,
+    replicas: Vec<Replica>,
+    progress: Progress,
+    framework_id: Option<FrameworkId>,
+}
+
+impl Service {
+    fn publish(&self) {
+        let running = self
+            .replicas
+            .iter()
+            .filter(|r| matches!(r.task, Some((_, TaskState::Running))))
+            .count();
+        self.progress.running.store(running, Ordering::Relaxed);
+    }
+
+    fn wanted(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.replicas.len()).filter(|&i| self.replicas[i].task.is_none())
+    }
+
+    /// Marks replica `i` as wanting a new task.
+    fn replace(&mut self, i: usize) {
+        self.replicas[i].task = None;
+        self.replicas[i].generation += 1;
+    }
+}
+
+#[async_trait::async_trait]
+impl Scheduler for Service {
+    async fn registered(&mut self, _ctx: &mut Context, id: FrameworkId, reregistered: bool) {
+        // After a re-registration the driver reconciles, so updates confirm or end our tasks.
+        self.framework_id = Some(id);
+        println!(
+            "{} as framework {id}",
+            if reregistered {
+                "re-registered"
+            } else {
+                "registered"
+            }
+        );
+    }
+
+    async fn offers(&mut self, _ctx: &mut Context, offers: Vec<Offer>) -> Decisions {
+        let mut decisions = Decisions::new();
+        let mut wanted: Vec<usize> = self.wanted().collect();
+        wanted.reverse();
+        for offer in &offers {
+            // One replica per offer (so per agent) spreads replicas over machines.
+            let Some(&i) = wanted.last() else {
+                decisions = decisions.decline(offer.offer_id);
+                continue;
+            };
+            if !self.resources.fits_in(&offer.resources) {
+                decisions = decisions.decline(offer.offer_id);
+                continue;
+            }
+            wanted.pop();
+            let task_id =
+                match TaskId::new(format!("{}-{i}-{}", self.name, self.replicas[i].generation)) {
+                    Ok(id) => id,
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot name a replica task");
+                        decisions = decisions.decline(offer.offer_id);
+                        continue;
+                    }
+                };
+            self.replicas[i].task = Some((task_id.clone(), TaskState::Staging));
+            decisions = decisions.launch(
+                offer.offer_id,
+                vec![TaskSpec {
+                    task_id,
+                    name: format!("{} replica {i}", self.name),
+                    agent_id: offer.agent_id,
+                    resources: self.resources.clone(),
+                    command: self.command.clone(),
+                    env: BTreeMap::from([("REPLICA".to_owned(), i.to_string())]),
+                    duration_s: None,
+                }],
+            );
+        }
+        decisions
+    }
+
+    async fn status_update(&mut self, _ctx: &mut Context, status: &TaskStatus) {
+        let Some(i) = self
+            .replicas
+            .iter()
+            .position(|r| r.task.as_ref().is_some_and(|(id, _)| *id == status.task_id))
+        else {
+            return; // An old generation, already replaced.
+        };
+        println!("{}: {}", status.task_id, status.state);
+        if status.state.is_terminal() {
+            println!(
+                "replica {i} ended ({}); starting a replacement",
+                status.state
+            );
+            self.replace(i);
+            self.progress.replacements.fetch_add(1, Ordering::Relaxed);
+        } else if let Some((_, state)) = &mut self.replicas[i].task {
+            *state = status.state;
+        }
+        self.publish();
+    }
+
+    async fn launch_failed(&mut self, _ctx: &mut Context, tasks: Vec<TaskSpec>, reason: &SdkError) {
+        tracing::warn!(error = %reason, "replica launch failed; will retry");
+        for spec in tasks {
+            if let Some(i) = self
+                .replicas
+                .iter()
+                .position(|r| r.task.as_ref().is_some_and(|(id, _)| *id == spec.task_id))
+            {
+                self.replace(i);
+            }
+        }
+    }
+
+    fn pending_tasks(&self) -> usize {
+        self.wanted().count()
+    }
+
+    fn demand_hint(&self) -> Option<Resources> {
+        Some(self.resources.clone())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::test_support::{launched, offer, status};
+
+    #[tokio::test]
+    async fn one_replica_per_offer_and_replacements_for_ended_ones() {
+        let mut s = Service {
+            name: "web".into(),
+            command: CommandSpec::Shell("sleep 600".into()),
+            resources: "cpus=1,mem=100".parse().unwrap(),
+            replicas: (0..2)
+                .map(|_| Replica {
+                    generation: 0,
+                    task: None,
+                })
+                .collect(),
+            progress: Progress::default(),
+            framework_id: None,
+        };
+        let mut ctx = Context::new(None);
+        let offers = vec![
+            offer("cpus=4,mem=1000"),
+            offer("cpus=4,mem=1000"),
+            offer("cpus=4,mem=1000"),
+        ];
+        let (launches, declines) = launched(&s.offers(&mut ctx, offers).await);
+        assert_eq!(
+            (launches.len(), declines),
+            (2, 1),
+            "spread: one replica per offer"
+        );
+        assert_eq!(s.pending_tasks(), 0);
+        for tasks in &launches {
+            s.status_update(&mut ctx, &status(&tasks[0], TaskState::Running))
+                .await;
+        }
+        assert_eq!(s.progress.running.load(Ordering::Relaxed), 2);
+        s.status_update(&mut ctx, &status(&launches[0][0], TaskState::Killed))
+            .await;
+        assert_eq!(s.pending_tasks(), 1);
+        assert_eq!(s.progress.replacements.load(Ordering::Relaxed), 1);
+        // A late update about the replaced task changes nothing.
+        s.status_update(&mut ctx, &status(&launches[0][0], TaskState::Lost))
+            .await;
+        assert_eq!(s.progress.replacements.load(Ordering::Relaxed), 1);
+        let (again, _) = launched(&s.offers(&mut ctx, vec![offer("cpus=4,mem=1000")]).await);
+        assert_eq!(
+            again[0][0].task_id.as_str(),
+            "web-0-1",
+            "next generation of replica 0"
+        );
+    }
+}

@@ -1,0 +1,400 @@
+//! The batch scheduler: a queue of tasks, placed on each round of offers by a policy; it tracks
+//! what each job holds (for fairness among jobs) and when each job ends.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Instant;
+
+use framework_sdk::placement::{JobId, OfferSlot, PendingTask, Placement, PlacementInput};
+use framework_sdk::{Context, Decisions, Scheduler, SdkError};
+use protocol::{
+    AgentId, CommandSpec, FrameworkId, Offer, Resources, TaskId, TaskSpec, TaskState, TaskStatus,
+};
+
+use super::{JobSpec, Outcome};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Queued,
+    Launched,
+    Finished,
+    GaveUp,
+}
+
+struct Task {
+    job: usize,
+    index: usize,
+    demand: Resources,
+    duration_s: f64,
+    attempt: u32,
+    phase: Phase,
+}
+
+struct Job {
+    name: String,
+    left: usize,
+    failed: bool,
+    ended_at: Option<Instant>,
+}
+
+pub(super) struct Batch {
+    policy: Box<dyn Placement>,
+    tasks: Vec<Task>,
+    jobs: Vec<Job>,
+    /// The current attempt's id of each launched task.
+    by_id: HashMap<TaskId, usize>,
+    /// What each job's running tasks hold.
+    usage: BTreeMap<JobId, Resources>,
+    /// Every agent seen in an offer, with its total: the framework's view of the cluster.
+    agents: BTreeMap<AgentId, Resources>,
+    simulated: bool,
+    max_retries: u32,
+    started: Option<Instant>,
+    framework_id: Option<FrameworkId>,
+}
+
+impl Batch {
+    pub(super) fn new(
+        specs: &[JobSpec],
+        policy: Box<dyn Placement>,
+        simulated: bool,
+        max_retries: u32,
+    ) -> anyhow::Result<Self> {
+        let mut tasks = Vec::new();
+        let mut jobs = Vec::new();
+        for (j, spec) in specs.iter().enumerate() {
+            let mut index = 0;
+            for group in &spec.tasks {
+                for _ in 0..group.count {
+                    tasks.push(Task {
+                        job: j,
+                        index,
+                        demand: group.resources.clone(),
+                        duration_s: group.duration_s,
+                        attempt: 0,
+                        phase: Phase::Queued,
+                    });
+                    index += 1;
+                }
+            }
+            jobs.push(Job {
+                name: spec.name.clone(),
+                left: index,
+                failed: false,
+                ended_at: None,
+            });
+        }
+        Ok(Self {
+            policy,
+            tasks,
+            jobs,
+            by_id: HashMap::new(),
+            usage: BTreeMap::new(),
+            agents: BTreeMap::new(),
+            simulated,
+            max_retries,
+            started: None,
+            framework_id: None,
+        })
+    }
+
+    pub(super) fn task_count(&self) -> usize {
+        self.tasks.len()
+    }
+
+    pub(super) fn policy_name(&self) -> &str {
+        self.policy.name()
+    }
+
+    fn task_spec(&self, t: usize, agent_id: AgentId) -> anyhow::Result<TaskSpec> {
+        let task = &self.tasks[t];
+        Ok(TaskSpec {
+            task_id: TaskId::new(format!("j{}-t{}-a{}", task.job, task.index, task.attempt))?,
+            name: format!("{}/{}", self.jobs[task.job].name, task.index),
+            agent_id,
+            resources: task.demand.clone(),
+            command: CommandSpec::Shell(format!("sleep {}", task.duration_s)),
+            env: BTreeMap::new(),
+            duration_s: self.simulated.then_some(task.duration_s),
+        })
+    }
+
+    fn queued(&self) -> Vec<usize> {
+        (0..self.tasks.len())
+            .filter(|&t| self.tasks[t].phase == Phase::Queued)
+            .collect()
+    }
+
+    fn elapsed(&self, at: Instant) -> f64 {
+        self.started
+            .map_or(0.0, |s| at.saturating_duration_since(s).as_secs_f64())
+    }
+
+    fn all_ended(&self) -> bool {
+        self.jobs.iter().all(|j| j.ended_at.is_some())
+    }
+
+    /// A task ended for good (finished, or out of retries).
+    fn task_done(&mut self, t: usize, phase: Phase) {
+        self.tasks[t].phase = phase;
+        let job = &mut self.jobs[self.tasks[t].job];
+        job.failed |= phase == Phase::GaveUp;
+        job.left -= 1;
+        if job.left == 0 {
+            let now = Instant::now();
+            job.ended_at = Some(now);
+            let how = if job.failed { "failed" } else { "done" };
+            let (name, elapsed) = (job.name.clone(), self.elapsed(now));
+            let ended = self.jobs.iter().filter(|j| j.ended_at.is_some()).count();
+            println!(
+                "{name} {how} at {elapsed:.2} s [{ended}/{} jobs]",
+                self.jobs.len()
+            );
+        }
+    }
+
+    pub(super) fn outcome(&self) -> Outcome {
+        let completed: Vec<&Job> = self
+            .jobs
+            .iter()
+            .filter(|j| j.ended_at.is_some() && !j.failed)
+            .collect();
+        let ends: Vec<f64> = self
+            .jobs
+            .iter()
+            .filter_map(|j| j.ended_at)
+            .map(|at| self.elapsed(at))
+            .collect();
+        let jct: Vec<f64> = completed
+            .iter()
+            .filter_map(|j| j.ended_at)
+            .map(|at| self.elapsed(at))
+            .collect();
+        Outcome {
+            policy: self.policy.name().to_owned(),
+            jobs: self.jobs.len(),
+            tasks_finished: self
+                .tasks
+                .iter()
+                .filter(|t| t.phase == Phase::Finished)
+                .count(),
+            jobs_failed: self.jobs.iter().filter(|j| j.failed).count(),
+            jobs_completed: completed.len(),
+            makespan_s: ends.iter().copied().fold(0.0, f64::max),
+            avg_job_completion_s: if jct.is_empty() {
+                0.0
+            } else {
+                jct.iter().sum::<f64>() / jct.len() as f64
+            },
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Scheduler for Batch {
+    async fn registered(&mut self, _ctx: &mut Context, id: FrameworkId, reregistered: bool) {
+        self.framework_id = Some(id);
+        self.started.get_or_insert_with(Instant::now);
+        if !reregistered {
+            println!("registered as framework {id}");
+        }
+    }
+
+    async fn offers(&mut self, _ctx: &mut Context, offers: Vec<Offer>) -> Decisions {
+        for offer in &offers {
+            self.agents
+                .insert(offer.agent_id, offer.agent_total.clone());
+        }
+        let queued = self.queued();
+        let slots: Vec<OfferSlot> = offers.iter().map(OfferSlot::from).collect();
+        let pending: Vec<PendingTask> = queued
+            .iter()
+            .map(|&t| PendingTask {
+                job: self.tasks[t].job as JobId,
+                demand: self.tasks[t].demand.clone(),
+                duration_s: self.tasks[t].duration_s,
+            })
+            .collect();
+        let mut cluster = Resources::new();
+        for total in self.agents.values() {
+            cluster.add_assign(total);
+        }
+        let input = PlacementInput {
+            offers: &slots,
+            tasks: &pending,
+            job_usage: &self.usage,
+            cluster_total: &cluster,
+        };
+        let assignments = self.policy.place(&input);
+        let mut per_offer: Vec<Vec<TaskSpec>> = vec![Vec::new(); offers.len()];
+        for a in assignments {
+            let t = queued[a.task];
+            let spec = match self.task_spec(t, offers[a.offer].agent_id) {
+                Ok(spec) => spec,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot name a task; skipping it");
+                    continue;
+                }
+            };
+            self.tasks[t].phase = Phase::Launched;
+            self.by_id.insert(spec.task_id.clone(), t);
+            let job = self.tasks[t].job as JobId;
+            self.usage
+                .entry(job)
+                .or_default()
+                .add_assign(&spec.resources);
+            per_offer[a.offer].push(spec);
+        }
+        let mut per_offer = per_offer.into_iter();
+        Decisions::launch_or_decline(&offers, |_| per_offer.next().unwrap_or_default())
+    }
+
+    async fn status_update(&mut self, ctx: &mut Context, status: &TaskStatus) {
+        let Some(&t) = self.by_id.get(&status.task_id) else {
+            return;
+        };
+        if !status.state.is_terminal() || self.tasks[t].phase != Phase::Launched {
+            return;
+        }
+        self.by_id.remove(&status.task_id);
+        let job = self.tasks[t].job as JobId;
+        if let Some(held) = self.usage.get_mut(&job) {
+            *held = held.saturating_sub(&self.tasks[t].demand);
+        }
+        if status.state == TaskState::Finished {
+            self.task_done(t, Phase::Finished);
+        } else if self.tasks[t].attempt < self.max_retries {
+            tracing::warn!(task = %status.task_id, state = %status.state, message = ?status.message, "task ended early; retrying");
+            self.tasks[t].attempt += 1;
+            self.tasks[t].phase = Phase::Queued;
+        } else {
+            tracing::warn!(task = %status.task_id, state = %status.state, "task out of retries");
+            self.task_done(t, Phase::GaveUp);
+        }
+        if self.all_ended() {
+            ctx.stop();
+        }
+    }
+
+    async fn launch_failed(&mut self, _ctx: &mut Context, tasks: Vec<TaskSpec>, reason: &SdkError) {
+        tracing::warn!(error = %reason, count = tasks.len(), "launch failed; requeueing");
+        for spec in tasks {
+            if let Some(t) = self.by_id.remove(&spec.task_id) {
+                let job = self.tasks[t].job as JobId;
+                if let Some(held) = self.usage.get_mut(&job) {
+                    *held = held.saturating_sub(&spec.resources);
+                }
+                // A new attempt id: the coordinator may have recorded the old one.
+                self.tasks[t].attempt += 1;
+                self.tasks[t].phase = Phase::Queued;
+            }
+        }
+    }
+
+    fn pending_tasks(&self) -> usize {
+        self.tasks
+            .iter()
+            .filter(|t| t.phase == Phase::Queued)
+            .count()
+    }
+
+    fn demand_hint(&self) -> Option<Resources> {
+        // The smallest queued demand, per resource: any agent that cannot hold it is useless.
+        let mut queued = self
+            .tasks
+            .iter()
+            .filter(|t| t.phase == Phase::Queued)
+            .map(|t| &t.demand);
+        let first = queued.next()?.clone();
+        Some(queued.fold(first, |min, d| {
+            let mut out = Resources::new();
+            for (name, v) in min.iter() {
+                out.set_millis(name.clone(), v.min(d.millis(name.as_str())));
+            }
+            out
+        }))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use framework_sdk::placement::Tetris;
+    use protocol::{OfferId, UpdateId};
+
+    use super::*;
+    use crate::tetris_batch::TaskGroup;
+
+    fn offer(free: &str) -> Offer {
+        let now = protocol::now();
+        Offer {
+            offer_id: OfferId::new(),
+            framework_id: FrameworkId::new(),
+            agent_id: AgentId::new(),
+            hostname: "h".into(),
+            resources: free.parse().unwrap(),
+            agent_total: "cpus=8,mem=8192".parse().unwrap(),
+            attributes: BTreeMap::new(),
+            created_at: now,
+            expires_at: now,
+        }
+    }
+
+    fn status(spec: &TaskSpec, state: TaskState) -> TaskStatus {
+        TaskStatus {
+            task_id: spec.task_id.clone(),
+            framework_id: FrameworkId::new(),
+            agent_id: spec.agent_id,
+            state,
+            message: None,
+            exit_code: None,
+            update_id: UpdateId::new(),
+            timestamp: protocol::now(),
+        }
+    }
+
+    #[tokio::test]
+    async fn places_retries_and_finishes() {
+        let jobs = vec![JobSpec {
+            name: "a".into(),
+            tasks: vec![TaskGroup {
+                resources: "cpus=2,mem=1024".parse().unwrap(),
+                duration_s: 1.0,
+                count: 3,
+            }],
+        }];
+        let mut batch = Batch::new(&jobs, Box::new(Tetris::default()), true, 1).unwrap();
+        let mut ctx = Context::new(None);
+        let d = batch.offers(&mut ctx, vec![offer("cpus=4,mem=8192")]).await;
+        let framework_sdk::Answer::Launch { tasks, .. } = &d.answers()[0] else {
+            panic!()
+        };
+        assert_eq!(tasks.len(), 2, "two of three fit in 4 cpus");
+        assert_eq!(tasks[0].duration_s, Some(1.0));
+        assert_eq!(batch.pending_tasks(), 1);
+        assert_eq!(batch.demand_hint().unwrap().to_string(), "cpus=2,mem=1024");
+        // One fails and is queued again under a new id; the other finishes.
+        batch
+            .status_update(&mut ctx, &status(&tasks[0], TaskState::Failed))
+            .await;
+        batch
+            .status_update(&mut ctx, &status(&tasks[1], TaskState::Finished))
+            .await;
+        batch
+            .status_update(&mut ctx, &status(&tasks[1], TaskState::Finished))
+            .await;
+        assert_eq!(batch.pending_tasks(), 2);
+        let d = batch.offers(&mut ctx, vec![offer("cpus=8,mem=8192")]).await;
+        let framework_sdk::Answer::Launch { tasks, .. } = &d.answers()[0] else {
+            panic!()
+        };
+        assert!(tasks.iter().any(|t| t.task_id.as_str() == "j0-t0-a1"));
+        for t in tasks {
+            batch
+                .status_update(&mut ctx, &status(t, TaskState::Finished))
+                .await;
+        }
+        let outcome = batch.outcome();
+        assert_eq!((outcome.tasks_finished, outcome.jobs_completed), (3, 1));
+        assert!(ctx.is_stopping());
+    }
+}

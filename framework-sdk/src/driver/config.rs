@@ -1,0 +1,109 @@
+//! [`DriverConfig`]: where the coordinator is, who the framework is, and the driver's timings.
+
+use std::time::Duration;
+
+use protocol::{FrameworkId, RolePath};
+
+/// The default failover timeout: one hour. When the driver loses its connection (or its process
+/// restarts with the same `framework_id`), the framework's tasks keep running this long before
+/// the coordinator tears the framework down. Mesos' default of zero killed every task on the
+/// first network blip; an hour rides out restarts and deploys without leaking tasks forever.
+pub const DEFAULT_FAILOVER_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// The driver's configuration. Build it with [`DriverConfig::new`] and adjust fields.
+#[derive(Debug, Clone)]
+pub struct DriverConfig {
+    /// The coordinator's base URL, e.g. `http://127.0.0.1:5050`.
+    pub coordinator: String,
+    /// The framework's human-readable name.
+    pub name: String,
+    /// The role it runs under.
+    pub role: RolePath,
+    /// Set to take over an existing framework (after a restart of the framework's process).
+    pub framework_id: Option<FrameworkId>,
+    /// How long tasks survive a lost connection; see [`DEFAULT_FAILOVER_TIMEOUT`].
+    pub failover_timeout: Duration,
+    /// How long the first registration may keep failing (coordinator unreachable) before
+    /// [`Driver::run`](crate::Driver::run) gives up. Default 60 s.
+    pub register_timeout: Duration,
+    /// An offer the scheduler neither launches on nor declines is declined after this long, so a
+    /// framework never hoards resources. Default 2 s.
+    pub offer_hold_timeout: Duration,
+    /// The filter on declined offers, in seconds. Longer than the coordinator's default (5 s),
+    /// because a framework that declines usually cannot use those resources soon, and a revive
+    /// (sent when new work arrives) clears filters anyway. Default 30 s.
+    pub decline_refuse_seconds: f64,
+    /// The filter on the unused rest of accepted offers, in seconds. Default 5 s.
+    pub accept_refuse_seconds: f64,
+    /// Revives are sent at most this often; frequent revives overload the allocator. Default 1 s.
+    pub revive_interval: Duration,
+    /// The first reconnection delay; it doubles up to `reconnect_backoff_max`. Default 100 ms.
+    pub reconnect_backoff_min: Duration,
+    /// The longest reconnection delay. Default 5 s.
+    pub reconnect_backoff_max: Duration,
+    /// The stream is considered dead after this many heartbeat intervals without any event.
+    /// Default 5.
+    pub missed_heartbeats: u32,
+    /// The time limit of each request other than the event stream. Default 10 s.
+    pub request_timeout: Duration,
+    /// When the driver stops on request, unregister the framework (the coordinator kills its
+    /// tasks). When false, the tasks run on for the failover timeout so another process can take
+    /// over with the same `framework_id`. Default true.
+    pub unregister_on_stop: bool,
+    /// After reconnecting, ask for the latest state of all tasks, so states missed while away
+    /// arrive as updates. Default true.
+    pub reconcile_on_reregister: bool,
+}
+
+impl DriverConfig {
+    /// A configuration with the defaults documented on each field.
+    pub fn new(coordinator: impl Into<String>, name: impl Into<String>, role: RolePath) -> Self {
+        Self {
+            coordinator: coordinator.into(),
+            name: name.into(),
+            role,
+            framework_id: None,
+            failover_timeout: DEFAULT_FAILOVER_TIMEOUT,
+            register_timeout: Duration::from_secs(60),
+            offer_hold_timeout: Duration::from_secs(2),
+            decline_refuse_seconds: 30.0,
+            accept_refuse_seconds: 5.0,
+            revive_interval: Duration::from_secs(1),
+            reconnect_backoff_min: Duration::from_millis(100),
+            reconnect_backoff_max: Duration::from_secs(5),
+            missed_heartbeats: 5,
+            request_timeout: Duration::from_secs(10),
+            unregister_on_stop: true,
+            reconcile_on_reregister: true,
+        }
+    }
+
+    /// Checks the values are usable; the message names the bad field.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.name.trim().is_empty() {
+            return Err("name is empty; give the framework a name".into());
+        }
+        for (field, v) in [
+            ("decline_refuse_seconds", self.decline_refuse_seconds),
+            ("accept_refuse_seconds", self.accept_refuse_seconds),
+        ] {
+            if !v.is_finite() || v < 0.0 {
+                return Err(format!(
+                    "{field} is {v}; use a finite number of seconds >= 0"
+                ));
+            }
+        }
+        if self.reconnect_backoff_min.is_zero()
+            || self.reconnect_backoff_max < self.reconnect_backoff_min
+        {
+            return Err("reconnect_backoff_min must be > 0 and <= reconnect_backoff_max".into());
+        }
+        if self.missed_heartbeats == 0 {
+            return Err("missed_heartbeats must be at least 1".into());
+        }
+        if self.request_timeout.is_zero() {
+            return Err("request_timeout must be > 0".into());
+        }
+        Ok(())
+    }
+}

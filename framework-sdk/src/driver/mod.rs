@@ -1,0 +1,527 @@
+//! The [`Driver`]: runs a [`Scheduler`] against the coordinator over HTTP and SSE.
+//!
+//! One task does everything, in order: it registers, reads the event stream, calls the
+//! scheduler, carries out what the scheduler asked for, acknowledges updates, declines offers
+//! held too long, suppresses and revives, and reconnects with backoff when the stream breaks.
+
+mod config;
+mod demand;
+mod offer_book;
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use protocol::messages::{AcceptRequest, DeclineRequest, RegisterFramework, ReviveRequest};
+use protocol::{FrameworkEvent, FrameworkId, OfferId, TaskSpec, TaskStatus};
+use rand::Rng;
+use tokio_util::sync::CancellationToken;
+
+pub use config::{DriverConfig, DEFAULT_FAILOVER_TIMEOUT};
+use demand::{DemandAction, DemandState};
+use offer_book::OfferBook;
+
+use crate::client::{CoordinatorClient, Registration};
+use crate::scheduler::{Answer, Command, Context, Scheduler};
+use crate::sse::SseParser;
+use crate::SdkError;
+
+/// Used until the coordinator tells the stream's heartbeat interval.
+const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(15);
+
+/// A scheduler that keeps asking for launches on offers that are gone would loop forever; the
+/// driver carries out at most this many rounds of follow-up requests per callback.
+const MAX_COMMAND_ROUNDS: usize = 64;
+
+/// Runs a [`Scheduler`]: see the crate documentation for an example.
+pub struct Driver<S> {
+    config: DriverConfig,
+    client: CoordinatorClient,
+    scheduler: S,
+    stop: CancellationToken,
+}
+
+impl<S> std::fmt::Debug for Driver<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: Scheduler> Driver<S> {
+    /// A driver for `scheduler`; nothing happens until [`Driver::run`].
+    pub fn new(config: DriverConfig, scheduler: S) -> Result<Self, SdkError> {
+        config.validate().map_err(SdkError::InvalidConfig)?;
+        let client = CoordinatorClient::new(&config.coordinator, config.request_timeout)?;
+        Ok(Self {
+            config,
+            client,
+            scheduler,
+            stop: CancellationToken::new(),
+        })
+    }
+
+    /// A token that stops the driver when cancelled, as [`Context::stop`] does.
+    pub fn stop_token(&self) -> CancellationToken {
+        self.stop.clone()
+    }
+
+    /// Runs until the scheduler calls [`Context::stop`] or the stop token is cancelled, and
+    /// returns the scheduler. Fails when the coordinator rejects the registration, removes the
+    /// framework, or cannot be reached within the failover timeout; the scheduler's
+    /// [`Scheduler::error`] sees the error first.
+    pub async fn run(self) -> Result<S, SdkError> {
+        let mut runner = Runner {
+            demand: DemandState::new(self.config.revive_interval),
+            config: self.config,
+            client: self.client,
+            scheduler: self.scheduler,
+            stop: self.stop,
+            ctx: Context::new(None),
+            framework_id: None,
+            offers: OfferBook::default(),
+            heartbeat: DEFAULT_HEARTBEAT,
+            stopping: false,
+            revive_at: None,
+        };
+        runner.framework_id = runner.config.framework_id;
+        match runner.run().await {
+            Ok(()) => Ok(runner.scheduler),
+            Err(e) => {
+                tracing::error!(error = %e, "driver stopped");
+                runner.scheduler.error(&mut runner.ctx, &e).await;
+                runner.ctx.commands.clear();
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Why a session (one registration and one stream) ended.
+enum SessionEnd {
+    Stopped,
+    Lost(String),
+}
+
+struct Runner<S> {
+    config: DriverConfig,
+    client: CoordinatorClient,
+    scheduler: S,
+    stop: CancellationToken,
+    ctx: Context,
+    framework_id: Option<FrameworkId>,
+    offers: OfferBook,
+    demand: DemandState,
+    heartbeat: Duration,
+    stopping: bool,
+    revive_at: Option<Instant>,
+}
+
+impl<S: Scheduler> Runner<S> {
+    async fn run(&mut self) -> Result<(), SdkError> {
+        let mut backoff = Backoff::new(&self.config);
+        // Give up reconnecting at this instant; it moves whenever a session is lost.
+        let mut give_up_at = Instant::now() + self.config.register_timeout;
+        loop {
+            if self.stop.is_cancelled() || self.stopping {
+                self.shutdown().await;
+                return Ok(());
+            }
+            match self.connect().await {
+                Ok(stream) => {
+                    backoff.reset();
+                    match self.session(stream).await? {
+                        SessionEnd::Stopped => {
+                            self.shutdown().await;
+                            return Ok(());
+                        }
+                        SessionEnd::Lost(why) => {
+                            tracing::warn!(reason = %why, "event stream lost; reconnecting");
+                            // Offers die with the stream; the coordinator rescinds or expires
+                            // them. Give them back now so they do not sit idle until then.
+                            self.decline_all().await;
+                            self.scheduler.disconnected(&mut self.ctx).await;
+                            self.after_callback().await?;
+                            give_up_at = Instant::now() + self.config.failover_timeout;
+                        }
+                    }
+                }
+                Err(e) if e.is_transient() => {
+                    tracing::warn!(error = %e, "cannot reach the coordinator; retrying");
+                    if Instant::now() >= give_up_at {
+                        return Err(match self.framework_id {
+                            Some(_) => {
+                                SdkError::FailoverTimeoutExceeded(self.config.failover_timeout)
+                            }
+                            None => e,
+                        });
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+            let delay = backoff.next();
+            tokio::select! {
+                _ = self.stop.cancelled() => {}
+                _ = tokio::time::sleep(delay) => {}
+            }
+        }
+    }
+
+    /// Registers (or re-registers) and opens the event stream.
+    async fn connect(&mut self) -> Result<reqwest::Response, SdkError> {
+        let request = RegisterFramework {
+            name: self.config.name.clone(),
+            role: self.config.role.clone(),
+            failover_timeout_s: Some(self.config.failover_timeout.as_secs_f64()),
+            framework_id: self.framework_id,
+            demand: self.scheduler.demand_hint(),
+        };
+        let registration = match self.client.register(&request).await {
+            Ok(r) => r,
+            Err(SdkError::Rejected {
+                status: 404,
+                message,
+                ..
+            }) if self.framework_id.is_some() => {
+                return Err(SdkError::FrameworkRemoved(message));
+            }
+            Err(e) => return Err(e),
+        };
+        let Registration {
+            registered,
+            reregistered,
+        } = registration;
+        let id = registered.framework_id;
+        if self.framework_id.is_some_and(|old| old != id) {
+            tracing::warn!(old = ?self.framework_id, new = %id, "coordinator gave a new framework id; old tasks are gone");
+        }
+        self.framework_id = Some(id);
+        self.ctx.set_framework_id(id);
+        self.heartbeat = heartbeat_interval(registered.heartbeat_interval_s);
+        let stream = self.client.events(id).await?;
+        tracing::info!(framework_id = %id, reregistered, "registered");
+        self.demand
+            .registered(reregistered, self.scheduler.pending_tasks());
+        self.scheduler
+            .registered(&mut self.ctx, id, reregistered)
+            .await;
+        if reregistered && self.config.reconcile_on_reregister {
+            if let Err(e) = self.client.reconcile(id, Vec::new()).await {
+                tracing::warn!(error = %e, "reconcile after re-registration failed");
+            }
+        }
+        self.after_callback().await?;
+        Ok(stream)
+    }
+
+    /// Reads one stream until it ends, the driver stops, or the coordinator removes us.
+    async fn session(&mut self, stream: reqwest::Response) -> Result<SessionEnd, SdkError> {
+        let mut bytes = std::pin::pin!(stream.bytes_stream());
+        let mut parser = SseParser::default();
+        let mut last_seen = Instant::now();
+        loop {
+            if self.stopping {
+                return Ok(SessionEnd::Stopped);
+            }
+            let silence_limit = self.heartbeat * self.config.missed_heartbeats;
+            let heartbeat_deadline = tokio::time::Instant::from_std(last_seen + silence_limit);
+            let offer_deadline = self.offers.next_deadline();
+            let revive_at = self.revive_at;
+            tokio::select! {
+                _ = self.stop.cancelled() => return Ok(SessionEnd::Stopped),
+                chunk = bytes.next() => match chunk {
+                    Some(Ok(chunk)) => {
+                        last_seen = Instant::now();
+                        let frames = match parser.feed(&chunk) {
+                            Ok(frames) => frames,
+                            Err(e) => return Ok(SessionEnd::Lost(e.to_string())),
+                        };
+                        for frame in frames {
+                            match FrameworkEvent::from_sse(&frame.event, &frame.data) {
+                                Ok(event) => self.handle_event(event).await?,
+                                Err(e) => tracing::warn!(event = %frame.event, error = %e, "ignoring an unreadable event"),
+                            }
+                        }
+                    }
+                    Some(Err(e)) => return Ok(SessionEnd::Lost(e.to_string())),
+                    None => return Ok(SessionEnd::Lost("the coordinator closed the stream".into())),
+                },
+                _ = tokio::time::sleep_until(heartbeat_deadline) => {
+                    return Ok(SessionEnd::Lost(format!("no event for {silence_limit:?}")));
+                }
+                _ = sleep_until_opt(offer_deadline) => {
+                    for offer_id in self.offers.take_expired(Instant::now()) {
+                        tracing::debug!(%offer_id, "declining an offer held too long");
+                        self.decline(offer_id, None).await;
+                    }
+                }
+                _ = sleep_until_opt(revive_at) => {
+                    self.revive_at = None;
+                    self.sync_demand().await;
+                }
+            }
+        }
+    }
+
+    async fn handle_event(&mut self, event: FrameworkEvent) -> Result<(), SdkError> {
+        match event {
+            FrameworkEvent::Subscribed(registered) => {
+                self.heartbeat = heartbeat_interval(registered.heartbeat_interval_s);
+            }
+            FrameworkEvent::Offers { offers } => {
+                self.ctx.set_held(self.offers.ids());
+                let deadline = Instant::now() + self.config.offer_hold_timeout;
+                for offer in &offers {
+                    self.offers.hold(offer.offer_id, deadline);
+                }
+                if self.stopping {
+                    return Ok(());
+                }
+                let decisions = self.scheduler.offers(&mut self.ctx, offers).await;
+                // The decisions come first, then whatever the scheduler asked through the context.
+                let mut commands: Vec<Command> = decisions
+                    .into_answers()
+                    .into_iter()
+                    .map(Command::Answer)
+                    .collect();
+                commands.append(&mut self.ctx.commands);
+                self.ctx.commands = commands;
+                self.after_callback().await?;
+            }
+            FrameworkEvent::Rescind { offer_id } => {
+                self.offers.remove(offer_id);
+                self.scheduler.rescinded(&mut self.ctx, offer_id).await;
+                self.after_callback().await?;
+            }
+            FrameworkEvent::Update { status } => {
+                self.scheduler.status_update(&mut self.ctx, &status).await;
+                self.after_callback().await?;
+                self.acknowledge(&status).await;
+            }
+            FrameworkEvent::Heartbeat {} => {}
+            FrameworkEvent::Error { message } => return Err(SdkError::FrameworkRemoved(message)),
+        }
+        Ok(())
+    }
+
+    /// Carries out what the scheduler asked for, then re-checks suppress/revive.
+    async fn after_callback(&mut self) -> Result<(), SdkError> {
+        for _ in 0..MAX_COMMAND_ROUNDS {
+            let commands = std::mem::take(&mut self.ctx.commands);
+            if commands.is_empty() {
+                break;
+            }
+            for command in commands {
+                match command {
+                    Command::Answer(Answer::Launch { offer_ids, tasks }) => {
+                        self.launch(offer_ids, tasks).await;
+                    }
+                    Command::Answer(Answer::Decline {
+                        offer_id,
+                        refuse_seconds,
+                    }) => {
+                        self.offers.remove(offer_id);
+                        self.decline(offer_id, refuse_seconds).await;
+                    }
+                    Command::Kill(task_id) => {
+                        if let Some(id) = self.framework_id {
+                            if let Err(e) = self.client.kill(id, &task_id).await {
+                                self.report(e).await;
+                            }
+                        }
+                    }
+                    Command::Reconcile(task_ids) => {
+                        if let Some(id) = self.framework_id {
+                            if let Err(e) = self.client.reconcile(id, task_ids).await {
+                                self.report(e).await;
+                            }
+                        }
+                    }
+                    Command::Stop => self.stopping = true,
+                }
+            }
+        }
+        if !self.ctx.commands.is_empty() {
+            tracing::error!("scheduler keeps issuing requests from its callbacks; dropping them");
+            self.ctx.commands.clear();
+        }
+        self.ctx.set_held(self.offers.ids());
+        self.sync_demand().await;
+        Ok(())
+    }
+
+    async fn launch(&mut self, offer_ids: Vec<OfferId>, tasks: Vec<TaskSpec>) {
+        if tasks.is_empty() {
+            for offer_id in offer_ids {
+                self.offers.remove(offer_id);
+                self.decline(offer_id, None).await;
+            }
+            return;
+        }
+        let (Some(id), true) = (self.framework_id, !offer_ids.is_empty()) else {
+            let e = SdkError::Protocol("a launch must name at least one offer".into());
+            self.scheduler.launch_failed(&mut self.ctx, tasks, &e).await;
+            return;
+        };
+        if let Some(gone) = offer_ids.iter().find(|o| !self.offers.contains(**o)) {
+            // Rescinded, expired, already answered, or never ours: the coordinator would refuse.
+            let e = SdkError::Protocol(format!(
+                "offer {gone} is not held (rescinded or already answered)"
+            ));
+            self.scheduler.launch_failed(&mut self.ctx, tasks, &e).await;
+            return;
+        }
+        for offer_id in &offer_ids {
+            self.offers.remove(*offer_id);
+        }
+        let request = AcceptRequest {
+            offer_ids,
+            tasks,
+            refuse_seconds: Some(self.config.accept_refuse_seconds),
+        };
+        match self.client.accept(id, &request).await {
+            Ok(answer) => {
+                let missing: Vec<TaskSpec> = request
+                    .tasks
+                    .into_iter()
+                    .filter(|t| !answer.launched.contains(&t.task_id))
+                    .collect();
+                if !missing.is_empty() {
+                    let e = SdkError::Protocol("the coordinator did not launch every task".into());
+                    self.scheduler
+                        .launch_failed(&mut self.ctx, missing, &e)
+                        .await;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                self.scheduler
+                    .launch_failed(&mut self.ctx, request.tasks, &e)
+                    .await;
+            }
+        }
+    }
+
+    async fn decline(&mut self, offer_id: OfferId, refuse_seconds: Option<f64>) {
+        let Some(id) = self.framework_id else { return };
+        let request = DeclineRequest {
+            offer_ids: vec![offer_id],
+            refuse_seconds: Some(refuse_seconds.unwrap_or(self.config.decline_refuse_seconds)),
+        };
+        if let Err(e) = self.client.decline(id, &request).await {
+            // An offer that is already gone needs no decline.
+            tracing::debug!(%offer_id, error = %e, "decline failed");
+        }
+    }
+
+    async fn decline_all(&mut self) {
+        for offer_id in self.offers.take_all() {
+            self.decline(offer_id, None).await;
+        }
+    }
+
+    async fn acknowledge(&mut self, status: &TaskStatus) {
+        let Some(id) = self.framework_id else { return };
+        if let Err(e) = self
+            .client
+            .acknowledge(id, &status.task_id, status.update_id)
+            .await
+        {
+            // The coordinator sends unacknowledged updates again, so this heals by itself.
+            tracing::warn!(task_id = %status.task_id, error = %e, "acknowledge failed");
+        }
+    }
+
+    /// Suppresses or revives to match the scheduler's pending work.
+    async fn sync_demand(&mut self) {
+        let Some(id) = self.framework_id else { return };
+        let now = Instant::now();
+        match self.demand.decide(self.scheduler.pending_tasks(), now) {
+            DemandAction::None => {}
+            DemandAction::Suppress => {
+                let result = self.client.suppress(id).await;
+                self.demand.suppressed(result.is_ok());
+                if let Err(e) = result {
+                    self.report(e).await;
+                }
+            }
+            DemandAction::Revive => {
+                let request = ReviveRequest {
+                    demand: self.scheduler.demand_hint(),
+                };
+                let result = self.client.revive(id, &request).await;
+                self.demand.revived(result.is_ok(), now);
+                match result {
+                    Ok(()) => self.revive_at = None,
+                    Err(e) => {
+                        self.revive_at = Some(now + self.config.revive_interval);
+                        self.report(e).await;
+                    }
+                }
+            }
+            DemandAction::ReviveAt(at) => self.revive_at = Some(at),
+        }
+    }
+
+    /// Tells the scheduler about a failed call. Requests it makes in `error` wait for the next
+    /// round of commands.
+    async fn report(&mut self, error: SdkError) {
+        tracing::warn!(error = %error, "coordinator call failed");
+        let pending = std::mem::take(&mut self.ctx.commands);
+        self.scheduler.error(&mut self.ctx, &error).await;
+        let mut added = std::mem::replace(&mut self.ctx.commands, pending);
+        self.ctx.commands.append(&mut added);
+    }
+
+    async fn shutdown(&mut self) {
+        self.decline_all().await;
+        if let (true, Some(id)) = (self.config.unregister_on_stop, self.framework_id) {
+            if let Err(e) = self.client.unregister(id).await {
+                tracing::warn!(error = %e, "unregister failed");
+            }
+        }
+    }
+}
+
+fn heartbeat_interval(seconds: f64) -> Duration {
+    if seconds.is_finite() && seconds > 0.0 {
+        Duration::from_secs_f64(seconds.clamp(0.01, 3600.0))
+    } else {
+        DEFAULT_HEARTBEAT
+    }
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Exponential backoff with jitter, so many frameworks do not reconnect in lockstep.
+struct Backoff {
+    min: Duration,
+    max: Duration,
+    current: Duration,
+}
+
+impl Backoff {
+    fn new(config: &DriverConfig) -> Self {
+        let (min, max) = (config.reconnect_backoff_min, config.reconnect_backoff_max);
+        Self {
+            min,
+            max,
+            current: min,
+        }
+    }
+
+    fn reset(&mut self) {
+        self.current = self.min;
+    }
+
+    fn next(&mut self) -> Duration {
+        let base = self.current;
+        self.current = (self.current * 2).min(self.max);
+        base.mul_f64(rand::thread_rng().gen_range(0.5..=1.0))
+    }
+}

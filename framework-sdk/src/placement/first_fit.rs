@@ -1,0 +1,66 @@
+//! [`FirstFit`]: the fair baseline. Jobs are served in DRF order; each gets one task placed on
+//! the first offer it fits, then shares are recomputed.
+
+use super::problem::Problem;
+use super::{Assignment, Placement, PlacementInput};
+
+/// DRF-ordered first fit: repeatedly take the job furthest below its fair share that has a task
+/// fitting some offer, and put its first such task on the first offer (in input order) it fits.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FirstFit;
+
+impl Placement for FirstFit {
+    fn name(&self) -> &str {
+        "first-fit"
+    }
+
+    fn place(&self, input: &PlacementInput<'_>) -> Vec<Assignment> {
+        let mut p = Problem::new(input);
+        'round: loop {
+            for job in p.jobs_by_share() {
+                let choice = p
+                    .unplaced_of(job)
+                    .find_map(|t| (0..p.free.len()).find(|&o| p.fits(t, o)).map(|o| (t, o)));
+                if let Some((t, o)) = choice {
+                    p.place(t, o);
+                    continue 'round;
+                }
+            }
+            return p.assignments;
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::placement::tests_support::{input, slot, task};
+
+    #[test]
+    fn first_offer_that_fits_in_drf_order() {
+        let offers = [
+            slot("cpus=1,mem=1", "cpus=4,mem=4"),
+            slot("cpus=4,mem=4", "cpus=4,mem=4"),
+        ];
+        // Job 1 already holds a lot, so job 2 goes first even though job 1's task comes first.
+        let tasks = [
+            task(1, "cpus=2,mem=1"),
+            task(2, "cpus=1,mem=1"),
+            task(2, "cpus=3,mem=3"),
+        ];
+        let mut usage = BTreeMap::new();
+        usage.insert(1, "cpus=4".parse().unwrap());
+        let got = FirstFit.place(&input(&offers, &tasks, &usage));
+        assert_eq!(
+            got,
+            vec![
+                Assignment { task: 1, offer: 0 },
+                Assignment { task: 2, offer: 1 }
+            ],
+            "job 2 (share 0) first; then job 2 again (3/8 < 4/8); then task 0 no longer fits"
+        );
+    }
+}

@@ -1,0 +1,116 @@
+//! Placement policies: given offers and a framework's pending tasks, choose which task goes
+//! where. Pure functions of their input (no I/O, no clock, no randomness), so frameworks can
+//! compare them in simulation and tests can check them exactly.
+//!
+//! - [`FirstFit`]: jobs in DRF order, each task to the first offer it fits (the fair baseline).
+//! - [`BestFit`]: jobs in DRF order, each task to the offer it leaves the least room in.
+//! - [`Tetris`]: alignment packing with shortest-remaining-work and a fairness knob, as in
+//!   `ALGORITHMS.md`.
+//!
+//! Use [`Placement::place`] on a [`PlacementInput`]; the result lists [`Assignment`]s by index
+//! into the input's offers and tasks, in the order they were chosen.
+
+mod best_fit;
+mod first_fit;
+mod problem;
+mod tetris;
+
+use std::collections::BTreeMap;
+
+use protocol::{AgentId, Offer, OfferId, Resources};
+
+pub use best_fit::BestFit;
+pub use first_fit::FirstFit;
+pub use tetris::{alignment, remaining_work, Tetris, TetrisError};
+
+/// Identifies one of the framework's jobs (a group of tasks that completes together).
+pub type JobId = u64;
+
+/// One offer's room, as placement sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OfferSlot {
+    /// The offer.
+    pub offer_id: OfferId,
+    /// Its agent.
+    pub agent_id: AgentId,
+    /// What is free (offered).
+    pub free: Resources,
+    /// The agent's whole capacity, which alignment normalises by.
+    pub total: Resources,
+}
+
+impl From<&Offer> for OfferSlot {
+    fn from(offer: &Offer) -> Self {
+        Self {
+            offer_id: offer.offer_id,
+            agent_id: offer.agent_id,
+            free: offer.resources.clone(),
+            total: offer.agent_total.clone(),
+        }
+    }
+}
+
+/// A task waiting to be placed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingTask {
+    /// The job it belongs to.
+    pub job: JobId,
+    /// What it needs.
+    pub demand: Resources,
+    /// How long it is expected to run, in seconds (used by Tetris' remaining-work score).
+    pub duration_s: f64,
+}
+
+/// Everything a policy decides from.
+#[derive(Debug, Clone, Copy)]
+pub struct PlacementInput<'a> {
+    /// The offers to place on.
+    pub offers: &'a [OfferSlot],
+    /// The pending tasks, in the framework's preferred order within each job.
+    pub tasks: &'a [PendingTask],
+    /// What each job holds now (running tasks), for DRF among the framework's jobs. A job
+    /// absent here holds nothing.
+    pub job_usage: &'a BTreeMap<JobId, Resources>,
+    /// The cluster's capacity, shares are measured against it. When empty, the sum of the
+    /// totals of the offers' distinct agents is used.
+    pub cluster_total: &'a Resources,
+}
+
+/// Task `task` (an index into [`PlacementInput::tasks`]) goes on offer `offer` (an index into
+/// [`PlacementInput::offers`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Assignment {
+    /// Index of the task.
+    pub task: usize,
+    /// Index of the offer.
+    pub offer: usize,
+}
+
+/// A placement policy. Implementations never over-commit an offer and place each task at most
+/// once.
+pub trait Placement: Send + Sync {
+    /// A short name for logs and reports, e.g. `tetris`.
+    fn name(&self) -> &str;
+
+    /// Chooses assignments, in the order they were made.
+    fn place(&self, input: &PlacementInput<'_>) -> Vec<Assignment>;
+}
+
+/// Sums the totals of the distinct agents of `offers`: the best estimate of the cluster when the
+/// framework knows nothing else.
+pub fn agents_total(offers: &[OfferSlot]) -> Resources {
+    let mut seen = Vec::new();
+    let mut sum = Resources::new();
+    for slot in offers {
+        if !seen.contains(&slot.agent_id) {
+            seen.push(slot.agent_id);
+            sum.add_assign(&slot.total);
+        }
+    }
+    sum
+}
+
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod tests_support;

@@ -1,0 +1,514 @@
+//! The driver against a fake coordinator over real HTTP on loopback: registration, offers,
+//! accept/decline, hold timeout, acknowledgements, suppress/revive, reconnection, typed errors.
+#![allow(clippy::unwrap_used)]
+
+mod fake;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fake::{offer, wait_for, Fake};
+use framework_sdk::{Context, Decisions, Driver, DriverConfig, Scheduler, SdkError};
+use protocol::{
+    AgentId, CommandSpec, FrameworkEvent, FrameworkId, Offer, OfferId, TaskId, TaskSpec, TaskState,
+    TaskStatus, UpdateId,
+};
+use tokio::task::JoinHandle;
+
+const WITHIN: Duration = Duration::from_secs(5);
+
+/// How the probe answers offers.
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    /// One task per offer while tasks are pending, decline the rest.
+    Launch,
+    /// Answer nothing.
+    Hold,
+}
+
+/// A scheduler that writes what happens to a log shared with the fake coordinator.
+struct Probe {
+    log: Arc<Mutex<Vec<String>>>,
+    mode: Mode,
+    pending: usize,
+    launched: usize,
+}
+
+impl Probe {
+    fn new(fake: &Fake, mode: Mode, pending: usize) -> Self {
+        Self {
+            log: fake.log.clone(),
+            mode,
+            pending,
+            launched: 0,
+        }
+    }
+
+    fn note(&self, line: String) {
+        self.log.lock().unwrap().push(line);
+    }
+}
+
+#[async_trait::async_trait]
+impl Scheduler for Probe {
+    async fn registered(&mut self, _ctx: &mut Context, _id: FrameworkId, reregistered: bool) {
+        self.note(format!("registered reregistered={reregistered}"));
+    }
+
+    async fn offers(&mut self, _ctx: &mut Context, offers: Vec<Offer>) -> Decisions {
+        self.note(format!("offers {}", offers.len()));
+        if self.mode == Mode::Hold {
+            return Decisions::new();
+        }
+        Decisions::launch_or_decline(&offers, |o| {
+            if self.pending == 0 {
+                return vec![];
+            }
+            self.pending -= 1;
+            self.launched += 1;
+            vec![spec(&format!("t{}", self.launched), o.agent_id)]
+        })
+    }
+
+    async fn rescinded(&mut self, _ctx: &mut Context, offer_id: OfferId) {
+        self.note(format!("rescinded {offer_id}"));
+    }
+
+    async fn status_update(&mut self, ctx: &mut Context, status: &TaskStatus) {
+        self.note(format!("status {} {}", status.task_id, status.state));
+        if status.state == TaskState::Failed {
+            self.pending += 1;
+        }
+        if status.task_id.as_str() == "stop" {
+            ctx.stop();
+        }
+    }
+
+    async fn launch_failed(&mut self, _ctx: &mut Context, tasks: Vec<TaskSpec>, e: &SdkError) {
+        self.note(format!(
+            "launch_failed {} {}",
+            tasks.len(),
+            e.code().unwrap_or("-")
+        ));
+        self.pending += tasks.len();
+    }
+
+    async fn disconnected(&mut self, _ctx: &mut Context) {
+        self.note("disconnected".into());
+    }
+
+    async fn error(&mut self, _ctx: &mut Context, error: &SdkError) {
+        self.note(format!("error {}", error.code().unwrap_or("-")));
+    }
+
+    fn pending_tasks(&self) -> usize {
+        self.pending
+    }
+}
+
+fn spec(id: &str, agent_id: AgentId) -> TaskSpec {
+    TaskSpec {
+        task_id: TaskId::new(id).unwrap(),
+        name: id.into(),
+        agent_id,
+        resources: "cpus=1,mem=128".parse().unwrap(),
+        command: CommandSpec::Shell("true".into()),
+        env: Default::default(),
+        duration_s: None,
+    }
+}
+
+fn status(framework_id: FrameworkId, task: &str, state: TaskState) -> TaskStatus {
+    TaskStatus {
+        task_id: TaskId::new(task).unwrap(),
+        framework_id,
+        agent_id: AgentId::new(),
+        state,
+        message: None,
+        exit_code: None,
+        update_id: UpdateId::new(),
+        timestamp: protocol::now(),
+    }
+}
+
+fn config(fake: &Fake) -> DriverConfig {
+    let mut c = DriverConfig::new(fake.url.clone(), "probe", "eng/batch".parse().unwrap());
+    c.offer_hold_timeout = Duration::from_millis(200);
+    c.revive_interval = Duration::from_millis(50);
+    c.reconnect_backoff_min = Duration::from_millis(10);
+    c.reconnect_backoff_max = Duration::from_millis(50);
+    c.request_timeout = Duration::from_secs(2);
+    c
+}
+
+/// Starts a driver and waits until its stream is open; returns the framework id.
+async fn start(fake: &Fake, probe: Probe) -> (FrameworkId, JoinHandle<Result<Probe, SdkError>>) {
+    start_with(fake, probe, config(fake)).await
+}
+
+async fn start_with(
+    fake: &Fake,
+    probe: Probe,
+    config: DriverConfig,
+) -> (FrameworkId, JoinHandle<Result<Probe, SdkError>>) {
+    let driver = Driver::new(config, probe).unwrap();
+    let handle = tokio::spawn(driver.run());
+    wait_for(WITHIN, "stream open", || {
+        fake.recorded(|r| r.streams_opened == 1)
+    })
+    .await;
+    wait_for(WITHIN, "registered callback", || has(fake, "registered")).await;
+    (fake.id(), handle)
+}
+
+fn has(fake: &Fake, prefix: &str) -> bool {
+    fake.log
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|l| l.starts_with(prefix))
+}
+
+fn position(fake: &Fake, line: &str) -> Option<usize> {
+    fake.log.lock().unwrap().iter().position(|l| l == line)
+}
+
+async fn stop(fake: &Fake, id: FrameworkId, handle: JoinHandle<Result<Probe, SdkError>>) -> Probe {
+    assert!(fake.push(FrameworkEvent::Update {
+        status: status(id, "stop", TaskState::Finished)
+    }));
+    tokio::time::timeout(WITHIN, handle)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn registers_and_answers_offers_with_accepts_and_declines() {
+    let fake = Fake::start().await;
+    let (id, handle) = start(&fake, Probe::new(&fake, Mode::Launch, 1)).await;
+    let registration = fake.recorded(|r| r.registrations[0].clone());
+    assert_eq!(registration.name, "probe");
+    assert_eq!(registration.role.as_str(), "eng/batch");
+    assert_eq!(
+        registration.failover_timeout_s,
+        Some(3600.0),
+        "the documented default"
+    );
+    assert_eq!(registration.framework_id, None);
+
+    let (a, b) = (
+        offer(id, "cpus=4,mem=1024", "cpus=8,mem=2048"),
+        offer(id, "cpus=1,mem=1", "cpus=8,mem=2048"),
+    );
+    let (a_id, b_id) = (a.offer_id, b.offer_id);
+    assert!(fake.push(FrameworkEvent::Offers { offers: vec![a, b] }));
+    wait_for(WITHIN, "accept and decline", || {
+        fake.recorded(|r| r.accepts.len() == 1 && r.declines.len() == 1)
+    })
+    .await;
+    let (accept, decline) = fake.recorded(|r| (r.accepts[0].clone(), r.declines[0].clone()));
+    assert_eq!(accept.offer_ids, vec![a_id]);
+    assert_eq!(accept.tasks.len(), 1);
+    assert_eq!(accept.tasks[0].task_id.as_str(), "t1");
+    assert_eq!(accept.refuse_seconds, Some(5.0));
+    assert_eq!(decline.offer_ids, vec![b_id]);
+    assert_eq!(
+        decline.refuse_seconds,
+        Some(30.0),
+        "the SDK's longer filter"
+    );
+
+    let probe = stop(&fake, id, handle).await;
+    assert_eq!(probe.launched, 1);
+    assert_eq!(
+        fake.recorded(|r| r.unregisters),
+        1,
+        "stop unregisters by default"
+    );
+}
+
+#[tokio::test]
+async fn unanswered_offers_are_declined_after_the_hold_timeout() {
+    let fake = Fake::start().await;
+    let (id, handle) = start(&fake, Probe::new(&fake, Mode::Hold, 1)).await;
+    let held = offer(id, "cpus=4,mem=1024", "cpus=8,mem=2048");
+    let held_id = held.offer_id;
+    let pushed_at = std::time::Instant::now();
+    assert!(fake.push(FrameworkEvent::Offers { offers: vec![held] }));
+    wait_for(WITHIN, "offer seen", || has(&fake, "offers 1")).await;
+    wait_for(WITHIN, "hold-timeout decline", || {
+        fake.recorded(|r| r.declines.len() == 1)
+    })
+    .await;
+    assert!(
+        pushed_at.elapsed() >= Duration::from_millis(200),
+        "not before the timeout"
+    );
+    assert_eq!(
+        fake.recorded(|r| r.declines[0].offer_ids.clone()),
+        vec![held_id]
+    );
+
+    // A rescinded offer is forgotten: no decline for it later.
+    let gone = offer(id, "cpus=4,mem=1024", "cpus=8,mem=2048");
+    let gone_id = gone.offer_id;
+    assert!(fake.push(FrameworkEvent::Offers { offers: vec![gone] }));
+    assert!(fake.push(FrameworkEvent::Rescind { offer_id: gone_id }));
+    wait_for(WITHIN, "rescind seen", || {
+        has(&fake, &format!("rescinded {gone_id}"))
+    })
+    .await;
+    let probe = stop(&fake, id, handle).await;
+    assert_eq!(probe.launched, 0);
+    assert_eq!(fake.recorded(|r| r.declines.len()), 1);
+}
+
+#[tokio::test]
+async fn updates_are_acknowledged_after_the_scheduler_saw_them() {
+    let fake = Fake::start().await;
+    let (id, handle) = start(&fake, Probe::new(&fake, Mode::Launch, 0)).await;
+    let update = status(id, "t7", TaskState::Running);
+    let update_id = update.update_id;
+    assert!(fake.push(FrameworkEvent::Update { status: update }));
+    wait_for(WITHIN, "ack", || fake.recorded(|r| !r.acks.is_empty())).await;
+    let ack = fake.recorded(|r| r.acks[0].clone());
+    assert_eq!((ack.task_id.as_str(), ack.update_id), ("t7", update_id));
+    let seen = position(&fake, "status t7 running").unwrap();
+    let acked = position(&fake, "ack t7").unwrap();
+    assert!(seen < acked, "acknowledged before the scheduler saw it");
+    stop(&fake, id, handle).await;
+}
+
+#[tokio::test]
+async fn suppresses_when_idle_and_revives_when_work_arrives() {
+    let fake = Fake::start().await;
+    let (id, handle) = start(&fake, Probe::new(&fake, Mode::Launch, 1)).await;
+    assert_eq!(fake.recorded(|r| r.suppresses), 0, "work is pending");
+    assert!(fake.push(FrameworkEvent::Offers {
+        offers: vec![offer(id, "cpus=4,mem=1024", "cpus=8,mem=2048")]
+    }));
+    wait_for(WITHIN, "suppress once idle", || {
+        fake.recorded(|r| r.suppresses == 1)
+    })
+    .await;
+    assert_eq!(fake.recorded(|r| r.revives.len()), 0);
+    // The task fails: the probe wants to launch again, so the driver revives.
+    assert!(fake.push(FrameworkEvent::Update {
+        status: status(id, "t1", TaskState::Failed)
+    }));
+    wait_for(WITHIN, "revive on new work", || {
+        fake.recorded(|r| r.revives.len() == 1)
+    })
+    .await;
+    // Heartbeats and repeated updates of the same state do not cause more revives.
+    assert!(fake.push(FrameworkEvent::Heartbeat {}));
+    assert!(fake.push(FrameworkEvent::Update {
+        status: status(id, "t1", TaskState::Running)
+    }));
+    wait_for(WITHIN, "second update seen", || {
+        has(&fake, "status t1 running")
+    })
+    .await;
+    stop(&fake, id, handle).await;
+    assert_eq!(fake.recorded(|r| (r.suppresses, r.revives.len())), (1, 1));
+}
+
+#[tokio::test]
+async fn reconnects_with_the_same_framework_id_after_the_stream_drops() {
+    let fake = Fake::start().await;
+    let (id, handle) = start(&fake, Probe::new(&fake, Mode::Launch, 1)).await;
+    fake.drop_stream();
+    wait_for(WITHIN, "second stream", || {
+        fake.recorded(|r| r.streams_opened == 2)
+    })
+    .await;
+    wait_for(WITHIN, "reregistered callback", || {
+        has(&fake, "registered reregistered=true")
+    })
+    .await;
+    let second = fake.recorded(|r| r.registrations[1].clone());
+    assert_eq!(second.framework_id, Some(id));
+    assert!(has(&fake, "disconnected"));
+    assert!(position(&fake, "disconnected") < position(&fake, "registered reregistered=true"));
+    wait_for(WITHIN, "reconcile after failover", || {
+        fake.recorded(|r| r.reconciles.len() == 1)
+    })
+    .await;
+    assert!(
+        fake.recorded(|r| r.reconciles[0].task_ids.is_empty()),
+        "reconciles all tasks"
+    );
+    // The new stream works.
+    assert!(fake.push(FrameworkEvent::Offers {
+        offers: vec![offer(id, "cpus=4,mem=1024", "cpus=8,mem=2048")]
+    }));
+    wait_for(WITHIN, "accept on the new stream", || {
+        fake.recorded(|r| r.accepts.len() == 1)
+    })
+    .await;
+    stop(&fake, id, handle).await;
+}
+
+#[tokio::test]
+async fn a_silent_stream_is_treated_as_lost() {
+    // No keep-alives: after `missed_heartbeats` intervals of silence the driver reconnects even
+    // though the connection itself stays open.
+    let fake = Fake::start_silent().await;
+    let mut c = config(&fake);
+    c.missed_heartbeats = 2;
+    let (id, handle) = start_with(&fake, Probe::new(&fake, Mode::Launch, 0), c).await;
+    wait_for(WITHIN, "reconnect after silence", || {
+        fake.recorded(|r| r.streams_opened == 2)
+    })
+    .await;
+    assert_eq!(fake.recorded(|r| r.registrations[1].framework_id), Some(id));
+    stop(&fake, id, handle).await;
+}
+
+#[tokio::test]
+async fn a_rejected_registration_surfaces_as_a_typed_error() {
+    let fake = Fake::start().await;
+    fake.reject_register(
+        422,
+        "unknown_role",
+        "role eng/batch has no weight; create it first",
+    );
+    let driver = Driver::new(config(&fake), Probe::new(&fake, Mode::Launch, 1)).unwrap();
+    let err = tokio::time::timeout(WITHIN, driver.run())
+        .await
+        .unwrap()
+        .err()
+        .unwrap();
+    match &err {
+        SdkError::Rejected {
+            status,
+            code,
+            message,
+        } => {
+            assert_eq!(*status, 422);
+            assert_eq!(code, "unknown_role");
+            assert!(message.contains("create it first"));
+        }
+        other => panic!("wrong error {other:?}"),
+    }
+    assert!(
+        has(&fake, "error unknown_role"),
+        "the scheduler heard about it"
+    );
+    assert_eq!(
+        fake.recorded(|r| r.registrations.len()),
+        1,
+        "a 4xx is not retried"
+    );
+}
+
+#[tokio::test]
+async fn a_rejected_accept_hands_the_tasks_back_with_the_code() {
+    let fake = Fake::start().await;
+    let (id, handle) = start(&fake, Probe::new(&fake, Mode::Launch, 1)).await;
+    fake.reject_accept(409, "offer_gone", "offer was rescinded");
+    assert!(fake.push(FrameworkEvent::Offers {
+        offers: vec![offer(id, "cpus=4,mem=1024", "cpus=8,mem=2048")]
+    }));
+    wait_for(WITHIN, "launch_failed", || {
+        has(&fake, "launch_failed 1 offer_gone")
+    })
+    .await;
+    let probe = stop(&fake, id, handle).await;
+    assert_eq!(probe.pending, 1, "the task went back to the queue");
+}
+
+#[tokio::test]
+async fn the_stop_token_and_the_error_event_end_the_driver() {
+    let fake = Fake::start().await;
+    let driver = Driver::new(config(&fake), Probe::new(&fake, Mode::Hold, 1)).unwrap();
+    let token = driver.stop_token();
+    let handle = tokio::spawn(driver.run());
+    wait_for(WITHIN, "stream open", || {
+        fake.recorded(|r| r.streams_opened == 1)
+    })
+    .await;
+    let id = fake.id();
+    assert!(fake.push(FrameworkEvent::Offers {
+        offers: vec![offer(id, "cpus=4,mem=1024", "cpus=8,mem=2048")]
+    }));
+    wait_for(WITHIN, "offer seen", || has(&fake, "offers 1")).await;
+    token.cancel();
+    tokio::time::timeout(WITHIN, handle)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        fake.recorded(|r| r.declines.len()),
+        1,
+        "held offers are given back on stop"
+    );
+    assert_eq!(fake.recorded(|r| r.unregisters), 1);
+
+    let fake = Fake::start().await;
+    let driver = Driver::new(config(&fake), Probe::new(&fake, Mode::Hold, 1)).unwrap();
+    let handle = tokio::spawn(driver.run());
+    wait_for(WITHIN, "stream open", || {
+        fake.recorded(|r| r.streams_opened == 1)
+    })
+    .await;
+    assert!(fake.push(FrameworkEvent::Error {
+        message: "removed by operator".into()
+    }));
+    let err = tokio::time::timeout(WITHIN, handle)
+        .await
+        .unwrap()
+        .unwrap()
+        .err()
+        .unwrap();
+    assert!(
+        matches!(err, SdkError::FrameworkRemoved(ref m) if m == "removed by operator"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn bad_configuration_is_refused_up_front() {
+    let mut c = DriverConfig::new("ftp://x", "p", "a".parse().unwrap());
+    let probe = Probe {
+        log: Arc::default(),
+        mode: Mode::Hold,
+        pending: 0,
+        launched: 0,
+    };
+    assert!(matches!(
+        Driver::new(c.clone(), probe).err(),
+        Some(SdkError::InvalidConfig(_))
+    ));
+    c.coordinator = "http://127.0.0.1:1".into();
+    c.decline_refuse_seconds = f64::NAN;
+    let probe = Probe {
+        log: Arc::default(),
+        mode: Mode::Hold,
+        pending: 0,
+        launched: 0,
+    };
+    let err = Driver::new(c, probe).err().unwrap();
+    assert!(err.to_string().contains("decline_refuse_seconds"), "{err}");
+}
+
+#[tokio::test]
+async fn a_framework_forgotten_while_away_ends_the_driver() {
+    let fake = Fake::start().await;
+    let (id, handle) = start(&fake, Probe::new(&fake, Mode::Launch, 1)).await;
+    // The coordinator tears the framework down (as after the failover timeout) and the stream
+    // ends; re-registration with the old id is refused with 404.
+    let client = framework_sdk::CoordinatorClient::new(&fake.url, Duration::from_secs(2)).unwrap();
+    client.unregister(id).await.unwrap();
+    let err = tokio::time::timeout(WITHIN, handle)
+        .await
+        .unwrap()
+        .unwrap()
+        .err()
+        .unwrap();
+    assert!(matches!(err, SdkError::FrameworkRemoved(_)), "{err}");
+    assert!(has(&fake, "disconnected"));
+}

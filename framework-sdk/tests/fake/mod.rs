@@ -1,0 +1,334 @@
+//! A small fake coordinator: the framework API of `API.md`, enough for driver tests. It records
+//! every call, streams the events a test pushes, and can be told to reject calls.
+#![allow(clippy::unwrap_used, dead_code)]
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use axum::{Json, Router};
+use futures::StreamExt;
+use protocol::messages::{
+    AcceptRequest, AcceptResponse, AcknowledgeRequest, DeclineRequest, FrameworkRegistered,
+    KillRequest, ReconcileRequest, RegisterFramework, ReviveRequest,
+};
+use protocol::{AgentId, ErrorBody, FrameworkEvent, FrameworkId, Offer, OfferId, Resources};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// Everything the fake saw, in order per kind; `log` interleaves the calls as they arrived.
+#[derive(Debug, Default)]
+pub struct Recorded {
+    pub registrations: Vec<RegisterFramework>,
+    pub streams_opened: usize,
+    pub accepts: Vec<AcceptRequest>,
+    pub declines: Vec<DeclineRequest>,
+    pub suppresses: usize,
+    pub revives: Vec<ReviveRequest>,
+    pub kills: Vec<KillRequest>,
+    pub acks: Vec<AcknowledgeRequest>,
+    pub reconciles: Vec<ReconcileRequest>,
+    pub unregisters: usize,
+}
+
+#[derive(Default)]
+struct Inner {
+    recorded: Recorded,
+    frameworks: Vec<FrameworkId>,
+    stream: Option<mpsc::UnboundedSender<FrameworkEvent>>,
+    reject_register: Option<(u16, ErrorBody)>,
+    reject_accept: Option<(u16, ErrorBody)>,
+}
+
+/// The server's state.
+#[derive(Clone)]
+struct Shared {
+    inner: Arc<Mutex<Inner>>,
+    log: Arc<Mutex<Vec<String>>>,
+    keep_alive: bool,
+}
+
+/// A handle on the running fake; dropping it stops the server.
+pub struct Fake {
+    shared: Shared,
+    /// Shared with the test's scheduler so the order of calls and callbacks can be checked.
+    pub log: Arc<Mutex<Vec<String>>>,
+    pub url: String,
+    _stop: tokio_util::sync::DropGuard,
+}
+
+pub const HEARTBEAT_S: f64 = 0.2;
+
+impl Fake {
+    /// A fake whose streams carry SSE comments as keep-alives every 50 ms.
+    pub async fn start() -> Fake {
+        Self::start_with(true).await
+    }
+
+    /// A fake whose streams carry only the events a test pushes.
+    pub async fn start_silent() -> Fake {
+        Self::start_with(false).await
+    }
+
+    async fn start_with(keep_alive: bool) -> Fake {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let shared = Shared {
+            inner: Arc::default(),
+            log: Arc::default(),
+            keep_alive,
+        };
+        let stop = CancellationToken::new();
+        let app = Router::new()
+            .route("/api/v1/frameworks", post(register))
+            .route("/api/v1/frameworks/{id}", delete(unregister))
+            .route("/api/v1/frameworks/{id}/events", get(events))
+            .route("/api/v1/frameworks/{id}/{action}", post(action))
+            .with_state(shared.clone());
+        let token = stop.clone();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(token.cancelled_owned())
+                .await;
+        });
+        Fake {
+            log: shared.log.clone(),
+            shared,
+            url,
+            _stop: stop.drop_guard(),
+        }
+    }
+
+    pub fn recorded<T>(&self, f: impl FnOnce(&Recorded) -> T) -> T {
+        f(&self.shared.inner.lock().unwrap().recorded)
+    }
+
+    /// Sends an event on the current stream; false when no stream is open.
+    pub fn push(&self, event: FrameworkEvent) -> bool {
+        let inner = self.shared.inner.lock().unwrap();
+        inner
+            .stream
+            .as_ref()
+            .is_some_and(|tx| tx.send(event).is_ok())
+    }
+
+    /// The id of the (last) framework registered.
+    pub fn id(&self) -> FrameworkId {
+        *self.shared.inner.lock().unwrap().frameworks.last().unwrap()
+    }
+
+    /// Ends the current stream, as a network failure would.
+    pub fn drop_stream(&self) {
+        self.shared.inner.lock().unwrap().stream = None;
+    }
+
+    pub fn reject_register(&self, status: u16, code: &str, message: &str) {
+        self.shared.inner.lock().unwrap().reject_register =
+            Some((status, ErrorBody::new(code, message)));
+    }
+
+    pub fn reject_accept(&self, status: u16, code: &str, message: &str) {
+        self.shared.inner.lock().unwrap().reject_accept =
+            Some((status, ErrorBody::new(code, message)));
+    }
+}
+
+impl Shared {
+    fn note(&self, line: String) {
+        self.log.lock().unwrap().push(line);
+    }
+}
+
+fn error(status: u16, body: ErrorBody) -> Response {
+    (StatusCode::from_u16(status).unwrap(), Json(body)).into_response()
+}
+
+async fn register(State(fake): State<Shared>, Json(req): Json<RegisterFramework>) -> Response {
+    let mut inner = fake.inner.lock().unwrap();
+    inner.recorded.registrations.push(req.clone());
+    if let Some((status, body)) = inner.reject_register.clone() {
+        return error(status, body);
+    }
+    let (id, status) = match req.framework_id {
+        Some(id) if inner.frameworks.contains(&id) => (id, StatusCode::OK),
+        Some(_) => {
+            return error(
+                404,
+                ErrorBody::new("framework_not_found", "unknown framework"),
+            )
+        }
+        None => {
+            let id = FrameworkId::new();
+            inner.frameworks.push(id);
+            (id, StatusCode::CREATED)
+        }
+    };
+    drop(inner);
+    fake.note(format!("register {}", status.as_u16()));
+    (
+        status,
+        Json(FrameworkRegistered {
+            framework_id: id,
+            heartbeat_interval_s: HEARTBEAT_S,
+        }),
+    )
+        .into_response()
+}
+
+async fn events(State(fake): State<Shared>, Path(id): Path<FrameworkId>) -> Response {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    {
+        let mut inner = fake.inner.lock().unwrap();
+        if !inner.frameworks.contains(&id) {
+            return error(
+                404,
+                ErrorBody::new("framework_not_found", "unknown framework"),
+            );
+        }
+        inner.recorded.streams_opened += 1;
+        // A newer stream replaces the older one: dropping the old sender ends it.
+        inner.stream = Some(tx.clone());
+    }
+    let _ = tx.send(FrameworkEvent::Subscribed(FrameworkRegistered {
+        framework_id: id,
+        heartbeat_interval_s: HEARTBEAT_S,
+    }));
+    drop(tx);
+    let body = futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).map(|ev: FrameworkEvent| {
+        Ok::<_, std::convert::Infallible>(Event::default().event(ev.name()).data(ev.data_json()))
+    });
+    if fake.keep_alive {
+        Sse::new(body)
+            .keep_alive(KeepAlive::new().interval(Duration::from_millis(50)))
+            .into_response()
+    } else {
+        Sse::new(body).into_response()
+    }
+}
+
+async fn action(
+    State(fake): State<Shared>,
+    Path((id, action)): Path<(FrameworkId, String)>,
+    Json(body): Json<serde_json::Value>,
+) -> Response {
+    let mut inner = fake.inner.lock().unwrap();
+    if !inner.frameworks.contains(&id) {
+        return error(
+            404,
+            ErrorBody::new("framework_not_found", "unknown framework"),
+        );
+    }
+    let bad = |e: serde_json::Error| error(400, ErrorBody::new("bad_request", e.to_string()));
+    let line = action.clone();
+    let answer = match action.as_str() {
+        "accept" => {
+            let req: AcceptRequest = match serde_json::from_value(body) {
+                Ok(r) => r,
+                Err(e) => return bad(e),
+            };
+            inner.recorded.accepts.push(req.clone());
+            if let Some((status, body)) = inner.reject_accept.clone() {
+                return error(status, body);
+            }
+            let launched = req.tasks.iter().map(|t| t.task_id.clone()).collect();
+            Json(AcceptResponse { launched }).into_response()
+        }
+        "decline" => match serde_json::from_value(body) {
+            Ok(r) => {
+                inner.recorded.declines.push(r);
+                Json(serde_json::json!({})).into_response()
+            }
+            Err(e) => return bad(e),
+        },
+        "suppress" => {
+            inner.recorded.suppresses += 1;
+            Json(serde_json::json!({})).into_response()
+        }
+        "revive" => match serde_json::from_value(body) {
+            Ok(r) => {
+                inner.recorded.revives.push(r);
+                Json(serde_json::json!({})).into_response()
+            }
+            Err(e) => return bad(e),
+        },
+        "kill" => match serde_json::from_value(body) {
+            Ok(r) => {
+                inner.recorded.kills.push(r);
+                Json(serde_json::json!({})).into_response()
+            }
+            Err(e) => return bad(e),
+        },
+        "acknowledge" => match serde_json::from_value::<AcknowledgeRequest>(body) {
+            Ok(r) => {
+                drop(inner);
+                fake.note(format!("ack {}", r.task_id));
+                fake.inner.lock().unwrap().recorded.acks.push(r);
+                return Json(serde_json::json!({})).into_response();
+            }
+            Err(e) => return bad(e),
+        },
+        "reconcile" => match serde_json::from_value(body) {
+            Ok(r) => {
+                inner.recorded.reconciles.push(r);
+                Json(serde_json::json!({})).into_response()
+            }
+            Err(e) => return bad(e),
+        },
+        _ => return error(404, ErrorBody::new("not_found", "no such action")),
+    };
+    drop(inner);
+    fake.note(line);
+    answer
+}
+
+async fn unregister(State(fake): State<Shared>, Path(id): Path<FrameworkId>) -> Response {
+    let mut inner = fake.inner.lock().unwrap();
+    inner.recorded.unregisters += 1;
+    inner.frameworks.retain(|f| *f != id);
+    inner.stream = None;
+    Json(serde_json::json!({})).into_response()
+}
+
+/// An offer of `resources` on a fresh agent of total `total`.
+pub fn offer(framework_id: FrameworkId, resources: &str, total: &str) -> Offer {
+    let now = protocol::now();
+    Offer {
+        offer_id: OfferId::new(),
+        framework_id,
+        agent_id: AgentId::new(),
+        hostname: "host".into(),
+        resources: resources.parse::<Resources>().unwrap(),
+        agent_total: total.parse::<Resources>().unwrap(),
+        attributes: BTreeMap::new(),
+        created_at: now,
+        expires_at: now + chrono::Duration::seconds(60),
+    }
+}
+
+/// Polls `cond` until it holds or `within` passes.
+pub async fn wait_for(within: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Polls an async condition.
+pub async fn wait_for_async<F: Future<Output = bool>>(
+    within: Duration,
+    what: &str,
+    mut cond: impl FnMut() -> F,
+) {
+    let deadline = Instant::now() + within;
+    while !cond().await {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
