@@ -4,132 +4,16 @@
 
 mod fake;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use fake::probe::{status, Mode, Probe};
 use fake::{offer, wait_for, Fake};
-use framework_sdk::{Context, Decisions, Driver, DriverConfig, Scheduler, SdkError};
-use protocol::{
-    AgentId, CommandSpec, FrameworkEvent, FrameworkId, Offer, OfferId, TaskId, TaskSpec, TaskState,
-    TaskStatus, UpdateId,
-};
+use framework_sdk::{Driver, DriverConfig, SdkError};
+use protocol::{FrameworkEvent, FrameworkId, TaskState};
 use tokio::task::JoinHandle;
 
 const WITHIN: Duration = Duration::from_secs(5);
-
-/// How the probe answers offers.
-#[derive(Clone, Copy, PartialEq)]
-enum Mode {
-    /// One task per offer while tasks are pending, decline the rest.
-    Launch,
-    /// Answer nothing.
-    Hold,
-}
-
-/// A scheduler that writes what happens to a log shared with the fake coordinator.
-struct Probe {
-    log: Arc<Mutex<Vec<String>>>,
-    mode: Mode,
-    pending: usize,
-    launched: usize,
-}
-
-impl Probe {
-    fn new(fake: &Fake, mode: Mode, pending: usize) -> Self {
-        Self {
-            log: fake.log.clone(),
-            mode,
-            pending,
-            launched: 0,
-        }
-    }
-
-    fn note(&self, line: String) {
-        self.log.lock().unwrap().push(line);
-    }
-}
-
-#[async_trait::async_trait]
-impl Scheduler for Probe {
-    async fn registered(&mut self, _ctx: &mut Context, _id: FrameworkId, reregistered: bool) {
-        self.note(format!("registered reregistered={reregistered}"));
-    }
-
-    async fn offers(&mut self, _ctx: &mut Context, offers: Vec<Offer>) -> Decisions {
-        self.note(format!("offers {}", offers.len()));
-        if self.mode == Mode::Hold {
-            return Decisions::new();
-        }
-        Decisions::launch_or_decline(&offers, |o| {
-            if self.pending == 0 {
-                return vec![];
-            }
-            self.pending -= 1;
-            self.launched += 1;
-            vec![spec(&format!("t{}", self.launched), o.agent_id)]
-        })
-    }
-
-    async fn rescinded(&mut self, _ctx: &mut Context, offer_id: OfferId) {
-        self.note(format!("rescinded {offer_id}"));
-    }
-
-    async fn status_update(&mut self, ctx: &mut Context, status: &TaskStatus) {
-        self.note(format!("status {} {}", status.task_id, status.state));
-        if status.state == TaskState::Failed {
-            self.pending += 1;
-        }
-        if status.task_id.as_str() == "stop" {
-            ctx.stop();
-        }
-    }
-
-    async fn launch_failed(&mut self, _ctx: &mut Context, tasks: Vec<TaskSpec>, e: &SdkError) {
-        self.note(format!(
-            "launch_failed {} {}",
-            tasks.len(),
-            e.code().unwrap_or("-")
-        ));
-        self.pending += tasks.len();
-    }
-
-    async fn disconnected(&mut self, _ctx: &mut Context) {
-        self.note("disconnected".into());
-    }
-
-    async fn error(&mut self, _ctx: &mut Context, error: &SdkError) {
-        self.note(format!("error {}", error.code().unwrap_or("-")));
-    }
-
-    fn pending_tasks(&self) -> usize {
-        self.pending
-    }
-}
-
-fn spec(id: &str, agent_id: AgentId) -> TaskSpec {
-    TaskSpec {
-        task_id: TaskId::new(id).unwrap(),
-        name: id.into(),
-        agent_id,
-        resources: "cpus=1,mem=128".parse().unwrap(),
-        command: CommandSpec::Shell("true".into()),
-        env: Default::default(),
-        duration_s: None,
-    }
-}
-
-fn status(framework_id: FrameworkId, task: &str, state: TaskState) -> TaskStatus {
-    TaskStatus {
-        task_id: TaskId::new(task).unwrap(),
-        framework_id,
-        agent_id: AgentId::new(),
-        state,
-        message: None,
-        exit_code: None,
-        update_id: UpdateId::new(),
-        timestamp: protocol::now(),
-    }
-}
 
 fn config(fake: &Fake) -> DriverConfig {
     let mut c = DriverConfig::new(fake.url.clone(), "probe", "eng/batch".parse().unwrap());

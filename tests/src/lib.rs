@@ -5,18 +5,26 @@
 //! # Layout
 //!
 //! - [`Cluster`]: starts a coordinator on `127.0.0.1:0` and agents (each on its own
-//!   `127.0.0.1:0` listener and temp work dir), stops and restarts agents, shuts all down.
+//!   `127.0.0.1:0` listener and temp work dir), stops and restarts agents and the coordinator
+//!   (on the same port), shuts all down.
 //! - [`fast_coordinator_config`]: coordinator settings with short intervals for tests.
 //! - [`wait_until`]: polls an async condition until it yields a value or the deadline passes.
+//! - [`framework`]: [`framework::TestFramework`], a tiny raw-HTTP framework client (register,
+//!   event stream, accept / decline / kill / acknowledge / remove) with a log of its events.
+//! - [`sse`]: the line parser the test framework reads its stream with.
 //!
 //! The tests themselves live in `tests/tests/`, one file per subject.
 
+pub mod framework;
+pub mod sse;
+
 use std::future::Future;
-use std::path::PathBuf;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use protocol::messages::{AgentList, FrameworkList, OfferList, RoleNode, TaskList};
+use protocol::messages::{AgentInfo, AgentList, FrameworkList, OfferList, RoleNode, TaskList};
 use protocol::Resources;
 use serde::de::DeserializeOwned;
 use tokio::net::TcpListener;
@@ -73,6 +81,8 @@ pub struct Cluster {
     pub url: String,
     /// A client for the REST API.
     pub http: reqwest::Client,
+    addr: SocketAddr,
+    config: coordinator::Config,
     coordinator: Option<(CancellationToken, JoinHandle<anyhow::Result<()>>)>,
     agents: Vec<AgentSlot>,
     _dirs: tempfile::TempDir,
@@ -88,16 +98,18 @@ impl Cluster {
     /// Like [`Cluster::start`], with the given coordinator settings.
     pub async fn start_with(config: coordinator::Config, agents: &[&str]) -> anyhow::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
-        let url = format!("http://{}", listener.local_addr()?);
+        let addr = listener.local_addr()?;
         let token = CancellationToken::new();
         let join = tokio::spawn(coordinator::serve(
-            config,
+            config.clone(),
             listener,
             token.clone().cancelled_owned(),
         ));
         let mut cluster = Cluster {
-            url,
+            url: format!("http://{addr}"),
             http: reqwest::Client::new(),
+            addr,
+            config,
             coordinator: Some((token, join)),
             agents: Vec::new(),
             _dirs: tempfile::tempdir()?,
@@ -156,6 +168,65 @@ impl Cluster {
         let (token, join) = slot.running.take().context("agent is not running")?;
         token.cancel();
         join.await.context("agent task panicked")?
+    }
+
+    /// Stops the coordinator (its books are lost; agents keep running and retrying) and waits
+    /// for it.
+    pub async fn stop_coordinator(&mut self) -> anyhow::Result<()> {
+        let (token, join) = self
+            .coordinator
+            .take()
+            .context("the coordinator is not running")?;
+        token.cancel();
+        join.await.context("coordinator task panicked")?
+    }
+
+    /// Starts a new coordinator (empty books, same settings) on the same address as before.
+    pub async fn start_coordinator(&mut self) -> anyhow::Result<()> {
+        if self.coordinator.is_some() {
+            bail!("the coordinator is already running");
+        }
+        let addr = self.addr;
+        // The port was just released; binding may briefly fail on a busy machine.
+        let listener = wait_until(Duration::from_secs(10), "rebinding the port", || async move {
+            TcpListener::bind(addr).await.ok()
+        })
+        .await?;
+        let token = CancellationToken::new();
+        let join = tokio::spawn(coordinator::serve(
+            self.config.clone(),
+            listener,
+            token.clone().cancelled_owned(),
+        ));
+        self.coordinator = Some((token, join));
+        Ok(())
+    }
+
+    /// The work dir of agent `index` (its journal, agent id and sandboxes).
+    pub fn agent_work_dir(&self, index: usize) -> Option<&Path> {
+        self.agents.get(index).map(|a| a.work_dir.as_path())
+    }
+
+    /// The sandbox of a task run by agent `index`.
+    pub fn sandbox(&self, index: usize, framework: protocol::FrameworkId, task: &str) -> Option<PathBuf> {
+        self.agent_work_dir(index)
+            .map(|d| d.join("sandboxes").join(framework.to_string()).join(task))
+    }
+
+    /// The coordinator's agent list.
+    pub async fn agents(&self) -> anyhow::Result<AgentList> {
+        self.get("/api/v1/agents").await
+    }
+
+    /// The coordinator's record of agent `index` (found by its hostname `agent-{index}`).
+    pub async fn agent_info(&self, index: usize) -> anyhow::Result<AgentInfo> {
+        let hostname = format!("agent-{index}");
+        self.agents()
+            .await?
+            .agents
+            .into_iter()
+            .find(|a| a.hostname == hostname)
+            .with_context(|| format!("the coordinator does not know {hostname}"))
     }
 
     /// Stops the coordinator and every agent, and waits for them.

@@ -4,6 +4,8 @@
 //! scheduler, carries out what the scheduler asked for, acknowledges updates, declines offers
 //! held too long, suppresses and revives, and reconnects with backoff when the stream breaks.
 
+mod actions;
+mod backoff;
 mod config;
 mod demand;
 mod offer_book;
@@ -11,13 +13,13 @@ mod offer_book;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use protocol::messages::{AcceptRequest, DeclineRequest, RegisterFramework, ReviveRequest};
-use protocol::{FrameworkEvent, FrameworkId, OfferId, TaskSpec, TaskStatus};
-use rand::Rng;
+use protocol::messages::RegisterFramework;
+use protocol::{FrameworkEvent, FrameworkId};
 use tokio_util::sync::CancellationToken;
 
+use backoff::Backoff;
 pub use config::{DriverConfig, DEFAULT_FAILOVER_TIMEOUT};
-use demand::{DemandAction, DemandState};
+use demand::DemandState;
 use offer_book::OfferBook;
 
 use crate::client::{CoordinatorClient, Registration};
@@ -350,129 +352,6 @@ impl<S: Scheduler> Runner<S> {
         Ok(())
     }
 
-    async fn launch(&mut self, offer_ids: Vec<OfferId>, tasks: Vec<TaskSpec>) {
-        if tasks.is_empty() {
-            for offer_id in offer_ids {
-                self.offers.remove(offer_id);
-                self.decline(offer_id, None).await;
-            }
-            return;
-        }
-        let (Some(id), true) = (self.framework_id, !offer_ids.is_empty()) else {
-            let e = SdkError::Protocol("a launch must name at least one offer".into());
-            self.scheduler.launch_failed(&mut self.ctx, tasks, &e).await;
-            return;
-        };
-        if let Some(gone) = offer_ids.iter().find(|o| !self.offers.contains(**o)) {
-            // Rescinded, expired, already answered, or never ours: the coordinator would refuse.
-            let e = SdkError::Protocol(format!(
-                "offer {gone} is not held (rescinded or already answered)"
-            ));
-            self.scheduler.launch_failed(&mut self.ctx, tasks, &e).await;
-            return;
-        }
-        for offer_id in &offer_ids {
-            self.offers.remove(*offer_id);
-        }
-        let request = AcceptRequest {
-            offer_ids,
-            tasks,
-            refuse_seconds: Some(self.config.accept_refuse_seconds),
-        };
-        match self.client.accept(id, &request).await {
-            Ok(answer) => {
-                let missing: Vec<TaskSpec> = request
-                    .tasks
-                    .into_iter()
-                    .filter(|t| !answer.launched.contains(&t.task_id))
-                    .collect();
-                if !missing.is_empty() {
-                    let e = SdkError::Protocol("the coordinator did not launch every task".into());
-                    self.scheduler
-                        .launch_failed(&mut self.ctx, missing, &e)
-                        .await;
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "accept failed");
-                self.scheduler
-                    .launch_failed(&mut self.ctx, request.tasks, &e)
-                    .await;
-            }
-        }
-    }
-
-    async fn decline(&mut self, offer_id: OfferId, refuse_seconds: Option<f64>) {
-        let Some(id) = self.framework_id else { return };
-        let request = DeclineRequest {
-            offer_ids: vec![offer_id],
-            refuse_seconds: Some(refuse_seconds.unwrap_or(self.config.decline_refuse_seconds)),
-        };
-        if let Err(e) = self.client.decline(id, &request).await {
-            // An offer that is already gone needs no decline.
-            tracing::debug!(%offer_id, error = %e, "decline failed");
-        }
-    }
-
-    async fn decline_all(&mut self) {
-        for offer_id in self.offers.take_all() {
-            self.decline(offer_id, None).await;
-        }
-    }
-
-    async fn acknowledge(&mut self, status: &TaskStatus) {
-        let Some(id) = self.framework_id else { return };
-        if let Err(e) = self
-            .client
-            .acknowledge(id, &status.task_id, status.update_id)
-            .await
-        {
-            // The coordinator sends unacknowledged updates again, so this heals by itself.
-            tracing::warn!(task_id = %status.task_id, error = %e, "acknowledge failed");
-        }
-    }
-
-    /// Suppresses or revives to match the scheduler's pending work.
-    async fn sync_demand(&mut self) {
-        let Some(id) = self.framework_id else { return };
-        let now = Instant::now();
-        match self.demand.decide(self.scheduler.pending_tasks(), now) {
-            DemandAction::None => {}
-            DemandAction::Suppress => {
-                let result = self.client.suppress(id).await;
-                self.demand.suppressed(result.is_ok());
-                if let Err(e) = result {
-                    self.report(e).await;
-                }
-            }
-            DemandAction::Revive => {
-                let request = ReviveRequest {
-                    demand: self.scheduler.demand_hint(),
-                };
-                let result = self.client.revive(id, &request).await;
-                self.demand.revived(result.is_ok(), now);
-                match result {
-                    Ok(()) => self.revive_at = None,
-                    Err(e) => {
-                        self.revive_at = Some(now + self.config.revive_interval);
-                        self.report(e).await;
-                    }
-                }
-            }
-            DemandAction::ReviveAt(at) => self.revive_at = Some(at),
-        }
-    }
-
-    /// Tells the scheduler about a failed call. Requests it makes in `error` wait for the next
-    /// round of commands.
-    async fn report(&mut self, error: SdkError) {
-        tracing::warn!(error = %error, "coordinator call failed");
-        let pending = std::mem::take(&mut self.ctx.commands);
-        self.scheduler.error(&mut self.ctx, &error).await;
-        let mut added = std::mem::replace(&mut self.ctx.commands, pending);
-        self.ctx.commands.append(&mut added);
-    }
-
     async fn shutdown(&mut self) {
         self.decline_all().await;
         if let (true, Some(id)) = (self.config.unregister_on_stop, self.framework_id) {
@@ -495,33 +374,5 @@ async fn sleep_until_opt(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await,
         None => std::future::pending().await,
-    }
-}
-
-/// Exponential backoff with jitter, so many frameworks do not reconnect in lockstep.
-struct Backoff {
-    min: Duration,
-    max: Duration,
-    current: Duration,
-}
-
-impl Backoff {
-    fn new(config: &DriverConfig) -> Self {
-        let (min, max) = (config.reconnect_backoff_min, config.reconnect_backoff_max);
-        Self {
-            min,
-            max,
-            current: min,
-        }
-    }
-
-    fn reset(&mut self) {
-        self.current = self.min;
-    }
-
-    fn next(&mut self) -> Duration {
-        let base = self.current;
-        self.current = (self.current * 2).min(self.max);
-        base.mul_f64(rand::thread_rng().gen_range(0.5..=1.0))
     }
 }

@@ -2,8 +2,9 @@
 //! every call, streams the events a test pushes, and can be told to reject calls.
 #![allow(clippy::unwrap_used, dead_code)]
 
+pub mod probe;
+
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -315,19 +316,6 @@ pub fn offer(framework_id: FrameworkId, resources: &str, total: &str) -> Offer {
 pub async fn wait_for(within: Duration, what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + within;
     while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// Polls an async condition.
-pub async fn wait_for_async<F: Future<Output = bool>>(
-    within: Duration,
-    what: &str,
-    mut cond: impl FnMut() -> F,
-) {
-    let deadline = Instant::now() + within;
-    while !cond().await {
         assert!(Instant::now() < deadline, "timed out waiting for: {what}");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
