@@ -59,7 +59,11 @@ pub async fn run(
     let shares = split_resources(&machine, options.agents);
 
     let token = CancellationToken::new();
-    let coordinator = tokio::spawn(crate::serve(config, listener, token.clone().cancelled_owned()));
+    let coordinator = tokio::spawn(crate::serve(
+        config,
+        listener,
+        token.clone().cancelled_owned(),
+    ));
 
     let mut agents = Vec::new();
     for (i, resources) in shares.into_iter().enumerate() {
@@ -77,7 +81,10 @@ pub async fn run(
         )));
     }
 
-    println!("Parley dev cluster: coordinator and {} local agents ({machine} in all)", options.agents);
+    println!(
+        "Parley dev cluster: coordinator and {} local agents ({machine} in all)",
+        options.agents
+    );
     println!("  dashboard:   {url}/");
     println!("  frameworks:  --coordinator {url}   e.g. cargo run -p examples --bin hello -- --coordinator {url}");
     println!("  watch offers: curl -N {url}/api/v1/offers/events");

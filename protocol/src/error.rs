@@ -21,7 +21,12 @@ pub struct ErrorDetail {
 impl ErrorBody {
     /// Builds an error body.
     pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { error: ErrorDetail { code: code.into(), message: message.into() } }
+        Self {
+            error: ErrorDetail {
+                code: code.into(),
+                message: message.into(),
+            },
+        }
     }
 }
 

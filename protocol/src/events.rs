@@ -121,9 +121,13 @@ mod tests {
                 framework_id: FrameworkId::new(),
                 heartbeat_interval_s: 15.0,
             }),
-            FrameworkEvent::Rescind { offer_id: OfferId::new() },
+            FrameworkEvent::Rescind {
+                offer_id: OfferId::new(),
+            },
             FrameworkEvent::Heartbeat {},
-            FrameworkEvent::Error { message: "removed".into() },
+            FrameworkEvent::Error {
+                message: "removed".into(),
+            },
         ];
         for ev in events {
             let back = FrameworkEvent::from_sse(&ev.name(), &ev.data_json()).unwrap();
@@ -147,6 +151,9 @@ mod tests {
         let ev = OfferEvent::OfferExpired(outcome);
         assert_eq!(ev.name(), "offer_expired");
         assert!(ev.data_json().contains("\"reason\":\"expired\""));
-        assert_eq!(OfferEvent::from_sse(&ev.name(), &ev.data_json()).unwrap(), ev);
+        assert_eq!(
+            OfferEvent::from_sse(&ev.name(), &ev.data_json()).unwrap(),
+            ev
+        );
     }
 }

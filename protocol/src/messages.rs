@@ -336,8 +336,10 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("unknown field `rol`"), "{err}");
-        assert!(serde_json::from_str::<RegisterFramework>(r#"{"name": "x", "role": "Bad Role"}"#)
-            .is_err());
+        assert!(
+            serde_json::from_str::<RegisterFramework>(r#"{"name": "x", "role": "Bad Role"}"#)
+                .is_err()
+        );
     }
 
     #[test]

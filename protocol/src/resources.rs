@@ -110,10 +110,16 @@ pub fn units_to_millis(name: &str, value: f64) -> Result<u64, ResourceError> {
         return Err(ResourceError::NotFinite { name: name.into() });
     }
     if value < 0.0 {
-        return Err(ResourceError::Negative { name: name.into(), value });
+        return Err(ResourceError::Negative {
+            name: name.into(),
+            value,
+        });
     }
     if value > MAX_UNITS {
-        return Err(ResourceError::TooLarge { name: name.into(), value });
+        return Err(ResourceError::TooLarge {
+            name: name.into(),
+            value,
+        });
     }
     // In range [0, 1e12], so the cast is exact after rounding.
     Ok((value * MILLIS_PER_UNIT as f64).round() as u64)
@@ -352,8 +358,14 @@ mod tests {
     fn checked_sub_refuses_to_go_negative() {
         assert_eq!(r("cpus=1").checked_sub(&r("cpus=2")), None);
         assert_eq!(r("cpus=1").checked_sub(&r("mem=1")), None);
-        assert_eq!(r("cpus=3,mem=2").checked_sub(&r("cpus=1")), Some(r("cpus=2,mem=2")));
-        assert_eq!(r("cpus=1").saturating_sub(&r("cpus=2,mem=1")), Resources::new());
+        assert_eq!(
+            r("cpus=3,mem=2").checked_sub(&r("cpus=1")),
+            Some(r("cpus=2,mem=2"))
+        );
+        assert_eq!(
+            r("cpus=1").saturating_sub(&r("cpus=2,mem=1")),
+            Resources::new()
+        );
     }
 
     #[test]
@@ -375,8 +387,15 @@ mod tests {
         let parsed: Resources =
             serde_json::from_str(r#"{"cpus": 1.5, "mem": 4096, "disk": 0.0004}"#).unwrap();
         assert_eq!(parsed.millis("cpus"), 1500);
-        assert_eq!(parsed.millis("disk"), 0, "below a thousandth rounds to zero");
-        assert_eq!(serde_json::to_string(&parsed).unwrap(), r#"{"cpus":1.5,"mem":4096}"#);
+        assert_eq!(
+            parsed.millis("disk"),
+            0,
+            "below a thousandth rounds to zero"
+        );
+        assert_eq!(
+            serde_json::to_string(&parsed).unwrap(),
+            r#"{"cpus":1.5,"mem":4096}"#
+        );
     }
 
     #[test]
@@ -389,7 +408,9 @@ mod tests {
             (r#"{"cpus": 1, "cpus": 2}"#, "given twice"),
         ];
         for (json, want) in cases {
-            let err = serde_json::from_str::<Resources>(json).unwrap_err().to_string();
+            let err = serde_json::from_str::<Resources>(json)
+                .unwrap_err()
+                .to_string();
             assert!(err.contains(want), "{json}: {err}");
         }
         assert!(matches!(

@@ -154,7 +154,16 @@ mod tests {
     #[test]
     fn paths_are_validated() {
         assert_eq!(RolePath::new("eng/batch").unwrap().segments().count(), 2);
-        for bad in ["", "/", "eng/", "/eng", "Eng", "a//b", "a b", &"a/".repeat(16)] {
+        for bad in [
+            "",
+            "/",
+            "eng/",
+            "/eng",
+            "Eng",
+            "a//b",
+            "a b",
+            &"a/".repeat(16),
+        ] {
             assert!(RolePath::new(bad).is_err(), "{bad:?} accepted");
         }
     }
