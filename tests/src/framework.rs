@@ -16,8 +16,8 @@ use protocol::messages::{
     KillRequest, RegisterFramework,
 };
 use protocol::{
-    AgentId, CommandSpec, FrameworkEvent, FrameworkId, Offer, OfferId, Resources, RolePath,
-    TaskId, TaskSpec, TaskStatus,
+    AgentId, CommandSpec, FrameworkEvent, FrameworkId, Offer, OfferId, Resources, RolePath, TaskId,
+    TaskSpec, TaskStatus,
 };
 use reqwest::StatusCode;
 use serde::Serialize;
@@ -132,13 +132,7 @@ impl TestFramework {
         let ack = self
             .auto_ack
             .then(|| (self.http.clone(), self.url.clone(), self.id));
-        let join = tokio::spawn(read_stream(
-            resp,
-            tx,
-            self.log.clone(),
-            ack,
-            token.clone(),
-        ));
+        let join = tokio::spawn(read_stream(resp, tx, self.log.clone(), ack, token.clone()));
         self.reader = Some((token, join));
         match self.recv(Duration::from_secs(10)).await? {
             FrameworkEvent::Subscribed(s) if s.framework_id == self.id => Ok(()),
@@ -238,7 +232,17 @@ impl TestFramework {
     /// Waits for offers until one can hold `task` (whose `agent_id` is then set to that
     /// offer's agent), accepts it with that one task and declines the other offers. Returns
     /// the task as launched.
-    pub async fn launch(&mut self, timeout: Duration, mut task: TaskSpec) -> anyhow::Result<TaskSpec> {
+    pub async fn launch(&mut self, timeout: Duration, task: TaskSpec) -> anyhow::Result<TaskSpec> {
+        self.launch_where(timeout, task, |_| true).await
+    }
+
+    /// Like [`TestFramework::launch`], using only offers for which `usable` is true.
+    pub async fn launch_where(
+        &mut self,
+        timeout: Duration,
+        mut task: TaskSpec,
+        usable: impl Fn(&Offer) -> bool,
+    ) -> anyhow::Result<TaskSpec> {
         let deadline = Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -248,7 +252,7 @@ impl TestFramework {
                 .with_context(|| format!("waiting for an offer for {}", task.task_id))?;
             let (fit, rest): (Vec<_>, Vec<_>) = offers
                 .into_iter()
-                .partition(|o| task.resources.fits_in(&o.resources));
+                .partition(|o| usable(o) && task.resources.fits_in(&o.resources));
             if !rest.is_empty() {
                 let ids: Vec<_> = rest.iter().map(|o| o.offer_id).collect();
                 let _ = self.decline(&ids, Some(0.0)).await;
@@ -277,7 +281,10 @@ impl TestFramework {
     ) -> anyhow::Result<(StatusCode, serde_json::Value)> {
         let resp = self
             .http
-            .post(format!("{}/api/v1/frameworks/{}/{action}", self.url, self.id))
+            .post(format!(
+                "{}/api/v1/frameworks/{}/{action}",
+                self.url, self.id
+            ))
             .json(body)
             .send()
             .await
@@ -355,6 +362,13 @@ impl TestFramework {
         )
         .await
         .map(drop)
+    }
+
+    /// Asks for the latest state of every task of this framework (`reconcile` with no ids).
+    pub async fn reconcile_all(&self) -> anyhow::Result<()> {
+        self.post_ok("reconcile", &serde_json::json!({"task_ids": []}))
+            .await
+            .map(drop)
     }
 
     /// Suppresses offers.

@@ -188,9 +188,11 @@ impl Cluster {
         }
         let addr = self.addr;
         // The port was just released; binding may briefly fail on a busy machine.
-        let listener = wait_until(Duration::from_secs(10), "rebinding the port", || async move {
-            TcpListener::bind(addr).await.ok()
-        })
+        let listener = wait_until(
+            Duration::from_secs(10),
+            "rebinding the port",
+            || async move { TcpListener::bind(addr).await.ok() },
+        )
         .await?;
         let token = CancellationToken::new();
         let join = tokio::spawn(coordinator::serve(
@@ -208,7 +210,12 @@ impl Cluster {
     }
 
     /// The sandbox of a task run by agent `index`.
-    pub fn sandbox(&self, index: usize, framework: protocol::FrameworkId, task: &str) -> Option<PathBuf> {
+    pub fn sandbox(
+        &self,
+        index: usize,
+        framework: protocol::FrameworkId,
+        task: &str,
+    ) -> Option<PathBuf> {
         self.agent_work_dir(index)
             .map(|d| d.join("sandboxes").join(framework.to_string()).join(task))
     }

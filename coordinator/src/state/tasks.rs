@@ -67,12 +67,6 @@ impl State {
                 }
             }
             Some(_) => self.record_status(status, now, fx),
-            None if status.state.is_terminal() => {
-                // Nothing to free; tell the framework if it is known.
-                if self.frameworks.contains_key(&status.framework_id) {
-                    self.send_update(status, now, fx);
-                }
-            }
             None => self.adopt_task(agent, status, now, fx),
         }
     }
@@ -129,8 +123,11 @@ impl State {
         self.send_update(status, now, fx);
     }
 
-    /// Adopts a running task the books do not know (after a coordinator restart), under a
-    /// placeholder framework if its framework is unknown too. Its resources are unknown.
+    /// Adopts a task the books do not know (after a coordinator restart), under a placeholder
+    /// framework if its framework is unknown too. Its resources are unknown. A task that ended
+    /// while no coordinator knew it is adopted too (terminal, holding nothing): the agent counts
+    /// the update as delivered once this returns, so it must stay pending until the framework
+    /// acknowledges it, and reconciliation must be able to report it.
     fn adopt_task(&mut self, agent: AgentId, status: TaskStatus, now: &Now, fx: &mut Effects) {
         let fw = status.framework_id;
         self.ensure_placeholder(fw, now);
@@ -145,8 +142,10 @@ impl State {
                 lost_by_coordinator: false,
             },
         );
-        if let Some(f) = self.frameworks.get_mut(&fw) {
-            f.active_tasks += 1;
+        if !status.state.is_terminal() {
+            if let Some(f) = self.frameworks.get_mut(&fw) {
+                f.active_tasks += 1;
+            }
         }
         self.send_update(status, now, fx);
     }

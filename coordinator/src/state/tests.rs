@@ -174,3 +174,77 @@ fn failover_removes_a_disconnected_framework_after_its_timeout() {
     s.stream_closed(fw, generation, &at(70_000), &mut fx);
     assert!(fx.is_empty());
 }
+
+#[test]
+fn a_task_that_ended_during_a_coordinator_restart_is_kept_for_its_framework() {
+    // A fresh coordinator: an agent re-registers reporting a task of an unknown framework
+    // that ended while no coordinator ran. The update must be kept (not dropped after the
+    // agent was told it is recorded) until the framework comes back and acknowledges it.
+    let mut s = State::new(&Config::default());
+    let (agent, fw) = (AgentId::new(), FrameworkId::new());
+    let status = TaskStatus {
+        task_id: "t2".parse().unwrap(),
+        framework_id: fw,
+        agent_id: agent,
+        state: TaskState::Finished,
+        message: None,
+        exit_code: Some(0),
+        update_id: UpdateId::new(),
+        timestamp: protocol::now(),
+    };
+    let mut fx = Vec::new();
+    s.register_agent(
+        RegisterAgent {
+            hostname: "h".into(),
+            endpoint: "http://127.0.0.1:1".into(),
+            resources: "cpus=4".parse().unwrap(),
+            attributes: Default::default(),
+            agent_id: Some(agent),
+            tasks: vec![status.clone()],
+        },
+        &at(0),
+        &mut fx,
+    )
+    .unwrap();
+    let listed = s.tasks(Some(fw));
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].state, TaskState::Finished);
+    assert_eq!(
+        s.frameworks()[0].active_tasks,
+        0,
+        "an ended task is not active"
+    );
+    assert!(s.agents()[0].used.is_empty());
+
+    // The framework re-registers with its id: the update is delivered on its new stream,
+    // reconciliation reports the task, and the acknowledgement is accepted.
+    let mut fx = Vec::new();
+    let (id, created) = s
+        .register_framework(
+            RegisterFramework {
+                name: "f".into(),
+                role: "eng".parse().unwrap(),
+                failover_timeout_s: None,
+                framework_id: Some(fw),
+                demand: None,
+            },
+            &at(1),
+            &mut fx,
+        )
+        .unwrap();
+    assert_eq!((id, created), (fw, false));
+    s.subscribe(fw, &at(1), &mut fx).unwrap();
+    let update = Effect::ToFramework(
+        fw,
+        FrameworkEvent::Update {
+            status: status.clone(),
+        },
+    );
+    assert!(fx.contains(&update), "{fx:?}");
+    let mut fx = Vec::new();
+    s.reconcile(fw, vec![], &mut fx).unwrap();
+    assert_eq!(fx, vec![update]);
+    s.acknowledge(fw, status.task_id.clone(), status.update_id)
+        .unwrap();
+    assert!(s.frameworks[&fw].pending.is_empty());
+}
