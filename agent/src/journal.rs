@@ -297,6 +297,7 @@ mod tests {
             exit_code: None,
             update_id: UpdateId::new(),
             timestamp: protocol::now(),
+            resources: None,
         }
     }
 

@@ -476,6 +476,8 @@ fn record(a: &mut SimAgent, task_id: &TaskId, state: TaskState, message: Option<
         exit_code: (state == TaskState::Finished).then_some(0),
         update_id: UpdateId::new(),
         timestamp: protocol::now(),
+        // Carried from the launch, so a restarted coordinator can account the task.
+        resources: t.latest.resources.clone(),
     };
     t.latest = status.clone();
     a.pending.push_back(status);
@@ -552,6 +554,7 @@ async fn launch(
                 exit_code: None,
                 update_id: UpdateId::new(),
                 timestamp: protocol::now(),
+                resources: Some(spec.resources.clone()),
             };
             a.tasks.insert(
                 spec.task_id.clone(),

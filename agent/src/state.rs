@@ -117,6 +117,7 @@ impl Agent {
                 exit_code: None,
                 update_id: UpdateId::new(),
                 timestamp: protocol::now(),
+                resources: Some(t.spec.resources.clone()),
             });
             order.push_back(t.spec.task_id.clone());
             tasks.insert(
@@ -242,6 +243,7 @@ impl Agent {
                 &spec.task_id,
                 framework_id,
                 agent_id,
+                &spec.resources,
                 TaskState::Starting,
                 None,
                 None,
@@ -358,7 +360,15 @@ impl Agent {
             if t.latest.state.is_terminal() {
                 return;
             }
-            let status = new_status(task_id, t.framework_id, agent_id, state, message, exit_code);
+            let status = new_status(
+                task_id,
+                t.framework_id,
+                agent_id,
+                &t.spec.resources,
+                state,
+                message,
+                exit_code,
+            );
             if let Err(e) = inner.journal.append(
                 &[Record::Status {
                     status: status.clone(),
@@ -417,7 +427,9 @@ impl Agent {
         true
     }
 
-    /// The latest status of every task the agent knows.
+    /// The latest status of every task the agent knows, with the task's resources (a status
+    /// journaled by an older agent may lack them) so a coordinator that lost its books can
+    /// account the task when the agent re-registers.
     pub fn statuses(&self) -> Vec<TaskStatus> {
         let inner = self.lock();
         let agent_id = inner.agent_id;
@@ -430,6 +442,7 @@ impl Agent {
                 if let Some(id) = agent_id {
                     s.agent_id = id;
                 }
+                s.resources = Some(t.spec.resources.clone());
                 s
             })
             .collect()
@@ -491,10 +504,12 @@ impl Agent {
     }
 }
 
+/// A fresh status of a task, carrying the resources its spec asked for.
 fn new_status(
     task_id: &TaskId,
     framework_id: FrameworkId,
     agent_id: AgentId,
+    resources: &Resources,
     state: TaskState,
     message: Option<String>,
     exit_code: Option<i32>,
@@ -508,6 +523,7 @@ fn new_status(
         exit_code,
         update_id: UpdateId::new(),
         timestamp: protocol::now(),
+        resources: Some(resources.clone()),
     }
 }
 

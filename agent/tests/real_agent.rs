@@ -454,7 +454,16 @@ async fn agent_restart_loses_no_update_and_readopts_running_tasks() {
         Some(agent_id),
         "the same agent id is reused"
     );
-    assert!(rereg.tasks.iter().any(|s| s.task_id.as_str() == "long"));
+    let long = rereg
+        .tasks
+        .iter()
+        .find(|s| s.task_id.as_str() == "long")
+        .unwrap();
+    assert_eq!(
+        long.resources,
+        Some("cpus=1".parse().unwrap()),
+        "a re-adopted task reports its resources"
+    );
 
     // The re-adopted task's end is still reported, with its real exit code.
     std::fs::write(sandbox(dir.path(), fw, "long").join("go"), "").unwrap();
@@ -540,6 +549,11 @@ async fn coordinator_outage_and_restart_without_books() {
         .find(|s| s.task_id.as_str() == "keeps")
         .unwrap();
     assert_eq!(keeps.state, TaskState::Running);
+    assert_eq!(
+        keeps.resources,
+        Some("cpus=1".parse().unwrap()),
+        "a coordinator without books can account the task"
+    );
     wait_for("heartbeats again", T, || {
         fake.books()
             .heartbeats

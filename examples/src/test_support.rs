@@ -32,6 +32,7 @@ pub(crate) fn status(spec: &TaskSpec, state: TaskState) -> TaskStatus {
         exit_code: None,
         update_id: UpdateId::new(),
         timestamp: protocol::now(),
+        resources: Some(spec.resources.clone()),
     }
 }
 

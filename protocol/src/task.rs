@@ -135,6 +135,10 @@ pub struct TaskStatus {
     pub update_id: UpdateId,
     /// When the state changed.
     pub timestamp: Timestamp,
+    /// What the task uses; agents set it so a coordinator that lost its books can account
+    /// adopted tasks. Optional on the wire: absent means unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Resources>,
 }
 
 #[cfg(test)]
@@ -175,5 +179,28 @@ mod tests {
         .map(TaskState::as_str)
         .collect();
         assert_eq!(terminal, ["finished", "failed", "killed", "lost", "error"]);
+    }
+
+    #[test]
+    fn task_status_resources_are_optional_on_the_wire() {
+        let json = format!(
+            r#"{{"task_id": "t1", "framework_id": "{}", "agent_id": "{}", "state": "running",
+                "update_id": "{}", "timestamp": "2026-01-01T00:00:00Z"}}"#,
+            FrameworkId::new(),
+            AgentId::new(),
+            UpdateId::new()
+        );
+        let mut status: TaskStatus = serde_json::from_str(&json).unwrap();
+        assert_eq!(
+            status.resources, None,
+            "an older agent's status still parses"
+        );
+        let plain = serde_json::to_value(&status).unwrap();
+        assert!(plain.get("resources").is_none(), "None is not serialized");
+        status.resources = Some("cpus=1.5,mem=64".parse().unwrap());
+        let with = serde_json::to_value(&status).unwrap();
+        assert_eq!(with["resources"]["cpus"], 1.5);
+        let back: TaskStatus = serde_json::from_value(with).unwrap();
+        assert_eq!(back, status);
     }
 }

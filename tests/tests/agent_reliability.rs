@@ -9,7 +9,7 @@ use std::time::Duration;
 use protocol::messages::TaskStatusList;
 use protocol::{AgentId, TaskState, TaskStatus};
 use reqwest::StatusCode;
-use tests::framework::{shell_task, TestFramework};
+use tests::framework::{offered_per_agent, shell_task, TestFramework};
 use tests::{fast_coordinator_config, wait_until, Cluster};
 
 const WITHIN: Duration = Duration::from_secs(20);
@@ -229,10 +229,40 @@ async fn a_restarted_coordinator_gets_the_agents_back_with_their_tasks() {
     assert_eq!(t1_info.state, TaskState::Running, "{t1_info:?}");
     assert_eq!(t1_info.agent_id, t1.agent_id);
     assert_eq!(t1_info.framework_id, fw.id);
+    // The new coordinator accounts t1 with the resources its agent reported (it never saw
+    // t1's launch), so t1's agent does not look idle; t2 ended and holds nothing.
+    let agents = cluster.agents().await.unwrap().agents;
+    let info = |id: AgentId| agents.iter().find(|a| a.agent_id == id).unwrap().clone();
+    assert_eq!(info(t1.agent_id).used, t1.resources, "{agents:?}");
+    assert!(info(t2.agent_id).used.is_empty(), "{agents:?}");
+    let t1_agent_total = info(t1.agent_id).resources;
 
     // The framework comes back with its id and takes its tasks over: it learns that t2
     // finished while the coordinator was down, and can end t1 through the new coordinator.
     fw.reregister(StatusCode::OK).await.unwrap();
+    // Its offers for t1's agent hold only what t1 leaves free: t1's resources are not offered
+    // a second time.
+    let rest = t1_agent_total.checked_sub(&t1.resources).unwrap();
+    let deadline = tokio::time::Instant::now() + WITHIN;
+    let offered = loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let offers = fw.next_offers(left).await.unwrap();
+        let per_agent = offered_per_agent(&offers);
+        if let Some(offered) = per_agent.get(&t1.agent_id) {
+            break offered.clone();
+        }
+    };
+    assert_eq!(offered, rest);
+    let t1_agent = cluster
+        .agents()
+        .await
+        .unwrap()
+        .agents
+        .into_iter()
+        .find(|a| a.agent_id == t1.agent_id)
+        .unwrap();
+    assert_eq!(t1_agent.used, t1.resources, "{t1_agent:?}");
+    assert_eq!(t1_agent.used.add(&t1_agent.offered), t1_agent_total);
     fw.reconcile_all().await.unwrap();
     fw.wait_state(WITHIN, "t2", TaskState::Finished)
         .await

@@ -223,6 +223,7 @@ impl State {
                 exit_code: None,
                 update_id: UpdateId::new(),
                 timestamp: now.wall,
+                resources: t.known_resources(),
             };
             t.latest = status.clone();
             t.update_ids.push(status.update_id);

@@ -27,8 +27,13 @@
 //! is robust to it: an agent re-registering with an unknown `agent_id` is adopted with that id
 //! and its reported tasks; a task of an unknown framework is kept under a placeholder framework
 //! (role `_orphans`, disconnected) which the framework takes over when it re-registers with its
-//! id within the default failover timeout. `TaskStatus` carries no resources, so an adopted task
-//! that the coordinator never launched is accounted with empty resources.
+//! id within the default failover timeout. Agents report each task's `resources` in its
+//! `TaskStatus`, and an adopted running task is accounted with them exactly as a launched task
+//! (allocator, and the agent's and framework's `used`), so its agent does not look idle and its
+//! resources are not offered twice. Outstanding offers on the agent that hold what the task uses
+//! are rescinded first; if the task still does not fit (the agent reports more than its total),
+//! it holds what fits and a warning is logged: the books never over-commit an agent. A status
+//! without `resources` (an older agent) leaves the task accounted with nothing.
 //!
 //! # Layout
 //!
@@ -217,6 +222,12 @@ pub(crate) struct TaskRecord {
 impl TaskRecord {
     pub(crate) fn state(&self) -> TaskState {
         self.latest.state
+    }
+
+    /// The task's resources for a status the coordinator makes, `None` when unknown (an
+    /// adopted task whose agent did not report them).
+    pub(crate) fn known_resources(&self) -> Option<Resources> {
+        (!self.resources.is_empty()).then(|| self.resources.clone())
     }
 }
 

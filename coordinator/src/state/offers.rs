@@ -219,6 +219,7 @@ impl State {
                 exit_code: None,
                 update_id: UpdateId::new(),
                 timestamp: now.wall,
+                resources: Some(task.resources.clone()),
             };
             self.tasks.insert(
                 (fw, task.task_id.clone()),
@@ -314,6 +315,47 @@ impl State {
         for id in ids {
             self.end_offer(id, Ending::Rescinded, Some(reason), &[], true, fx);
         }
+    }
+
+    /// Makes room for `needed` on an agent: while `needed` does not fit in the agent's free
+    /// resources, rescinds one of its outstanding offers that holds a resource in short supply
+    /// (so offers that do not conflict survive). Returns the agent's free resources afterwards,
+    /// which `needed` may still exceed when no offer is left to rescind.
+    pub(crate) fn make_room(
+        &mut self,
+        agent: AgentId,
+        needed: &Resources,
+        reason: &str,
+        fx: &mut Effects,
+    ) -> Resources {
+        let mut rescinded = false;
+        let free = loop {
+            let free = self.allocator.agent_free(agent).unwrap_or_default();
+            let short = needed.saturating_sub(&free);
+            if short.is_empty() {
+                break free;
+            }
+            let victim = self
+                .offers
+                .iter()
+                .find(|(_, r)| {
+                    r.offer.agent_id == agent
+                        && short
+                            .names()
+                            .any(|n| r.offer.resources.millis(n.as_str()) > 0)
+                })
+                .map(|(id, _)| *id);
+            let Some(id) = victim else {
+                break free;
+            };
+            self.end_offer(id, Ending::Rescinded, Some(reason), &[], true, fx);
+            rescinded = true;
+        };
+        if rescinded {
+            // Whatever the rescinded offers held beyond `needed` can be offered again.
+            fx.push(Effect::Allocate);
+        }
+        free
     }
 
     /// Rescinds every outstanding offer of a framework.

@@ -1,7 +1,9 @@
 //! Tasks: status updates from agents, relayed to frameworks at least once (re-sent until
 //! acknowledged); kill; reconciliation; adoption of tasks the books do not know.
 
-use protocol::{AgentId, FrameworkEvent, FrameworkId, TaskId, TaskState, TaskStatus, UpdateId};
+use protocol::{
+    AgentId, FrameworkEvent, FrameworkId, Resources, TaskId, TaskState, TaskStatus, UpdateId,
+};
 
 use super::{sub_res, AgentState, Connection, Effect, Effects, Now, State, StateError, TaskRecord};
 
@@ -124,19 +126,27 @@ impl State {
     }
 
     /// Adopts a task the books do not know (after a coordinator restart), under a placeholder
-    /// framework if its framework is unknown too. Its resources are unknown. A task that ended
-    /// while no coordinator knew it is adopted too (terminal, holding nothing): the agent counts
-    /// the update as delivered once this returns, so it must stay pending until the framework
-    /// acknowledges it, and reconciliation must be able to report it.
+    /// framework if its framework is unknown too. A task still running is accounted with the
+    /// resources its status reports, exactly as a launched task (see [`State::hold_adopted`]);
+    /// without them (an older agent) it holds nothing. A task that ended while no coordinator
+    /// knew it is adopted too (terminal, holding nothing): the agent counts the update as
+    /// delivered once this returns, so it must stay pending until the framework acknowledges
+    /// it, and reconciliation must be able to report it.
     fn adopt_task(&mut self, agent: AgentId, status: TaskStatus, now: &Now, fx: &mut Effects) {
         let fw = status.framework_id;
         self.ensure_placeholder(fw, now);
+        let resources = match &status.resources {
+            Some(reported) if !status.state.is_terminal() => {
+                self.hold_adopted(fw, agent, &status.task_id, reported, fx)
+            }
+            _ => Resources::new(),
+        };
         self.tasks.insert(
             (fw, status.task_id.clone()),
             TaskRecord {
                 name: String::new(),
                 agent_id: agent,
-                resources: Default::default(),
+                resources,
                 latest: status.clone(),
                 update_ids: vec![status.update_id],
                 lost_by_coordinator: false,
@@ -148,6 +158,42 @@ impl State {
             }
         }
         self.send_update(status, now, fx);
+    }
+
+    /// Accounts the resources an adopted running task reports, on its agent for its framework
+    /// (allocator, and the agent's and framework's `used`). Outstanding offers on the agent that
+    /// hold what the task uses are rescinded first: the task already runs, so the offers were
+    /// made from resources that were never free. If it still does not fit (the agent reports
+    /// more than its total), the task holds what fits and a warning is logged: the books never
+    /// over-commit an agent. Returns what the task now holds.
+    fn hold_adopted(
+        &mut self,
+        fw: FrameworkId,
+        agent: AgentId,
+        task: &TaskId,
+        reported: &Resources,
+        fx: &mut Effects,
+    ) -> Resources {
+        if reported.is_empty() {
+            return Resources::new();
+        }
+        let free = self.make_room(agent, reported, "resources in use by an adopted task", fx);
+        // Per resource, min(reported, free).
+        let held = reported.saturating_sub(&reported.saturating_sub(&free));
+        if held != *reported {
+            tracing::warn!(
+                %fw,
+                %agent,
+                %task,
+                %reported,
+                accounted = %held,
+                "adopted task reports more than its agent has free: accounting what fits"
+            );
+        }
+        if !held.is_empty() {
+            self.account_task(fw, agent, &held);
+        }
+        held
     }
 
     /// A status made by the coordinator itself (launch failure, loss), for a known task.
@@ -169,6 +215,7 @@ impl State {
             exit_code: None,
             update_id: UpdateId::new(),
             timestamp: now.wall,
+            resources: t.known_resources(),
         })
     }
 

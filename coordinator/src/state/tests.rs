@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use protocol::messages::{AcceptRequest, RegisterAgent, RegisterFramework};
-use protocol::{CommandSpec, FrameworkEvent, TaskSpec, TaskState};
+use protocol::{CommandSpec, FrameworkEvent, Resources, TaskSpec, TaskState};
 
 use super::*;
 
@@ -191,6 +191,7 @@ fn a_task_that_ended_during_a_coordinator_restart_is_kept_for_its_framework() {
         exit_code: Some(0),
         update_id: UpdateId::new(),
         timestamp: protocol::now(),
+        resources: None,
     };
     let mut fx = Vec::new();
     s.register_agent(
@@ -247,4 +248,193 @@ fn a_task_that_ended_during_a_coordinator_restart_is_kept_for_its_framework() {
     s.acknowledge(fw, status.task_id.clone(), status.update_id)
         .unwrap();
     assert!(s.frameworks[&fw].pending.is_empty());
+}
+
+/// A `running` status of task `id` of `fw` on `agent`, reporting `res` (if any).
+fn running(id: &str, fw: FrameworkId, agent: AgentId, res: Option<&str>) -> TaskStatus {
+    TaskStatus {
+        task_id: id.parse().unwrap(),
+        framework_id: fw,
+        agent_id: agent,
+        state: TaskState::Running,
+        message: None,
+        exit_code: None,
+        update_id: UpdateId::new(),
+        timestamp: protocol::now(),
+        resources: res.map(|r| r.parse().unwrap()),
+    }
+}
+
+/// A fresh coordinator's view of an agent coming back with `tasks`.
+fn reregister(agent: AgentId, total: &str, tasks: Vec<TaskStatus>) -> RegisterAgent {
+    RegisterAgent {
+        hostname: "h".into(),
+        endpoint: "http://127.0.0.1:1".into(),
+        resources: total.parse().unwrap(),
+        attributes: Default::default(),
+        agent_id: Some(agent),
+        tasks,
+    }
+}
+
+fn framework(s: &mut State, id: Option<FrameworkId>, now: u64) -> FrameworkId {
+    let mut fx = Vec::new();
+    let (fw, _) = s
+        .register_framework(
+            RegisterFramework {
+                name: "f".into(),
+                role: "eng".parse().unwrap(),
+                failover_timeout_s: None,
+                framework_id: id,
+                demand: None,
+            },
+            &at(now),
+            &mut fx,
+        )
+        .unwrap();
+    s.subscribe(fw, &at(now), &mut fx).unwrap();
+    fw
+}
+
+#[test]
+fn an_adopted_running_task_holds_the_resources_it_reports() {
+    // A fresh coordinator (restarted): the agent comes back with a task of a framework that
+    // has not re-registered yet.
+    let mut s = State::new(&Config::default());
+    let (agent, orphan_fw) = (AgentId::new(), FrameworkId::new());
+    let status = running("t1", orphan_fw, agent, Some("cpus=1,mem=10"));
+    let mut fx = Vec::new();
+    let (id, created) = s
+        .register_agent(
+            reregister(agent, "cpus=4,mem=100", vec![status]),
+            &at(0),
+            &mut fx,
+        )
+        .unwrap();
+    assert_eq!((id, created), (agent, true));
+    let t1: Resources = "cpus=1,mem=10".parse().unwrap();
+    assert_eq!(s.agents()[0].used, t1);
+    assert!(s.agents()[0].offered.is_empty());
+    assert_eq!(
+        s.allocator.agent_free(agent),
+        Some("cpus=3,mem=90".parse().unwrap())
+    );
+    assert_eq!(s.frameworks[&orphan_fw].used, t1);
+    assert_eq!(s.frameworks[&orphan_fw].active_tasks, 1);
+
+    // Another framework is offered only the rest.
+    let other = framework(&mut s, None, 1);
+    let mut fx = Vec::new();
+    assert_eq!(s.allocate(&at(2), &mut fx), 1);
+    let offer = s.offers(None, None).remove(0);
+    assert_eq!(
+        (offer.framework_id, offer.agent_id),
+        (other, agent),
+        "{offer:?}"
+    );
+    assert_eq!(offer.resources, "cpus=3,mem=90".parse().unwrap());
+    let a = &s.agents()[0];
+    assert_eq!(a.used.add(&a.offered), "cpus=4,mem=100".parse().unwrap());
+
+    // The task's framework comes back: it takes the task over with its resources, and the
+    // task's end frees them.
+    framework(&mut s, Some(orphan_fw), 3);
+    assert_eq!(s.frameworks[&orphan_fw].used, t1);
+    let mut fx = Vec::new();
+    let mut done = running("t1", orphan_fw, agent, Some("cpus=1,mem=10"));
+    done.state = TaskState::Finished;
+    s.agent_status(agent, done, &at(4), &mut fx).unwrap();
+    assert!(s.agents()[0].used.is_empty());
+    assert!(s.frameworks[&orphan_fw].used.is_empty());
+    // Free again, beside the other framework's outstanding offer.
+    assert_eq!(s.allocator.agent_free(agent), Some(t1));
+}
+
+#[test]
+fn an_adopted_task_rescinds_the_offers_holding_its_resources() {
+    // The whole agent is offered when the agent reports a task the books do not know.
+    let (mut s, fw, agent, offer) = setup();
+    let mut fx = Vec::new();
+    let status = running("t9", fw, agent, Some("cpus=1"));
+    s.agent_status(agent, status, &at(2), &mut fx).unwrap();
+    assert!(fx.contains(&Effect::ToFramework(
+        fw,
+        FrameworkEvent::Rescind {
+            offer_id: offer.offer_id
+        }
+    )));
+    assert!(fx.contains(&Effect::Allocate));
+    assert!(s.offers(None, None).is_empty());
+    let a = &s.agents()[0];
+    assert_eq!(a.used, "cpus=1".parse().unwrap());
+    assert!(a.offered.is_empty());
+    assert_eq!(s.frameworks[&fw].used, "cpus=1".parse().unwrap());
+    // The next offer has the rest.
+    let mut fx = Vec::new();
+    assert_eq!(s.allocate(&at(3), &mut fx), 1);
+    assert_eq!(
+        s.offers(None, None)[0].resources,
+        "cpus=3,mem=100".parse().unwrap()
+    );
+}
+
+#[test]
+fn an_offer_that_does_not_conflict_with_an_adopted_task_survives() {
+    let (mut s, fw, agent, offer) = setup();
+    // Accept part of the offer; the rest (cpus=3,mem=90) is offered again.
+    let mut fx = Vec::new();
+    let req = AcceptRequest {
+        offer_ids: vec![offer.offer_id],
+        tasks: vec![task("a", agent, "cpus=1,mem=10")],
+        refuse_seconds: Some(0.0),
+    };
+    s.accept(fw, req, &at(2), &mut fx).unwrap();
+    s.allocate(&at(3), &mut fx);
+    let rest = s.offers(None, None).remove(0);
+    // Free is now empty: an adopted task that reports nothing it could take leaves the offer
+    // alone (a resource the agent lacks is not accounted).
+    let mut fx = Vec::new();
+    s.agent_status(
+        agent,
+        running("t9", fw, agent, Some("gpus=1")),
+        &at(4),
+        &mut fx,
+    )
+    .unwrap();
+    assert_eq!(s.offers(None, None), vec![rest]);
+    assert_eq!(s.agents()[0].used, "cpus=1,mem=10".parse().unwrap());
+}
+
+#[test]
+fn adopted_tasks_reporting_more_than_the_agent_has_hold_only_what_fits() {
+    let mut s = State::new(&Config::default());
+    let (agent, fw) = (AgentId::new(), FrameworkId::new());
+    let tasks = vec![
+        running("t1", fw, agent, Some("cpus=3")),
+        running("t2", fw, agent, Some("cpus=3,gpus=1,mem=10")),
+        running("t3", fw, agent, None),
+    ];
+    let mut fx = Vec::new();
+    s.register_agent(reregister(agent, "cpus=4,mem=100", tasks), &at(0), &mut fx)
+        .unwrap();
+    let a = &s.agents()[0];
+    assert_eq!(a.used, "cpus=4,mem=10".parse().unwrap());
+    assert_eq!(
+        s.allocator.agent_free(agent),
+        Some("mem=90".parse().unwrap())
+    );
+    assert_eq!(s.frameworks[&fw].active_tasks, 3);
+    let held = |t: &str| s.tasks[&(fw, t.parse().unwrap())].resources.clone();
+    assert_eq!(held("t1"), "cpus=3".parse().unwrap());
+    assert_eq!(held("t2"), "cpus=1,mem=10".parse().unwrap());
+    assert!(held("t3").is_empty(), "no resources reported: none held");
+    // Ending the clipped task releases exactly what it holds.
+    let mut done = running("t2", fw, agent, Some("cpus=3,gpus=1,mem=10"));
+    done.state = TaskState::Failed;
+    s.agent_status(agent, done, &at(1), &mut fx).unwrap();
+    assert_eq!(s.agents()[0].used, "cpus=3".parse().unwrap());
+    assert_eq!(
+        s.allocator.agent_free(agent),
+        Some("cpus=1,mem=100".parse().unwrap())
+    );
 }

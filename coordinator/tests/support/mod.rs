@@ -213,6 +213,7 @@ impl TestCoordinator {
             exit_code: None,
             update_id: protocol::UpdateId::new(),
             timestamp: protocol::now(),
+            resources: None,
         };
         let (code, body) = self
             .post(

@@ -349,6 +349,7 @@ mod tests {
             exit_code: None,
             update_id: UpdateId::new(),
             timestamp: protocol::now(),
+            resources: Some(spec.resources.clone()),
         }
     }
 

@@ -123,5 +123,6 @@ pub fn status(framework_id: FrameworkId, task: &str, state: TaskState) -> TaskSt
         exit_code: None,
         update_id: UpdateId::new(),
         timestamp: protocol::now(),
+        resources: None,
     }
 }
