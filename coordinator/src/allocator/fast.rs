@@ -16,13 +16,18 @@
 //!
 //! A decision for `W` on an agent collects `B`, the eligible leaves blocked only for this
 //! decision (that agent's filters covering `W`, demand hints not fitting `W`), and stamps their
-//! ancestors with the number of `B`-leaves below and a list of touched children (epoch-stamped
-//! scratch, never cleared). It then walks down from the root: at an untouched node the answer is
-//! the cached minimum child; at a touched node the candidates are the first untouched child in
-//! the order and the partially blocked touched children, re-evaluated bottom-up from the cached
-//! sums: `T' = T - t_c + t'_c` for each touched child, `G' = G + rawx_c` for each fully blocked
-//! one. A decision costs O(|B| x depth) plus O(depth x log children); a fully blocked agent is
-//! skipped by `cycle` in O(1) until something changes.
+//! ancestors with the number of `B`-leaves below and a list of touched *role* children
+//! (epoch-stamped scratch, never cleared). A blocked leaf is not linked into its parent's list:
+//! its `t` and `rawx` are added straight into the parent's scratch sums `dT` and `dG` as it is
+//! stamped, so re-evaluating a role costs O(its touched role children), not O(its blocked
+//! leaves). Whether `W` fits in a filter's refused vector is memoised per decision by the refused
+//! vector's index (the offers of one agent shape all refuse the same interned vector). It then
+//! walks down from the root: at an untouched node the answer is the cached minimum child; at a
+//! touched node the candidates are the first untouched child in the order and the partially
+//! blocked touched role children, re-evaluated bottom-up from the cached sums:
+//! `T' = T - dT - t_c + t'_c` over touched role children `c`, `G' = G + dG + rawx_c` over the
+//! fully blocked ones. A decision costs O(|B| x depth) plus O(depth x log children); a fully
+//! blocked agent is skipped by `cycle` in O(1) until something changes.
 //!
 //! Because the sums are exact integers, the result is bit-identical to the reference
 //! (`reference.rs`), including tie-breaking; the property tests check it decision for decision.
@@ -64,6 +69,8 @@ struct MaskCache {
     elig: Vec<u32>,
     pos: Vec<u32>,
     order: Vec<BTreeSet<(u64, u32, u32)>>,
+    /// Each node's parent (a compact copy of the tree's, for the per-filter walk).
+    parent: Vec<u32>,
 }
 
 /// Per-decision scratch, epoch-stamped so nothing is cleared between decisions.
@@ -77,6 +84,15 @@ struct Scratch {
     eval_stamp: Vec<u32>,
     ews: Vec<f64>,
     et: Vec<Vk>,
+    /// Per touched node: the sums of `t` and of `rawx` over its blocked *leaf* children (leaves
+    /// are not linked into `first_child`; their terms are aggregated here as they are stamped).
+    dt: Vec<Wk>,
+    dg: Vec<Vk>,
+    /// Per evaluated node: its first untouched child in the cached order (`NONE` if none).
+    fu: Vec<u32>,
+    /// Per refused-vector index: whether `W` fits in it (memoised per decision).
+    cov_stamp: Vec<u32>,
+    cov_val: Vec<bool>,
 }
 
 /// The fast path's state: mask caches, the log of allocation changes, scratch.
@@ -175,12 +191,16 @@ impl Allocator {
         if let Some(slot) = ctx.agent {
             if let Some(Some(agent)) = self.agents.get(slot as usize) {
                 for f in &agent.filters.list {
-                    if cache.gblocked[f.leaf as usize] {
+                    if ctx.now >= f.until || cache.gblocked[f.leaf as usize] {
                         continue;
                     }
-                    let refused = self.refused.get(f.refused);
-                    if super::filters::covers(refused, f.until, ctx.w, ctx.w_unknown, ctx.now) {
-                        scratch.stamp_path(nodes, f.leaf);
+                    // `covers` = not expired (checked above) and `W` fits in the refused
+                    // vector; the latter depends only on the refused index: memoised.
+                    if scratch.covers_memo(f.refused, || {
+                        let refused = self.refused.get(f.refused);
+                        super::filters::covers(refused, f.until, ctx.w, ctx.w_unknown, ctx.now)
+                    }) {
+                        scratch.stamp_leaf(cache, f.leaf);
                         any = true;
                     }
                 }
@@ -195,7 +215,7 @@ impl Allocator {
                 .as_ref()
                 .and_then(|l| l.demand.as_ref());
             if demand.is_some_and(|d| !fits(d, ctx.w)) {
-                scratch.stamp_path(nodes, leaf);
+                scratch.stamp_leaf(cache, leaf);
                 any = true;
             }
         }
@@ -212,8 +232,13 @@ impl Allocator {
             if scratch.count[i] >= cache.elig[i] {
                 return None;
             }
-            let mut best: Option<(f64, u32, u32)> = first_untouched(cache, scratch, cur)
-                .map(|c| (cache.ws[c as usize], cache.pos[c as usize], c));
+            let fu = if scratch.eval_stamp[i] == scratch.epoch {
+                Some(scratch.fu[i]).filter(|&u| u != NONE)
+            } else {
+                first_untouched(cache, scratch, cur)
+            };
+            let mut best: Option<(f64, u32, u32)> =
+                fu.map(|c| (cache.ws[c as usize], cache.pos[c as usize], c));
             let mut c = scratch.first_child[i];
             while c != NONE {
                 let ci = c as usize;
@@ -312,6 +337,7 @@ impl Allocator {
             elig: vec![0; n],
             pos: vec![0; n],
             order: vec![BTreeSet::new(); n],
+            parent: self.tree.nodes.iter().map(|nd| nd.parent).collect(),
         };
         for node in &self.tree.nodes {
             for (p, &ch) in node.children.iter().enumerate() {
@@ -465,6 +491,11 @@ fn eval(nodes: &[Node], c: &MaskCache, sc: &mut Scratch, v: u32) {
     let ky = c.ky;
     let mut t = c.tsum[i];
     let mut g = c.gsum[i];
+    // Blocked leaf children, aggregated when they were stamped.
+    for k in 0..MAX_KY {
+        t[k] = t[k].wrapping_sub(sc.dt[i][k]);
+        g[k] = g[k].wrapping_add(sc.dg[i][k]);
+    }
     let mut m = f64::INFINITY;
     let mut ch = sc.first_child[i];
     while ch != NONE {
@@ -480,9 +511,11 @@ fn eval(nodes: &[Node], c: &MaskCache, sc: &mut Scratch, v: u32) {
         }
         ch = sc.next_sib[chi];
     }
-    if let Some(u) = first_untouched(c, sc, v) {
+    let fu = first_untouched(c, sc, v);
+    if let Some(u) = fu {
         m = m.min(c.ws[u as usize]);
     }
+    sc.fu[i] = fu.unwrap_or(NONE);
     let mut x = [0u64; MAX_KY];
     combine(m, &t[..ky], &g[..ky], &mut x[..ky]);
     let s = max_entry(&x[..ky]);
@@ -502,42 +535,88 @@ impl Scratch {
             self.eval_stamp.resize(n, 0);
             self.ews.resize(n, 0.0);
             self.et.resize(n, [0; MAX_KY]);
+            self.dt.resize(n, [0; MAX_KY]);
+            self.dg.resize(n, [0; MAX_KY]);
+            self.fu.resize(n, NONE);
         }
         self.epoch = self.epoch.wrapping_add(1);
         if self.epoch == 0 {
             self.stamp.iter_mut().for_each(|s| *s = 0);
             self.eval_stamp.iter_mut().for_each(|s| *s = 0);
+            self.cov_stamp.iter_mut().for_each(|s| *s = 0);
             self.epoch = 1;
         }
     }
 
-    /// Stamps `leaf` (not yet stamped) and its ancestors; links newly stamped nodes into their
-    /// parent's list of touched children.
-    fn stamp_path(&mut self, nodes: &[Node], leaf: u32) {
+    /// Whether `W` fits in refused vector `r`, computed by `f` once per decision.
+    #[inline]
+    fn covers_memo(&mut self, r: u32, f: impl FnOnce() -> bool) -> bool {
+        let ri = r as usize;
+        if ri >= self.cov_stamp.len() {
+            self.cov_stamp.resize(ri + 1, 0);
+            self.cov_val.resize(ri + 1, false);
+        }
+        if self.cov_stamp[ri] != self.epoch {
+            self.cov_val[ri] = f();
+            self.cov_stamp[ri] = self.epoch;
+        }
+        self.cov_val[ri]
+    }
+
+    /// Stamps `leaf` (eligible in `c`, not yet stamped) as blocked for this decision: adds its
+    /// `t` and `rawx` to its parent's leaf aggregates, counts it in every ancestor, and links
+    /// newly stamped roles into their parent's list of touched children.
+    fn stamp_leaf(&mut self, c: &MaskCache, leaf: u32) {
         let epoch = self.epoch;
         let li = leaf as usize;
         self.stamp[li] = epoch;
         self.count[li] = 1;
         self.first_child[li] = NONE;
-        let mut child = leaf;
-        let mut child_new = true;
-        let mut v = nodes[li].parent;
-        while v != NONE {
-            let i = v as usize;
-            let new = self.stamp[i] != epoch;
-            if new {
-                self.stamp[i] = epoch;
-                self.count[i] = 0;
-                self.first_child[i] = NONE;
-            }
-            self.count[i] += 1;
-            if child_new {
+        let p = c.parent[li];
+        if p == NONE {
+            return;
+        }
+        let pi = p as usize;
+        if self.stamp[pi] != epoch {
+            self.touch(pi);
+            let mut child = p;
+            let mut v = c.parent[pi];
+            while v != NONE {
+                let i = v as usize;
+                let new = self.stamp[i] != epoch;
+                if new {
+                    self.touch(i);
+                }
                 self.next_sib[child as usize] = self.first_child[i];
                 self.first_child[i] = child;
+                if !new {
+                    break;
+                }
+                child = v;
+                v = c.parent[i];
             }
-            child_new = new;
-            child = v;
-            v = nodes[i].parent;
         }
+        self.count[pi] += 1;
+        let (t, x) = (&c.t[li], &c.rawx[li]);
+        let (dt, dg) = (&mut self.dt[pi], &mut self.dg[pi]);
+        for k in 0..MAX_KY {
+            dt[k] = dt[k].wrapping_add(t[k] as u128);
+            dg[k] = dg[k].wrapping_add(x[k]);
+        }
+        let mut v = c.parent[pi];
+        while v != NONE {
+            self.count[v as usize] += 1;
+            v = c.parent[v as usize];
+        }
+    }
+
+    /// Stamps role `i` as touched by this decision, with empty lists and aggregates.
+    #[inline]
+    fn touch(&mut self, i: usize) {
+        self.stamp[i] = self.epoch;
+        self.count[i] = 0;
+        self.first_child[i] = NONE;
+        self.dt[i] = [0; MAX_KY];
+        self.dg[i] = [0; MAX_KY];
     }
 }
