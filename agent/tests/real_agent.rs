@@ -253,6 +253,31 @@ async fn assert_group_gone(pgid: nix::unistd::Pid) {
     .await;
 }
 
+/// Launches `shell` as `task_id`, waits until it runs, kills it, and checks it ends `killed`
+/// with no process of its group left.
+async fn launch_kill_and_check_group_gone(
+    agent: &RunningAgent,
+    fake: &Fake,
+    fw: FrameworkId,
+    task_id: &str,
+    shell: &str,
+) {
+    agent
+        .launch(fw, task_id, json!({ "shell": shell }), json!({"cpus": 1}))
+        .await;
+    let pgid = task_pgid(agent, task_id).await;
+    wait_for("running", T, || {
+        fake.states_of(task_id).contains(&TaskState::Running)
+    })
+    .await;
+    assert_eq!(agent.kill(task_id).await, 202);
+    wait_for("killed", T, || {
+        fake.states_of(task_id).contains(&TaskState::Killed)
+    })
+    .await;
+    assert_group_gone(pgid).await;
+}
+
 #[tokio::test]
 async fn kill_ends_the_whole_process_group() {
     let fake = Fake::new(0.05);
@@ -263,46 +288,23 @@ async fn kill_ends_the_whole_process_group() {
     let fw = FrameworkId::new();
 
     // A background child plus a foreground sleep: both must go.
-    agent
-        .launch(
-            fw,
-            "sleepy",
-            json!({"shell": "sleep 100 & echo $!; sleep 100"}),
-            json!({"cpus": 1}),
-        )
-        .await;
-    let pgid = task_pgid(&agent, "sleepy").await;
-    wait_for("running", T, || {
-        fake.states_of("sleepy").contains(&TaskState::Running)
-    })
+    launch_kill_and_check_group_gone(
+        &agent,
+        &fake,
+        fw,
+        "sleepy",
+        "sleep 100 & echo $!; sleep 100",
+    )
     .await;
-    assert_eq!(agent.kill("sleepy").await, 202);
-    wait_for("killed", T, || {
-        fake.states_of("sleepy").contains(&TaskState::Killed)
-    })
-    .await;
-    assert_group_gone(pgid).await;
-
     // A task that ignores SIGTERM is killed with SIGKILL after the grace period.
-    agent
-        .launch(
-            fw,
-            "stubborn",
-            json!({"shell": "trap '' TERM; sleep 100 & echo $!; wait"}),
-            json!({"cpus": 1}),
-        )
-        .await;
-    let pgid = task_pgid(&agent, "stubborn").await;
-    wait_for("running", T, || {
-        fake.states_of("stubborn").contains(&TaskState::Running)
-    })
+    launch_kill_and_check_group_gone(
+        &agent,
+        &fake,
+        fw,
+        "stubborn",
+        "trap '' TERM; sleep 100 & echo $!; wait",
+    )
     .await;
-    assert_eq!(agent.kill("stubborn").await, 202);
-    wait_for("killed", T, || {
-        fake.states_of("stubborn").contains(&TaskState::Killed)
-    })
-    .await;
-    assert_group_gone(pgid).await;
     assert_eq!(
         fake.status_of("stubborn", TaskState::Killed)
             .unwrap()
