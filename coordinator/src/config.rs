@@ -40,6 +40,10 @@ pub struct Config {
     pub agent_request_timeout: Duration,
     /// The largest request body accepted; larger bodies get 413 (default 1 MiB).
     pub max_body_bytes: usize,
+    /// How many completed tasks (terminal, their final update acknowledged) each framework keeps
+    /// in the books for reconciliation and the operator views; past it the oldest is forgotten
+    /// (like Mesos' `max_completed_tasks_per_framework`) (default 1000).
+    pub max_completed_tasks_per_framework: usize,
     /// The initial role tree: roles and their weights (others are created with weight 1).
     pub roles: Vec<(RolePath, Weight)>,
 }
@@ -58,6 +62,7 @@ impl Default for Config {
             update_resend_interval: Duration::from_secs(10),
             agent_request_timeout: Duration::from_secs(10),
             max_body_bytes: 1024 * 1024,
+            max_completed_tasks_per_framework: 1000,
             roles: Vec::new(),
         }
     }
@@ -158,6 +163,13 @@ impl Config {
                 reason: "use a number of bytes from 1024 to 1073741824",
             });
         }
+        if self.max_completed_tasks_per_framework == 0 {
+            return Err(ConfigError::Number {
+                name: "max_completed_tasks_per_framework",
+                value: self.max_completed_tasks_per_framework.to_string(),
+                reason: "use a whole number >= 1",
+            });
+        }
         for (path, _) in &self.roles {
             check_role_not_reserved(path)?;
         }
@@ -232,6 +244,9 @@ impl Config {
         }
         if let Some(n) = file.max_body_bytes {
             self.max_body_bytes = n;
+        }
+        if let Some(n) = file.max_completed_tasks_per_framework {
+            self.max_completed_tasks_per_framework = n;
         }
         for (path, weight) in &file.roles {
             let role = RolePath::new(path.clone()).map_err(|e| ConfigError::Role {
@@ -313,6 +328,8 @@ pub struct FileConfig {
     pub agent_request_timeout_s: Option<f64>,
     /// See [`Config::max_body_bytes`].
     pub max_body_bytes: Option<usize>,
+    /// See [`Config::max_completed_tasks_per_framework`].
+    pub max_completed_tasks_per_framework: Option<usize>,
     /// Role path → weight.
     #[serde(default)]
     pub roles: BTreeMap<String, f64>,
@@ -331,6 +348,27 @@ mod tests {
         assert_eq!(c.offer_timeout, Duration::from_secs(60));
         assert_eq!(c.max_missed_heartbeats, 5);
         assert_eq!(c.default_refuse_seconds, Duration::from_secs(5));
+        assert_eq!(c.max_completed_tasks_per_framework, 1000);
+    }
+
+    #[test]
+    fn max_completed_tasks_per_framework_is_read_and_checked() {
+        let file = Config::parse_file("max_completed_tasks_per_framework = 7\n").unwrap();
+        let mut c = Config::default();
+        c.apply_file(&file).unwrap();
+        assert_eq!(c.max_completed_tasks_per_framework, 7);
+        c.validate().unwrap();
+
+        let file = Config::parse_file("max_completed_tasks_per_framework = 0\n").unwrap();
+        let mut c = Config::default();
+        c.apply_file(&file).unwrap();
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("max_completed_tasks_per_framework"), "{err}");
+
+        let err = Config::parse_file("max_completed_tasks_per_framework = -1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("max_completed_tasks_per_framework"), "{err}");
     }
 
     #[test]

@@ -59,6 +59,10 @@ struct Args {
     /// Largest request body in bytes (default 1048576).
     #[arg(long, value_name = "BYTES")]
     max_body_bytes: Option<usize>,
+    /// Completed (terminal, acknowledged) tasks kept per framework before the oldest is
+    /// forgotten (default 1000).
+    #[arg(long, value_name = "N")]
+    max_completed_tasks_per_framework: Option<usize>,
     /// A role weight, e.g. `--role eng/batch=2` (repeatable; overrides the file).
     #[arg(long = "role", value_name = "PATH=WEIGHT", value_parser = parse_role)]
     roles: Vec<(RolePath, Weight)>,
@@ -167,6 +171,9 @@ fn load(args: &Args) -> anyhow::Result<(Config, SocketAddr)> {
     }
     if let Some(n) = args.max_body_bytes {
         config.max_body_bytes = n;
+    }
+    if let Some(n) = args.max_completed_tasks_per_framework {
+        config.max_completed_tasks_per_framework = n;
     }
     for (role, weight) in &args.roles {
         config.set_role(role.clone(), *weight);

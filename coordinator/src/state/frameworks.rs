@@ -1,6 +1,8 @@
 //! Frameworks: registration and failover, the event stream's lifecycle, removal, suppress and
 //! revive.
 
+use std::collections::VecDeque;
+
 use protocol::messages::{FrameworkRegistered, RegisterFramework};
 use protocol::{FrameworkEvent, FrameworkId, Resources, RolePath};
 
@@ -112,6 +114,7 @@ impl State {
                 offered: Resources::new(),
                 active_tasks: 0,
                 pending: Vec::new(),
+                completed: VecDeque::new(),
                 placeholder,
             },
         );

@@ -21,6 +21,18 @@
 //! offers are made only from the allocator's free resources, and accepts only move resources from
 //! offered to used.
 //!
+//! # Completed tasks
+//!
+//! A task stays in the books while it runs and, once terminal, until the framework has
+//! acknowledged every update of it still pending (at-least-once delivery: an update is never
+//! dropped unacknowledged). Then it is *completed*: it moves to its framework's FIFO of
+//! completed tasks, still listed and reconcilable. When the FIFO holds more than
+//! `max_completed_tasks_per_framework`, the oldest completed task is forgotten: removed from the
+//! books, so reconciling its id answers as for an unknown task (404) and the operator views no
+//! longer list it. Terminal tasks hold no resources, so forgetting one touches no accounting.
+//! Task ids must be unique among the tasks a framework has in the books; a forgotten id may be
+//! launched again. A lost task that comes back (its agent re-registers) leaves the FIFO.
+//!
 //! # Restarts
 //!
 //! A coordinator restart loses these books (a durable registry is the next step). Re-registration
@@ -129,6 +141,7 @@ pub(crate) struct Timing {
     pub(crate) default_failover_timeout_ms: u64,
     pub(crate) default_refuse_ms: u64,
     pub(crate) update_resend_interval_ms: u64,
+    pub(crate) max_completed_tasks_per_framework: usize,
 }
 
 fn ms(d: std::time::Duration) -> u64 {
@@ -193,6 +206,9 @@ pub(crate) struct FrameworkRecord {
     pub(crate) offered: Resources,
     pub(crate) active_tasks: usize,
     pub(crate) pending: Vec<PendingUpdate>,
+    /// Completed tasks (terminal, nothing pending), oldest first; bounded by
+    /// `max_completed_tasks_per_framework` (see the module docs).
+    pub(crate) completed: VecDeque<TaskId>,
     /// A placeholder made for adopted tasks; becomes real when the framework re-registers.
     pub(crate) placeholder: bool,
 }
@@ -217,6 +233,8 @@ pub(crate) struct TaskRecord {
     /// Set when the coordinator itself declared the task lost (its agent was lost); a
     /// re-registering agent that still runs it brings it back.
     pub(crate) lost_by_coordinator: bool,
+    /// In its framework's FIFO of completed tasks.
+    pub(crate) completed: bool,
 }
 
 impl TaskRecord {
@@ -280,6 +298,8 @@ impl State {
                 default_failover_timeout_ms: ms(config.default_failover_timeout),
                 default_refuse_ms: ms(config.default_refuse_seconds),
                 update_resend_interval_ms: ms(config.update_resend_interval),
+                // Validated >= 1; the floor keeps a bad value from forgetting everything.
+                max_completed_tasks_per_framework: config.max_completed_tasks_per_framework.max(1),
             },
             allocator,
             agents: BTreeMap::new(),

@@ -230,6 +230,7 @@ impl State {
                     update_ids: vec![latest.update_id],
                     latest,
                     lost_by_coordinator: false,
+                    completed: false,
                 },
             );
         }

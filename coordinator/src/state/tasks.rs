@@ -117,9 +117,13 @@ impl State {
         t.latest = status.clone();
         t.update_ids.push(status.update_id);
         t.lost_by_coordinator = false;
+        let was_completed = std::mem::replace(&mut t.completed, false);
         let (agent, res) = (t.agent_id, t.resources.clone());
         if let Some(f) = self.frameworks.get_mut(&fw) {
             f.active_tasks += 1;
+            if was_completed {
+                f.completed.retain(|id| *id != status.task_id);
+            }
         }
         self.account_task(fw, agent, &res);
         self.send_update(status, now, fx);
@@ -150,6 +154,7 @@ impl State {
                 latest: status.clone(),
                 update_ids: vec![status.update_id],
                 lost_by_coordinator: false,
+                completed: false,
             },
         );
         if !status.state.is_terminal() {
@@ -296,10 +301,57 @@ impl State {
                 Some(_) => StateError::UnknownUpdate { task, update },
             });
         }
+        let mut acked = vec![task];
         if let Some(f) = self.frameworks.get_mut(&fw) {
+            for p in f.pending.iter().filter(|p| p.status.update_id == update) {
+                if !acked.contains(&p.status.task_id) {
+                    acked.push(p.status.task_id.clone());
+                }
+            }
             f.pending.retain(|p| p.status.update_id != update);
         }
+        for task in acked {
+            self.complete_if_done(fw, &task);
+        }
         Ok(())
+    }
+
+    /// Moves a terminal task with no update pending to its framework's FIFO of completed tasks,
+    /// then forgets the oldest completed tasks past `max_completed_tasks_per_framework`. A task
+    /// with an update still pending stays (at-least-once delivery); terminal tasks hold no
+    /// resources, so no accounting changes.
+    fn complete_if_done(&mut self, fw: FrameworkId, task: &TaskId) {
+        let Some(f) = self.frameworks.get_mut(&fw) else {
+            return;
+        };
+        let Some(t) = self.tasks.get_mut(&(fw, task.clone())) else {
+            return;
+        };
+        if t.completed
+            || !t.state().is_terminal()
+            || f.pending.iter().any(|p| p.status.task_id == *task)
+        {
+            return;
+        }
+        t.completed = true;
+        f.completed.push_back(task.clone());
+        while f.completed.len() > self.timing.max_completed_tasks_per_framework {
+            let Some(old) = f.completed.pop_front() else {
+                break;
+            };
+            let key = (fw, old);
+            // Re-checked: only a task still completed (terminal, nothing pending) is forgotten.
+            let forget = self.tasks.get(&key).is_some_and(|t| {
+                t.completed
+                    && t.state().is_terminal()
+                    && !f.pending.iter().any(|p| p.status.task_id == key.1)
+            });
+            if forget {
+                self.tasks.remove(&key);
+            } else if let Some(t) = self.tasks.get_mut(&key) {
+                t.completed = false;
+            }
+        }
     }
 
     /// Sends the latest status of the named tasks (all of the framework's when empty) as

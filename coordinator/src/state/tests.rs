@@ -16,7 +16,11 @@ fn at(ms: u64) -> Now {
 }
 
 fn setup() -> (State, FrameworkId, AgentId, Offer) {
-    let mut s = State::new(&Config::default());
+    setup_with(&Config::default())
+}
+
+fn setup_with(config: &Config) -> (State, FrameworkId, AgentId, Offer) {
+    let mut s = State::new(config);
     let mut fx = Vec::new();
     let (fw, _) = s
         .register_framework(
@@ -437,4 +441,141 @@ fn adopted_tasks_reporting_more_than_the_agent_has_hold_only_what_fits() {
         s.allocator.agent_free(agent),
         Some("cpus=1,mem=100".parse().unwrap())
     );
+}
+
+/// Runs task `id` to `finished` on `agent`: a `running` update (acknowledged), then a
+/// `finished` one, acknowledged only if `ack`. Returns the `finished` status.
+fn finish(s: &mut State, fw: FrameworkId, agent: AgentId, id: &str, ack: bool) -> TaskStatus {
+    let mut fx = Vec::new();
+    let run = running(id, fw, agent, None);
+    s.agent_status(agent, run.clone(), &at(10), &mut fx)
+        .unwrap();
+    s.acknowledge(fw, run.task_id, run.update_id).unwrap();
+    let mut done = running(id, fw, agent, None);
+    done.state = TaskState::Finished;
+    s.agent_status(agent, done.clone(), &at(11), &mut fx)
+        .unwrap();
+    if ack {
+        s.acknowledge(fw, done.task_id.clone(), done.update_id)
+            .unwrap();
+    }
+    done
+}
+
+fn listed(s: &State, fw: FrameworkId) -> Vec<String> {
+    s.tasks(Some(fw))
+        .into_iter()
+        .map(|t| t.task_id.to_string())
+        .collect()
+}
+
+fn bounded(n: usize) -> Config {
+    Config {
+        max_completed_tasks_per_framework: n,
+        ..Config::default()
+    }
+}
+
+#[test]
+fn past_the_bound_the_oldest_acknowledged_completed_task_is_forgotten() {
+    let (mut s, fw, agent, offer) = setup_with(&bounded(2));
+    let mut fx = Vec::new();
+    let req = AcceptRequest {
+        offer_ids: vec![offer.offer_id],
+        tasks: vec![
+            task("a", agent, "cpus=1"),
+            task("b", agent, "cpus=1"),
+            task("c", agent, "cpus=1"),
+        ],
+        refuse_seconds: Some(0.0),
+    };
+    s.accept(fw, req, &at(2), &mut fx).unwrap();
+    finish(&mut s, fw, agent, "a", true);
+    finish(&mut s, fw, agent, "b", true);
+    // Two completed and one still staging: nothing past the bound yet.
+    assert_eq!(listed(&s, fw), ["a", "b", "c"]);
+    finish(&mut s, fw, agent, "c", true);
+    assert_eq!(listed(&s, fw), ["b", "c"]);
+
+    // The forgotten task answers as an unknown one; the kept ones still reconcile.
+    let mut fx = Vec::new();
+    let err = s
+        .reconcile(fw, vec!["a".parse().unwrap()], &mut fx)
+        .unwrap_err();
+    assert!(matches!(err, StateError::UnknownTask(ref t) if t.to_string() == "a"));
+    assert!(fx.is_empty());
+    s.reconcile(fw, vec!["b".parse().unwrap()], &mut fx)
+        .unwrap();
+    assert_eq!(fx.len(), 1);
+
+    // No accounting moved: everything is free again and the framework holds nothing.
+    assert!(s.agents()[0].used.is_empty());
+    assert!(s.frameworks[&fw].used.is_empty());
+    assert_eq!(s.frameworks[&fw].active_tasks, 0);
+    assert_eq!(
+        s.allocator.agent_free(agent),
+        Some("cpus=4,mem=100".parse().unwrap())
+    );
+
+    // A forgotten id may be launched again; an id still in the books may not.
+    let mut fx = Vec::new();
+    assert_eq!(s.allocate(&at(20), &mut fx), 1);
+    let offer = s.offers(None, None).remove(0);
+    let dup = AcceptRequest {
+        offer_ids: vec![offer.offer_id],
+        tasks: vec![task("b", agent, "cpus=1")],
+        refuse_seconds: Some(0.0),
+    };
+    assert!(s.accept(fw, dup, &at(21), &mut fx).is_err());
+    let reuse = AcceptRequest {
+        offer_ids: vec![offer.offer_id],
+        tasks: vec![task("a", agent, "cpus=1")],
+        refuse_seconds: Some(0.0),
+    };
+    s.accept(fw, reuse, &at(21), &mut fx).unwrap();
+    assert_eq!(listed(&s, fw), ["a", "b", "c"]);
+}
+
+#[test]
+fn a_finished_task_whose_update_is_unacknowledged_is_never_forgotten() {
+    let (mut s, fw, agent, offer) = setup_with(&bounded(2));
+    let mut fx = Vec::new();
+    let req = AcceptRequest {
+        offer_ids: vec![offer.offer_id],
+        tasks: vec![
+            task("a", agent, "cpus=1"),
+            task("b", agent, "cpus=1"),
+            task("c", agent, "cpus=1"),
+            task("d", agent, "cpus=1"),
+        ],
+        refuse_seconds: Some(0.0),
+    };
+    s.accept(fw, req, &at(2), &mut fx).unwrap();
+    let a_done = finish(&mut s, fw, agent, "a", false);
+    finish(&mut s, fw, agent, "b", true);
+    finish(&mut s, fw, agent, "c", true);
+    finish(&mut s, fw, agent, "d", true);
+    // Three tasks past the bound of two acknowledged ones: `a` is kept, its update still
+    // re-sent; of the acknowledged ones only the two newest remain.
+    assert_eq!(listed(&s, fw), ["a", "c", "d"]);
+    let mut fx = Vec::new();
+    s.resend_updates(&at(1_000_000), &mut fx);
+    assert_eq!(
+        fx,
+        vec![Effect::ToFramework(
+            fw,
+            FrameworkEvent::Update {
+                status: a_done.clone()
+            }
+        )]
+    );
+
+    // Acknowledged at last, `a` is completed, and the oldest completed task (`c`) goes.
+    s.acknowledge(fw, a_done.task_id.clone(), a_done.update_id)
+        .unwrap();
+    assert_eq!(listed(&s, fw), ["a", "d"]);
+    // A late duplicate acknowledgement of `a` is accepted and completes nothing twice.
+    s.acknowledge(fw, a_done.task_id, a_done.update_id).unwrap();
+    assert_eq!(listed(&s, fw), ["a", "d"]);
+    assert_eq!(s.frameworks[&fw].completed.len(), 2);
 }
