@@ -319,39 +319,10 @@ impl Scheduler for Batch {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use framework_sdk::placement::Tetris;
-    use protocol::{OfferId, UpdateId};
 
     use super::*;
+    use crate::test_support::{offer, status};
     use crate::tetris_batch::TaskGroup;
-
-    fn offer(free: &str) -> Offer {
-        let now = protocol::now();
-        Offer {
-            offer_id: OfferId::new(),
-            framework_id: FrameworkId::new(),
-            agent_id: AgentId::new(),
-            hostname: "h".into(),
-            resources: free.parse().unwrap(),
-            agent_total: "cpus=8,mem=8192".parse().unwrap(),
-            attributes: BTreeMap::new(),
-            created_at: now,
-            expires_at: now,
-        }
-    }
-
-    fn status(spec: &TaskSpec, state: TaskState) -> TaskStatus {
-        TaskStatus {
-            task_id: spec.task_id.clone(),
-            framework_id: FrameworkId::new(),
-            agent_id: spec.agent_id,
-            state,
-            message: None,
-            exit_code: None,
-            update_id: UpdateId::new(),
-            timestamp: protocol::now(),
-            resources: Some(spec.resources.clone()),
-        }
-    }
 
     #[tokio::test]
     async fn places_retries_and_finishes() {
