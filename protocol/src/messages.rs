@@ -319,6 +319,10 @@ pub struct ClusterState {
     pub tasks: Vec<TaskInfo>,
     /// The role tree.
     pub roles: RoleNode,
+    /// The outstanding offers, from the same snapshot as `agents` (an addition to API.md), so a
+    /// reader can check that each agent's `offered` is the sum of its offers.
+    #[serde(default)]
+    pub offers: Vec<Offer>,
 }
 
 #[cfg(test)]

@@ -371,24 +371,23 @@ async fn check_invariants(c: &Cluster) -> Result<(), String> {
             state.roles.allocated
         ));
     }
-    // No resource is in two outstanding offers: the offers on each agent fit in it together.
-    let Ok(offers) = c.offers().await else {
-        return Ok(());
-    };
-    let ids: HashSet<_> = offers.offers.iter().map(|o| o.offer_id).collect();
-    if ids.len() != offers.offers.len() {
+    // No resource is in two outstanding offers: the offers on each agent sum to its `offered`.
+    let ids: HashSet<_> = state.offers.iter().map(|o| o.offer_id).collect();
+    if ids.len() != state.offers.len() {
         return Err("an offer id is listed twice".into());
     }
-    for (agent, sum) in offered_per_agent(&offers.offers) {
-        let Some(a) = state.agents.iter().find(|a| a.agent_id == agent) else {
-            return Err(format!("an offer of unknown agent {agent}"));
-        };
-        if !sum.fits_in(&a.resources) {
+    let mut per_agent = offered_per_agent(&state.offers);
+    for a in &state.agents {
+        let sum = per_agent.remove(&a.agent_id).unwrap_or_default();
+        if sum != a.offered {
             return Err(format!(
-                "agent {}: outstanding offers sum to {sum} > total {}",
-                a.hostname, a.resources
+                "agent {}: outstanding offers sum to {sum}, but offered is {}",
+                a.hostname, a.offered
             ));
         }
+    }
+    if let Some(agent) = per_agent.keys().next() {
+        return Err(format!("an offer of unknown agent {agent}"));
     }
     Ok(())
 }

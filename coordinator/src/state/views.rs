@@ -106,6 +106,7 @@ impl State {
             frameworks: self.frameworks(),
             tasks: self.tasks(None),
             roles: self.roles(),
+            offers: self.offers(None, None),
         }
     }
 

@@ -246,10 +246,14 @@ impl TestCoordinator {
     }
 
     /// Checks invariants 2 and 3 through the REST API: offered + used <= total on every agent,
-    /// and the outstanding offers on each agent sum to its `offered`.
+    /// and the outstanding offers on each agent sum to its `offered`. Reads one snapshot
+    /// (`/api/v1/state`): an allocation between two separate reads would make them disagree.
     pub async fn assert_books_consistent(&self) {
-        let offers = self.offers().await;
-        for a in self.agents().await {
+        let body = self.get("/api/v1/state").await;
+        let state: protocol::messages::ClusterState =
+            serde_json::from_value(body).expect("a ClusterState");
+        let offers = state.offers;
+        for a in state.agents {
             let in_use = a.used.add(&a.offered);
             assert!(
                 in_use.fits_in(&a.resources) || in_use.is_empty(),
