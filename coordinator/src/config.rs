@@ -45,7 +45,11 @@ pub struct Config {
     /// (like Mesos' `max_completed_tasks_per_framework`) (default 1000).
     pub max_completed_tasks_per_framework: usize,
     /// The initial role tree: roles and their weights (others are created with weight 1).
+    /// Weights set at run time and kept in the registry override these after a restart.
     pub roles: Vec<(RolePath, Weight)>,
+    /// The durable registry file ([`crate::store`]); `None` keeps the books in memory only
+    /// (the library's default; the `coordinator` binary uses `{data_dir}/registry.redb`).
+    pub registry: Option<std::path::PathBuf>,
 }
 
 impl Default for Config {
@@ -64,6 +68,7 @@ impl Default for Config {
             max_body_bytes: 1024 * 1024,
             max_completed_tasks_per_framework: 1000,
             roles: Vec::new(),
+            registry: None,
         }
     }
 }

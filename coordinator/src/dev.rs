@@ -58,9 +58,13 @@ pub async fn run(
         .context("detecting this machine's resources")?;
     let shares = split_resources(&machine, options.agents);
 
+    config.validate()?;
+    // Built before any agent starts, so a registry that cannot be opened fails at once.
+    let registry = config.registry.clone();
     let token = CancellationToken::new();
-    let coordinator = tokio::spawn(crate::serve(
-        config,
+    let built = crate::Coordinator::new(config, CancellationToken::new())?;
+    let coordinator = tokio::spawn(crate::server::serve_coordinator(
+        built,
         listener,
         token.clone().cancelled_owned(),
     ));
@@ -88,7 +92,11 @@ pub async fn run(
     println!("  dashboard:   {url}/");
     println!("  frameworks:  --coordinator {url}   e.g. cargo run -p examples --bin hello -- --coordinator {url}");
     println!("  watch offers: curl -N {url}/api/v1/offers/events");
-    println!("  data:        {}", options.data_dir.display());
+    match registry {
+        Some(path) => println!("  registry:    {}", path.display()),
+        None => println!("  registry:    in memory (--in-memory)"),
+    }
+    println!("  agents' data: {}", options.data_dir.display());
 
     shutdown.await;
     token.cancel();

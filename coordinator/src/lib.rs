@@ -20,6 +20,8 @@
 //! - [`config`]: [`Config`], every setting with its default; the TOML file form; validation.
 //! - [`state`]: the registry, the one owner of the books (agents, frameworks, tasks, offers,
 //!   the allocator). Synchronous; methods validate before mutating and return effects.
+//! - [`store`]: the durable registry in an embedded redb file: frameworks, removed framework
+//!   ids, run-time role weights; written through [`state::Effect::Persist`], read at start.
 //! - [`runtime`]: [`Coordinator`], the async shell: the lock around the state, effect dispatch
 //!   (stream events, launches and kills sent to agents, allocation kicks).
 //! - [`api`]: the axum routers (framework, agent, operator), SSE streams, error bodies.
@@ -38,6 +40,7 @@ pub mod runtime;
 pub mod server;
 pub mod sim;
 pub mod state;
+pub mod store;
 
 pub use config::{Config, ConfigError, FileConfig};
 pub use runtime::Coordinator;

@@ -4,7 +4,8 @@
 //! coordinator --listen 127.0.0.1:5050 [--config parley.toml] [--offer-timeout 60] ...
 //! ```
 //!
-//! Settings: defaults, then the TOML file, then flags. A bad flag or setting is a one-line
+//! The durable registry is `--data-dir`/registry.redb (default `data/registry.redb`) unless
+//! `--in-memory`. Settings: defaults, then the TOML file, then flags. A bad flag or setting is a one-line
 //! error naming it, before anything starts. Ctrl-C or SIGTERM shut down gracefully.
 
 use std::net::SocketAddr;
@@ -72,9 +73,14 @@ struct Args {
     /// With --dev: how many local agents share this machine's resources (default 2).
     #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
     dev_agents: u16,
-    /// With --dev: where the local agents keep their ids, journals and task sandboxes.
+    /// Where the coordinator keeps its durable registry (`DIR/registry.redb`) and, with --dev,
+    /// the local agents their ids, journals and task sandboxes (`DIR/agent-N`).
     #[arg(long, value_name = "DIR", default_value = "data")]
     data_dir: std::path::PathBuf,
+    /// Keep the books in memory only: a restart forgets frameworks and run-time role weights
+    /// (agents and their tasks still come back by re-registering).
+    #[arg(long)]
+    in_memory: bool,
 }
 
 fn parse_role(s: &str) -> Result<(RolePath, Weight), String> {
@@ -182,6 +188,9 @@ fn load(args: &Args) -> anyhow::Result<(Config, SocketAddr)> {
         listen = l;
     }
     config.validate()?;
+    if !args.in_memory {
+        config.registry = Some(args.data_dir.join("registry.redb"));
+    }
     Ok((config, listen))
 }
 

@@ -28,6 +28,7 @@ pub struct Metrics {
     allocation_runs: AtomicU64,
     allocation_micros: AtomicU64,
     allocation_buckets: [AtomicU64; RUN_BUCKETS.len()],
+    registry_write_errors: AtomicU64,
 }
 
 impl Metrics {
@@ -41,6 +42,11 @@ impl Metrics {
             OfferEvent::OfferExpired(_) => &self.offers_expired,
         };
         counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a failed write to the durable registry.
+    pub fn count_registry_write_error(&self) {
+        self.registry_write_errors.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Records how long one allocation run took.
@@ -85,6 +91,11 @@ impl Metrics {
                 "parley_offers_expired_total",
                 "Offers expired unanswered.",
                 load(&self.offers_expired),
+            ),
+            (
+                "parley_registry_write_errors_total",
+                "Changes the durable registry failed to write.",
+                load(&self.registry_write_errors),
             ),
         ];
         for (name, help, v) in counters {

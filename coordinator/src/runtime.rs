@@ -21,6 +21,7 @@ use tokio_util::task::TaskTracker;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::state::{Effect, Effects, Now, State, StateError};
+use crate::store::Store;
 
 /// Capacity of the operator offer stream; a slower reader skips what it missed.
 const OFFER_EVENTS_CAPACITY: usize = 4096;
@@ -55,6 +56,9 @@ struct Shared {
 struct Inner {
     state: State,
     streams: HashMap<FrameworkId, StreamSlot>,
+    /// The durable registry, if any. Under the books' lock, so it is written in the books'
+    /// order; `None` again once closed.
+    store: Option<Store>,
 }
 
 struct StreamSlot {
@@ -77,8 +81,31 @@ enum Io {
 }
 
 impl Coordinator {
-    /// A coordinator with empty books. `shutdown` ends its streams and background loops.
+    /// A coordinator whose books hold what `config.registry` kept (empty without one).
+    /// `shutdown` ends its streams and background loops. Fails if the registry cannot be opened
+    /// or read: starting with empty books instead would forget frameworks silently.
     pub fn new(config: Config, shutdown: CancellationToken) -> anyhow::Result<Self> {
+        let start = Instant::now();
+        let mut state = State::new(&config);
+        let store = match &config.registry {
+            Some(path) => {
+                let store = Store::open(path)?;
+                let snapshot = store.load()?;
+                tracing::info!(
+                    registry = %path.display(),
+                    frameworks = snapshot.frameworks.len(),
+                    weights = snapshot.weights.len(),
+                    "registry loaded"
+                );
+                let now = Now {
+                    ms: 0,
+                    wall: protocol::now(),
+                };
+                state.restore(snapshot, &now);
+                Some(store)
+            }
+            None => None,
+        };
         let http = reqwest::Client::builder()
             .timeout(config.agent_request_timeout)
             .connect_timeout(config.agent_request_timeout)
@@ -87,8 +114,9 @@ impl Coordinator {
         Ok(Self {
             shared: Arc::new(Shared {
                 inner: Mutex::new(Inner {
-                    state: State::new(&config),
+                    state,
                     streams: HashMap::new(),
+                    store,
                 }),
                 config,
                 kick: Notify::new(),
@@ -96,7 +124,7 @@ impl Coordinator {
                 http,
                 tracker: TaskTracker::new(),
                 shutdown,
-                start: Instant::now(),
+                start,
                 metrics: Metrics::default(),
             }),
         })
@@ -135,6 +163,12 @@ impl Coordinator {
         // A panic while holding the lock is a bug already logged; the books are still the
         // best there are, so keep serving rather than poisoning every later request.
         self.shared.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Closes the durable registry (at shutdown), releasing its file for the next coordinator.
+    /// Later changes are no longer persisted.
+    pub fn close_registry(&self) {
+        self.lock().store = None;
     }
 
     /// Reads the books.
@@ -210,6 +244,7 @@ impl Coordinator {
     fn dispatch(&self, inner: &mut Inner, fx: Effects) -> (Vec<Io>, bool) {
         let mut io = Vec::new();
         let mut allocate = false;
+        let mut changes = Vec::new();
         for effect in fx {
             match effect {
                 Effect::ToFramework(id, event) => {
@@ -246,6 +281,14 @@ impl Coordinator {
                     task_id,
                 }),
                 Effect::Allocate => allocate = true,
+                Effect::Persist(change) => changes.push(change),
+            }
+        }
+        if let (Some(store), false) = (&inner.store, changes.is_empty()) {
+            if let Err(e) = store.apply(&changes) {
+                // The books moved on; a restart would come back without this change.
+                self.shared.metrics.count_registry_write_error();
+                tracing::error!(error = %e, ?changes, "registry write failed");
             }
         }
         (io, allocate)

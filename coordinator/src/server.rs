@@ -26,8 +26,18 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     config.validate()?;
-    let token = CancellationToken::new();
-    let coordinator = Coordinator::new(config, token.clone())?;
+    let coordinator = Coordinator::new(config, CancellationToken::new())?;
+    serve_coordinator(coordinator, listener, shutdown).await
+}
+
+/// Serves an already built coordinator (its books loaded from the registry) on `listener`
+/// until `shutdown` resolves or its shutdown token is cancelled; see [`serve`].
+pub async fn serve_coordinator(
+    coordinator: Coordinator,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let token = coordinator.shutdown_token().clone();
     let loops = spawn_loops(&coordinator);
     let app = api::app(coordinator.clone());
     if let Ok(addr) = listener.local_addr() {
@@ -50,6 +60,7 @@ pub async fn serve(
     }
     coordinator.tracker().close();
     coordinator.tracker().wait().await;
+    coordinator.close_registry();
     result.map_err(Into::into)
 }
 

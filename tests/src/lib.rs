@@ -95,8 +95,27 @@ impl Cluster {
         Self::start_with(fast_coordinator_config(), agents).await
     }
 
+    /// Like [`Cluster::start`], with a durable registry in the cluster's temp dir, so
+    /// [`Cluster::stop_coordinator`] and [`Cluster::start_coordinator`] keep the stored books.
+    pub async fn start_durable(agents: &[&str]) -> anyhow::Result<Self> {
+        let dirs = tempfile::tempdir()?;
+        let config = coordinator::Config {
+            registry: Some(dirs.path().join("registry.redb")),
+            ..fast_coordinator_config()
+        };
+        Self::start_in(config, agents, dirs).await
+    }
+
     /// Like [`Cluster::start`], with the given coordinator settings.
     pub async fn start_with(config: coordinator::Config, agents: &[&str]) -> anyhow::Result<Self> {
+        Self::start_in(config, agents, tempfile::tempdir()?).await
+    }
+
+    async fn start_in(
+        config: coordinator::Config,
+        agents: &[&str],
+        dirs: tempfile::TempDir,
+    ) -> anyhow::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let token = CancellationToken::new();
@@ -112,7 +131,7 @@ impl Cluster {
             config,
             coordinator: Some((token, join)),
             agents: Vec::new(),
-            _dirs: tempfile::tempdir()?,
+            _dirs: dirs,
         };
         for resources in agents {
             cluster.add_agent(resources).await?;
@@ -170,8 +189,8 @@ impl Cluster {
         join.await.context("agent task panicked")?
     }
 
-    /// Stops the coordinator (its books are lost; agents keep running and retrying) and waits
-    /// for it.
+    /// Stops the coordinator (its in-memory books are lost, the registry's kept; agents keep
+    /// running and retrying) and waits for it.
     pub async fn stop_coordinator(&mut self) -> anyhow::Result<()> {
         let (token, join) = self
             .coordinator
@@ -181,7 +200,8 @@ impl Cluster {
         join.await.context("coordinator task panicked")?
     }
 
-    /// Starts a new coordinator (empty books, same settings) on the same address as before.
+    /// Starts a new coordinator (same settings: empty books, or the registry's) on the same
+    /// address as before.
     pub async fn start_coordinator(&mut self) -> anyhow::Result<()> {
         if self.coordinator.is_some() {
             bail!("the coordinator is already running");

@@ -7,6 +7,7 @@ use protocol::messages::{FrameworkRegistered, RegisterFramework};
 use protocol::{FrameworkEvent, FrameworkId, Resources, RolePath};
 
 use super::{Connection, Effect, Effects, FrameworkRecord, Now, State, StateError, ORPHAN_ROLE};
+use crate::store::{Change, StoredFramework};
 
 /// The longest framework name.
 const MAX_NAME: usize = 256;
@@ -62,6 +63,7 @@ impl State {
                 } else if req.demand.is_some() {
                     let _ = self.allocator.set_demand(id, req.demand);
                 }
+                self.persist_framework(id, fx);
                 fx.push(Effect::Allocate);
                 return Ok((id, false));
             }
@@ -76,7 +78,21 @@ impl State {
             false,
             now,
         );
+        self.persist_framework(id, fx);
         Ok((id, true))
+    }
+
+    /// Queues the framework's record for the durable registry.
+    fn persist_framework(&self, id: FrameworkId, fx: &mut Effects) {
+        if let Some(fw) = self.frameworks.get(&id).filter(|fw| !fw.placeholder) {
+            fx.push(Effect::Persist(Change::PutFramework(StoredFramework {
+                id,
+                name: fw.name.clone(),
+                role: fw.role.clone(),
+                failover_timeout_s: fw.failover_timeout_s,
+                registered_at: fw.registered_at,
+            })));
+        }
     }
 
     /// Creates a framework record (disconnected) and its allocator leaf.
@@ -286,6 +302,7 @@ impl State {
         let _ = self.allocator.remove_framework(id);
         self.frameworks.remove(&id);
         self.removed_frameworks.insert(id);
+        fx.push(Effect::Persist(Change::RemoveFramework(id)));
         fx.push(Effect::ToFramework(
             id,
             FrameworkEvent::Error {

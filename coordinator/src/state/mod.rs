@@ -35,8 +35,11 @@
 //!
 //! # Restarts
 //!
-//! A coordinator restart loses these books (a durable registry is the next step). Re-registration
-//! is robust to it: an agent re-registering with an unknown `agent_id` is adopted with that id
+//! The durable registry ([`crate::store`]) keeps frameworks, removed framework ids and run-time
+//! role weights: calls that change them push [`Effect::Persist`], and [`State::restore`] puts
+//! them back after a restart (frameworks disconnected, their failover timeouts started again).
+//! Everything else is rebuilt from the agents. Re-registration is robust to a coordinator that
+//! lost its books (no store, or a framework it never stored): an agent re-registering with an unknown `agent_id` is adopted with that id
 //! and its reported tasks; a task of an unknown framework is kept under a placeholder framework
 //! (role `_orphans`, disconnected) which the framework takes over when it re-registers with its
 //! id within the default failover timeout. Agents report each task's `resources` in its
@@ -125,6 +128,8 @@ pub enum Effect {
     },
     /// Resources were freed (or a framework became eligible): run an allocation soon.
     Allocate,
+    /// Write this change to the durable registry ([`crate::store`]) before answering.
+    Persist(crate::store::Change),
 }
 
 /// The effects of one or more state calls, in order.
@@ -326,8 +331,47 @@ impl State {
             });
         }
         self.allocator.set_role_weight(role, weight);
+        fx.push(Effect::Persist(crate::store::Change::SetWeight(
+            role.clone(),
+            weight,
+        )));
         fx.push(Effect::Allocate);
         Ok(())
+    }
+
+    /// Puts back what the durable registry kept (call once, on empty books, before serving):
+    /// run-time role weights, removed framework ids, and every stored framework, disconnected in
+    /// its role with its failover timeout starting `now`. Agents and their tasks come back by
+    /// re-registering; their tasks are then accounted under these frameworks.
+    pub fn restore(&mut self, snapshot: crate::store::Snapshot, now: &Now) {
+        for (role, weight) in &snapshot.weights {
+            self.allocator.set_role_weight(role, *weight);
+        }
+        self.removed_frameworks
+            .extend(snapshot.removed_frameworks.iter().copied());
+        for fw in snapshot.frameworks {
+            if fw.role.as_str().starts_with('_') || self.removed_frameworks.contains(&fw.id) {
+                tracing::warn!(framework = %fw.id, role = %fw.role, "not restoring framework");
+                continue;
+            }
+            self.add_framework_record(
+                fw.id,
+                fw.name,
+                fw.role,
+                fw.failover_timeout_s,
+                None,
+                false,
+                now,
+            );
+            if let Some(record) = self.frameworks.get_mut(&fw.id) {
+                record.registered_at = fw.registered_at;
+                // It was registered before: the full failover timeout applies, no grace.
+                record.connection = Connection::Disconnected {
+                    since_ms: now.ms,
+                    ever: true,
+                };
+            }
+        }
     }
 
     /// Heartbeat interval told to frameworks, in seconds.

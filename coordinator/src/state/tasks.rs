@@ -49,7 +49,9 @@ impl State {
 
     /// Applies a status an agent reported (in a status post or a re-registration): updates a
     /// known task, brings back a task the coordinator declared lost, or adopts an unknown one.
-    /// Statuses of removed frameworks and duplicates are dropped.
+    /// Duplicates are dropped. So are statuses of removed frameworks, and a task of a removed
+    /// framework that still runs is killed: it has no one to report to (its agent was away when
+    /// the framework was removed, e.g. across a coordinator restart).
     pub(crate) fn apply_reported_status(
         &mut self,
         agent: AgentId,
@@ -58,6 +60,17 @@ impl State {
         fx: &mut Effects,
     ) {
         if self.removed_frameworks.contains(&status.framework_id) {
+            if let Some(a) = self
+                .agents
+                .get(&agent)
+                .filter(|_| !status.state.is_terminal())
+            {
+                fx.push(Effect::Kill {
+                    agent_id: agent,
+                    endpoint: a.endpoint.clone(),
+                    task_id: status.task_id,
+                });
+            }
             return;
         }
         let key = (status.framework_id, status.task_id.clone());

@@ -15,6 +15,21 @@ fn at(ms: u64) -> Now {
     }
 }
 
+fn registration(
+    name: &str,
+    role: &str,
+    failover_timeout_s: Option<f64>,
+    framework_id: Option<FrameworkId>,
+) -> RegisterFramework {
+    RegisterFramework {
+        name: name.into(),
+        role: role.parse().unwrap(),
+        failover_timeout_s,
+        framework_id,
+        demand: None,
+    }
+}
+
 fn setup() -> (State, FrameworkId, AgentId, Offer) {
     setup_with(&Config::default())
 }
@@ -23,17 +38,7 @@ fn setup_with(config: &Config) -> (State, FrameworkId, AgentId, Offer) {
     let mut s = State::new(config);
     let mut fx = Vec::new();
     let (fw, _) = s
-        .register_framework(
-            RegisterFramework {
-                name: "f".into(),
-                role: "eng".parse().unwrap(),
-                failover_timeout_s: None,
-                framework_id: None,
-                demand: None,
-            },
-            &at(0),
-            &mut fx,
-        )
+        .register_framework(registration("f", "eng", None, None), &at(0), &mut fx)
         .unwrap();
     s.subscribe(fw, &at(0), &mut fx).unwrap();
     let (agent, created) = s
@@ -225,17 +230,7 @@ fn a_task_that_ended_during_a_coordinator_restart_is_kept_for_its_framework() {
     // reconciliation reports the task, and the acknowledgement is accepted.
     let mut fx = Vec::new();
     let (id, created) = s
-        .register_framework(
-            RegisterFramework {
-                name: "f".into(),
-                role: "eng".parse().unwrap(),
-                failover_timeout_s: None,
-                framework_id: Some(fw),
-                demand: None,
-            },
-            &at(1),
-            &mut fx,
-        )
+        .register_framework(registration("f", "eng", None, Some(fw)), &at(1), &mut fx)
         .unwrap();
     assert_eq!((id, created), (fw, false));
     s.subscribe(fw, &at(1), &mut fx).unwrap();
@@ -284,17 +279,7 @@ fn reregister(agent: AgentId, total: &str, tasks: Vec<TaskStatus>) -> RegisterAg
 fn framework(s: &mut State, id: Option<FrameworkId>, now: u64) -> FrameworkId {
     let mut fx = Vec::new();
     let (fw, _) = s
-        .register_framework(
-            RegisterFramework {
-                name: "f".into(),
-                role: "eng".parse().unwrap(),
-                failover_timeout_s: None,
-                framework_id: id,
-                demand: None,
-            },
-            &at(now),
-            &mut fx,
-        )
+        .register_framework(registration("f", "eng", None, id), &at(now), &mut fx)
         .unwrap();
     s.subscribe(fw, &at(now), &mut fx).unwrap();
     fw
@@ -578,4 +563,176 @@ fn a_finished_task_whose_update_is_unacknowledged_is_never_forgotten() {
     s.acknowledge(fw, a_done.task_id, a_done.update_id).unwrap();
     assert_eq!(listed(&s, fw), ["a", "d"]);
     assert_eq!(s.frameworks[&fw].completed.len(), 2);
+}
+
+fn persisted(fx: &Effects) -> Vec<crate::store::Change> {
+    fx.iter()
+        .filter_map(|e| match e {
+            Effect::Persist(c) => Some(c.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Plays the changes into a snapshot the way the store does (later changes win).
+fn snapshot_of(changes: &[crate::store::Change]) -> crate::store::Snapshot {
+    use crate::store::Change;
+    let mut snap = crate::store::Snapshot::default();
+    for c in changes {
+        match c {
+            Change::PutFramework(f) => {
+                snap.frameworks.retain(|g| g.id != f.id);
+                snap.frameworks.push(f.clone());
+            }
+            Change::RemoveFramework(id) => {
+                snap.frameworks.retain(|g| g.id != *id);
+                snap.removed_frameworks.push(*id);
+            }
+            Change::SetWeight(r, w) => {
+                snap.weights.retain(|(q, _)| q != r);
+                snap.weights.push((r.clone(), *w));
+            }
+        }
+    }
+    snap
+}
+
+#[test]
+fn registrations_removals_and_weights_are_persisted_and_restored() {
+    use crate::store::Change;
+    let mut s = State::new(&Config::default());
+    let mut fx = Vec::new();
+    let register =
+        |name: &str, role: &str, id: Option<FrameworkId>| registration(name, role, Some(30.0), id);
+    let (keep, _) = s
+        .register_framework(register("keep", "eng/batch", None), &at(0), &mut fx)
+        .unwrap();
+    let (gone, _) = s
+        .register_framework(register("gone", "ops", None), &at(0), &mut fx)
+        .unwrap();
+    // Re-registering under a new name and role is persisted too.
+    s.register_framework(register("kept", "eng/web", Some(keep)), &at(1), &mut fx)
+        .unwrap();
+    s.remove_framework(gone, "test", &mut fx).unwrap();
+    let weight = protocol::Weight::new(3.0).unwrap();
+    s.set_role_weight(&"eng".parse().unwrap(), weight, &mut fx)
+        .unwrap();
+    // A refused call persists nothing.
+    let mut refused = Vec::new();
+    assert!(s
+        .register_framework(register("again", "ops", Some(gone)), &at(2), &mut refused)
+        .is_err());
+    assert!(persisted(&refused).is_empty());
+
+    let changes = persisted(&fx);
+    assert_eq!(changes.len(), 5, "{changes:?}");
+    assert!(matches!(changes[3], Change::RemoveFramework(id) if id == gone));
+
+    // A new coordinator restores them: the framework is back, disconnected, in its last role.
+    let mut t = State::new(&Config::default());
+    t.restore(snapshot_of(&changes), &at(1_000));
+    let fws = t.frameworks();
+    assert_eq!(fws.len(), 1);
+    assert_eq!(fws[0].framework_id, keep);
+    assert_eq!(fws[0].name, "kept");
+    assert_eq!(fws[0].role.as_str(), "eng/web");
+    assert_eq!(fws[0].state, "disconnected");
+    assert_eq!(fws[0].failover_timeout_s, 30.0);
+    let eng = t
+        .roles()
+        .children
+        .into_iter()
+        .find(|r| r.path == "eng")
+        .unwrap();
+    assert_eq!(eng.weight, 3.0);
+    // The removed framework stays refused; the restored one re-registers and subscribes.
+    let mut fx = Vec::new();
+    assert!(matches!(
+        t.register_framework(register("gone", "ops", Some(gone)), &at(1_001), &mut fx),
+        Err(StateError::FrameworkRemoved(_))
+    ));
+    let (id, new) = t
+        .register_framework(register("kept", "eng/web", Some(keep)), &at(1_001), &mut fx)
+        .unwrap();
+    assert_eq!((id, new), (keep, false));
+    t.subscribe(keep, &at(1_001), &mut fx).unwrap();
+    assert_eq!(t.frameworks()[0].state, "connected");
+}
+
+#[test]
+fn a_restored_framework_that_does_not_come_back_is_removed_after_its_failover_timeout() {
+    let mut s = State::new(&Config::default());
+    let mut fx = Vec::new();
+    let (fw, _) = s
+        .register_framework(registration("f", "eng", Some(10.0), None), &at(0), &mut fx)
+        .unwrap();
+    let mut t = State::new(&Config::default());
+    t.restore(snapshot_of(&persisted(&fx)), &at(0));
+    // Its agent comes back with a running task: accounted under the real framework and role.
+    let agent = AgentId::new();
+    let mut fx = Vec::new();
+    t.register_agent(
+        reregister(
+            agent,
+            "cpus=4",
+            vec![running("t", fw, agent, Some("cpus=1"))],
+        ),
+        &at(100),
+        &mut fx,
+    )
+    .unwrap();
+    let info = &t.frameworks()[0];
+    assert_eq!((info.name.as_str(), info.role.as_str()), ("f", "eng"));
+    assert_eq!(info.used, "cpus=1".parse().unwrap());
+
+    let mut fx = Vec::new();
+    t.check_failover(&at(9_999), &mut fx);
+    assert_eq!(t.frameworks().len(), 1, "not before its timeout");
+    t.check_failover(&at(10_000), &mut fx);
+    assert!(t.frameworks().is_empty());
+    assert!(fx
+        .iter()
+        .any(|e| matches!(e, Effect::Kill { task_id, .. } if task_id.as_str() == "t")));
+    assert!(persisted(&fx).contains(&crate::store::Change::RemoveFramework(fw)));
+    assert!(t.agents()[0].used.is_empty());
+}
+
+#[test]
+fn a_task_of_a_removed_framework_reported_by_an_agent_is_killed() {
+    let mut s = State::new(&Config::default());
+    let fw = framework(&mut s, None, 0);
+    let mut fx = Vec::new();
+    s.remove_framework(fw, "test", &mut fx).unwrap();
+    // Its agent was away when it was removed, and comes back with the task still running.
+    let agent = AgentId::new();
+    let mut fx = Vec::new();
+    s.register_agent(
+        reregister(
+            agent,
+            "cpus=4",
+            vec![
+                running("t", fw, agent, Some("cpus=1")),
+                TaskStatus {
+                    state: TaskState::Finished,
+                    ..running("done", fw, agent, None)
+                },
+            ],
+        ),
+        &at(10),
+        &mut fx,
+    )
+    .unwrap();
+    let kills: Vec<_> = fx
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Kill { task_id, .. } => Some(task_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(kills, vec!["t"], "only the running task is killed");
+    assert!(
+        s.tasks.is_empty(),
+        "nothing is adopted for a removed framework"
+    );
+    assert!(s.agents()[0].used.is_empty());
 }

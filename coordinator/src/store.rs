@@ -1,0 +1,374 @@
+//! The durable registry: the part of the books that must outlive a coordinator restart, in an
+//! embedded [redb] file (one file, no server to run).
+//!
+//! # What is kept, and why only that
+//!
+//! Like Mesos' registry, the store keeps what no one else can tell a restarted coordinator:
+//!
+//! - **frameworks**: id, name, role, failover timeout, registration time. After a restart each
+//!   comes back *disconnected* in its own role, and its failover timeout starts again: it can
+//!   re-register with its id and keep its tasks, and if it does not come back in time it is
+//!   removed and its tasks are killed, exactly as if the coordinator had never stopped;
+//! - **removed framework ids**: a removed framework stays refused after a restart;
+//! - **role weights** set at run time (`PUT /api/v1/roles/{path}`): they override the config's.
+//!
+//! Agents and tasks are not stored: agents keep their ids and task journals on their own disks
+//! and re-register with their running tasks (each with its resources) when the coordinator comes
+//! back; the tasks are then accounted under their framework's real role. Offers and decline
+//! filters are soft state and are not kept (an offer outstanding at a crash was never accepted).
+//!
+//! # How it is written
+//!
+//! [`crate::state::State`] never does I/O: a call that changes a stored fact pushes an
+//! [`Effect::Persist`](crate::state::Effect::Persist) with a [`Change`]. The runtime applies the
+//! changes of one call in one write transaction while it still holds the books' lock, so the
+//! stored order is the books' order, and before the HTTP answer is sent, so a client that was told
+//! "registered" is registered durably. Writes are rare (registration, removal, weight changes), so
+//! an fsync per call costs nothing at the scale of the allocation path. Values are JSON, keyed by
+//! id or role path; a `meta` table holds the schema version, and a file with a version this
+//! coordinator does not know is refused at start rather than misread.
+
+use std::path::{Path, PathBuf};
+
+use protocol::{FrameworkId, RolePath, Timestamp, Weight};
+use redb::{Database, ReadableTable, TableDefinition};
+use serde::{Deserialize, Serialize};
+
+/// The version of the stored layout this coordinator writes and reads.
+pub const SCHEMA_VERSION: u64 = 1;
+
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+const FRAMEWORKS: TableDefinition<&str, &[u8]> = TableDefinition::new("frameworks");
+const REMOVED: TableDefinition<&str, u64> = TableDefinition::new("removed_frameworks");
+const WEIGHTS: TableDefinition<&str, f64> = TableDefinition::new("role_weights");
+
+/// A stored framework.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredFramework {
+    /// Its id.
+    pub id: FrameworkId,
+    /// Its name.
+    pub name: String,
+    /// Its role.
+    pub role: RolePath,
+    /// Its failover timeout in seconds.
+    pub failover_timeout_s: f64,
+    /// When it first registered.
+    pub registered_at: Timestamp,
+}
+
+/// One change to the stored facts.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    /// A framework registered, or re-registered with a new name, role or failover timeout.
+    PutFramework(StoredFramework),
+    /// A framework was removed: forget its record, remember its id as removed.
+    RemoveFramework(FrameworkId),
+    /// A role's weight was set at run time.
+    SetWeight(RolePath, Weight),
+}
+
+/// Everything the store holds, as read at start.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Snapshot {
+    /// The registered frameworks, by id.
+    pub frameworks: Vec<StoredFramework>,
+    /// Ids of removed frameworks.
+    pub removed_frameworks: Vec<FrameworkId>,
+    /// Role weights set at run time.
+    pub weights: Vec<(RolePath, Weight)>,
+}
+
+/// The store could not be opened, read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Another process (another coordinator) has the file open.
+    #[error(
+        "registry {path} is in use by another process (another coordinator with this data dir?)"
+    )]
+    InUse {
+        /// The file.
+        path: PathBuf,
+    },
+    /// redb failed (I/O, a corrupt file...).
+    #[error("registry {path}: {error}")]
+    Db {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        error: Box<redb::Error>,
+    },
+    /// The file was written by a coordinator with another layout.
+    #[error(
+        "registry {path}: schema version {found}, this coordinator reads version {SCHEMA_VERSION}"
+    )]
+    Schema {
+        /// The file.
+        path: PathBuf,
+        /// The version in the file.
+        found: u64,
+    },
+    /// A stored value does not parse.
+    #[error("registry {path}: bad {what}: {reason}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// Which record.
+        what: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The open registry file.
+pub struct Store {
+    db: Database,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.path).finish()
+    }
+}
+
+impl Store {
+    /// Opens the registry at `path`, creating it (and its directory) if it does not exist.
+    /// Fails if another process holds it, or it has another schema version.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| Self::db_error(path, e))?;
+        }
+        let db = Database::create(path).map_err(|e| Self::db_error(path, e))?;
+        let store = Self {
+            db,
+            path: path.to_path_buf(),
+        };
+        store.init()?;
+        Ok(store)
+    }
+
+    /// Where the file is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn db_error(path: &Path, e: impl Into<redb::Error>) -> StoreError {
+        match e.into() {
+            redb::Error::DatabaseAlreadyOpen => StoreError::InUse {
+                path: path.to_path_buf(),
+            },
+            error => StoreError::Db {
+                path: path.to_path_buf(),
+                error: Box::new(error),
+            },
+        }
+    }
+
+    fn err(&self, e: impl Into<redb::Error>) -> StoreError {
+        Self::db_error(&self.path, e)
+    }
+
+    /// Creates the tables and the schema version, or checks the version.
+    fn init(&self) -> Result<(), StoreError> {
+        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
+        {
+            let mut meta = txn.open_table(META).map_err(|e| self.err(e))?;
+            let found = meta
+                .get("schema")
+                .map_err(|e| self.err(e))?
+                .map(|v| v.value());
+            match found {
+                Some(v) if v != SCHEMA_VERSION => {
+                    return Err(StoreError::Schema {
+                        path: self.path.clone(),
+                        found: v,
+                    })
+                }
+                Some(_) => {}
+                None => {
+                    meta.insert("schema", SCHEMA_VERSION)
+                        .map_err(|e| self.err(e))?;
+                }
+            }
+            txn.open_table(FRAMEWORKS).map_err(|e| self.err(e))?;
+            txn.open_table(REMOVED).map_err(|e| self.err(e))?;
+            txn.open_table(WEIGHTS).map_err(|e| self.err(e))?;
+        }
+        txn.commit().map_err(|e| self.err(e))
+    }
+
+    /// Reads everything.
+    pub fn load(&self) -> Result<Snapshot, StoreError> {
+        let txn = self.db.begin_read().map_err(|e| self.err(e))?;
+        let mut snap = Snapshot::default();
+
+        let table = txn.open_table(FRAMEWORKS).map_err(|e| self.err(e))?;
+        for entry in table.iter().map_err(|e| self.err(e))? {
+            let (key, value) = entry.map_err(|e| self.err(e))?;
+            let fw: StoredFramework = serde_json::from_slice(value.value())
+                .map_err(|e| self.corrupt(format!("framework {}", key.value()), e))?;
+            snap.frameworks.push(fw);
+        }
+
+        let table = txn.open_table(REMOVED).map_err(|e| self.err(e))?;
+        for entry in table.iter().map_err(|e| self.err(e))? {
+            let (key, _) = entry.map_err(|e| self.err(e))?;
+            let id: FrameworkId = key
+                .value()
+                .parse()
+                .map_err(|e| self.corrupt(format!("removed framework {}", key.value()), e))?;
+            snap.removed_frameworks.push(id);
+        }
+
+        let table = txn.open_table(WEIGHTS).map_err(|e| self.err(e))?;
+        for entry in table.iter().map_err(|e| self.err(e))? {
+            let (key, value) = entry.map_err(|e| self.err(e))?;
+            let what = || format!("weight of role {}", key.value());
+            let role = RolePath::new(key.value()).map_err(|e| self.corrupt(what(), e))?;
+            let weight = Weight::new(value.value()).map_err(|e| self.corrupt(what(), e))?;
+            snap.weights.push((role, weight));
+        }
+        Ok(snap)
+    }
+
+    fn corrupt(&self, what: String, reason: impl std::fmt::Display) -> StoreError {
+        StoreError::Corrupt {
+            path: self.path.clone(),
+            what,
+            reason: reason.to_string(),
+        }
+    }
+
+    /// Applies `changes` in order, in one durable (fsync'd) transaction: all or none.
+    pub fn apply(&self, changes: &[Change]) -> Result<(), StoreError> {
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
+        {
+            let mut frameworks = txn.open_table(FRAMEWORKS).map_err(|e| self.err(e))?;
+            let mut removed = txn.open_table(REMOVED).map_err(|e| self.err(e))?;
+            let mut weights = txn.open_table(WEIGHTS).map_err(|e| self.err(e))?;
+            for change in changes {
+                match change {
+                    Change::PutFramework(fw) => {
+                        let value = serde_json::to_vec(fw)
+                            .map_err(|e| self.corrupt(format!("framework {}", fw.id), e))?;
+                        frameworks
+                            .insert(fw.id.to_string().as_str(), value.as_slice())
+                            .map_err(|e| self.err(e))?;
+                    }
+                    Change::RemoveFramework(id) => {
+                        let key = id.to_string();
+                        frameworks.remove(key.as_str()).map_err(|e| self.err(e))?;
+                        removed.insert(key.as_str(), 1).map_err(|e| self.err(e))?;
+                    }
+                    Change::SetWeight(role, weight) => {
+                        weights
+                            .insert(role.as_str(), weight.get())
+                            .map_err(|e| self.err(e))?;
+                    }
+                }
+            }
+        }
+        txn.commit().map_err(|e| self.err(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn framework(name: &str, role: &str) -> StoredFramework {
+        StoredFramework {
+            id: FrameworkId::new(),
+            name: name.into(),
+            role: RolePath::new(role).unwrap(),
+            failover_timeout_s: 30.0,
+            registered_at: protocol::now(),
+        }
+    }
+
+    #[test]
+    fn changes_survive_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/registry.redb");
+        let (a, b) = (framework("a", "eng/batch"), framework("b", "ops"));
+        let weight = Weight::new(2.5).unwrap();
+        {
+            let store = Store::open(&path).unwrap();
+            assert_eq!(store.load().unwrap(), Snapshot::default());
+            store
+                .apply(&[
+                    Change::PutFramework(a.clone()),
+                    Change::PutFramework(b.clone()),
+                    Change::SetWeight(RolePath::new("eng").unwrap(), weight),
+                ])
+                .unwrap();
+            let renamed = StoredFramework {
+                name: "a2".into(),
+                ..a.clone()
+            };
+            store
+                .apply(&[Change::PutFramework(renamed), Change::RemoveFramework(b.id)])
+                .unwrap();
+        }
+        let store = Store::open(&path).unwrap();
+        let snap = store.load().unwrap();
+        assert_eq!(snap.frameworks.len(), 1);
+        assert_eq!(snap.frameworks[0].id, a.id);
+        assert_eq!(snap.frameworks[0].name, "a2");
+        assert_eq!(snap.frameworks[0].role, a.role);
+        assert_eq!(snap.removed_frameworks, vec![b.id]);
+        assert_eq!(snap.weights, vec![(RolePath::new("eng").unwrap(), weight)]);
+    }
+
+    #[test]
+    fn a_second_opener_and_a_foreign_schema_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("registry.redb");
+        {
+            let store = Store::open(&path).unwrap();
+            let err = Store::open(&path).unwrap_err();
+            assert!(matches!(err, StoreError::InUse { .. }), "{err}");
+            // Pretend a later coordinator wrote the file.
+            let txn = store.db.begin_write().unwrap();
+            txn.open_table(META)
+                .unwrap()
+                .insert("schema", SCHEMA_VERSION + 1)
+                .unwrap();
+            txn.commit().unwrap();
+        }
+        let err = Store::open(&path).unwrap_err();
+        assert!(
+            matches!(err, StoreError::Schema { found, .. } if found == SCHEMA_VERSION + 1),
+            "{err}"
+        );
+        assert!(err.to_string().contains("schema version 2"), "{err}");
+    }
+
+    #[test]
+    fn garbage_is_not_a_registry() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("registry.redb");
+        std::fs::write(&path, b"not a database at all, just some bytes").unwrap();
+        let err = Store::open(&path).unwrap_err();
+        assert!(err.to_string().contains("registry.redb"), "{err}");
+    }
+
+    #[test]
+    fn a_bad_stored_value_names_the_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("registry.redb");
+        let store = Store::open(&path).unwrap();
+        let txn = store.db.begin_write().unwrap();
+        txn.open_table(FRAMEWORKS)
+            .unwrap()
+            .insert("x", b"{not json".as_slice())
+            .unwrap();
+        txn.commit().unwrap();
+        let err = store.load().unwrap_err();
+        assert!(err.to_string().contains("bad framework x"), "{err}");
+    }
+}
