@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use protocol::messages::{
-    AcceptRequest, AcceptResponse, AcknowledgeRequest, DeclineRequest, Empty, FrameworkRegistered,
-    KillRequest, ReconcileRequest, RegisterFramework, ReviveRequest,
+    AcceptRequest, AcceptResponse, AcknowledgeRequest, AgentList, DeclineRequest, Empty,
+    FrameworkRegistered, KillRequest, ReconcileRequest, RegisterFramework, ReviveRequest,
 };
 use protocol::{FrameworkId, TaskId, UpdateId};
 use serde::de::DeserializeOwned;
@@ -152,6 +152,18 @@ impl CoordinatorClient {
         let body = ReconcileRequest { task_ids };
         self.post_empty(self.framework_url(id, "reconcile"), &body)
             .await
+    }
+
+    /// `GET /agents` (operator API): every agent the coordinator knows, with its total and
+    /// state. Frameworks use it to check, before they start, that their tasks fit somewhere.
+    pub async fn agents(&self) -> Result<AgentList, SdkError> {
+        let response = self
+            .http
+            .get(self.url("/agents"))
+            .timeout(self.request_timeout)
+            .send()
+            .await?;
+        read_json(response).await
     }
 
     /// `DELETE /frameworks/{id}`: kills the framework's tasks and forgets it.

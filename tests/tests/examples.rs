@@ -241,6 +241,45 @@ async fn tetris_batch_completes_every_job() {
     cluster.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tetris_batch_refuses_a_task_larger_than_every_agent() {
+    let cluster = Cluster::start(1, "cpus=2,mem=1024").await;
+    let dir = tempfile::tempdir().unwrap();
+    let jobs = dir.path().join("jobs.json");
+    std::fs::write(
+        &jobs,
+        r#"[{"name": "huge", "tasks": [{"resources": {"cpus": 4}, "duration_s": 1}]}]"#,
+    )
+    .unwrap();
+    let args = examples::tetris_batch::Args {
+        common: common(&cluster),
+        jobs_file: Some(jobs),
+        jobs: 1,
+        max_tasks: 1,
+        seed: 1,
+        time_scale: 1.0,
+        policy: examples::tetris_batch::Policy::Tetris,
+        fairness: 0.25,
+        simulated: false,
+        max_retries: 0,
+    };
+    let err = tokio::time::timeout(
+        WITHIN,
+        examples::tetris_batch::run(args, std::future::pending()),
+    )
+    .await
+    .unwrap()
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("job \"huge\": its tasks need cpus=4") && err.contains("1 active agents"),
+        "{err}"
+    );
+    // It failed before registering: nothing was left behind.
+    assert!(cluster.framework_named("tetris-batch").await.is_none());
+    cluster.shutdown().await;
+}
+
 /// A service framework running in the background.
 struct RunningService {
     id: FrameworkId,

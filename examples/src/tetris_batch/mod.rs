@@ -6,8 +6,10 @@ pub mod workload;
 
 use std::future::Future;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use framework_sdk::placement::{BestFit, FirstFit, Placement, Tetris};
+use framework_sdk::CoordinatorClient;
 
 use crate::common::{run_driver, CommonArgs};
 use scheduler::Batch;
@@ -117,6 +119,7 @@ pub async fn run(args: Args, shutdown: impl Future<Output = ()>) -> anyhow::Resu
         Policy::BestFit => Box::new(BestFit),
     };
     let config = args.common.driver_config("tetris-batch")?;
+    preflight(&args.common.coordinator, &jobs).await?;
     let batch = Batch::new(&jobs, policy, args.simulated, args.max_retries)?;
     println!(
         "{} jobs, {} tasks, policy {}",
@@ -128,4 +131,68 @@ pub async fn run(args: Args, shutdown: impl Future<Output = ()>) -> anyhow::Resu
     let outcome = batch.outcome();
     println!("{outcome}");
     Ok(outcome)
+}
+
+/// Before registering, checks that every task fits on at least one active agent, so a task
+/// larger than every machine fails the run with a clear message instead of waiting forever.
+/// With no agents yet (or no answer) it only says so: agents may still join.
+async fn preflight(coordinator: &str, jobs: &[JobSpec]) -> anyhow::Result<()> {
+    let client = CoordinatorClient::new(coordinator, Duration::from_secs(10))?;
+    let agents = match client.agents().await {
+        Ok(list) => list.agents,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot list the agents; not checking that tasks fit");
+            return Ok(());
+        }
+    };
+    let totals: Vec<_> = agents
+        .iter()
+        .filter(|a| a.state == "active")
+        .map(|a| &a.resources)
+        .collect();
+    let Some(example) = totals.first() else {
+        println!("no active agents yet; waiting for offers");
+        return Ok(());
+    };
+    if let Some(unplaceable) = unplaceable(jobs, &totals) {
+        anyhow::bail!(
+            "{unplaceable}, more than any of the {} active agents has (e.g. {example}); \
+             lower the demand or add a larger agent",
+            totals.len()
+        );
+    }
+    Ok(())
+}
+
+/// The first task group that fits in none of `totals`, described.
+fn unplaceable(jobs: &[JobSpec], totals: &[&protocol::Resources]) -> Option<String> {
+    jobs.iter().find_map(|job| {
+        job.tasks
+            .iter()
+            .find(|g| !totals.iter().any(|t| g.resources.fits_in(t)))
+            .map(|g| format!("job {:?}: its tasks need {}", job.name, g.resources))
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_larger_than_every_agent_is_named() {
+        let jobs: Vec<JobSpec> = serde_json::from_str(
+            r#"[{"name": "ok", "tasks": [{"resources": {"cpus": 2}, "duration_s": 1}]},
+                {"name": "big", "tasks": [{"resources": {"cpus": 1, "mem": 4096}, "duration_s": 1}]}]"#,
+        )
+        .unwrap();
+        let small: protocol::Resources = "cpus=2,mem=1024".parse().unwrap();
+        let wide: protocol::Resources = "cpus=1,mem=8192".parse().unwrap();
+        assert_eq!(
+            unplaceable(&jobs, &[&small]).unwrap(),
+            "job \"big\": its tasks need cpus=1,mem=4096"
+        );
+        // Each task fits somewhere: nothing to complain about.
+        assert_eq!(unplaceable(&jobs, &[&small, &wide]), None);
+    }
 }
