@@ -101,9 +101,15 @@ pub struct AgentConfig {
     /// when embedding the agent in a process that waits for children of its own by pid with
     /// something other than tokio.
     pub reap_orphans: bool,
+    /// How long a finished task's sandbox (its files, `stdout`, `stderr`) is kept after it was
+    /// last written before it is deleted (default one day).
+    pub sandbox_retention: Duration,
     /// Intervals and limits.
     pub timing: Timing,
 }
+
+/// The default of [`AgentConfig::sandbox_retention`]: one day.
+pub const DEFAULT_SANDBOX_RETENTION: Duration = Duration::from_secs(24 * 3600);
 
 impl AgentConfig {
     /// A configuration with detected resources, no attributes and default timing.
@@ -117,6 +123,7 @@ impl AgentConfig {
             advertise_url: None,
             cgroup_root: None,
             reap_orphans: true,
+            sandbox_retention: DEFAULT_SANDBOX_RETENTION,
             timing: Timing::default(),
         }
     }

@@ -11,6 +11,7 @@
 //! - [`journal`]: append-only, fsync'd JSON lines in the work dir; replay and compaction.
 //! - [`executor`]: task processes: sandboxes, environment, memory limits, process-group kill,
 //!   re-adoption after an agent restart.
+//! - `gc`: deletes finished tasks' sandboxes after `AgentConfig::sandbox_retention`.
 //! - `reaper`: makes the agent a child subreaper and reaps orphaned task processes.
 //! - `client`: registration, heartbeats, reliable updates, backoff.
 //! - `api`: the agent's HTTP API (axum router).
@@ -19,7 +20,8 @@
 //! # Running tasks
 //!
 //! Each task runs in its own sandbox, `WORK_DIR/sandboxes/FRAMEWORK_ID/TASK_ID`, which is its
-//! working directory and holds its `stdout` and `stderr` files. Its environment is the agent's,
+//! working directory and holds its `stdout` and `stderr` files; a finished task's sandbox is
+//! deleted `AgentConfig::sandbox_retention` (default one day) after it was last written. Its environment is the agent's,
 //! plus the task's `env`, plus `PARLEY_TASK_ID`, `PARLEY_SANDBOX` and one `PARLEY_<NAME>` per
 //! resource (`PARLEY_CPUS=2`, `PARLEY_MEM=4096`, ...). States: `starting` → `running` →
 //! `finished` (exit 0), `failed` (non-zero exit, signal — `exit_code` is then 128 + the signal —
@@ -62,6 +64,7 @@ pub mod simulated;
 
 mod api;
 mod client;
+mod gc;
 mod reaper;
 mod state;
 
@@ -122,6 +125,7 @@ pub async fn run(
             agent.cancel.clone(),
         ));
     }
+    agent.tracker.spawn(gc::gc_loop(agent.clone()));
     let connection = tokio::spawn(client::connection_loop(agent.clone()));
 
     let on_shutdown = agent.clone();

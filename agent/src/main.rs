@@ -51,6 +51,9 @@ struct Cli {
     /// Seconds between SIGTERM and SIGKILL when a task is killed.
     #[arg(long, default_value = "5", allow_hyphen_values = true)]
     kill_grace_s: String,
+    /// Seconds a finished task's sandbox is kept before it is deleted (default one day).
+    #[arg(long, default_value = "86400", allow_hyphen_values = true)]
+    sandbox_retention_s: String,
     /// Run this many simulated agents in this process instead of one real agent.
     #[arg(long, allow_hyphen_values = true)]
     simulate: Option<String>,
@@ -122,6 +125,7 @@ fn plan(cli: Cli) -> anyhow::Result<Plan> {
     let attributes = agent::config::parse_attributes(&cli.attributes).context("--attributes")?;
     let kill_grace = seconds(&cli.kill_grace_s).context("--kill-grace-s")?;
     let stagger = seconds(&cli.stagger_s).context("--stagger-s")?;
+    let sandbox_retention = seconds(&cli.sandbox_retention_s).context("--sandbox-retention-s")?;
     cli.listen
         .parse::<std::net::SocketAddr>()
         .with_context(|| {
@@ -161,6 +165,7 @@ fn plan(cli: Cli) -> anyhow::Result<Plan> {
     config.hostname = cli.hostname;
     config.advertise_url = cli.advertise_url;
     config.cgroup_root = cli.cgroup_root;
+    config.sandbox_retention = sandbox_retention;
     config.timing = timing;
     Ok(Plan::Real(config, cli.listen))
 }

@@ -305,6 +305,16 @@ impl Agent {
             .map(|t| (t.spec.clone(), t.sandbox.clone()))
     }
 
+    /// The sandboxes of tasks that have not ended (never garbage-collected).
+    pub fn live_sandboxes(&self) -> std::collections::HashSet<PathBuf> {
+        self.lock()
+            .tasks
+            .values()
+            .filter(|t| !t.latest.state.is_terminal())
+            .map(|t| t.sandbox.clone())
+            .collect()
+    }
+
     /// The task's sandbox.
     pub fn sandbox(&self, task_id: &TaskId) -> Option<PathBuf> {
         self.lock().tasks.get(task_id).map(|t| t.sandbox.clone())

@@ -26,6 +26,15 @@ struct RunningAgent {
 
 impl RunningAgent {
     async fn start(coordinator: &str, work_dir: &Path) -> RunningAgent {
+        Self::start_with(coordinator, work_dir, |_| {}).await
+    }
+
+    /// Like `start`, with `tweak` applied to the config last.
+    async fn start_with(
+        coordinator: &str,
+        work_dir: &Path,
+        tweak: impl FnOnce(&mut AgentConfig),
+    ) -> RunningAgent {
         let mut config = AgentConfig::new(coordinator, work_dir);
         config.resources = Some("cpus=2,mem=1024".parse().unwrap());
         config.attributes = agent::config::parse_attributes("rack=r1").unwrap();
@@ -33,6 +42,7 @@ impl RunningAgent {
             kill_grace: Duration::from_millis(300),
             ..Timing::fast()
         };
+        tweak(&mut config);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let stop = CancellationToken::new();
@@ -165,6 +175,53 @@ async fn failing_task_reports_exit_code_and_output() {
     assert_eq!(agent.output("t1", "stdout").await, "hi\n");
     assert_eq!(agent.output("t1", "stderr").await, "oops\n");
     assert_eq!(agent.state("t1").await, Some(TaskState::Failed));
+    agent.shutdown().await;
+}
+
+#[tokio::test]
+async fn finished_sandboxes_are_collected_after_the_retention_and_live_ones_kept() {
+    let fake = Fake::new(0.05);
+    let server = Server::start(&fake).await;
+    let dir = tempfile::tempdir().unwrap();
+    let agent = RunningAgent::start_with(&server.url(), dir.path(), |c| {
+        c.sandbox_retention = Duration::from_millis(200);
+    })
+    .await;
+    wait_for("registration", T, || !fake.books().registrations.is_empty()).await;
+    let fw = FrameworkId::new();
+    let cpu = json!({"cpus": 0.5});
+    let resp = agent
+        .launch(fw, "short", json!({"shell": "echo done"}), cpu.clone())
+        .await;
+    assert_eq!(resp.status(), 202);
+    let resp = agent
+        .launch(fw, "long", json!({"shell": "sleep 60"}), cpu)
+        .await;
+    assert_eq!(resp.status(), 202);
+    wait_for("short finished", T, || {
+        fake.states_of("short").contains(&TaskState::Finished)
+    })
+    .await;
+    wait_for("long running", T, || {
+        fake.states_of("long").contains(&TaskState::Running)
+    })
+    .await;
+    let (short, long) = (
+        sandbox(dir.path(), fw, "short"),
+        sandbox(dir.path(), fw, "long"),
+    );
+    assert!(short.join("stdout").exists());
+
+    // The collector runs every second here; the finished task's sandbox goes, the running
+    // task's stays however old it gets.
+    wait_for("short's sandbox removed", T, || !short.exists()).await;
+    assert!(long.join("stdout").exists());
+    assert_eq!(agent.state("long").await, Some(TaskState::Running));
+    assert!(agent.kill("long").await.is_success());
+    wait_for("long killed", T, || {
+        fake.states_of("long").contains(&TaskState::Killed)
+    })
+    .await;
     agent.shutdown().await;
 }
 
