@@ -4,7 +4,8 @@
 //! Background loops, each ending on the shutdown token:
 //! - allocation: every `allocation_interval`, and `allocation_batch_delay` after a kick (a
 //!   change that freed resources or made a framework eligible), so bursts of changes are
-//!   batched into one run and offers follow freed resources within milliseconds;
+//!   batched into one run and offers follow freed resources within milliseconds; a kicked run
+//!   waits at least as long as the previous run took, so kicks cannot keep the lock busy;
 //! - maintenance: offer expiry, agent liveness, framework failover timeouts, and re-sends of
 //!   unacknowledged updates, on a tick short enough for the shortest of those periods.
 
@@ -77,22 +78,28 @@ async fn allocation_loop(c: Coordinator) {
     let mut tick = tokio::time::interval(c.config().allocation_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let batch = c.config().allocation_batch_delay;
+    let mut last_run = Duration::ZERO;
     loop {
         tokio::select! {
             _ = token.cancelled() => return,
             _ = tick.tick() => {}
             _ = c.kicked() => {
-                if !batch.is_zero() {
+                // Batch a burst of changes into one run, and never wait less than the last run
+                // took: a flood of kicks (frameworks reviving in a loop, the overload Mesos
+                // users knew) leaves the books' lock free at least half the time.
+                let wait = batch.max(last_run);
+                if !wait.is_zero() {
                     tokio::select! {
                         _ = token.cancelled() => return,
-                        _ = tokio::time::sleep(batch) => {}
+                        _ = tokio::time::sleep(wait) => {}
                     }
                 }
             }
         }
         let started = Instant::now();
         let made = c.run(|state, now, fx| state.allocate(now, fx));
-        c.metrics().observe_allocation(started.elapsed());
+        last_run = started.elapsed();
+        c.metrics().observe_allocation(last_run);
         if made > 0 {
             tracing::debug!(offers = made, "allocation run");
         }
