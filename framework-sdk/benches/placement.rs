@@ -2,6 +2,8 @@
 //!
 //! Run with: `cargo bench -p framework-sdk --bench placement`
 #![allow(clippy::unwrap_used)]
+// criterion's macros generate undocumented functions.
+#![allow(missing_docs)]
 
 use std::collections::BTreeMap;
 
