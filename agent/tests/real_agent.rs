@@ -106,6 +106,27 @@ impl RunningAgent {
     }
 }
 
+/// What must stay alive while a test runs: the fake coordinator's server and the work dir.
+struct Keep {
+    _server: Server,
+    dir: tempfile::TempDir,
+}
+
+/// A fake coordinator (heartbeats every 50 ms), and a real agent (its config changed by
+/// `tweak`) registered with it in a fresh work dir.
+async fn rig(tweak: impl FnOnce(&mut AgentConfig)) -> (Fake, RunningAgent, Keep) {
+    let fake = Fake::new(0.05);
+    let server = Server::start(&fake).await;
+    let dir = tempfile::tempdir().unwrap();
+    let agent = RunningAgent::start_with(&server.url(), dir.path(), tweak).await;
+    fake.wait_registered().await;
+    let keep = Keep {
+        _server: server,
+        dir,
+    };
+    (fake, agent, keep)
+}
+
 fn sandbox(work_dir: &Path, fw: FrameworkId, task_id: &str) -> PathBuf {
     work_dir
         .join("sandboxes")
@@ -143,11 +164,7 @@ async fn registers_heartbeats_and_serves_health() {
 
 #[tokio::test]
 async fn failing_task_reports_exit_code_and_output() {
-    let fake = Fake::new(0.05);
-    let server = Server::start(&fake).await;
-    let dir = tempfile::tempdir().unwrap();
-    let agent = RunningAgent::start(&server.url(), dir.path()).await;
-    wait_for("registration", T, || !fake.books().registrations.is_empty()).await;
+    let (fake, agent, _keep) = rig(|_| {}).await;
     let fw = FrameworkId::new();
 
     let resp = agent
@@ -159,10 +176,7 @@ async fn failing_task_reports_exit_code_and_output() {
         )
         .await;
     assert_eq!(resp.status(), 202);
-    wait_for("t1 failed", T, || {
-        fake.states_of("t1").contains(&TaskState::Failed)
-    })
-    .await;
+    fake.wait_state("t1", TaskState::Failed).await;
     assert_eq!(
         fake.states_of("t1"),
         [TaskState::Starting, TaskState::Running, TaskState::Failed]
@@ -180,14 +194,7 @@ async fn failing_task_reports_exit_code_and_output() {
 
 #[tokio::test]
 async fn finished_sandboxes_are_collected_after_the_retention_and_live_ones_kept() {
-    let fake = Fake::new(0.05);
-    let server = Server::start(&fake).await;
-    let dir = tempfile::tempdir().unwrap();
-    let agent = RunningAgent::start_with(&server.url(), dir.path(), |c| {
-        c.sandbox_retention = Duration::from_millis(200);
-    })
-    .await;
-    wait_for("registration", T, || !fake.books().registrations.is_empty()).await;
+    let (fake, agent, keep) = rig(|c| c.sandbox_retention = Duration::from_millis(200)).await;
     let fw = FrameworkId::new();
     let cpu = json!({"cpus": 0.5});
     let resp = agent
@@ -198,17 +205,11 @@ async fn finished_sandboxes_are_collected_after_the_retention_and_live_ones_kept
         .launch(fw, "long", json!({"shell": "sleep 60"}), cpu)
         .await;
     assert_eq!(resp.status(), 202);
-    wait_for("short finished", T, || {
-        fake.states_of("short").contains(&TaskState::Finished)
-    })
-    .await;
-    wait_for("long running", T, || {
-        fake.states_of("long").contains(&TaskState::Running)
-    })
-    .await;
+    fake.wait_state("short", TaskState::Finished).await;
+    fake.wait_state("long", TaskState::Running).await;
     let (short, long) = (
-        sandbox(dir.path(), fw, "short"),
-        sandbox(dir.path(), fw, "long"),
+        sandbox(keep.dir.path(), fw, "short"),
+        sandbox(keep.dir.path(), fw, "long"),
     );
     assert!(short.join("stdout").exists());
 
@@ -218,37 +219,27 @@ async fn finished_sandboxes_are_collected_after_the_retention_and_live_ones_kept
     assert!(long.join("stdout").exists());
     assert_eq!(agent.state("long").await, Some(TaskState::Running));
     assert!(agent.kill("long").await.is_success());
-    wait_for("long killed", T, || {
-        fake.states_of("long").contains(&TaskState::Killed)
-    })
-    .await;
+    fake.wait_state("long", TaskState::Killed).await;
     agent.shutdown().await;
 }
 
 #[tokio::test]
 async fn task_gets_env_sandbox_and_memory_limit() {
-    let fake = Fake::new(0.05);
-    let server = Server::start(&fake).await;
-    let dir = tempfile::tempdir().unwrap();
-    let agent = RunningAgent::start(&server.url(), dir.path()).await;
-    wait_for("registration", T, || !fake.books().registrations.is_empty()).await;
+    let (fake, agent, keep) = rig(|_| {}).await;
     let fw = FrameworkId::new();
 
     let cmd = json!({"argv": ["sh", "-c", "echo $PARLEY_CPUS $PARLEY_MEM $PARLEY_GPUS $PARLEY_TASK_ID $FOO; ulimit -v; pwd; echo $PARLEY_SANDBOX"]});
     agent
         .launch(fw, "env1", cmd, json!({"cpus": 1.5, "mem": 64, "gpus": 1}))
         .await;
-    wait_for("env1 finished", T, || {
-        fake.states_of("env1").contains(&TaskState::Finished)
-    })
-    .await;
+    fake.wait_state("env1", TaskState::Finished).await;
     assert_eq!(
         fake.status_of("env1", TaskState::Finished)
             .unwrap()
             .exit_code,
         Some(0)
     );
-    let sb = sandbox(dir.path(), fw, "env1");
+    let sb = sandbox(keep.dir.path(), fw, "env1");
     let out = agent.output("env1", "stdout").await;
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines[0], "1.5 64 1 env1 bar");
@@ -272,10 +263,7 @@ async fn task_gets_env_sandbox_and_memory_limit() {
             json!({"cpus": 1}),
         )
         .await;
-    wait_for("nope failed", T, || {
-        fake.states_of("nope").contains(&TaskState::Failed)
-    })
-    .await;
+    fake.wait_state("nope", TaskState::Failed).await;
     let failed = fake.status_of("nope", TaskState::Failed).unwrap();
     assert_eq!(failed.exit_code, Some(127));
     assert!(failed.message.unwrap().contains("not found"));
@@ -323,25 +311,15 @@ async fn launch_kill_and_check_group_gone(
         .launch(fw, task_id, json!({ "shell": shell }), json!({"cpus": 1}))
         .await;
     let pgid = task_pgid(agent, task_id).await;
-    wait_for("running", T, || {
-        fake.states_of(task_id).contains(&TaskState::Running)
-    })
-    .await;
+    fake.wait_state(task_id, TaskState::Running).await;
     assert_eq!(agent.kill(task_id).await, 202);
-    wait_for("killed", T, || {
-        fake.states_of(task_id).contains(&TaskState::Killed)
-    })
-    .await;
+    fake.wait_state(task_id, TaskState::Killed).await;
     assert_group_gone(pgid).await;
 }
 
 #[tokio::test]
 async fn kill_ends_the_whole_process_group() {
-    let fake = Fake::new(0.05);
-    let server = Server::start(&fake).await;
-    let dir = tempfile::tempdir().unwrap();
-    let agent = RunningAgent::start(&server.url(), dir.path()).await;
-    wait_for("registration", T, || !fake.books().registrations.is_empty()).await;
+    let (fake, agent, _keep) = rig(|_| {}).await;
     let fw = FrameworkId::new();
 
     // A background child plus a foreground sleep: both must go.
@@ -378,11 +356,7 @@ async fn kill_ends_the_whole_process_group() {
 
 #[tokio::test]
 async fn bad_requests_get_contract_errors_and_change_nothing() {
-    let fake = Fake::new(0.05);
-    let server = Server::start(&fake).await;
-    let dir = tempfile::tempdir().unwrap();
-    let agent = RunningAgent::start(&server.url(), dir.path()).await;
-    wait_for("registration", T, || !fake.books().registrations.is_empty()).await;
+    let (fake, agent, _keep) = rig(|_| {}).await;
     let http = reqwest::Client::new();
     let fw = FrameworkId::new();
 
@@ -439,10 +413,7 @@ async fn bad_requests_get_contract_errors_and_change_nothing() {
     assert_eq!(agent.kill("..%2Fetc").await, 400);
 
     assert_eq!(agent.kill("d").await, 202);
-    wait_for("d killed", T, || {
-        fake.states_of("d").contains(&TaskState::Killed)
-    })
-    .await;
+    fake.wait_state("d", TaskState::Killed).await;
     agent.shutdown().await;
 }
 
@@ -453,7 +424,7 @@ async fn agent_restart_loses_no_update_and_readopts_running_tasks() {
     let dir = tempfile::tempdir().unwrap();
     let fw = FrameworkId::new();
     let first = RunningAgent::start(&server.url(), dir.path()).await;
-    wait_for("registration", T, || !fake.books().registrations.is_empty()).await;
+    fake.wait_registered().await;
     let agent_id = *fake.books().known.keys().next().unwrap();
 
     // Updates fail while the first agent runs, so they exist only in its journal.
@@ -495,18 +466,12 @@ async fn agent_restart_loses_no_update_and_readopts_running_tasks() {
 
     fake.books().fail_statuses = false;
     let second = RunningAgent::start(&server.url(), dir.path()).await;
-    wait_for("dies failed", T, || {
-        fake.states_of("dies").contains(&TaskState::Failed)
-    })
-    .await;
+    fake.wait_state("dies", TaskState::Failed).await;
     assert_eq!(
         fake.status_of("dies", TaskState::Failed).unwrap().exit_code,
         Some(4)
     );
-    wait_for("long running", T, || {
-        fake.states_of("long").contains(&TaskState::Running)
-    })
-    .await;
+    fake.wait_state("long", TaskState::Running).await;
     let rereg = fake.books().registrations.last().unwrap().clone();
     assert_eq!(
         rereg.agent_id,
@@ -526,10 +491,7 @@ async fn agent_restart_loses_no_update_and_readopts_running_tasks() {
 
     // The re-adopted task's end is still reported, with its real exit code.
     std::fs::write(sandbox(dir.path(), fw, "long").join("go"), "").unwrap();
-    wait_for("long finished", T, || {
-        fake.states_of("long").contains(&TaskState::Finished)
-    })
-    .await;
+    fake.wait_state("long", TaskState::Finished).await;
     for t in ["long", "dies"] {
         let states = fake.states_of(t);
         assert!(
@@ -555,7 +517,7 @@ async fn coordinator_outage_and_restart_without_books() {
     let dir = tempfile::tempdir().unwrap();
     let fw = FrameworkId::new();
     let agent = RunningAgent::start(&server.url(), dir.path()).await;
-    wait_for("registration", T, || !fake.books().registrations.is_empty()).await;
+    fake.wait_registered().await;
     let agent_id = *fake.books().known.keys().next().unwrap();
     agent
         .launch(
@@ -596,10 +558,7 @@ async fn coordinator_outage_and_restart_without_books() {
         fake.books().registrations.len() > registrations_before
     })
     .await;
-    wait_for("the kill's update", T, || {
-        fake.states_of("goes").contains(&TaskState::Killed)
-    })
-    .await;
+    fake.wait_state("goes", TaskState::Killed).await;
     let rereg = fake.books().registrations.last().unwrap().clone();
     assert_eq!(rereg.agent_id, Some(agent_id));
     let keeps = rereg
@@ -622,10 +581,7 @@ async fn coordinator_outage_and_restart_without_books() {
     .await;
 
     assert_eq!(agent.kill("keeps").await, 202);
-    wait_for("keeps killed", T, || {
-        fake.states_of("keeps").contains(&TaskState::Killed)
-    })
-    .await;
+    fake.wait_state("keeps", TaskState::Killed).await;
     agent.shutdown().await;
     server.stop().await;
 }

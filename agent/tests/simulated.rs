@@ -104,10 +104,7 @@ async fn simulated_tasks_finish_after_their_duration_or_when_killed() {
         .unwrap();
     assert_eq!(dup.status(), 409);
 
-    wait_for("quick finished", Duration::from_secs(5), || {
-        fake.states_of("quick").contains(&TaskState::Finished)
-    })
-    .await;
+    fake.wait_state("quick", TaskState::Finished).await;
     assert_eq!(
         fake.states_of("quick"),
         [TaskState::Starting, TaskState::Running, TaskState::Finished]
@@ -144,10 +141,7 @@ async fn simulated_tasks_finish_after_their_duration_or_when_killed() {
         .await
         .unwrap();
     assert_eq!(kill.status(), 202);
-    wait_for("forever killed", Duration::from_secs(5), || {
-        fake.states_of("forever").contains(&TaskState::Killed)
-    })
-    .await;
+    fake.wait_state("forever", TaskState::Killed).await;
 
     assert_eq!(
         http.get(format!("{url}/sim/3/api/v1/health"))

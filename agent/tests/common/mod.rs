@@ -68,6 +68,23 @@ impl Fake {
             .cloned()
     }
 
+    /// Waits (up to 8 s) until `state` was received for `task_id`.
+    pub async fn wait_state(&self, task_id: &str, state: TaskState) {
+        let what = format!("{task_id} {state}");
+        wait_for(&what, Duration::from_secs(8), || {
+            self.states_of(task_id).contains(&state)
+        })
+        .await;
+    }
+
+    /// Waits (up to 8 s) until an agent registered.
+    pub async fn wait_registered(&self) {
+        wait_for("registration", Duration::from_secs(8), || {
+            !self.books().registrations.is_empty()
+        })
+        .await;
+    }
+
     /// A coordinator restart that lost its books: every agent is unknown (404) from now on.
     pub fn forget_agents(&self) {
         self.books().known.clear();
