@@ -499,3 +499,109 @@ async fn state_roles_metrics_health_and_errors() {
         .unwrap();
     assert!(js.contains("/api/v1/offers/events"));
 }
+
+#[tokio::test]
+async fn explain_says_why_a_framework_is_not_offered() {
+    let c = TestCoordinator::start(fast_config()).await;
+    let (fw, mut events) = c.framework("f", "eng").await;
+    let e = explain(&c, fw).await;
+    assert_eq!(e["agents"]["active"], 0);
+    assert_eq!(e["summary"], "no active agents in the cluster");
+
+    let agent = FakeAgent::start().await;
+    c.register_agent(&agent, json!({"cpus": 2})).await;
+    let offer = events.offers().await.remove(0);
+    let e = explain(&c, fw).await;
+    assert_eq!(
+        (
+            e["agents"]["offered_to_it"].clone(),
+            e["outstanding_offers"].clone()
+        ),
+        (json!(1), json!(1))
+    );
+    assert!(
+        e["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("it holds offers"),
+        "{e}"
+    );
+
+    // Declined with a long filter: the agent is filtered, and the summary says until when.
+    let (status, _) = c
+        .post(
+            &format!("/api/v1/frameworks/{fw}/decline"),
+            json!({"offer_ids": [offer.offer_id], "refuse_seconds": 60}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let e = explain(&c, fw).await;
+    assert_eq!(e["agents"]["filtered"], 1, "{e}");
+    let ends = e["next_filter_ends_in_s"].as_f64().unwrap();
+    assert!(ends > 50.0 && ends <= 60.0, "{e}");
+    assert!(
+        e["summary"]
+            .as_str()
+            .unwrap()
+            .contains("declined and stay filtered"),
+        "{e}"
+    );
+
+    // Suppressed is the first reason given; revive clears filters and suppression.
+    assert_eq!(
+        c.post(&format!("/api/v1/frameworks/{fw}/suppress"), json!({}))
+            .await
+            .0,
+        200
+    );
+    let e = explain(&c, fw).await;
+    assert_eq!(e["suppressed"], true);
+    assert!(
+        e["summary"].as_str().unwrap().starts_with("suppressed"),
+        "{e}"
+    );
+    assert_eq!(
+        c.post(&format!("/api/v1/frameworks/{fw}/revive"), json!({}))
+            .await
+            .0,
+        200
+    );
+    events.offers().await;
+    let e = explain(&c, fw).await;
+    assert_eq!(e["agents"]["offered_to_it"], 1, "{e}");
+
+    // Disconnected frameworks are told to open their stream.
+    drop(events);
+    wait_for("disconnected", || async {
+        explain(&c, fw).await["state"] == "disconnected"
+    })
+    .await;
+    assert!(explain(&c, fw).await["summary"]
+        .as_str()
+        .unwrap()
+        .starts_with("not subscribed"));
+
+    // Unknown and malformed ids.
+    let resp = c
+        .client
+        .get(format!(
+            "{}/api/v1/frameworks/{}/explain",
+            c.base,
+            FrameworkId::new()
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 404);
+    let resp = c
+        .client
+        .get(format!("{}/api/v1/frameworks/nope/explain", c.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 400);
+}
+
+async fn explain(c: &TestCoordinator, fw: FrameworkId) -> Value {
+    c.get(&format!("/api/v1/frameworks/{fw}/explain")).await
+}

@@ -308,6 +308,51 @@ pub struct TaskList {
     pub tasks: Vec<TaskInfo>,
 }
 
+/// `GET /api/v1/frameworks/{id}/explain` (an addition to API.md): why a framework is, or is not,
+/// getting offers, from the allocator's own data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FrameworkExplanation {
+    /// The framework.
+    pub framework_id: FrameworkId,
+    /// Its role.
+    pub role: RolePath,
+    /// `connected` or `disconnected`.
+    pub state: String,
+    /// Whether it suppressed offers.
+    pub suppressed: bool,
+    /// Its demand hint, if it gave one.
+    pub demand: Option<Resources>,
+    /// Its H-DRF dominant share.
+    pub dominant_share: f64,
+    /// How many offers it holds now.
+    pub outstanding_offers: usize,
+    /// The active agents, counted by what they are for this framework now.
+    pub agents: ExplainAgents,
+    /// Seconds until the soonest of its decline filters ends, if any blocks an agent.
+    pub next_filter_ends_in_s: Option<f64>,
+    /// One sentence: the main reason, and what to do about it.
+    pub summary: String,
+}
+
+/// Active agents by what they are for one framework. Each agent is counted once, under the first
+/// that applies, in this order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExplainAgents {
+    /// Active agents in all.
+    pub active: usize,
+    /// Agents where the framework holds an outstanding offer.
+    pub offered_to_it: usize,
+    /// Agents with nothing free (all used by tasks or offered to other frameworks).
+    pub nothing_free: usize,
+    /// Agents it declined whose filter still covers what is free there.
+    pub filtered: usize,
+    /// Agents whose free resources do not hold its demand hint.
+    pub demand_does_not_fit: usize,
+    /// Agents it could be offered: H-DRF picks it there when it has the lowest share among the
+    /// frameworks that can use the agent.
+    pub eligible: usize,
+}
+
 /// `GET /api/v1/state`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClusterState {

@@ -120,6 +120,36 @@ impl Allocator {
     /// Why `fw` would not be picked for `agent`'s free resources at `now`; `None` when it is
     /// eligible (it may still lose to a framework with a lower share).
     pub fn explain(&self, fw: FrameworkId, agent: AgentId, now: u64) -> Option<BlockReason> {
+        self.explain_with(fw, agent, now, |leaf, ctx, free| {
+            match self.leaf_block(leaf, ctx) {
+                Some(r @ (BlockReason::Inactive | BlockReason::Suppressed)) => Some(r),
+                _ if is_zero(free) => Some(BlockReason::NothingFree),
+                other => other,
+            }
+        })
+    }
+
+    /// The agent-specific answer of [`Allocator::explain`] (nothing free, a decline filter, the
+    /// demand hint), whether or not the framework is subscribed or suppressed: what blocks it on
+    /// this agent, or would once it subscribes and revives. `None`: it can use the agent.
+    pub fn explain_agent(&self, fw: FrameworkId, agent: AgentId, now: u64) -> Option<BlockReason> {
+        self.explain_with(fw, agent, now, |leaf, ctx, free| {
+            if is_zero(free) {
+                Some(BlockReason::NothingFree)
+            } else {
+                self.leaf_agent_block(leaf, ctx)
+            }
+        })
+    }
+
+    /// Looks up the framework's leaf and the agent's free resources, then asks `why`.
+    fn explain_with(
+        &self,
+        fw: FrameworkId,
+        agent: AgentId,
+        now: u64,
+        why: impl FnOnce(u32, &Ctx<'_>, &[u64]) -> Option<BlockReason>,
+    ) -> Option<BlockReason> {
         let Some(&leaf) = self.tree.frameworks.get(&fw) else {
             return Some(BlockReason::UnknownFramework);
         };
@@ -128,10 +158,6 @@ impl Allocator {
         };
         let record = self.agents.get(slot as usize)?.as_ref()?;
         let ctx = Ctx::new(Some(slot), &record.free, false, now);
-        match self.leaf_block(leaf, &ctx) {
-            Some(r @ (BlockReason::Inactive | BlockReason::Suppressed)) => Some(r),
-            _ if is_zero(&record.free) => Some(BlockReason::NothingFree),
-            other => other,
-        }
+        why(leaf, &ctx, &record.free)
     }
 }

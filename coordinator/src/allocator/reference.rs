@@ -65,6 +65,13 @@ impl Allocator {
         if l.suppressed {
             return Some(BlockReason::Suppressed);
         }
+        self.leaf_agent_block(leaf, ctx)
+    }
+
+    /// The agent-specific part of [`Allocator::leaf_block`]: a decline filter covering `W`, or a
+    /// demand hint that does not fit in it.
+    pub(crate) fn leaf_agent_block(&self, leaf: u32, ctx: &Ctx<'_>) -> Option<BlockReason> {
+        let l = self.tree.nodes[leaf as usize].leaf.as_ref()?;
         if let Some(slot) = ctx.agent {
             if let Some(Some(agent)) = self.agents.get(slot as usize) {
                 if let Some(f) = agent.filters.get(leaf) {

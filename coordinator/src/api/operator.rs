@@ -1,5 +1,6 @@
 //! The operator API: outstanding offers and their live stream, the cluster state and its parts,
-//! the role tree (and run-time weights), metrics, health, and the dashboard page.
+//! the role tree (and run-time weights), why a framework is not offered, metrics, health, and
+//! the dashboard page.
 
 use std::collections::HashMap;
 
@@ -8,11 +9,13 @@ use axum::http::header;
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, put};
 use axum::{Json, Router};
-use protocol::messages::{ClusterState, Empty, OfferList, RoleNode, SetWeight, TaskList};
+use protocol::messages::{
+    ClusterState, Empty, FrameworkExplanation, OfferList, RoleNode, SetWeight, TaskList,
+};
 use protocol::{AgentId, FrameworkId, RolePath};
 
 use super::error::ApiError;
-use super::extract::Body;
+use super::extract::{Body, Id};
 use super::sse;
 use crate::runtime::Coordinator;
 
@@ -24,6 +27,7 @@ pub fn router() -> Router<Coordinator> {
         .route("/api/v1/state", get(state))
         .route("/api/v1/tasks", get(tasks))
         .route("/api/v1/roles", get(roles))
+        .route("/api/v1/frameworks/{id}/explain", get(explain))
         .route("/api/v1/roles/{*path}", put(set_weight))
         .route("/metrics", get(metrics))
         .route("/health", get(health))
@@ -74,6 +78,14 @@ async fn offers(
 
 async fn offer_events(State(c): State<Coordinator>) -> Response {
     sse::offer_stream(&c).into_response()
+}
+
+async fn explain(
+    State(c): State<Coordinator>,
+    Id(id): Id<FrameworkId>,
+) -> Result<Json<FrameworkExplanation>, ApiError> {
+    let now = c.now();
+    Ok(Json(c.read(|s| s.explain(id, &now))?))
 }
 
 async fn state(State(c): State<Coordinator>) -> Json<ClusterState> {

@@ -58,9 +58,11 @@
 //! - `offers.rs`: turning allocation decisions into offers; accept, decline, expiry, rescind.
 //! - `tasks.rs`: status updates, kill, acknowledgements and re-sends, reconciliation, adoption.
 //! - `views.rs`: the operator views and metric gauges.
+//! - `explain.rs`: why a framework is or is not getting offers, agent by agent.
 
 mod agents;
 mod error;
+mod explain;
 mod frameworks;
 mod offers;
 mod tasks;

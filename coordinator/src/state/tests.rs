@@ -736,3 +736,47 @@ fn a_task_of_a_removed_framework_reported_by_an_agent_is_killed() {
     );
     assert!(s.agents()[0].used.is_empty());
 }
+
+#[test]
+fn explain_counts_each_agent_under_its_reason() {
+    let (mut s, fw, _, _) = setup();
+    let e = s.explain(fw, &at(2)).unwrap();
+    assert_eq!((e.agents.active, e.agents.offered_to_it), (1, 1));
+    // A second framework whose demand hint fits on no agent, and a second agent.
+    let mut fx = Vec::new();
+    let (big, _) = s
+        .register_framework(
+            RegisterFramework {
+                demand: Some("cpus=8".parse().unwrap()),
+                ..registration("big", "ops", None, None)
+            },
+            &at(2),
+            &mut fx,
+        )
+        .unwrap();
+    s.subscribe(big, &at(2), &mut fx).unwrap();
+    s.register_agent(
+        reregister(AgentId::new(), "cpus=2", vec![]),
+        &at(2),
+        &mut fx,
+    )
+    .unwrap();
+    let e = s.explain(big, &at(3)).unwrap();
+    // The first agent's resources are all in `fw`'s offer; the second is too small.
+    assert_eq!(e.agents.active, 2);
+    assert_eq!(e.agents.nothing_free, 1, "{e:?}");
+    assert_eq!(e.agents.demand_does_not_fit, 1, "{e:?}");
+    assert!(
+        e.summary.contains("too little free for its demand hint"),
+        "{}",
+        e.summary
+    );
+    // `fw` can use the new agent, not yet offered.
+    let e = s.explain(fw, &at(3)).unwrap();
+    assert_eq!((e.agents.offered_to_it, e.agents.eligible), (1, 1), "{e:?}");
+    // Unknown ids are refused.
+    assert!(matches!(
+        s.explain(FrameworkId::new(), &at(3)),
+        Err(StateError::UnknownFramework(_))
+    ));
+}

@@ -147,7 +147,7 @@ fn agent_state_name(s: AgentState) -> &'static str {
     }
 }
 
-fn connection_name(c: Connection) -> &'static str {
+pub(super) fn connection_name(c: Connection) -> &'static str {
     match c {
         Connection::Connected { .. } => "connected",
         Connection::Disconnected { .. } => "disconnected",

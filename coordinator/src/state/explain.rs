@@ -1,0 +1,132 @@
+//! "Why is my framework not getting offers?": [`State::explain`] answers from the allocator's
+//! own data (the same blocking rules its decisions use), agent by agent, and sums it up.
+
+use std::collections::HashSet;
+
+use protocol::messages::{ExplainAgents, FrameworkExplanation};
+use protocol::FrameworkId;
+
+use super::views::connection_name;
+use super::{AgentState, Connection, Now, State, StateError};
+use crate::allocator::BlockReason;
+
+impl State {
+    /// Why the framework is, or is not, getting offers now. Unknown (or placeholder) ids are
+    /// [`StateError::UnknownFramework`].
+    pub fn explain(&self, id: FrameworkId, now: &Now) -> Result<FrameworkExplanation, StateError> {
+        let fw = self
+            .frameworks
+            .get(&id)
+            .filter(|f| !f.placeholder)
+            .ok_or(StateError::UnknownFramework(id))?;
+        let holding: HashSet<_> = self
+            .offers
+            .values()
+            .filter(|r| r.offer.framework_id == id)
+            .map(|r| r.offer.agent_id)
+            .collect();
+        let mut agents = ExplainAgents::default();
+        let mut next_filter_end: Option<u64> = None;
+        for (agent_id, agent) in &self.agents {
+            if agent.state != AgentState::Active {
+                continue;
+            }
+            agents.active += 1;
+            if holding.contains(agent_id) {
+                agents.offered_to_it += 1;
+                continue;
+            }
+            match self.allocator.explain_agent(id, *agent_id, now.ms) {
+                Some(BlockReason::NothingFree) => agents.nothing_free += 1,
+                Some(BlockReason::Filtered { until }) => {
+                    agents.filtered += 1;
+                    next_filter_end = Some(next_filter_end.map_or(until, |t| t.min(until)));
+                }
+                Some(BlockReason::DemandDoesNotFit) => agents.demand_does_not_fit += 1,
+                // Unknown framework or agent: the books and the allocator disagree, which is a
+                // bug; count the agent as nothing to offer rather than invent a reason.
+                Some(_) => agents.nothing_free += 1,
+                None => agents.eligible += 1,
+            }
+        }
+        let next_filter_ends_in_s =
+            next_filter_end.map(|until| until.saturating_sub(now.ms) as f64 / 1000.0);
+        let connected = matches!(fw.connection, Connection::Connected { .. });
+        let summary = summarize(id, connected, fw.suppressed, &agents, next_filter_ends_in_s);
+        Ok(FrameworkExplanation {
+            framework_id: id,
+            role: fw.role.clone(),
+            state: connection_name(fw.connection).into(),
+            suppressed: fw.suppressed,
+            demand: fw.demand.clone(),
+            dominant_share: self.allocator.dominant_share(id).unwrap_or(0.0),
+            outstanding_offers: self
+                .offers
+                .values()
+                .filter(|r| r.offer.framework_id == id)
+                .count(),
+            agents,
+            next_filter_ends_in_s,
+            summary,
+        })
+    }
+}
+
+/// The main reason, in one sentence, with what to do about it.
+fn summarize(
+    id: FrameworkId,
+    connected: bool,
+    suppressed: bool,
+    a: &ExplainAgents,
+    next_filter_ends_in_s: Option<f64>,
+) -> String {
+    if !connected {
+        return format!(
+            "not subscribed: offers go only to frameworks with an open event stream \
+             (GET /api/v1/frameworks/{id}/events)"
+        );
+    }
+    if suppressed {
+        return "suppressed: it asked for no offers; POST .../revive to get them again".into();
+    }
+    if a.active == 0 {
+        return "no active agents in the cluster".into();
+    }
+    if a.offered_to_it > 0 {
+        return format!(
+            "it holds offers on {} agent(s); answer them (accept or decline) to get more",
+            a.offered_to_it
+        );
+    }
+    if a.eligible > 0 {
+        return format!(
+            "it can use {} agent(s); each goes to the framework with the lowest H-DRF share \
+             among those that can use it, so it is offered one when its share is lowest \
+             (see GET /api/v1/roles)",
+            a.eligible
+        );
+    }
+    let mut parts = Vec::new();
+    if a.nothing_free > 0 {
+        parts.push(format!(
+            "{} agent(s) have nothing free (used by tasks or offered to others)",
+            a.nothing_free
+        ));
+    }
+    if a.filtered > 0 {
+        let when = next_filter_ends_in_s
+            .map(|s| format!("; the first filter ends in {s:.1} s, or revive to clear them"))
+            .unwrap_or_default();
+        parts.push(format!(
+            "{} agent(s) were declined and stay filtered{when}",
+            a.filtered
+        ));
+    }
+    if a.demand_does_not_fit > 0 {
+        parts.push(format!(
+            "{} agent(s) have too little free for its demand hint",
+            a.demand_does_not_fit
+        ));
+    }
+    format!("no agent can be offered to it now: {}", parts.join("; "))
+}
