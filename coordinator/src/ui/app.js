@@ -39,14 +39,40 @@ function roleRows(node, depth, out) {
   return out;
 }
 
+// A "why?" link per framework: asks /api/v1/frameworks/{id}/explain and shows the answer.
+function why(f) {
+  const a = document.createElement("a");
+  a.href = "#";
+  a.textContent = "why?";
+  a.onclick = async (e) => {
+    e.preventDefault();
+    const out = document.getElementById("why");
+    try {
+      const r = await fetch("/api/v1/frameworks/" + f.framework_id + "/explain");
+      const x = await r.json();
+      if (!r.ok) {
+        out.textContent = f.name + ": " + (x.error ? x.error.message : r.status);
+        return;
+      }
+      const n = x.agents;
+      out.textContent = f.name + ": " + x.summary + " [agents: " + n.active + " active, " +
+        n.offered_to_it + " offered to it, " + n.nothing_free + " nothing free, " + n.filtered +
+        " filtered, " + n.demand_does_not_fit + " too small for its demand, " + n.eligible + " eligible]";
+    } catch (err) {
+      out.textContent = f.name + ": no answer (" + err + ")";
+    }
+  };
+  return a;
+}
+
 async function refresh() {
   try {
     const s = await (await fetch("/api/v1/state")).json();
     fill("agents", ["host", "state", "total", "used", "offered"],
       s.agents.map((a) => [a.hostname, a.state, res(a.resources), res(a.used), res(a.offered)]));
-    fill("frameworks", ["name", "role", "state", "share", "tasks"],
+    fill("frameworks", ["name", "role", "state", "share", "tasks", "offers"],
       s.frameworks.map((f) => [f.name, f.role, f.state + (f.suppressed ? " (suppressed)" : ""),
-        bar(f.dominant_share), f.active_tasks]));
+        bar(f.dominant_share), f.active_tasks, why(f)]));
     fill("roles", ["role", "weight", "allocated", "dominant share", "frameworks"], roleRows(s.roles, 0, []));
   } catch (e) {
     // The coordinator may be restarting; try again on the next tick.
