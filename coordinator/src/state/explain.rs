@@ -19,12 +19,13 @@ impl State {
             .get(&id)
             .filter(|f| !f.placeholder)
             .ok_or(StateError::UnknownFramework(id))?;
-        let holding: HashSet<_> = self
+        let its_offers: Vec<_> = self
             .offers
             .values()
             .filter(|r| r.offer.framework_id == id)
             .map(|r| r.offer.agent_id)
             .collect();
+        let holding: HashSet<_> = its_offers.iter().copied().collect();
         let mut agents = ExplainAgents::default();
         let mut next_filter_end: Option<u64> = None;
         for (agent_id, agent) in &self.agents {
@@ -60,11 +61,7 @@ impl State {
             suppressed: fw.suppressed,
             demand: fw.demand.clone(),
             dominant_share: self.allocator.dominant_share(id).unwrap_or(0.0),
-            outstanding_offers: self
-                .offers
-                .values()
-                .filter(|r| r.offer.framework_id == id)
-                .count(),
+            outstanding_offers: its_offers.len(),
             agents,
             next_filter_ends_in_s,
             summary,
