@@ -316,6 +316,9 @@ impl Allocator {
             }) {
                 self.refused.release(old);
             }
+            // A replaced filter may be narrower or shorter: the agent may no longer be blocked
+            // for everyone, so `cycle`'s all-blocked memo must not skip it.
+            agent.version += 1;
         }
         Ok(())
     }
