@@ -9,9 +9,9 @@
 //! everything due (registrations, heartbeats, update retries, task ends), starts due requests
 //! through one shared HTTP client with a cap on requests in flight, and reacts to their answers.
 //! First registrations are spread over `SimConfig::stagger`. Updates are kept in memory only (a
-//! simulated agent has nothing to re-adopt after a restart) and sent in order, one at a time per
-//! agent, until the coordinator answers `200`; a task is forgotten once its terminal update is
-//! acknowledged.
+//! simulated agent has nothing to re-adopt after a restart) and sent in order, in batches of up
+//! to [`MAX_STATUS_BATCH`] per request and one request in flight per agent, until the
+//! coordinator answers `200`; a task is forgotten once its terminal update is acknowledged.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -30,7 +30,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures::stream::FuturesUnordered;
 use futures::StreamExt;
-use protocol::messages::{AgentRegistered, Empty, RegisterAgent, TaskStatusList};
+use protocol::messages::{AgentRegistered, Empty, RegisterAgent, StatusBatch, TaskStatusList};
 use protocol::{AgentId, FrameworkId, TaskId, TaskState, TaskStatus, UpdateId};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -39,6 +39,9 @@ use tokio_util::sync::CancellationToken;
 use crate::api::{parse_launch, parse_task_id, ApiError};
 use crate::client::{backoff, heartbeat_interval, post_json, register, RequestError};
 use crate::config::{self, SimConfig};
+
+/// The most updates one agent sends in one request (`POST /api/v1/agents/{id}/statuses`).
+const MAX_STATUS_BATCH: usize = 256;
 
 /// Where one simulated agent stands with the coordinator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,9 +69,12 @@ struct SimAgent {
     register_attempts: u32,
     status_attempts: u32,
     tasks: HashMap<TaskId, SimTask>,
-    /// Updates not yet acknowledged, oldest first; the front one is in flight when `sending`.
+    /// Updates not yet acknowledged, oldest first; the front ones are in flight when `sending`.
     pending: VecDeque<TaskStatus>,
     sending: bool,
+    /// The coordinator refused a batch: send one update at a time until the refused one is
+    /// found and dropped.
+    one_at_a_time: bool,
 }
 
 /// Something the driver must do at a given time.
@@ -93,7 +99,7 @@ enum Event {
 enum Done {
     Registered(usize, Result<AgentRegistered, RequestError>),
     Heartbeat(usize, u32, Result<(), RequestError>),
-    Status(usize, UpdateId, Result<(), RequestError>),
+    Status(usize, Vec<UpdateId>, Result<(), RequestError>),
 }
 
 type Pending = Pin<Box<dyn Future<Output = Done> + Send>>;
@@ -141,6 +147,7 @@ pub async fn run_simulated(
             tasks: HashMap::new(),
             pending: VecDeque::new(),
             sending: false,
+            one_at_a_time: false,
         })
         .collect();
     let (events, rx) = mpsc::unbounded_channel();
@@ -351,7 +358,7 @@ fn on_done(
                 }
             }
         }
-        Done::Status(i, update_id, result) => {
+        Done::Status(i, update_ids, result) => {
             let retry = {
                 let mut agents = sim.lock();
                 let a = &mut agents[i];
@@ -359,7 +366,9 @@ fn on_done(
                 match result {
                     Ok(()) => {
                         a.status_attempts = 0;
-                        acknowledge(a, update_id);
+                        for update_id in update_ids {
+                            acknowledge(a, update_id);
+                        }
                         false
                     }
                     Err(RequestError::NotFound(_)) => {
@@ -367,12 +376,20 @@ fn on_done(
                         false
                     }
                     Err(RequestError::Status { status, body }) if (400..500).contains(&status) => {
-                        tracing::warn!(
-                            agent = i,
-                            status,
-                            "coordinator refused an update; dropping it: {body}"
-                        );
-                        acknowledge(a, update_id);
+                        if update_ids.len() > 1 {
+                            // One of them was refused, and a batch is all or nothing: find it.
+                            a.one_at_a_time = true;
+                        } else {
+                            tracing::warn!(
+                                agent = i,
+                                status,
+                                "coordinator refused an update; dropping it: {body}"
+                            );
+                            a.one_at_a_time = false;
+                            for update_id in update_ids {
+                                acknowledge(a, update_id);
+                            }
+                        }
                         false
                     }
                     Err(e) => {
@@ -417,35 +434,41 @@ fn acknowledge(a: &mut SimAgent, update_id: UpdateId) {
     }
 }
 
-/// Sends the agent's oldest pending update, unless one is in flight or it is not registered.
+/// Sends the agent's oldest pending updates (up to [`MAX_STATUS_BATCH`]) in one request, unless
+/// some are in flight or it is not registered.
 fn try_send_status(
     sim: &Arc<Sim>,
     http: &reqwest::Client,
     i: usize,
     in_flight: &mut FuturesUnordered<Pending>,
 ) {
-    let status = {
+    let (agent_id, batch) = {
         let mut agents = sim.lock();
         let Some(a) = agents.get_mut(i) else { return };
-        if a.sending || a.phase != Phase::Registered {
+        if a.sending || a.phase != Phase::Registered || a.pending.is_empty() {
             return;
         }
-        let Some(front) = a.pending.front() else {
-            return;
-        };
-        let status = stamped(front, a.agent_id);
+        let Some(agent_id) = a.agent_id else { return };
+        let limit = if a.one_at_a_time { 1 } else { MAX_STATUS_BATCH };
+        let statuses: Vec<TaskStatus> = a
+            .pending
+            .iter()
+            .take(limit)
+            .map(|s| stamped(s, Some(agent_id)))
+            .collect();
         a.sending = true;
-        status
+        (agent_id, StatusBatch { statuses })
     };
     let url = format!(
-        "{}/api/v1/agents/{}/status",
-        sim.config.coordinator, status.agent_id
+        "{}/api/v1/agents/{agent_id}/statuses",
+        sim.config.coordinator
     );
     let http = http.clone();
     let timeout = sim.config.timing.request_timeout;
     in_flight.push(Box::pin(async move {
-        let r = post_json(&http, &url, &status, timeout).await.map(|_| ());
-        Done::Status(i, status.update_id, r)
+        let r = post_json(&http, &url, &batch, timeout).await.map(|_| ());
+        let ids = batch.statuses.iter().map(|s| s.update_id).collect();
+        Done::Status(i, ids, r)
     }));
 }
 

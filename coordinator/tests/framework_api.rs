@@ -7,7 +7,7 @@ mod support;
 
 use std::time::Duration;
 
-use protocol::{FrameworkEvent, TaskState};
+use protocol::{FrameworkEvent, FrameworkId, TaskState, TaskStatus};
 use serde_json::json;
 use support::{fast_config, wait_for, FakeAgent, TestCoordinator};
 
@@ -482,4 +482,102 @@ async fn a_newer_stream_replaces_the_older_and_delete_ends_it() {
         .await;
     assert_eq!(status, 404);
     c.assert_books_consistent().await;
+}
+
+#[tokio::test]
+async fn batched_statuses_and_acknowledgements() {
+    let c = TestCoordinator::start(fast_config()).await;
+    let (fw, mut events) = c.framework("b", "b").await;
+    let agent = FakeAgent::start().await;
+    let agent_id = c.register_agent(&agent, json!({"cpus": 2})).await;
+    let offer = events.offers().await.remove(0);
+    let (status, body) = c
+        .post(
+            &format!("/api/v1/frameworks/{fw}/accept"),
+            json!({"offer_ids": [offer.offer_id], "tasks": [
+                {"task_id": "t1", "agent_id": agent_id, "resources": {"cpus": 1}, "command": {"argv": ["true"]}},
+                {"task_id": "t2", "agent_id": agent_id, "resources": {"cpus": 1}, "command": {"argv": ["true"]}}
+            ]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let status_of = |task: &str, state: TaskState| support::status_of(agent_id, fw, task, state);
+
+    // A batch with one status of another agent is refused whole: nothing is relayed.
+    let mut foreign = status_of("t2", TaskState::Running);
+    foreign.agent_id = protocol::AgentId::new();
+    let (code, body) = c
+        .post(
+            &format!("/api/v1/agents/{agent_id}/statuses"),
+            json!({"statuses": [status_of("t1", TaskState::Running), foreign]}),
+        )
+        .await;
+    assert_eq!(code, 422, "{body}");
+    let tasks = c.get("/api/v1/tasks").await;
+    assert!(
+        tasks["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["state"] == "staging"),
+        "{tasks}"
+    );
+
+    // A good batch: every update arrives, in order.
+    let batch = [
+        status_of("t1", TaskState::Running),
+        status_of("t2", TaskState::Running),
+        status_of("t1", TaskState::Finished),
+    ];
+    let (code, body) = c
+        .post(
+            &format!("/api/v1/agents/{agent_id}/statuses"),
+            json!({ "statuses": batch }),
+        )
+        .await;
+    assert_eq!(code, 200, "{body}");
+    let mut seen = Vec::new();
+    while seen.len() < 3 {
+        if let Some(FrameworkEvent::Update { status }) = events.next().await {
+            if !seen
+                .iter()
+                .any(|s: &TaskStatus| s.update_id == status.update_id)
+            {
+                seen.push(status);
+            }
+        }
+    }
+    let ids: Vec<_> = seen.iter().map(|s| s.update_id).collect();
+    assert_eq!(ids, batch.iter().map(|s| s.update_id).collect::<Vec<_>>());
+
+    // Acknowledge all three and one unknown in one call.
+    let mut acks: Vec<_> = batch
+        .iter()
+        .map(|s| json!({"task_id": s.task_id, "update_id": s.update_id}))
+        .collect();
+    acks.push(json!({"task_id": "t9", "update_id": protocol::UpdateId::new()}));
+    let (code, body) = c
+        .post(
+            &format!("/api/v1/frameworks/{fw}/acknowledgements"),
+            json!({ "acknowledgements": acks }),
+        )
+        .await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["acknowledged"], 3);
+    assert_eq!(body["unknown"][0]["task_id"], "t9");
+    // Malformed batches are 400/422 and an unknown framework 404.
+    let (code, _) = c
+        .post(
+            &format!("/api/v1/frameworks/{fw}/acknowledgements"),
+            json!({"acks": []}),
+        )
+        .await;
+    assert!(code == 400 || code == 422, "{code}");
+    let (code, _) = c
+        .post(
+            &format!("/api/v1/frameworks/{}/acknowledgements", FrameworkId::new()),
+            json!({"acknowledgements": []}),
+        )
+        .await;
+    assert_eq!(code, 404);
 }

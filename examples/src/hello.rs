@@ -72,6 +72,7 @@ pub async fn run(args: Args, shutdown: impl Future<Output = ()>) -> anyhow::Resu
         resources: args.resources,
         duration_s: args.duration_s,
         states: BTreeMap::new(),
+        ended: 0,
         framework_id: None,
     };
     let hello = run_driver(config, hello, shutdown).await?;
@@ -90,12 +91,14 @@ struct Hello {
     duration_s: Option<f64>,
     /// Latest state of each launched task.
     states: BTreeMap<TaskId, TaskState>,
+    /// How many of them have ended.
+    ended: usize,
     framework_id: Option<FrameworkId>,
 }
 
 impl Hello {
     fn ended(&self) -> usize {
-        self.states.values().filter(|s| s.is_terminal()).count()
+        self.ended
     }
 }
 
@@ -143,6 +146,9 @@ impl Scheduler for Hello {
             return; // A repeated update of a task that has already ended.
         }
         *state = status.state;
+        if state.is_terminal() {
+            self.ended += 1;
+        }
         match &status.message {
             Some(m) => println!("{}: {} ({m})", status.task_id, status.state),
             None => println!("{}: {}", status.task_id, status.state),
@@ -185,6 +191,7 @@ mod tests {
             resources: "cpus=1,mem=100".parse().unwrap(),
             duration_s: None,
             states: BTreeMap::new(),
+            ended: 0,
             framework_id: None,
         }
     }

@@ -6,8 +6,9 @@
 use std::time::Duration;
 
 use protocol::messages::{
-    AcceptRequest, AcceptResponse, AcknowledgeRequest, AgentList, DeclineRequest, Empty,
-    FrameworkRegistered, KillRequest, ReconcileRequest, RegisterFramework, ReviveRequest,
+    AcceptRequest, AcceptResponse, AcknowledgeBatch, AcknowledgeBatchResponse, AcknowledgeRequest,
+    AgentList, DeclineRequest, Empty, FrameworkRegistered, KillRequest, ReconcileRequest,
+    RegisterFramework, ReviveRequest,
 };
 use protocol::{FrameworkId, TaskId, UpdateId};
 use serde::de::DeserializeOwned;
@@ -144,6 +145,18 @@ impl CoordinatorClient {
             update_id,
         };
         self.post_empty(self.framework_url(id, "acknowledge"), &body)
+            .await
+    }
+
+    /// `POST /frameworks/{id}/acknowledgements`: several acknowledgements in one call. The
+    /// answer lists those the coordinator did not know (they changed nothing).
+    pub async fn acknowledge_many(
+        &self,
+        id: FrameworkId,
+        acknowledgements: Vec<AcknowledgeRequest>,
+    ) -> Result<AcknowledgeBatchResponse, SdkError> {
+        let body = AcknowledgeBatch { acknowledgements };
+        self.post(self.framework_url(id, "acknowledgements"), &body)
             .await
     }
 

@@ -104,6 +104,26 @@ pub struct AcknowledgeRequest {
     pub update_id: UpdateId,
 }
 
+/// `POST /api/v1/frameworks/{id}/acknowledgements` (an addition to API.md): several
+/// acknowledgements in one call, each as [`AcknowledgeRequest`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcknowledgeBatch {
+    /// The acknowledgements, in any order.
+    pub acknowledgements: Vec<AcknowledgeRequest>,
+}
+
+/// The answer to [`AcknowledgeBatch`]: how many were recorded, and the ones the coordinator did
+/// not know (an update of a task already forgotten, or never sent): they changed nothing.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AcknowledgeBatchResponse {
+    /// Acknowledgements recorded.
+    pub acknowledged: usize,
+    /// Acknowledgements of unknown tasks or updates.
+    #[serde(default)]
+    pub unknown: Vec<AcknowledgeRequest>,
+}
+
 /// `POST /api/v1/frameworks/{id}/reconcile`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -162,6 +182,15 @@ pub struct LaunchTasks {
     pub framework_id: FrameworkId,
     /// The tasks.
     pub tasks: Vec<TaskSpec>,
+}
+
+/// `POST /api/v1/agents/{id}/statuses` (an addition to API.md): several status updates of one
+/// agent, applied in order, all or none (`200 {}` once every one is recorded).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatusBatch {
+    /// The updates, oldest first.
+    pub statuses: Vec<TaskStatus>,
 }
 
 /// `GET {agent}/api/v1/tasks`.

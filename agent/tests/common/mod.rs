@@ -1,5 +1,5 @@
 //! A small fake coordinator for the agent's tests: it implements the coordinator's agent API
-//! (`POST /api/v1/agents`, `/agents/{id}/heartbeat`, `/agents/{id}/status`), records what it
+//! (`POST /api/v1/agents`, `/agents/{id}/heartbeat`, `/agents/{id}/status` and `/statuses`), records what it
 //! gets, can be told to fail updates or to forget agents, and can be stopped and restarted on
 //! the same port. Plus `wait_for`, which polls a condition until a deadline.
 
@@ -15,7 +15,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::post;
 use axum::{Json, Router};
-use protocol::messages::{AgentRegistered, RegisterAgent};
+use protocol::messages::{AgentRegistered, RegisterAgent, StatusBatch};
 use protocol::{AgentId, TaskState, TaskStatus};
 use tokio_util::sync::CancellationToken;
 
@@ -95,6 +95,7 @@ impl Fake {
             .route("/api/v1/agents", post(register))
             .route("/api/v1/agents/{id}/heartbeat", post(heartbeat))
             .route("/api/v1/agents/{id}/status", post(status))
+            .route("/api/v1/agents/{id}/statuses", post(statuses))
             .with_state(self.clone())
     }
 }
@@ -135,6 +136,23 @@ async fn status(
     Path(id): Path<AgentId>,
     Json(s): Json<TaskStatus>,
 ) -> (StatusCode, Json<serde_json::Value>) {
+    record_statuses(&fake, id, vec![s])
+}
+
+async fn statuses(
+    State(fake): State<Fake>,
+    Path(id): Path<AgentId>,
+    Json(batch): Json<StatusBatch>,
+) -> (StatusCode, Json<serde_json::Value>) {
+    record_statuses(&fake, id, batch.statuses)
+}
+
+/// Records updates as the coordinator would: all of them, or none with an error.
+fn record_statuses(
+    fake: &Fake,
+    id: AgentId,
+    statuses: Vec<TaskStatus>,
+) -> (StatusCode, Json<serde_json::Value>) {
     let mut books = fake.books();
     if books.fail_statuses {
         return (
@@ -150,7 +168,7 @@ async fn status(
             ),
         );
     }
-    books.statuses.push(s);
+    books.statuses.extend(statuses);
     (StatusCode::OK, Json(serde_json::json!({})))
 }
 

@@ -5,7 +5,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
-use protocol::messages::{AgentList, AgentRegistered, Empty, RegisterAgent};
+use protocol::messages::{AgentList, AgentRegistered, Empty, RegisterAgent, StatusBatch};
 use protocol::{AgentId, TaskStatus};
 
 use super::error::ApiError;
@@ -18,6 +18,7 @@ pub fn router() -> Router<Coordinator> {
         .route("/api/v1/agents", post(register).get(list))
         .route("/api/v1/agents/{id}/heartbeat", post(heartbeat))
         .route("/api/v1/agents/{id}/status", post(status))
+        .route("/api/v1/agents/{id}/statuses", post(statuses))
 }
 
 async fn register(
@@ -64,5 +65,14 @@ async fn status(
     Body(status): Body<TaskStatus>,
 ) -> Result<Json<Empty>, ApiError> {
     c.run(|s, now, fx| s.agent_status(id, status, now, fx))?;
+    Ok(Json(Empty {}))
+}
+
+async fn statuses(
+    State(c): State<Coordinator>,
+    Id(id): Id<AgentId>,
+    Body(batch): Body<StatusBatch>,
+) -> Result<Json<Empty>, ApiError> {
+    c.run(|s, now, fx| s.agent_statuses(id, batch.statuses, now, fx))?;
     Ok(Json(Empty {}))
 }

@@ -7,8 +7,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use protocol::messages::{
-    AcceptRequest, AcceptResponse, AcknowledgeRequest, DeclineRequest, Empty, FrameworkList,
-    FrameworkRegistered, KillRequest, ReconcileRequest, RegisterFramework, ReviveRequest,
+    AcceptRequest, AcceptResponse, AcknowledgeBatch, AcknowledgeBatchResponse, AcknowledgeRequest,
+    DeclineRequest, Empty, FrameworkList, FrameworkRegistered, KillRequest, ReconcileRequest,
+    RegisterFramework, ReviveRequest,
 };
 use protocol::FrameworkId;
 
@@ -29,6 +30,10 @@ pub fn router() -> Router<Coordinator> {
         .route("/api/v1/frameworks/{id}/revive", post(revive))
         .route("/api/v1/frameworks/{id}/kill", post(kill))
         .route("/api/v1/frameworks/{id}/acknowledge", post(acknowledge))
+        .route(
+            "/api/v1/frameworks/{id}/acknowledgements",
+            post(acknowledge_many),
+        )
         .route("/api/v1/frameworks/{id}/reconcile", post(reconcile))
 }
 
@@ -123,6 +128,27 @@ async fn acknowledge(
 ) -> Ok200 {
     c.run(|s, _, _| s.acknowledge(id, req.task_id, req.update_id))?;
     Ok(Json(Empty {}))
+}
+
+async fn acknowledge_many(
+    State(c): State<Coordinator>,
+    Id(id): Id<FrameworkId>,
+    Body(req): Body<AcknowledgeBatch>,
+) -> Result<Json<AcknowledgeBatchResponse>, ApiError> {
+    let total = req.acknowledgements.len();
+    let acks = req
+        .acknowledgements
+        .into_iter()
+        .map(|a| (a.task_id, a.update_id))
+        .collect();
+    let unknown = c.run(|s, _, _| s.acknowledge_many(id, acks))?;
+    Ok(Json(AcknowledgeBatchResponse {
+        acknowledged: total - unknown.len(),
+        unknown: unknown
+            .into_iter()
+            .map(|(task_id, update_id)| AcknowledgeRequest { task_id, update_id })
+            .collect(),
+    }))
 }
 
 async fn reconcile(

@@ -9,9 +9,7 @@ use axum::http::header;
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, put};
 use axum::{Json, Router};
-use protocol::messages::{
-    ClusterState, Empty, FrameworkExplanation, OfferList, RoleNode, SetWeight, TaskList,
-};
+use protocol::messages::{Empty, FrameworkExplanation, OfferList, RoleNode, SetWeight};
 use protocol::{AgentId, FrameworkId, RolePath};
 
 use super::error::ApiError;
@@ -88,19 +86,38 @@ async fn explain(
     Ok(Json(c.read(|s| s.explain(id, &now))?))
 }
 
-async fn state(State(c): State<Coordinator>) -> Json<ClusterState> {
-    Json(c.read(|s| s.cluster_state()))
+/// The books are copied under the lock (tasks as cached JSON, see `State::tasks_json`), then
+/// written out off the async workers: a cluster of 100,000 tasks is tens of megabytes.
+async fn state(State(c): State<Coordinator>) -> Result<Response, ApiError> {
+    let snapshot = c.read(|s| s.cluster_snapshot());
+    let body = tokio::task::spawn_blocking(move || snapshot.to_json())
+        .await
+        .map_err(|_| ApiError::Internal)?
+        .map_err(|e| {
+            tracing::error!(error = %e, "cannot serialize the cluster state");
+            ApiError::Internal
+        })?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
 async fn tasks(
     State(c): State<Coordinator>,
     query: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<TaskList>, ApiError> {
+) -> Result<Response, ApiError> {
     let query = check_query(query, &["framework_id"])?;
     let framework: Option<FrameworkId> = id_param(&query, "framework_id")?;
-    Ok(Json(TaskList {
-        tasks: c.read(|s| s.tasks(framework)),
-    }))
+    // A `TaskList` of the cached task JSON.
+    let tasks = c.read(|s| s.tasks_json(framework));
+    let mut body = Vec::with_capacity(tasks.iter().map(|t| t.len() + 1).sum::<usize>() + 16);
+    body.extend_from_slice(b"{\"tasks\":[");
+    for (i, task) in tasks.iter().enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(task.as_bytes());
+    }
+    body.extend_from_slice(b"]}");
+    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
 async fn roles(State(c): State<Coordinator>) -> Json<RoleNode> {

@@ -225,8 +225,7 @@ impl State {
                 timestamp: now.wall,
                 resources: t.known_resources(),
             };
-            t.latest = status.clone();
-            t.update_ids.push(status.update_id);
+            t.set_latest(status.clone());
             t.lost_by_coordinator = true;
             let res = t.resources.clone();
             if let Some(f) = self.frameworks.get_mut(&fw) {

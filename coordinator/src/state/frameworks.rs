@@ -129,7 +129,7 @@ impl State {
                 used: Resources::new(),
                 offered: Resources::new(),
                 active_tasks: 0,
-                pending: Vec::new(),
+                pending: Default::default(),
                 completed: VecDeque::new(),
                 placeholder,
             },
@@ -205,14 +205,9 @@ impl State {
                 heartbeat_interval_s,
             }),
         ));
-        for p in &mut fw.pending {
-            p.last_sent_ms = now.ms;
-            fx.push(Effect::ToFramework(
-                id,
-                FrameworkEvent::Update {
-                    status: p.status.clone(),
-                },
-            ));
+        let resend_ms = self.timing.update_resend_interval_ms;
+        for status in fw.pending.replay(now.ms, resend_ms) {
+            fx.push(Effect::ToFramework(id, FrameworkEvent::Update { status }));
         }
         let _ = self.allocator.set_active(id, true);
         fx.push(Effect::Allocate);

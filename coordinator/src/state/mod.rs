@@ -65,12 +65,14 @@ mod error;
 mod explain;
 mod frameworks;
 mod offers;
+mod pending;
 mod tasks;
 #[cfg(test)]
 mod tests;
 mod views;
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::{Arc, OnceLock};
 
 use protocol::events::OfferEvent;
 use protocol::messages::LaunchTasks;
@@ -83,7 +85,7 @@ use crate::allocator::{Allocator, Policy};
 use crate::config::Config;
 
 pub use error::StateError;
-pub use views::Gauges;
+pub use views::{ClusterSnapshot, Gauges};
 
 /// The role under which tasks of frameworks the coordinator does not know are kept.
 pub const ORPHAN_ROLE: &str = "_orphans";
@@ -190,13 +192,6 @@ pub(crate) enum Connection {
     Disconnected { since_ms: u64, ever: bool },
 }
 
-/// An update sent to a framework and not yet acknowledged.
-#[derive(Debug, Clone)]
-pub(crate) struct PendingUpdate {
-    pub(crate) status: TaskStatus,
-    pub(crate) last_sent_ms: u64,
-}
-
 /// One framework's books.
 #[derive(Debug, Clone)]
 pub(crate) struct FrameworkRecord {
@@ -212,7 +207,8 @@ pub(crate) struct FrameworkRecord {
     pub(crate) used: Resources,
     pub(crate) offered: Resources,
     pub(crate) active_tasks: usize,
-    pub(crate) pending: Vec<PendingUpdate>,
+    /// Updates sent and not yet acknowledged.
+    pub(crate) pending: pending::PendingUpdates,
     /// Completed tasks (terminal, nothing pending), oldest first; bounded by
     /// `max_completed_tasks_per_framework` (see the module docs).
     pub(crate) completed: VecDeque<TaskId>,
@@ -242,11 +238,41 @@ pub(crate) struct TaskRecord {
     pub(crate) lost_by_coordinator: bool,
     /// In its framework's FIFO of completed tasks.
     pub(crate) completed: bool,
+    /// The task as operators see it ([`protocol::messages::TaskInfo`]) in JSON, made on the
+    /// first read after a change and shared by every read until the next, so a large
+    /// `GET /api/v1/state` copies bytes instead of serializing every task again.
+    pub(crate) view: OnceLock<Arc<str>>,
 }
 
 impl TaskRecord {
+    /// A new record; `latest` is its first status.
+    pub(crate) fn new(
+        name: String,
+        agent_id: AgentId,
+        resources: Resources,
+        latest: TaskStatus,
+    ) -> Self {
+        Self {
+            name,
+            agent_id,
+            resources,
+            update_ids: vec![latest.update_id],
+            latest,
+            lost_by_coordinator: false,
+            completed: false,
+            view: OnceLock::new(),
+        }
+    }
+
     pub(crate) fn state(&self) -> TaskState {
         self.latest.state
+    }
+
+    /// Records a new latest status (its update id too), dropping the cached view.
+    pub(crate) fn set_latest(&mut self, status: TaskStatus) {
+        self.update_ids.push(status.update_id);
+        self.latest = status;
+        self.view = OnceLock::new();
     }
 
     /// The task's resources for a status the coordinator makes, `None` when unknown (an
@@ -412,12 +438,11 @@ impl State {
         let Some(fw) = self.frameworks.get_mut(&fw_id) else {
             return;
         };
-        fw.pending
-            .retain(|p| p.status.update_id != status.update_id);
-        fw.pending.push(PendingUpdate {
-            status: status.clone(),
-            last_sent_ms: now.ms,
-        });
+        fw.pending.record(
+            status.clone(),
+            now.ms,
+            self.timing.update_resend_interval_ms,
+        );
         fx.push(Effect::ToFramework(
             fw_id,
             FrameworkEvent::Update { status },

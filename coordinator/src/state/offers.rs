@@ -223,15 +223,7 @@ impl State {
             };
             self.tasks.insert(
                 (fw, task.task_id.clone()),
-                TaskRecord {
-                    name: task.name.clone(),
-                    agent_id,
-                    resources: task.resources.clone(),
-                    update_ids: vec![latest.update_id],
-                    latest,
-                    lost_by_coordinator: false,
-                    completed: false,
-                },
+                TaskRecord::new(task.name.clone(), agent_id, task.resources.clone(), latest),
             );
         }
         // Resources move from offered to used (the allocator already counts them).

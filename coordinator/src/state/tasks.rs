@@ -17,6 +17,19 @@ impl State {
         now: &Now,
         fx: &mut Effects,
     ) -> Result<(), StateError> {
+        self.agent_statuses(agent, vec![status], now, fx)
+    }
+
+    /// Several status updates posted by one agent, oldest first: all are checked before any
+    /// is applied, so an `Err` records none of them. Once this returns `Ok` every one is
+    /// recorded and will reach its framework (at least once).
+    pub fn agent_statuses(
+        &mut self,
+        agent: AgentId,
+        statuses: Vec<TaskStatus>,
+        now: &Now,
+        fx: &mut Effects,
+    ) -> Result<(), StateError> {
         if !self
             .agents
             .get(&agent)
@@ -24,6 +37,17 @@ impl State {
         {
             return Err(StateError::UnknownAgent(agent));
         }
+        for status in &statuses {
+            self.check_reported_status(agent, status)?;
+        }
+        for status in statuses {
+            self.apply_reported_status(agent, status, now, fx);
+        }
+        Ok(())
+    }
+
+    /// Checks that `agent` may report `status`: it names the agent, and a known task runs there.
+    fn check_reported_status(&self, agent: AgentId, status: &TaskStatus) -> Result<(), StateError> {
         if status.agent_id != agent {
             return Err(StateError::AgentMismatch {
                 task: status.task_id.clone(),
@@ -43,7 +67,6 @@ impl State {
                 });
             }
         }
-        self.apply_reported_status(agent, status, now, fx);
         Ok(())
     }
 
@@ -96,8 +119,7 @@ impl State {
         if t.state().is_terminal() {
             return;
         }
-        t.latest = status.clone();
-        t.update_ids.push(status.update_id);
+        t.set_latest(status.clone());
         if status.state.is_terminal() {
             let (agent, res) = (t.agent_id, t.resources.clone());
             let on_active_agent = self
@@ -127,8 +149,7 @@ impl State {
         let Some(t) = self.tasks.get_mut(&(fw, status.task_id.clone())) else {
             return;
         };
-        t.latest = status.clone();
-        t.update_ids.push(status.update_id);
+        t.set_latest(status.clone());
         t.lost_by_coordinator = false;
         let was_completed = std::mem::replace(&mut t.completed, false);
         let (agent, res) = (t.agent_id, t.resources.clone());
@@ -160,15 +181,7 @@ impl State {
         };
         self.tasks.insert(
             (fw, status.task_id.clone()),
-            TaskRecord {
-                name: String::new(),
-                agent_id: agent,
-                resources,
-                latest: status.clone(),
-                update_ids: vec![status.update_id],
-                lost_by_coordinator: false,
-                completed: false,
-            },
+            TaskRecord::new(String::new(), agent, resources, status.clone()),
         );
         if !status.state.is_terminal() {
             if let Some(f) = self.frameworks.get_mut(&fw) {
@@ -302,12 +315,39 @@ impl State {
         update: UpdateId,
     ) -> Result<(), StateError> {
         self.live_framework_mut(fw)?;
+        self.acknowledge_one(fw, task, update)
+    }
+
+    /// Several acknowledgements of one framework. Each is recorded as by
+    /// [`State::acknowledge`]; those of unknown tasks or updates change nothing and are
+    /// returned (a task may have been forgotten since the update was sent).
+    pub fn acknowledge_many(
+        &mut self,
+        fw: FrameworkId,
+        acks: Vec<(TaskId, UpdateId)>,
+    ) -> Result<Vec<(TaskId, UpdateId)>, StateError> {
+        self.live_framework_mut(fw)?;
+        let mut unknown = Vec::new();
+        for (task, update) in acks {
+            if self.acknowledge_one(fw, task.clone(), update).is_err() {
+                unknown.push((task, update));
+            }
+        }
+        Ok(unknown)
+    }
+
+    fn acknowledge_one(
+        &mut self,
+        fw: FrameworkId,
+        task: TaskId,
+        update: UpdateId,
+    ) -> Result<(), StateError> {
         let t = self.tasks.get(&(fw, task.clone()));
         let known = t.is_some_and(|t| t.update_ids.contains(&update));
         let pending = self
             .frameworks
             .get(&fw)
-            .is_some_and(|f| f.pending.iter().any(|p| p.status.update_id == update));
+            .is_some_and(|f| f.pending.contains(&update));
         if !known && !pending {
             return Err(match t {
                 None => StateError::UnknownTask(task),
@@ -316,12 +356,11 @@ impl State {
         }
         let mut acked = vec![task];
         if let Some(f) = self.frameworks.get_mut(&fw) {
-            for p in f.pending.iter().filter(|p| p.status.update_id == update) {
-                if !acked.contains(&p.status.task_id) {
-                    acked.push(p.status.task_id.clone());
+            if let Some(of) = f.pending.remove(&update) {
+                if of != acked[0] {
+                    acked.push(of);
                 }
             }
-            f.pending.retain(|p| p.status.update_id != update);
         }
         for task in acked {
             self.complete_if_done(fw, &task);
@@ -340,10 +379,7 @@ impl State {
         let Some(t) = self.tasks.get_mut(&(fw, task.clone())) else {
             return;
         };
-        if t.completed
-            || !t.state().is_terminal()
-            || f.pending.iter().any(|p| p.status.task_id == *task)
-        {
+        if t.completed || !t.state().is_terminal() || f.pending.has_task(task) {
             return;
         }
         t.completed = true;
@@ -355,9 +391,7 @@ impl State {
             let key = (fw, old);
             // Re-checked: only a task still completed (terminal, nothing pending) is forgotten.
             let forget = self.tasks.get(&key).is_some_and(|t| {
-                t.completed
-                    && t.state().is_terminal()
-                    && !f.pending.iter().any(|p| p.status.task_id == key.1)
+                t.completed && t.state().is_terminal() && !f.pending.has_task(&key.1)
             });
             if forget {
                 self.tasks.remove(&key);
@@ -407,16 +441,8 @@ impl State {
             if !matches!(fw.connection, Connection::Connected { .. }) {
                 continue;
             }
-            for p in &mut fw.pending {
-                if now.ms.saturating_sub(p.last_sent_ms) >= interval {
-                    p.last_sent_ms = now.ms;
-                    fx.push(Effect::ToFramework(
-                        *id,
-                        FrameworkEvent::Update {
-                            status: p.status.clone(),
-                        },
-                    ));
-                }
+            for status in fw.pending.due(now.ms, interval) {
+                fx.push(Effect::ToFramework(*id, FrameworkEvent::Update { status }));
             }
         }
     }

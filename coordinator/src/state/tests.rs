@@ -780,3 +780,124 @@ fn explain_counts_each_agent_under_its_reason() {
         Err(StateError::UnknownFramework(_))
     ));
 }
+
+#[test]
+fn a_status_batch_is_applied_in_order_and_refused_whole() {
+    let (mut s, fw, agent, offer) = setup();
+    let mut fx = Vec::new();
+    let req = AcceptRequest {
+        offer_ids: vec![offer.offer_id],
+        tasks: vec![task("a", agent, "cpus=1"), task("b", agent, "cpus=1")],
+        refuse_seconds: Some(0.0),
+    };
+    s.accept(fw, req, &at(2), &mut fx).unwrap();
+
+    // One bad status (another agent's id) refuses the whole batch: nothing recorded or sent.
+    let run_a = running("a", fw, agent, Some("cpus=1"));
+    let mut bad = running("b", fw, agent, Some("cpus=1"));
+    bad.agent_id = AgentId::new();
+    let mut fx = Vec::new();
+    let err = s
+        .agent_statuses(agent, vec![run_a.clone(), bad], &at(3), &mut fx)
+        .unwrap_err();
+    assert_eq!(err.code(), "agent_mismatch");
+    assert!(fx.is_empty(), "{fx:?}");
+    assert_eq!(
+        s.tasks[&(fw, "a".parse().unwrap())].state(),
+        TaskState::Staging
+    );
+
+    // A good batch: every update recorded and relayed in order; the terminal one frees its task.
+    let mut done_a = running("a", fw, agent, Some("cpus=1"));
+    done_a.state = TaskState::Finished;
+    let run_b = running("b", fw, agent, Some("cpus=1"));
+    let batch = vec![run_a.clone(), run_b.clone(), done_a.clone()];
+    let mut fx = Vec::new();
+    s.agent_statuses(agent, batch, &at(4), &mut fx).unwrap();
+    let relayed: Vec<(String, TaskState)> = fx
+        .iter()
+        .filter_map(|e| match e {
+            Effect::ToFramework(_, FrameworkEvent::Update { status }) => {
+                Some((status.task_id.to_string(), status.state))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        relayed,
+        [
+            ("a".to_owned(), TaskState::Running),
+            ("b".to_owned(), TaskState::Running),
+            ("a".to_owned(), TaskState::Finished),
+        ]
+    );
+    assert!(fx.contains(&Effect::Allocate));
+    assert_eq!(s.agents()[0].used, "cpus=1".parse().unwrap());
+    assert_eq!(s.frameworks[&fw].pending.len(), 3);
+}
+
+#[test]
+fn batched_acknowledgements_clear_pending_updates_and_report_unknown_ones() {
+    let (mut s, fw, agent, _) = setup();
+    let first = finish(&mut s, fw, agent, "t1", false);
+    let second = running("t2", fw, agent, None);
+    let mut fx = Vec::new();
+    s.agent_status(agent, second.clone(), &at(12), &mut fx)
+        .unwrap();
+    assert_eq!(s.frameworks[&fw].pending.len(), 2);
+    let stranger: TaskId = "nobody".parse().unwrap();
+    let unknown = s
+        .acknowledge_many(
+            fw,
+            vec![
+                (first.task_id.clone(), first.update_id),
+                (stranger.clone(), UpdateId::new()),
+                (second.task_id.clone(), second.update_id),
+            ],
+        )
+        .unwrap();
+    assert_eq!(unknown.len(), 1);
+    assert_eq!(unknown[0].0, stranger);
+    assert!(s.frameworks[&fw].pending.is_empty());
+    // The finished task, its last update acknowledged, is now completed.
+    assert!(s.tasks[&(fw, first.task_id)].completed);
+    // A framework the books do not know is refused.
+    assert_eq!(
+        s.acknowledge_many(FrameworkId::new(), vec![])
+            .unwrap_err()
+            .code(),
+        "framework_not_found"
+    );
+}
+
+#[test]
+fn cached_task_json_matches_the_views_and_follows_changes() {
+    let (mut s, fw, agent, offer) = setup();
+    let mut fx = Vec::new();
+    let req = AcceptRequest {
+        offer_ids: vec![offer.offer_id],
+        tasks: vec![task("a", agent, "cpus=1"), task("b", agent, "cpus=1")],
+        refuse_seconds: Some(0.0),
+    };
+    s.accept(fw, req, &at(2), &mut fx).unwrap();
+    let parsed = |s: &State| -> Vec<protocol::messages::TaskInfo> {
+        s.tasks_json(None)
+            .iter()
+            .map(|j| serde_json::from_str(j).unwrap())
+            .collect()
+    };
+    assert_eq!(parsed(&s), s.tasks(None));
+    // A status change is seen by the next read, not the cached one.
+    let mut done = running("a", fw, agent, Some("cpus=1"));
+    done.state = TaskState::Failed;
+    done.message = Some("boom".into());
+    s.agent_status(agent, done, &at(3), &mut fx).unwrap();
+    let after = parsed(&s);
+    assert_eq!(after, s.tasks(None));
+    assert_eq!(after[0].state, TaskState::Failed);
+    assert_eq!(after[0].message.as_deref(), Some("boom"));
+    // The whole snapshot is the same document as the plain view.
+    let json = s.cluster_snapshot().to_json().unwrap();
+    let state: protocol::messages::ClusterState = serde_json::from_slice(&json).unwrap();
+    assert_eq!(state, s.cluster_state());
+}

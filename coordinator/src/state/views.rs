@@ -2,11 +2,67 @@
 //! `/offers`) and the gauges `/metrics` shows.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use protocol::messages::{AgentInfo, ClusterState, FrameworkInfo, RoleNode, TaskInfo};
-use protocol::{AgentId, FrameworkId, Offer};
+use protocol::{AgentId, FrameworkId, Offer, TaskId};
 
-use super::{AgentState, Connection, State};
+use super::{AgentState, Connection, State, TaskRecord};
+
+/// A task as operators see it.
+fn task_info(fw: FrameworkId, id: &TaskId, t: &TaskRecord) -> TaskInfo {
+    TaskInfo {
+        task_id: id.clone(),
+        name: t.name.clone(),
+        framework_id: fw,
+        agent_id: t.agent_id,
+        state: t.state(),
+        resources: t.resources.clone(),
+        message: t.latest.message.clone(),
+        exit_code: t.latest.exit_code,
+        updated_at: t.latest.timestamp,
+    }
+}
+
+/// [`ClusterState`] with each task already in JSON (see [`State::tasks_json`]).
+#[derive(Debug, Clone)]
+pub struct ClusterSnapshot {
+    /// The agents.
+    pub agents: Vec<AgentInfo>,
+    /// The frameworks.
+    pub frameworks: Vec<FrameworkInfo>,
+    /// The tasks, each the JSON of a [`TaskInfo`].
+    pub tasks: Vec<Arc<str>>,
+    /// The role tree.
+    pub roles: RoleNode,
+    /// The outstanding offers.
+    pub offers: Vec<Offer>,
+}
+
+impl ClusterSnapshot {
+    /// The JSON of the [`ClusterState`] this snapshot is.
+    pub fn to_json(&self) -> Result<Vec<u8>, serde_json::Error> {
+        let task_bytes: usize = self.tasks.iter().map(|t| t.len() + 1).sum();
+        let mut out = Vec::with_capacity(task_bytes + 1024 * (self.agents.len() + 16));
+        out.extend_from_slice(b"{\"agents\":");
+        serde_json::to_writer(&mut out, &self.agents)?;
+        out.extend_from_slice(b",\"frameworks\":");
+        serde_json::to_writer(&mut out, &self.frameworks)?;
+        out.extend_from_slice(b",\"tasks\":[");
+        for (i, task) in self.tasks.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(task.as_bytes());
+        }
+        out.extend_from_slice(b"],\"roles\":");
+        serde_json::to_writer(&mut out, &self.roles)?;
+        out.extend_from_slice(b",\"offers\":");
+        serde_json::to_writer(&mut out, &self.offers)?;
+        out.push(b'}');
+        Ok(out)
+    }
+}
 
 /// Point-in-time counts for the metrics page.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -77,26 +133,52 @@ impl State {
 
     /// Every task the books hold, optionally of one framework.
     pub fn tasks(&self, framework: Option<FrameworkId>) -> Vec<TaskInfo> {
-        self.tasks
-            .iter()
-            .filter(|((f, _), _)| framework.is_none_or(|fw| *f == fw))
-            .map(|((fw, id), t)| TaskInfo {
-                task_id: id.clone(),
-                name: t.name.clone(),
-                framework_id: *fw,
-                agent_id: t.agent_id,
-                state: t.state(),
-                resources: t.resources.clone(),
-                message: t.latest.message.clone(),
-                exit_code: t.latest.exit_code,
-                updated_at: t.latest.timestamp,
+        self.framework_tasks(framework)
+            .map(|((fw, id), t)| task_info(*fw, id, t))
+            .collect()
+    }
+
+    /// Every task the books hold, optionally of one framework, each as the JSON of its
+    /// [`TaskInfo`]. Cheap for tasks unchanged since the last read: their JSON is cached.
+    pub fn tasks_json(&self, framework: Option<FrameworkId>) -> Vec<Arc<str>> {
+        self.framework_tasks(framework)
+            .map(|((fw, id), t)| {
+                t.view
+                    .get_or_init(|| {
+                        // A TaskInfo always serializes (plain strings, numbers and maps).
+                        serde_json::to_string(&task_info(*fw, id, t))
+                            .unwrap_or_default()
+                            .into()
+                    })
+                    .clone()
             })
             .collect()
+    }
+
+    fn framework_tasks(
+        &self,
+        framework: Option<FrameworkId>,
+    ) -> impl Iterator<Item = (&(FrameworkId, TaskId), &TaskRecord)> + '_ {
+        self.tasks
+            .iter()
+            .filter(move |((f, _), _)| framework.is_none_or(|fw| *f == fw))
     }
 
     /// The role tree with weights, allocations and H-DRF dominant shares.
     pub fn roles(&self) -> RoleNode {
         self.allocator.role_tree()
+    }
+
+    /// Everything at once, the tasks as cached JSON ([`State::tasks_json`]): what
+    /// `GET /api/v1/state` serves.
+    pub fn cluster_snapshot(&self) -> ClusterSnapshot {
+        ClusterSnapshot {
+            agents: self.agents(),
+            frameworks: self.frameworks(),
+            tasks: self.tasks_json(None),
+            roles: self.roles(),
+            offers: self.offers(None, None),
+        }
     }
 
     /// Everything at once.

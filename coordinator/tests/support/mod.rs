@@ -204,17 +204,7 @@ impl TestCoordinator {
         task: &str,
         state: TaskState,
     ) -> TaskStatus {
-        let status = TaskStatus {
-            task_id: task.parse().unwrap(),
-            framework_id: fw,
-            agent_id: agent,
-            state,
-            message: None,
-            exit_code: None,
-            update_id: protocol::UpdateId::new(),
-            timestamp: protocol::now(),
-            resources: None,
-        };
+        let status = status_of(agent, fw, task, state);
         let (code, body) = self
             .post(
                 &format!("/api/v1/agents/{agent}/status"),
@@ -490,4 +480,19 @@ pub fn keep_alive(c: &TestCoordinator, agent: AgentId) -> CancellationToken {
         }
     });
     token
+}
+
+/// A fresh status update (new update id, now) of `task` on `agent`.
+pub fn status_of(agent: AgentId, fw: FrameworkId, task: &str, state: TaskState) -> TaskStatus {
+    TaskStatus {
+        task_id: task.parse().unwrap(),
+        framework_id: fw,
+        agent_id: agent,
+        state,
+        message: None,
+        exit_code: None,
+        update_id: protocol::UpdateId::new(),
+        timestamp: protocol::now(),
+        resources: None,
+    }
 }

@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use protocol::messages::{AcceptRequest, DeclineRequest, ReviveRequest};
-use protocol::{OfferId, TaskSpec, TaskStatus};
+use protocol::{OfferId, TaskSpec};
 
 use super::demand::DemandAction;
 use super::Runner;
@@ -82,15 +82,23 @@ impl<S: Scheduler> Runner<S> {
         }
     }
 
-    pub(super) async fn acknowledge(&mut self, status: &TaskStatus) {
+    /// Acknowledges, in one call, every update the scheduler has seen since the last flush.
+    pub(super) async fn flush_acks(&mut self) {
+        if self.acks.is_empty() {
+            return;
+        }
+        let acks = std::mem::take(&mut self.acks);
         let Some(id) = self.framework_id else { return };
-        if let Err(e) = self
-            .client
-            .acknowledge(id, &status.task_id, status.update_id)
-            .await
-        {
+        match self.client.acknowledge_many(id, acks).await {
+            Ok(answer) if !answer.unknown.is_empty() => {
+                tracing::debug!(
+                    unknown = answer.unknown.len(),
+                    "acknowledged updates the coordinator no longer knows"
+                );
+            }
+            Ok(_) => {}
             // The coordinator sends unacknowledged updates again, so this heals by itself.
-            tracing::warn!(task_id = %status.task_id, error = %e, "acknowledge failed");
+            Err(e) => tracing::warn!(error = %e, "acknowledge failed"),
         }
     }
 

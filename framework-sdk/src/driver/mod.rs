@@ -13,7 +13,7 @@ mod offer_book;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use protocol::messages::RegisterFramework;
+use protocol::messages::{AcknowledgeRequest, RegisterFramework};
 use protocol::{FrameworkEvent, FrameworkId};
 use tokio_util::sync::CancellationToken;
 
@@ -85,6 +85,7 @@ impl<S: Scheduler> Driver<S> {
             heartbeat: DEFAULT_HEARTBEAT,
             stopping: false,
             revive_at: None,
+            acks: Vec::new(),
         };
         runner.framework_id = runner.config.framework_id;
         match runner.run().await {
@@ -117,6 +118,9 @@ struct Runner<S> {
     heartbeat: Duration,
     stopping: bool,
     revive_at: Option<Instant>,
+    /// Updates the scheduler has seen, to acknowledge in one call once the events read
+    /// together are handled.
+    acks: Vec<AcknowledgeRequest>,
 }
 
 impl<S: Scheduler> Runner<S> {
@@ -244,6 +248,7 @@ impl<S: Scheduler> Runner<S> {
                                 Err(e) => tracing::warn!(event = %frame.event, error = %e, "ignoring an unreadable event"),
                             }
                         }
+                        self.flush_acks().await;
                     }
                     Some(Err(e)) => return Ok(SessionEnd::Lost(e.to_string())),
                     None => return Ok(SessionEnd::Lost("the coordinator closed the stream".into())),
@@ -298,7 +303,10 @@ impl<S: Scheduler> Runner<S> {
             FrameworkEvent::Update { status } => {
                 self.scheduler.status_update(&mut self.ctx, &status).await;
                 self.after_callback().await?;
-                self.acknowledge(&status).await;
+                self.acks.push(AcknowledgeRequest {
+                    task_id: status.task_id,
+                    update_id: status.update_id,
+                });
             }
             FrameworkEvent::Heartbeat {} => {}
             FrameworkEvent::Error { message } => return Err(SdkError::FrameworkRemoved(message)),
@@ -353,6 +361,7 @@ impl<S: Scheduler> Runner<S> {
     }
 
     async fn shutdown(&mut self) {
+        self.flush_acks().await;
         self.decline_all().await;
         if let (true, Some(id)) = (self.config.unregister_on_stop, self.framework_id) {
             if let Err(e) = self.client.unregister(id).await {

@@ -16,8 +16,9 @@ use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use futures::StreamExt;
 use protocol::messages::{
-    AcceptRequest, AcceptResponse, AcknowledgeRequest, DeclineRequest, FrameworkRegistered,
-    KillRequest, ReconcileRequest, RegisterFramework, ReviveRequest,
+    AcceptRequest, AcceptResponse, AcknowledgeBatch, AcknowledgeBatchResponse, AcknowledgeRequest,
+    DeclineRequest, FrameworkRegistered, KillRequest, ReconcileRequest, RegisterFramework,
+    ReviveRequest,
 };
 use protocol::{AgentId, ErrorBody, FrameworkEvent, FrameworkId, Offer, OfferId, Resources};
 use tokio::sync::mpsc;
@@ -271,6 +272,22 @@ async fn action(
                 fake.note(format!("ack {}", r.task_id));
                 fake.inner.lock().unwrap().recorded.acks.push(r);
                 return Json(serde_json::json!({})).into_response();
+            }
+            Err(e) => return bad(e),
+        },
+        "acknowledgements" => match serde_json::from_value::<AcknowledgeBatch>(body) {
+            Ok(batch) => {
+                drop(inner);
+                let acknowledged = batch.acknowledgements.len();
+                for r in batch.acknowledgements {
+                    fake.note(format!("ack {}", r.task_id));
+                    fake.inner.lock().unwrap().recorded.acks.push(r);
+                }
+                return Json(AcknowledgeBatchResponse {
+                    acknowledged,
+                    unknown: Vec::new(),
+                })
+                .into_response();
             }
             Err(e) => return bad(e),
         },
