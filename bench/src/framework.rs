@@ -82,8 +82,10 @@ impl Progress {
 /// What one framework runs: its share of a phase's tasks.
 #[derive(Debug, Clone)]
 pub struct Workload {
-    /// Task ids are `t{0..tasks}`.
+    /// How many tasks; their ids are `{id_prefix}-t{0..tasks}` (`t{0..tasks}` without a prefix).
     pub tasks: usize,
+    /// Makes task ids unique across frameworks, not only within one (see `run::start_frameworks`).
+    pub id_prefix: String,
     /// What each task needs.
     pub resources: Resources,
     /// How long each simulated task runs; `None`: until killed.
@@ -112,6 +114,8 @@ pub struct BenchFramework {
     /// Tasks whose launch failed, to launch again.
     retry: Vec<TaskId>,
     books: HashMap<TaskId, TaskBook>,
+    /// The message of each task that ended other than `finished`.
+    end_messages: HashMap<TaskId, String>,
     launch_latencies: Vec<Duration>,
     running_at: Vec<Instant>,
     ended: usize,
@@ -131,8 +135,8 @@ pub struct FrameworkOutcome {
     pub running: usize,
     /// Tasks that ended `finished`.
     pub finished: usize,
-    /// Tasks that ended otherwise, with their final state.
-    pub ended_otherwise: Vec<(TaskId, TaskState)>,
+    /// Tasks that ended otherwise: `task: state (message)`.
+    pub ended_otherwise: Vec<String>,
     /// Accept decided → `running` received, one per task that ran.
     pub launch_latencies: Vec<Duration>,
     /// When each `running` update arrived.
@@ -148,6 +152,7 @@ impl BenchFramework {
             next: 0,
             retry: Vec::new(),
             books: HashMap::new(),
+            end_messages: HashMap::new(),
             launch_latencies: Vec::new(),
             running_at: Vec::new(),
             ended: 0,
@@ -169,7 +174,11 @@ impl BenchFramework {
             out.running += usize::from(book.running);
             match book.ended {
                 Some(TaskState::Finished) => out.finished += 1,
-                Some(other) => out.ended_otherwise.push((id, other)),
+                Some(other) => {
+                    let message = self.end_messages.get(&id).map_or("", String::as_str);
+                    out.ended_otherwise
+                        .push(format!("{id}: {other} ({message})"));
+                }
                 None => {}
             }
         }
@@ -183,7 +192,12 @@ impl BenchFramework {
         if self.next == self.work.tasks {
             return None;
         }
-        let id = TaskId::new(format!("t{}", self.next)).ok()?;
+        let id = if self.work.id_prefix.is_empty() {
+            TaskId::new(format!("t{}", self.next))
+        } else {
+            TaskId::new(format!("{}-t{}", self.work.id_prefix, self.next))
+        }
+        .ok()?;
         self.next += 1;
         Some(id)
     }
@@ -248,6 +262,10 @@ impl Scheduler for BenchFramework {
         }
         if status.state.is_terminal() {
             book.ended = Some(status.state);
+            if status.state != TaskState::Finished {
+                let message = status.message.clone().unwrap_or_default();
+                self.end_messages.insert(status.task_id.clone(), message);
+            }
             self.ended += 1;
             self.progress.ended.fetch_add(1, Ordering::Relaxed);
             self.progress.freed(status.agent_id, now);
@@ -315,6 +333,7 @@ mod tests {
     fn work(tasks: usize) -> Workload {
         Workload {
             tasks,
+            id_prefix: "f0".into(),
             resources: "cpus=1,mem=100".parse().unwrap(),
             duration_s: Some(1.0),
             stop_when_done: true,
@@ -399,7 +418,7 @@ mod tests {
         assert_eq!((out.launched, out.running, out.finished), (2, 2, 1));
         assert_eq!(
             out.ended_otherwise,
-            vec![(tasks[1].task_id.clone(), TaskState::Lost)]
+            vec![format!("{}: lost ()", tasks[1].task_id)]
         );
         assert_eq!(out.launch_latencies.len(), 2);
         assert_eq!(out.running_at.len(), 2);

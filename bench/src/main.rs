@@ -32,8 +32,9 @@ struct Args {
     /// How long each simulated task runs, in seconds.
     #[arg(long, default_value_t = 1.0)]
     task_duration_s: f64,
-    /// What each task needs.
-    #[arg(long, default_value = "cpus=1,mem=1024")]
+    /// What each task needs. The default fits 6 on a default agent, so 20,000 tasks on 1,000
+    /// agents take several waves and freed resources are offered again.
+    #[arg(long, default_value = "cpus=4,mem=8192")]
     task_resources: Resources,
     /// What each simulated agent has.
     #[arg(long, default_value = "cpus=24,mem=65536")]
@@ -45,6 +46,9 @@ struct Args {
     /// figure (0: skip it).
     #[arg(long, default_value_t = 10_000)]
     state_tasks: usize,
+    /// What each state task needs.
+    #[arg(long, default_value = "cpus=0.1,mem=32")]
+    state_task_resources: Resources,
     /// The coordinator binary (default: `coordinator` next to this executable).
     #[arg(long)]
     coordinator_bin: Option<PathBuf>,
@@ -57,6 +61,11 @@ struct Args {
     /// Seconds the cluster may take to come up.
     #[arg(long, default_value_t = 120.0)]
     startup_timeout_s: f64,
+    /// Give every framework the same task ids (t0, t1, …), as the API allows; by default they
+    /// are unique across frameworks, because agents key tasks by task id alone and two
+    /// frameworks' tasks of one id on one agent collide (the second ends `error`).
+    #[arg(long)]
+    shared_task_ids: bool,
     /// A phase fails when no task changes state for this many seconds.
     #[arg(long, default_value_t = 60.0)]
     stall_timeout_s: f64,
@@ -139,6 +148,8 @@ async fn real_main() -> anyhow::Result<bool> {
         task_duration_s: args.task_duration_s,
         task_resources: args.task_resources,
         state_tasks: args.state_tasks,
+        state_task_resources: args.state_task_resources,
+        shared_task_ids: args.shared_task_ids,
         stall_timeout: seconds("--stall-timeout-s", args.stall_timeout_s)?,
         progress_every: seconds("--progress-s", args.progress_s)?,
     };

@@ -49,6 +49,11 @@ pub struct RunConfig {
     pub task_resources: Resources,
     /// Long-running tasks for the `GET /api/v1/state` figure; 0 skips it.
     pub state_tasks: usize,
+    /// What each of those needs (small, so many fit: the figure is about the books' size).
+    pub state_task_resources: Resources,
+    /// Give every framework the same task ids (`t0`, `t1`, …), as the API allows, instead of
+    /// ids unique across frameworks; see [`start_frameworks`] for why that is not the default.
+    pub shared_task_ids: bool,
     /// A phase fails when no task changes state for this long.
     pub stall_timeout: Duration,
     /// How often a progress line goes to stderr.
@@ -82,11 +87,19 @@ pub async fn run(config: &RunConfig, cluster: &mut Cluster) -> anyhow::Result<Re
     let progress = Arc::new(Progress::default());
     let workloads = split(config.tasks, config.frameworks, |tasks| Workload {
         tasks,
+        id_prefix: String::new(),
         resources: config.task_resources.clone(),
         duration_s: Some(config.task_duration_s),
         stop_when_done: true,
     });
-    let (drivers, _stops) = start_frameworks(&cluster.url, "bench", workloads, &progress, false)?;
+    let (drivers, _stops) = start_frameworks(
+        &cluster.url,
+        "bench",
+        workloads,
+        &progress,
+        false,
+        config.shared_task_ids,
+    )?;
     let outcomes = wait_done(cluster, drivers, &progress, config, "throughput").await?;
     report.phase_s = started.elapsed().as_secs_f64();
     let cpu_after = CpuTimes::read(cluster);
@@ -118,17 +131,24 @@ fn split(total: usize, parts: usize, make: impl Fn(usize) -> Workload) -> Vec<Wo
 
 type Drivers = JoinSet<(usize, Result<BenchFramework, framework_sdk::SdkError>)>;
 
-/// Starts one driver per workload on this runtime.
+/// Starts one driver per workload on this runtime. Each framework's task ids start with its own
+/// prefix (`{prefix}{i}-t…`): the API makes task ids unique only within a framework, but the
+/// agents (real and simulated) key tasks by task id alone, so frameworks sharing ids collide on
+/// an agent (the second launch ends `error`, "task … already exists on this agent").
 fn start_frameworks(
     url: &str,
     prefix: &str,
     workloads: Vec<Workload>,
     progress: &Arc<Progress>,
     unregister_on_stop: bool,
+    shared_task_ids: bool,
 ) -> anyhow::Result<(Drivers, Vec<CancellationToken>)> {
     let mut set = JoinSet::new();
     let mut stops = Vec::new();
-    for (i, work) in workloads.into_iter().enumerate() {
+    for (i, mut work) in workloads.into_iter().enumerate() {
+        if !shared_task_ids {
+            work.id_prefix = format!("{prefix}{i}");
+        }
         let role = format!("bench/g{}", i % 10)
             .parse()
             .map_err(|e| anyhow::anyhow!("role: {e}"))?;
@@ -331,11 +351,9 @@ async fn account(
         a.running += o.running;
         a.finished += o.finished;
         a.ended_otherwise_count += o.ended_otherwise.len();
-        for (task, state) in &o.ended_otherwise {
-            if a.ended_otherwise.len() < 10 {
-                a.ended_otherwise.push(format!("{task}: {state}"));
-            }
-        }
+        let room = 10usize.saturating_sub(a.ended_otherwise.len());
+        a.ended_otherwise
+            .extend(o.ended_otherwise.iter().take(room).cloned());
         every_share_kept &= o.tasks <= COMPLETED_TASKS_KEPT;
     }
     let tasks: TaskList = cluster.get("/api/v1/tasks").await?;
@@ -375,12 +393,20 @@ async fn state_phase(cluster: &mut Cluster, config: &RunConfig) -> anyhow::Resul
     let progress = Arc::new(Progress::default());
     let workloads = split(n, frameworks, |tasks| Workload {
         tasks,
-        resources: config.task_resources.clone(),
+        id_prefix: String::new(),
+        resources: config.state_task_resources.clone(),
         duration_s: None,
         stop_when_done: false,
     });
     let started = Instant::now();
-    let (mut drivers, stops) = start_frameworks(&cluster.url, "state", workloads, &progress, true)?;
+    let (mut drivers, stops) = start_frameworks(
+        &cluster.url,
+        "state",
+        workloads,
+        &progress,
+        true,
+        config.shared_task_ids,
+    )?;
     let mut watch = Watch::new();
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     while progress.running() < n as u64 {
@@ -438,6 +464,7 @@ mod tests {
     fn split_shares_evenly_and_keeps_every_task() {
         let shares: Vec<usize> = split(10, 4, |tasks| Workload {
             tasks,
+            id_prefix: String::new(),
             resources: Resources::new(),
             duration_s: None,
             stop_when_done: true,

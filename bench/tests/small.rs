@@ -23,6 +23,8 @@ async fn small_run_completes_and_accounts_for_every_task() {
         task_duration_s: 0.2,
         task_resources: "cpus=1,mem=256".parse().unwrap(),
         state_tasks: 100,
+        state_task_resources: "cpus=0.1,mem=32".parse().unwrap(),
+        shared_task_ids: false,
         stall_timeout: Duration::from_secs(60),
         progress_every: Duration::from_secs(5),
     };
