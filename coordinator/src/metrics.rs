@@ -17,6 +17,59 @@ const RUN_BUCKETS: [f64; 10] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1.0,
 ];
 
+/// The fine allocation-run histogram's buckets: the first ends at [`FINE_FIRST_BOUND`] seconds,
+/// each next one is 2^(1/4) (about 19 %) wider, up to about 134 s; a quantile read from it is
+/// within one bucket, so within about 19 %, of the true value.
+const FINE_BUCKETS: usize = 109;
+
+/// Upper bound (seconds) of the fine histogram's first bucket: one microsecond.
+const FINE_FIRST_BOUND: f64 = 1e-6;
+
+/// Upper bound (seconds) of fine bucket `i`.
+fn fine_bound(i: usize) -> f64 {
+    FINE_FIRST_BOUND * 2f64.powf(i as f64 / 4.0)
+}
+
+/// Counts per bucket (not cumulative) of the fine allocation-run histogram, read by
+/// benchmarks (`parley-bench`) for percentiles; the coarse one stays for dashboards.
+#[derive(Debug)]
+struct FineHistogram {
+    /// `counts[i]` counts runs in `(fine_bound(i - 1), fine_bound(i)]`; the last one also
+    /// counts everything longer.
+    counts: Vec<AtomicU64>,
+}
+
+impl Default for FineHistogram {
+    fn default() -> Self {
+        Self {
+            counts: (0..FINE_BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+}
+
+impl FineHistogram {
+    fn observe(&self, secs: f64) {
+        // Bucket i holds (bound(i-1), bound(i)]: i = ceil(4 * log2(secs / first)).
+        let index = if secs <= FINE_FIRST_BOUND {
+            0
+        } else {
+            let exact = 4.0 * (secs / FINE_FIRST_BOUND).log2();
+            let mut i = exact.ceil() as usize;
+            // Guard against rounding at a bound: move to the bucket that really holds secs.
+            while i > 0 && secs <= fine_bound(i - 1) {
+                i -= 1;
+            }
+            while i + 1 < FINE_BUCKETS && secs > fine_bound(i) {
+                i += 1;
+            }
+            i.min(FINE_BUCKETS - 1)
+        };
+        if let Some(count) = self.counts.get(index) {
+            count.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
 /// Counters of one coordinator.
 #[derive(Debug, Default)]
 pub struct Metrics {
@@ -28,6 +81,7 @@ pub struct Metrics {
     allocation_runs: AtomicU64,
     allocation_micros: AtomicU64,
     allocation_buckets: [AtomicU64; RUN_BUCKETS.len()],
+    allocation_fine: FineHistogram,
     registry_write_errors: AtomicU64,
 }
 
@@ -60,6 +114,7 @@ impl Metrics {
                 bucket.fetch_add(1, Ordering::Relaxed);
             }
         }
+        self.allocation_fine.observe(secs);
     }
 
     /// Prometheus text exposition of the counters and the given gauges.
@@ -149,6 +204,28 @@ impl Metrics {
             load(&self.allocation_micros) as f64 / 1e6
         );
         let _ = writeln!(out, "{name}_count {runs}");
+        let name = "parley_allocation_run_fine_seconds";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Duration of allocation runs, in buckets 2^(1/4) apart (for percentiles).\n\
+             # TYPE {name} histogram"
+        );
+        let mut cumulative = 0;
+        for (i, count) in self.allocation_fine.counts.iter().enumerate() {
+            cumulative += load(count);
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{le=\"{:.9}\"}} {cumulative}",
+                fine_bound(i)
+            );
+        }
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {cumulative}");
+        let _ = writeln!(
+            out,
+            "{name}_sum {}",
+            load(&self.allocation_micros) as f64 / 1e6
+        );
+        let _ = writeln!(out, "{name}_count {cumulative}");
         out
     }
 }
@@ -185,5 +262,50 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("parley_offers_created_total 0"), "{text}");
+        assert!(
+            text.contains("parley_allocation_run_fine_seconds_count 2"),
+            "{text}"
+        );
+    }
+
+    /// The cumulative count of the fine bucket whose bound is closest to `secs`.
+    fn fine_count_at(text: &str, secs: f64) -> u64 {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("parley_allocation_run_fine_seconds_bucket{le=\""))
+            .filter_map(|l| l.split_once("\"} "))
+            .filter_map(|(le, n)| Some((le.parse::<f64>().ok()?, n.parse::<u64>().ok()?)))
+            .min_by(|a, b| (a.0 - secs).abs().total_cmp(&(b.0 - secs).abs()))
+            .map(|(_, n)| n)
+            .unwrap()
+    }
+
+    #[test]
+    fn fine_histogram_puts_each_run_in_the_bucket_that_holds_it() {
+        let m = Metrics::default();
+        // 1 µs is the first bound itself; 300 µs lies between bound 32 (2^8 = 256 µs) and
+        // bound 33 (2^8.25 ≈ 304.4 µs); 1000 s is past the last bound and lands in the last
+        // bucket.
+        for d in [
+            Duration::from_micros(1),
+            Duration::from_micros(300),
+            Duration::from_secs(1000),
+        ] {
+            m.observe_allocation(d);
+        }
+        let text = m.render(&Gauges::default());
+        assert_eq!(fine_count_at(&text, 1e-6), 1, "{text}");
+        assert_eq!(fine_count_at(&text, 256e-6), 1, "{text}");
+        assert_eq!(fine_count_at(&text, 304.4e-6), 2, "{text}");
+        assert_eq!(fine_count_at(&text, fine_bound(FINE_BUCKETS - 2)), 2);
+        assert_eq!(fine_count_at(&text, fine_bound(FINE_BUCKETS - 1)), 3);
+        assert!(
+            text.contains("parley_allocation_run_fine_seconds_bucket{le=\"+Inf\"} 3"),
+            "{text}"
+        );
+        // Every bound is 2^(1/4) times the one before.
+        for i in 1..FINE_BUCKETS {
+            let ratio = fine_bound(i) / fine_bound(i - 1);
+            assert!((ratio - 2f64.powf(0.25)).abs() < 1e-9);
+        }
     }
 }
