@@ -42,10 +42,11 @@ pub(crate) fn align(demand: &[u64], free: &[u64], total: &[u64]) -> f64 {
         .sum()
 }
 
-/// An alignment as an exact summand (saturating on absurd inputs; sums wrap, so they stay exact
-/// and order-independent even then).
+/// An alignment as an exact summand. Alignments are at most the number of resources when free
+/// room and demand are within the agent's total; absurd inputs saturate (at 2^11), and sums wrap,
+/// so they stay exact and order-independent even then. (Through `i64`: a hardware conversion.)
 pub(crate) fn quantize_align(a: f64) -> i128 {
-    (a * ALIGN_SCALE) as i128
+    i128::from((a * ALIGN_SCALE) as i64)
 }
 
 /// One task's remaining work, `duration * sum_j d_j / R_j`, as an exact summand.
