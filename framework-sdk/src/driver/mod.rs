@@ -278,8 +278,10 @@ impl<S: Scheduler> Runner<S> {
                 self.heartbeat = heartbeat_interval(registered.heartbeat_interval_s);
             }
             FrameworkEvent::Offers { offers } => {
+                let received = Instant::now();
+                let count = offers.len();
                 self.ctx.set_held(self.offers.ids());
-                let deadline = Instant::now() + self.config.offer_hold_timeout;
+                let deadline = received + self.config.offer_hold_timeout;
                 for offer in &offers {
                     self.offers.hold(offer.offer_id, deadline);
                 }
@@ -296,6 +298,12 @@ impl<S: Scheduler> Runner<S> {
                 commands.append(&mut self.ctx.commands);
                 self.ctx.commands = commands;
                 self.after_callback().await?;
+                tracing::debug!(
+                    offers = count,
+                    still_held = self.offers.len(),
+                    ms = received.elapsed().as_secs_f64() * 1e3,
+                    "offers answered"
+                );
             }
             FrameworkEvent::Rescind { offer_id } => {
                 self.offers.remove(offer_id);

@@ -36,6 +36,10 @@ impl OfferBook {
         true
     }
 
+    pub(crate) fn len(&self) -> usize {
+        self.held.len()
+    }
+
     pub(crate) fn ids(&self) -> Vec<OfferId> {
         self.held.iter().map(|(id, _)| *id).collect()
     }

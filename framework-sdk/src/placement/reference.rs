@@ -200,7 +200,7 @@ pub(crate) fn tetris(fairness: f64, input: &PlacementInput<'_>) -> Vec<Assignmen
                         let a = align(&p.demand[t], &p.free[o], &p.total[o]);
                         sum_a = sum_a.wrapping_add(quantize_align(a));
                         pairs += 1;
-                        if best.map_or(true, |b| a > b.2) {
+                        if best.is_none_or(|b| a > b.2) {
                             best = Some((t, o, a));
                         }
                     }

@@ -234,12 +234,12 @@ struct ClassScore {
 fn scan(p: &Problem, norm: &Norm, versions: &[u32], c: usize, s: &mut ClassScore) {
     let demand = &p.classes[c].demand;
     let mut all: Vec<Scored> = Vec::with_capacity(p.offers);
-    for o in 0..p.offers {
+    for (o, &version) in versions.iter().enumerate() {
         if fits(demand, p.free_of(o)) {
             all.push(Scored {
                 a: norm.align(c, o),
                 offer: o as u32,
-                version: versions[o],
+                version,
             });
         }
     }
@@ -281,7 +281,7 @@ fn best_offer(
                 offer: top.offer,
                 version: versions[o],
             };
-            if s.floor.map_or(true, |f| now > f) {
+            if s.floor.is_none_or(|f| now > f) {
                 let at = s.top.partition_point(|e| *e < now);
                 s.top.insert(at, now);
             }
