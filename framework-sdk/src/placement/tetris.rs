@@ -213,7 +213,7 @@ impl Norm {
 
 /// How many of its best offers a class tracks between scans (few in tests, so that the tests'
 /// small inputs exercise the refills).
-const TRACKED: usize = if cfg!(test) { 2 } else { 32 };
+const TRACKED: usize = if cfg!(test) { 2 } else { 128 };
 
 /// What Tetris keeps per class between rounds.
 struct ClassScore {
@@ -231,9 +231,17 @@ struct ClassScore {
 
 /// The offers class `c` fits, scored, with the best `TRACKED` in `s.top` and the next in
 /// `s.floor`.
-fn scan(p: &Problem, norm: &Norm, versions: &[u32], c: usize, s: &mut ClassScore) {
+/// `all` is scratch space, reused between scans.
+fn scan(
+    p: &Problem,
+    norm: &Norm,
+    versions: &[u32],
+    c: usize,
+    s: &mut ClassScore,
+    all: &mut Vec<Scored>,
+) {
     let demand = &p.classes[c].demand;
-    let mut all: Vec<Scored> = Vec::with_capacity(p.offers);
+    all.clear();
     for (o, &version) in versions.iter().enumerate() {
         if fits(demand, p.free_of(o)) {
             all.push(Scored {
@@ -252,22 +260,24 @@ fn scan(p: &Problem, norm: &Norm, versions: &[u32], c: usize, s: &mut ClassScore
     }
     all.sort_unstable();
     s.top.clear();
-    s.top.extend_from_slice(&all);
+    s.top.extend_from_slice(all);
 }
 
-/// The class's best offer `(alignment, offer)`, re-scoring stale entries on the way.
+/// The class's best offer `(alignment, offer)`, re-scoring stale entries on the way (and
+/// scanning again, with `scratch`, when none is left above the floor).
 fn best_offer(
     p: &Problem,
     norm: &Norm,
     versions: &[u32],
     c: usize,
     s: &mut ClassScore,
+    scratch: &mut Vec<Scored>,
 ) -> Option<(f64, usize)> {
     let demand = &p.classes[c].demand;
     loop {
         let Some(&top) = s.top.last() else {
             s.floor?;
-            scan(p, norm, versions, c, s);
+            scan(p, norm, versions, c, s, scratch);
             continue;
         };
         let o = top.offer as usize;
@@ -308,6 +318,7 @@ impl Placement for Tetris {
             return p.assignments;
         }
         let mut versions = vec![0u32; p.offers];
+        let mut scratch: Vec<Scored> = Vec::with_capacity(p.offers);
         let mut norm = Norm::new(&p);
         let mut scores: Vec<ClassScore> = Vec::with_capacity(p.classes.len());
         let mut live: Vec<usize> = Vec::new();
@@ -328,7 +339,7 @@ impl Placement for Tetris {
             if s.fits == 0 {
                 p.kill_class(c);
             } else {
-                scan(&p, &norm, &versions, c, &mut s);
+                scan(&p, &norm, &versions, c, &mut s, &mut scratch);
                 live.push(c);
             }
             scores.push(s);
@@ -386,7 +397,7 @@ impl Placement for Tetris {
                     let left = p.classes[c].left() as u64;
                     pairs += left * s.fits;
                     sum_a = sum_a.wrapping_add((left as i128).wrapping_mul(s.sum_a));
-                    if let Some((a, o)) = best_offer(&p, &norm, &versions, c, s) {
+                    if let Some((a, o)) = best_offer(&p, &norm, &versions, c, s, &mut scratch) {
                         let wins = match best {
                             None => true,
                             Some((ba, bh, _, _)) => a > ba || (a == ba && head < bh),
