@@ -1,11 +1,18 @@
-//! How long one `place` call takes: 20 offers and 500 pending tasks in 25 jobs, per policy.
+//! How long one `place` call takes, per policy:
 //!
-//! Run with: `cargo bench -p framework-sdk --bench placement`
+//! - `place_20_offers_500_tasks`: 20 offers and 500 pending tasks in 25 jobs.
+//! - `place_1000_offers_5000_tasks`: the queue of issue #8: 100 jobs of 50 tasks (each job two
+//!   groups of 25 equal tasks, demands up to 4 cpus / 4 GiB) onto 1,000 partially free offers of
+//!   agents with cpus=24, mem=65536.
+//!
+//! Run with: `cargo bench -p framework-sdk --bench placement` (add a filter such as
+//! `place_1000` to run one group).
 #![allow(clippy::unwrap_used)]
 // criterion's macros generate undocumented functions.
 #![allow(missing_docs)]
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use framework_sdk::placement::{
@@ -46,7 +53,62 @@ fn workload(offers: usize, tasks: usize, jobs: u64) -> (Vec<OfferSlot>, Vec<Pend
     (slots, pending)
 }
 
-fn bench(c: &mut Criterion) {
+/// The issue's queue: `jobs` jobs of `per_job` tasks in two groups of equal tasks, on `offers`
+/// offers of agents cpus=24, mem=65536 with 1 to 24 cpus and 1 to 64 GiB free.
+fn big_workload(
+    offers: usize,
+    jobs: u64,
+    per_job: usize,
+) -> (Vec<OfferSlot>, Vec<PendingTask>, Resources) {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(8);
+    let total: Resources = "cpus=24,mem=65536".parse().unwrap();
+    let slots: Vec<OfferSlot> = (0..offers)
+        .map(|_| OfferSlot {
+            offer_id: OfferId::new(),
+            agent_id: AgentId::new(),
+            free: Resources::from_units([
+                ("cpus", rng.gen_range(1..=24) as f64),
+                ("mem", rng.gen_range(1..=64) as f64 * 1024.0),
+            ])
+            .unwrap(),
+            total: total.clone(),
+        })
+        .collect();
+    let mut pending = Vec::new();
+    for job in 0..jobs {
+        for _ in 0..2 {
+            let demand = Resources::from_units([
+                ("cpus", rng.gen_range(1..=8) as f64 * 0.5),
+                ("mem", rng.gen_range(1..=16) as f64 * 256.0),
+            ])
+            .unwrap();
+            let duration_s = rng.gen_range(1..=10) as f64;
+            for _ in 0..per_job / 2 {
+                pending.push(PendingTask {
+                    job,
+                    demand: demand.clone(),
+                    duration_s,
+                });
+            }
+        }
+    }
+    // The cluster is bigger than what is offered: 1,000 agents in all.
+    let mut cluster = Resources::new();
+    for _ in 0..offers.max(1000) {
+        cluster.add_assign(&total);
+    }
+    (slots, pending, cluster)
+}
+
+fn policies() -> Vec<Box<dyn Placement>> {
+    vec![
+        Box::new(FirstFit),
+        Box::new(BestFit),
+        Box::new(Tetris::default()),
+    ]
+}
+
+fn small(c: &mut Criterion) {
     let (offers, tasks) = workload(20, 500, 25);
     let usage = BTreeMap::new();
     let cluster = Resources::new();
@@ -56,17 +118,37 @@ fn bench(c: &mut Criterion) {
         job_usage: &usage,
         cluster_total: &cluster,
     };
-    let policies: Vec<Box<dyn Placement>> = vec![
-        Box::new(FirstFit),
-        Box::new(BestFit),
-        Box::new(Tetris::default()),
-    ];
     let mut group = c.benchmark_group("place_20_offers_500_tasks");
-    for policy in &policies {
+    for policy in &policies() {
         group.bench_function(policy.name(), |b| b.iter(|| policy.place(&input)));
     }
     group.finish();
 }
 
-criterion_group!(benches, bench);
+fn big(c: &mut Criterion) {
+    let (offers, tasks, cluster) = big_workload(1000, 100, 50);
+    // Some jobs already run tasks, so DRF order is not just job ids.
+    let mut usage = BTreeMap::new();
+    for job in (0..100u64).step_by(7) {
+        usage.insert(
+            job,
+            Resources::from_units([("cpus", job as f64), ("mem", 1024.0 * job as f64)]).unwrap(),
+        );
+    }
+    let input = PlacementInput {
+        offers: &offers,
+        tasks: &tasks,
+        job_usage: &usage,
+        cluster_total: &cluster,
+    };
+    let mut group = c.benchmark_group("place_1000_offers_5000_tasks");
+    group.sample_size(10);
+    group.warm_up_time(Duration::from_secs(1));
+    for policy in &policies() {
+        group.bench_function(policy.name(), |b| b.iter(|| policy.place(&input)));
+    }
+    group.finish();
+}
+
+criterion_group!(benches, small, big);
 criterion_main!(benches);

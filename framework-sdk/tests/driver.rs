@@ -396,3 +396,48 @@ async fn a_framework_forgotten_while_away_ends_the_driver() {
     assert!(matches!(err, SdkError::FrameworkRemoved(_)), "{err}");
     assert!(has(&fake, "disconnected"));
 }
+
+#[tokio::test]
+async fn many_offers_are_answered_together_declines_in_one_call() {
+    let fake = Fake::start().await;
+    let (id, handle) = start(&fake, Probe::new(&fake, Mode::Launch, 10)).await;
+    let offers: Vec<_> = (0..50)
+        .map(|_| offer(id, "cpus=4,mem=1024", "cpus=8,mem=2048"))
+        .collect();
+    let ids: Vec<_> = offers.iter().map(|o| o.offer_id).collect();
+    assert!(fake.push(FrameworkEvent::Offers { offers }));
+    wait_for(WITHIN, "accepts and the decline", || {
+        fake.recorded(|r| r.accepts.len() == 10 && !r.declines.is_empty())
+    })
+    .await;
+    let (accepted, declines) = fake.recorded(|r| {
+        let mut accepted: Vec<_> = r.accepts.iter().flat_map(|a| a.offer_ids.clone()).collect();
+        accepted.sort();
+        (accepted, r.declines.clone())
+    });
+    assert_eq!(declines.len(), 1, "one decline call for all unused offers");
+    assert_eq!(declines[0].offer_ids, ids[10..].to_vec());
+    let mut expected = ids[..10].to_vec();
+    expected.sort();
+    assert_eq!(accepted, expected, "one accept per used offer");
+    let probe = stop(&fake, id, handle).await;
+    assert_eq!(probe.launched, 10);
+}
+
+#[tokio::test]
+async fn offers_held_too_long_are_declined_in_one_call() {
+    let fake = Fake::start().await;
+    let (id, handle) = start(&fake, Probe::new(&fake, Mode::Hold, 1)).await;
+    let offers: Vec<_> = (0..5)
+        .map(|_| offer(id, "cpus=4,mem=1024", "cpus=8,mem=2048"))
+        .collect();
+    let ids: Vec<_> = offers.iter().map(|o| o.offer_id).collect();
+    assert!(fake.push(FrameworkEvent::Offers { offers }));
+    wait_for(WITHIN, "hold-timeout decline", || {
+        fake.recorded(|r| !r.declines.is_empty())
+    })
+    .await;
+    assert_eq!(fake.recorded(|r| r.declines[0].offer_ids.clone()), ids);
+    stop(&fake, id, handle).await;
+    assert_eq!(fake.recorded(|r| r.declines.len()), 1);
+}

@@ -29,6 +29,16 @@ struct Task {
     phase: Phase,
 }
 
+impl Task {
+    fn pending(&self) -> PendingTask {
+        PendingTask {
+            job: self.job as JobId,
+            demand: self.demand.clone(),
+            duration_s: self.duration_s,
+        }
+    }
+}
+
 struct Job {
     name: String,
     left: usize,
@@ -46,6 +56,12 @@ pub(super) struct Batch {
     usage: BTreeMap<JobId, Resources>,
     /// Every agent seen in an offer, with its total: the framework's view of the cluster.
     agents: BTreeMap<AgentId, Resources>,
+    /// The sum of `agents`' totals.
+    cluster: Resources,
+    /// The queued tasks in task order, and each one as placement sees it, kept up to date as
+    /// tasks launch and come back, so an offers event does not rebuild them from the whole list.
+    queue: Vec<usize>,
+    pending: Vec<PendingTask>,
     simulated: bool,
     max_retries: u32,
     started: Option<Instant>,
@@ -83,6 +99,8 @@ impl Batch {
                 ended_at: None,
             });
         }
+        let queue: Vec<usize> = (0..tasks.len()).collect();
+        let pending = tasks.iter().map(Task::pending).collect();
         Ok(Self {
             policy,
             tasks,
@@ -90,6 +108,9 @@ impl Batch {
             by_id: HashMap::new(),
             usage: BTreeMap::new(),
             agents: BTreeMap::new(),
+            cluster: Resources::new(),
+            queue,
+            pending,
             simulated,
             max_retries,
             started: None,
@@ -118,10 +139,14 @@ impl Batch {
         })
     }
 
-    fn queued(&self) -> Vec<usize> {
-        (0..self.tasks.len())
-            .filter(|&t| self.tasks[t].phase == Phase::Queued)
-            .collect()
+    /// Puts task `t` back in the queue, in task order.
+    fn requeue(&mut self, t: usize) {
+        self.tasks[t].phase = Phase::Queued;
+        let at = self.queue.partition_point(|&q| q < t);
+        if self.queue.get(at) != Some(&t) {
+            self.queue.insert(at, t);
+            self.pending.insert(at, self.tasks[t].pending());
+        }
     }
 
     fn elapsed(&self, at: Instant) -> f64 {
@@ -200,34 +225,31 @@ impl Scheduler for Batch {
     }
 
     async fn offers(&mut self, _ctx: &mut Context, offers: Vec<Offer>) -> Decisions {
+        let mut grew = false;
         for offer in &offers {
-            self.agents
-                .insert(offer.agent_id, offer.agent_total.clone());
+            if self.agents.get(&offer.agent_id) != Some(&offer.agent_total) {
+                self.agents
+                    .insert(offer.agent_id, offer.agent_total.clone());
+                grew = true;
+            }
         }
-        let queued = self.queued();
+        if grew {
+            self.cluster = Resources::new();
+            for total in self.agents.values() {
+                self.cluster.add_assign(total);
+            }
+        }
         let slots: Vec<OfferSlot> = offers.iter().map(OfferSlot::from).collect();
-        let pending: Vec<PendingTask> = queued
-            .iter()
-            .map(|&t| PendingTask {
-                job: self.tasks[t].job as JobId,
-                demand: self.tasks[t].demand.clone(),
-                duration_s: self.tasks[t].duration_s,
-            })
-            .collect();
-        let mut cluster = Resources::new();
-        for total in self.agents.values() {
-            cluster.add_assign(total);
-        }
         let input = PlacementInput {
             offers: &slots,
-            tasks: &pending,
+            tasks: &self.pending,
             job_usage: &self.usage,
-            cluster_total: &cluster,
+            cluster_total: &self.cluster,
         };
         let assignments = self.policy.place(&input);
         let mut per_offer: Vec<Vec<TaskSpec>> = vec![Vec::new(); offers.len()];
         for a in assignments {
-            let t = queued[a.task];
+            let t = self.queue[a.task];
             let spec = match self.task_spec(t, offers[a.offer].agent_id) {
                 Ok(spec) => spec,
                 Err(e) => {
@@ -244,6 +266,10 @@ impl Scheduler for Batch {
                 .add_assign(&spec.resources);
             per_offer[a.offer].push(spec);
         }
+        let tasks = &self.tasks;
+        let mut keep = self.queue.iter().map(|&t| tasks[t].phase == Phase::Queued);
+        self.pending.retain(|_| keep.next().unwrap_or(true));
+        self.queue.retain(|&t| tasks[t].phase == Phase::Queued);
         let mut per_offer = per_offer.into_iter();
         Decisions::launch_or_decline(&offers, |_| per_offer.next().unwrap_or_default())
     }
@@ -265,7 +291,7 @@ impl Scheduler for Batch {
         } else if self.tasks[t].attempt < self.max_retries {
             tracing::warn!(task = %status.task_id, state = %status.state, message = ?status.message, "task ended early; retrying");
             self.tasks[t].attempt += 1;
-            self.tasks[t].phase = Phase::Queued;
+            self.requeue(t);
         } else {
             tracing::warn!(task = %status.task_id, state = %status.state, "task out of retries");
             self.task_done(t, Phase::GaveUp);
@@ -285,25 +311,18 @@ impl Scheduler for Batch {
                 }
                 // A new attempt id: the coordinator may have recorded the old one.
                 self.tasks[t].attempt += 1;
-                self.tasks[t].phase = Phase::Queued;
+                self.requeue(t);
             }
         }
     }
 
     fn pending_tasks(&self) -> usize {
-        self.tasks
-            .iter()
-            .filter(|t| t.phase == Phase::Queued)
-            .count()
+        self.queue.len()
     }
 
     fn demand_hint(&self) -> Option<Resources> {
         // The smallest queued demand, per resource: any agent that cannot hold it is useless.
-        let mut queued = self
-            .tasks
-            .iter()
-            .filter(|t| t.phase == Phase::Queued)
-            .map(|t| &t.demand);
+        let mut queued = self.pending.iter().map(|t| &t.demand);
         let first = queued.next()?.clone();
         Some(queued.fold(first, |min, d| {
             let mut out = Resources::new();

@@ -1,85 +1,134 @@
 //! Carrying out requests on the coordinator: launches, declines, acknowledgements, and
-//! suppress/revive, each reporting failures back to the scheduler.
+//! suppress/revive, each reporting failures back to the scheduler. Answers to offers go out
+//! together (declines batched, accepts concurrent), so a framework holding a thousand offers
+//! answers them all in about one round trip.
 
 use std::time::Instant;
 
-use protocol::messages::{AcceptRequest, DeclineRequest, ReviveRequest};
-use protocol::{OfferId, TaskSpec};
+use futures::StreamExt;
+use protocol::messages::{AcceptRequest, AcknowledgeRequest, DeclineRequest, ReviveRequest};
+use protocol::{FrameworkId, OfferId, TaskSpec};
 
 use super::demand::DemandAction;
 use super::Runner;
-use crate::scheduler::Scheduler;
+use crate::client::CoordinatorClient;
+use crate::scheduler::{Answer, Scheduler};
 use crate::SdkError;
 
 impl<S: Scheduler> Runner<S> {
-    pub(super) async fn launch(&mut self, offer_ids: Vec<OfferId>, tasks: Vec<TaskSpec>) {
-        if tasks.is_empty() {
-            for offer_id in offer_ids {
-                self.offers.remove(offer_id);
-                self.decline(offer_id, None).await;
-            }
+    /// Carries out answers to offers together: every decline in one call per filter length,
+    /// every launch as its own accept, up to
+    /// [`DriverConfig::max_concurrent_requests`](crate::DriverConfig::max_concurrent_requests)
+    /// at a time, declines and accepts at once. Then tells the scheduler about the launches that
+    /// failed.
+    pub(super) async fn answer(&mut self, answers: Vec<Answer>) {
+        if answers.is_empty() {
             return;
         }
-        let (Some(id), true) = (self.framework_id, !offer_ids.is_empty()) else {
-            let e = SdkError::Protocol("a launch must name at least one offer".into());
-            self.scheduler.launch_failed(&mut self.ctx, tasks, &e).await;
-            return;
-        };
-        if let Some(gone) = offer_ids.iter().find(|o| !self.offers.contains(**o)) {
-            // Rescinded, expired, already answered, or never ours: the coordinator would refuse.
-            let e = SdkError::Protocol(format!(
-                "offer {gone} is not held (rescinded or already answered)"
-            ));
-            self.scheduler.launch_failed(&mut self.ctx, tasks, &e).await;
-            return;
-        }
-        for offer_id in &offer_ids {
-            self.offers.remove(*offer_id);
-        }
-        let request = AcceptRequest {
-            offer_ids,
-            tasks,
-            refuse_seconds: Some(self.config.accept_refuse_seconds),
-        };
-        match self.client.accept(id, &request).await {
-            Ok(answer) => {
-                let missing: Vec<TaskSpec> = request
-                    .tasks
-                    .into_iter()
-                    .filter(|t| !answer.launched.contains(&t.task_id))
-                    .collect();
-                if !missing.is_empty() {
-                    let e = SdkError::Protocol("the coordinator did not launch every task".into());
-                    self.scheduler
-                        .launch_failed(&mut self.ctx, missing, &e)
-                        .await;
+        let mut declines: Vec<(OfferId, Option<f64>)> = Vec::new();
+        let mut accepts: Vec<AcceptRequest> = Vec::new();
+        let mut failed: Vec<(Vec<TaskSpec>, SdkError)> = Vec::new();
+        for answer in answers {
+            match answer {
+                Answer::Decline {
+                    offer_id,
+                    refuse_seconds,
+                } => {
+                    self.offers.remove(offer_id);
+                    declines.push((offer_id, refuse_seconds));
+                }
+                Answer::Launch { offer_ids, tasks } if tasks.is_empty() => {
+                    for offer_id in offer_ids {
+                        self.offers.remove(offer_id);
+                        declines.push((offer_id, None));
+                    }
+                }
+                Answer::Launch { offer_ids, tasks } => {
+                    if self.framework_id.is_none() || offer_ids.is_empty() {
+                        let e = SdkError::Protocol("a launch must name at least one offer".into());
+                        failed.push((tasks, e));
+                    } else if let Some(gone) = offer_ids.iter().find(|o| !self.offers.contains(**o))
+                    {
+                        // Rescinded, expired, already answered, or never ours: the coordinator
+                        // would refuse.
+                        let e = SdkError::Protocol(format!(
+                            "offer {gone} is not held (rescinded or already answered)"
+                        ));
+                        failed.push((tasks, e));
+                    } else {
+                        for offer_id in &offer_ids {
+                            self.offers.remove(*offer_id);
+                        }
+                        accepts.push(AcceptRequest {
+                            offer_ids,
+                            tasks,
+                            refuse_seconds: Some(self.config.accept_refuse_seconds),
+                        });
+                    }
                 }
             }
-            Err(e) => {
-                tracing::warn!(error = %e, "accept failed");
-                self.scheduler
-                    .launch_failed(&mut self.ctx, request.tasks, &e)
-                    .await;
+        }
+        if let Some(id) = self.framework_id {
+            let client = &self.client;
+            let limit = self.config.max_concurrent_requests.max(1);
+            let declined = decline_together(
+                client,
+                id,
+                declines,
+                self.config.decline_refuse_seconds,
+                limit,
+            );
+            let accepted = futures::stream::iter(accepts.into_iter().map(|request| async move {
+                let result = client.accept(id, &request).await;
+                (request, result)
+            }))
+            .buffered(limit)
+            .collect::<Vec<_>>();
+            let ((), results) = tokio::join!(declined, accepted);
+            for (request, result) in results {
+                match result {
+                    Ok(answer) => {
+                        let missing: Vec<TaskSpec> = request
+                            .tasks
+                            .into_iter()
+                            .filter(|t| !answer.launched.contains(&t.task_id))
+                            .collect();
+                        if !missing.is_empty() {
+                            let e = SdkError::Protocol(
+                                "the coordinator did not launch every task".into(),
+                            );
+                            failed.push((missing, e));
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept failed");
+                        failed.push((request.tasks, e));
+                    }
+                }
             }
+        }
+        for (tasks, e) in failed {
+            self.scheduler.launch_failed(&mut self.ctx, tasks, &e).await;
         }
     }
 
-    pub(super) async fn decline(&mut self, offer_id: OfferId, refuse_seconds: Option<f64>) {
+    /// Declines offers with the default filter, in one call.
+    pub(super) async fn decline_many(&mut self, offer_ids: Vec<OfferId>) {
         let Some(id) = self.framework_id else { return };
-        let request = DeclineRequest {
-            offer_ids: vec![offer_id],
-            refuse_seconds: Some(refuse_seconds.unwrap_or(self.config.decline_refuse_seconds)),
-        };
-        if let Err(e) = self.client.decline(id, &request).await {
-            // An offer that is already gone needs no decline.
-            tracing::debug!(%offer_id, error = %e, "decline failed");
-        }
+        let declines = offer_ids.into_iter().map(|o| (o, None)).collect();
+        decline_together(
+            &self.client,
+            id,
+            declines,
+            self.config.decline_refuse_seconds,
+            self.config.max_concurrent_requests.max(1),
+        )
+        .await;
     }
 
     pub(super) async fn decline_all(&mut self) {
-        for offer_id in self.offers.take_all() {
-            self.decline(offer_id, None).await;
-        }
+        let all = self.offers.take_all();
+        self.decline_many(all).await;
     }
 
     /// Acknowledges, in one call, every update the scheduler has seen since the last flush.
@@ -87,7 +136,10 @@ impl<S: Scheduler> Runner<S> {
         if self.acks.is_empty() {
             return;
         }
-        let acks = std::mem::take(&mut self.acks);
+        let acks = std::mem::take(&mut self.acks)
+            .into_iter()
+            .map(|(task_id, update_id)| AcknowledgeRequest { task_id, update_id })
+            .collect();
         let Some(id) = self.framework_id else { return };
         match self.client.acknowledge_many(id, acks).await {
             Ok(answer) if !answer.unknown.is_empty() => {
@@ -142,4 +194,56 @@ impl<S: Scheduler> Runner<S> {
         let mut added = std::mem::replace(&mut self.ctx.commands, pending);
         self.ctx.commands.append(&mut added);
     }
+}
+
+/// Declines `declines` (offer, filter or the default `default_refuse`): one call per filter
+/// length. When a call fails (typically one of its offers is already gone, which fails the whole
+/// call), its offers are declined one by one, up to `limit` calls at a time, so the others are
+/// still given back.
+async fn decline_together(
+    client: &CoordinatorClient,
+    id: FrameworkId,
+    declines: Vec<(OfferId, Option<f64>)>,
+    default_refuse: f64,
+    limit: usize,
+) {
+    let mut groups: Vec<(f64, Vec<OfferId>)> = Vec::new();
+    for (offer_id, refuse) in declines {
+        let refuse = refuse.unwrap_or(default_refuse);
+        match groups
+            .iter_mut()
+            .find(|(r, _)| r.to_bits() == refuse.to_bits())
+        {
+            Some((_, ids)) => ids.push(offer_id),
+            None => groups.push((refuse, vec![offer_id])),
+        }
+    }
+    let calls = groups.into_iter().map(|(refuse, offer_ids)| async move {
+        let request = DeclineRequest {
+            offer_ids,
+            refuse_seconds: Some(refuse),
+        };
+        let Err(e) = client.decline(id, &request).await else {
+            return;
+        };
+        if request.offer_ids.len() == 1 {
+            // An offer that is already gone needs no decline.
+            tracing::debug!(offer_id = %request.offer_ids[0], error = %e, "decline failed");
+            return;
+        }
+        tracing::debug!(error = %e, count = request.offer_ids.len(), "decline failed; declining one by one");
+        futures::stream::iter(request.offer_ids.into_iter().map(|offer_id| async move {
+            let one = DeclineRequest {
+                offer_ids: vec![offer_id],
+                refuse_seconds: Some(refuse),
+            };
+            if let Err(e) = client.decline(id, &one).await {
+                tracing::debug!(%offer_id, error = %e, "decline failed");
+            }
+        }))
+        .buffer_unordered(limit)
+        .collect::<()>()
+        .await;
+    });
+    futures::future::join_all(calls).await;
 }

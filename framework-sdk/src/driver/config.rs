@@ -46,6 +46,9 @@ pub struct DriverConfig {
     pub missed_heartbeats: u32,
     /// The time limit of each request other than the event stream. Default 10 s.
     pub request_timeout: Duration,
+    /// The most requests the driver has in flight at once when it answers many offers (accepts,
+    /// and declines that must go one by one) or acknowledges many updates. Default 32.
+    pub max_concurrent_requests: usize,
     /// When the driver stops on request, unregister the framework (the coordinator kills its
     /// tasks). When false, the tasks run on for the failover timeout so another process can take
     /// over with the same `framework_id`. Default true.
@@ -73,6 +76,7 @@ impl DriverConfig {
             reconnect_backoff_max: Duration::from_secs(5),
             missed_heartbeats: 5,
             request_timeout: Duration::from_secs(10),
+            max_concurrent_requests: 32,
             unregister_on_stop: true,
             reconcile_on_reregister: true,
         }
@@ -103,6 +107,9 @@ impl DriverConfig {
         }
         if self.request_timeout.is_zero() {
             return Err("request_timeout must be > 0".into());
+        }
+        if self.max_concurrent_requests == 0 {
+            return Err("max_concurrent_requests must be at least 1".into());
         }
         Ok(())
     }

@@ -13,8 +13,8 @@ mod offer_book;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use protocol::messages::{AcknowledgeRequest, RegisterFramework};
-use protocol::{FrameworkEvent, FrameworkId};
+use protocol::messages::RegisterFramework;
+use protocol::{FrameworkEvent, FrameworkId, TaskId, UpdateId};
 use tokio_util::sync::CancellationToken;
 
 use backoff::Backoff;
@@ -23,7 +23,7 @@ use demand::DemandState;
 use offer_book::OfferBook;
 
 use crate::client::{CoordinatorClient, Registration};
-use crate::scheduler::{Answer, Command, Context, Scheduler};
+use crate::scheduler::{Command, Context, Scheduler};
 use crate::sse::SseParser;
 use crate::SdkError;
 
@@ -83,9 +83,9 @@ impl<S: Scheduler> Driver<S> {
             framework_id: None,
             offers: OfferBook::default(),
             heartbeat: DEFAULT_HEARTBEAT,
+            acks: Vec::new(),
             stopping: false,
             revive_at: None,
-            acks: Vec::new(),
         };
         runner.framework_id = runner.config.framework_id;
         match runner.run().await {
@@ -116,11 +116,10 @@ struct Runner<S> {
     offers: OfferBook,
     demand: DemandState,
     heartbeat: Duration,
+    /// Updates the scheduler has seen, to acknowledge once the current chunk of events is done.
+    acks: Vec<(TaskId, UpdateId)>,
     stopping: bool,
     revive_at: Option<Instant>,
-    /// Updates the scheduler has seen, to acknowledge in one call once the events read
-    /// together are handled.
-    acks: Vec<AcknowledgeRequest>,
 }
 
 impl<S: Scheduler> Runner<S> {
@@ -242,11 +241,15 @@ impl<S: Scheduler> Runner<S> {
                             Ok(frames) => frames,
                             Err(e) => return Ok(SessionEnd::Lost(e.to_string())),
                         };
+                        let mut events = Vec::with_capacity(frames.len());
                         for frame in frames {
                             match FrameworkEvent::from_sse(&frame.event, &frame.data) {
-                                Ok(event) => self.handle_event(event).await?,
+                                Ok(event) => events.push(event),
                                 Err(e) => tracing::warn!(event = %frame.event, error = %e, "ignoring an unreadable event"),
                             }
+                        }
+                        for event in coalesce_offers(events) {
+                            self.handle_event(event).await?;
                         }
                         self.flush_acks().await;
                     }
@@ -257,10 +260,9 @@ impl<S: Scheduler> Runner<S> {
                     return Ok(SessionEnd::Lost(format!("no event for {silence_limit:?}")));
                 }
                 _ = sleep_until_opt(offer_deadline) => {
-                    for offer_id in self.offers.take_expired(Instant::now()) {
-                        tracing::debug!(%offer_id, "declining an offer held too long");
-                        self.decline(offer_id, None).await;
-                    }
+                    let expired = self.offers.take_expired(Instant::now());
+                    tracing::debug!(count = expired.len(), "declining offers held too long");
+                    self.decline_many(expired).await;
                 }
                 _ = sleep_until_opt(revive_at) => {
                     self.revive_at = None;
@@ -276,8 +278,10 @@ impl<S: Scheduler> Runner<S> {
                 self.heartbeat = heartbeat_interval(registered.heartbeat_interval_s);
             }
             FrameworkEvent::Offers { offers } => {
+                let received = Instant::now();
+                let count = offers.len();
                 self.ctx.set_held(self.offers.ids());
-                let deadline = Instant::now() + self.config.offer_hold_timeout;
+                let deadline = received + self.config.offer_hold_timeout;
                 for offer in &offers {
                     self.offers.hold(offer.offer_id, deadline);
                 }
@@ -294,6 +298,12 @@ impl<S: Scheduler> Runner<S> {
                 commands.append(&mut self.ctx.commands);
                 self.ctx.commands = commands;
                 self.after_callback().await?;
+                tracing::debug!(
+                    offers = count,
+                    still_held = self.offers.len(),
+                    ms = received.elapsed().as_secs_f64() * 1e3,
+                    "offers answered"
+                );
             }
             FrameworkEvent::Rescind { offer_id } => {
                 self.offers.remove(offer_id);
@@ -303,10 +313,7 @@ impl<S: Scheduler> Runner<S> {
             FrameworkEvent::Update { status } => {
                 self.scheduler.status_update(&mut self.ctx, &status).await;
                 self.after_callback().await?;
-                self.acks.push(AcknowledgeRequest {
-                    task_id: status.task_id,
-                    update_id: status.update_id,
-                });
+                self.acks.push((status.task_id, status.update_id));
             }
             FrameworkEvent::Heartbeat {} => {}
             FrameworkEvent::Error { message } => return Err(SdkError::FrameworkRemoved(message)),
@@ -321,18 +328,16 @@ impl<S: Scheduler> Runner<S> {
             if commands.is_empty() {
                 break;
             }
+            // Consecutive answers go out together; other requests keep their place in between.
+            let mut answers = Vec::new();
             for command in commands {
+                if let Command::Answer(answer) = command {
+                    answers.push(answer);
+                    continue;
+                }
+                self.answer(std::mem::take(&mut answers)).await;
                 match command {
-                    Command::Answer(Answer::Launch { offer_ids, tasks }) => {
-                        self.launch(offer_ids, tasks).await;
-                    }
-                    Command::Answer(Answer::Decline {
-                        offer_id,
-                        refuse_seconds,
-                    }) => {
-                        self.offers.remove(offer_id);
-                        self.decline(offer_id, refuse_seconds).await;
-                    }
+                    Command::Answer(answer) => answers.push(answer),
                     Command::Kill(task_id) => {
                         if let Some(id) = self.framework_id {
                             if let Err(e) = self.client.kill(id, &task_id).await {
@@ -350,6 +355,7 @@ impl<S: Scheduler> Runner<S> {
                     Command::Stop => self.stopping = true,
                 }
             }
+            self.answer(answers).await;
         }
         if !self.ctx.commands.is_empty() {
             tracing::error!("scheduler keeps issuing requests from its callbacks; dropping them");
@@ -361,7 +367,6 @@ impl<S: Scheduler> Runner<S> {
     }
 
     async fn shutdown(&mut self) {
-        self.flush_acks().await;
         self.decline_all().await;
         if let (true, Some(id)) = (self.config.unregister_on_stop, self.framework_id) {
             if let Err(e) = self.client.unregister(id).await {
@@ -369,6 +374,24 @@ impl<S: Scheduler> Runner<S> {
             }
         }
     }
+}
+
+/// Merges runs of consecutive `offers` events into one, so the scheduler places its queue once
+/// for all the offers that arrived together rather than once per event.
+fn coalesce_offers(events: Vec<FrameworkEvent>) -> Vec<FrameworkEvent> {
+    let mut out: Vec<FrameworkEvent> = Vec::with_capacity(events.len());
+    for event in events {
+        if let FrameworkEvent::Offers { offers: more } = event {
+            if let Some(FrameworkEvent::Offers { offers }) = out.last_mut() {
+                offers.extend(more);
+            } else {
+                out.push(FrameworkEvent::Offers { offers: more });
+            }
+        } else {
+            out.push(event);
+        }
+    }
+    out
 }
 
 fn heartbeat_interval(seconds: f64) -> Duration {
@@ -383,5 +406,68 @@ async fn sleep_until_opt(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use protocol::{AgentId, Offer, OfferId, Resources};
+
+    use super::*;
+
+    fn offers(n: usize) -> FrameworkEvent {
+        let offers = (0..n)
+            .map(|_| Offer {
+                offer_id: OfferId::new(),
+                framework_id: FrameworkId::new(),
+                agent_id: AgentId::new(),
+                hostname: "h".into(),
+                resources: Resources::new(),
+                agent_total: Resources::new(),
+                attributes: Default::default(),
+                created_at: Default::default(),
+                expires_at: Default::default(),
+            })
+            .collect();
+        FrameworkEvent::Offers { offers }
+    }
+
+    fn shape(events: &[FrameworkEvent]) -> Vec<String> {
+        events
+            .iter()
+            .map(|e| match e {
+                FrameworkEvent::Offers { offers } => format!("offers {}", offers.len()),
+                other => other.name().to_owned(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn consecutive_offer_events_are_merged_in_order() {
+        let (a, b) = (offers(2), offers(3));
+        let (FrameworkEvent::Offers { offers: first }, FrameworkEvent::Offers { offers: second }) =
+            (&a, &b)
+        else {
+            unreachable!()
+        };
+        let expected: Vec<OfferId> = first.iter().chain(second).map(|o| o.offer_id).collect();
+        let merged = coalesce_offers(vec![
+            a.clone(),
+            b.clone(),
+            FrameworkEvent::Heartbeat {},
+            offers(1),
+            offers(0),
+            FrameworkEvent::Heartbeat {},
+            offers(4),
+        ]);
+        assert_eq!(
+            shape(&merged),
+            ["offers 5", "heartbeat", "offers 1", "heartbeat", "offers 4"]
+        );
+        let FrameworkEvent::Offers { offers } = &merged[0] else {
+            unreachable!()
+        };
+        let got: Vec<OfferId> = offers.iter().map(|o| o.offer_id).collect();
+        assert_eq!(got, expected, "arrival order is kept");
     }
 }

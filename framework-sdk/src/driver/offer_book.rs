@@ -1,32 +1,43 @@
 //! The offers a scheduler holds without having answered them, with the time each must be
 //! declined by.
 
+use std::collections::HashSet;
 use std::time::Instant;
 
 use protocol::OfferId;
 
-/// Held offers in arrival order. A framework holds few offers at a time, so a vector is enough.
+/// Held offers in arrival order, with a set for membership (a framework on a big cluster may
+/// hold a thousand offers, and checks each one it launches on).
 #[derive(Debug, Default)]
 pub(crate) struct OfferBook {
     held: Vec<(OfferId, Instant)>,
+    ids: HashSet<OfferId>,
 }
 
 impl OfferBook {
     pub(crate) fn hold(&mut self, offer_id: OfferId, deadline: Instant) {
-        if !self.contains(offer_id) {
+        if self.ids.insert(offer_id) {
             self.held.push((offer_id, deadline));
         }
     }
 
     pub(crate) fn contains(&self, offer_id: OfferId) -> bool {
-        self.held.iter().any(|(id, _)| *id == offer_id)
+        self.ids.contains(&offer_id)
     }
 
     /// Forgets an offer; true when it was held.
     pub(crate) fn remove(&mut self, offer_id: OfferId) -> bool {
-        let before = self.held.len();
-        self.held.retain(|(id, _)| *id != offer_id);
-        self.held.len() != before
+        if !self.ids.remove(&offer_id) {
+            return false;
+        }
+        if let Some(at) = self.held.iter().position(|(id, _)| *id == offer_id) {
+            self.held.remove(at);
+        }
+        true
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.held.len()
     }
 
     pub(crate) fn ids(&self) -> Vec<OfferId> {
@@ -41,10 +52,14 @@ impl OfferBook {
     pub(crate) fn take_expired(&mut self, now: Instant) -> Vec<OfferId> {
         let (expired, kept): (Vec<_>, Vec<_>) = self.held.drain(..).partition(|(_, d)| *d <= now);
         self.held = kept;
+        for (id, _) in &expired {
+            self.ids.remove(id);
+        }
         expired.into_iter().map(|(id, _)| id).collect()
     }
 
     pub(crate) fn take_all(&mut self) -> Vec<OfferId> {
+        self.ids.clear();
         self.held.drain(..).map(|(id, _)| id).collect()
     }
 }

@@ -1,6 +1,11 @@
 //! [`BestFit`]: jobs in DRF order; each task goes where it leaves the least room.
+//!
+//! Fast on big queues: tasks are handled by class (equal demand within a job) and each class
+//! remembers its best offer. Placing a task shrinks one offer, which can only make that offer
+//! tighter (a better fit) for the classes that still fit it, so only they are compared again;
+//! a class scans all offers only when its best one no longer fits it.
 
-use super::problem::Problem;
+use super::problem::{fits, leftover, Problem};
 use super::{Assignment, Placement, PlacementInput};
 
 /// DRF-ordered best fit: like [`FirstFit`](super::FirstFit), but the task goes to the offer
@@ -9,15 +14,37 @@ use super::{Assignment, Placement, PlacementInput};
 #[derive(Debug, Clone, Copy, Default)]
 pub struct BestFit;
 
-/// The room an offer keeps after taking a task, each resource as a fraction of the agent.
-fn leftover(p: &Problem, task: usize, offer: usize) -> f64 {
-    p.free[offer]
-        .iter()
-        .zip(&p.demand[task])
-        .zip(&p.total[offer])
-        .filter(|(_, t)| **t > 0)
-        .map(|((f, d), t)| f.saturating_sub(*d) as f64 / *t as f64)
-        .sum()
+/// What a class knows of its best offer.
+#[derive(Clone, Copy)]
+enum Best {
+    /// Not known: scan the offers when asked.
+    Unknown,
+    /// `(leftover, offer)`: the tightest offer it fits, ties to the earlier offer.
+    At(f64, usize),
+    /// It fits no offer (and never will again in this call: offers only shrink).
+    Nowhere,
+}
+
+/// True when `(lo, o)` is a better best fit than `(best_lo, best_o)`.
+fn better(lo: f64, o: usize, best_lo: f64, best_o: usize) -> bool {
+    lo.total_cmp(&best_lo).then(o.cmp(&best_o)) == std::cmp::Ordering::Less
+}
+
+fn scan(p: &Problem, c: usize) -> Best {
+    let demand = &p.classes[c].demand;
+    let mut best = Best::Nowhere;
+    for o in 0..p.offers {
+        let free = p.free_of(o);
+        if !fits(demand, free) {
+            continue;
+        }
+        let lo = leftover(free, demand, p.total_of(o));
+        best = match best {
+            Best::At(b, bo) if !better(lo, o, b, bo) => best,
+            _ => Best::At(lo, o),
+        };
+    }
+    best
 }
 
 impl Placement for BestFit {
@@ -27,22 +54,57 @@ impl Placement for BestFit {
 
     fn place(&self, input: &PlacementInput<'_>) -> Vec<Assignment> {
         let mut p = Problem::new(input);
-        'round: loop {
-            for job in p.jobs_by_share() {
-                let choice = p.unplaced_of(job).find_map(|t| {
-                    (0..p.free.len())
-                        .filter(|&o| p.fits(t, o))
-                        .map(|o| (leftover(&p, t, o), o))
-                        .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)))
-                        .map(|(_, o)| (t, o))
-                });
-                if let Some((t, o)) = choice {
-                    p.place(t, o);
-                    continue 'round;
+        let mut best = vec![Best::Unknown; p.classes.len()];
+        // Classes whose best offer is known, to update when an offer shrinks.
+        let mut known: Vec<usize> = Vec::new();
+        while let Some(j) = p.first_job() {
+            // The job's first unplaced task that fits some offer is the head of its first live
+            // class (in head order) that fits one.
+            let mut choice = None;
+            while let Some(&(_, c)) = p.jobs[j].live.first() {
+                if let Best::Unknown = best[c] {
+                    best[c] = scan(&p, c);
+                    known.push(c);
                 }
+                if let Best::At(_, o) = best[c] {
+                    choice = Some((c, o));
+                    break;
+                }
+                p.kill_class(c);
             }
-            return p.assignments;
+            let Some((c, o)) = choice else {
+                p.retire(j);
+                continue;
+            };
+            p.place(c, o);
+            // Offer `o` shrank: its leftover fell for every class that still fits it, so it may
+            // become their best; a class whose best it was and that no longer fits it must scan
+            // again. Every other offer is as it was.
+            let free = &p.free[o * p.r..(o + 1) * p.r];
+            let total = p.total_of(o);
+            known.retain(|&k| {
+                let class = &p.classes[k];
+                if class.left() == 0 {
+                    return false;
+                }
+                let Best::At(b, bo) = best[k] else {
+                    return false;
+                };
+                if !fits(&class.demand, free) {
+                    if bo == o {
+                        best[k] = Best::Unknown;
+                        return false;
+                    }
+                    return true;
+                }
+                let lo = leftover(free, &class.demand, total);
+                if bo == o || better(lo, o, b, bo) {
+                    best[k] = Best::At(lo, o);
+                }
+                true
+            });
         }
+        p.assignments
     }
 }
 

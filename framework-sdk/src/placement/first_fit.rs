@@ -1,5 +1,9 @@
 //! [`FirstFit`]: the fair baseline. Jobs are served in DRF order; each gets one task placed on
 //! the first offer it fits, then shares are recomputed.
+//!
+//! Fast on big queues: tasks are handled by class (equal demand within a job), each class keeps
+//! a pointer to the first offer it may fit, and jobs sit in an ordered set by share, so a
+//! placement costs a few set operations rather than a scan of the queue.
 
 use super::problem::Problem;
 use super::{Assignment, Placement, PlacementInput};
@@ -16,18 +20,32 @@ impl Placement for FirstFit {
 
     fn place(&self, input: &PlacementInput<'_>) -> Vec<Assignment> {
         let mut p = Problem::new(input);
-        'round: loop {
-            for job in p.jobs_by_share() {
-                let choice = p
-                    .unplaced_of(job)
-                    .find_map(|t| (0..p.free.len()).find(|&o| p.fits(t, o)).map(|o| (t, o)));
-                if let Some((t, o)) = choice {
-                    p.place(t, o);
-                    continue 'round;
+        // Per class, the first offer it may fit: offers only shrink, so an offer a class did not
+        // fit stays unfit and the pointer only moves forward.
+        let mut first_fit = vec![0usize; p.classes.len()];
+        while let Some(j) = p.first_job() {
+            // The job's first unplaced task that fits some offer is the head of its first live
+            // class (in head order) that fits one; classes that fit nothing die.
+            let mut choice = None;
+            while let Some(&(_, c)) = p.jobs[j].live.first() {
+                let at = &mut first_fit[c];
+                while *at < p.offers && !p.fits(c, *at) {
+                    *at += 1;
                 }
+                if *at < p.offers {
+                    choice = Some((c, *at));
+                    break;
+                }
+                p.kill_class(c);
             }
-            return p.assignments;
+            match choice {
+                Some((c, o)) => {
+                    p.place(c, o);
+                }
+                None => p.retire(j),
+            }
         }
+        p.assignments
     }
 }
 

@@ -99,11 +99,10 @@ pub trait Placement: Send + Sync {
 /// Sums the totals of the distinct agents of `offers`: the best estimate of the cluster when the
 /// framework knows nothing else.
 pub fn agents_total(offers: &[OfferSlot]) -> Resources {
-    let mut seen = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     let mut sum = Resources::new();
     for slot in offers {
-        if !seen.contains(&slot.agent_id) {
-            seen.push(slot.agent_id);
+        if seen.insert(slot.agent_id) {
             sum.add_assign(&slot.total);
         }
     }
@@ -112,5 +111,7 @@ pub fn agents_total(offers: &[OfferSlot]) -> Resources {
 
 #[cfg(test)]
 mod proptests;
+#[cfg(test)]
+mod reference;
 #[cfg(test)]
 mod tests_support;

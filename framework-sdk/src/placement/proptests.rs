@@ -126,3 +126,91 @@ proptest! {
         }
     }
 }
+
+/// Offers on a few shared agents, so the cluster total and ties between offers are exercised.
+fn offers_on_agents() -> impl Strategy<Value = Vec<OfferSlot>> {
+    prop::collection::vec((offer(), 0usize..3), 0..8).prop_map(|list| {
+        let agents = [AgentId::new(), AgentId::new(), AgentId::new()];
+        list.into_iter()
+            .map(|(mut o, a)| {
+                o.agent_id = agents[a];
+                o
+            })
+            .collect()
+    })
+}
+
+/// Tasks drawn from a few shapes, so jobs have several tasks of equal demand (the classes the
+/// fast policies group by), in random order.
+fn grouped_tasks() -> impl Strategy<Value = Vec<PendingTask>> {
+    (
+        prop::collection::vec(resources(), 1..4),
+        prop::collection::vec((0u64..4, 0usize..3, 1u32..20), 0..30),
+    )
+        .prop_map(|(shapes, picks)| {
+            picks
+                .into_iter()
+                .map(|(job, s, d)| PendingTask {
+                    job,
+                    demand: shapes[s % shapes.len()].clone(),
+                    duration_s: f64::from(d),
+                })
+                .collect()
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn fast_policies_choose_exactly_as_the_straightforward_ones(
+        offers in offers_on_agents(),
+        tasks in prop_oneof![grouped_tasks(), prop::collection::vec(pending(), 0..25)],
+        usage in usage(),
+        fairness in prop_oneof![Just(0.0), Just(0.25), Just(0.5), Just(0.999)],
+        given_cluster in any::<bool>(),
+    ) {
+        let cluster = if given_cluster {
+            agents_total(&offers).add(&"cpus=8,mem=8192".parse().unwrap())
+        } else {
+            Resources::new()
+        };
+        let input = PlacementInput { offers: &offers, tasks: &tasks, job_usage: &usage, cluster_total: &cluster };
+        prop_assert_eq!(FirstFit.place(&input), reference::first_fit(&input));
+        prop_assert_eq!(BestFit.place(&input), reference::best_fit(&input));
+        prop_assert_eq!(
+            Tetris::new(fairness).unwrap().place(&input),
+            reference::tetris(fairness, &input)
+        );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn fast_policies_choose_exactly_as_the_straightforward_ones_on_bigger_inputs(
+        offers in prop::collection::vec(offer(), 20..60),
+        shapes in prop::collection::vec(resources(), 1..6),
+        picks in prop::collection::vec((0u64..12, 0usize..6, 1u32..20), 50..200),
+        fairness in prop_oneof![Just(0.0), Just(0.25), Just(0.9)],
+    ) {
+        let tasks: Vec<PendingTask> = picks
+            .into_iter()
+            .map(|(job, s, d)| PendingTask {
+                job,
+                demand: shapes[s % shapes.len()].clone(),
+                duration_s: f64::from(d),
+            })
+            .collect();
+        let usage = BTreeMap::new();
+        let cluster = Resources::new();
+        let input = PlacementInput { offers: &offers, tasks: &tasks, job_usage: &usage, cluster_total: &cluster };
+        prop_assert_eq!(FirstFit.place(&input), reference::first_fit(&input));
+        prop_assert_eq!(BestFit.place(&input), reference::best_fit(&input));
+        prop_assert_eq!(
+            Tetris::new(fairness).unwrap().place(&input),
+            reference::tetris(fairness, &input)
+        );
+    }
+}

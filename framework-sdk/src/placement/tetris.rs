@@ -10,9 +10,17 @@
 //! **Decision:** when counting the `ceil((1 - F) * |jobs|)` candidates, a job none of whose tasks
 //! fits any offer is skipped (as DRF skips a user whose next task does not fit), so a fairness
 //! knob near 1 never leaves resources idle that another job could use.
+//!
+//! **Decision:** `eps = sum(A) / sum(P)` over the candidate pairs (the ratio of the means), with
+//! each alignment and each task's remaining work summed exactly (as fixed-point integers), so
+//! sums kept up to date as offers shrink equal sums recomputed from scratch; within a job the
+//! pair with the highest `A` competes (its `eps * P` is the job's), ties to the earlier task,
+//! then the earlier offer; across jobs the higher score wins, ties to the job further below its
+//! share. In real numbers this is the best pair by `A + eps * P`; it differs from listing every
+//! pair only in floating-point rounding.
 
-use super::problem::Problem;
-use super::{Assignment, JobId, Placement, PlacementInput};
+use super::problem::{fits, quantize_align, remaining_score, work, Problem, ALIGN_SCALE};
+use super::{Assignment, Placement, PlacementInput};
 
 /// Alignment `A(t, o) = sum_j (d_j / T_j) * (W_j / T_j)` of a demand `d` with an offer's free
 /// room `W` on an agent of total `T`, all in the same units. Resources the agent lacks add
@@ -90,20 +98,205 @@ impl Tetris {
     pub fn fairness(&self) -> f64 {
         self.fairness
     }
+}
 
-    /// The jobs that may place in this round.
-    fn candidate_jobs(&self, p: &Problem) -> Vec<JobId> {
-        let jobs = p.jobs_by_share();
-        let k = ((1.0 - self.fairness) * jobs.len() as f64).ceil().max(1.0) as usize;
-        jobs.into_iter()
-            .filter(|&j| p.job_can_place(j))
-            .take(k)
-            .collect()
+/// A class's scored offer, ordered by alignment, ties to the earlier offer (which is greater). The
+/// entry is current while `version` matches the offer's; a stale one over-estimates (offers only
+/// shrink, and alignment falls with free room) and is re-scored when it reaches the top.
+#[derive(Clone, Copy)]
+struct Scored {
+    a: f64,
+    offer: u32,
+    version: u32,
+}
+
+impl PartialEq for Scored {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == std::cmp::Ordering::Equal
+    }
+}
+impl Eq for Scored {}
+impl PartialOrd for Scored {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Scored {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.a
+            .total_cmp(&other.a)
+            .then(other.offer.cmp(&self.offer))
     }
 }
 
-fn units(v: &[u64]) -> Vec<f64> {
-    v.iter().map(|x| *x as f64).collect()
+/// Alignment's factors, divided once: each offer's free room and each class's demand, resource
+/// by resource, over the agent's total (0 where the total is 0), the demand per distinct total.
+/// `A = sum_j (d_j / T_j) * (W_j / T_j)` is then one multiply-add per resource, with exactly the
+/// value `problem::align` computes.
+struct Norm {
+    r: usize,
+    /// Per offer, `W_j / T_j`.
+    free: Vec<f64>,
+    /// Per offer, its distinct total.
+    group: Vec<usize>,
+    groups: usize,
+    /// Per class and distinct total, `d_j / T_j`.
+    demand: Vec<f64>,
+}
+
+impl Norm {
+    fn new(p: &Problem) -> Self {
+        let r = p.r;
+        let mut totals: Vec<&[u64]> = Vec::new();
+        let group: Vec<usize> = (0..p.offers)
+            .map(|o| {
+                let t = p.total_of(o);
+                totals.iter().position(|x| *x == t).unwrap_or_else(|| {
+                    totals.push(t);
+                    totals.len() - 1
+                })
+            })
+            .collect();
+        let ratio = |x: u64, t: u64| if t > 0 { x as f64 / t as f64 } else { 0.0 };
+        let mut demand = Vec::with_capacity(p.classes.len() * totals.len() * r);
+        for class in &p.classes {
+            for t in &totals {
+                demand.extend(
+                    class
+                        .demand
+                        .iter()
+                        .zip(t.iter())
+                        .map(|(d, t)| ratio(*d, *t)),
+                );
+            }
+        }
+        let mut norm = Self {
+            r,
+            free: vec![0.0; p.offers * r],
+            group,
+            groups: totals.len(),
+            demand,
+        };
+        for o in 0..p.offers {
+            norm.refresh(p, o);
+        }
+        norm
+    }
+
+    /// Offer `o`'s free room changed.
+    fn refresh(&mut self, p: &Problem, o: usize) {
+        let r = self.r;
+        for ((n, f), t) in self.free[o * r..(o + 1) * r]
+            .iter_mut()
+            .zip(p.free_of(o))
+            .zip(p.total_of(o))
+        {
+            *n = if *t > 0 { *f as f64 / *t as f64 } else { 0.0 };
+        }
+    }
+
+    /// `A(c, o)` with offer `o`'s normalised free room `free`.
+    fn align_with(&self, c: usize, o: usize, free: &[f64]) -> f64 {
+        let at = (c * self.groups + self.group[o]) * self.r;
+        let mut a = 0.0;
+        for (d, w) in self.demand[at..at + self.r].iter().zip(free) {
+            a += d * w;
+        }
+        a
+    }
+
+    /// `A(c, o)` now.
+    fn align(&self, c: usize, o: usize) -> f64 {
+        self.align_with(c, o, &self.free[o * self.r..(o + 1) * self.r])
+    }
+}
+
+/// How many of its best offers a class tracks between scans (few in tests, so that the tests'
+/// small inputs exercise the refills).
+const TRACKED: usize = if cfg!(test) { 2 } else { 128 };
+
+/// What Tetris keeps per class between rounds.
+struct ClassScore {
+    /// Offers the class fits.
+    fits: u64,
+    /// Exact sum of the class's alignments over those offers.
+    sum_a: i128,
+    /// Some of its best offers, best last. Stale entries over-estimate (see [`Scored`]).
+    top: Vec<Scored>,
+    /// The best offer not in `top` when it was last filled, `None` when all are in it. Untracked
+    /// offers only fall, so they all stay below it; an entry re-scored below it leaves `top`,
+    /// and an empty `top` is filled by a new scan.
+    floor: Option<Scored>,
+}
+
+/// The offers class `c` fits, scored, with the best `TRACKED` in `s.top` and the next in
+/// `s.floor`.
+/// `all` is scratch space, reused between scans.
+fn scan(
+    p: &Problem,
+    norm: &Norm,
+    versions: &[u32],
+    c: usize,
+    s: &mut ClassScore,
+    all: &mut Vec<Scored>,
+) {
+    let demand = &p.classes[c].demand;
+    all.clear();
+    for (o, &version) in versions.iter().enumerate() {
+        if fits(demand, p.free_of(o)) {
+            all.push(Scored {
+                a: norm.align(c, o),
+                offer: o as u32,
+                version,
+            });
+        }
+    }
+    s.floor = None;
+    if all.len() > TRACKED {
+        let at = all.len() - TRACKED - 1;
+        all.select_nth_unstable(at);
+        s.floor = Some(all[at]);
+        all.drain(..=at);
+    }
+    all.sort_unstable();
+    s.top.clear();
+    s.top.extend_from_slice(all);
+}
+
+/// The class's best offer `(alignment, offer)`, re-scoring stale entries on the way (and
+/// scanning again, with `scratch`, when none is left above the floor).
+fn best_offer(
+    p: &Problem,
+    norm: &Norm,
+    versions: &[u32],
+    c: usize,
+    s: &mut ClassScore,
+    scratch: &mut Vec<Scored>,
+) -> Option<(f64, usize)> {
+    let demand = &p.classes[c].demand;
+    loop {
+        let Some(&top) = s.top.last() else {
+            s.floor?;
+            scan(p, norm, versions, c, s, scratch);
+            continue;
+        };
+        let o = top.offer as usize;
+        if versions[o] == top.version {
+            return Some((top.a, o));
+        }
+        s.top.pop();
+        if fits(demand, p.free_of(o)) {
+            let now = Scored {
+                a: norm.align(c, o),
+                offer: top.offer,
+                version: versions[o],
+            };
+            if s.floor.is_none_or(|f| now > f) {
+                let at = s.top.partition_point(|e| *e < now);
+                s.top.insert(at, now);
+            }
+        }
+    }
 }
 
 impl Placement for Tetris {
@@ -111,51 +304,172 @@ impl Placement for Tetris {
         "tetris"
     }
 
+    /// Each round needs, per candidate job, its best pair and its share of the means; the pairs
+    /// themselves are never listed. Per class (equal demand within a job) the offers it fits are
+    /// tracked by alignment (the best few, see [`ClassScore`]), with their count and exact alignment sum; a job's pair count
+    /// and alignment sum are its classes' weighted by their unplaced tasks. Placing a task
+    /// changes one offer, so each class's count and sum move by that offer's terms only, and its
+    /// best offers are corrected lazily. Remaining work is kept per job, exactly, and DRF order in an
+    /// ordered set. The choices are those of scoring every pair (`reference::tetris` in the
+    /// tests checks so on random inputs).
     fn place(&self, input: &PlacementInput<'_>) -> Vec<Assignment> {
         let mut p = Problem::new(input);
-        let cluster = units(&p.cluster);
-        let demands: Vec<Vec<f64>> = p.demand.iter().map(|d| units(d)).collect();
-        let totals: Vec<Vec<f64>> = p.total.iter().map(|t| units(t)).collect();
+        if p.offers > u32::MAX as usize {
+            return p.assignments;
+        }
+        let mut versions = vec![0u32; p.offers];
+        let mut scratch: Vec<Scored> = Vec::with_capacity(p.offers);
+        let mut norm = Norm::new(&p);
+        let mut scores: Vec<ClassScore> = Vec::with_capacity(p.classes.len());
+        let mut live: Vec<usize> = Vec::new();
+        for c in 0..p.classes.len() {
+            let mut s = ClassScore {
+                fits: 0,
+                sum_a: 0,
+                top: Vec::new(),
+                floor: None,
+            };
+            let demand = &p.classes[c].demand;
+            for o in 0..p.offers {
+                if fits(demand, p.free_of(o)) {
+                    s.fits += 1;
+                    s.sum_a = s.sum_a.wrapping_add(quantize_align(norm.align(c, o)));
+                }
+            }
+            if s.fits == 0 {
+                p.kill_class(c);
+            } else {
+                scan(&p, &norm, &versions, c, &mut s, &mut scratch);
+                live.push(c);
+            }
+            scores.push(s);
+        }
+        // Remaining work per job, exact.
+        let mut job_work: Vec<i128> = vec![0; p.jobs.len()];
+        for class in &p.classes {
+            for &t in &class.tasks {
+                job_work[class.job] = job_work[class.job].wrapping_add(work(
+                    p.duration[t],
+                    &class.demand,
+                    &p.cluster,
+                ));
+            }
+        }
+
+        let mut candidates: Vec<usize> = Vec::new();
+        let mut retired: Vec<usize> = Vec::new();
+        // Per candidate: (class, offer, alignment) of its best pair, and its score P.
+        let mut best_of: Vec<((usize, usize, f64), f64)> = Vec::new();
+        let mut old_free: Vec<u64> = vec![0; p.r];
+        let mut old_norm: Vec<f64> = vec![0.0; p.r];
         loop {
-            let jobs = self.candidate_jobs(&p);
-            let free: Vec<Vec<f64>> = p.free.iter().map(|f| units(f)).collect();
-            // (task, offer, alignment, remaining-work score of the task's job)
-            let mut pairs: Vec<(usize, usize, f64, f64)> = Vec::new();
-            for &job in &jobs {
-                let pending: Vec<usize> = p.unplaced_of(job).collect();
-                let score_p = remaining_work(
-                    pending
-                        .iter()
-                        .map(|&t| (p.duration[t], demands[t].as_slice())),
-                    &cluster,
-                );
-                for &t in &pending {
-                    for o in 0..p.free.len() {
-                        if p.fits(t, o) {
-                            let a = alignment(&demands[t], &free[o], &totals[o]);
-                            pairs.push((t, o, a, score_p));
-                        }
+            let k = ((1.0 - self.fairness) * p.with_unplaced as f64)
+                .ceil()
+                .max(1.0) as usize;
+            candidates.clear();
+            retired.clear();
+            for &(_, _, j) in &p.order {
+                if p.jobs[j].live.is_empty() {
+                    retired.push(j);
+                } else {
+                    candidates.push(j);
+                    if candidates.len() == k {
+                        break;
                     }
                 }
             }
-            if pairs.is_empty() {
+            for &j in &retired {
+                p.retire(j);
+            }
+            if candidates.is_empty() {
                 return p.assignments;
             }
-            let n = pairs.len() as f64;
-            let mean_a = pairs.iter().map(|x| x.2).sum::<f64>() / n;
-            let mean_p = pairs.iter().map(|x| x.3).sum::<f64>() / n;
-            let eps = if mean_p > 0.0 { mean_a / mean_p } else { 0.0 };
-            let mut best = pairs[0];
-            let mut best_score = best.2 + eps * best.3;
-            for &pair in &pairs[1..] {
-                let score = pair.2 + eps * pair.3;
-                // Strictly better only: ties keep the earlier pair (fairer job, earlier task).
+            let mut sum_a: i128 = 0;
+            let mut sum_p = 0.0;
+            best_of.clear();
+            for &j in &candidates {
+                let score_p = remaining_score(job_work[j]);
+                let mut pairs = 0u64;
+                // (alignment, head task, class, offer)
+                let mut best: Option<(f64, usize, usize, usize)> = None;
+                for &(head, c) in &p.jobs[j].live {
+                    let s = &mut scores[c];
+                    let left = p.classes[c].left() as u64;
+                    pairs += left * s.fits;
+                    sum_a = sum_a.wrapping_add((left as i128).wrapping_mul(s.sum_a));
+                    if let Some((a, o)) = best_offer(&p, &norm, &versions, c, s, &mut scratch) {
+                        let wins = match best {
+                            None => true,
+                            Some((ba, bh, _, _)) => a > ba || (a == ba && head < bh),
+                        };
+                        if wins {
+                            best = Some((a, head, c, o));
+                        }
+                    }
+                }
+                sum_p += pairs as f64 * score_p;
+                if let Some((a, _, c, o)) = best {
+                    best_of.push(((c, o, a), score_p));
+                }
+            }
+            let Some(&first) = best_of.first() else {
+                return p.assignments;
+            };
+            let eps = if sum_p > 0.0 {
+                (sum_a as f64 / ALIGN_SCALE) / sum_p
+            } else {
+                0.0
+            };
+            let mut chosen = first.0;
+            let mut best_score = chosen.2 + eps * first.1;
+            for &(pair, score_p) in &best_of[1..] {
+                let score = pair.2 + eps * score_p;
+                // Strictly better only: ties keep the earlier job (further below its share).
                 if score > best_score {
-                    best = pair;
+                    chosen = pair;
                     best_score = score;
                 }
             }
-            p.place(best.0, best.1);
+            let (c, o, _) = chosen;
+            old_free.copy_from_slice(p.free_of(o));
+            old_norm.copy_from_slice(&norm.free[o * p.r..(o + 1) * p.r]);
+            let task = p.place(c, o);
+            let j = p.classes[c].job;
+            job_work[j] =
+                job_work[j].wrapping_sub(work(p.duration[task], &p.classes[c].demand, &p.cluster));
+            versions[o] = versions[o].wrapping_add(1);
+            // Offer `o` shrank: move each live class's count and sum by its terms.
+            norm.refresh(&p, o);
+            let new_free = p.free_of(o);
+            let mut died = Vec::new();
+            live.retain(|&l| {
+                let class = &p.classes[l];
+                if class.left() == 0 {
+                    return false;
+                }
+                if !fits(&class.demand, &old_free) {
+                    return true;
+                }
+                let s = &mut scores[l];
+                let before = quantize_align(norm.align_with(l, o, &old_norm));
+                s.sum_a = s.sum_a.wrapping_sub(before);
+                if fits(&class.demand, new_free) {
+                    let after = quantize_align(norm.align(l, o));
+                    s.sum_a = s.sum_a.wrapping_add(after);
+                    true
+                } else {
+                    s.fits -= 1;
+                    if s.fits == 0 {
+                        died.push(l);
+                        false
+                    } else {
+                        true
+                    }
+                }
+            });
+            for l in died {
+                p.kill_class(l);
+            }
         }
     }
 }
