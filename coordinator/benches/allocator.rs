@@ -6,13 +6,15 @@
 //! - `ALLOC_BENCH_SIZE=10k cargo bench -p coordinator --bench allocator -- rounds` — one size only
 //!   (`1k`, `10k`, `50k`), rounds only; `ALLOC_BENCH_TREE=flat` for a flat tree (each framework in
 //!   its own top-level role) instead of 10 top roles x 10 sub-roles; `ALLOC_BENCH_ROUNDS=n` to
-//!   override the number of rounds.
+//!   override the number of rounds; `ALLOC_BENCH_WINDOW=n` for the window size of the per-window
+//!   summaries (default 100 rounds).
 //!
 //! The rounds follow Apache Mesos' `DeclineOffers` benchmark: agents of `cpus:24, mem:4096,
 //! disk:4096` with 16 cpus already in use (allocated round-robin to the frameworks); each round
 //! offers every agent's free resources once (`cycle`) and every framework declines every offer
 //! with an infinite filter (`release` + `add_filter(.., u64::MAX)`). It prints round 0, a summary
-//! every so many rounds, and the process's peak memory (VmHWM). Run one size per process so the
+//! of every window of 100 rounds (min / median / max), the largest window median (the acceptance
+//! figure: every 100-round window's median), and the process's peak memory (VmHWM). Run one size per process so the
 //! peak memory belongs to that size.
 
 use std::time::{Duration, Instant};
@@ -116,7 +118,14 @@ fn summary(times: &[Duration]) -> String {
     )
 }
 
-fn rounds(size: Size, flat: bool, rounds: usize) {
+/// The median of `times` (the upper one for an even count); zero when empty.
+fn median(times: &[Duration]) -> Duration {
+    let mut sorted = times.to_vec();
+    sorted.sort();
+    sorted.get(sorted.len() / 2).copied().unwrap_or_default()
+}
+
+fn rounds(size: Size, flat: bool, rounds: usize, every: usize) {
     let shape = if flat { "flat" } else { "10x10 tree" };
     println!(
         "== DeclineOffers {} agents x {} frameworks ({shape}), {rounds} rounds",
@@ -127,7 +136,9 @@ fn rounds(size: Size, flat: bool, rounds: usize) {
     println!("setup {:.1} ms", ms(t0.elapsed()));
     let mut all = Vec::with_capacity(rounds);
     let mut window = Vec::new();
-    let every = (rounds / 20).max(1);
+    let every = every.max(1);
+    // (median, first round, last round) of the window with the largest median.
+    let mut worst: Option<(Duration, usize, usize)> = None;
     let mut offers = 0usize;
     for r in 0..rounds {
         let start = Instant::now();
@@ -162,10 +173,20 @@ fn rounds(size: Size, flat: bool, rounds: usize) {
                 summary(&window),
                 offers
             );
+            let m = median(&window);
+            if worst.is_none_or(|w| m > w.0) {
+                worst = Some((m, r + 1 - window.len(), r));
+            }
             window.clear();
         }
     }
     println!("all {rounds} rounds: {}", summary(&all));
+    if let Some((m, a, b)) = worst {
+        println!(
+            "largest {every}-round window median: {:.3} ms (rounds {a}..{b})",
+            ms(m)
+        );
+    }
     println!("total offers (= decline filters stored): {offers}");
     match vm_hwm_kib() {
         Some(kib) => println!("peak memory (VmHWM): {:.1} MiB", kib as f64 / 1024.0),
@@ -220,6 +241,10 @@ fn main() {
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(size.rounds);
+    let window = std::env::var("ALLOC_BENCH_WINDOW")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(100);
     if !only_rounds {
         let mut c = Criterion::default()
             .configure_from_args()
@@ -229,5 +254,5 @@ fn main() {
         pick_benches(&mut c);
         c.final_summary();
     }
-    rounds(size, flat, n_rounds);
+    rounds(size, flat, n_rounds, window);
 }
