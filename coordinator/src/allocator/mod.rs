@@ -93,6 +93,22 @@ pub enum Policy {
     PlainSum,
 }
 
+/// How a decline filter on an agent weighs in an H-DRF decision for that agent (see the "Allocator
+/// notes" in ARCHITECTURE.md). Other blocking (inactive, suppressed, a demand hint that does not
+/// fit) is always exact: such a leaf is blocked and its siblings are rescaled without it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FilterMode {
+    /// A filtered framework is a blocked leaf for that agent's decision, exactly as ALGORITHMS.md
+    /// states: its ancestors' vectors are re-evaluated without it. Exact, but a decision costs
+    /// O(filtered leaves x depth), which makes the middle rounds of `DeclineOffers` 10k x 1k slow.
+    Exact,
+    /// Shares are computed as if no filter blocked anything; the decision walks the tree in
+    /// share order and skips the frameworks filtered on that agent (and subtrees holding only
+    /// such frameworks), as Mesos' sorter does.
+    #[default]
+    SkipOnly,
+}
+
 /// One decision of a cycle: `framework` gets `resources` (the agent's whole free vector) on
 /// `agent`.
 #[derive(Debug, Clone, PartialEq)]
@@ -125,6 +141,7 @@ pub(crate) struct Agent {
 #[derive(Debug, Clone)]
 pub struct Allocator {
     pub(crate) policy: Policy,
+    pub(crate) filter_mode: FilterMode,
     pub(crate) kinds: Kinds,
     pub(crate) tree: Tree,
     pub(crate) agents: Vec<Option<Agent>>,
@@ -149,6 +166,7 @@ impl Allocator {
     pub fn new(policy: Policy) -> Self {
         Self {
             policy,
+            filter_mode: FilterMode::default(),
             kinds: Kinds::default(),
             tree: Tree::default(),
             agents: Vec::new(),
@@ -166,6 +184,18 @@ impl Allocator {
     /// The policy in use.
     pub fn policy(&self) -> Policy {
         self.policy
+    }
+
+    /// How decline filters weigh in H-DRF decisions.
+    pub fn filter_mode(&self) -> FilterMode {
+        self.filter_mode
+    }
+
+    /// Chooses how decline filters weigh in H-DRF decisions (the other policies decide the same
+    /// either way: filtering a leaf changes no other node's value there).
+    pub fn set_filter_mode(&mut self, mode: FilterMode) {
+        self.filter_mode = mode;
+        self.eligibility_version += 1;
     }
 
     /// Sets a role's weight, creating the role (and its ancestors, weight 1) if new.
