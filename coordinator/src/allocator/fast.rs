@@ -67,6 +67,8 @@ struct MaskCache {
     ws: Vec<f64>,
     gblocked: Vec<bool>,
     elig: Vec<u32>,
+    /// The number of leaves below each node, eligible or not (a leaf counts itself).
+    nleaves: Vec<u32>,
     pos: Vec<u32>,
     order: Vec<BTreeSet<(u64, u32, u32)>>,
     /// Each node's parent (a compact copy of the tree's, for the per-filter walk).
@@ -225,12 +227,26 @@ impl Allocator {
             }
         }
         if skip_only {
+            let filters = agent.map(|a| &a.filters);
+            // When every filter on the agent is live and covers `W`, a role whose leaves all
+            // have a filter here holds nothing pickable: the walk skips it in O(1).
+            let all_cover = filters.is_some_and(|f| {
+                !f.list.is_empty()
+                    && ctx.now < f.min_until
+                    && f.refused_used.iter().all(|&(r, _)| {
+                        scratch.covers_memo(r, || {
+                            let refused = self.refused.get(r);
+                            super::filters::covers(refused, u64::MAX, ctx.w, ctx.w_unknown, 0)
+                        })
+                    })
+            });
             let mut walk = SkipWalk {
                 nodes,
                 cache,
                 sc: scratch,
                 any,
-                filters: agent.map_or(&[][..], |a| a.filters.list.as_slice()),
+                filters: filters.map_or(&[][..], |a| a.list.as_slice()),
+                under: filters.filter(|_| all_cover).map(|f| f.under.as_slice()),
                 alloc: self,
                 ctx,
             };
@@ -352,6 +368,7 @@ impl Allocator {
             ws: vec![0.0; n],
             gblocked: vec![true; n],
             elig: vec![0; n],
+            nleaves: vec![0; n],
             pos: vec![0; n],
             order: vec![BTreeSet::new(); n],
             parent: self.tree.nodes.iter().map(|nd| nd.parent).collect(),
@@ -383,6 +400,7 @@ impl Allocator {
                     c.rawx[i] = x;
                     c.gblocked[i] = !leaf.active || leaf.suppressed;
                     c.elig[i] = u32::from(!c.gblocked[i]);
+                    c.nleaves[i] = 1;
                 }
                 None => {
                     let (mut t, mut g, mut raw) = (wzero, zero, zero);
@@ -390,6 +408,7 @@ impl Allocator {
                     for &ch in &node.children {
                         let chi = ch as usize;
                         elig += c.elig[chi];
+                        c.nleaves[i] += c.nleaves[chi];
                         add(&mut raw[..ky], &c.rawx[chi][..ky]);
                         if c.gblocked[chi] {
                             add(&mut g[..ky], &c.x[chi][..ky]);
@@ -554,6 +573,9 @@ struct SkipWalk<'a> {
     any: bool,
     /// The agent's filters, sorted by leaf.
     filters: &'a [super::filters::Filter],
+    /// When every filter on the agent covers `W`: per role number, how many leaves below have
+    /// one.
+    under: Option<&'a [u32]>,
     alloc: &'a Allocator,
     ctx: &'a Ctx<'a>,
 }
@@ -583,6 +605,15 @@ impl SkipWalk<'_> {
             return (!self.filtered(v)).then_some(v);
         }
         let cache = self.cache;
+        if let Some(under) = self.under {
+            let filtered = under
+                .get(self.nodes[i].role_ix as usize)
+                .copied()
+                .unwrap_or(0);
+            if filtered >= cache.nleaves[i] {
+                return None;
+            }
+        }
         if !self.any || self.sc.stamp[i] != self.sc.epoch {
             // Untouched: the cached order is this decision's order.
             for &(_, _, c) in &cache.order[i] {

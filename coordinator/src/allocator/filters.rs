@@ -8,6 +8,7 @@
 
 use super::idhash::IdMap;
 use super::kinds::{fits, Dense};
+use super::tree::Tree;
 
 /// One decline filter of one framework on one agent (the agent owns the list).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +28,11 @@ pub(crate) struct AgentFilters {
     pub(crate) list: Vec<Filter>,
     /// The earliest `until` in `list` (`u64::MAX` when empty): no filter expires before it.
     pub(crate) min_until: u64,
+    /// Per role number: how many leaves below that role have a filter in `list` (grown on
+    /// demand). A role whose count equals its number of leaves has every leaf filtered here.
+    pub(crate) under: Vec<u32>,
+    /// The distinct refused-vector indices in `list`, each with how many filters use it.
+    pub(crate) refused_used: Vec<(u32, u32)>,
 }
 
 impl AgentFilters {
@@ -35,6 +41,41 @@ impl AgentFilters {
         Self {
             list: Vec::new(),
             min_until: u64::MAX,
+            under: Vec::new(),
+            refused_used: Vec::new(),
+        }
+    }
+
+    /// How many leaves below role number `role_ix` have a filter here.
+    #[cfg(test)]
+    pub(crate) fn count_under(&self, role_ix: u32) -> u32 {
+        self.under.get(role_ix as usize).copied().unwrap_or(0)
+    }
+
+    /// Counts (`add`) or uncounts a filter of `leaf` in its roles and its refused index.
+    fn account(&mut self, tree: &Tree, leaf: u32, refused: u32, add: bool) {
+        let under = &mut self.under;
+        tree.for_each_role_above(leaf, |r| {
+            let r = r as usize;
+            if r >= under.len() {
+                under.resize(r + 1, 0);
+            }
+            under[r] = if add {
+                under[r] + 1
+            } else {
+                under[r].saturating_sub(1)
+            };
+        });
+        match self.refused_used.iter().position(|&(i, _)| i == refused) {
+            Some(p) if add => self.refused_used[p].1 += 1,
+            Some(p) => {
+                self.refused_used[p].1 -= 1;
+                if self.refused_used[p].1 == 0 {
+                    self.refused_used.swap_remove(p);
+                }
+            }
+            None if add => self.refused_used.push((refused, 1)),
+            None => {}
         }
     }
 
@@ -46,40 +87,53 @@ impl AgentFilters {
             .map(|i| &self.list[i])
     }
 
-    /// Adds or replaces `leaf`'s filter; returns the refused index it replaced, if any.
-    pub(crate) fn insert(&mut self, filter: Filter) -> Option<u32> {
+    /// Adds or replaces `leaf`'s filter (`tree` places the leaf, for the role counts); returns
+    /// the refused index it replaced, if any.
+    pub(crate) fn insert(&mut self, tree: &Tree, filter: Filter) -> Option<u32> {
         self.min_until = self.min_until.min(filter.until);
         match self.list.binary_search_by_key(&filter.leaf, |f| f.leaf) {
             Ok(i) => {
                 let old = self.list[i].refused;
                 self.list[i] = filter;
+                if old != filter.refused {
+                    self.account(tree, filter.leaf, old, false);
+                    self.account(tree, filter.leaf, filter.refused, true);
+                }
                 Some(old)
             }
             Err(i) => {
                 self.list.insert(i, filter);
+                self.account(tree, filter.leaf, filter.refused, true);
                 None
             }
         }
     }
 
     /// Removes `leaf`'s filter; returns it.
-    pub(crate) fn remove(&mut self, leaf: u32) -> Option<Filter> {
+    pub(crate) fn remove(&mut self, tree: &Tree, leaf: u32) -> Option<Filter> {
         let i = self.list.binary_search_by_key(&leaf, |f| f.leaf).ok()?;
-        Some(self.list.remove(i))
+        let f = self.list.remove(i);
+        self.account(tree, f.leaf, f.refused, false);
+        Some(f)
     }
 
     /// Drops the filters with `until <= now`, calling `dropped` with each; recomputes `min_until`.
-    pub(crate) fn sweep(&mut self, now: u64, mut dropped: impl FnMut(&Filter)) {
+    pub(crate) fn sweep(&mut self, tree: &Tree, now: u64, mut dropped: impl FnMut(&Filter)) {
         if now < self.min_until {
             return;
         }
+        let mut gone = Vec::new();
         self.list.retain(|f| {
             let keep = now < f.until;
             if !keep {
                 dropped(f);
+                gone.push(*f);
             }
             keep
         });
+        for f in gone {
+            self.account(tree, f.leaf, f.refused, false);
+        }
         self.min_until = self.list.iter().map(|f| f.until).min().unwrap_or(u64::MAX);
     }
 }
@@ -157,10 +211,11 @@ mod tests {
 
     #[test]
     fn list_stays_sorted_and_sweeps_expired() {
+        let tree = Tree::default();
         let mut f = AgentFilters::new();
         for (leaf, until) in [(5, 10), (1, 20), (3, 5)] {
             assert_eq!(
-                f.insert(Filter {
+                f.insert(&tree, Filter {
                     leaf,
                     refused: 0,
                     until
@@ -174,7 +229,7 @@ mod tests {
         );
         assert_eq!(f.min_until, 5);
         assert_eq!(
-            f.insert(Filter {
+            f.insert(&tree, Filter {
                 leaf: 3,
                 refused: 7,
                 until: 30
@@ -182,12 +237,46 @@ mod tests {
             Some(0)
         );
         let mut dropped = Vec::new();
-        f.sweep(10, |x| dropped.push(x.leaf));
+        f.sweep(&tree, 10, |x| dropped.push(x.leaf));
         assert_eq!(dropped, vec![5]);
         assert_eq!(f.min_until, 20);
         assert_eq!(f.get(3).map(|x| x.refused), Some(7));
-        assert_eq!(f.remove(1).map(|x| x.until), Some(20));
+        assert_eq!(f.remove(&tree, 1).map(|x| x.until), Some(20));
         assert!(f.get(1).is_none());
+    }
+
+    #[test]
+    fn role_counts_follow_inserts_removals_and_sweeps() {
+        use protocol::{FrameworkId, RolePath};
+        let mut tree = Tree::default();
+        let role = |p: &str| RolePath::new(p).unwrap_or_else(|e| panic!("{e}"));
+        let fw = |i: u128| FrameworkId(uuid::Uuid::from_u128(i));
+        let a = tree.add_leaf(fw(1), &role("x/y"));
+        let b = tree.add_leaf(fw(2), &role("x/y"));
+        let c = tree.add_leaf(fw(3), &role("z"));
+        let ix = |p: &str| tree.nodes[tree.roles[p] as usize].role_ix;
+        let (x, y, z) = (ix("x"), ix("x/y"), ix("z"));
+        let mut f = AgentFilters::new();
+        let filter = |leaf, refused, until| Filter {
+            leaf,
+            refused,
+            until,
+        };
+        f.insert(&tree, filter(a, 0, 10));
+        f.insert(&tree, filter(b, 1, 20));
+        f.insert(&tree, filter(c, 1, 20));
+        assert_eq!((f.count_under(0), f.count_under(x)), (3, 2));
+        assert_eq!((f.count_under(y), f.count_under(z)), (2, 1));
+        assert_eq!(f.refused_used, vec![(0, 1), (1, 2)]);
+        // Replacing a filter counts nothing twice.
+        f.insert(&tree, filter(b, 0, 30));
+        assert_eq!((f.count_under(0), f.count_under(y)), (3, 2));
+        assert_eq!(f.refused_used, vec![(0, 2), (1, 1)]);
+        f.sweep(&tree, 10, |_| {});
+        assert_eq!((f.count_under(0), f.count_under(y)), (2, 1));
+        f.remove(&tree, c);
+        assert_eq!((f.count_under(0), f.count_under(z)), (1, 0));
+        assert_eq!(f.refused_used, vec![(0, 1)]);
     }
 
     #[test]

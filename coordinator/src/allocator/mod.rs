@@ -258,7 +258,7 @@ impl Allocator {
         for slot in 0..self.agents.len() {
             let held = match self.agents[slot].as_mut() {
                 Some(agent) => {
-                    if let Some(f) = agent.filters.remove(leaf) {
+                    if let Some(f) = agent.filters.remove(&self.tree, leaf) {
                         self.refused.release(f.refused);
                     }
                     agent
@@ -296,7 +296,7 @@ impl Allocator {
         let leaf = self.leaf_of(fw)?;
         self.leaf_mut(fw)?.suppressed = false;
         for agent in self.agents.iter_mut().flatten() {
-            if let Some(f) = agent.filters.remove(leaf) {
+            if let Some(f) = agent.filters.remove(&self.tree, leaf) {
                 self.refused.release(f.refused);
             }
         }
@@ -339,11 +339,14 @@ impl Allocator {
         let dense = self.kinds.dense(refused);
         let r = self.refused.acquire(&dense);
         if let Some(agent) = self.agents[slot as usize].as_mut() {
-            if let Some(old) = agent.filters.insert(filters::Filter {
-                leaf,
-                refused: r,
-                until,
-            }) {
+            if let Some(old) = agent.filters.insert(
+                &self.tree,
+                filters::Filter {
+                    leaf,
+                    refused: r,
+                    until,
+                },
+            ) {
                 self.refused.release(old);
             }
             // A replaced filter may be narrower or shorter: the agent may no longer be blocked
