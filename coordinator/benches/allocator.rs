@@ -136,6 +136,8 @@ fn rounds(size: Size, flat: bool, rounds: usize, every: usize) {
     println!("setup {:.1} ms", ms(t0.elapsed()));
     let mut all = Vec::with_capacity(rounds);
     let mut window = Vec::new();
+    // The `cycle` part of each round in the window (the rest is the declines).
+    let mut cycles = Vec::new();
     let every = every.max(1);
     // (median, first round, last round) of the window with the largest median.
     let mut worst: Option<(Duration, usize, usize)> = None;
@@ -156,6 +158,7 @@ fn rounds(size: Size, flat: bool, rounds: usize, every: usize) {
         offers += decisions.len();
         all.push(took);
         window.push(took);
+        cycles.push(cycle_time);
         if r == 0 {
             println!(
                 "round 0: {:.3} ms ({} offers; cycle {:.3} ms, declines {:.3} ms)",
@@ -167,12 +170,14 @@ fn rounds(size: Size, flat: bool, rounds: usize, every: usize) {
         }
         if (r + 1) % every == 0 || r + 1 == rounds {
             println!(
-                "rounds {:>5}..{:>5}: {} ({} offers so far)",
+                "rounds {:>5}..{:>5}: {}; cycle median {:.3} ms ({} offers so far)",
                 r + 1 - window.len(),
                 r,
                 summary(&window),
+                ms(median(&cycles)),
                 offers
             );
+            cycles.clear();
             let m = median(&window);
             if worst.is_none_or(|w| m > w.0) {
                 worst = Some((m, r + 1 - window.len(), r));

@@ -246,6 +246,7 @@ impl Allocator {
                 sc: scratch,
                 any,
                 filters: filters.map_or(&[][..], |a| a.list.as_slice()),
+                has: filters,
                 under: filters.filter(|_| all_cover).map(|f| f.under.as_slice()),
                 alloc: self,
                 ctx,
@@ -573,6 +574,8 @@ struct SkipWalk<'a> {
     any: bool,
     /// The agent's filters, sorted by leaf.
     filters: &'a [super::filters::Filter],
+    /// The agent's filter store (for its bitset of filtered leaves).
+    has: Option<&'a super::filters::AgentFilters>,
     /// When every filter on the agent covers `W`: per role number, how many leaves below have
     /// one.
     under: Option<&'a [u32]>,
@@ -584,6 +587,13 @@ impl SkipWalk<'_> {
     /// Whether `leaf` has a live filter covering `W` on the agent.
     #[inline]
     fn filtered(&mut self, leaf: u32) -> bool {
+        if !self.has.is_some_and(|f| f.has(leaf)) {
+            return false;
+        }
+        if self.under.is_some() {
+            // Every filter on the agent is live and covers `W`.
+            return true;
+        }
         let Ok(k) = self.filters.binary_search_by_key(&leaf, |f| f.leaf) else {
             return false;
         };

@@ -33,6 +33,9 @@ pub(crate) struct AgentFilters {
     pub(crate) under: Vec<u32>,
     /// The distinct refused-vector indices in `list`, each with how many filters use it.
     pub(crate) refused_used: Vec<(u32, u32)>,
+    /// Bit `leaf` is set when `list` holds a filter of `leaf` (a one-cache-line test instead of a
+    /// binary search over a cold list).
+    pub(crate) has: Vec<u64>,
 }
 
 impl AgentFilters {
@@ -43,7 +46,16 @@ impl AgentFilters {
             min_until: u64::MAX,
             under: Vec::new(),
             refused_used: Vec::new(),
+            has: Vec::new(),
         }
+    }
+
+    /// Whether `list` holds a filter of `leaf` (expired or not).
+    #[inline]
+    pub(crate) fn has(&self, leaf: u32) -> bool {
+        self.has
+            .get(leaf as usize / 64)
+            .is_some_and(|w| w & (1 << (leaf % 64)) != 0)
     }
 
     /// How many leaves below role number `role_ix` have a filter here.
@@ -54,6 +66,15 @@ impl AgentFilters {
 
     /// Counts (`add`) or uncounts a filter of `leaf` in its roles and its refused index.
     fn account(&mut self, tree: &Tree, leaf: u32, refused: u32, add: bool) {
+        let word = leaf as usize / 64;
+        if word >= self.has.len() {
+            self.has.resize(word + 1, 0);
+        }
+        if add {
+            self.has[word] |= 1 << (leaf % 64);
+        } else {
+            self.has[word] &= !(1 << (leaf % 64));
+        }
         let under = &mut self.under;
         tree.for_each_role_above(leaf, |r| {
             let r = r as usize;
@@ -95,10 +116,8 @@ impl AgentFilters {
             Ok(i) => {
                 let old = self.list[i].refused;
                 self.list[i] = filter;
-                if old != filter.refused {
-                    self.account(tree, filter.leaf, old, false);
-                    self.account(tree, filter.leaf, filter.refused, true);
-                }
+                self.account(tree, filter.leaf, old, false);
+                self.account(tree, filter.leaf, filter.refused, true);
                 Some(old)
             }
             Err(i) => {
@@ -268,6 +287,7 @@ mod tests {
         assert_eq!((f.count_under(0), f.count_under(x)), (3, 2));
         assert_eq!((f.count_under(y), f.count_under(z)), (2, 1));
         assert_eq!(f.refused_used, vec![(0, 1), (1, 2)]);
+        assert!(f.has(a) && f.has(b) && f.has(c));
         // Replacing a filter counts nothing twice.
         f.insert(&tree, filter(b, 0, 30));
         assert_eq!((f.count_under(0), f.count_under(y)), (3, 2));
@@ -277,6 +297,7 @@ mod tests {
         f.remove(&tree, c);
         assert_eq!((f.count_under(0), f.count_under(z)), (1, 0));
         assert_eq!(f.refused_used, vec![(0, 1)]);
+        assert!(f.has(b) && !f.has(a) && !f.has(c));
     }
 
     #[test]
