@@ -245,8 +245,7 @@ impl Allocator {
                 cache,
                 sc: scratch,
                 any,
-                filters: filters.map_or(&[][..], |a| a.list.as_slice()),
-                has: filters,
+                store: filters,
                 under: filters.filter(|_| all_cover).map(|f| f.under.as_slice()),
                 alloc: self,
                 ctx,
@@ -572,10 +571,8 @@ struct SkipWalk<'a> {
     sc: &'a mut Scratch,
     /// Whether any leaf was stamped blocked for this decision.
     any: bool,
-    /// The agent's filters, sorted by leaf.
-    filters: &'a [super::filters::Filter],
-    /// The agent's filter store (for its bitset of filtered leaves).
-    has: Option<&'a super::filters::AgentFilters>,
+    /// The agent's filter store.
+    store: Option<&'a super::filters::AgentFilters>,
     /// When every filter on the agent covers `W`: per role number, how many leaves below have
     /// one.
     under: Option<&'a [u32]>,
@@ -587,17 +584,16 @@ impl SkipWalk<'_> {
     /// Whether `leaf` has a live filter covering `W` on the agent.
     #[inline]
     fn filtered(&mut self, leaf: u32) -> bool {
-        if !self.has.is_some_and(|f| f.has(leaf)) {
+        if !self.store.is_some_and(|f| f.has(leaf)) {
             return false;
         }
         if self.under.is_some() {
             // Every filter on the agent is live and covers `W`.
             return true;
         }
-        let Ok(k) = self.filters.binary_search_by_key(&leaf, |f| f.leaf) else {
+        let Some(&f) = self.store.and_then(|a| a.get(leaf)) else {
             return false;
         };
-        let f = self.filters[k];
         if self.ctx.now >= f.until {
             return false;
         }

@@ -10,6 +10,9 @@ use super::idhash::IdMap;
 use super::kinds::{fits, Dense};
 use super::tree::Tree;
 
+/// How many filters the unsorted tail of an agent's list holds before it is merged.
+const TAIL: usize = 32;
+
 /// One decline filter of one framework on one agent (the agent owns the list).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Filter {
@@ -24,8 +27,10 @@ pub(crate) struct Filter {
 /// The filters of one agent.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct AgentFilters {
-    /// Sorted by `leaf`, at most one per leaf.
+    /// At most one per leaf: `list[..sorted]` sorted by `leaf`, then a short unsorted tail.
     pub(crate) list: Vec<Filter>,
+    /// The length of the sorted prefix of `list`.
+    sorted: usize,
     /// The earliest `until` in `list` (`u64::MAX` when empty): no filter expires before it.
     pub(crate) min_until: u64,
     /// Per role number: how many leaves below that role have a filter in `list` (grown on
@@ -43,6 +48,7 @@ impl AgentFilters {
     pub(crate) fn new() -> Self {
         Self {
             list: Vec::new(),
+            sorted: 0,
             min_until: u64::MAX,
             under: Vec::new(),
             refused_used: Vec::new(),
@@ -100,38 +106,71 @@ impl AgentFilters {
         }
     }
 
+    /// The position of `leaf`'s filter in `list`: the bitset answers "none" in O(1), then a
+    /// binary search of the sorted prefix, then a scan of the short unsorted tail.
+    fn position(&self, leaf: u32) -> Option<usize> {
+        if !self.has(leaf) {
+            return None;
+        }
+        let (sorted, tail) = self.list.split_at(self.sorted.min(self.list.len()));
+        match sorted.binary_search_by_key(&leaf, |f| f.leaf) {
+            Ok(i) => Some(i),
+            Err(_) => tail
+                .iter()
+                .position(|f| f.leaf == leaf)
+                .map(|i| i + sorted.len()),
+        }
+    }
+
     /// The filter of `leaf`, if any (expired or not).
     pub(crate) fn get(&self, leaf: u32) -> Option<&Filter> {
-        self.list
-            .binary_search_by_key(&leaf, |f| f.leaf)
-            .ok()
-            .map(|i| &self.list[i])
+        self.position(leaf).map(|i| &self.list[i])
     }
 
     /// Adds or replaces `leaf`'s filter (`tree` places the leaf, for the role counts); returns
-    /// the refused index it replaced, if any.
+    /// the refused index it replaced, if any. A new filter is appended to the unsorted tail,
+    /// which is merged into the sorted prefix once it holds [`TAIL`] filters, so an insert costs
+    /// O(1) plus an amortised O(len / TAIL) instead of a binary search and a move of half the
+    /// list.
     pub(crate) fn insert(&mut self, tree: &Tree, filter: Filter) -> Option<u32> {
         self.min_until = self.min_until.min(filter.until);
-        match self.list.binary_search_by_key(&filter.leaf, |f| f.leaf) {
-            Ok(i) => {
+        match self.position(filter.leaf) {
+            Some(i) => {
                 let old = self.list[i].refused;
                 self.list[i] = filter;
                 self.account(tree, filter.leaf, old, false);
                 self.account(tree, filter.leaf, filter.refused, true);
                 Some(old)
             }
-            Err(i) => {
-                self.list.insert(i, filter);
+            None => {
+                self.list.push(filter);
                 self.account(tree, filter.leaf, filter.refused, true);
+                if self.list.len() - self.sorted >= TAIL {
+                    self.merge_tail();
+                }
                 None
             }
         }
     }
 
+    /// Sorts the whole list (the stable sort merges the sorted prefix and the sorted tail, two
+    /// runs, in linear time).
+    fn merge_tail(&mut self) {
+        let sorted = self.sorted.min(self.list.len());
+        self.list[sorted..].sort_unstable_by_key(|f| f.leaf);
+        self.list.sort_by_key(|f| f.leaf);
+        self.sorted = self.list.len();
+    }
+
     /// Removes `leaf`'s filter; returns it.
     pub(crate) fn remove(&mut self, tree: &Tree, leaf: u32) -> Option<Filter> {
-        let i = self.list.binary_search_by_key(&leaf, |f| f.leaf).ok()?;
-        let f = self.list.remove(i);
+        let i = self.position(leaf)?;
+        let f = if i < self.sorted {
+            self.sorted -= 1;
+            self.list.remove(i)
+        } else {
+            self.list.swap_remove(i)
+        };
         self.account(tree, f.leaf, f.refused, false);
         Some(f)
     }
@@ -153,6 +192,8 @@ impl AgentFilters {
         for f in gone {
             self.account(tree, f.leaf, f.refused, false);
         }
+        self.sorted = 0;
+        self.merge_tail();
         self.min_until = self.list.iter().map(|f| f.until).min().unwrap_or(u64::MAX);
     }
 }
@@ -234,25 +275,32 @@ mod tests {
         let mut f = AgentFilters::new();
         for (leaf, until) in [(5, 10), (1, 20), (3, 5)] {
             assert_eq!(
-                f.insert(&tree, Filter {
-                    leaf,
-                    refused: 0,
-                    until
-                }),
+                f.insert(
+                    &tree,
+                    Filter {
+                        leaf,
+                        refused: 0,
+                        until
+                    }
+                ),
                 None
             );
         }
         assert_eq!(
-            f.list.iter().map(|x| x.leaf).collect::<Vec<_>>(),
-            vec![1, 3, 5]
+            [1, 3, 5].map(|l| f.get(l).map(|x| x.until)),
+            [Some(20), Some(5), Some(10)]
         );
+        assert!(f.get(2).is_none());
         assert_eq!(f.min_until, 5);
         assert_eq!(
-            f.insert(&tree, Filter {
-                leaf: 3,
-                refused: 7,
-                until: 30
-            }),
+            f.insert(
+                &tree,
+                Filter {
+                    leaf: 3,
+                    refused: 7,
+                    until: 30
+                }
+            ),
             Some(0)
         );
         let mut dropped = Vec::new();
@@ -262,6 +310,24 @@ mod tests {
         assert_eq!(f.get(3).map(|x| x.refused), Some(7));
         assert_eq!(f.remove(&tree, 1).map(|x| x.until), Some(20));
         assert!(f.get(1).is_none());
+        // Past the tail's length the list is merged and stays findable and sorted.
+        for leaf in (10..100).rev() {
+            f.insert(
+                &tree,
+                Filter {
+                    leaf,
+                    refused: 0,
+                    until: 50,
+                },
+            );
+        }
+        assert!((10..100).all(|l| f.get(l).is_some_and(|x| x.leaf == l)));
+        assert_eq!(f.get(3).map(|x| x.refused), Some(7));
+        let sorted = &f.list[..f.sorted];
+        assert!(sorted.windows(2).all(|w| w[0].leaf < w[1].leaf));
+        assert!(f.sorted >= 90 - TAIL);
+        assert_eq!(f.remove(&tree, 50).map(|x| x.leaf), Some(50));
+        assert!(f.get(50).is_none() && f.get(51).is_some() && f.get(99).is_some());
     }
 
     #[test]

@@ -35,14 +35,19 @@
 //! a decision only re-evaluates the subtrees holding a leaf blocked for this agent and `W`
 //! (filters, demand hints), so it costs O(depth) with no such leaf and O(|B| x depth) with `|B|`
 //! of them. H-DRF is computed in the exact, order-independent arithmetic of `numeric`, so the fast
-//! path and the reference agree bit for bit (property-tested decision for decision). An agent on
+//! path and the reference agree bit for bit (property-tested decision for decision). Under
+//! [`FilterMode::SkipOnly`] filters are not stamped at all: the decision walks the cached order
+//! depth first and skips filtered leaves, and whole roles whose leaves all carry a filter covering
+//! `W` (per-agent counts per role, kept by the filter store), so it costs O(depth x children
+//! visited) however many filters the agent has. An agent on
 //! which every framework is blocked is skipped by `cycle` in O(1) until its free resources, its
 //! filters or the eligibility of any framework change.
 //!
 //! # Changes from the brief's API sketch
 //!
 //! Additive only: [`Allocator::policy`], [`Allocator::pick_reference`] (the slow oracle, public
-//! so integration tests can compare), and [`BlockReason::UnknownFramework`]. There is no
+//! so integration tests can compare), [`BlockReason::UnknownFramework`], and [`FilterMode`] with
+//! [`Allocator::filter_mode`] / [`Allocator::set_filter_mode`]. There is no
 //! `RoleIsFramework` error: roles and frameworks live in separate namespaces (a framework is a
 //! leaf *under* its role), so a role path can never collide with a framework. `Policy::Drf` and
 //! `Policy::PlainSum` (used by `hdrf-sim`) always run on the reference procedures. The fast path
@@ -52,7 +57,9 @@
 //!
 //! A leaf is blocked for `W` (an agent's free resources) when it is inactive, suppressed, has a
 //! live decline filter on that agent whose refused vector contains `W`, or has a demand hint that
-//! does not fit in `W`. Shares are taken over the kinds present in `W`. Frameworks are leaves of
+//! does not fit in `W`. Under [`FilterMode::SkipOnly`] (the default) the decline filter does not
+//! block for the H-DRF values: the filtered leaf is only skipped when picking (see
+//! [`FilterMode`] and the "Allocator notes" in ARCHITECTURE.md). Shares are taken over the kinds present in `W`. Frameworks are leaves of
 //! weight 1 under their role; the children of a role (child roles and frameworks alike) are
 //! ordered by creation, which is the tie-break order. Agents are walked by `cycle` in the order
 //! given, or in slot order (registration order, freed slots reused) when no order is given.

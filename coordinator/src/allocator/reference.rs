@@ -100,9 +100,7 @@ impl Allocator {
                 let Some(l) = self.tree.nodes[leaf as usize].leaf.as_ref() else {
                     return true;
                 };
-                !l.active
-                    || l.suppressed
-                    || l.demand.as_ref().is_some_and(|d| !fits(d, ctx.w))
+                !l.active || l.suppressed || l.demand.as_ref().is_some_and(|d| !fits(d, ctx.w))
             }
         }
     }
@@ -160,12 +158,7 @@ impl Allocator {
 
     /// The skip-only walk: the non-blocked children of `n` in (weighted share, position) order,
     /// depth first; the first leaf not filtered on this agent wins.
-    fn reference_skip_walk(
-        &self,
-        n: u32,
-        ctx: &Ctx<'_>,
-        memo: &[Option<HdrfEval>],
-    ) -> Option<u32> {
+    fn reference_skip_walk(&self, n: u32, ctx: &Ctx<'_>, memo: &[Option<HdrfEval>]) -> Option<u32> {
         let node = &self.tree.nodes[n as usize];
         if node.leaf.is_some() {
             return (!self.leaf_filtered(n, ctx)).then_some(n);
