@@ -7,7 +7,8 @@
 //!   (`1k`, `10k`, `50k`), rounds only; `ALLOC_BENCH_TREE=flat` for a flat tree (each framework in
 //!   its own top-level role) instead of 10 top roles x 10 sub-roles; `ALLOC_BENCH_ROUNDS=n` to
 //!   override the number of rounds; `ALLOC_BENCH_WINDOW=n` for the window size of the per-window
-//!   summaries (default 100 rounds).
+//!   summaries (default 100 rounds); `ALLOC_BENCH_FILTERS=exact` for `FilterMode::Exact` (default:
+//!   the allocator's default, `SkipOnly`).
 //!
 //! The rounds follow Apache Mesos' `DeclineOffers` benchmark: agents of `cpus:24, mem:4096,
 //! disk:4096` with 16 cpus already in use (allocated round-robin to the frameworks); each round
@@ -19,7 +20,7 @@
 
 use std::time::{Duration, Instant};
 
-use coordinator::allocator::{Allocator, Policy};
+use coordinator::allocator::{Allocator, FilterMode, Policy};
 use criterion::Criterion;
 use protocol::{AgentId, FrameworkId, Resources, RolePath};
 use uuid::Uuid;
@@ -70,6 +71,9 @@ fn role_for(i: usize, flat: bool) -> RolePath {
 /// The cluster of the benchmark, before any round.
 fn setup(size: Size, flat: bool) -> (Allocator, Vec<AgentId>, Vec<FrameworkId>) {
     let mut alloc = Allocator::new(Policy::Hdrf);
+    if std::env::var("ALLOC_BENCH_FILTERS").is_ok_and(|m| m == "exact") {
+        alloc.set_filter_mode(FilterMode::Exact);
+    }
     let fws: Vec<FrameworkId> = (0..size.frameworks)
         .map(|i| FrameworkId(Uuid::from_u128(i as u128 + 1)))
         .collect();
@@ -127,12 +131,14 @@ fn median(times: &[Duration]) -> Duration {
 
 fn rounds(size: Size, flat: bool, rounds: usize, every: usize) {
     let shape = if flat { "flat" } else { "10x10 tree" };
-    println!(
-        "== DeclineOffers {} agents x {} frameworks ({shape}), {rounds} rounds",
-        size.agents, size.frameworks
-    );
     let t0 = Instant::now();
     let (mut alloc, _agents, _fws) = setup(size, flat);
+    println!(
+        "== DeclineOffers {} agents x {} frameworks ({shape}, filters {:?}), {rounds} rounds",
+        size.agents,
+        size.frameworks,
+        alloc.filter_mode()
+    );
     println!("setup {:.1} ms", ms(t0.elapsed()));
     let mut all = Vec::with_capacity(rounds);
     let mut window = Vec::new();

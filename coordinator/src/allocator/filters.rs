@@ -153,12 +153,35 @@ impl AgentFilters {
         }
     }
 
-    /// Sorts the whole list (the stable sort merges the sorted prefix and the sorted tail, two
-    /// runs, in linear time).
+    /// Sorts the tail and merges it into the sorted prefix in place, from the back (no
+    /// allocation; linear in the list's length). A tail longer than [`TAIL`] (after a sweep)
+    /// sorts the whole list instead.
     fn merge_tail(&mut self) {
-        let sorted = self.sorted.min(self.list.len());
-        self.list[sorted..].sort_unstable_by_key(|f| f.leaf);
-        self.list.sort_by_key(|f| f.leaf);
+        let n = self.sorted.min(self.list.len());
+        let k = self.list.len() - n;
+        if k > TAIL {
+            self.list.sort_unstable_by_key(|f| f.leaf);
+            self.sorted = self.list.len();
+            return;
+        }
+        self.list[n..].sort_unstable_by_key(|f| f.leaf);
+        let mut tail = [Filter {
+            leaf: 0,
+            refused: 0,
+            until: 0,
+        }; TAIL];
+        tail[..k].copy_from_slice(&self.list[n..]);
+        // Merge prefix [0, i) and tail [0, j) into [0, i + j), largest first.
+        let (mut i, mut j) = (n, k);
+        while j > 0 {
+            if i > 0 && self.list[i - 1].leaf > tail[j - 1].leaf {
+                self.list[i + j - 1] = self.list[i - 1];
+                i -= 1;
+            } else {
+                self.list[i + j - 1] = tail[j - 1];
+                j -= 1;
+            }
+        }
         self.sorted = self.list.len();
     }
 
@@ -192,8 +215,8 @@ impl AgentFilters {
         for f in gone {
             self.account(tree, f.leaf, f.refused, false);
         }
-        self.sorted = 0;
-        self.merge_tail();
+        self.list.sort_unstable_by_key(|f| f.leaf);
+        self.sorted = self.list.len();
         self.min_until = self.list.iter().map(|f| f.until).min().unwrap_or(u64::MAX);
     }
 }
