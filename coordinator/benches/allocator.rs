@@ -6,18 +6,21 @@
 //! - `ALLOC_BENCH_SIZE=10k cargo bench -p coordinator --bench allocator -- rounds` — one size only
 //!   (`1k`, `10k`, `50k`), rounds only; `ALLOC_BENCH_TREE=flat` for a flat tree (each framework in
 //!   its own top-level role) instead of 10 top roles x 10 sub-roles; `ALLOC_BENCH_ROUNDS=n` to
-//!   override the number of rounds.
+//!   override the number of rounds; `ALLOC_BENCH_WINDOW=n` for the window size of the per-window
+//!   summaries (default 100 rounds); `ALLOC_BENCH_FILTERS=exact` for `FilterMode::Exact` (default:
+//!   the allocator's default, `SkipOnly`).
 //!
 //! The rounds follow Apache Mesos' `DeclineOffers` benchmark: agents of `cpus:24, mem:4096,
 //! disk:4096` with 16 cpus already in use (allocated round-robin to the frameworks); each round
 //! offers every agent's free resources once (`cycle`) and every framework declines every offer
 //! with an infinite filter (`release` + `add_filter(.., u64::MAX)`). It prints round 0, a summary
-//! every so many rounds, and the process's peak memory (VmHWM). Run one size per process so the
+//! of every window of 100 rounds (min / median / max), the largest window median (the acceptance
+//! figure: every 100-round window's median), and the process's peak memory (VmHWM). Run one size per process so the
 //! peak memory belongs to that size.
 
 use std::time::{Duration, Instant};
 
-use coordinator::allocator::{Allocator, Policy};
+use coordinator::allocator::{Allocator, FilterMode, Policy};
 use criterion::Criterion;
 use protocol::{AgentId, FrameworkId, Resources, RolePath};
 use uuid::Uuid;
@@ -68,6 +71,9 @@ fn role_for(i: usize, flat: bool) -> RolePath {
 /// The cluster of the benchmark, before any round.
 fn setup(size: Size, flat: bool) -> (Allocator, Vec<AgentId>, Vec<FrameworkId>) {
     let mut alloc = Allocator::new(Policy::Hdrf);
+    if std::env::var("ALLOC_BENCH_FILTERS").is_ok_and(|m| m == "exact") {
+        alloc.set_filter_mode(FilterMode::Exact);
+    }
     let fws: Vec<FrameworkId> = (0..size.frameworks)
         .map(|i| FrameworkId(Uuid::from_u128(i as u128 + 1)))
         .collect();
@@ -116,18 +122,31 @@ fn summary(times: &[Duration]) -> String {
     )
 }
 
-fn rounds(size: Size, flat: bool, rounds: usize) {
+/// The median of `times` (the upper one for an even count); zero when empty.
+fn median(times: &[Duration]) -> Duration {
+    let mut sorted = times.to_vec();
+    sorted.sort();
+    sorted.get(sorted.len() / 2).copied().unwrap_or_default()
+}
+
+fn rounds(size: Size, flat: bool, rounds: usize, every: usize) {
     let shape = if flat { "flat" } else { "10x10 tree" };
-    println!(
-        "== DeclineOffers {} agents x {} frameworks ({shape}), {rounds} rounds",
-        size.agents, size.frameworks
-    );
     let t0 = Instant::now();
     let (mut alloc, _agents, _fws) = setup(size, flat);
+    println!(
+        "== DeclineOffers {} agents x {} frameworks ({shape}, filters {:?}), {rounds} rounds",
+        size.agents,
+        size.frameworks,
+        alloc.filter_mode()
+    );
     println!("setup {:.1} ms", ms(t0.elapsed()));
     let mut all = Vec::with_capacity(rounds);
     let mut window = Vec::new();
-    let every = (rounds / 20).max(1);
+    // The `cycle` part of each round in the window (the rest is the declines).
+    let mut cycles = Vec::new();
+    let every = every.max(1);
+    // (median, first round, last round) of the window with the largest median.
+    let mut worst: Option<(Duration, usize, usize)> = None;
     let mut offers = 0usize;
     for r in 0..rounds {
         let start = Instant::now();
@@ -145,6 +164,7 @@ fn rounds(size: Size, flat: bool, rounds: usize) {
         offers += decisions.len();
         all.push(took);
         window.push(took);
+        cycles.push(cycle_time);
         if r == 0 {
             println!(
                 "round 0: {:.3} ms ({} offers; cycle {:.3} ms, declines {:.3} ms)",
@@ -156,16 +176,28 @@ fn rounds(size: Size, flat: bool, rounds: usize) {
         }
         if (r + 1) % every == 0 || r + 1 == rounds {
             println!(
-                "rounds {:>5}..{:>5}: {} ({} offers so far)",
+                "rounds {:>5}..{:>5}: {}; cycle median {:.3} ms ({} offers so far)",
                 r + 1 - window.len(),
                 r,
                 summary(&window),
+                ms(median(&cycles)),
                 offers
             );
+            cycles.clear();
+            let m = median(&window);
+            if worst.is_none_or(|w| m > w.0) {
+                worst = Some((m, r + 1 - window.len(), r));
+            }
             window.clear();
         }
     }
     println!("all {rounds} rounds: {}", summary(&all));
+    if let Some((m, a, b)) = worst {
+        println!(
+            "largest {every}-round window median: {:.3} ms (rounds {a}..{b})",
+            ms(m)
+        );
+    }
     println!("total offers (= decline filters stored): {offers}");
     match vm_hwm_kib() {
         Some(kib) => println!("peak memory (VmHWM): {:.1} MiB", kib as f64 / 1024.0),
@@ -220,6 +252,10 @@ fn main() {
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(size.rounds);
+    let window = std::env::var("ALLOC_BENCH_WINDOW")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(100);
     if !only_rounds {
         let mut c = Criterion::default()
             .configure_from_args()
@@ -229,5 +265,5 @@ fn main() {
         pick_benches(&mut c);
         c.final_summary();
     }
-    rounds(size, flat, n_rounds);
+    rounds(size, flat, n_rounds, window);
 }

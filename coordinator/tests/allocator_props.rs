@@ -1,12 +1,12 @@
 //! Property tests of the allocator on random trees and random operation sequences:
-//! the fast decision path equals the reference (decision for decision), capacity is never
-//! exceeded, a flat tree under H-DRF equals weighted DRF, the hierarchical share guarantee holds
-//! within one task, a demanding leaf that fits is not starved, and results do not depend on the
-//! order the tree was built in.
+//! the fast decision path equals the reference (decision for decision, in both filter modes),
+//! capacity is never exceeded, a flat tree under H-DRF equals weighted DRF, the hierarchical share
+//! guarantee holds within one task, a demanding leaf that fits is not starved, and results do not
+//! depend on the order the tree was built in.
 
 #![allow(clippy::unwrap_used)]
 
-use coordinator::allocator::{Allocator, Policy};
+use coordinator::allocator::{Allocator, FilterMode, Policy};
 use proptest::prelude::*;
 use protocol::{AgentId, FrameworkId, ResourceName, Resources, RolePath, Weight};
 use uuid::Uuid;
@@ -94,7 +94,16 @@ fn world() -> impl Strategy<Value = World> {
 
 /// Builds the cluster of `w` (frameworks in order).
 fn build(w: &World, policy: Policy) -> (Allocator, Vec<FrameworkId>, Vec<AgentId>) {
+    build_in(w, policy, FilterMode::default())
+}
+
+fn build_in(
+    w: &World,
+    policy: Policy,
+    mode: FilterMode,
+) -> (Allocator, Vec<FrameworkId>, Vec<AgentId>) {
     let mut a = Allocator::new(policy);
+    a.set_filter_mode(mode);
     let fws: Vec<FrameworkId> = (0..w.roles.len()).map(fw).collect();
     for (i, r) in w.roles.iter().enumerate() {
         a.add_framework(fws[i], &role(r)).unwrap();
@@ -197,8 +206,9 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
     #[test]
-    fn fast_path_equals_reference(w in world()) {
-        let (mut a, fws, agents) = build(&w, Policy::Hdrf);
+    fn fast_path_equals_reference(w in world(), skip in any::<bool>()) {
+        let mode = if skip { FilterMode::SkipOnly } else { FilterMode::Exact };
+        let (mut a, fws, agents) = build_in(&w, Policy::Hdrf, mode);
         assert_agree(&a, &agents, 0)?;
         let mut now = 0;
         for op in &w.ops {
@@ -210,10 +220,11 @@ proptest! {
     }
 
     #[test]
-    fn cycles_equal_reference_cycles(w in world()) {
+    fn cycles_equal_reference_cycles(w in world(), skip in any::<bool>()) {
         // Run every cycle twice: on the allocator, and by hand with pick_reference on a twin.
-        let (mut a, fws, agents) = build(&w, Policy::Hdrf);
-        let (mut b, _, _) = build(&w, Policy::Hdrf);
+        let mode = if skip { FilterMode::SkipOnly } else { FilterMode::Exact };
+        let (mut a, fws, agents) = build_in(&w, Policy::Hdrf, mode);
+        let (mut b, _, _) = build_in(&w, Policy::Hdrf, mode);
         let mut now = 0;
         for op in &w.ops {
             now = tick(now, op);

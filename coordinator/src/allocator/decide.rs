@@ -107,7 +107,7 @@ impl Allocator {
         if let Some(Some(agent)) = self.agents.get_mut(slot as usize) {
             let refused = &mut self.refused;
             let mut dropped = false;
-            agent.filters.sweep(now, |f| {
+            agent.filters.sweep(&self.tree, now, |f| {
                 refused.release(f.refused);
                 dropped = true;
             });

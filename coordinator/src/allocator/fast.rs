@@ -38,7 +38,7 @@ use super::kinds::{at, fits};
 use super::numeric::{self, add, add_wide, combine, direction, max_entry, sub, sub_wide, weighted};
 use super::reference::Ctx;
 use super::tree::{Node, NONE, ROOT};
-use super::Allocator;
+use super::{Allocator, FilterMode};
 
 /// The most kinds in `Y` the fast path handles (more falls back to the reference).
 pub(crate) const MAX_KY: usize = 4;
@@ -67,6 +67,8 @@ struct MaskCache {
     ws: Vec<f64>,
     gblocked: Vec<bool>,
     elig: Vec<u32>,
+    /// The number of leaves below each node, eligible or not (a leaf counts itself).
+    nleaves: Vec<u32>,
     pos: Vec<u32>,
     order: Vec<BTreeSet<(u64, u32, u32)>>,
     /// Each node's parent (a compact copy of the tree's, for the per-filter walk).
@@ -188,8 +190,13 @@ impl Allocator {
         scratch.next_epoch(nodes.len());
         // B: eligible leaves blocked for this decision only.
         let mut any = false;
-        if let Some(slot) = ctx.agent {
-            if let Some(Some(agent)) = self.agents.get(slot as usize) {
+        let skip_only = self.filter_mode == FilterMode::SkipOnly;
+        let agent = ctx
+            .agent
+            .and_then(|slot| self.agents.get(slot as usize))
+            .and_then(Option::as_ref);
+        if !skip_only {
+            if let Some(agent) = agent {
                 for f in &agent.filters.list {
                     if ctx.now >= f.until || cache.gblocked[f.leaf as usize] {
                         continue;
@@ -218,6 +225,32 @@ impl Allocator {
                 scratch.stamp_leaf(cache, leaf);
                 any = true;
             }
+        }
+        if skip_only {
+            let filters = agent.map(|a| &a.filters);
+            // When every filter on the agent is live and covers `W`, a role whose leaves all
+            // have a filter here holds nothing pickable: the walk skips it in O(1).
+            let all_cover = filters.is_some_and(|f| {
+                !f.list.is_empty()
+                    && ctx.now < f.min_until
+                    && f.refused_used.iter().all(|&(r, _)| {
+                        scratch.covers_memo(r, || {
+                            let refused = self.refused.get(r);
+                            super::filters::covers(refused, u64::MAX, ctx.w, ctx.w_unknown, 0)
+                        })
+                    })
+            });
+            let mut walk = SkipWalk {
+                nodes,
+                cache,
+                sc: scratch,
+                any,
+                store: filters,
+                under: filters.filter(|_| all_cover).map(|f| f.under.as_slice()),
+                alloc: self,
+                ctx,
+            };
+            return walk.first_pickable(ROOT);
         }
         let mut cur = ROOT;
         loop {
@@ -335,6 +368,7 @@ impl Allocator {
             ws: vec![0.0; n],
             gblocked: vec![true; n],
             elig: vec![0; n],
+            nleaves: vec![0; n],
             pos: vec![0; n],
             order: vec![BTreeSet::new(); n],
             parent: self.tree.nodes.iter().map(|nd| nd.parent).collect(),
@@ -366,6 +400,7 @@ impl Allocator {
                     c.rawx[i] = x;
                     c.gblocked[i] = !leaf.active || leaf.suppressed;
                     c.elig[i] = u32::from(!c.gblocked[i]);
+                    c.nleaves[i] = 1;
                 }
                 None => {
                     let (mut t, mut g, mut raw) = (wzero, zero, zero);
@@ -373,6 +408,7 @@ impl Allocator {
                     for &ch in &node.children {
                         let chi = ch as usize;
                         elig += c.elig[chi];
+                        c.nleaves[i] += c.nleaves[chi];
                         add(&mut raw[..ky], &c.rawx[chi][..ky]);
                         if c.gblocked[chi] {
                             add(&mut g[..ky], &c.x[chi][..ky]);
@@ -523,6 +559,113 @@ fn eval(nodes: &[Node], c: &MaskCache, sc: &mut Scratch, v: u32) {
     sc.ews[i] = weighted(s, w);
     direction(&x[..ky], s, w, &mut sc.et[i][..ky]);
     sc.eval_stamp[i] = sc.epoch;
+}
+
+/// One skip-only decision's walk (see [`FilterMode::SkipOnly`]): depth first over the non-blocked
+/// children in (weighted share, position) order, the first leaf not filtered on the agent wins.
+/// Blocked leaves (demand hints) were stamped and their ancestors evaluated exactly as in the
+/// exact mode; filters only make a leaf unpickable.
+struct SkipWalk<'a> {
+    nodes: &'a [Node],
+    cache: &'a MaskCache,
+    sc: &'a mut Scratch,
+    /// Whether any leaf was stamped blocked for this decision.
+    any: bool,
+    /// The agent's filter store.
+    store: Option<&'a super::filters::AgentFilters>,
+    /// When every filter on the agent covers `W`: per role number, how many leaves below have
+    /// one.
+    under: Option<&'a [u32]>,
+    alloc: &'a Allocator,
+    ctx: &'a Ctx<'a>,
+}
+
+impl SkipWalk<'_> {
+    /// Whether `leaf` has a live filter covering `W` on the agent.
+    #[inline]
+    fn filtered(&mut self, leaf: u32) -> bool {
+        if !self.store.is_some_and(|f| f.has(leaf)) {
+            return false;
+        }
+        if self.under.is_some() {
+            // Every filter on the agent is live and covers `W`.
+            return true;
+        }
+        let Some(&f) = self.store.and_then(|a| a.get(leaf)) else {
+            return false;
+        };
+        if self.ctx.now >= f.until {
+            return false;
+        }
+        let (alloc, ctx) = (self.alloc, self.ctx);
+        self.sc.covers_memo(f.refused, || {
+            let refused = alloc.refused.get(f.refused);
+            super::filters::covers(refused, f.until, ctx.w, ctx.w_unknown, ctx.now)
+        })
+    }
+
+    /// The first pickable leaf below `v` (a non-blocked node), if any.
+    fn first_pickable(&mut self, v: u32) -> Option<u32> {
+        let i = v as usize;
+        if self.nodes[i].leaf.is_some() {
+            return (!self.filtered(v)).then_some(v);
+        }
+        let cache = self.cache;
+        if let Some(under) = self.under {
+            let filtered = under
+                .get(self.nodes[i].role_ix as usize)
+                .copied()
+                .unwrap_or(0);
+            if filtered >= cache.nleaves[i] {
+                return None;
+            }
+        }
+        if !self.any || self.sc.stamp[i] != self.sc.epoch {
+            // Untouched: the cached order is this decision's order.
+            for &(_, _, c) in &cache.order[i] {
+                if let Some(l) = self.first_pickable(c) {
+                    return Some(l);
+                }
+            }
+            return None;
+        }
+        if self.sc.count[i] >= cache.elig[i] {
+            return None;
+        }
+        // Touched: merge the untouched children (cached order) with the partially blocked
+        // touched role children (evaluated exactly), both by (weighted share, position).
+        let mut touched: Vec<(f64, u32, u32)> = Vec::new();
+        let mut c = self.sc.first_child[i];
+        while c != NONE {
+            let ci = c as usize;
+            if self.sc.count[ci] < cache.elig[ci] {
+                eval(self.nodes, cache, self.sc, c);
+                touched.push((self.sc.ews[ci], cache.pos[ci], c));
+            }
+            c = self.sc.next_sib[ci];
+        }
+        touched.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let mut t = touched.into_iter().peekable();
+        let mut u = cache.order[i]
+            .iter()
+            .map(|&(_, p, c)| (cache.ws[c as usize], p, c))
+            .filter(|&(_, _, c)| self.sc.stamp[c as usize] != self.sc.epoch)
+            .peekable();
+        let mut next = Vec::new();
+        loop {
+            let pick_t = match (t.peek(), u.peek()) {
+                (None, None) => break,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (Some(a), Some(b)) => (a.0, a.1) < (b.0, b.1),
+            };
+            let item = if pick_t { t.next() } else { u.next() };
+            if let Some((_, _, c)) = item {
+                next.push(c);
+            }
+        }
+        next.into_iter().find_map(|c| self.first_pickable(c))
+    }
 }
 
 impl Scratch {

@@ -8,6 +8,10 @@
 
 use super::idhash::IdMap;
 use super::kinds::{fits, Dense};
+use super::tree::Tree;
+
+/// How many filters the unsorted tail of an agent's list holds before it is merged.
+const TAIL: usize = 32;
 
 /// One decline filter of one framework on one agent (the agent owns the list).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,10 +27,20 @@ pub(crate) struct Filter {
 /// The filters of one agent.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct AgentFilters {
-    /// Sorted by `leaf`, at most one per leaf.
+    /// At most one per leaf: `list[..sorted]` sorted by `leaf`, then a short unsorted tail.
     pub(crate) list: Vec<Filter>,
+    /// The length of the sorted prefix of `list`.
+    sorted: usize,
     /// The earliest `until` in `list` (`u64::MAX` when empty): no filter expires before it.
     pub(crate) min_until: u64,
+    /// Per role number: how many leaves below that role have a filter in `list` (grown on
+    /// demand). A role whose count equals its number of leaves has every leaf filtered here.
+    pub(crate) under: Vec<u32>,
+    /// The distinct refused-vector indices in `list`, each with how many filters use it.
+    pub(crate) refused_used: Vec<(u32, u32)>,
+    /// Bit `leaf` is set when `list` holds a filter of `leaf` (a one-cache-line test instead of a
+    /// binary search over a cold list).
+    pub(crate) has: Vec<u64>,
 }
 
 impl AgentFilters {
@@ -34,52 +48,175 @@ impl AgentFilters {
     pub(crate) fn new() -> Self {
         Self {
             list: Vec::new(),
+            sorted: 0,
             min_until: u64::MAX,
+            under: Vec::new(),
+            refused_used: Vec::new(),
+            has: Vec::new(),
+        }
+    }
+
+    /// Whether `list` holds a filter of `leaf` (expired or not).
+    #[inline]
+    pub(crate) fn has(&self, leaf: u32) -> bool {
+        self.has
+            .get(leaf as usize / 64)
+            .is_some_and(|w| w & (1 << (leaf % 64)) != 0)
+    }
+
+    /// How many leaves below role number `role_ix` have a filter here.
+    #[cfg(test)]
+    pub(crate) fn count_under(&self, role_ix: u32) -> u32 {
+        self.under.get(role_ix as usize).copied().unwrap_or(0)
+    }
+
+    /// Counts (`add`) or uncounts a filter of `leaf` in its roles and its refused index.
+    fn account(&mut self, tree: &Tree, leaf: u32, refused: u32, add: bool) {
+        let word = leaf as usize / 64;
+        if word >= self.has.len() {
+            self.has.resize(word + 1, 0);
+        }
+        if add {
+            self.has[word] |= 1 << (leaf % 64);
+        } else {
+            self.has[word] &= !(1 << (leaf % 64));
+        }
+        let under = &mut self.under;
+        tree.for_each_role_above(leaf, |r| {
+            let r = r as usize;
+            if r >= under.len() {
+                under.resize(r + 1, 0);
+            }
+            under[r] = if add {
+                under[r] + 1
+            } else {
+                under[r].saturating_sub(1)
+            };
+        });
+        match self.refused_used.iter().position(|&(i, _)| i == refused) {
+            Some(p) if add => self.refused_used[p].1 += 1,
+            Some(p) => {
+                self.refused_used[p].1 -= 1;
+                if self.refused_used[p].1 == 0 {
+                    self.refused_used.swap_remove(p);
+                }
+            }
+            None if add => self.refused_used.push((refused, 1)),
+            None => {}
+        }
+    }
+
+    /// The position of `leaf`'s filter in `list`: the bitset answers "none" in O(1), then a
+    /// binary search of the sorted prefix, then a scan of the short unsorted tail.
+    fn position(&self, leaf: u32) -> Option<usize> {
+        if !self.has(leaf) {
+            return None;
+        }
+        let (sorted, tail) = self.list.split_at(self.sorted.min(self.list.len()));
+        match sorted.binary_search_by_key(&leaf, |f| f.leaf) {
+            Ok(i) => Some(i),
+            Err(_) => tail
+                .iter()
+                .position(|f| f.leaf == leaf)
+                .map(|i| i + sorted.len()),
         }
     }
 
     /// The filter of `leaf`, if any (expired or not).
     pub(crate) fn get(&self, leaf: u32) -> Option<&Filter> {
-        self.list
-            .binary_search_by_key(&leaf, |f| f.leaf)
-            .ok()
-            .map(|i| &self.list[i])
+        self.position(leaf).map(|i| &self.list[i])
     }
 
-    /// Adds or replaces `leaf`'s filter; returns the refused index it replaced, if any.
-    pub(crate) fn insert(&mut self, filter: Filter) -> Option<u32> {
+    /// Adds or replaces `leaf`'s filter (`tree` places the leaf, for the role counts); returns
+    /// the refused index it replaced, if any. A new filter is appended to the unsorted tail,
+    /// which is merged into the sorted prefix once it holds [`TAIL`] filters, so an insert costs
+    /// O(1) plus an amortised O(len / TAIL) instead of a binary search and a move of half the
+    /// list.
+    pub(crate) fn insert(&mut self, tree: &Tree, filter: Filter) -> Option<u32> {
         self.min_until = self.min_until.min(filter.until);
-        match self.list.binary_search_by_key(&filter.leaf, |f| f.leaf) {
-            Ok(i) => {
+        match self.position(filter.leaf) {
+            Some(i) => {
                 let old = self.list[i].refused;
                 self.list[i] = filter;
+                self.account(tree, filter.leaf, old, false);
+                self.account(tree, filter.leaf, filter.refused, true);
                 Some(old)
             }
-            Err(i) => {
-                self.list.insert(i, filter);
+            None => {
+                self.list.push(filter);
+                self.account(tree, filter.leaf, filter.refused, true);
+                if self.list.len() - self.sorted >= TAIL {
+                    self.merge_tail();
+                }
                 None
             }
         }
     }
 
+    /// Sorts the tail and merges it into the sorted prefix in place, from the back (no
+    /// allocation; linear in the list's length). A tail longer than [`TAIL`] (after a sweep)
+    /// sorts the whole list instead.
+    fn merge_tail(&mut self) {
+        let n = self.sorted.min(self.list.len());
+        let k = self.list.len() - n;
+        if k > TAIL {
+            self.list.sort_unstable_by_key(|f| f.leaf);
+            self.sorted = self.list.len();
+            return;
+        }
+        self.list[n..].sort_unstable_by_key(|f| f.leaf);
+        let mut tail = [Filter {
+            leaf: 0,
+            refused: 0,
+            until: 0,
+        }; TAIL];
+        tail[..k].copy_from_slice(&self.list[n..]);
+        // Merge prefix [0, i) and tail [0, j) into [0, i + j), largest first.
+        let (mut i, mut j) = (n, k);
+        while j > 0 {
+            if i > 0 && self.list[i - 1].leaf > tail[j - 1].leaf {
+                self.list[i + j - 1] = self.list[i - 1];
+                i -= 1;
+            } else {
+                self.list[i + j - 1] = tail[j - 1];
+                j -= 1;
+            }
+        }
+        self.sorted = self.list.len();
+    }
+
     /// Removes `leaf`'s filter; returns it.
-    pub(crate) fn remove(&mut self, leaf: u32) -> Option<Filter> {
-        let i = self.list.binary_search_by_key(&leaf, |f| f.leaf).ok()?;
-        Some(self.list.remove(i))
+    pub(crate) fn remove(&mut self, tree: &Tree, leaf: u32) -> Option<Filter> {
+        let i = self.position(leaf)?;
+        let f = if i < self.sorted {
+            self.sorted -= 1;
+            self.list.remove(i)
+        } else {
+            self.list.swap_remove(i)
+        };
+        self.account(tree, f.leaf, f.refused, false);
+        Some(f)
     }
 
     /// Drops the filters with `until <= now`, calling `dropped` with each; recomputes `min_until`.
-    pub(crate) fn sweep(&mut self, now: u64, mut dropped: impl FnMut(&Filter)) {
+    pub(crate) fn sweep(&mut self, tree: &Tree, now: u64, mut dropped: impl FnMut(&Filter)) {
         if now < self.min_until {
             return;
         }
+        let mut gone = Vec::new();
         self.list.retain(|f| {
             let keep = now < f.until;
             if !keep {
                 dropped(f);
+                gone.push(*f);
             }
             keep
         });
+        for f in gone {
+            self.account(tree, f.leaf, f.refused, false);
+        }
+        self.list.sort_unstable_by_key(|f| f.leaf);
+        self.sorted = self.list.len();
         self.min_until = self.list.iter().map(|f| f.until).min().unwrap_or(u64::MAX);
     }
 }
@@ -157,37 +294,99 @@ mod tests {
 
     #[test]
     fn list_stays_sorted_and_sweeps_expired() {
+        let tree = Tree::default();
         let mut f = AgentFilters::new();
         for (leaf, until) in [(5, 10), (1, 20), (3, 5)] {
             assert_eq!(
-                f.insert(Filter {
-                    leaf,
-                    refused: 0,
-                    until
-                }),
+                f.insert(
+                    &tree,
+                    Filter {
+                        leaf,
+                        refused: 0,
+                        until
+                    }
+                ),
                 None
             );
         }
         assert_eq!(
-            f.list.iter().map(|x| x.leaf).collect::<Vec<_>>(),
-            vec![1, 3, 5]
+            [1, 3, 5].map(|l| f.get(l).map(|x| x.until)),
+            [Some(20), Some(5), Some(10)]
         );
+        assert!(f.get(2).is_none());
         assert_eq!(f.min_until, 5);
         assert_eq!(
-            f.insert(Filter {
-                leaf: 3,
-                refused: 7,
-                until: 30
-            }),
+            f.insert(
+                &tree,
+                Filter {
+                    leaf: 3,
+                    refused: 7,
+                    until: 30
+                }
+            ),
             Some(0)
         );
         let mut dropped = Vec::new();
-        f.sweep(10, |x| dropped.push(x.leaf));
+        f.sweep(&tree, 10, |x| dropped.push(x.leaf));
         assert_eq!(dropped, vec![5]);
         assert_eq!(f.min_until, 20);
         assert_eq!(f.get(3).map(|x| x.refused), Some(7));
-        assert_eq!(f.remove(1).map(|x| x.until), Some(20));
+        assert_eq!(f.remove(&tree, 1).map(|x| x.until), Some(20));
         assert!(f.get(1).is_none());
+        // Past the tail's length the list is merged and stays findable and sorted.
+        for leaf in (10..100).rev() {
+            f.insert(
+                &tree,
+                Filter {
+                    leaf,
+                    refused: 0,
+                    until: 50,
+                },
+            );
+        }
+        assert!((10..100).all(|l| f.get(l).is_some_and(|x| x.leaf == l)));
+        assert_eq!(f.get(3).map(|x| x.refused), Some(7));
+        let sorted = &f.list[..f.sorted];
+        assert!(sorted.windows(2).all(|w| w[0].leaf < w[1].leaf));
+        assert!(f.sorted >= 90 - TAIL);
+        assert_eq!(f.remove(&tree, 50).map(|x| x.leaf), Some(50));
+        assert!(f.get(50).is_none() && f.get(51).is_some() && f.get(99).is_some());
+    }
+
+    #[test]
+    fn role_counts_follow_inserts_removals_and_sweeps() {
+        use protocol::{FrameworkId, RolePath};
+        let mut tree = Tree::default();
+        let role = |p: &str| RolePath::new(p).unwrap_or_else(|e| panic!("{e}"));
+        let fw = |i: u128| FrameworkId(uuid::Uuid::from_u128(i));
+        let a = tree.add_leaf(fw(1), &role("x/y"));
+        let b = tree.add_leaf(fw(2), &role("x/y"));
+        let c = tree.add_leaf(fw(3), &role("z"));
+        let ix = |p: &str| tree.nodes[tree.roles[p] as usize].role_ix;
+        let (x, y, z) = (ix("x"), ix("x/y"), ix("z"));
+        let mut f = AgentFilters::new();
+        let filter = |leaf, refused, until| Filter {
+            leaf,
+            refused,
+            until,
+        };
+        f.insert(&tree, filter(a, 0, 10));
+        f.insert(&tree, filter(b, 1, 20));
+        f.insert(&tree, filter(c, 1, 20));
+        assert_eq!((f.count_under(0), f.count_under(x)), (3, 2));
+        assert_eq!((f.count_under(y), f.count_under(z)), (2, 1));
+        assert_eq!(f.refused_used, vec![(0, 1), (1, 2)]);
+        assert!(f.has(a) && f.has(b) && f.has(c));
+        // Replacing a filter counts nothing twice.
+        f.insert(&tree, filter(b, 0, 30));
+        assert_eq!((f.count_under(0), f.count_under(y)), (3, 2));
+        assert_eq!(f.refused_used, vec![(0, 2), (1, 1)]);
+        f.sweep(&tree, 10, |_| {});
+        assert_eq!((f.count_under(0), f.count_under(y)), (2, 1));
+        f.remove(&tree, c);
+        assert_eq!((f.count_under(0), f.count_under(z)), (1, 0));
+        assert_eq!(f.refused_used, vec![(0, 1)]);
+        assert!(f.has(b) && !f.has(a) && !f.has(c));
     }
 
     #[test]

@@ -35,14 +35,19 @@
 //! a decision only re-evaluates the subtrees holding a leaf blocked for this agent and `W`
 //! (filters, demand hints), so it costs O(depth) with no such leaf and O(|B| x depth) with `|B|`
 //! of them. H-DRF is computed in the exact, order-independent arithmetic of `numeric`, so the fast
-//! path and the reference agree bit for bit (property-tested decision for decision). An agent on
+//! path and the reference agree bit for bit (property-tested decision for decision). Under
+//! [`FilterMode::SkipOnly`] filters are not stamped at all: the decision walks the cached order
+//! depth first and skips filtered leaves, and whole roles whose leaves all carry a filter covering
+//! `W` (per-agent counts per role, kept by the filter store), so it costs O(depth x children
+//! visited) however many filters the agent has. An agent on
 //! which every framework is blocked is skipped by `cycle` in O(1) until its free resources, its
 //! filters or the eligibility of any framework change.
 //!
 //! # Changes from the brief's API sketch
 //!
 //! Additive only: [`Allocator::policy`], [`Allocator::pick_reference`] (the slow oracle, public
-//! so integration tests can compare), and [`BlockReason::UnknownFramework`]. There is no
+//! so integration tests can compare), [`BlockReason::UnknownFramework`], and [`FilterMode`] with
+//! [`Allocator::filter_mode`] / [`Allocator::set_filter_mode`]. There is no
 //! `RoleIsFramework` error: roles and frameworks live in separate namespaces (a framework is a
 //! leaf *under* its role), so a role path can never collide with a framework. `Policy::Drf` and
 //! `Policy::PlainSum` (used by `hdrf-sim`) always run on the reference procedures. The fast path
@@ -52,7 +57,9 @@
 //!
 //! A leaf is blocked for `W` (an agent's free resources) when it is inactive, suppressed, has a
 //! live decline filter on that agent whose refused vector contains `W`, or has a demand hint that
-//! does not fit in `W`. Shares are taken over the kinds present in `W`. Frameworks are leaves of
+//! does not fit in `W`. Under [`FilterMode::SkipOnly`] (the default) the decline filter does not
+//! block for the H-DRF values: the filtered leaf is only skipped when picking (see
+//! [`FilterMode`] and the "Allocator notes" in ARCHITECTURE.md). Shares are taken over the kinds present in `W`. Frameworks are leaves of
 //! weight 1 under their role; the children of a role (child roles and frameworks alike) are
 //! ordered by creation, which is the tie-break order. Agents are walked by `cycle` in the order
 //! given, or in slot order (registration order, freed slots reused) when no order is given.
@@ -93,6 +100,22 @@ pub enum Policy {
     PlainSum,
 }
 
+/// How a decline filter on an agent weighs in an H-DRF decision for that agent (see the "Allocator
+/// notes" in ARCHITECTURE.md). Other blocking (inactive, suppressed, a demand hint that does not
+/// fit) is always exact: such a leaf is blocked and its siblings are rescaled without it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FilterMode {
+    /// A filtered framework is a blocked leaf for that agent's decision, exactly as ALGORITHMS.md
+    /// states: its ancestors' vectors are re-evaluated without it. Exact, but a decision costs
+    /// O(filtered leaves x depth), which makes the middle rounds of `DeclineOffers` 10k x 1k slow.
+    Exact,
+    /// Shares are computed as if no filter blocked anything; the decision walks the tree in
+    /// share order and skips the frameworks filtered on that agent (and subtrees holding only
+    /// such frameworks), as Mesos' sorter does.
+    #[default]
+    SkipOnly,
+}
+
 /// One decision of a cycle: `framework` gets `resources` (the agent's whole free vector) on
 /// `agent`.
 #[derive(Debug, Clone, PartialEq)]
@@ -125,6 +148,7 @@ pub(crate) struct Agent {
 #[derive(Debug, Clone)]
 pub struct Allocator {
     pub(crate) policy: Policy,
+    pub(crate) filter_mode: FilterMode,
     pub(crate) kinds: Kinds,
     pub(crate) tree: Tree,
     pub(crate) agents: Vec<Option<Agent>>,
@@ -149,6 +173,7 @@ impl Allocator {
     pub fn new(policy: Policy) -> Self {
         Self {
             policy,
+            filter_mode: FilterMode::default(),
             kinds: Kinds::default(),
             tree: Tree::default(),
             agents: Vec::new(),
@@ -166,6 +191,18 @@ impl Allocator {
     /// The policy in use.
     pub fn policy(&self) -> Policy {
         self.policy
+    }
+
+    /// How decline filters weigh in H-DRF decisions.
+    pub fn filter_mode(&self) -> FilterMode {
+        self.filter_mode
+    }
+
+    /// Chooses how decline filters weigh in H-DRF decisions (the other policies decide the same
+    /// either way: filtering a leaf changes no other node's value there).
+    pub fn set_filter_mode(&mut self, mode: FilterMode) {
+        self.filter_mode = mode;
+        self.eligibility_version += 1;
     }
 
     /// Sets a role's weight, creating the role (and its ancestors, weight 1) if new.
@@ -228,7 +265,7 @@ impl Allocator {
         for slot in 0..self.agents.len() {
             let held = match self.agents[slot].as_mut() {
                 Some(agent) => {
-                    if let Some(f) = agent.filters.remove(leaf) {
+                    if let Some(f) = agent.filters.remove(&self.tree, leaf) {
                         self.refused.release(f.refused);
                     }
                     agent
@@ -266,7 +303,7 @@ impl Allocator {
         let leaf = self.leaf_of(fw)?;
         self.leaf_mut(fw)?.suppressed = false;
         for agent in self.agents.iter_mut().flatten() {
-            if let Some(f) = agent.filters.remove(leaf) {
+            if let Some(f) = agent.filters.remove(&self.tree, leaf) {
                 self.refused.release(f.refused);
             }
         }
@@ -309,11 +346,14 @@ impl Allocator {
         let dense = self.kinds.dense(refused);
         let r = self.refused.acquire(&dense);
         if let Some(agent) = self.agents[slot as usize].as_mut() {
-            if let Some(old) = agent.filters.insert(filters::Filter {
-                leaf,
-                refused: r,
-                until,
-            }) {
+            if let Some(old) = agent.filters.insert(
+                &self.tree,
+                filters::Filter {
+                    leaf,
+                    refused: r,
+                    until,
+                },
+            ) {
                 self.refused.release(old);
             }
             // A replaced filter may be narrower or shorter: the agent may no longer be blocked

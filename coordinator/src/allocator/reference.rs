@@ -5,7 +5,7 @@
 use super::kinds::{at, fits};
 use super::numeric;
 use super::tree::ROOT;
-use super::{Allocator, BlockReason, Policy};
+use super::{Allocator, BlockReason, FilterMode, Policy};
 
 /// One decision's inputs: the agent (for filters), `W` and the time.
 #[derive(Debug, Clone)]
@@ -90,6 +90,29 @@ impl Allocator {
         None
     }
 
+    /// Whether `leaf` is blocked for the H-DRF *values* of this decision: under
+    /// [`FilterMode::SkipOnly`] a decline filter does not count (it only makes the leaf
+    /// unpickable, see [`Allocator::leaf_filtered`]).
+    fn leaf_blocked_for_values(&self, leaf: u32, ctx: &Ctx<'_>) -> bool {
+        match self.filter_mode {
+            FilterMode::Exact => self.leaf_block(leaf, ctx).is_some(),
+            FilterMode::SkipOnly => {
+                let Some(l) = self.tree.nodes[leaf as usize].leaf.as_ref() else {
+                    return true;
+                };
+                !l.active || l.suppressed || l.demand.as_ref().is_some_and(|d| !fits(d, ctx.w))
+            }
+        }
+    }
+
+    /// Whether a live decline filter of `leaf` on this decision's agent covers `W`.
+    pub(crate) fn leaf_filtered(&self, leaf: u32, ctx: &Ctx<'_>) -> bool {
+        matches!(
+            self.leaf_agent_block(leaf, ctx),
+            Some(BlockReason::Filtered { .. })
+        )
+    }
+
     /// The reference decision for `ctx` under the allocator's policy.
     pub(crate) fn reference_pick(&self, ctx: &Ctx<'_>) -> Option<u32> {
         if !ctx.nonempty {
@@ -108,24 +131,51 @@ impl Allocator {
         let y = numeric::y_kinds(ctx.w, &self.capacity);
         let mut memo: Vec<Option<HdrfEval>> = vec![None; self.tree.nodes.len()];
         self.reference_hdrf_eval(ROOT, ctx, &y, &mut memo);
-        let mut cur = ROOT;
-        loop {
-            let node = &self.tree.nodes[cur as usize];
-            if node.leaf.is_some() {
-                return Some(cur);
-            }
-            let mut best: Option<(u32, f64)> = None;
-            for &c in &node.children {
-                let Some(e) = &memo[c as usize] else { continue };
-                if e.blocked {
-                    continue;
+        match self.filter_mode {
+            FilterMode::Exact => {
+                let mut cur = ROOT;
+                loop {
+                    let node = &self.tree.nodes[cur as usize];
+                    if node.leaf.is_some() {
+                        return Some(cur);
+                    }
+                    let mut best: Option<(u32, f64)> = None;
+                    for &c in &node.children {
+                        let Some(e) = &memo[c as usize] else { continue };
+                        if e.blocked {
+                            continue;
+                        }
+                        if best.is_none_or(|(_, b)| e.ws < b) {
+                            best = Some((c, e.ws));
+                        }
+                    }
+                    cur = best?.0;
                 }
-                if best.is_none_or(|(_, b)| e.ws < b) {
-                    best = Some((c, e.ws));
-                }
             }
-            cur = best?.0;
+            FilterMode::SkipOnly => self.reference_skip_walk(ROOT, ctx, &memo),
         }
+    }
+
+    /// The skip-only walk: the non-blocked children of `n` in (weighted share, position) order,
+    /// depth first; the first leaf not filtered on this agent wins.
+    fn reference_skip_walk(&self, n: u32, ctx: &Ctx<'_>, memo: &[Option<HdrfEval>]) -> Option<u32> {
+        let node = &self.tree.nodes[n as usize];
+        if node.leaf.is_some() {
+            return (!self.leaf_filtered(n, ctx)).then_some(n);
+        }
+        let mut order: Vec<(f64, usize, u32)> = node
+            .children
+            .iter()
+            .enumerate()
+            .filter_map(|(pos, &c)| {
+                let e = memo[c as usize].as_ref()?;
+                (!e.blocked).then_some((e.ws, pos, c))
+            })
+            .collect();
+        order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        order
+            .into_iter()
+            .find_map(|(_, _, c)| self.reference_skip_walk(c, ctx, memo))
     }
 
     fn reference_hdrf_eval(
@@ -142,7 +192,7 @@ impl Allocator {
                 .iter()
                 .map(|&j| numeric::share_units(at(&node.raw, j), self.capacity[j]))
                 .collect();
-            (x, self.leaf_block(n, ctx).is_some())
+            (x, self.leaf_blocked_for_values(n, ctx))
         } else {
             let mut m = f64::INFINITY;
             let mut t_sum = vec![0u128; ky];

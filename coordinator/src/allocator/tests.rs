@@ -7,7 +7,7 @@
 use protocol::{AgentId, FrameworkId, Resources, RolePath, Weight};
 use uuid::Uuid;
 
-use super::{Allocator, AllocatorError, BlockReason, Policy};
+use super::{Allocator, AllocatorError, BlockReason, FilterMode, Policy};
 
 fn r(s: &str) -> Resources {
     s.parse().unwrap()
@@ -404,4 +404,34 @@ fn other_policies_run_through_the_reference() {
     assert_eq!(pick(&a, Some(ag(1)), "cpus=1", 0), Some(fw(2)));
     let clone = a.clone();
     assert_eq!(clone.pick(Some(ag(1)), &r("cpus=1"), 0), Some(fw(2)));
+}
+
+/// The fairness difference between the filter modes (ARCHITECTURE.md, "Allocator notes"): role
+/// `a` holds `fw(1)` (nothing held, filtered on the agent) and `fw(2)` (5 of 10 cpus); role `b`
+/// holds `fw(3)` (3 of 10 cpus).
+#[test]
+fn filter_modes_differ_only_in_how_a_filtered_leaf_weighs_in_its_ancestors() {
+    let mut a = Allocator::new(Policy::Hdrf);
+    a.add_framework(fw(1), &role("a")).unwrap();
+    a.add_framework(fw(2), &role("a")).unwrap();
+    a.add_framework(fw(3), &role("b")).unwrap();
+    a.add_agent(ag(1), &r("cpus=10")).unwrap();
+    a.add_agent(ag(2), &r("cpus=10")).unwrap();
+    a.allocate(fw(2), ag(2), &r("cpus=5")).unwrap();
+    a.allocate(fw(3), ag(2), &r("cpus=3")).unwrap();
+    a.add_filter(fw(1), ag(1), &r("cpus=10"), 100).unwrap();
+    assert_eq!(a.filter_mode(), FilterMode::SkipOnly, "the default");
+    // Skip-only: role a's value is rescaled to fw(1)'s zero share, so a is picked, and the
+    // filtered fw(1) is skipped for its sibling.
+    assert_eq!(pick(&a, Some(ag(1)), "cpus=10", 0), Some(fw(2)));
+    // Exact: fw(1) is blocked for this agent, role a is judged by fw(2) alone (0.5 > 0.3).
+    a.set_filter_mode(FilterMode::Exact);
+    assert_eq!(pick(&a, Some(ag(1)), "cpus=10", 0), Some(fw(3)));
+    // Without the agent (no filters) both modes agree: fw(1) has the lowest share.
+    assert_eq!(pick(&a, None, "cpus=10", 0), Some(fw(1)));
+    a.set_filter_mode(FilterMode::SkipOnly);
+    assert_eq!(pick(&a, None, "cpus=10", 0), Some(fw(1)));
+    // A suppressed framework stays exactly blocked in skip-only mode: a is judged by fw(2).
+    a.suppress(fw(1)).unwrap();
+    assert_eq!(pick(&a, Some(ag(1)), "cpus=10", 0), Some(fw(3)));
 }

@@ -42,6 +42,9 @@ pub(crate) struct Node {
     pub(crate) depth: u32,
     /// False for a freed slot.
     pub(crate) live: bool,
+    /// For a role, its dense role number (roles are never freed; the root is 0); `NONE` for a
+    /// leaf. Per-agent filter counts are indexed by it.
+    pub(crate) role_ix: u32,
 }
 
 impl Node {
@@ -55,6 +58,7 @@ impl Node {
             raw: Vec::new(),
             depth,
             live: true,
+            role_ix: NONE,
         }
     }
 }
@@ -68,16 +72,21 @@ pub(crate) struct Tree {
     pub(crate) frameworks: IdMap<FrameworkId, u32>,
     /// Bumped on every structural or weight change (caches keyed on it rebuild).
     pub(crate) shape_version: u64,
+    /// How many roles exist (the root included): the next role number.
+    pub(crate) n_roles: u32,
 }
 
 impl Default for Tree {
     fn default() -> Self {
+        let mut root = Node::new(NONE, 1.0, String::new(), None, 0);
+        root.role_ix = 0;
         Self {
-            nodes: vec![Node::new(NONE, 1.0, String::new(), None, 0)],
+            nodes: vec![root],
             free: Vec::new(),
             roles: HashMap::new(),
             frameworks: IdMap::default(),
             shape_version: 0,
+            n_roles: 1,
         }
     }
 }
@@ -112,7 +121,10 @@ impl Tree {
                 Some(&i) => i,
                 None => {
                     let depth = self.nodes[parent as usize].depth + 1;
-                    let i = self.alloc_slot(Node::new(parent, 1.0, path.clone(), None, depth));
+                    let mut node = Node::new(parent, 1.0, path.clone(), None, depth);
+                    node.role_ix = self.n_roles;
+                    self.n_roles += 1;
+                    let i = self.alloc_slot(node);
                     self.nodes[parent as usize].children.push(i);
                     self.roles.insert(path.clone(), i);
                     self.shape_version += 1;
@@ -138,6 +150,16 @@ impl Tree {
         self.frameworks.insert(id, i);
         self.shape_version += 1;
         i
+    }
+
+    /// Calls `f` with the role number of each ancestor of `node` (nothing for an unknown slot).
+    #[inline]
+    pub(crate) fn for_each_role_above(&self, node: u32, mut f: impl FnMut(u32)) {
+        let mut v = self.nodes.get(node as usize).map_or(NONE, |n| n.parent);
+        while let Some(n) = self.nodes.get(v as usize) {
+            f(n.role_ix);
+            v = n.parent;
+        }
     }
 
     /// Removes a leaf whose allocation is already zero. Its role stays (roles are kept).
