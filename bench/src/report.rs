@@ -138,6 +138,9 @@ pub struct Report {
     pub offer_latency: Percentiles,
     /// Ends not followed by an offer of their agent before the phase ended.
     pub offer_latency_unmatched: usize,
+    /// Freed resources → the offer made of them, inside the coordinator
+    /// (`parley_offer_wait_seconds`; empty for a coordinator without it).
+    pub offer_wait: Percentiles,
     /// Allocation runs during the phase, from the coordinator's histogram.
     pub allocation_run: Percentiles,
     /// Which histogram the allocation figures come from.
@@ -211,6 +214,10 @@ impl Report {
                     pair(&self.offer_latency),
                     self.offer_latency_unmatched
                 ),
+            ),
+            (
+                "offer wait p50 / p99 in the coordinator (resources freed → offer made)".into(),
+                pair(&self.offer_wait),
             ),
             (
                 format!("allocation run p50 / p99 (`{}`)", self.allocation_histogram),
@@ -349,6 +356,6 @@ mod tests {
             table.contains("| `GET /api/v1/state` | not measured |"),
             "{table}"
         );
-        assert_eq!(table.lines().count(), 13, "{table}");
+        assert_eq!(table.lines().count(), 14, "{table}");
     }
 }

@@ -34,6 +34,9 @@ const STATE_CALLS: usize = 5;
 /// The fine allocation histogram this project's coordinator serves, and the coarse one older
 /// coordinators serve.
 const FINE_HISTOGRAM: &str = "parley_allocation_run_fine_seconds";
+
+/// How long freed resources waited for their offer, inside the coordinator.
+const OFFER_WAIT_HISTOGRAM: &str = "parley_offer_wait_seconds";
 const COARSE_HISTOGRAM: &str = "parley_allocation_run_seconds";
 
 /// What to run against the cluster.
@@ -293,6 +296,16 @@ fn fill_allocation(report: &mut Report, before: &str, after: &str) {
         p99_ms: ms(0.99),
         samples: delta.last().map_or(0, |b| b.1),
     };
+    if let Some(after_h) = measure::histogram(after, OFFER_WAIT_HISTOGRAM) {
+        let before_h: Option<Buckets> = measure::histogram(before, OFFER_WAIT_HISTOGRAM);
+        let delta = measure::histogram_delta(before_h.as_ref(), &after_h);
+        let ms = |q| measure::histogram_quantile(&delta, q).map(|s| s * 1e3);
+        report.offer_wait = Percentiles {
+            p50_ms: ms(0.5),
+            p99_ms: ms(0.99),
+            samples: delta.last().map_or(0, |b| b.1),
+        };
+    }
 }
 
 /// CPU used so far by the coordinator, the agent processes and this process.

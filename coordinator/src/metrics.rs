@@ -82,6 +82,8 @@ pub struct Metrics {
     allocation_micros: AtomicU64,
     allocation_buckets: [AtomicU64; RUN_BUCKETS.len()],
     allocation_fine: FineHistogram,
+    offer_wait: FineHistogram,
+    offer_wait_micros: AtomicU64,
     registry_write_errors: AtomicU64,
 }
 
@@ -115,6 +117,14 @@ impl Metrics {
             }
         }
         self.allocation_fine.observe(secs);
+    }
+
+    /// Records how long freed resources waited for the offer that an allocation run made of
+    /// them (see `State::take_offer_waits`).
+    pub fn observe_offer_wait(&self, waited: Duration) {
+        let micros = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX);
+        self.offer_wait_micros.fetch_add(micros, Ordering::Relaxed);
+        self.offer_wait.observe(waited.as_secs_f64());
     }
 
     /// Prometheus text exposition of the counters and the given gauges.
@@ -204,30 +214,40 @@ impl Metrics {
             load(&self.allocation_micros) as f64 / 1e6
         );
         let _ = writeln!(out, "{name}_count {runs}");
-        let name = "parley_allocation_run_fine_seconds";
-        let _ = writeln!(
-            out,
-            "# HELP {name} Duration of allocation runs, in buckets 2^(1/4) apart (for percentiles).\n\
-             # TYPE {name} histogram"
+        render_fine(
+            &mut out,
+            "parley_allocation_run_fine_seconds",
+            "Duration of allocation runs, in buckets 2^(1/4) apart (for percentiles).",
+            &self.allocation_fine,
+            load(&self.allocation_micros),
         );
-        let mut cumulative = 0;
-        for (i, count) in self.allocation_fine.counts.iter().enumerate() {
-            cumulative += load(count);
-            let _ = writeln!(
-                out,
-                "{name}_bucket{{le=\"{:.9}\"}} {cumulative}",
-                fine_bound(i)
-            );
-        }
-        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {cumulative}");
-        let _ = writeln!(
-            out,
-            "{name}_sum {}",
-            load(&self.allocation_micros) as f64 / 1e6
+        render_fine(
+            &mut out,
+            "parley_offer_wait_seconds",
+            "From resources returning to the pool (a task ended, an offer declined or expired, \
+             an accept's unused rest) to the offer the next allocation run made of them.",
+            &self.offer_wait,
+            load(&self.offer_wait_micros),
         );
-        let _ = writeln!(out, "{name}_count {cumulative}");
         out
     }
+}
+
+/// Writes one fine histogram in Prometheus text.
+fn render_fine(out: &mut String, name: &str, help: &str, h: &FineHistogram, sum_micros: u64) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+    let mut cumulative = 0;
+    for (i, count) in h.counts.iter().enumerate() {
+        cumulative += count.load(Ordering::Relaxed);
+        let _ = writeln!(
+            out,
+            "{name}_bucket{{le=\"{:.9}\"}} {cumulative}",
+            fine_bound(i)
+        );
+    }
+    let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {cumulative}");
+    let _ = writeln!(out, "{name}_sum {}", sum_micros as f64 / 1e6);
+    let _ = writeln!(out, "{name}_count {cumulative}");
 }
 
 #[cfg(test)]

@@ -97,9 +97,15 @@ async fn allocation_loop(c: Coordinator) {
             }
         }
         let started = Instant::now();
-        let made = c.run(|state, now, fx| state.allocate(now, fx));
+        let (made, waits) = c.run(|state, now, fx| {
+            let made = state.allocate(now, fx);
+            (made, state.take_offer_waits())
+        });
         last_run = started.elapsed();
         c.metrics().observe_allocation(last_run);
+        for ms in waits {
+            c.metrics().observe_offer_wait(Duration::from_millis(ms));
+        }
         if made > 0 {
             tracing::debug!(offers = made, "allocation run");
         }

@@ -301,6 +301,11 @@ pub struct State {
     pub(crate) offers: BTreeMap<OfferId, OfferRecord>,
     pub(crate) ended_offers: HashMap<OfferId, &'static str>,
     pub(crate) ended_order: VecDeque<OfferId>,
+    /// Agents whose resources returned to the pool since the last allocation run, with when
+    /// that first happened (for the offer-wait metric, see [`State::take_offer_waits`]).
+    pub(crate) freed_at: HashMap<AgentId, u64>,
+    /// Milliseconds from freeing to offer, of the last allocation run's offers.
+    pub(crate) offer_waits: Vec<u64>,
 }
 
 impl std::fmt::Debug for State {
@@ -342,6 +347,8 @@ impl State {
             offers: BTreeMap::new(),
             ended_offers: HashMap::new(),
             ended_order: VecDeque::new(),
+            freed_at: HashMap::new(),
+            offer_waits: Vec::new(),
         }
     }
 
@@ -400,6 +407,20 @@ impl State {
                 };
             }
         }
+    }
+
+    /// Notes that resources of `agent` returned to the pool at `now_ms` (a task ended, an offer
+    /// was declined or expired, an accept left some unused).
+    pub(crate) fn freed(&mut self, agent: AgentId, now_ms: u64) {
+        self.freed_at.entry(agent).or_insert(now_ms);
+    }
+
+    /// How long, in milliseconds, the resources of each offer the last allocation run made had
+    /// waited since they returned to the pool (offers of resources that were not just freed
+    /// are not counted). Freed resources that run did not offer (no framework could take
+    /// them) are dropped from the count: their wait is the frameworks', not the coordinator's.
+    pub fn take_offer_waits(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.offer_waits)
     }
 
     /// Heartbeat interval told to frameworks, in seconds.

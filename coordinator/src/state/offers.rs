@@ -84,7 +84,11 @@ impl State {
             );
             fx.push(Effect::Offer(OfferEvent::OfferCreated(offer.clone())));
             batches.entry(d.framework).or_default().push(offer);
+            if let Some(since) = self.freed_at.remove(&d.agent) {
+                self.offer_waits.push(now.ms.saturating_sub(since));
+            }
         }
+        self.freed_at.clear();
         let made = batches.values().map(Vec::len).sum();
         for (fw, offers) in batches {
             fx.push(Effect::ToFramework(fw, FrameworkEvent::Offers { offers }));
@@ -195,6 +199,7 @@ impl State {
         }
         if !unused.is_empty() {
             let _ = self.allocator.release(fw, agent_id, &unused);
+            self.freed(agent_id, now.ms);
             if refuse_ms > 0 {
                 let until = now.ms.saturating_add(refuse_ms);
                 let _ = self.allocator.add_filter(fw, agent_id, &unused, until);
@@ -263,6 +268,7 @@ impl State {
             .collect();
         for offer in offers {
             self.end_offer(offer.offer_id, Ending::Declined, None, &[], true, fx);
+            self.freed(offer.agent_id, now.ms);
             if refuse_ms > 0 {
                 let until = now.ms.saturating_add(refuse_ms);
                 let _ = self
@@ -283,6 +289,10 @@ impl State {
             .map(|(id, _)| *id)
             .collect();
         for id in &due {
+            if let Some(rec) = self.offers.get(id) {
+                let agent = rec.offer.agent_id;
+                self.freed(agent, now.ms);
+            }
             self.end_offer(
                 *id,
                 Ending::Expired,

@@ -130,6 +130,7 @@ impl State {
                 if let Err(e) = self.allocator.release(fw, agent, &res) {
                     tracing::warn!(%fw, %agent, error = %e, "release of task resources failed");
                 }
+                self.freed(agent, now.ms);
             }
             if let Some(a) = self.agents.get_mut(&agent) {
                 sub_res(&mut a.used, &res);

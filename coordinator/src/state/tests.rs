@@ -901,3 +901,31 @@ fn cached_task_json_matches_the_views_and_follows_changes() {
     let state: protocol::messages::ClusterState = serde_json::from_slice(&json).unwrap();
     assert_eq!(state, s.cluster_state());
 }
+
+#[test]
+fn offer_waits_count_freed_resources_offered_by_the_next_run() {
+    let (mut s, fw, agent, offer) = setup();
+    // The first offer was of a new agent's resources: not a freeing, not counted.
+    assert!(s.take_offer_waits().is_empty());
+    // Declined at 10 ms without a filter, offered again by the run at 25 ms: waited 15 ms.
+    let mut fx = Vec::new();
+    let decline = protocol::messages::DeclineRequest {
+        offer_ids: vec![offer.offer_id],
+        refuse_seconds: Some(0.0),
+    };
+    s.decline(fw, decline, &at(10), &mut fx).unwrap();
+    assert_eq!(s.allocate(&at(25), &mut fx), 1);
+    assert_eq!(s.take_offer_waits(), vec![15]);
+    assert!(s.take_offer_waits().is_empty(), "taken once");
+    // Declined with a filter: the next run offers nothing, and the wait is dropped.
+    let offer = s.offers(None, None).remove(0);
+    let decline = protocol::messages::DeclineRequest {
+        offer_ids: vec![offer.offer_id],
+        refuse_seconds: Some(60.0),
+    };
+    s.decline(fw, decline, &at(30), &mut fx).unwrap();
+    assert_eq!(s.allocate(&at(40), &mut fx), 0);
+    assert!(s.take_offer_waits().is_empty());
+    assert!(s.freed_at.is_empty());
+    let _ = agent;
+}
