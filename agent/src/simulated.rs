@@ -10,7 +10,7 @@
 //! through one shared HTTP client with a cap on requests in flight, and reacts to their answers.
 //! First registrations are spread over `SimConfig::stagger`. Updates are kept in memory only (a
 //! simulated agent has nothing to re-adopt after a restart) and sent in order, in batches of up
-//! to [`MAX_STATUS_BATCH`] per request and one request in flight per agent, until the
+//! to `MAX_STATUS_BATCH` (256) per request and one request in flight per agent, until the
 //! coordinator answers `200`; a task is forgotten once its terminal update is acknowledged.
 
 use std::cmp::Reverse;
@@ -434,7 +434,7 @@ fn acknowledge(a: &mut SimAgent, update_id: UpdateId) {
     }
 }
 
-/// Sends the agent's oldest pending updates (up to [`MAX_STATUS_BATCH`]) in one request, unless
+/// Sends the agent's oldest pending updates (up to `MAX_STATUS_BATCH`) in one request, unless
 /// some are in flight or it is not registered.
 fn try_send_status(
     sim: &Arc<Sim>,

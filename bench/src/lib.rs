@@ -10,7 +10,7 @@
 //!   processes or in-process tasks) and waits, with deadlines, until they are up.
 //! - [`framework`]: [`framework::BenchFramework`], the cheap SDK framework the harness runs
 //!   many of, and [`framework::Progress`], what the frameworks of a phase share.
-//! - [`run`]: [`run::run`], the phases (throughput, accounting, state) and their figures.
+//! - [`mod@run`]: [`run::run`], the phases (throughput, accounting, state) and their figures.
 //! - [`measure`]: percentiles, sustained rates, Prometheus histograms, `/proc` CPU and RSS.
 //! - [`report`]: [`report::Report`] and [`report::Accounting`], the table and the JSON.
 //!

@@ -55,7 +55,7 @@ pub struct RunConfig {
     /// What each of those needs (small, so many fit: the figure is about the books' size).
     pub state_task_resources: Resources,
     /// Give every framework the same task ids (`t0`, `t1`, …), as the API allows, instead of
-    /// ids unique across frameworks; see [`start_frameworks`] for why that is not the default.
+    /// ids unique across frameworks; see `start_frameworks` for why that is not the default.
     pub shared_task_ids: bool,
     /// A phase fails when no task changes state for this long.
     pub stall_timeout: Duration,

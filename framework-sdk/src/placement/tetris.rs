@@ -306,7 +306,7 @@ impl Placement for Tetris {
 
     /// Each round needs, per candidate job, its best pair and its share of the means; the pairs
     /// themselves are never listed. Per class (equal demand within a job) the offers it fits are
-    /// tracked by alignment (the best few, see [`ClassScore`]), with their count and exact alignment sum; a job's pair count
+    /// tracked by alignment (the best few, see `ClassScore`), with their count and exact alignment sum; a job's pair count
     /// and alignment sum are its classes' weighted by their unplaced tasks. Placing a task
     /// changes one offer, so each class's count and sum move by that offer's terms only, and its
     /// best offers are corrected lazily. Remaining work is kept per job, exactly, and DRF order in an
