@@ -227,21 +227,7 @@ async fn unanswered_offers_expire_and_are_rescinded() {
 
 #[tokio::test]
 async fn updates_are_resent_until_acknowledged() {
-    let c = TestCoordinator::start(fast_config()).await;
-    let (fw, mut events) = c.framework("u", "u").await;
-    let agent = FakeAgent::start().await;
-    let agent_id = c.register_agent(&agent, json!({"cpus": 2})).await;
-    let offer = events.offers().await.remove(0);
-    let (status, body) = c
-        .post(
-            &format!("/api/v1/frameworks/{fw}/accept"),
-            json!({"offer_ids": [offer.offer_id], "tasks": [
-                {"task_id": "t1", "agent_id": agent_id, "resources": {"cpus": 1}, "command": {"argv": ["true"]}},
-                {"task_id": "t2", "agent_id": agent_id, "resources": {"cpus": 1}, "command": {"argv": ["true"]}}
-            ]}),
-        )
-        .await;
-    assert_eq!(status, 200, "{body}");
+    let (c, fw, mut events, agent_id, _agent) = two_tasks_launched("u").await;
 
     let sent = c.post_status(agent_id, fw, "t1", TaskState::Running).await;
     let first = events.update("t1", TaskState::Running).await;
@@ -486,21 +472,7 @@ async fn a_newer_stream_replaces_the_older_and_delete_ends_it() {
 
 #[tokio::test]
 async fn batched_statuses_and_acknowledgements() {
-    let c = TestCoordinator::start(fast_config()).await;
-    let (fw, mut events) = c.framework("b", "b").await;
-    let agent = FakeAgent::start().await;
-    let agent_id = c.register_agent(&agent, json!({"cpus": 2})).await;
-    let offer = events.offers().await.remove(0);
-    let (status, body) = c
-        .post(
-            &format!("/api/v1/frameworks/{fw}/accept"),
-            json!({"offer_ids": [offer.offer_id], "tasks": [
-                {"task_id": "t1", "agent_id": agent_id, "resources": {"cpus": 1}, "command": {"argv": ["true"]}},
-                {"task_id": "t2", "agent_id": agent_id, "resources": {"cpus": 1}, "command": {"argv": ["true"]}}
-            ]}),
-        )
-        .await;
-    assert_eq!(status, 200, "{body}");
+    let (c, fw, mut events, agent_id, _agent) = two_tasks_launched("b").await;
     let status_of = |task: &str, state: TaskState| support::status_of(agent_id, fw, task, state);
 
     // A batch with one status of another agent is refused whole: nothing is relayed.
@@ -580,4 +552,33 @@ async fn batched_statuses_and_acknowledgements() {
         )
         .await;
     assert_eq!(code, 404);
+}
+
+/// A coordinator, a framework `name` with its stream, and a fake agent of 2 cpus on which the
+/// framework has launched tasks `t1` and `t2` (1 cpu each), still staging.
+async fn two_tasks_launched(
+    name: &str,
+) -> (
+    TestCoordinator,
+    FrameworkId,
+    support::EventStream,
+    protocol::AgentId,
+    FakeAgent,
+) {
+    let c = TestCoordinator::start(fast_config()).await;
+    let (fw, mut events) = c.framework(name, name).await;
+    let agent = FakeAgent::start().await;
+    let agent_id = c.register_agent(&agent, json!({"cpus": 2})).await;
+    let offer = events.offers().await.remove(0);
+    let (status, body) = c
+        .post(
+            &format!("/api/v1/frameworks/{fw}/accept"),
+            json!({"offer_ids": [offer.offer_id], "tasks": [
+                {"task_id": "t1", "agent_id": agent_id, "resources": {"cpus": 1}, "command": {"argv": ["true"]}},
+                {"task_id": "t2", "agent_id": agent_id, "resources": {"cpus": 1}, "command": {"argv": ["true"]}}
+            ]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    (c, fw, events, agent_id, agent)
 }
