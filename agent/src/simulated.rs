@@ -72,9 +72,9 @@ struct SimAgent {
     /// Updates not yet acknowledged, oldest first; the front ones are in flight when `sending`.
     pending: VecDeque<TaskStatus>,
     sending: bool,
-    /// The coordinator refused a batch: send one update at a time until the refused one is
-    /// found and dropped.
-    one_at_a_time: bool,
+    /// The coordinator refused a batch of this many updates: send them one at a time, so the
+    /// refused one is found and dropped, then batch again.
+    one_at_a_time: usize,
 }
 
 /// Something the driver must do at a given time.
@@ -147,7 +147,7 @@ pub async fn run_simulated(
             tasks: HashMap::new(),
             pending: VecDeque::new(),
             sending: false,
-            one_at_a_time: false,
+            one_at_a_time: 0,
         })
         .collect();
     let (events, rx) = mpsc::unbounded_channel();
@@ -378,14 +378,13 @@ fn on_done(
                     Err(RequestError::Status { status, body }) if (400..500).contains(&status) => {
                         if update_ids.len() > 1 {
                             // One of them was refused, and a batch is all or nothing: find it.
-                            a.one_at_a_time = true;
+                            a.one_at_a_time = update_ids.len();
                         } else {
                             tracing::warn!(
                                 agent = i,
                                 status,
                                 "coordinator refused an update; dropping it: {body}"
                             );
-                            a.one_at_a_time = false;
                             for update_id in update_ids {
                                 acknowledge(a, update_id);
                             }
@@ -449,7 +448,12 @@ fn try_send_status(
             return;
         }
         let Some(agent_id) = a.agent_id else { return };
-        let limit = if a.one_at_a_time { 1 } else { MAX_STATUS_BATCH };
+        let limit = if a.one_at_a_time > 0 {
+            a.one_at_a_time -= 1;
+            1
+        } else {
+            MAX_STATUS_BATCH
+        };
         let statuses: Vec<TaskStatus> = a
             .pending
             .iter()

@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use agent::{SimConfig, Timing};
-use common::{wait_for, Fake, Server};
+use common::{wait_for, wait_for_async, Fake, Server};
 use protocol::{AgentId, FrameworkId, TaskState};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -175,6 +175,79 @@ async fn simulated_tasks_finish_after_their_duration_or_when_killed() {
         .await
         .unwrap();
     assert_eq!(bad.status(), 400);
+    stop.cancel();
+    handle.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn updates_go_in_batches_and_a_refused_one_is_dropped_alone() {
+    let fake = Fake::new(0.05);
+    let server = Server::start(&fake).await;
+    let (url, stop, handle) = start(&server.url(), 1).await;
+    wait_for("registration", Duration::from_secs(5), || {
+        fake.books().known.len() == 1
+    })
+    .await;
+    let http = reqwest::Client::new();
+    let launch = |ids: &[&str], duration: Option<f64>| {
+        let tasks: Vec<_> = ids
+            .iter()
+            .map(|id| {
+                json!({"task_id": id, "agent_id": AgentId::new(), "resources": {"cpus": 1},
+                       "command": {"shell": "ignored"}, "duration_s": duration})
+            })
+            .collect();
+        http.post(format!("{url}/sim/0/api/v1/tasks"))
+            .json(&json!({"framework_id": FrameworkId::new(), "tasks": tasks}))
+            .send()
+    };
+
+    // While the coordinator fails updates they queue up; the first request that gets through
+    // carries all of them.
+    fake.books().fail_statuses = true;
+    assert_eq!(launch(&["a", "b", "c"], None).await.unwrap().status(), 202);
+    wait_for_async(
+        "three tasks running on the agent",
+        Duration::from_secs(5),
+        || async {
+            let listed: serde_json::Value = http
+                .get(format!("{url}/sim/0/api/v1/tasks"))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            listed["tasks"]
+                .as_array()
+                .is_some_and(|t| t.iter().filter(|t| t["state"] == "running").count() == 3)
+        },
+    )
+    .await;
+    fake.books().fail_statuses = false;
+    for id in ["a", "b", "c"] {
+        fake.wait_state(id, TaskState::Running).await;
+    }
+    let sizes = fake.books().batch_sizes.clone();
+    assert_eq!(sizes.iter().sum::<usize>(), 6, "{sizes:?}");
+    assert!(
+        sizes.iter().any(|n| *n > 1),
+        "updates were batched: {sizes:?}"
+    );
+
+    // A batch the coordinator refuses is sent again one update at a time: the refused task's
+    // updates are dropped, the others get through.
+    fake.books().refuse_task = Some("bad".into());
+    assert_eq!(
+        launch(&["bad", "d"], Some(0.05)).await.unwrap().status(),
+        202
+    );
+    fake.wait_state("d", TaskState::Finished).await;
+    assert_eq!(
+        fake.states_of("d"),
+        [TaskState::Starting, TaskState::Running, TaskState::Finished]
+    );
+    assert!(fake.states_of("bad").is_empty());
     stop.cancel();
     handle.await.unwrap().unwrap();
 }

@@ -30,6 +30,10 @@ pub struct Books {
     pub ids_by_endpoint: HashMap<String, AgentId>,
     /// Answer 500 to status updates.
     pub fail_statuses: bool,
+    /// Refuse (422) any update, or batch of updates, of this task.
+    pub refuse_task: Option<String>,
+    /// How many updates each accepted status request carried.
+    pub batch_sizes: Vec<usize>,
 }
 
 #[derive(Clone)]
@@ -168,6 +172,15 @@ fn record_statuses(
             ),
         );
     }
+    if let Some(bad) = &books.refuse_task {
+        if statuses.iter().any(|s| s.task_id.as_str() == bad) {
+            return (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                Json(serde_json::json!({"error": {"code": "refused", "message": "not this one"}})),
+            );
+        }
+    }
+    books.batch_sizes.push(statuses.len());
     books.statuses.extend(statuses);
     (StatusCode::OK, Json(serde_json::json!({})))
 }
