@@ -16,6 +16,7 @@ use super::error::ApiError;
 use super::extract::{Body, Id};
 use super::sse;
 use crate::runtime::Coordinator;
+use crate::state::task_list_json;
 
 /// The operator routes, `/metrics`, `/health` and `/`.
 pub fn router() -> Router<Coordinator> {
@@ -106,17 +107,7 @@ async fn tasks(
 ) -> Result<Response, ApiError> {
     let query = check_query(query, &["framework_id"])?;
     let framework: Option<FrameworkId> = id_param(&query, "framework_id")?;
-    // A `TaskList` of the cached task JSON.
-    let tasks = c.read(|s| s.tasks_json(framework));
-    let mut body = Vec::with_capacity(tasks.iter().map(|t| t.len() + 1).sum::<usize>() + 16);
-    body.extend_from_slice(b"{\"tasks\":[");
-    for (i, task) in tasks.iter().enumerate() {
-        if i > 0 {
-            body.push(b',');
-        }
-        body.extend_from_slice(task.as_bytes());
-    }
-    body.extend_from_slice(b"]}");
+    let body = task_list_json(&c.read(|s| s.tasks_json(framework)));
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 

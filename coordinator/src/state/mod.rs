@@ -85,7 +85,7 @@ use crate::allocator::{Allocator, Policy};
 use crate::config::Config;
 
 pub use error::StateError;
-pub use views::{ClusterSnapshot, Gauges};
+pub use views::{task_list_json, ClusterSnapshot, Gauges};
 
 /// The role under which tasks of frameworks the coordinator does not know are kept.
 pub const ORPHAN_ROLE: &str = "_orphans";

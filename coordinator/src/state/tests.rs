@@ -896,6 +896,9 @@ fn cached_task_json_matches_the_views_and_follows_changes() {
     assert_eq!(after, s.tasks(None));
     assert_eq!(after[0].state, TaskState::Failed);
     assert_eq!(after[0].message.as_deref(), Some("boom"));
+    let list: protocol::messages::TaskList =
+        serde_json::from_slice(&task_list_json(&s.tasks_json(Some(fw)))).unwrap();
+    assert_eq!(list.tasks, s.tasks(Some(fw)));
     // The whole snapshot is the same document as the plain view.
     let json = s.cluster_snapshot().to_json().unwrap();
     let state: protocol::messages::ClusterState = serde_json::from_slice(&json).unwrap();

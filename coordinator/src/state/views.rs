@@ -42,26 +42,48 @@ pub struct ClusterSnapshot {
 impl ClusterSnapshot {
     /// The JSON of the [`ClusterState`] this snapshot is.
     pub fn to_json(&self) -> Result<Vec<u8>, serde_json::Error> {
-        let task_bytes: usize = self.tasks.iter().map(|t| t.len() + 1).sum();
-        let mut out = Vec::with_capacity(task_bytes + 1024 * (self.agents.len() + 16));
+        let mut out =
+            Vec::with_capacity(json_array_len(&self.tasks) + 1024 * (self.agents.len() + 16));
         out.extend_from_slice(b"{\"agents\":");
         serde_json::to_writer(&mut out, &self.agents)?;
         out.extend_from_slice(b",\"frameworks\":");
         serde_json::to_writer(&mut out, &self.frameworks)?;
-        out.extend_from_slice(b",\"tasks\":[");
-        for (i, task) in self.tasks.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            out.extend_from_slice(task.as_bytes());
-        }
-        out.extend_from_slice(b"],\"roles\":");
+        out.extend_from_slice(b",\"tasks\":");
+        write_json_array(&mut out, &self.tasks);
+        out.extend_from_slice(b",\"roles\":");
         serde_json::to_writer(&mut out, &self.roles)?;
         out.extend_from_slice(b",\"offers\":");
         serde_json::to_writer(&mut out, &self.offers)?;
         out.push(b'}');
         Ok(out)
     }
+}
+
+/// The JSON of a [`protocol::messages::TaskList`] whose tasks are already JSON
+/// ([`State::tasks_json`]).
+pub fn task_list_json(tasks: &[Arc<str>]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(json_array_len(tasks) + 16);
+    out.extend_from_slice(b"{\"tasks\":");
+    write_json_array(&mut out, tasks);
+    out.push(b'}');
+    out
+}
+
+/// Appends `[a,b,...]` of JSON documents.
+fn write_json_array(out: &mut Vec<u8>, items: &[Arc<str>]) {
+    out.push(b'[');
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(item.as_bytes());
+    }
+    out.push(b']');
+}
+
+/// The length of [`write_json_array`]'s output.
+fn json_array_len(items: &[Arc<str>]) -> usize {
+    items.iter().map(|t| t.len() + 1).sum::<usize>() + 1
 }
 
 /// Point-in-time counts for the metrics page.
