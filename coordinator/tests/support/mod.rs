@@ -1,22 +1,30 @@
-//! Test support: a coordinator on loopback, fake agents (small axum servers that record
-//! launches and kills), an SSE client for framework streams, and `wait_for` polling helpers.
+//! Test support for the coordinator's API tests.
+//!
+//! - [`TestCoordinator`]: a coordinator serving real HTTP on loopback, for tests of streams,
+//!   agents and background loops, with [`EventStream`] (a framework's stream, read with
+//!   `testkit`'s SSE reader).
+//! - [`oneshot::Api`]: the coordinator's router called in process (`Router::oneshot`), for
+//!   tests that only send requests and read answers.
+//! - [`fake_agent`]: [`FakeAgent`] (an axum server recording launches and kills) and
+//!   [`keep_alive`].
+//! - [`wait_for`]: `testkit`'s polling wait with this suite's [`DEADLINE`].
 
-#![allow(dead_code, clippy::unwrap_used)]
+#![allow(dead_code, unused_imports, clippy::unwrap_used)]
 
-use std::sync::{Arc, Mutex};
+pub mod fake_agent;
+pub mod oneshot;
+
 use std::time::Duration;
 
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
-use axum::routing::post;
-use axum::{Json, Router};
 use coordinator::Config;
-use futures::StreamExt;
-use protocol::messages::{AgentInfo, FrameworkInfo, LaunchTasks, TaskInfo};
+use protocol::messages::{AgentInfo, FrameworkInfo, TaskInfo};
 use protocol::{AgentId, FrameworkEvent, FrameworkId, Offer, OfferId, TaskState, TaskStatus};
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
+use testkit::{deadline_in, SseError, SseEvent, SseReader};
 use tokio_util::sync::CancellationToken;
+
+pub use fake_agent::{keep_alive, FakeAgent, Received};
+pub use oneshot::Api;
 
 /// How long any wait may take before the test fails.
 pub const DEADLINE: Duration = Duration::from_secs(5);
@@ -40,22 +48,14 @@ pub fn fast_config() -> Config {
     }
 }
 
-/// Polls `cond` every 10 ms until it holds; panics naming `what` after [`DEADLINE`].
-pub async fn wait_for<F, Fut>(what: &str, mut cond: F)
+/// Polls `cond` until it holds; panics naming `what` after [`DEADLINE`].
+pub async fn wait_for<F, Fut>(what: &str, cond: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    loop {
-        if cond().await {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
+    if let Err(e) = testkit::wait_for(DEADLINE, what, cond).await {
+        panic!("{e}");
     }
 }
 
@@ -266,72 +266,40 @@ impl TestCoordinator {
     }
 }
 
-/// A framework's event stream, read by a background task into a channel.
+/// A framework's event stream, read with `testkit`'s [`SseReader`]; each read waits at most
+/// [`DEADLINE`]. Dropping it closes the connection.
 pub struct EventStream {
-    rx: mpsc::UnboundedReceiver<FrameworkEvent>,
-    token: CancellationToken,
-}
-
-impl Drop for EventStream {
-    fn drop(&mut self) {
-        self.token.cancel();
-    }
+    reader: SseReader,
 }
 
 impl EventStream {
     pub async fn open(client: &reqwest::Client, url: &str) -> Self {
-        let resp = client.get(url).send().await.unwrap();
-        assert_eq!(resp.status().as_u16(), 200, "GET {url}");
-        let (tx, rx) = mpsc::unbounded_channel();
-        let token = CancellationToken::new();
-        let stop = token.clone();
-        tokio::spawn(async move {
-            let mut bytes = resp.bytes_stream();
-            let mut buf = String::new();
-            loop {
-                let chunk = tokio::select! {
-                    _ = stop.cancelled() => return,
-                    c = bytes.next() => c,
-                };
-                let Some(Ok(chunk)) = chunk else { return };
-                buf.push_str(&String::from_utf8_lossy(&chunk));
-                while let Some(end) = buf.find("\n\n") {
-                    let frame: String = buf.drain(..end + 2).collect();
-                    if let Some(ev) = parse_frame(&frame) {
-                        if tx.send(ev).is_err() {
-                            return;
-                        }
-                    }
-                }
-            }
-        });
-        Self { rx, token }
+        let reader = SseReader::open(client, url)
+            .await
+            .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+        Self { reader }
     }
 
     /// The next event, heartbeats included; `None` when the stream ended. Panics after the
     /// deadline.
     pub async fn next(&mut self) -> Option<FrameworkEvent> {
-        tokio::time::timeout(DEADLINE, self.rx.recv())
-            .await
-            .expect("no event before the deadline")
+        match self.reader.next_event(deadline_in(DEADLINE)).await {
+            Ok(event) => Some(event),
+            Err(SseError::Ended | SseError::Transport(_)) => None,
+            Err(e) => panic!("{e}"),
+        }
     }
 
     /// Skips events until one matches; panics if the stream ends or the deadline passes.
     pub async fn wait_for(
         &mut self,
         what: &str,
-        mut pred: impl FnMut(&FrameworkEvent) -> bool,
+        pred: impl FnMut(&FrameworkEvent) -> bool,
     ) -> FrameworkEvent {
-        let deadline = tokio::time::Instant::now() + DEADLINE;
-        loop {
-            let ev = tokio::time::timeout_at(deadline, self.rx.recv())
-                .await
-                .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
-                .unwrap_or_else(|| panic!("stream ended while waiting for {what}"));
-            if pred(&ev) {
-                return ev;
-            }
-        }
+        self.reader
+            .next_matching(deadline_in(DEADLINE), pred)
+            .await
+            .unwrap_or_else(|e| panic!("waiting for {what}: {e}"))
     }
 
     /// Waits for the next `offers` event and returns its offers.
@@ -359,127 +327,20 @@ impl EventStream {
         }
     }
 
-    /// Waits until the stream ends (events before the end are skipped).
+    /// Waits until the stream ends; returns the events before the end.
     pub async fn ended(&mut self) -> Vec<FrameworkEvent> {
+        let deadline = deadline_in(DEADLINE);
         let mut seen = Vec::new();
         loop {
-            match tokio::time::timeout(DEADLINE, self.rx.recv()).await {
-                Ok(Some(ev)) => seen.push(ev),
-                Ok(None) => return seen,
-                Err(_) => panic!("stream did not end; saw {seen:?}"),
+            match self.reader.next_frame(deadline).await {
+                Ok(frame) => seen.push(
+                    FrameworkEvent::from_frame(&frame).unwrap_or_else(|e| panic!("{frame:?}: {e}")),
+                ),
+                Err(SseError::Ended | SseError::Transport(_)) => return seen,
+                Err(e) => panic!("stream did not end ({e}); saw {seen:?}"),
             }
         }
     }
-}
-
-fn parse_frame(frame: &str) -> Option<FrameworkEvent> {
-    let mut event = None;
-    let mut data = String::new();
-    for line in frame.lines() {
-        if let Some(v) = line.strip_prefix("event:") {
-            event = Some(v.trim_start().to_owned());
-        } else if let Some(v) = line.strip_prefix("data:") {
-            data.push_str(v.strip_prefix(' ').unwrap_or(v));
-        }
-    }
-    let event = event?;
-    Some(
-        FrameworkEvent::from_sse(&event, &data)
-            .unwrap_or_else(|e| panic!("bad event {event}: {e}")),
-    )
-}
-
-/// What a fake agent received.
-#[derive(Default)]
-pub struct Received {
-    pub launches: Vec<LaunchTasks>,
-    pub kills: Vec<String>,
-}
-
-/// A fake agent: an axum server recording launches and kills (answering 202).
-pub struct FakeAgent {
-    pub endpoint: String,
-    pub received: Arc<Mutex<Received>>,
-    pub id: Arc<Mutex<Option<AgentId>>>,
-    token: CancellationToken,
-}
-
-impl Drop for FakeAgent {
-    fn drop(&mut self) {
-        self.token.cancel();
-    }
-}
-
-impl FakeAgent {
-    pub async fn start() -> Self {
-        let received = Arc::new(Mutex::new(Received::default()));
-        let app = Router::new()
-            .route(
-                "/api/v1/tasks",
-                post(|State(r): State<Arc<Mutex<Received>>>, Json(body): Json<LaunchTasks>| async move {
-                    r.lock().unwrap().launches.push(body);
-                    (StatusCode::ACCEPTED, Json(json!({})))
-                }),
-            )
-            .route(
-                "/api/v1/tasks/{id}/kill",
-                post(|State(r): State<Arc<Mutex<Received>>>, Path(id): Path<String>| async move {
-                    r.lock().unwrap().kills.push(id);
-                    (StatusCode::ACCEPTED, Json(json!({})))
-                }),
-            )
-            .with_state(received.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let token = CancellationToken::new();
-        let stop = token.clone();
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(stop.cancelled_owned())
-                .await;
-        });
-        Self {
-            endpoint: format!("http://{addr}"),
-            received,
-            id: Arc::default(),
-            token,
-        }
-    }
-
-    pub fn launched_task_ids(&self) -> Vec<String> {
-        self.received
-            .lock()
-            .unwrap()
-            .launches
-            .iter()
-            .flat_map(|l| l.tasks.iter().map(|t| t.task_id.to_string()))
-            .collect()
-    }
-
-    pub fn kills(&self) -> Vec<String> {
-        self.received.lock().unwrap().kills.clone()
-    }
-}
-
-/// Heartbeats an agent every 50 ms until the returned token is cancelled (or dropped with the
-/// test).
-pub fn keep_alive(c: &TestCoordinator, agent: AgentId) -> CancellationToken {
-    let token = CancellationToken::new();
-    let stop = token.clone();
-    let (client, url) = (
-        c.client.clone(),
-        format!("{}/api/v1/agents/{agent}/heartbeat", c.base),
-    );
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_millis(50));
-        loop {
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                _ = tick.tick() => { let _ = client.post(&url).json(&json!({})).send().await; }
-            }
-        }
-    });
-    token
 }
 
 /// A fresh status update (new update id, now) of `task` on `agent`.
