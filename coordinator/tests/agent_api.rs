@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use protocol::{AgentId, FrameworkEvent, FrameworkId, TaskState, TaskStatus};
 use serde_json::json;
-use support::{fast_config, keep_alive, wait_for, Api, FakeAgent, TestCoordinator};
+use support::{fast_config, keep_alive, Api, FakeAgent, TestCoordinator};
 
 /// The endpoint of agents registered in process: never called, as no task is launched.
 const NOWHERE: &str = "http://127.0.0.1:9";
@@ -135,12 +135,7 @@ async fn a_silent_agent_is_lost_with_its_offers_and_tasks() {
     assert_eq!(status, 200, "{body}");
     events.update("t1", TaskState::Running).await;
     let _beat2 = keep_alive(&c, silent_id);
-    wait_for("task running again", || async {
-        c.task("t1")
-            .await
-            .is_some_and(|t| t.state == TaskState::Running)
-    })
-    .await;
+    c.wait_for_task_state("t1", TaskState::Running).await;
     let info = c
         .agents()
         .await

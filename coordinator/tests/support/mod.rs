@@ -150,6 +150,16 @@ impl TestCoordinator {
             .find(|t| t.task_id.as_str() == id)
     }
 
+    /// Waits until the coordinator lists task `id` in `state`; returns its record.
+    pub async fn wait_for_task_state(&self, id: &str, state: TaskState) -> TaskInfo {
+        let what = format!("task {id} {state}");
+        testkit::wait_until(DEADLINE, &what, || async {
+            self.task(id).await.filter(|t| t.state == state)
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
     /// Registers an agent served by `agent` with `resources` (e.g. `{"cpus": 4}`).
     pub async fn register_agent(&self, agent: &FakeAgent, resources: Value) -> AgentId {
         let (status, body) = self
