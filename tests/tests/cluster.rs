@@ -16,9 +16,6 @@ use tests::framework::{offered_per_agent, shell_task, TestFramework};
 use tests::{wait_until, Cluster, WITHIN};
 use tokio_util::sync::CancellationToken;
 
-/// Deadline of every wait: generous, since a loaded 2-core machine can be slow; a passing run
-/// takes a fraction of it.
-
 fn res(text: &str) -> Resources {
     text.parse().unwrap()
 }
