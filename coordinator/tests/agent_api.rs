@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use protocol::{AgentId, FrameworkEvent, FrameworkId, TaskState, TaskStatus};
 use serde_json::json;
-use support::{fast_config, keep_alive, Api, FakeAgent, TestCoordinator};
+use support::{fast_config, keep_alive, Api, FakeAgent, Rest, TestCoordinator};
 
 /// The endpoint of agents registered in process: never called, as no task is launched.
 const NOWHERE: &str = "http://127.0.0.1:9";
@@ -18,14 +18,7 @@ const NOWHERE: &str = "http://127.0.0.1:9";
 #[tokio::test]
 async fn register_heartbeat_and_reregister() {
     let api = Api::new(fast_config());
-    let (status, body) = api
-        .post(
-            "/api/v1/agents",
-            json!({"hostname": "fake", "endpoint": NOWHERE, "resources": {"cpus": 2}}),
-        )
-        .await;
-    assert_eq!(status, 201, "{body}");
-    let id: AgentId = serde_json::from_value(body["agent_id"].clone()).unwrap();
+    let id = api.register_agent_at(NOWHERE, json!({"cpus": 2})).await;
     let (status, _) = api
         .post(&format!("/api/v1/agents/{id}/heartbeat"), json!({}))
         .await;
@@ -186,14 +179,7 @@ async fn unknown_agent_and_framework_ids_are_adopted_after_a_restart() {
 #[tokio::test]
 async fn bad_agent_requests_are_refused_without_changing_state() {
     let api = Api::new(fast_config());
-    let (status, body) = api
-        .post(
-            "/api/v1/agents",
-            json!({"hostname": "h", "endpoint": NOWHERE, "resources": {"cpus": 1}}),
-        )
-        .await;
-    assert_eq!(status, 201, "{body}");
-    let id: AgentId = serde_json::from_value(body["agent_id"].clone()).unwrap();
+    let id = api.register_agent_at(NOWHERE, json!({"cpus": 1})).await;
     let before = api.agents().await;
     let cases = [
         (

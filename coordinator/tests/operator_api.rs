@@ -10,7 +10,7 @@ use axum::http::Method;
 use protocol::events::OfferEvent;
 use protocol::{FrameworkId, OfferId, TaskState};
 use serde_json::{json, Value};
-use support::{fast_config, wait_for, Api, FakeAgent, TestCoordinator};
+use support::{fast_config, wait_for, Api, FakeAgent, Rest, TestCoordinator};
 use testkit::SseReader;
 
 /// Everything a bad request must leave unchanged.
@@ -381,15 +381,8 @@ async fn state_roles_and_metrics_after_a_launch() {
     assert_eq!(eng["children"][0]["frameworks"][0], json!(fw));
     assert!(roles["dominant_share"].as_f64().unwrap() > 0.0);
 
-    let text = c
-        .client
-        .get(format!("{}/metrics", c.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let (status, text) = c.get_text("/metrics").await;
+    assert_eq!(status, 200);
     assert!(text.contains("parley_offers_accepted_total 1"), "{text}");
     assert!(text.contains("parley_tasks{state=\"staging\"} 1"), "{text}");
     assert!(text.contains("parley_agents{state=\"active\"} 1"), "{text}");

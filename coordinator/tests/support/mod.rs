@@ -1,5 +1,7 @@
 //! Test support for the coordinator's API tests.
 //!
+//! - [`rest::Rest`]: the REST helpers (get, post, offers, tasks, register, accept, book checks)
+//!   shared by both ways to reach a coordinator:
 //! - [`TestCoordinator`]: a coordinator serving real HTTP on loopback, for tests of streams,
 //!   agents and background loops, with [`EventStream`] (a framework's stream, read with
 //!   `testkit`'s SSE reader).
@@ -13,11 +15,12 @@
 
 pub mod fake_agent;
 pub mod oneshot;
+pub mod rest;
 
 use std::time::Duration;
 
+use axum::http::Method;
 use coordinator::Config;
-use protocol::messages::{AgentInfo, FrameworkInfo, TaskInfo};
 use protocol::{AgentId, FrameworkEvent, FrameworkId, Offer, OfferId, TaskState, TaskStatus};
 use serde_json::{json, Value};
 use testkit::{deadline_in, SseError, SseEvent, SseReader};
@@ -25,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use fake_agent::{keep_alive, FakeAgent, Received};
 pub use oneshot::Api;
+pub use rest::Rest;
 
 /// How long any wait may take before the test fails.
 pub const DEADLINE: Duration = Duration::from_secs(5);
@@ -89,100 +93,11 @@ impl TestCoordinator {
         }
     }
 
-    pub async fn get(&self, path: &str) -> Value {
-        let resp = self
-            .client
-            .get(format!("{}{path}", self.base))
-            .send()
-            .await
-            .unwrap();
-        assert!(resp.status().is_success(), "GET {path}: {}", resp.status());
-        resp.json().await.unwrap()
-    }
-
-    /// POSTs JSON; returns the status and the JSON answer.
-    pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
-        let resp = self
-            .client
-            .post(format!("{}{path}", self.base))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        let status = resp.status().as_u16();
-        (status, resp.json().await.unwrap_or(Value::Null))
-    }
-
-    /// POSTs raw bytes (for malformed bodies).
-    pub async fn post_raw(&self, path: &str, body: impl Into<reqwest::Body>) -> (u16, Value) {
-        let resp = self
-            .client
-            .post(format!("{}{path}", self.base))
-            .header("content-type", "application/json")
-            .body(body)
-            .send()
-            .await
-            .unwrap();
-        let status = resp.status().as_u16();
-        (status, resp.json().await.unwrap_or(Value::Null))
-    }
-
-    pub async fn offers(&self) -> Vec<Offer> {
-        serde_json::from_value(self.get("/api/v1/offers").await["offers"].clone()).unwrap()
-    }
-
-    pub async fn tasks(&self) -> Vec<TaskInfo> {
-        serde_json::from_value(self.get("/api/v1/tasks").await["tasks"].clone()).unwrap()
-    }
-
-    pub async fn agents(&self) -> Vec<AgentInfo> {
-        serde_json::from_value(self.get("/api/v1/agents").await["agents"].clone()).unwrap()
-    }
-
-    pub async fn frameworks(&self) -> Vec<FrameworkInfo> {
-        serde_json::from_value(self.get("/api/v1/frameworks").await["frameworks"].clone()).unwrap()
-    }
-
-    pub async fn task(&self, id: &str) -> Option<TaskInfo> {
-        self.tasks()
-            .await
-            .into_iter()
-            .find(|t| t.task_id.as_str() == id)
-    }
-
-    /// Waits until the coordinator lists task `id` in `state`; returns its record.
-    pub async fn wait_for_task_state(&self, id: &str, state: TaskState) -> TaskInfo {
-        let what = format!("task {id} {state}");
-        testkit::wait_until(DEADLINE, &what, || async {
-            self.task(id).await.filter(|t| t.state == state)
-        })
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-    }
-
     /// Registers an agent served by `agent` with `resources` (e.g. `{"cpus": 4}`).
     pub async fn register_agent(&self, agent: &FakeAgent, resources: Value) -> AgentId {
-        let (status, body) = self
-            .post(
-                "/api/v1/agents",
-                json!({"hostname": "fake", "endpoint": agent.endpoint, "resources": resources}),
-            )
-            .await;
-        assert_eq!(status, 201, "{body}");
-        let id: AgentId = serde_json::from_value(body["agent_id"].clone()).unwrap();
+        let id = self.register_agent_at(&agent.endpoint, resources).await;
         agent.id.lock().unwrap().replace(id);
         id
-    }
-
-    pub async fn register_framework(&self, name: &str, role: &str) -> FrameworkId {
-        self.register_framework_with(json!({"name": name, "role": role}))
-            .await
-    }
-
-    pub async fn register_framework_with(&self, body: Value) -> FrameworkId {
-        let (status, body) = self.post("/api/v1/frameworks", body).await;
-        assert_eq!(status, 201, "{body}");
-        serde_json::from_value(body["framework_id"].clone()).unwrap()
     }
 
     /// Opens the framework's event stream; the first event must be `subscribed`.
@@ -205,74 +120,19 @@ impl TestCoordinator {
         let s = self.subscribe(fw).await;
         (fw, s)
     }
+}
 
-    /// Posts a task status as the agent would.
-    pub async fn post_status(
-        &self,
-        agent: AgentId,
-        fw: FrameworkId,
-        task: &str,
-        state: TaskState,
-    ) -> TaskStatus {
-        let status = status_of(agent, fw, task, state);
-        let (code, body) = self
-            .post(
-                &format!("/api/v1/agents/{agent}/status"),
-                serde_json::to_value(&status).unwrap(),
-            )
-            .await;
-        assert_eq!(code, 200, "{body}");
-        status
-    }
-
-    /// Accepts one offer with one task of `resources` running `sleep 100`.
-    pub async fn accept_one(
-        &self,
-        fw: FrameworkId,
-        offer: &Offer,
-        task: &str,
-        resources: Value,
-    ) -> (u16, Value) {
-        self.post(
-            &format!("/api/v1/frameworks/{fw}/accept"),
-            json!({
-                "offer_ids": [offer.offer_id],
-                "tasks": [{"task_id": task, "name": task, "agent_id": offer.agent_id,
-                           "resources": resources, "command": {"shell": "sleep 100"}}],
-                "refuse_seconds": 0,
-            }),
-        )
-        .await
-    }
-
-    /// Checks invariants 2 and 3 through the REST API: offered + used <= total on every agent,
-    /// and the outstanding offers on each agent sum to its `offered`. Reads one snapshot
-    /// (`/api/v1/state`): an allocation between two separate reads would make them disagree.
-    pub async fn assert_books_consistent(&self) {
-        let body = self.get("/api/v1/state").await;
-        let state: protocol::messages::ClusterState =
-            serde_json::from_value(body).expect("a ClusterState");
-        let offers = state.offers;
-        for a in state.agents {
-            let in_use = a.used.add(&a.offered);
-            assert!(
-                in_use.fits_in(&a.resources) || in_use.is_empty(),
-                "overcommitted: {a:?}"
-            );
-            let mut sum = protocol::Resources::new();
-            for o in offers.iter().filter(|o| o.agent_id == a.agent_id) {
-                sum.add_assign(&o.resources);
-            }
-            assert_eq!(
-                sum, a.offered,
-                "offers on agent {} do not sum to offered",
-                a.agent_id
-            );
+impl Rest for TestCoordinator {
+    async fn send(&self, method: Method, path: &str, body: Option<Vec<u8>>) -> (u16, Vec<u8>) {
+        let mut request = self.client.request(method, format!("{}{path}", self.base));
+        if let Some(body) = body {
+            request = request
+                .header("content-type", "application/json")
+                .body(body);
         }
-        let mut ids: Vec<OfferId> = offers.iter().map(|o| o.offer_id).collect();
-        ids.sort();
-        ids.dedup();
-        assert_eq!(ids.len(), offers.len(), "an offer id is listed twice");
+        let resp = request.send().await.unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.bytes().await.unwrap().to_vec())
     }
 }
 
