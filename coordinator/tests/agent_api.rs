@@ -1,5 +1,6 @@
-//! The agent API through real HTTP: registration and re-registration, heartbeats, status
-//! posts, agent loss, and adoption of agents and tasks unknown after a coordinator restart.
+//! The agent API: registration and re-registration, heartbeats, status posts and their
+//! errors in process (`Router::oneshot`); agent loss, and adoption of agents and tasks unknown
+//! after a coordinator restart, through real HTTP.
 
 #![allow(clippy::unwrap_used)]
 
@@ -9,18 +10,20 @@ use std::time::Duration;
 
 use protocol::{AgentId, FrameworkEvent, FrameworkId, TaskState, TaskStatus};
 use serde_json::json;
-use support::{fast_config, keep_alive, wait_for, FakeAgent, TestCoordinator};
+use support::{fast_config, keep_alive, Api, FakeAgent, Rest, TestCoordinator};
+
+/// The endpoint of agents registered in process: never called, as no task is launched.
+const NOWHERE: &str = "http://127.0.0.1:9";
 
 #[tokio::test]
 async fn register_heartbeat_and_reregister() {
-    let c = TestCoordinator::start(fast_config()).await;
-    let agent = FakeAgent::start().await;
-    let id = c.register_agent(&agent, json!({"cpus": 2})).await;
-    let (status, _) = c
+    let api = Api::new(fast_config());
+    let id = api.register_agent_at(NOWHERE, json!({"cpus": 2})).await;
+    let (status, _) = api
         .post(&format!("/api/v1/agents/{id}/heartbeat"), json!({}))
         .await;
     assert_eq!(status, 200);
-    let (status, body) = c
+    let (status, body) = api
         .post(
             &format!("/api/v1/agents/{}/heartbeat", AgentId::new()),
             json!({}),
@@ -30,16 +33,16 @@ async fn register_heartbeat_and_reregister() {
     assert_eq!(body["error"]["code"], "agent_not_found");
 
     // Re-registration with the known id and new resources: 200, same id, new capacity.
-    let (status, body) = c
+    let (status, body) = api
         .post(
             "/api/v1/agents",
-            json!({"hostname": "fake", "endpoint": agent.endpoint, "resources": {"cpus": 3},
+            json!({"hostname": "fake", "endpoint": NOWHERE, "resources": {"cpus": 3},
                    "agent_id": id, "tasks": []}),
         )
         .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["agent_id"], json!(id));
-    let agents = c.agents().await;
+    let agents = api.agents().await;
     assert_eq!(agents.len(), 1);
     assert_eq!(agents[0].resources, "cpus=3".parse().unwrap());
 }
@@ -125,12 +128,7 @@ async fn a_silent_agent_is_lost_with_its_offers_and_tasks() {
     assert_eq!(status, 200, "{body}");
     events.update("t1", TaskState::Running).await;
     let _beat2 = keep_alive(&c, silent_id);
-    wait_for("task running again", || async {
-        c.task("t1")
-            .await
-            .is_some_and(|t| t.state == TaskState::Running)
-    })
-    .await;
+    c.wait_for_task_state("t1", TaskState::Running).await;
     let info = c
         .agents()
         .await
@@ -180,10 +178,9 @@ async fn unknown_agent_and_framework_ids_are_adopted_after_a_restart() {
 
 #[tokio::test]
 async fn bad_agent_requests_are_refused_without_changing_state() {
-    let c = TestCoordinator::start(fast_config()).await;
-    let agent = FakeAgent::start().await;
-    let id = c.register_agent(&agent, json!({"cpus": 1})).await;
-    let before = c.agents().await;
+    let api = Api::new(fast_config());
+    let id = api.register_agent_at(NOWHERE, json!({"cpus": 1})).await;
+    let before = api.agents().await;
     let cases = [
         (
             json!({"hostname": "h", "endpoint": "not a url", "resources": {"cpus": 1}}),
@@ -196,34 +193,34 @@ async fn bad_agent_requests_are_refused_without_changing_state() {
             "invalid_field",
         ),
         (
-            json!({"hostname": "", "endpoint": agent.endpoint, "resources": {"cpus": 1}}),
+            json!({"hostname": "", "endpoint": NOWHERE, "resources": {"cpus": 1}}),
             400,
             "invalid_field",
         ),
         (
-            json!({"hostname": "h", "endpoint": agent.endpoint, "resources": {}}),
+            json!({"hostname": "h", "endpoint": NOWHERE, "resources": {}}),
             400,
             "invalid_field",
         ),
         (
-            json!({"hostname": "h", "endpoint": agent.endpoint, "resources": {"cpus": -1}}),
+            json!({"hostname": "h", "endpoint": NOWHERE, "resources": {"cpus": -1}}),
             400,
             "invalid_body",
         ),
         (
-            json!({"hostname": "h", "endpoint": agent.endpoint, "resources": {"cpus": 1}, "extra": 1}),
+            json!({"hostname": "h", "endpoint": NOWHERE, "resources": {"cpus": 1}, "extra": 1}),
             400,
             "invalid_body",
         ),
         (
-            json!({"hostname": "h", "endpoint": agent.endpoint, "resources": {"cpus": 1},
+            json!({"hostname": "h", "endpoint": NOWHERE, "resources": {"cpus": 1},
                 "tasks": [status_json(id, FrameworkId::new(), "t", "running")]}),
             400,
             "invalid_field",
         ),
     ];
     for (body, status, code) in cases {
-        let (got, answer) = c.post("/api/v1/agents", body.clone()).await;
+        let (got, answer) = api.post("/api/v1/agents", body.clone()).await;
         assert_eq!(
             (got, answer["error"]["code"].as_str().unwrap()),
             (status, code),
@@ -232,26 +229,26 @@ async fn bad_agent_requests_are_refused_without_changing_state() {
     }
     // A status naming another agent, and one for an unknown agent.
     let other = status_json(AgentId::new(), FrameworkId::new(), "t", "running");
-    let (got, _) = c
+    let (got, _) = api
         .post(&format!("/api/v1/agents/{id}/status"), other.clone())
         .await;
     assert_eq!(got, 422);
-    let (got, _) = c
+    let (got, _) = api
         .post(&format!("/api/v1/agents/{}/status", AgentId::new()), other)
         .await;
     assert_eq!(got, 404);
-    let (got, _) = c
+    let (got, _) = api
         .post(
             &format!("/api/v1/agents/{id}/status"),
             json!({"task_id": "t"}),
         )
         .await;
     assert_eq!(got, 400);
-    let (got, _) = c
+    let (got, _) = api
         .post("/api/v1/agents/not-a-uuid/heartbeat", json!({}))
         .await;
     assert_eq!(got, 400);
-    assert_eq!(c.agents().await, before);
-    assert!(c.tasks().await.is_empty());
+    assert_eq!(api.agents().await, before);
+    assert!(api.tasks().await.is_empty());
     let _ = TaskStatus::clone;
 }

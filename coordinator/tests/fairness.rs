@@ -8,7 +8,7 @@ mod support;
 
 use protocol::{FrameworkEvent, FrameworkId};
 use serde_json::json;
-use support::{fast_config, wait_for, EventStream, FakeAgent, TestCoordinator};
+use support::{fast_config, wait_for, EventStream, FakeAgent, Rest, TestCoordinator};
 
 /// Accepts every offer whole with one long-running task.
 fn accept_everything(c: &TestCoordinator, fw: FrameworkId, mut events: EventStream) {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use protocol::{FrameworkEvent, FrameworkId, TaskState, TaskStatus};
 use serde_json::json;
-use support::{fast_config, wait_for, FakeAgent, TestCoordinator};
+use support::{fast_config, wait_for, FakeAgent, Rest, TestCoordinator};
 
 #[tokio::test]
 async fn offers_arrive_and_accept_launches_on_the_agent() {
@@ -153,13 +153,7 @@ async fn suppressed_framework_gets_no_offers_until_revive() {
     c.register_agent(&agent, json!({"cpus": 1})).await;
     // Let several allocation runs pass (counted on /metrics), then check nothing was offered.
     let runs = || async {
-        let text = c
-            .client
-            .get(format!("{}/metrics", c.base))
-            .send()
-            .await
-            .unwrap();
-        let text = text.text().await.unwrap();
+        let (_, text) = c.get_text("/metrics").await;
         text.lines()
             .find_map(|l| l.strip_prefix("parley_allocation_run_seconds_count "))
             .and_then(|v| v.parse::<u64>().ok())

@@ -1,15 +1,17 @@
-//! The operator API through real HTTP, and every documented 4xx of the framework API with a
-//! check that the refused request changed nothing.
+//! The operator API — through real HTTP where it needs streams, agents or allocation, in process
+//! (`Router::oneshot`) where a request and its answer are all there is — and every documented
+//! 4xx of the framework API with a check that the refused request changed nothing.
 
 #![allow(clippy::unwrap_used)]
 
 mod support;
 
-use futures::StreamExt;
+use axum::http::Method;
 use protocol::events::OfferEvent;
 use protocol::{FrameworkId, OfferId, TaskState};
 use serde_json::{json, Value};
-use support::{fast_config, wait_for, FakeAgent, TestCoordinator};
+use support::{fast_config, wait_for, Api, FakeAgent, Rest, TestCoordinator};
+use testkit::SseReader;
 
 /// Everything a bad request must leave unchanged.
 async fn snapshot(c: &TestCoordinator) -> (Value, Value, Value, Value) {
@@ -330,14 +332,9 @@ async fn every_bad_framework_request_is_refused_and_changes_nothing() {
 #[tokio::test]
 async fn the_offer_stream_shows_every_offer_life() {
     let c = TestCoordinator::start(fast_config()).await;
-    let resp = c
-        .client
-        .get(format!("{}/api/v1/offers/events", c.base))
-        .send()
+    let mut stream = SseReader::open(&c.client, &format!("{}/api/v1/offers/events", c.base))
         .await
         .unwrap();
-    assert_eq!(resp.status().as_u16(), 200);
-    let mut body = resp.bytes_stream();
     let (fw, mut events) = c.framework("f", "f").await;
     let agent = FakeAgent::start().await;
     c.register_agent(&agent, json!({"cpus": 1})).await;
@@ -350,33 +347,19 @@ async fn the_offer_stream_shows_every_offer_life() {
         .await;
     assert_eq!(status, 200);
 
+    let deadline = testkit::deadline_in(support::DEADLINE);
     let mut seen: Vec<OfferEvent> = Vec::new();
-    let mut buf = String::new();
-    let deadline = tokio::time::Instant::now() + support::DEADLINE;
     while !seen
         .iter()
         .any(|e| matches!(e, OfferEvent::OfferDeclined(o) if o.offer_id == offer.offer_id))
     {
-        let chunk = tokio::time::timeout_at(deadline, body.next())
-            .await
-            .expect("offer events")
-            .unwrap()
-            .unwrap();
-        buf.push_str(&String::from_utf8_lossy(&chunk));
-        while let Some(end) = buf.find("\n\n") {
-            let frame: String = buf.drain(..end + 2).collect();
-            let name = frame.lines().find_map(|l| l.strip_prefix("event: "));
-            let data = frame.lines().find_map(|l| l.strip_prefix("data: "));
-            if let (Some(name), Some(data)) = (name, data) {
-                seen.push(OfferEvent::from_sse(name, data).unwrap());
-            }
-        }
+        seen.push(stream.next_event(deadline).await.expect("offer events"));
     }
     assert_eq!(seen[0], OfferEvent::OfferCreated(offer.clone()));
 }
 
 #[tokio::test]
-async fn state_roles_metrics_health_and_errors() {
+async fn state_roles_and_metrics_after_a_launch() {
     let c = TestCoordinator::start(fast_config()).await;
     let (fw, mut events) = c.framework("f", "eng/batch").await;
     let agent = FakeAgent::start().await;
@@ -398,17 +381,36 @@ async fn state_roles_metrics_health_and_errors() {
     assert_eq!(eng["children"][0]["frameworks"][0], json!(fw));
     assert!(roles["dominant_share"].as_f64().unwrap() > 0.0);
 
+    let (status, text) = c.get_text("/metrics").await;
+    assert_eq!(status, 200);
+    assert!(text.contains("parley_offers_accepted_total 1"), "{text}");
+    assert!(text.contains("parley_tasks{state=\"staging\"} 1"), "{text}");
+    assert!(text.contains("parley_agents{state=\"active\"} 1"), "{text}");
+    assert!(
+        text.contains("parley_role_dominant_share{role=\"eng/batch\"}"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn weights_queries_health_routing_errors_and_the_dashboard_in_process() {
+    let api = Api::new(fast_config());
+    let (status, body) = api
+        .post(
+            "/api/v1/frameworks",
+            json!({"name": "f", "role": "eng/batch"}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let fw: FrameworkId = serde_json::from_value(body["framework_id"].clone()).unwrap();
+
     // Weights change at run time.
-    let resp = c
-        .client
-        .put(format!("{}/api/v1/roles/eng/batch", c.base))
-        .json(&json!({"weight": 3}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status().as_u16(), 200);
+    let (status, _) = api
+        .put("/api/v1/roles/eng/batch", json!({"weight": 3}))
+        .await;
+    assert_eq!(status, 200);
     assert_eq!(
-        c.get("/api/v1/roles").await["children"][0]["children"][0]["weight"],
+        api.get("/api/v1/roles").await["children"][0]["children"][0]["weight"],
         3.0
     );
     for (path, body) in [
@@ -417,87 +419,41 @@ async fn state_roles_metrics_health_and_errors() {
         ("Bad", json!({"weight": 1})),
         ("_x", json!({"weight": 1})),
     ] {
-        let resp = c
-            .client
-            .put(format!("{}/api/v1/roles/{path}", c.base))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status().as_u16(), 400, "{path} {body}");
+        let (status, _) = api
+            .put(&format!("/api/v1/roles/{path}"), body.clone())
+            .await;
+        assert_eq!(status, 400, "{path} {body}");
     }
-    assert_eq!(c.get("/api/v1/roles").await["children"][0]["weight"], 1.0);
+    assert_eq!(api.get("/api/v1/roles").await["children"][0]["weight"], 1.0);
 
-    let offers = c.get(&format!("/api/v1/offers?framework_id={fw}")).await;
+    let offers = api.get(&format!("/api/v1/offers?framework_id={fw}")).await;
     assert!(offers["offers"].is_array());
-    let resp = c
-        .client
-        .get(format!("{}/api/v1/offers?agent_id=zzz", c.base))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status().as_u16(), 400);
+    let (status, _) = api.get_text("/api/v1/offers?agent_id=zzz").await;
+    assert_eq!(status, 400);
 
-    let text = c
-        .client
-        .get(format!("{}/metrics", c.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(text.contains("parley_offers_accepted_total 1"), "{text}");
-    assert!(text.contains("parley_tasks{state=\"staging\"} 1"), "{text}");
-    assert!(text.contains("parley_agents{state=\"active\"} 1"), "{text}");
-    assert!(
-        text.contains("parley_role_dominant_share{role=\"eng/batch\"}"),
-        "{text}"
-    );
-    assert_eq!(c.get("/health").await, json!({}));
+    assert_eq!(api.get("/health").await, json!({}));
 
-    let resp = c
-        .client
-        .get(format!("{}/api/v1/nope", c.base))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status().as_u16(), 404);
-    assert_eq!(
-        resp.json::<Value>().await.unwrap()["error"]["code"],
-        "no_such_endpoint"
-    );
-    let resp = c
-        .client
-        .delete(format!("{}/api/v1/offers", c.base))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status().as_u16(), 405);
-    assert_eq!(
-        resp.json::<Value>().await.unwrap()["error"]["code"],
-        "method_not_allowed"
-    );
-    let page = c
-        .client
-        .get(format!("{}/", c.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let (status, body) = api.call(Method::GET, "/api/v1/nope", None).await;
+    assert_eq!(status, 404);
+    assert_eq!(body["error"]["code"], "no_such_endpoint");
+    let (status, body) = api.call(Method::DELETE, "/api/v1/offers", None).await;
+    assert_eq!(status, 405);
+    assert_eq!(body["error"]["code"], "method_not_allowed");
+    let (_, page) = api.get_text("/").await;
     assert!(page.contains("EventSource") || page.contains("app.js"));
-    let js = c
-        .client
-        .get(format!("{}/ui/app.js", c.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let (_, js) = api.get_text("/ui/app.js").await;
     assert!(js.contains("/api/v1/offers/events"));
+
+    // Explain: unknown and malformed framework ids.
+    let (status, _) = api
+        .get_text(&format!(
+            "/api/v1/frameworks/{}/explain",
+            FrameworkId::new()
+        ))
+        .await;
+    assert_eq!(status, 404);
+    let (status, _) = api.get_text("/api/v1/frameworks/nope/explain").await;
+    assert_eq!(status, 400);
 }
 
 #[tokio::test]
@@ -580,26 +536,6 @@ async fn explain_says_why_a_framework_is_not_offered() {
         .as_str()
         .unwrap()
         .starts_with("not subscribed"));
-
-    // Unknown and malformed ids.
-    let resp = c
-        .client
-        .get(format!(
-            "{}/api/v1/frameworks/{}/explain",
-            c.base,
-            FrameworkId::new()
-        ))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status().as_u16(), 404);
-    let resp = c
-        .client
-        .get(format!("{}/api/v1/frameworks/nope/explain", c.base))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status().as_u16(), 400);
 }
 
 async fn explain(c: &TestCoordinator, fw: FrameworkId) -> Value {

@@ -1,6 +1,6 @@
 //! [`TestFramework`]: a tiny framework (scheduler) client over raw HTTP for end-to-end tests —
-//! register, read the event stream (with [`crate::sse::SseLines`] over reqwest's
-//! `bytes_stream()`), accept / decline / kill / acknowledge / remove. It keeps a log of every
+//! register, read the event stream (with `testkit`'s [`SseReader`], in a background task),
+//! accept / decline / kill / acknowledge / remove. It keeps a log of every
 //! event received, so tests can check afterwards which updates arrived.
 //!
 //! Deliberately independent of `framework-sdk`: the tests check the coordinator's wire
@@ -10,7 +10,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use futures::StreamExt;
 use protocol::messages::{
     AcceptRequest, AcceptResponse, AcknowledgeRequest, DeclineRequest, FrameworkRegistered,
     KillRequest, RegisterFramework,
@@ -21,11 +20,10 @@ use protocol::{
 };
 use reqwest::StatusCode;
 use serde::Serialize;
+use testkit::{SseEvent, SseReader};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-
-use crate::sse::SseLines;
 
 /// A framework registered with a coordinator, with its event stream open.
 pub struct TestFramework {
@@ -430,41 +428,38 @@ async fn read_stream(
     ack: Option<(reqwest::Client, String, FrameworkId)>,
     cancel: CancellationToken,
 ) {
-    let mut body = resp.bytes_stream();
-    let mut parser = SseLines::default();
+    let mut reader = SseReader::from_response(resp);
     loop {
-        let chunk = tokio::select! {
+        let frame = tokio::select! {
             () = cancel.cancelled() => return,
-            chunk = body.next() => chunk,
+            frame = reader.recv() => frame,
         };
-        let Some(Ok(chunk)) = chunk else {
+        let Some(Ok(frame)) = frame else {
             return;
         };
-        for (name, data) in parser.feed(&chunk) {
-            let event = match FrameworkEvent::from_sse(&name, &data) {
-                Ok(event) => event,
-                Err(e) => {
-                    tracing::error!("unparsable event {name:?} {data:?}: {e}");
-                    continue;
-                }
-            };
-            if let (Some((http, url, id)), FrameworkEvent::Update { status }) = (&ack, &event) {
-                let body = AcknowledgeRequest {
-                    task_id: status.task_id.clone(),
-                    update_id: status.update_id,
-                };
-                // A lost acknowledgement only means a re-send.
-                let _ = http
-                    .post(format!("{url}/api/v1/frameworks/{id}/acknowledge"))
-                    .json(&body)
-                    .send()
-                    .await;
+        let event = match FrameworkEvent::from_frame(&frame) {
+            Ok(event) => event,
+            Err(e) => {
+                tracing::error!("unparsable event {frame:?}: {e}");
+                continue;
             }
-            log.lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(event.clone());
-            let _ = tx.send(event);
+        };
+        if let (Some((http, url, id)), FrameworkEvent::Update { status }) = (&ack, &event) {
+            let body = AcknowledgeRequest {
+                task_id: status.task_id.clone(),
+                update_id: status.update_id,
+            };
+            // A lost acknowledgement only means a re-send.
+            let _ = http
+                .post(format!("{url}/api/v1/frameworks/{id}/acknowledge"))
+                .json(&body)
+                .send()
+                .await;
         }
+        log.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(event.clone());
+        let _ = tx.send(event);
     }
 }
 

@@ -4,15 +4,12 @@
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use protocol::messages::TaskStatusList;
 use protocol::{AgentId, TaskState, TaskStatus};
 use reqwest::StatusCode;
 use tests::framework::{offered_per_agent, shell_task, TestFramework};
-use tests::{fast_coordinator_config, wait_until, Cluster};
-
-const WITHIN: Duration = Duration::from_secs(20);
+use tests::{fast_coordinator_config, wait_until, Cluster, WITHIN};
 
 /// A task that runs until the file `go` appears in its sandbox, then exits 0. It gives up
 /// (exit 1) after about a minute, so a failed test leaves no process behind for long.
@@ -82,7 +79,10 @@ async fn an_agent_restarted_mid_task_loses_no_update() {
         max_missed_heartbeats: 100,
         ..fast_coordinator_config()
     };
-    let mut cluster = Cluster::start_with(config, &["cpus=2,mem=1024"])
+    let mut cluster = Cluster::builder()
+        .config(config)
+        .agent("cpus=2,mem=1024")
+        .start()
         .await
         .unwrap();
     let agent_id = cluster.agent_info(0).await.unwrap().agent_id;

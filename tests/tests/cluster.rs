@@ -13,12 +13,8 @@ use nix::unistd::Pid;
 use protocol::messages::{AgentList, ClusterState, TaskStatusList};
 use protocol::{AgentId, FrameworkEvent, Resources, TaskState};
 use tests::framework::{offered_per_agent, shell_task, TestFramework};
-use tests::{wait_until, Cluster};
+use tests::{wait_until, Cluster, WITHIN};
 use tokio_util::sync::CancellationToken;
-
-/// Deadline of every wait: generous, since a loaded 2-core machine can be slow; a passing run
-/// takes a fraction of it.
-const WITHIN: Duration = Duration::from_secs(20);
 
 fn res(text: &str) -> Resources {
     text.parse().unwrap()
@@ -241,14 +237,7 @@ async fn a_killed_task_ends_killed_and_leaves_no_process() {
         .unwrap();
     assert_eq!(killed.framework_id, fw.id);
     cluster
-        .wait_for("the coordinator to show it killed", |c| async move {
-            let tasks = c.tasks().await.ok()?;
-            let t = tasks
-                .tasks
-                .into_iter()
-                .find(|t| t.task_id.as_str() == "t-sleep")?;
-            (t.state == TaskState::Killed).then_some(())
-        })
+        .wait_for_task_state("t-sleep", TaskState::Killed)
         .await
         .unwrap();
     // Every process of the group is gone (reaped, not only dead).

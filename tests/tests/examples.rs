@@ -2,146 +2,43 @@
 //! with outcomes checked through the coordinator's REST API.
 #![allow(clippy::unwrap_used)]
 
-use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use framework_sdk::CoordinatorClient;
-use futures::StreamExt;
-use protocol::messages::{AgentList, FrameworkList, TaskInfo, TaskList, TaskStatusList};
+use protocol::messages::FrameworkList;
 use protocol::{FrameworkId, TaskState};
+use tests::{wait_for, Cluster, SseReader, WITHIN};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-const WITHIN: Duration = Duration::from_secs(20);
-
-/// A coordinator and real agents, each on its own loopback port, stopped on drop.
-struct Cluster {
-    url: String,
-    http: reqwest::Client,
-    stop: CancellationToken,
-    handles: Vec<JoinHandle<anyhow::Result<()>>>,
-    _dirs: Vec<tempfile::TempDir>,
+/// A coordinator with the example frameworks' pace (allocation every 100 ms, heartbeats every
+/// 500 ms, defaults otherwise) and `agents` real agents of `resources`. Several agents share
+/// this test process, so none reaps orphans: it could take another agent's task's exit.
+async fn start_cluster(agents: usize, resources: &str) -> Cluster {
+    let config = coordinator::Config {
+        allocation_interval: Duration::from_millis(100),
+        agent_heartbeat_interval: Duration::from_millis(500),
+        framework_heartbeat_interval: Duration::from_secs(1),
+        update_resend_interval: Duration::from_millis(500),
+        ..coordinator::Config::default()
+    };
+    Cluster::builder()
+        .config(config)
+        .agents(agents, resources)
+        .reap_orphans(false)
+        .start()
+        .await
+        .unwrap()
 }
 
-impl Cluster {
-    async fn start(agents: usize, resources: &str) -> Cluster {
-        let stop = CancellationToken::new();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let config = coordinator::Config {
-            allocation_interval: Duration::from_millis(100),
-            agent_heartbeat_interval: Duration::from_millis(500),
-            framework_heartbeat_interval: Duration::from_secs(1),
-            update_resend_interval: Duration::from_millis(500),
-            ..coordinator::Config::default()
-        };
-        let mut handles = vec![tokio::spawn(coordinator::serve(
-            config,
-            listener,
-            stop.clone().cancelled_owned(),
-        ))];
-        let mut dirs = Vec::new();
-        for i in 0..agents {
-            let dir = tempfile::tempdir().unwrap();
-            let mut config = agent::AgentConfig::new(url.clone(), dir.path());
-            config.resources = Some(resources.parse().unwrap());
-            config.hostname = Some(format!("agent{i}"));
-            config.timing = agent::Timing::fast();
-            // Several agents share this test process; none may reap the others' children.
-            config.reap_orphans = false;
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            handles.push(tokio::spawn(agent::run(
-                config,
-                listener,
-                stop.clone().cancelled_owned(),
-            )));
-            dirs.push(dir);
-        }
-        let cluster = Cluster {
-            url,
-            http: reqwest::Client::new(),
-            stop,
-            handles,
-            _dirs: dirs,
-        };
-        wait_for(WITHIN, "agents registered", || async {
-            cluster
-                .get::<AgentList>("/api/v1/agents")
-                .await
-                .is_some_and(|l| l.agents.len() == agents)
-        })
-        .await;
-        cluster
-    }
-
-    async fn get<T: serde::de::DeserializeOwned>(&self, path: &str) -> Option<T> {
-        let response = self
-            .http
-            .get(format!("{}{path}", self.url))
-            .send()
-            .await
-            .ok()?;
-        response.error_for_status().ok()?.json().await.ok()
-    }
-
-    async fn tasks_of(&self, framework_id: FrameworkId) -> Vec<TaskInfo> {
-        let list: TaskList = self.get("/api/v1/tasks").await.unwrap();
-        list.tasks
-            .into_iter()
-            .filter(|t| t.framework_id == framework_id)
-            .collect()
-    }
-
-    async fn framework_named(&self, name: &str) -> Option<FrameworkId> {
-        let list: FrameworkList = self.get("/api/v1/frameworks").await?;
-        list.frameworks
-            .into_iter()
-            .find(|f| f.name == name)
-            .map(|f| f.framework_id)
-    }
-
-    /// Waits until no agent runs a task any more, so no process outlives the test.
-    async fn wait_agents_idle(&self) {
-        let agents: AgentList = self.get("/api/v1/agents").await.unwrap();
-        for a in agents.agents {
-            wait_for(WITHIN, "agent idle", || async {
-                let url = format!("{}/api/v1/tasks", a.endpoint);
-                let Ok(response) = self.http.get(url).send().await else {
-                    return false;
-                };
-                let Ok(list) = response.json::<TaskStatusList>().await else {
-                    return false;
-                };
-                list.tasks.iter().all(|t| t.state.is_terminal())
-            })
-            .await;
-        }
-    }
-
-    async fn shutdown(mut self) {
-        self.stop.cancel();
-        for handle in self.handles.drain(..) {
-            handle.await.unwrap().unwrap();
-        }
-    }
+/// The tasks the coordinator lists for a framework.
+async fn tasks_of(cluster: &Cluster, id: FrameworkId) -> Vec<protocol::messages::TaskInfo> {
+    cluster.tasks_of(id).await.unwrap()
 }
 
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        self.stop.cancel();
-    }
-}
-
-async fn wait_for<F: Future<Output = bool>>(
-    within: Duration,
-    what: &str,
-    mut cond: impl FnMut() -> F,
-) {
-    let deadline = Instant::now() + within;
-    while !cond().await {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+/// The id of the framework named `name`, if registered.
+async fn framework_named(cluster: &Cluster, name: &str) -> Option<FrameworkId> {
+    cluster.framework_named(name).await.unwrap()
 }
 
 fn common(cluster: &Cluster) -> examples::common::CommonArgs {
@@ -164,22 +61,22 @@ fn hello_args(cluster: &Cluster, tasks: u32, command: &str) -> examples::hello::
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hello_runs_every_command_to_completion() {
-    let cluster = Cluster::start(2, "cpus=1,mem=512").await;
+    let cluster = start_cluster(2, "cpus=1,mem=512").await;
     let run = examples::hello::run(hello_args(&cluster, 5, "echo hi"), std::future::pending());
     let outcome = tokio::time::timeout(WITHIN, run).await.unwrap().unwrap();
     assert!(outcome.all_finished(), "{:?}", outcome.states);
-    let tasks = cluster.tasks_of(outcome.framework_id.unwrap()).await;
+    let tasks = tasks_of(&cluster, outcome.framework_id.unwrap()).await;
     assert_eq!(tasks.len(), 5, "the coordinator knows every task");
     assert!(
         tasks.iter().all(|t| t.state == TaskState::Finished),
         "{tasks:?}"
     );
-    cluster.shutdown().await;
+    cluster.shutdown().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hello_reports_failing_commands() {
-    let cluster = Cluster::start(1, "cpus=2,mem=512").await;
+    let cluster = start_cluster(1, "cpus=2,mem=512").await;
     let run = examples::hello::run(hello_args(&cluster, 2, "exit 3"), std::future::pending());
     let outcome = tokio::time::timeout(WITHIN, run).await.unwrap().unwrap();
     assert!(!outcome.all_finished());
@@ -188,19 +85,19 @@ async fn hello_reports_failing_commands() {
         "{:?}",
         outcome.states
     );
-    let tasks = cluster.tasks_of(outcome.framework_id.unwrap()).await;
+    let tasks = tasks_of(&cluster, outcome.framework_id.unwrap()).await;
     assert!(
         tasks
             .iter()
             .all(|t| t.state == TaskState::Failed && t.exit_code == Some(3)),
         "{tasks:?}"
     );
-    cluster.shutdown().await;
+    cluster.shutdown().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tetris_batch_completes_every_job() {
-    let cluster = Cluster::start(2, "cpus=8,mem=8192").await;
+    let cluster = start_cluster(2, "cpus=8,mem=8192").await;
     let args = examples::tetris_batch::Args {
         common: common(&cluster),
         jobs_file: None,
@@ -231,19 +128,19 @@ async fn tetris_batch_completes_every_job() {
     );
     assert_eq!(outcome.tasks_finished, expected);
     assert!(outcome.makespan_s > 0.0 && outcome.avg_job_completion_s <= outcome.makespan_s);
-    let id = cluster.framework_named("tetris-batch").await.unwrap();
-    let tasks = cluster.tasks_of(id).await;
+    let id = framework_named(&cluster, "tetris-batch").await.unwrap();
+    let tasks = tasks_of(&cluster, id).await;
     assert_eq!(tasks.len(), expected);
     assert!(
         tasks.iter().all(|t| t.state == TaskState::Finished),
         "{tasks:?}"
     );
-    cluster.shutdown().await;
+    cluster.shutdown().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tetris_batch_refuses_a_task_larger_than_every_agent() {
-    let cluster = Cluster::start(1, "cpus=2,mem=1024").await;
+    let cluster = start_cluster(1, "cpus=2,mem=1024").await;
     let dir = tempfile::tempdir().unwrap();
     let jobs = dir.path().join("jobs.json");
     std::fs::write(
@@ -276,8 +173,8 @@ async fn tetris_batch_refuses_a_task_larger_than_every_agent() {
         "{err}"
     );
     // It failed before registering: nothing was left behind.
-    assert!(cluster.framework_named("tetris-batch").await.is_none());
-    cluster.shutdown().await;
+    assert!(framework_named(&cluster, "tetris-batch").await.is_none());
+    cluster.shutdown().await.unwrap();
 }
 
 /// A service framework running in the background.
@@ -307,14 +204,16 @@ async fn start_service(cluster: &Cluster, replicas: u32) -> RunningService {
         stop.clone().cancelled_owned(),
     ));
     wait_for(WITHIN, "framework registered", || async {
-        cluster.framework_named("service-web").await.is_some()
+        framework_named(cluster, "service-web").await.is_some()
     })
-    .await;
-    let id = cluster.framework_named("service-web").await.unwrap();
+    .await
+    .unwrap();
+    let id = framework_named(cluster, "service-web").await.unwrap();
     wait_for(WITHIN, "all replicas running", || async {
         running(cluster, id).await.len() == replicas as usize
     })
-    .await;
+    .await
+    .unwrap();
     RunningService {
         id,
         progress,
@@ -324,8 +223,7 @@ async fn start_service(cluster: &Cluster, replicas: u32) -> RunningService {
 }
 
 async fn running(cluster: &Cluster, id: FrameworkId) -> Vec<String> {
-    let mut ids: Vec<String> = cluster
-        .tasks_of(id)
+    let mut ids: Vec<String> = tasks_of(cluster, id)
         .await
         .into_iter()
         .filter(|t| t.state == TaskState::Running)
@@ -337,7 +235,7 @@ async fn running(cluster: &Cluster, id: FrameworkId) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn service_replaces_a_killed_replica() {
-    let cluster = Cluster::start(2, "cpus=2,mem=512").await;
+    let cluster = start_cluster(2, "cpus=2,mem=512").await;
     let RunningService {
         id,
         progress,
@@ -352,9 +250,9 @@ async fn service_replaces_a_killed_replica() {
         let now = running(&cluster, id).await;
         now.len() == 2 && !now.contains(&before[0]) && now.contains(&before[1])
     })
-    .await;
-    let killed = cluster
-        .tasks_of(id)
+    .await
+    .unwrap();
+    let killed = tasks_of(&cluster, id)
         .await
         .into_iter()
         .find(|t| t.task_id == victim)
@@ -373,13 +271,13 @@ async fn service_replaces_a_killed_replica() {
             .load(std::sync::atomic::Ordering::Relaxed),
         1
     );
-    cluster.wait_agents_idle().await;
-    cluster.shutdown().await;
+    cluster.wait_agents_idle().await.unwrap();
+    cluster.shutdown().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_stream_keeps_the_tasks_and_the_framework_goes_on() {
-    let cluster = Cluster::start(2, "cpus=2,mem=512").await;
+    let cluster = start_cluster(2, "cpus=2,mem=512").await;
     let RunningService {
         id, stop, handle, ..
     } = start_service(&cluster, 2).await;
@@ -388,22 +286,9 @@ async fn a_dropped_stream_keeps_the_tasks_and_the_framework_goes_on() {
     // Open a second stream for the framework: the coordinator drops the driver's stream in its
     // favour. The driver reconnects under the same id, which in turn ends this stream.
     let http = reqwest::Client::new();
-    let stolen = http
-        .get(format!("{}/api/v1/frameworks/{id}/events", cluster.url))
-        .send()
-        .await
-        .unwrap()
-        .error_for_status()
-        .unwrap();
-    let mut bytes = stolen.bytes_stream();
-    let ended = tokio::time::timeout(WITHIN, async {
-        while let Some(chunk) = bytes.next().await {
-            if chunk.is_err() {
-                break;
-            }
-        }
-    })
-    .await;
+    let url = format!("{}/api/v1/frameworks/{id}/events", cluster.url);
+    let mut stolen = SseReader::open(&http, &url).await.unwrap();
+    let ended = stolen.until_end(tests::deadline_in(WITHIN)).await;
     assert!(ended.is_ok(), "the driver never took its stream back");
 
     // Same framework, same tasks, nothing replaced.
@@ -419,7 +304,8 @@ async fn a_dropped_stream_keeps_the_tasks_and_the_framework_goes_on() {
         let now = running(&cluster, id).await;
         now.len() == 2 && now.contains(&before[0]) && !now.contains(&before[1])
     })
-    .await;
+    .await
+    .unwrap();
     stop.cancel();
     let outcome = tokio::time::timeout(WITHIN, handle)
         .await
@@ -427,6 +313,6 @@ async fn a_dropped_stream_keeps_the_tasks_and_the_framework_goes_on() {
         .unwrap()
         .unwrap();
     assert_eq!(outcome.replacements, 1);
-    cluster.wait_agents_idle().await;
-    cluster.shutdown().await;
+    cluster.wait_agents_idle().await.unwrap();
+    cluster.shutdown().await.unwrap();
 }

@@ -5,15 +5,11 @@
 //! its tasks are killed, exactly as without the restart.
 #![allow(clippy::unwrap_used)]
 
-use std::time::Duration;
-
 use protocol::messages::{FrameworkInfo, RegisterFramework, RoleNode};
 use protocol::{AgentId, RolePath, TaskState};
 use reqwest::StatusCode;
 use tests::framework::{shell_task, TestFramework};
-use tests::Cluster;
-
-const WITHIN: Duration = Duration::from_secs(20);
+use tests::{Cluster, WITHIN};
 
 fn long_task(task_id: &str) -> protocol::TaskSpec {
     shell_task(task_id, AgentId::default(), "cpus=1,mem=128", "sleep 120")
@@ -37,7 +33,12 @@ async fn framework_info(c: &Cluster, id: protocol::FrameworkId) -> Option<Framew
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_coordinator_remembers_frameworks_weights_and_removals() {
-    let mut cluster = Cluster::start_durable(&["cpus=2,mem=1024"]).await.unwrap();
+    let mut cluster = Cluster::builder()
+        .durable_registry()
+        .agent("cpus=2,mem=1024")
+        .start()
+        .await
+        .unwrap();
     let resp = cluster
         .http
         .put(format!("{}/api/v1/roles/eng", cluster.url))
@@ -125,7 +126,12 @@ async fn a_restarted_coordinator_remembers_frameworks_weights_and_removals() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_framework_that_does_not_come_back_after_a_restart_is_removed_with_its_tasks() {
-    let mut cluster = Cluster::start_durable(&["cpus=2,mem=1024"]).await.unwrap();
+    let mut cluster = Cluster::builder()
+        .durable_registry()
+        .agent("cpus=2,mem=1024")
+        .start()
+        .await
+        .unwrap();
     let request = RegisterFramework {
         name: "brief".into(),
         role: RolePath::new("eng").unwrap(),

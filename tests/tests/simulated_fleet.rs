@@ -8,10 +8,8 @@ use std::time::Duration;
 
 use protocol::{AgentId, TaskState};
 use tests::framework::{shell_task, TestFramework};
-use tests::{fast_coordinator_config, Cluster};
-use tokio_util::sync::CancellationToken;
+use tests::{fast_coordinator_config, Cluster, WITHIN};
 
-const WITHIN: Duration = Duration::from_secs(20);
 const AGENTS: usize = 500;
 const TASKS: usize = 20;
 
@@ -24,30 +22,15 @@ async fn five_hundred_simulated_agents_register_heartbeat_and_run_tasks() {
         max_missed_heartbeats: 20,
         ..fast_coordinator_config()
     };
-    let cluster = Cluster::start_with(config, &[]).await.unwrap();
-    let mut sim = agent::SimConfig::new(
-        cluster.url.clone(),
-        AGENTS,
-        "cpus=4,mem=4096".parse().unwrap(),
-    );
-    sim.stagger = Duration::from_millis(500);
-    sim.timing = agent::Timing::fast();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let stop = CancellationToken::new();
-    let fleet = tokio::spawn(agent::run_simulated(
-        sim,
-        listener,
-        stop.clone().cancelled_owned(),
-    ));
-
-    let registered = cluster
-        .wait_for("every simulated agent active", |c| async move {
-            let list = c.agents().await.ok()?;
-            let active = list.agents.iter().filter(|a| a.state == "active").count();
-            (list.agents.len() == AGENTS && active == AGENTS).then_some(list.agents)
-        })
+    // Starting waits until every simulated agent is registered and active.
+    let cluster = Cluster::builder()
+        .config(config)
+        .simulated_agents(AGENTS, "cpus=4,mem=4096")
+        .start()
         .await
         .unwrap();
+    let registered = cluster.agents().await.unwrap().agents;
+    assert_eq!(registered.len(), AGENTS);
     let hosts: HashSet<_> = registered.iter().map(|a| a.hostname.clone()).collect();
     assert_eq!(
         hosts.len(),
@@ -125,7 +108,5 @@ async fn five_hundred_simulated_agents_register_heartbeat_and_run_tasks() {
     );
 
     fw.remove().await.unwrap();
-    stop.cancel();
-    fleet.await.unwrap().unwrap();
     cluster.shutdown().await.unwrap();
 }

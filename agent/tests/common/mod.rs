@@ -1,7 +1,7 @@
 //! A small fake coordinator for the agent's tests: it implements the coordinator's agent API
 //! (`POST /api/v1/agents`, `/agents/{id}/heartbeat`, `/agents/{id}/status` and `/statuses`), records what it
 //! gets, can be told to fail updates or to forget agents, and can be stopped and restarted on
-//! the same port. Plus `wait_for`, which polls a condition until a deadline.
+//! the same port. Plus `wait_for`, `testkit`'s polling wait with a panic on timeout.
 
 #![allow(clippy::unwrap_used, dead_code)]
 
@@ -223,30 +223,18 @@ impl Server {
     }
 }
 
-/// Polls `cond` every 10 ms until it holds; panics with `what` after `timeout`.
+/// Polls `cond` until it holds; panics with `what` after `timeout` (`testkit`'s wait).
 pub async fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + timeout;
-    while !cond() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_for_async(what, timeout, || std::future::ready(cond())).await;
 }
 
 /// Like [`wait_for`], for an async condition.
-pub async fn wait_for_async<F, Fut>(what: &str, timeout: Duration, mut cond: F)
+pub async fn wait_for_async<F, Fut>(what: &str, timeout: Duration, cond: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
-    let deadline = tokio::time::Instant::now() + timeout;
-    while !cond().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
+    if let Err(e) = testkit::wait_for(timeout, what, cond).await {
+        panic!("{e}");
     }
 }

@@ -1,0 +1,417 @@
+//! [`Cluster`]: a whole Parley cluster on loopback, in the test process — a real coordinator
+//! and agents (real ones, each on its own `127.0.0.1:0` listener and work dir, and optionally a
+//! simulated fleet behind one listener) — built with [`Cluster::builder`], read through the
+//! coordinator's REST API, and stopped, restarted or shut down piece by piece.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use protocol::messages::{
+    AgentInfo, AgentList, FrameworkList, OfferList, RoleNode, TaskInfo, TaskList, TaskStatusList,
+};
+use protocol::{FrameworkId, Resources, TaskState};
+use serde::de::DeserializeOwned;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::{fast_coordinator_config, wait_until, WITHIN};
+
+/// A running piece of the cluster: how to stop it, and its task.
+type Running = (CancellationToken, JoinHandle<anyhow::Result<()>>);
+
+/// One real agent of a [`Cluster`].
+struct AgentSlot {
+    resources: Resources,
+    work_dir: PathBuf,
+    running: Option<Running>,
+}
+
+/// A simulated fleet to start with the cluster.
+struct FleetSpec {
+    count: usize,
+    resources: String,
+}
+
+/// How to build a [`Cluster`]; from [`Cluster::builder`].
+pub struct ClusterBuilder {
+    config: coordinator::Config,
+    agents: Vec<String>,
+    fleet: Option<FleetSpec>,
+    durable: bool,
+    reap_orphans: bool,
+}
+
+impl ClusterBuilder {
+    /// The coordinator's settings (default: [`fast_coordinator_config`]).
+    pub fn config(mut self, config: coordinator::Config) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// One more real agent with these resources (`cpus=2,mem=1024` form).
+    pub fn agent(mut self, resources: &str) -> Self {
+        self.agents.push(resources.to_owned());
+        self
+    }
+
+    /// `count` more real agents with these resources.
+    pub fn agents(mut self, count: usize, resources: &str) -> Self {
+        self.agents
+            .extend(std::iter::repeat_n(resources.to_owned(), count));
+        self
+    }
+
+    /// A fleet of `count` simulated agents (`agent::run_simulated`, one listener, fast timing,
+    /// registrations staggered over 500 ms) with these resources each.
+    pub fn simulated_agents(mut self, count: usize, resources: &str) -> Self {
+        self.fleet = Some(FleetSpec {
+            count,
+            resources: resources.to_owned(),
+        });
+        self
+    }
+
+    /// A durable registry in the cluster's temp dir, so [`Cluster::stop_coordinator`] and
+    /// [`Cluster::start_coordinator`] keep the stored books.
+    pub fn durable_registry(mut self) -> Self {
+        self.durable = true;
+        self
+    }
+
+    /// Whether real agents reap orphaned processes (default on). Several agents share the test
+    /// process, so a test whose tasks' exits matter to another agent turns it off.
+    pub fn reap_orphans(mut self, on: bool) -> Self {
+        self.reap_orphans = on;
+        self
+    }
+
+    /// Starts the coordinator and the agents, and waits until every agent is active.
+    pub async fn start(self) -> anyhow::Result<Cluster> {
+        let dirs = tempfile::tempdir()?;
+        let mut config = self.config;
+        if self.durable {
+            config.registry = Some(dirs.path().join("registry.redb"));
+        }
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let mut cluster = Cluster {
+            url: format!("http://{addr}"),
+            http: reqwest::Client::new(),
+            addr,
+            config,
+            reap_orphans: self.reap_orphans,
+            coordinator: None,
+            agents: Vec::new(),
+            fleet: None,
+            _dirs: dirs,
+        };
+        cluster.serve(listener);
+        for resources in &self.agents {
+            cluster.add_agent(resources).await?;
+        }
+        let mut want = self.agents.len();
+        if let Some(fleet) = self.fleet {
+            cluster.start_fleet(&fleet).await?;
+            want += fleet.count;
+        }
+        cluster
+            .wait_for(&format!("{want} active agents"), |c| async move {
+                let list = c.agents().await.ok()?;
+                let active = list.agents.iter().filter(|a| a.state == "active").count();
+                (list.agents.len() == want && active == want).then_some(())
+            })
+            .await?;
+        Ok(cluster)
+    }
+}
+
+/// A coordinator and its agents on loopback. Dropping it cancels everything; call
+/// [`Cluster::shutdown`] to also wait for a clean stop.
+pub struct Cluster {
+    /// The coordinator's base URL, e.g. `http://127.0.0.1:40123`.
+    pub url: String,
+    /// A client for the REST API.
+    pub http: reqwest::Client,
+    addr: SocketAddr,
+    config: coordinator::Config,
+    reap_orphans: bool,
+    coordinator: Option<Running>,
+    agents: Vec<AgentSlot>,
+    fleet: Option<Running>,
+    _dirs: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// A builder with [`fast_coordinator_config`], no agents, no registry, reaping on.
+    pub fn builder() -> ClusterBuilder {
+        ClusterBuilder {
+            config: fast_coordinator_config(),
+            agents: Vec::new(),
+            fleet: None,
+            durable: false,
+            reap_orphans: true,
+        }
+    }
+
+    /// Shorthand: the default builder with one real agent per entry of `agents`, started.
+    pub async fn start(agents: &[&str]) -> anyhow::Result<Self> {
+        agents
+            .iter()
+            .fold(Self::builder(), |b, r| b.agent(r))
+            .start()
+            .await
+    }
+
+    fn serve(&mut self, listener: TcpListener) {
+        let token = CancellationToken::new();
+        let join = tokio::spawn(coordinator::serve(
+            self.config.clone(),
+            listener,
+            token.clone().cancelled_owned(),
+        ));
+        self.coordinator = Some((token, join));
+    }
+
+    async fn start_fleet(&mut self, fleet: &FleetSpec) -> anyhow::Result<()> {
+        let resources: Resources = fleet.resources.parse().context("fleet resources")?;
+        let mut sim = agent::SimConfig::new(self.url.clone(), fleet.count, resources);
+        sim.stagger = Duration::from_millis(500);
+        sim.timing = agent::Timing::fast();
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let token = CancellationToken::new();
+        let join = tokio::spawn(agent::run_simulated(
+            sim,
+            listener,
+            token.clone().cancelled_owned(),
+        ));
+        self.fleet = Some((token, join));
+        Ok(())
+    }
+
+    /// Starts one more real agent with the given resources; returns its index.
+    pub async fn add_agent(&mut self, resources: &str) -> anyhow::Result<usize> {
+        let resources: Resources = resources.parse().context("agent resources")?;
+        let index = self.agents.len();
+        let work_dir = self._dirs.path().join(format!("agent-{index}"));
+        self.agents.push(AgentSlot {
+            resources,
+            work_dir,
+            running: None,
+        });
+        self.start_agent(index).await?;
+        Ok(index)
+    }
+
+    /// Starts (or restarts) agent `index` with its work dir, so it keeps its id and journal.
+    pub async fn start_agent(&mut self, index: usize) -> anyhow::Result<()> {
+        let slot = self.agents.get_mut(index).context("no such agent")?;
+        if slot.running.is_some() {
+            bail!("agent {index} is already running");
+        }
+        let mut config = agent::AgentConfig::new(self.url.clone(), slot.work_dir.clone());
+        config.resources = Some(slot.resources.clone());
+        config.hostname = Some(format!("agent-{index}"));
+        config.timing = agent::Timing::fast();
+        config.reap_orphans = self.reap_orphans;
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let token = CancellationToken::new();
+        let join = tokio::spawn(agent::run(
+            config,
+            listener,
+            token.clone().cancelled_owned(),
+        ));
+        slot.running = Some((token, join));
+        Ok(())
+    }
+
+    /// Stops agent `index` gracefully (its tasks keep running) and waits for it.
+    pub async fn stop_agent(&mut self, index: usize) -> anyhow::Result<()> {
+        let slot = self.agents.get_mut(index).context("no such agent")?;
+        let running = slot.running.take().context("agent is not running")?;
+        stop(running, "agent").await
+    }
+
+    /// Stops the coordinator (its in-memory books are lost, the registry's kept; agents keep
+    /// running and retrying) and waits for it.
+    pub async fn stop_coordinator(&mut self) -> anyhow::Result<()> {
+        let running = self
+            .coordinator
+            .take()
+            .context("the coordinator is not running")?;
+        stop(running, "coordinator").await
+    }
+
+    /// Starts a new coordinator (same settings: empty books, or the registry's) on the same
+    /// address as before.
+    pub async fn start_coordinator(&mut self) -> anyhow::Result<()> {
+        if self.coordinator.is_some() {
+            bail!("the coordinator is already running");
+        }
+        let addr = self.addr;
+        // The port was just released; binding may briefly fail on a busy machine.
+        let listener = wait_until(
+            Duration::from_secs(10),
+            "rebinding the port",
+            || async move { TcpListener::bind(addr).await.ok() },
+        )
+        .await?;
+        self.serve(listener);
+        Ok(())
+    }
+
+    /// Stops the simulated fleet, the real agents and the coordinator, and waits for them.
+    pub async fn shutdown(mut self) -> anyhow::Result<()> {
+        if let Some(fleet) = self.fleet.take() {
+            stop(fleet, "simulated fleet").await?;
+        }
+        for index in 0..self.agents.len() {
+            if self.agents[index].running.is_some() {
+                self.stop_agent(index).await?;
+            }
+        }
+        if let Some(running) = self.coordinator.take() {
+            stop(running, "coordinator").await?;
+        }
+        Ok(())
+    }
+
+    /// The work dir of agent `index` (its journal, agent id and sandboxes).
+    pub fn agent_work_dir(&self, index: usize) -> Option<&Path> {
+        self.agents.get(index).map(|a| a.work_dir.as_path())
+    }
+
+    /// The sandbox of a task run by agent `index`.
+    pub fn sandbox(&self, index: usize, framework: FrameworkId, task: &str) -> Option<PathBuf> {
+        self.agent_work_dir(index)
+            .map(|d| d.join("sandboxes").join(framework.to_string()).join(task))
+    }
+
+    /// GETs `path` from the coordinator and decodes the JSON answer.
+    pub async fn get<T: DeserializeOwned>(&self, path: &str) -> anyhow::Result<T> {
+        let resp = self.http.get(format!("{}{path}", self.url)).send().await?;
+        let status = resp.status();
+        if !status.is_success() {
+            bail!(
+                "GET {path}: {status}: {}",
+                resp.text().await.unwrap_or_default()
+            );
+        }
+        Ok(resp.json().await?)
+    }
+
+    /// The coordinator's agent list.
+    pub async fn agents(&self) -> anyhow::Result<AgentList> {
+        self.get("/api/v1/agents").await
+    }
+
+    /// The coordinator's record of real agent `index` (found by its hostname `agent-{index}`).
+    pub async fn agent_info(&self, index: usize) -> anyhow::Result<AgentInfo> {
+        let hostname = format!("agent-{index}");
+        self.agents()
+            .await?
+            .agents
+            .into_iter()
+            .find(|a| a.hostname == hostname)
+            .with_context(|| format!("the coordinator does not know {hostname}"))
+    }
+
+    /// The coordinator's task list.
+    pub async fn tasks(&self) -> anyhow::Result<TaskList> {
+        self.get("/api/v1/tasks").await
+    }
+
+    /// The coordinator's tasks of one framework.
+    pub async fn tasks_of(&self, framework: FrameworkId) -> anyhow::Result<Vec<TaskInfo>> {
+        let mut tasks = self.tasks().await?.tasks;
+        tasks.retain(|t| t.framework_id == framework);
+        Ok(tasks)
+    }
+
+    /// The coordinator's framework list.
+    pub async fn frameworks(&self) -> anyhow::Result<FrameworkList> {
+        self.get("/api/v1/frameworks").await
+    }
+
+    /// The id of the framework registered under `name`, if any.
+    pub async fn framework_named(&self, name: &str) -> anyhow::Result<Option<FrameworkId>> {
+        Ok(self
+            .frameworks()
+            .await?
+            .frameworks
+            .into_iter()
+            .find(|f| f.name == name)
+            .map(|f| f.framework_id))
+    }
+
+    /// The outstanding offers.
+    pub async fn offers(&self) -> anyhow::Result<OfferList> {
+        self.get("/api/v1/offers").await
+    }
+
+    /// The role tree.
+    pub async fn roles(&self) -> anyhow::Result<RoleNode> {
+        self.get("/api/v1/roles").await
+    }
+
+    /// [`wait_until`] with this cluster passed to the check, and a [`WITHIN`] deadline.
+    pub async fn wait_for<'a, T, F, Fut>(&'a self, what: &str, mut check: F) -> anyhow::Result<T>
+    where
+        F: FnMut(&'a Cluster) -> Fut,
+        Fut: Future<Output = Option<T>> + 'a,
+    {
+        Ok(wait_until(WITHIN, what, || check(self)).await?)
+    }
+
+    /// Waits until the coordinator lists `task` in `state`; returns its record.
+    pub async fn wait_for_task_state(
+        &self,
+        task: &str,
+        state: TaskState,
+    ) -> anyhow::Result<TaskInfo> {
+        self.wait_for(&format!("task {task} {state}"), |c| async move {
+            let tasks = c.tasks().await.ok()?.tasks;
+            tasks
+                .into_iter()
+                .find(|t| t.task_id.as_str() == task && t.state == state)
+        })
+        .await
+    }
+
+    /// Waits until no agent the coordinator knows runs a task any more (asking each agent),
+    /// so no task process outlives the test.
+    pub async fn wait_agents_idle(&self) -> anyhow::Result<()> {
+        for agent in self.agents().await?.agents {
+            let url = format!("{}/api/v1/tasks", agent.endpoint);
+            let url = url.as_str();
+            self.wait_for(&format!("{} idle", agent.hostname), |c| async move {
+                let list: TaskStatusList = c.http.get(url).send().await.ok()?.json().await.ok()?;
+                list.tasks
+                    .iter()
+                    .all(|t| t.state.is_terminal())
+                    .then_some(())
+            })
+            .await?;
+        }
+        Ok(())
+    }
+}
+
+/// Cancels a running piece and waits for its result.
+async fn stop((token, join): Running, what: &str) -> anyhow::Result<()> {
+    token.cancel();
+    join.await
+        .with_context(|| format!("{what} task panicked"))?
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let agents = self.agents.iter().filter_map(|a| a.running.as_ref());
+        for (token, _) in agents.chain(&self.fleet).chain(&self.coordinator) {
+            token.cancel();
+        }
+    }
+}
