@@ -12,8 +12,8 @@ use protocol::{FrameworkId, OfferId, TaskSpec};
 use super::demand::DemandAction;
 use super::Runner;
 use crate::client::CoordinatorClient;
-use crate::scheduler::{Answer, Scheduler};
 use crate::SdkError;
+use crate::{Answer, Scheduler};
 
 impl<S: Scheduler> Runner<S> {
     /// Carries out answers to offers together: every decline in one call per filter length,
@@ -30,12 +30,9 @@ impl<S: Scheduler> Runner<S> {
         let mut failed: Vec<(Vec<TaskSpec>, SdkError)> = Vec::new();
         for answer in answers {
             match answer {
-                Answer::Decline {
-                    offer_id,
-                    refuse_seconds,
-                } => {
+                Answer::Decline { offer_id, refuse } => {
                     self.offers.remove(offer_id);
-                    declines.push((offer_id, refuse_seconds));
+                    declines.push((offer_id, refuse.map(|d| d.as_secs_f64())));
                 }
                 Answer::Launch { offer_ids, tasks } if tasks.is_empty() => {
                     for offer_id in offer_ids {
