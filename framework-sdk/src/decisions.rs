@@ -1,6 +1,6 @@
 //! [`Decisions`]: a framework's answers to offers, built with `&mut self` methods (so they
 //! grow in loops), and the ways the SDK fills them from a placement: [`Decisions::pack`] for a
-//! queue of like tasks, [`Decisions::from_assignments`] for a [`placement`](crate::placement)
+//! queue of like tasks, [`Decisions::from_assignments`] for a [`placement`]
 //! policy's choices, [`Decisions::launch_or_decline`] for any per-offer rule.
 
 use std::time::Duration;
