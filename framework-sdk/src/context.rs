@@ -61,7 +61,7 @@ impl Context {
     }
 
     /// Declines a held offer, filtered for `refuse`: `None` uses the driver's
-    /// [`decline_refuse_seconds`](crate::DriverConfig::decline_refuse_seconds), as
+    /// [`decline_refuse`](crate::DriverConfig::decline_refuse), as
     /// [`Decisions::decline`](crate::Decisions::decline) does.
     pub fn decline(&mut self, offer_id: OfferId, refuse: Option<Duration>) {
         self.commands

@@ -21,7 +21,7 @@ pub enum Answer {
         tasks: Vec<TaskSpec>,
     },
     /// Give the offer back, filtered for `refuse` (the driver's
-    /// [`decline_refuse_seconds`](crate::DriverConfig::decline_refuse_seconds) when `None`).
+    /// [`decline_refuse`](crate::DriverConfig::decline_refuse) when `None`).
     Decline {
         /// The offer.
         offer_id: OfferId,
@@ -55,7 +55,7 @@ impl Decisions {
     }
 
     /// Declines one offer, filtered for `refuse`: `None` uses the driver's
-    /// [`decline_refuse_seconds`](crate::DriverConfig::decline_refuse_seconds).
+    /// [`decline_refuse`](crate::DriverConfig::decline_refuse).
     pub fn decline(&mut self, offer_id: OfferId, refuse: Option<Duration>) -> &mut Self {
         self.answers.push(Answer::Decline { offer_id, refuse });
         self

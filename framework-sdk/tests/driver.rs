@@ -368,7 +368,7 @@ async fn bad_configuration_is_refused_up_front() {
         Some(SdkError::InvalidConfig(_))
     ));
     c.coordinator = "http://127.0.0.1:1".into();
-    c.decline_refuse_seconds = f64::NAN;
+    c.missed_heartbeats = 0;
     let probe = Probe {
         log: Arc::default(),
         mode: Mode::Hold,
@@ -376,7 +376,7 @@ async fn bad_configuration_is_refused_up_front() {
         launched: 0,
     };
     let err = Driver::new(c, probe).err().unwrap();
-    assert!(err.to_string().contains("decline_refuse_seconds"), "{err}");
+    assert!(err.to_string().contains("missed_heartbeats"), "{err}");
 }
 
 #[tokio::test]
