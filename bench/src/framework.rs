@@ -276,14 +276,19 @@ impl Scheduler for BenchFramework {
     }
 
     async fn launch_failed(&mut self, _ctx: &mut Context, tasks: Vec<TaskSpec>, reason: &SdkError) {
+        // Logged at debug, not the SDK default's warn: under load, refused launches are routine.
         tracing::debug!(error = %reason, count = tasks.len(), "launch failed; queued again");
         for task in tasks {
-            self.books.remove(&task.task_id);
-            self.progress
-                .failed_launches
-                .fetch_add(1, Ordering::Relaxed);
-            self.retry.push(task.task_id);
+            self.requeue(task);
         }
+    }
+
+    fn requeue(&mut self, task: TaskSpec) {
+        self.books.remove(&task.task_id);
+        self.progress
+            .failed_launches
+            .fetch_add(1, Ordering::Relaxed);
+        self.retry.push(task.task_id);
     }
 
     fn pending_tasks(&self) -> usize {

@@ -1,11 +1,9 @@
-//! What every example shares: its common flags, the driver configuration built from them, and
-//! running a driver until it finishes or a shutdown future resolves.
+//! What every example shares: its common flags, the driver configuration built from them,
+//! logging, and Ctrl-C as a shutdown future.
 
-use std::future::Future;
 use std::time::Duration;
 
-use framework_sdk::{Driver, DriverConfig, Scheduler};
-use protocol::{FrameworkId, RolePath};
+use framework_sdk::{DriverConfig, FrameworkId, RolePath};
 
 /// Flags every example takes.
 #[derive(Debug, Clone, clap::Args)]
@@ -66,26 +64,6 @@ pub fn seconds(flag: &str, value: f64) -> anyhow::Result<Duration> {
         anyhow::bail!("{flag} is {value}; use a number of seconds between 0 and 1e9");
     }
     Ok(Duration::from_secs_f64(value))
-}
-
-/// Runs `scheduler` until it stops itself or `shutdown` resolves, and returns it.
-pub async fn run_driver<S: Scheduler>(
-    config: DriverConfig,
-    scheduler: S,
-    shutdown: impl Future<Output = ()>,
-) -> anyhow::Result<S> {
-    let driver = Driver::new(config, scheduler)?;
-    let stop = driver.stop_token();
-    let run = driver.run();
-    tokio::pin!(run);
-    let result = tokio::select! {
-        result = &mut run => result,
-        _ = shutdown => {
-            stop.cancel();
-            run.await
-        }
-    };
-    Ok(result?)
 }
 
 /// Logs to stderr, filtered by `RUST_LOG` (default `info`).

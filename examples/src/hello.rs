@@ -4,12 +4,9 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 
-use framework_sdk::{Context, Decisions, Scheduler, SdkError};
-use protocol::{
-    CommandSpec, FrameworkId, Offer, Resources, TaskId, TaskSpec, TaskState, TaskStatus,
-};
+use framework_sdk::prelude::*;
 
-use crate::common::{run_driver, CommonArgs};
+use crate::common::CommonArgs;
 
 /// Flags of `hello`.
 #[derive(Debug, Clone, clap::Parser)]
@@ -52,57 +49,41 @@ impl Outcome {
 
 /// Runs `hello` until every task has ended or `shutdown` resolves.
 pub async fn run(args: Args, shutdown: impl Future<Output = ()>) -> anyhow::Result<Outcome> {
-    let command = CommandSpec::Shell(args.command.clone());
-    command
-        .validate()
-        .map_err(|e| anyhow::anyhow!("--command: {e}"))?;
-    if args.resources.is_empty() {
-        anyhow::bail!("--resources is empty; give e.g. cpus=0.1,mem=32");
-    }
-    if let Some(d) = args.duration_s {
-        crate::common::seconds("--duration-s", d)?;
-    }
-    let config = args.common.driver_config("hello")?;
     let hello = Hello {
+        task: Task::shell(&args.command)
+            .name("hello")
+            .resources(args.resources)
+            .duration_s(args.duration_s)
+            .build()?,
         queue: (0..args.tasks)
             .map(|i| TaskId::new(format!("hello-{i}")))
             .collect::<Result<_, _>>()?,
-        total: args.tasks as usize,
-        command,
-        resources: args.resources,
-        duration_s: args.duration_s,
         states: BTreeMap::new(),
         ended: 0,
         framework_id: None,
     };
-    let hello = run_driver(config, hello, shutdown).await?;
+    let config = args.common.driver_config("hello")?;
+    let hello = Driver::new(config, hello)?.run_until(shutdown).await?;
     Ok(Outcome {
         framework_id: hello.framework_id,
-        total: hello.total,
+        total: args.tasks as usize,
         states: hello.states,
     })
 }
 
 struct Hello {
+    /// What every task runs and needs.
+    task: Task,
+    /// Tasks not launched yet.
     queue: VecDeque<TaskId>,
-    total: usize,
-    command: CommandSpec,
-    resources: Resources,
-    duration_s: Option<f64>,
-    /// Latest state of each launched task.
+    /// The latest state of each launched task.
     states: BTreeMap<TaskId, TaskState>,
     /// How many of them have ended.
     ended: usize,
     framework_id: Option<FrameworkId>,
 }
 
-impl Hello {
-    fn ended(&self) -> usize {
-        self.ended
-    }
-}
-
-#[async_trait::async_trait]
+#[async_trait]
 impl Scheduler for Hello {
     async fn registered(&mut self, _ctx: &mut Context, id: FrameworkId, reregistered: bool) {
         self.framework_id = Some(id);
@@ -115,26 +96,10 @@ impl Scheduler for Hello {
     }
 
     async fn offers(&mut self, _ctx: &mut Context, offers: Vec<Offer>) -> Decisions {
-        Decisions::launch_or_decline(&offers, |offer| {
-            let mut room = offer.resources.clone();
-            let mut tasks = Vec::new();
-            while let Some(left) = room.checked_sub(&self.resources) {
-                let Some(task_id) = self.queue.pop_front() else {
-                    break;
-                };
-                room = left;
-                self.states.insert(task_id.clone(), TaskState::Staging);
-                tasks.push(TaskSpec {
-                    task_id,
-                    name: "hello".into(),
-                    agent_id: offer.agent_id,
-                    resources: self.resources.clone(),
-                    command: self.command.clone(),
-                    env: BTreeMap::new(),
-                    duration_s: self.duration_s,
-                });
-            }
-            tasks
+        Decisions::pack(&offers, &self.task, || {
+            let id = self.queue.pop_front()?;
+            self.states.insert(id.clone(), TaskState::Staging);
+            Some(id)
         })
     }
 
@@ -146,24 +111,21 @@ impl Scheduler for Hello {
             return; // A repeated update of a task that has already ended.
         }
         *state = status.state;
-        if state.is_terminal() {
-            self.ended += 1;
-        }
         match &status.message {
             Some(m) => println!("{}: {} ({m})", status.task_id, status.state),
             None => println!("{}: {}", status.task_id, status.state),
         }
-        if self.ended() == self.total {
-            ctx.stop();
+        if status.state.is_terminal() {
+            self.ended += 1;
+            if self.ended == self.states.len() && self.queue.is_empty() {
+                ctx.stop();
+            }
         }
     }
 
-    async fn launch_failed(&mut self, _ctx: &mut Context, tasks: Vec<TaskSpec>, reason: &SdkError) {
-        tracing::warn!(error = %reason, "launch failed; trying again on another offer");
-        for task in tasks {
-            self.states.remove(&task.task_id);
-            self.queue.push_back(task.task_id);
-        }
+    fn requeue(&mut self, task: TaskSpec) {
+        self.states.remove(&task.task_id);
+        self.queue.push_back(task.task_id);
     }
 
     fn pending_tasks(&self) -> usize {
@@ -171,7 +133,7 @@ impl Scheduler for Hello {
     }
 
     fn demand_hint(&self) -> Option<Resources> {
-        Some(self.resources.clone())
+        Some(self.task.resources().clone())
     }
 }
 
@@ -183,13 +145,13 @@ mod tests {
 
     fn hello(n: usize) -> Hello {
         Hello {
+            task: Task::shell("echo hi")
+                .resources("cpus=1,mem=100")
+                .build()
+                .unwrap(),
             queue: (0..n)
                 .map(|i| TaskId::new(format!("hello-{i}")).unwrap())
                 .collect(),
-            total: n,
-            command: CommandSpec::Shell("echo hi".into()),
-            resources: "cpus=1,mem=100".parse().unwrap(),
-            duration_s: None,
             states: BTreeMap::new(),
             ended: 0,
             framework_id: None,

@@ -5,7 +5,8 @@
 //! # Layout
 //!
 //! - [`common`]: the flags every example takes (`--coordinator`, `--role`, ...), building a
-//!   `DriverConfig` from them, logging setup, and running a driver until a shutdown future.
+//!   `DriverConfig` from them, logging setup, and Ctrl-C as a shutdown future (each example
+//!   runs its driver with `Driver::run_until`).
 //! - [`hello`]: the smallest framework: launch N shell commands, print their states, exit when
 //!   all have ended.
 //! - [`tetris_batch`]: a batch framework: a queue of jobs placed with a chosen policy (Tetris by

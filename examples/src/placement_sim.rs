@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use framework_sdk::placement::{JobId, OfferSlot, PendingTask, Placement, PlacementInput};
-use protocol::{AgentId, OfferId, Resources};
+use framework_sdk::{AgentId, OfferId, Resources};
 
 use crate::tetris_batch::JobSpec;
 

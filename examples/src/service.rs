@@ -1,17 +1,13 @@
 //! `service`: keeps K replicas of a long-running command alive. A replica whose task ends for any
 //! reason (failed, killed, lost, even finished) is replaced by a new task, until shutdown.
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use framework_sdk::{Context, Decisions, Scheduler, SdkError};
-use protocol::{
-    CommandSpec, FrameworkId, Offer, Resources, TaskId, TaskSpec, TaskState, TaskStatus,
-};
+use framework_sdk::prelude::*;
 
-use crate::common::{run_driver, CommonArgs};
+use crate::common::CommonArgs;
 
 /// Flags of `service`.
 #[derive(Debug, Clone, clap::Parser)]
@@ -63,13 +59,9 @@ pub async fn run_with_progress(
     progress: Progress,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<Outcome> {
-    let command = CommandSpec::Shell(args.command.clone());
-    command
-        .validate()
-        .map_err(|e| anyhow::anyhow!("--command: {e}"))?;
-    if args.resources.is_empty() {
-        anyhow::bail!("--resources is empty; give e.g. cpus=0.1,mem=64");
-    }
+    let task = Task::shell(&args.command)
+        .resources(args.resources)
+        .build()?;
     // The name becomes part of task ids, so check it makes valid ones.
     TaskId::new(format!("{}-0-0", args.name))
         .map_err(|e| anyhow::anyhow!("--name {:?} cannot name tasks: {e}", args.name))?;
@@ -78,8 +70,7 @@ pub async fn run_with_progress(
         .driver_config(&format!("service-{}", args.name))?;
     let service = Service {
         name: args.name,
-        command,
-        resources: args.resources,
+        task,
         replicas: (0..args.replicas)
             .map(|_| Replica {
                 generation: 0,
@@ -89,7 +80,7 @@ pub async fn run_with_progress(
         progress,
         framework_id: None,
     };
-    let service = run_driver(config, service, shutdown).await?;
+    let service = Driver::new(config, service)?.run_until(shutdown).await?;
     if args.common.no_unregister {
         if let Some(id) = service.framework_id {
             println!("replicas left running; resume with --framework-id {id}");
@@ -109,8 +100,8 @@ struct Replica {
 
 struct Service {
     name: String,
-    command: CommandSpec,
-    resources: Resources,
+    /// What every replica runs and needs.
+    task: Task,
     replicas: Vec<Replica>,
     progress: Progress,
     framework_id: Option<FrameworkId>,
@@ -137,7 +128,7 @@ impl Service {
     }
 }
 
-#[async_trait::async_trait]
+#[async_trait]
 impl Scheduler for Service {
     async fn registered(&mut self, _ctx: &mut Context, id: FrameworkId, reregistered: bool) {
         // After a re-registration the driver reconciles, so updates confirm or end our tasks.
@@ -158,37 +149,25 @@ impl Scheduler for Service {
         wanted.reverse();
         for offer in &offers {
             // One replica per offer (so per agent) spreads replicas over machines.
-            let Some(&i) = wanted.last() else {
-                decisions = decisions.decline(offer.offer_id);
+            let Some(&i) = wanted.last().filter(|_| self.task.fits(offer)) else {
+                decisions.decline(offer.offer_id, None);
                 continue;
             };
-            if !self.resources.fits_in(&offer.resources) {
-                decisions = decisions.decline(offer.offer_id);
-                continue;
-            }
             wanted.pop();
             let task_id =
                 match TaskId::new(format!("{}-{i}-{}", self.name, self.replicas[i].generation)) {
                     Ok(id) => id,
                     Err(e) => {
                         tracing::error!(error = %e, "cannot name a replica task");
-                        decisions = decisions.decline(offer.offer_id);
+                        decisions.decline(offer.offer_id, None);
                         continue;
                     }
                 };
             self.replicas[i].task = Some((task_id.clone(), TaskState::Staging));
-            decisions = decisions.launch(
-                offer.offer_id,
-                vec![TaskSpec {
-                    task_id,
-                    name: format!("{} replica {i}", self.name),
-                    agent_id: offer.agent_id,
-                    resources: self.resources.clone(),
-                    command: self.command.clone(),
-                    env: BTreeMap::from([("REPLICA".to_owned(), i.to_string())]),
-                    duration_s: None,
-                }],
-            );
+            let mut spec = self.task.on(offer, task_id);
+            spec.name = format!("{} replica {i}", self.name);
+            spec.env.insert("REPLICA".to_owned(), i.to_string());
+            decisions.launch(offer.offer_id, vec![spec]);
         }
         decisions
     }
@@ -215,16 +194,13 @@ impl Scheduler for Service {
         self.publish();
     }
 
-    async fn launch_failed(&mut self, _ctx: &mut Context, tasks: Vec<TaskSpec>, reason: &SdkError) {
-        tracing::warn!(error = %reason, "replica launch failed; will retry");
-        for spec in tasks {
-            if let Some(i) = self
-                .replicas
-                .iter()
-                .position(|r| r.task.as_ref().is_some_and(|(id, _)| *id == spec.task_id))
-            {
-                self.replace(i);
-            }
+    fn requeue(&mut self, spec: TaskSpec) {
+        if let Some(i) = self
+            .replicas
+            .iter()
+            .position(|r| r.task.as_ref().is_some_and(|(id, _)| *id == spec.task_id))
+        {
+            self.replace(i);
         }
     }
 
@@ -233,7 +209,7 @@ impl Scheduler for Service {
     }
 
     fn demand_hint(&self) -> Option<Resources> {
-        Some(self.resources.clone())
+        Some(self.task.resources().clone())
     }
 }
 
@@ -247,8 +223,10 @@ mod tests {
     async fn one_replica_per_offer_and_replacements_for_ended_ones() {
         let mut s = Service {
             name: "web".into(),
-            command: CommandSpec::Shell("sleep 600".into()),
-            resources: "cpus=1,mem=100".parse().unwrap(),
+            task: Task::shell("sleep 600")
+                .resources("cpus=1,mem=100")
+                .build()
+                .unwrap(),
             replicas: (0..2)
                 .map(|_| Replica {
                     generation: 0,

@@ -3,7 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use protocol::{AgentId, FrameworkId, Offer, OfferId, TaskSpec, TaskState, TaskStatus, UpdateId};
+use framework_sdk::protocol::{self, UpdateId};
+use framework_sdk::{AgentId, FrameworkId, Offer, OfferId, TaskSpec, TaskState, TaskStatus};
 
 /// An offer of `free` on a fresh agent of `cpus=8,mem=8192`.
 pub(crate) fn offer(free: &str) -> Offer {

@@ -40,6 +40,9 @@ pub enum SdkError {
     /// The driver's configuration is invalid.
     #[error("invalid driver configuration: {0}")]
     InvalidConfig(String),
+    /// A task could not be built from the parts given.
+    #[error(transparent)]
+    InvalidTask(#[from] crate::TaskError),
 }
 
 impl SdkError {

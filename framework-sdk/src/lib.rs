@@ -5,50 +5,46 @@
 //! learn the hard way: it acknowledges updates after the scheduler has seen them, declines
 //! offers the scheduler sits on, suppresses offers while the scheduler has nothing to launch and
 //! revives (rate-limited) when work appears, reconnects with backoff under the same framework id
-//! so running tasks survive, and uses a failover timeout of an hour unless told otherwise.
-//! [`placement`] holds reusable policies, among them [`placement::Tetris`].
+//! so running tasks survive, puts the tasks of a failed launch back in the scheduler's queue,
+//! and uses a failover timeout of an hour unless told otherwise. [`placement`] holds reusable
+//! policies, among them [`placement::Tetris`]; [`Decisions::from_assignments`] turns their
+//! choices into answers.
+//!
+//! Everything a framework needs is exported here (the `protocol` types it handles included), so
+//! `use framework_sdk::prelude::*;` is its only import.
 //!
 //! # Layout
 //!
-//! - [`scheduler`]: the [`Scheduler`] trait, [`Context`] (kill, reconcile, stop, answer held
-//!   offers) and [`Decisions`] (answers to offers).
+//! - [`scheduler`]: the [`Scheduler`] trait.
+//! - [`context`]: [`Context`], what a scheduler may do besides answering offers (kill,
+//!   reconcile, stop, answer held offers).
+//! - [`decisions`]: [`Decisions`] (answers to offers) and the ways the SDK fills them:
+//!   [`Decisions::pack`], [`Decisions::from_assignments`], [`Decisions::launch_or_decline`].
+//! - [`task`]: [`Task`], a checked task template (`Task::shell("echo hi").resources(..)`)
+//!   placed on offers with [`Task::on`].
 //! - [`driver`]: [`Driver`] and [`DriverConfig`]: registration, the event loop, reconnection,
-//!   suppress/revive, offer hold timeout.
+//!   suppress/revive, offer hold timeout, [`Driver::run_until`] a shutdown future.
 //! - [`client`]: [`CoordinatorClient`], the framework HTTP API as typed calls.
 //! - [`sse`]: an incremental Server-Sent Events parser.
-//! - [`placement`]: [`placement::Placement`] and the policies `FirstFit`, `BestFit`, `Tetris`.
+//! - [`placement`]: the `placement` crate (pure, no async runtime or HTTP), re-exported:
+//!   [`placement::Placement`] and the policies `FirstFit`, `BestFit`, `Tetris`.
 //! - [`error`]: the error type, [`SdkError`].
+//! - [`prelude`]: the imports a framework needs.
 //!
 //! # Example
 //!
-//! A framework that runs one `echo` per offer until it has launched three, then stops once all
-//! three have ended.
+//! A framework that runs `echo hi` three times, packing the copies on its offers, and stops
+//! once all three have ended.
 //!
 //! ```no_run
-//! use framework_sdk::{Context, Decisions, Driver, DriverConfig, Scheduler};
-//! use protocol::{CommandSpec, Offer, TaskId, TaskSpec, TaskStatus};
+//! use framework_sdk::prelude::*;
 //!
-//! struct Echo { launched: usize, ended: usize }
+//! struct Echo { task: Task, queue: Vec<TaskId>, ended: usize }
 //!
-//! #[async_trait::async_trait]
+//! #[async_trait]
 //! impl Scheduler for Echo {
 //!     async fn offers(&mut self, _ctx: &mut Context, offers: Vec<Offer>) -> Decisions {
-//!         Decisions::launch_or_decline(&offers, |offer| {
-//!             let demand: protocol::Resources = "cpus=0.1,mem=32".parse().expect("valid");
-//!             if self.launched == 3 || !demand.fits_in(&offer.resources) {
-//!                 return vec![];
-//!             }
-//!             self.launched += 1;
-//!             vec![TaskSpec {
-//!                 task_id: TaskId::new(format!("echo-{}", self.launched)).expect("valid id"),
-//!                 name: "echo".into(),
-//!                 agent_id: offer.agent_id,
-//!                 resources: demand,
-//!                 command: CommandSpec::Shell("echo hi".into()),
-//!                 env: Default::default(),
-//!                 duration_s: None,
-//!             }]
-//!         })
+//!         Decisions::pack(&offers, &self.task, || self.queue.pop())
 //!     }
 //!
 //!     async fn status_update(&mut self, ctx: &mut Context, status: &TaskStatus) {
@@ -61,15 +57,23 @@
 //!         }
 //!     }
 //!
+//!     fn requeue(&mut self, task: TaskSpec) {
+//!         self.queue.push(task.task_id);
+//!     }
+//!
 //!     fn pending_tasks(&self) -> usize {
-//!         3 - self.launched
+//!         self.queue.len()
 //!     }
 //! }
 //!
-//! # async fn run() -> Result<(), framework_sdk::SdkError> {
-//! let role = "eng/batch".parse().expect("valid role");
-//! let config = DriverConfig::new("http://127.0.0.1:5050", "echo", role);
-//! let done = Driver::new(config, Echo { launched: 0, ended: 0 })?.run().await?;
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let echo = Echo {
+//!     task: Task::shell("echo hi").resources("cpus=0.1,mem=32").build()?,
+//!     queue: vec![TaskId::new("echo-1")?, TaskId::new("echo-2")?, TaskId::new("echo-3")?],
+//!     ended: 0,
+//! };
+//! let config = DriverConfig::new("http://127.0.0.1:5050", "echo", "eng/batch".parse()?);
+//! let done = Driver::new(config, echo)?.run_until(tokio::signal::ctrl_c()).await?;
 //! assert_eq!(done.ended, 3);
 //! # Ok(())
 //! # }
@@ -78,13 +82,39 @@
 #![deny(missing_docs)]
 
 pub mod client;
+pub mod context;
+pub mod decisions;
 pub mod driver;
 pub mod error;
-pub mod placement;
 pub mod scheduler;
 pub mod sse;
+pub mod task;
 
+/// Pure placement policies (the `placement` crate, which needs no async runtime or HTTP
+/// client): [`placement::Placement`], [`placement::FirstFit`], [`placement::BestFit`],
+/// [`placement::Tetris`].
+pub use placement;
+/// The wire types, for what the SDK does not re-export by name.
+pub use protocol;
+
+pub use async_trait::async_trait;
 pub use client::CoordinatorClient;
+pub use context::Context;
+pub use decisions::{Answer, Decisions};
 pub use driver::{Driver, DriverConfig, DEFAULT_FAILOVER_TIMEOUT};
 pub use error::SdkError;
-pub use scheduler::{Answer, Context, Decisions, Scheduler};
+pub use protocol::{
+    AgentId, CommandSpec, FrameworkId, Offer, OfferId, Resources, RolePath, TaskId, TaskSpec,
+    TaskState, TaskStatus,
+};
+pub use scheduler::Scheduler;
+pub use task::{IntoResources, Task, TaskBuilder, TaskError};
+
+/// What a framework imports: `use framework_sdk::prelude::*;`.
+pub mod prelude {
+    pub use crate::{
+        async_trait, AgentId, Answer, CommandSpec, Context, Decisions, Driver, DriverConfig,
+        FrameworkId, Offer, OfferId, Resources, RolePath, Scheduler, SdkError, Task, TaskId,
+        TaskSpec, TaskState, TaskStatus,
+    };
+}

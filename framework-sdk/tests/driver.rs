@@ -368,7 +368,7 @@ async fn bad_configuration_is_refused_up_front() {
         Some(SdkError::InvalidConfig(_))
     ));
     c.coordinator = "http://127.0.0.1:1".into();
-    c.decline_refuse_seconds = f64::NAN;
+    c.missed_heartbeats = 0;
     let probe = Probe {
         log: Arc::default(),
         mode: Mode::Hold,
@@ -376,7 +376,7 @@ async fn bad_configuration_is_refused_up_front() {
         launched: 0,
     };
     let err = Driver::new(c, probe).err().unwrap();
-    assert!(err.to_string().contains("decline_refuse_seconds"), "{err}");
+    assert!(err.to_string().contains("missed_heartbeats"), "{err}");
 }
 
 #[tokio::test]
@@ -440,4 +440,57 @@ async fn offers_held_too_long_are_declined_in_one_call() {
     assert_eq!(fake.recorded(|r| r.declines[0].offer_ids.clone()), ids);
     stop(&fake, id, handle).await;
     assert_eq!(fake.recorded(|r| r.declines.len()), 1);
+}
+
+#[tokio::test]
+async fn run_until_stops_on_the_shutdown_future_like_stop() {
+    let fake = Fake::start().await;
+    let driver = Driver::new(config(&fake), Probe::new(&fake, Mode::Hold, 1)).unwrap();
+    let (shutdown, signal) = tokio::sync::oneshot::channel::<()>();
+    let handle = tokio::spawn(driver.run_until(signal));
+    wait_for(WITHIN, "stream open", || {
+        fake.recorded(|r| r.streams_opened == 1)
+    })
+    .await;
+    let held = offer(fake.id(), "cpus=4,mem=1024", "cpus=8,mem=2048");
+    let held_id = held.offer_id;
+    assert!(fake.push(FrameworkEvent::Offers { offers: vec![held] }));
+    wait_for(WITHIN, "offer seen", || has(&fake, "offers 1")).await;
+    shutdown.send(()).unwrap();
+    let probe = tokio::time::timeout(WITHIN, handle)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(probe.pending, 1, "the scheduler comes back");
+    assert_eq!(
+        fake.recorded(|r| r
+            .declines
+            .iter()
+            .map(|d| d.offer_ids.clone())
+            .collect::<Vec<_>>()),
+        vec![vec![held_id]],
+        "held offers are given back on shutdown"
+    );
+    assert_eq!(fake.recorded(|r| r.unregisters), 1);
+}
+
+#[tokio::test]
+async fn declines_with_a_duration_go_out_in_one_call_with_that_filter() {
+    let fake = Fake::start().await;
+    let (id, handle) = start(&fake, Probe::new(&fake, Mode::DeclineForAMinute, 1)).await;
+    let offers: Vec<_> = (0..3)
+        .map(|_| offer(id, "cpus=4,mem=1024", "cpus=8,mem=2048"))
+        .collect();
+    let ids: Vec<_> = offers.iter().map(|o| o.offer_id).collect();
+    assert!(fake.push(FrameworkEvent::Offers { offers }));
+    wait_for(WITHIN, "the decline", || {
+        fake.recorded(|r| !r.declines.is_empty())
+    })
+    .await;
+    stop(&fake, id, handle).await;
+    let declines = fake.recorded(|r| r.declines.clone());
+    assert_eq!(declines.len(), 1, "one call for the three offers");
+    assert_eq!(declines[0].offer_ids, ids);
+    assert_eq!(declines[0].refuse_seconds, Some(60.0));
 }

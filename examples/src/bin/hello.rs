@@ -18,7 +18,7 @@ async fn main() -> anyhow::Result<std::process::ExitCode> {
     let finished = outcome
         .states
         .values()
-        .filter(|s| **s == protocol::TaskState::Finished)
+        .filter(|s| **s == framework_sdk::TaskState::Finished)
         .count();
     println!("{finished} of {} tasks finished", outcome.states.len());
     Ok(if outcome.all_finished() {

@@ -9,7 +9,7 @@
 
 use clap::Parser;
 use framework_sdk::placement::{BestFit, FirstFit, Placement, Tetris};
-use protocol::Resources;
+use framework_sdk::Resources;
 
 /// Flags of `placement-sim`.
 #[derive(Debug, Parser)]

@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use framework_sdk::placement::{BestFit, FirstFit, Placement, Tetris};
-use framework_sdk::CoordinatorClient;
+use framework_sdk::{CoordinatorClient, Driver};
 
-use crate::common::{run_driver, CommonArgs};
+use crate::common::CommonArgs;
 use scheduler::Batch;
 pub use workload::{JobSpec, TaskGroup};
 
@@ -127,7 +127,7 @@ pub async fn run(args: Args, shutdown: impl Future<Output = ()>) -> anyhow::Resu
         batch.task_count(),
         batch.policy_name()
     );
-    let batch = run_driver(config, batch, shutdown).await?;
+    let batch = Driver::new(config, batch)?.run_until(shutdown).await?;
     let outcome = batch.outcome();
     println!("{outcome}");
     Ok(outcome)
@@ -165,7 +165,7 @@ async fn preflight(coordinator: &str, jobs: &[JobSpec]) -> anyhow::Result<()> {
 }
 
 /// The first task group that fits in none of `totals`, described.
-fn unplaceable(jobs: &[JobSpec], totals: &[&protocol::Resources]) -> Option<String> {
+fn unplaceable(jobs: &[JobSpec], totals: &[&framework_sdk::Resources]) -> Option<String> {
     jobs.iter().find_map(|job| {
         job.tasks
             .iter()
@@ -186,8 +186,8 @@ mod tests {
                 {"name": "big", "tasks": [{"resources": {"cpus": 1, "mem": 4096}, "duration_s": 1}]}]"#,
         )
         .unwrap();
-        let small: protocol::Resources = "cpus=2,mem=1024".parse().unwrap();
-        let wide: protocol::Resources = "cpus=1,mem=8192".parse().unwrap();
+        let small: framework_sdk::Resources = "cpus=2,mem=1024".parse().unwrap();
+        let wide: framework_sdk::Resources = "cpus=1,mem=8192".parse().unwrap();
         assert_eq!(
             unplaceable(&jobs, &[&small]).unwrap(),
             "job \"big\": its tasks need cpus=1,mem=4096"

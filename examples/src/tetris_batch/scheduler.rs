@@ -5,10 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
 use framework_sdk::placement::{JobId, OfferSlot, PendingTask, Placement, PlacementInput};
-use framework_sdk::{Context, Decisions, Scheduler, SdkError};
-use protocol::{
-    AgentId, CommandSpec, FrameworkId, Offer, Resources, TaskId, TaskSpec, TaskState, TaskStatus,
-};
+use framework_sdk::prelude::*;
 
 use super::{JobSpec, Outcome};
 
@@ -139,8 +136,28 @@ impl Batch {
         })
     }
 
+    /// Marks task `t` launched on `agent_id` and returns its wire spec; `None` (logged) when
+    /// it cannot be named.
+    fn launch(&mut self, t: usize, agent_id: AgentId) -> Option<TaskSpec> {
+        let spec = match self.task_spec(t, agent_id) {
+            Ok(spec) => spec,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot name a task; skipping it");
+                return None;
+            }
+        };
+        self.tasks[t].phase = Phase::Launched;
+        self.by_id.insert(spec.task_id.clone(), t);
+        let job = self.tasks[t].job as JobId;
+        self.usage
+            .entry(job)
+            .or_default()
+            .add_assign(&spec.resources);
+        Some(spec)
+    }
+
     /// Puts task `t` back in the queue, in task order.
-    fn requeue(&mut self, t: usize) {
+    fn queue_again(&mut self, t: usize) {
         self.tasks[t].phase = Phase::Queued;
         let at = self.queue.partition_point(|&q| q < t);
         if self.queue.get(at) != Some(&t) {
@@ -214,7 +231,7 @@ impl Batch {
     }
 }
 
-#[async_trait::async_trait]
+#[async_trait]
 impl Scheduler for Batch {
     async fn registered(&mut self, _ctx: &mut Context, id: FrameworkId, reregistered: bool) {
         self.framework_id = Some(id);
@@ -247,31 +264,14 @@ impl Scheduler for Batch {
             cluster_total: &self.cluster,
         };
         let assignments = self.policy.place(&input);
-        let mut per_offer: Vec<Vec<TaskSpec>> = vec![Vec::new(); offers.len()];
-        for a in assignments {
-            let t = self.queue[a.task];
-            let spec = match self.task_spec(t, offers[a.offer].agent_id) {
-                Ok(spec) => spec,
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot name a task; skipping it");
-                    continue;
-                }
-            };
-            self.tasks[t].phase = Phase::Launched;
-            self.by_id.insert(spec.task_id.clone(), t);
-            let job = self.tasks[t].job as JobId;
-            self.usage
-                .entry(job)
-                .or_default()
-                .add_assign(&spec.resources);
-            per_offer[a.offer].push(spec);
-        }
+        let decisions = Decisions::from_assignments(&offers, &assignments, |task, offer| {
+            self.launch(self.queue[task], offer.agent_id)
+        });
         let tasks = &self.tasks;
         let mut keep = self.queue.iter().map(|&t| tasks[t].phase == Phase::Queued);
         self.pending.retain(|_| keep.next().unwrap_or(true));
         self.queue.retain(|&t| tasks[t].phase == Phase::Queued);
-        let mut per_offer = per_offer.into_iter();
-        Decisions::launch_or_decline(&offers, |_| per_offer.next().unwrap_or_default())
+        decisions
     }
 
     async fn status_update(&mut self, ctx: &mut Context, status: &TaskStatus) {
@@ -291,7 +291,7 @@ impl Scheduler for Batch {
         } else if self.tasks[t].attempt < self.max_retries {
             tracing::warn!(task = %status.task_id, state = %status.state, message = ?status.message, "task ended early; retrying");
             self.tasks[t].attempt += 1;
-            self.requeue(t);
+            self.queue_again(t);
         } else {
             tracing::warn!(task = %status.task_id, state = %status.state, "task out of retries");
             self.task_done(t, Phase::GaveUp);
@@ -301,18 +301,15 @@ impl Scheduler for Batch {
         }
     }
 
-    async fn launch_failed(&mut self, _ctx: &mut Context, tasks: Vec<TaskSpec>, reason: &SdkError) {
-        tracing::warn!(error = %reason, count = tasks.len(), "launch failed; requeueing");
-        for spec in tasks {
-            if let Some(t) = self.by_id.remove(&spec.task_id) {
-                let job = self.tasks[t].job as JobId;
-                if let Some(held) = self.usage.get_mut(&job) {
-                    *held = held.saturating_sub(&spec.resources);
-                }
-                // A new attempt id: the coordinator may have recorded the old one.
-                self.tasks[t].attempt += 1;
-                self.requeue(t);
+    fn requeue(&mut self, spec: TaskSpec) {
+        if let Some(t) = self.by_id.remove(&spec.task_id) {
+            let job = self.tasks[t].job as JobId;
+            if let Some(held) = self.usage.get_mut(&job) {
+                *held = held.saturating_sub(&spec.resources);
             }
+            // A new attempt id: the coordinator may have recorded the old one.
+            self.tasks[t].attempt += 1;
+            self.queue_again(t);
         }
     }
 

@@ -5,7 +5,7 @@
 //! `[{"name": "etl", "tasks": [{"resources": {"cpus": 2, "mem": 1024}, "duration_s": 3, "count": 4}]}]`
 //! (`count` defaults to 1).
 
-use protocol::Resources;
+use framework_sdk::Resources;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};

@@ -3,7 +3,7 @@
 //! together (declines batched, accepts concurrent), so a framework holding a thousand offers
 //! answers them all in about one round trip.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use protocol::messages::{AcceptRequest, AcknowledgeRequest, DeclineRequest, ReviveRequest};
@@ -12,8 +12,8 @@ use protocol::{FrameworkId, OfferId, TaskSpec};
 use super::demand::DemandAction;
 use super::Runner;
 use crate::client::CoordinatorClient;
-use crate::scheduler::{Answer, Scheduler};
 use crate::SdkError;
+use crate::{Answer, Scheduler};
 
 impl<S: Scheduler> Runner<S> {
     /// Carries out answers to offers together: every decline in one call per filter length,
@@ -25,17 +25,14 @@ impl<S: Scheduler> Runner<S> {
         if answers.is_empty() {
             return;
         }
-        let mut declines: Vec<(OfferId, Option<f64>)> = Vec::new();
+        let mut declines: Vec<(OfferId, Option<Duration>)> = Vec::new();
         let mut accepts: Vec<AcceptRequest> = Vec::new();
         let mut failed: Vec<(Vec<TaskSpec>, SdkError)> = Vec::new();
         for answer in answers {
             match answer {
-                Answer::Decline {
-                    offer_id,
-                    refuse_seconds,
-                } => {
+                Answer::Decline { offer_id, refuse } => {
                     self.offers.remove(offer_id);
-                    declines.push((offer_id, refuse_seconds));
+                    declines.push((offer_id, refuse));
                 }
                 Answer::Launch { offer_ids, tasks } if tasks.is_empty() => {
                     for offer_id in offer_ids {
@@ -62,7 +59,7 @@ impl<S: Scheduler> Runner<S> {
                         accepts.push(AcceptRequest {
                             offer_ids,
                             tasks,
-                            refuse_seconds: Some(self.config.accept_refuse_seconds),
+                            refuse_seconds: Some(self.config.accept_refuse.as_secs_f64()),
                         });
                     }
                 }
@@ -71,13 +68,8 @@ impl<S: Scheduler> Runner<S> {
         if let Some(id) = self.framework_id {
             let client = &self.client;
             let limit = self.config.max_concurrent_requests.max(1);
-            let declined = decline_together(
-                client,
-                id,
-                declines,
-                self.config.decline_refuse_seconds,
-                limit,
-            );
+            let declined =
+                decline_together(client, id, declines, self.config.decline_refuse, limit);
             let accepted = futures::stream::iter(accepts.into_iter().map(|request| async move {
                 let result = client.accept(id, &request).await;
                 (request, result)
@@ -120,7 +112,7 @@ impl<S: Scheduler> Runner<S> {
             &self.client,
             id,
             declines,
-            self.config.decline_refuse_seconds,
+            self.config.decline_refuse,
             self.config.max_concurrent_requests.max(1),
         )
         .await;
@@ -203,22 +195,20 @@ impl<S: Scheduler> Runner<S> {
 async fn decline_together(
     client: &CoordinatorClient,
     id: FrameworkId,
-    declines: Vec<(OfferId, Option<f64>)>,
-    default_refuse: f64,
+    declines: Vec<(OfferId, Option<Duration>)>,
+    default_refuse: Duration,
     limit: usize,
 ) {
-    let mut groups: Vec<(f64, Vec<OfferId>)> = Vec::new();
+    let mut groups: Vec<(Duration, Vec<OfferId>)> = Vec::new();
     for (offer_id, refuse) in declines {
         let refuse = refuse.unwrap_or(default_refuse);
-        match groups
-            .iter_mut()
-            .find(|(r, _)| r.to_bits() == refuse.to_bits())
-        {
+        match groups.iter_mut().find(|(r, _)| *r == refuse) {
             Some((_, ids)) => ids.push(offer_id),
             None => groups.push((refuse, vec![offer_id])),
         }
     }
     let calls = groups.into_iter().map(|(refuse, offer_ids)| async move {
+        let refuse = refuse.as_secs_f64();
         let request = DeclineRequest {
             offer_ids,
             refuse_seconds: Some(refuse),

@@ -29,12 +29,13 @@ pub struct DriverConfig {
     /// An offer the scheduler neither launches on nor declines is declined after this long, so a
     /// framework never hoards resources. Default 2 s.
     pub offer_hold_timeout: Duration,
-    /// The filter on declined offers, in seconds. Longer than the coordinator's default (5 s),
-    /// because a framework that declines usually cannot use those resources soon, and a revive
-    /// (sent when new work arrives) clears filters anyway. Default 30 s.
-    pub decline_refuse_seconds: f64,
-    /// The filter on the unused rest of accepted offers, in seconds. Default 5 s.
-    pub accept_refuse_seconds: f64,
+    /// The filter on declined offers when the scheduler gives none. Longer than the
+    /// coordinator's default (5 s), because a framework that declines usually cannot use those
+    /// resources soon, and a revive (sent when new work arrives) clears filters anyway.
+    /// Default 30 s.
+    pub decline_refuse: Duration,
+    /// The filter on the unused rest of accepted offers. Default 5 s.
+    pub accept_refuse: Duration,
     /// Revives are sent at most this often; frequent revives overload the allocator. Default 1 s.
     pub revive_interval: Duration,
     /// The first reconnection delay; it doubles up to `reconnect_backoff_max`. Default 100 ms.
@@ -69,8 +70,8 @@ impl DriverConfig {
             failover_timeout: DEFAULT_FAILOVER_TIMEOUT,
             register_timeout: Duration::from_secs(60),
             offer_hold_timeout: Duration::from_secs(2),
-            decline_refuse_seconds: 30.0,
-            accept_refuse_seconds: 5.0,
+            decline_refuse: Duration::from_secs(30),
+            accept_refuse: Duration::from_secs(5),
             revive_interval: Duration::from_secs(1),
             reconnect_backoff_min: Duration::from_millis(100),
             reconnect_backoff_max: Duration::from_secs(5),
@@ -86,16 +87,6 @@ impl DriverConfig {
     pub fn validate(&self) -> Result<(), String> {
         if self.name.trim().is_empty() {
             return Err("name is empty; give the framework a name".into());
-        }
-        for (field, v) in [
-            ("decline_refuse_seconds", self.decline_refuse_seconds),
-            ("accept_refuse_seconds", self.accept_refuse_seconds),
-        ] {
-            if !v.is_finite() || v < 0.0 {
-                return Err(format!(
-                    "{field} is {v}; use a finite number of seconds >= 0"
-                ));
-            }
         }
         if self.reconnect_backoff_min.is_zero()
             || self.reconnect_backoff_max < self.reconnect_backoff_min

@@ -10,6 +10,7 @@ mod config;
 mod demand;
 mod offer_book;
 
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -23,8 +24,9 @@ use demand::DemandState;
 use offer_book::OfferBook;
 
 use crate::client::{CoordinatorClient, Registration};
-use crate::scheduler::{Command, Context, Scheduler};
+use crate::context::{Command, Context};
 use crate::sse::SseParser;
+use crate::Scheduler;
 use crate::SdkError;
 
 /// Used until the coordinator tells the stream's heartbeat interval.
@@ -63,9 +65,27 @@ impl<S: Scheduler> Driver<S> {
         })
     }
 
-    /// A token that stops the driver when cancelled, as [`Context::stop`] does.
+    /// A token that stops the driver when cancelled, as [`Context::stop`] does. (To stop on a
+    /// future instead, use [`Driver::run_until`].)
     pub fn stop_token(&self) -> CancellationToken {
         self.stop.clone()
+    }
+
+    /// Runs as [`Driver::run`] does, and also stops once `shutdown` completes (Ctrl-C, a
+    /// channel, a test's signal): held offers are declined and, when
+    /// [`DriverConfig::unregister_on_stop`] is set, the framework is unregistered, as on
+    /// [`Context::stop`]. Returns the scheduler.
+    pub async fn run_until(self, shutdown: impl Future) -> Result<S, SdkError> {
+        let stop = self.stop.clone();
+        let run = self.run();
+        tokio::pin!(run);
+        tokio::select! {
+            result = &mut run => result,
+            _ = shutdown => {
+                stop.cancel();
+                run.await
+            }
+        }
     }
 
     /// Runs until the scheduler calls [`Context::stop`] or the stop token is cancelled, and

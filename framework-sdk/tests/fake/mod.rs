@@ -325,7 +325,7 @@ pub fn offer(framework_id: FrameworkId, resources: &str, total: &str) -> Offer {
         agent_total: total.parse::<Resources>().unwrap(),
         attributes: BTreeMap::new(),
         created_at: now,
-        expires_at: now + chrono::Duration::seconds(60),
+        expires_at: now + std::time::Duration::from_secs(60),
     }
 }
 

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, dead_code)]
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use framework_sdk::{Context, Decisions, Scheduler, SdkError};
 use protocol::{
@@ -19,6 +20,8 @@ pub enum Mode {
     Launch,
     /// Answer nothing.
     Hold,
+    /// Decline every offer for a minute.
+    DeclineForAMinute,
 }
 
 /// A scheduler that writes what happens to a log shared with the fake coordinator.
@@ -52,8 +55,16 @@ impl Scheduler for Probe {
 
     async fn offers(&mut self, _ctx: &mut Context, offers: Vec<Offer>) -> Decisions {
         self.note(format!("offers {}", offers.len()));
-        if self.mode == Mode::Hold {
-            return Decisions::new();
+        match self.mode {
+            Mode::Hold => return Decisions::new(),
+            Mode::DeclineForAMinute => {
+                let mut d = Decisions::new();
+                for o in &offers {
+                    d.decline(o.offer_id, Some(Duration::from_secs(60)));
+                }
+                return d;
+            }
+            Mode::Launch => {}
         }
         Decisions::launch_or_decline(&offers, |o| {
             if self.pending == 0 {
@@ -86,6 +97,10 @@ impl Scheduler for Probe {
             e.code().unwrap_or("-")
         ));
         self.pending += tasks.len();
+    }
+
+    fn requeue(&mut self, _task: TaskSpec) {
+        self.pending += 1;
     }
 
     async fn disconnected(&mut self, _ctx: &mut Context) {

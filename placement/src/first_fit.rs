@@ -55,7 +55,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::placement::tests_support::{input, slot, task};
+    use crate::tests_support::{input, slot, task};
 
     #[test]
     fn first_offer_that_fits_in_drf_order() {

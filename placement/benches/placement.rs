@@ -5,7 +5,7 @@
 //!   groups of 25 equal tasks, demands up to 4 cpus / 4 GiB) onto 1,000 partially free offers of
 //!   agents with cpus=24, mem=65536.
 //!
-//! Run with: `cargo bench -p framework-sdk --bench placement` (add a filter such as
+//! Run with: `cargo bench -p placement --bench placement` (add a filter such as
 //! `place_1000` to run one group).
 #![allow(clippy::unwrap_used)]
 // criterion's macros generate undocumented functions.
@@ -15,9 +15,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use framework_sdk::placement::{
-    BestFit, FirstFit, OfferSlot, PendingTask, Placement, PlacementInput, Tetris,
-};
+use placement::{BestFit, FirstFit, OfferSlot, PendingTask, Placement, PlacementInput, Tetris};
 use protocol::{AgentId, OfferId, Resources};
 use rand::{Rng, SeedableRng};
 

@@ -1,14 +1,29 @@
 //! Placement policies: given offers and a framework's pending tasks, choose which task goes
-//! where. Pure functions of their input (no I/O, no clock, no randomness), so frameworks can
-//! compare them in simulation and tests can check them exactly.
-//!
-//! - [`FirstFit`]: jobs in DRF order, each task to the first offer it fits (the fair baseline).
-//! - [`BestFit`]: jobs in DRF order, each task to the offer it leaves the least room in.
-//! - [`Tetris`]: alignment packing with shortest-remaining-work and a fairness knob, as in
-//!   `ALGORITHMS.md`.
+//! where. Pure functions of their input (no I/O, no clock, no randomness, no async runtime), so
+//! frameworks can compare them in simulation and tests can check them exactly. This crate
+//! depends only on `protocol`; `framework-sdk` re-exports it as `framework_sdk::placement` and
+//! turns its [`Assignment`]s into answers to offers (`Decisions::from_assignments`).
 //!
 //! Use [`Placement::place`] on a [`PlacementInput`]; the result lists [`Assignment`]s by index
 //! into the input's offers and tasks, in the order they were chosen.
+//!
+//! # Layout
+//!
+//! - this file: the input and output types ([`OfferSlot`], [`PendingTask`], [`PlacementInput`],
+//!   [`Assignment`]) and the [`Placement`] trait.
+//! - `problem.rs`: the dense working state every policy shares (resource vectors, tasks grouped
+//!   into classes of equal demand, jobs in DRF order).
+//! - `first_fit.rs`: [`FirstFit`], jobs in DRF order, each task to the first offer it fits (the
+//!   fair baseline).
+//! - `best_fit.rs`: [`BestFit`], jobs in DRF order, each task to the offer it leaves the least
+//!   room in.
+//! - `tetris.rs`: [`Tetris`], alignment packing with shortest-remaining-work and a fairness
+//!   knob, as in `ALGORITHMS.md`.
+//! - tests only: `reference.rs` (straightforward versions of each policy, to check the fast
+//!   ones against), `proptests.rs` (properties every policy keeps, on random input),
+//!   `tests_support.rs` (builders).
+
+#![deny(missing_docs)]
 
 mod best_fit;
 mod first_fit;

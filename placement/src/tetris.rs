@@ -480,7 +480,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::placement::tests_support::{input, slot, task, task_d};
+    use crate::tests_support::{input, slot, task, task_d};
 
     #[test]
     fn alignment_matches_the_hand_computed_example() {

@@ -113,7 +113,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::placement::tests_support::{input, slot, task};
+    use crate::tests_support::{input, slot, task};
 
     #[test]
     fn tightest_offer_wins() {
