@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use protocol::messages::{FrameworkRegistered, RegisterFramework};
 use protocol::{FrameworkEvent, FrameworkId, Resources, RolePath};
 
+use super::ledger::Eligibility;
 use super::{Connection, Effect, Effects, FrameworkRecord, Now, State, StateError, ORPHAN_ROLE};
 use crate::store::{Change, StoredFramework};
 
@@ -61,7 +62,7 @@ impl State {
                 if move_role {
                     self.move_framework(id, req.role, fx);
                 } else if req.demand.is_some() {
-                    let _ = self.allocator.set_demand(id, req.demand);
+                    self.ledger.set_demand(id, req.demand);
                 }
                 self.persist_framework(id, fx);
                 fx.push(Effect::Allocate);
@@ -107,11 +108,12 @@ impl State {
         placeholder: bool,
         now: &Now,
     ) {
-        if let Err(e) = self.allocator.add_framework(id, &role) {
-            tracing::error!(framework = %id, error = %e, "allocator refused framework");
-        }
-        let _ = self.allocator.set_active(id, false);
-        let _ = self.allocator.set_demand(id, demand.clone());
+        let eligibility = Eligibility {
+            active: false,
+            suppressed: false,
+            demand: demand.clone(),
+        };
+        self.ledger.add_framework(id, &role, &eligibility);
         self.frameworks.insert(
             id,
             FrameworkRecord {
@@ -126,8 +128,6 @@ impl State {
                 },
                 generation: 0,
                 registered_at: now.wall,
-                used: Resources::new(),
-                offered: Resources::new(),
                 active_tasks: 0,
                 pending: Default::default(),
                 completed: VecDeque::new(),
@@ -151,30 +151,31 @@ impl State {
     /// Moves a framework to another role: a fresh allocator leaf, its tasks re-accounted.
     fn move_framework(&mut self, id: FrameworkId, role: RolePath, fx: &mut Effects) {
         self.rescind_framework_offers(id, "framework re-registered", fx);
-        let _ = self.allocator.remove_framework(id);
         let Some(fw) = self.frameworks.get_mut(&id) else {
             return;
         };
         fw.role = role.clone();
-        let active = matches!(fw.connection, Connection::Connected { .. });
-        let (suppressed, demand) = (fw.suppressed, fw.demand.clone());
-        if let Err(e) = self.allocator.add_framework(id, &role) {
-            tracing::error!(framework = %id, error = %e, "allocator refused framework");
-        }
-        let _ = self.allocator.set_active(id, active);
-        let _ = self.allocator.set_demand(id, demand);
-        if suppressed {
-            let _ = self.allocator.suppress(id);
-        }
+        let eligibility = Eligibility {
+            active: matches!(fw.connection, Connection::Connected { .. }),
+            suppressed: fw.suppressed,
+            demand: fw.demand.clone(),
+        };
         let held: Vec<_> = self
             .tasks
             .iter()
             .filter(|((f, _), t)| *f == id && !t.state().is_terminal())
             .map(|(_, t)| (t.agent_id, t.resources.clone()))
             .collect();
-        for (agent, res) in held {
-            if let Err(e) = self.allocator.allocate(id, agent, &res) {
-                tracing::warn!(framework = %id, %agent, error = %e, "task does not fit");
+        // Off the old leaf, onto the new one: the same holdings on the same agents.
+        for (agent, res) in &held {
+            self.ledger.release(id, *agent, res);
+        }
+        self.ledger.remove_framework(id);
+        self.ledger.add_framework(id, &role, &eligibility);
+        for (agent, res) in &held {
+            if let Err(e) = self.ledger.hold(id, *agent, res) {
+                // Just released on the same agent: cannot happen while the books are right.
+                tracing::error!(framework = %id, %agent, error = %e, "task does not fit");
             }
         }
     }
@@ -209,7 +210,7 @@ impl State {
         for status in fw.pending.replay(now.ms, resend_ms) {
             fx.push(Effect::ToFramework(id, FrameworkEvent::Update { status }));
         }
-        let _ = self.allocator.set_active(id, true);
+        self.ledger.set_active(id, true);
         fx.push(Effect::Allocate);
         Ok(generation)
     }
@@ -227,7 +228,7 @@ impl State {
             since_ms: now.ms,
             ever: true,
         };
-        let _ = self.allocator.set_active(id, false);
+        self.ledger.set_active(id, false);
         self.rescind_framework_offers(id, "framework disconnected", fx);
         fx.push(Effect::Allocate);
     }
@@ -283,8 +284,8 @@ impl State {
             if task.state().is_terminal() {
                 continue;
             }
-            if let Some(agent) = self.agents.get_mut(&task.agent_id) {
-                super::sub_res(&mut agent.used, &task.resources);
+            self.ledger.release(id, task.agent_id, &task.resources);
+            if let Some(agent) = self.agents.get(&task.agent_id) {
                 if agent.state == super::AgentState::Active {
                     fx.push(Effect::Kill {
                         agent_id: task.agent_id,
@@ -294,7 +295,7 @@ impl State {
                 }
             }
         }
-        let _ = self.allocator.remove_framework(id);
+        self.ledger.remove_framework(id);
         self.frameworks.remove(&id);
         self.removed_frameworks.insert(id);
         fx.push(Effect::Persist(Change::RemoveFramework(id)));
@@ -313,7 +314,7 @@ impl State {
     pub fn suppress(&mut self, id: FrameworkId) -> Result<(), StateError> {
         let fw = self.live_framework_mut(id)?;
         fw.suppressed = true;
-        let _ = self.allocator.suppress(id);
+        self.ledger.suppress(id);
         Ok(())
     }
 
@@ -328,9 +329,9 @@ impl State {
         fw.suppressed = false;
         if demand.is_some() {
             fw.demand = demand.clone();
-            let _ = self.allocator.set_demand(id, demand);
+            self.ledger.set_demand(id, demand);
         }
-        let _ = self.allocator.revive(id);
+        self.ledger.revive(id);
         fx.push(Effect::Allocate);
         Ok(())
     }

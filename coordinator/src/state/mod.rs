@@ -64,6 +64,7 @@ mod agents;
 mod error;
 mod explain;
 mod frameworks;
+mod ledger;
 mod offers;
 mod pending;
 mod tasks;
@@ -83,8 +84,10 @@ use protocol::{
 
 use crate::allocator::{Allocator, Policy};
 use crate::config::Config;
+use ledger::Ledger;
 
 pub use error::StateError;
+pub use ledger::{Holder, LedgerError};
 pub use views::{task_list_json, ClusterSnapshot, Gauges};
 
 /// The role under which tasks of frameworks the coordinator does not know are kept.
@@ -177,10 +180,6 @@ pub(crate) struct AgentRecord {
     pub(crate) registered_at: Timestamp,
     pub(crate) last_heartbeat_at: Timestamp,
     pub(crate) last_heartbeat_ms: u64,
-    /// Held by non-terminal tasks.
-    pub(crate) used: Resources,
-    /// Held by outstanding offers.
-    pub(crate) offered: Resources,
 }
 
 /// Whether a framework's event stream is open.
@@ -204,8 +203,6 @@ pub(crate) struct FrameworkRecord {
     /// The last stream number handed out.
     pub(crate) generation: u64,
     pub(crate) registered_at: Timestamp,
-    pub(crate) used: Resources,
-    pub(crate) offered: Resources,
     pub(crate) active_tasks: usize,
     /// Updates sent and not yet acknowledged.
     pub(crate) pending: pending::PendingUpdates,
@@ -292,7 +289,8 @@ pub(crate) struct OfferRecord {
 /// The registry. See the module docs.
 pub struct State {
     pub(crate) timing: Timing,
-    pub(crate) allocator: Allocator,
+    /// Holdings and eligibility: the only caller of the allocator's changes.
+    pub(crate) ledger: Ledger,
     pub(crate) agents: BTreeMap<AgentId, AgentRecord>,
     pub(crate) frameworks: BTreeMap<FrameworkId, FrameworkRecord>,
     /// Frameworks removed; their ids are not adopted again and their tasks' late updates dropped.
@@ -339,7 +337,7 @@ impl State {
                 // Validated >= 1; the floor keeps a bad value from forgetting everything.
                 max_completed_tasks_per_framework: config.max_completed_tasks_per_framework.max(1),
             },
-            allocator,
+            ledger: Ledger::new(allocator),
             agents: BTreeMap::new(),
             frameworks: BTreeMap::new(),
             removed_frameworks: HashSet::new(),
@@ -365,7 +363,7 @@ impl State {
                 reason: "roles starting with '_' are reserved".into(),
             });
         }
-        self.allocator.set_role_weight(role, weight);
+        self.ledger.set_role_weight(role, weight);
         fx.push(Effect::Persist(crate::store::Change::SetWeight(
             role.clone(),
             weight,
@@ -380,7 +378,7 @@ impl State {
     /// re-registering; their tasks are then accounted under these frameworks.
     pub fn restore(&mut self, snapshot: crate::store::Snapshot, now: &Now) {
         for (role, weight) in &snapshot.weights {
-            self.allocator.set_role_weight(role, *weight);
+            self.ledger.set_role_weight(role, *weight);
         }
         self.removed_frameworks
             .extend(snapshot.removed_frameworks.iter().copied());
@@ -421,6 +419,12 @@ impl State {
     /// them) are dropped from the count: their wait is the frameworks', not the coordinator's.
     pub fn take_offer_waits(&mut self) -> Vec<u64> {
         std::mem::take(&mut self.offer_waits)
+    }
+
+    /// How many times the books were found to disagree (each a bug, logged when found; see
+    /// [`LedgerError`]). Zero in a healthy coordinator.
+    pub fn ledger_mismatches(&self) -> u64 {
+        self.ledger.mismatches()
     }
 
     /// Heartbeat interval told to frameworks, in seconds.
@@ -469,10 +473,4 @@ impl State {
             FrameworkEvent::Update { status },
         ));
     }
-}
-
-/// `a -= b`, flooring at zero (the books are kept so that this never floors; flooring keeps a
-/// bug from turning into a panic).
-pub(crate) fn sub_res(a: &mut Resources, b: &Resources) {
-    *a = a.saturating_sub(b);
 }

@@ -12,7 +12,7 @@ use protocol::{
 };
 
 use super::{
-    sub_res, AgentState, Effect, Effects, Now, OfferRecord, State, StateError, TaskRecord,
+    AgentState, Effect, Effects, Now, OfferRecord, State, StateError, TaskRecord,
     ENDED_OFFERS_REMEMBERED,
 };
 
@@ -41,7 +41,7 @@ impl State {
     /// decision becomes an offer, sent to its framework in one `offers` event. Returns the
     /// number of offers made.
     pub fn allocate(&mut self, now: &Now, fx: &mut Effects) -> usize {
-        let decisions = self.allocator.cycle(None, now.ms);
+        let decisions = self.ledger.allocate(now.ms);
         let mut batches: BTreeMap<FrameworkId, Vec<Offer>> = BTreeMap::new();
         let expires_ms = now.ms.saturating_add(self.timing.offer_timeout_ms);
         let expires_at = now.wall
@@ -57,7 +57,7 @@ impl State {
             let Some(agent) = self.agents.get_mut(&d.agent).filter(|_| usable) else {
                 // Cannot happen while the allocator mirrors the books; give the resources back.
                 tracing::error!(agent = %d.agent, framework = %d.framework, "stale decision");
-                let _ = self.allocator.release(d.framework, d.agent, &d.resources);
+                self.ledger.end_offer(d.framework, d.agent, &d.resources);
                 continue;
             };
             let offer = Offer {
@@ -71,10 +71,6 @@ impl State {
                 created_at: now.wall,
                 expires_at,
             };
-            agent.offered.add_assign(&d.resources);
-            if let Some(fw) = self.frameworks.get_mut(&d.framework) {
-                fw.offered.add_assign(&d.resources);
-            }
             self.offers.insert(
                 offer.offer_id,
                 OfferRecord {
@@ -197,12 +193,13 @@ impl State {
         for id in &req.offer_ids {
             self.end_offer(*id, Ending::Accepted, None, &launched, false, fx);
         }
+        // Offered to used; the unused rest returns to the pool.
+        self.ledger.accept(fw, agent_id, &offered, &needed);
         if !unused.is_empty() {
-            let _ = self.allocator.release(fw, agent_id, &unused);
             self.freed(agent_id, now.ms);
             if refuse_ms > 0 {
                 let until = now.ms.saturating_add(refuse_ms);
-                let _ = self.allocator.add_filter(fw, agent_id, &unused, until);
+                self.ledger.add_filter(fw, agent_id, &unused, until);
             }
             fx.push(Effect::Allocate);
         }
@@ -231,12 +228,7 @@ impl State {
                 TaskRecord::new(task.name.clone(), agent_id, task.resources.clone(), latest),
             );
         }
-        // Resources move from offered to used (the allocator already counts them).
-        if let Some(a) = self.agents.get_mut(&agent_id) {
-            a.used.add_assign(&needed);
-        }
         if let Some(f) = self.frameworks.get_mut(&fw) {
-            f.used.add_assign(&needed);
             f.active_tasks += req.tasks.len();
         }
         fx.push(Effect::Launch {
@@ -271,8 +263,7 @@ impl State {
             self.freed(offer.agent_id, now.ms);
             if refuse_ms > 0 {
                 let until = now.ms.saturating_add(refuse_ms);
-                let _ = self
-                    .allocator
+                self.ledger
                     .add_filter(fw, offer.agent_id, &offer.resources, until);
             }
         }
@@ -333,7 +324,11 @@ impl State {
     ) -> Resources {
         let mut rescinded = false;
         let free = loop {
-            let free = self.allocator.agent_free(agent).unwrap_or_default();
+            let free = self
+                .ledger
+                .allocator()
+                .agent_free(agent)
+                .unwrap_or_default();
             let short = needed.saturating_sub(&free);
             if short.is_empty() {
                 break free;
@@ -380,7 +375,8 @@ impl State {
     }
 
     /// Ends one outstanding offer: off the books, remembered as ended, published; `release`
-    /// gives its resources back to the allocator's pool. Rescinds and expiries also tell the
+    /// gives its resources back to the pool (an accept moves them to used instead, see
+    /// [`super::ledger::Ledger::accept`]). Rescinds and expiries also tell the
     /// framework.
     fn end_offer(
         &mut self,
@@ -396,15 +392,8 @@ impl State {
         };
         let offer = rec.offer;
         if release {
-            let _ = self
-                .allocator
-                .release(offer.framework_id, offer.agent_id, &offer.resources);
-        }
-        if let Some(a) = self.agents.get_mut(&offer.agent_id) {
-            sub_res(&mut a.offered, &offer.resources);
-        }
-        if let Some(f) = self.frameworks.get_mut(&offer.framework_id) {
-            sub_res(&mut f.offered, &offer.resources);
+            self.ledger
+                .end_offer(offer.framework_id, offer.agent_id, &offer.resources);
         }
         self.ended_offers.insert(id, how.as_str());
         self.ended_order.push_back(id);

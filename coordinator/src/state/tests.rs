@@ -117,7 +117,7 @@ fn accept_moves_resources_from_offered_to_used_and_returns_the_rest() {
     assert_eq!(a.used, "cpus=1,mem=10".parse().unwrap());
     assert!(a.offered.is_empty());
     assert_eq!(
-        s.allocator.agent_free(agent),
+        s.ledger.allocator().agent_free(agent),
         Some("cpus=3,mem=90".parse().unwrap())
     );
     // The rest is offered at the next run.
@@ -157,7 +157,7 @@ fn a_lost_agent_rescinds_offers_and_loses_tasks() {
         if status.state == TaskState::Lost)
     ));
     assert!(
-        s.allocator.capacity().is_empty(),
+        s.ledger.allocator().capacity().is_empty(),
         "a lost agent leaves the capacity"
     );
     assert!(s.offers(None, None).is_empty());
@@ -305,10 +305,10 @@ fn an_adopted_running_task_holds_the_resources_it_reports() {
     assert_eq!(s.agents()[0].used, t1);
     assert!(s.agents()[0].offered.is_empty());
     assert_eq!(
-        s.allocator.agent_free(agent),
+        s.ledger.allocator().agent_free(agent),
         Some("cpus=3,mem=90".parse().unwrap())
     );
-    assert_eq!(s.frameworks[&orphan_fw].used, t1);
+    assert_eq!(s.ledger.framework(orphan_fw).used, t1);
     assert_eq!(s.frameworks[&orphan_fw].active_tasks, 1);
 
     // Another framework is offered only the rest.
@@ -328,15 +328,15 @@ fn an_adopted_running_task_holds_the_resources_it_reports() {
     // The task's framework comes back: it takes the task over with its resources, and the
     // task's end frees them.
     framework(&mut s, Some(orphan_fw), 3);
-    assert_eq!(s.frameworks[&orphan_fw].used, t1);
+    assert_eq!(s.ledger.framework(orphan_fw).used, t1);
     let mut fx = Vec::new();
     let mut done = running("t1", orphan_fw, agent, Some("cpus=1,mem=10"));
     done.state = TaskState::Finished;
     s.agent_status(agent, done, &at(4), &mut fx).unwrap();
     assert!(s.agents()[0].used.is_empty());
-    assert!(s.frameworks[&orphan_fw].used.is_empty());
+    assert!(s.ledger.framework(orphan_fw).used.is_empty());
     // Free again, beside the other framework's outstanding offer.
-    assert_eq!(s.allocator.agent_free(agent), Some(t1));
+    assert_eq!(s.ledger.allocator().agent_free(agent), Some(t1));
 }
 
 #[test]
@@ -357,7 +357,7 @@ fn an_adopted_task_rescinds_the_offers_holding_its_resources() {
     let a = &s.agents()[0];
     assert_eq!(a.used, "cpus=1".parse().unwrap());
     assert!(a.offered.is_empty());
-    assert_eq!(s.frameworks[&fw].used, "cpus=1".parse().unwrap());
+    assert_eq!(s.ledger.framework(fw).used, "cpus=1".parse().unwrap());
     // The next offer has the rest.
     let mut fx = Vec::new();
     assert_eq!(s.allocate(&at(3), &mut fx), 1);
@@ -409,7 +409,7 @@ fn adopted_tasks_reporting_more_than_the_agent_has_hold_only_what_fits() {
     let a = &s.agents()[0];
     assert_eq!(a.used, "cpus=4,mem=10".parse().unwrap());
     assert_eq!(
-        s.allocator.agent_free(agent),
+        s.ledger.allocator().agent_free(agent),
         Some("mem=90".parse().unwrap())
     );
     assert_eq!(s.frameworks[&fw].active_tasks, 3);
@@ -423,7 +423,7 @@ fn adopted_tasks_reporting_more_than_the_agent_has_hold_only_what_fits() {
     s.agent_status(agent, done, &at(1), &mut fx).unwrap();
     assert_eq!(s.agents()[0].used, "cpus=3".parse().unwrap());
     assert_eq!(
-        s.allocator.agent_free(agent),
+        s.ledger.allocator().agent_free(agent),
         Some("cpus=1,mem=100".parse().unwrap())
     );
 }
@@ -495,10 +495,10 @@ fn past_the_bound_the_oldest_acknowledged_completed_task_is_forgotten() {
 
     // No accounting moved: everything is free again and the framework holds nothing.
     assert!(s.agents()[0].used.is_empty());
-    assert!(s.frameworks[&fw].used.is_empty());
+    assert!(s.ledger.framework(fw).used.is_empty());
     assert_eq!(s.frameworks[&fw].active_tasks, 0);
     assert_eq!(
-        s.allocator.agent_free(agent),
+        s.ledger.allocator().agent_free(agent),
         Some("cpus=4,mem=100".parse().unwrap())
     );
 
