@@ -1,7 +1,7 @@
 //! Agents: registration and re-registration (with their tasks), heartbeats, and loss.
 
 use protocol::messages::RegisterAgent;
-use protocol::{AgentId, TaskState, TaskStatus, UpdateId};
+use protocol::{AgentId, TaskState, TaskStatus};
 
 use super::{AgentRecord, AgentState, Effect, Effects, Now, State, StateError};
 
@@ -20,7 +20,7 @@ impl State {
         fx: &mut Effects,
     ) -> Result<(AgentId, bool), StateError> {
         validate_registration(&req)?;
-        let id = req.agent_id.unwrap_or_default();
+        let id = req.agent_id.unwrap_or_else(|| self.ids.agent_id());
         for status in &req.tasks {
             if status.agent_id != id {
                 return Err(StateError::AgentMismatch {
@@ -212,7 +212,7 @@ impl State {
                 state: TaskState::Lost,
                 message: Some("agent lost: it missed its heartbeats".into()),
                 exit_code: None,
-                update_id: UpdateId::new(),
+                update_id: self.ids.update_id(),
                 timestamp: now.wall,
                 resources: t.known_resources(),
             };

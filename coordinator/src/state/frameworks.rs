@@ -69,7 +69,7 @@ impl State {
                 return Ok((id, false));
             }
         }
-        let id = req.framework_id.unwrap_or_default();
+        let id = req.framework_id.unwrap_or_else(|| self.ids.framework_id());
         self.add_framework_record(
             id,
             req.name,

@@ -64,6 +64,7 @@ mod agents;
 mod error;
 mod explain;
 mod frameworks;
+mod ids;
 mod ledger;
 mod offers;
 mod pending;
@@ -87,6 +88,7 @@ use crate::config::Config;
 use ledger::Ledger;
 
 pub use error::StateError;
+pub use ids::IdSource;
 pub use ledger::{Holder, LedgerError};
 pub use views::{task_list_json, ClusterSnapshot, Gauges};
 
@@ -291,6 +293,8 @@ pub struct State {
     pub(crate) timing: Timing,
     /// Holdings and eligibility: the only caller of the allocator's changes.
     pub(crate) ledger: Ledger,
+    /// Where new offer, update, framework and agent ids come from.
+    pub(crate) ids: IdSource,
     pub(crate) agents: BTreeMap<AgentId, AgentRecord>,
     pub(crate) frameworks: BTreeMap<FrameworkId, FrameworkRecord>,
     /// Frameworks removed; their ids are not adopted again and their tasks' late updates dropped.
@@ -318,8 +322,14 @@ impl std::fmt::Debug for State {
 }
 
 impl State {
-    /// An empty registry with the config's timing and initial role tree.
+    /// An empty registry with the config's timing and initial role tree; random ids.
     pub fn new(config: &Config) -> Self {
+        Self::with_ids(config, IdSource::random())
+    }
+
+    /// An empty registry whose new ids come from `ids` (tests pass
+    /// [`IdSource::sequential`] to know them in advance).
+    pub fn with_ids(config: &Config, ids: IdSource) -> Self {
         let mut allocator = Allocator::new(Policy::Hdrf);
         for (role, weight) in &config.roles {
             allocator.set_role_weight(role, *weight);
@@ -338,6 +348,7 @@ impl State {
                 max_completed_tasks_per_framework: config.max_completed_tasks_per_framework.max(1),
             },
             ledger: Ledger::new(allocator),
+            ids,
             agents: BTreeMap::new(),
             frameworks: BTreeMap::new(),
             removed_frameworks: HashSet::new(),

@@ -8,7 +8,6 @@ use protocol::events::{OfferEvent, OfferOutcome};
 use protocol::messages::{AcceptRequest, DeclineRequest, LaunchTasks};
 use protocol::{
     AgentId, FrameworkEvent, FrameworkId, Offer, OfferId, Resources, TaskId, TaskState, TaskStatus,
-    UpdateId,
 };
 
 use super::{
@@ -61,7 +60,7 @@ impl State {
                 continue;
             };
             let offer = Offer {
-                offer_id: OfferId::new(),
+                offer_id: self.ids.offer_id(),
                 framework_id: d.framework,
                 agent_id: d.agent,
                 hostname: agent.hostname.clone(),
@@ -219,7 +218,7 @@ impl State {
                 state: TaskState::Staging,
                 message: None,
                 exit_code: None,
-                update_id: UpdateId::new(),
+                update_id: self.ids.update_id(),
                 timestamp: now.wall,
                 resources: Some(task.resources.clone()),
             };

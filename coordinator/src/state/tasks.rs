@@ -234,7 +234,7 @@ impl State {
 
     /// A status made by the coordinator itself (launch failure, loss), for a known task.
     pub(crate) fn coordinator_status(
-        &self,
+        &mut self,
         fw: FrameworkId,
         task: &TaskId,
         state: TaskState,
@@ -249,7 +249,7 @@ impl State {
             state,
             message: Some(message.to_owned()),
             exit_code: None,
-            update_id: UpdateId::new(),
+            update_id: self.ids.update_id(),
             timestamp: now.wall,
             resources: t.known_resources(),
         })

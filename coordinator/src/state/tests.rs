@@ -3,15 +3,18 @@
 
 #![allow(clippy::unwrap_used)]
 
-use protocol::messages::{AcceptRequest, RegisterAgent, RegisterFramework};
+use protocol::events::OfferOutcome;
+use protocol::messages::{AcceptRequest, DeclineRequest, RegisterAgent, RegisterFramework};
 use protocol::{CommandSpec, FrameworkEvent, Resources, TaskSpec, TaskState};
 
 use super::*;
 
+/// A fixed wall clock, `ms` after an arbitrary start, so effects can be compared exactly.
 fn at(ms: u64) -> Now {
+    let start = chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap();
     Now {
         ms,
-        wall: protocol::now(),
+        wall: start + chrono::Duration::milliseconds(i64::try_from(ms).unwrap()),
     }
 }
 
@@ -35,7 +38,7 @@ fn setup() -> (State, FrameworkId, AgentId, Offer) {
 }
 
 fn setup_with(config: &Config) -> (State, FrameworkId, AgentId, Offer) {
-    let mut s = State::new(config);
+    let mut s = State::with_ids(config, IdSource::sequential());
     let mut fx = Vec::new();
     let (fw, _) = s
         .register_framework(registration("f", "eng", None, None), &at(0), &mut fx)
@@ -81,6 +84,7 @@ fn task(id: &str, agent: AgentId, res: &str) -> TaskSpec {
 }
 
 fn books(s: &State) -> (Vec<Offer>, usize, Vec<protocol::messages::AgentInfo>) {
+    assert_eq!(s.ledger_mismatches(), 0, "the books disagree");
     (s.offers(None, None), s.tasks.len(), s.agents())
 }
 
@@ -931,4 +935,271 @@ fn offer_waits_count_freed_resources_offered_by_the_next_run() {
     assert!(s.take_offer_waits().is_empty());
     assert!(s.freed_at.is_empty());
     let _ = agent;
+}
+
+// Exact effects: with sequential ids and a fixed wall clock every effect is known in advance.
+
+fn offer_id(n: u128) -> OfferId {
+    OfferId(IdSource::nth(n))
+}
+
+fn update_id(n: u128) -> UpdateId {
+    UpdateId(IdSource::nth(n))
+}
+
+/// Accepts the setup's offer for task `a` (`cpus=1,mem=10`), not filtering the rest.
+fn launch_a(s: &mut State, fw: FrameworkId, agent: AgentId, offer: &Offer) -> Effects {
+    let mut fx = Vec::new();
+    let req = AcceptRequest {
+        offer_ids: vec![offer.offer_id],
+        tasks: vec![task("a", agent, "cpus=1,mem=10")],
+        refuse_seconds: Some(0.0),
+    };
+    s.accept(fw, req, &at(2), &mut fx).unwrap();
+    fx
+}
+
+fn outcome(offer: &Offer, tasks: &[&str], reason: Option<&str>) -> OfferOutcome {
+    OfferOutcome {
+        offer_id: offer.offer_id,
+        framework_id: offer.framework_id,
+        agent_id: offer.agent_id,
+        tasks: tasks.iter().map(|t| t.parse().unwrap()).collect(),
+        reason: reason.map(str::to_owned),
+    }
+}
+
+#[test]
+fn an_allocation_run_makes_exactly_one_offer_event_and_one_offers_event() {
+    let config = Config::default();
+    let mut s = State::with_ids(&config, IdSource::sequential());
+    let mut fx = Vec::new();
+    let (fw, _) = s
+        .register_framework(registration("f", "eng", None, None), &at(0), &mut fx)
+        .unwrap();
+    assert_eq!(fw, FrameworkId(IdSource::nth(1)));
+    s.subscribe(fw, &at(0), &mut fx).unwrap();
+    let (agent, _) = s
+        .register_agent(
+            RegisterAgent {
+                hostname: "h".into(),
+                endpoint: "http://127.0.0.1:1/".into(),
+                resources: "cpus=4,mem=100".parse().unwrap(),
+                attributes: Default::default(),
+                agent_id: None,
+                tasks: vec![],
+            },
+            &at(0),
+            &mut fx,
+        )
+        .unwrap();
+    assert_eq!(agent, AgentId(IdSource::nth(1)));
+    let mut fx = Vec::new();
+    assert_eq!(s.allocate(&at(1), &mut fx), 1);
+    let offer = Offer {
+        offer_id: offer_id(1),
+        framework_id: fw,
+        agent_id: agent,
+        hostname: "h".into(),
+        resources: "cpus=4,mem=100".parse().unwrap(),
+        agent_total: "cpus=4,mem=100".parse().unwrap(),
+        attributes: Default::default(),
+        created_at: at(1).wall,
+        expires_at: at(1).wall + chrono::Duration::from_std(config.offer_timeout).unwrap(),
+    };
+    assert_eq!(
+        fx,
+        [
+            Effect::Offer(OfferEvent::OfferCreated(offer.clone())),
+            Effect::ToFramework(
+                fw,
+                FrameworkEvent::Offers {
+                    offers: vec![offer]
+                }
+            ),
+        ]
+    );
+}
+
+#[test]
+fn an_accept_ends_the_offer_returns_the_rest_and_launches_exactly_the_tasks() {
+    let (mut s, fw, agent, offer) = setup();
+    let fx = launch_a(&mut s, fw, agent, &offer);
+    assert_eq!(
+        fx,
+        [
+            Effect::Offer(OfferEvent::OfferAccepted(outcome(&offer, &["a"], None))),
+            Effect::Allocate,
+            Effect::Launch {
+                agent_id: agent,
+                endpoint: "http://127.0.0.1:1".into(),
+                body: LaunchTasks {
+                    framework_id: fw,
+                    tasks: vec![task("a", agent, "cpus=1,mem=10")],
+                },
+            },
+        ]
+    );
+    // The staging status the coordinator made has the first update id.
+    let a = &s.tasks[&(fw, "a".parse().unwrap())];
+    assert_eq!(a.latest.update_id, update_id(1));
+    assert_eq!(a.latest.state, TaskState::Staging);
+    assert_eq!(s.ledger_mismatches(), 0);
+}
+
+#[test]
+fn a_status_is_relayed_once_and_stays_pending_until_acknowledged() {
+    let (mut s, fw, agent, offer) = setup();
+    launch_a(&mut s, fw, agent, &offer);
+    let running = TaskStatus {
+        state: TaskState::Running,
+        update_id: update_id(100),
+        ..s.tasks[&(fw, "a".parse().unwrap())].latest.clone()
+    };
+    let mut fx = Vec::new();
+    s.agent_status(agent, running.clone(), &at(3), &mut fx)
+        .unwrap();
+    assert_eq!(
+        fx,
+        [Effect::ToFramework(
+            fw,
+            FrameworkEvent::Update {
+                status: running.clone()
+            }
+        )]
+    );
+    assert!(s.frameworks[&fw].pending.contains(&update_id(100)));
+    // The same update again (an agent retrying) is a duplicate: nothing happens.
+    let mut fx = Vec::new();
+    s.agent_status(agent, running, &at(4), &mut fx).unwrap();
+    assert_eq!(fx, []);
+    s.acknowledge(fw, "a".parse().unwrap(), update_id(100))
+        .unwrap();
+    assert!(!s.frameworks[&fw].pending.contains(&update_id(100)));
+    // A terminal status frees the resources: an allocation run is asked for first.
+    let finished = TaskStatus {
+        state: TaskState::Finished,
+        update_id: update_id(101),
+        ..s.tasks[&(fw, "a".parse().unwrap())].latest.clone()
+    };
+    let mut fx = Vec::new();
+    s.agent_status(agent, finished.clone(), &at(5), &mut fx)
+        .unwrap();
+    assert_eq!(
+        fx,
+        [
+            Effect::Allocate,
+            Effect::ToFramework(fw, FrameworkEvent::Update { status: finished }),
+        ]
+    );
+    assert!(s.agents()[0].used.is_empty());
+    assert_eq!(s.ledger_mismatches(), 0);
+}
+
+#[test]
+fn a_decline_filters_the_agent_for_refuse_seconds() {
+    let (mut s, fw, _, offer) = setup();
+    let mut fx = Vec::new();
+    let req = DeclineRequest {
+        offer_ids: vec![offer.offer_id],
+        refuse_seconds: Some(10.0),
+    };
+    s.decline(fw, req, &at(2), &mut fx).unwrap();
+    assert_eq!(
+        fx,
+        [
+            Effect::Offer(OfferEvent::OfferDeclined(outcome(&offer, &[], None))),
+            Effect::Allocate,
+        ]
+    );
+    let mut fx = Vec::new();
+    assert_eq!(s.allocate(&at(3), &mut fx), 0);
+    assert_eq!(fx, []);
+    assert_eq!(s.allocate(&at(2 + 10_000), &mut fx), 1);
+    assert_eq!(s.offers(None, None)[0].offer_id, offer_id(2));
+}
+
+#[test]
+fn removing_a_framework_kills_its_tasks_and_ends_its_stream() {
+    let (mut s, fw, agent, offer) = setup();
+    launch_a(&mut s, fw, agent, &offer);
+    let mut fx = Vec::new();
+    s.remove_framework(fw, "bye", &mut fx).unwrap();
+    assert_eq!(
+        fx,
+        [
+            Effect::Kill {
+                agent_id: agent,
+                endpoint: "http://127.0.0.1:1".into(),
+                task_id: "a".parse().unwrap(),
+            },
+            Effect::Persist(crate::store::Change::RemoveFramework(fw)),
+            Effect::ToFramework(
+                fw,
+                FrameworkEvent::Error {
+                    message: "framework removed: bye".into()
+                }
+            ),
+            Effect::CloseStream(fw),
+            Effect::Allocate,
+        ]
+    );
+    assert!(s.agents()[0].used.is_empty());
+    assert_eq!(
+        s.ledger.allocator().agent_free(agent),
+        Some("cpus=4,mem=100".parse().unwrap())
+    );
+    assert_eq!(s.ledger_mismatches(), 0);
+}
+
+#[test]
+fn a_lost_agent_loses_its_tasks_with_a_status_made_by_the_coordinator() {
+    let (mut s, fw, agent, offer) = setup();
+    launch_a(&mut s, fw, agent, &offer);
+    let mut fx = Vec::new();
+    s.lose_agent(agent, &at(3), &mut fx);
+    let lost = TaskStatus {
+        task_id: "a".parse().unwrap(),
+        framework_id: fw,
+        agent_id: agent,
+        state: TaskState::Lost,
+        message: Some("agent lost: it missed its heartbeats".into()),
+        exit_code: None,
+        update_id: update_id(2),
+        timestamp: at(3).wall,
+        resources: Some("cpus=1,mem=10".parse().unwrap()),
+    };
+    assert_eq!(
+        fx,
+        [
+            Effect::ToFramework(fw, FrameworkEvent::Update { status: lost }),
+            Effect::Allocate,
+        ]
+    );
+    assert!(s.ledger.framework(fw).used.is_empty());
+    assert_eq!(s.ledger_mismatches(), 0);
+}
+
+#[test]
+fn books_that_drift_are_reported_not_floored_silently() {
+    let (mut s, fw, agent, offer) = setup();
+    launch_a(&mut s, fw, agent, &offer);
+    // A bug elsewhere releases the task's resources behind the task's back...
+    s.ledger
+        .release(fw, agent, &"cpus=1,mem=10".parse().unwrap());
+    assert_eq!(s.ledger_mismatches(), 0);
+    // ...so when the task ends, releasing them again does not match the books.
+    let finished = TaskStatus {
+        state: TaskState::Finished,
+        update_id: update_id(100),
+        ..s.tasks[&(fw, "a".parse().unwrap())].latest.clone()
+    };
+    s.agent_status(agent, finished, &at(3), &mut Vec::new())
+        .unwrap();
+    assert!(s.ledger_mismatches() > 0);
+    let err = s.ledger.last_mismatch().unwrap().to_string();
+    assert!(err.contains("release"), "{err}");
+    // Nothing went below zero.
+    assert!(s.agents()[0].used.is_empty());
+    assert!(s.frameworks()[0].used.is_empty());
 }
