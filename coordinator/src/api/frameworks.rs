@@ -15,6 +15,7 @@ use protocol::FrameworkId;
 
 use super::error::ApiError;
 use super::extract::{Body, Id};
+use super::input;
 use super::sse;
 use crate::runtime::Coordinator;
 
@@ -43,8 +44,9 @@ async fn register(
     State(c): State<Coordinator>,
     Body(req): Body<RegisterFramework>,
 ) -> Result<Response, ApiError> {
+    let input = input::framework_registration(req)?;
     let (framework_id, created, heartbeat_interval_s) = c.run(|s, now, fx| {
-        s.register_framework(req, now, fx)
+        s.register_framework(input, now, fx)
             .map(|(id, new)| (id, new, s.framework_heartbeat_s()))
     })?;
     let status = if created {
@@ -81,6 +83,7 @@ async fn accept(
     Id(id): Id<FrameworkId>,
     Body(req): Body<AcceptRequest>,
 ) -> Result<Json<AcceptResponse>, ApiError> {
+    let req = input::accept(req)?;
     let launched = c.run(|s, now, fx| s.accept(id, req, now, fx))?;
     Ok(Json(AcceptResponse { launched }))
 }
@@ -90,6 +93,7 @@ async fn decline(
     Id(id): Id<FrameworkId>,
     Body(req): Body<DeclineRequest>,
 ) -> Ok200 {
+    let req = input::decline(req)?;
     c.run(|s, now, fx| s.decline(id, req, now, fx))?;
     Ok(Json(Empty {}))
 }

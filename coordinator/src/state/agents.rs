@@ -1,25 +1,18 @@
 //! Agents: registration and re-registration (with their tasks), heartbeats, and loss.
 
-use protocol::messages::RegisterAgent;
 use protocol::{AgentId, TaskState, TaskStatus};
 
-use super::{AgentRecord, AgentState, Effect, Effects, Now, State, StateError};
-
-/// The most attributes an agent may declare.
-const MAX_ATTRIBUTES: usize = 64;
-/// The longest hostname, endpoint, attribute key or value.
-const MAX_TEXT: usize = 1024;
+use super::{AgentRecord, AgentRegistration, AgentState, Effect, Effects, Now, State, StateError};
 
 impl State {
     /// Registers an agent, or re-registers a known (or, after a coordinator restart, unknown) one
     /// with the tasks it still runs. Returns its id and whether it is new to this coordinator.
     pub fn register_agent(
         &mut self,
-        req: RegisterAgent,
+        req: AgentRegistration,
         now: &Now,
         fx: &mut Effects,
     ) -> Result<(AgentId, bool), StateError> {
-        validate_registration(&req)?;
         let id = req.agent_id.unwrap_or_else(|| self.ids.agent_id());
         for status in &req.tasks {
             if status.agent_id != id {
@@ -64,7 +57,7 @@ impl State {
             last_heartbeat_ms: now.ms,
         });
         record.hostname = req.hostname;
-        record.endpoint = req.endpoint.trim_end_matches('/').to_owned();
+        record.endpoint = req.endpoint;
         record.total = req.resources;
         record.attributes = req.attributes;
         record.state = AgentState::Active;
@@ -228,54 +221,4 @@ impl State {
         }
         fx.push(Effect::Allocate);
     }
-}
-
-fn validate_registration(req: &RegisterAgent) -> Result<(), StateError> {
-    let field = |field, reason: &str| StateError::InvalidField {
-        field,
-        reason: reason.into(),
-    };
-    if req.hostname.trim().is_empty() || req.hostname.len() > MAX_TEXT {
-        return Err(field(
-            "hostname",
-            "give the node's hostname (1 to 1024 characters)",
-        ));
-    }
-    let url = reqwest::Url::parse(&req.endpoint).map_err(|e| StateError::InvalidField {
-        field: "endpoint",
-        reason: format!(
-            "{:?} is not a URL ({e}); give e.g. http://10.0.0.5:5051",
-            req.endpoint
-        ),
-    })?;
-    if !matches!(url.scheme(), "http" | "https")
-        || url.host().is_none()
-        || req.endpoint.len() > MAX_TEXT
-    {
-        return Err(field(
-            "endpoint",
-            "use an http:// or https:// base URL with a host",
-        ));
-    }
-    if req.resources.is_empty() {
-        return Err(field(
-            "resources",
-            "an agent must offer some resources, e.g. {\"cpus\": 4}",
-        ));
-    }
-    if req.attributes.len() > MAX_ATTRIBUTES
-        || req
-            .attributes
-            .iter()
-            .any(|(k, v)| k.is_empty() || k.len() > MAX_TEXT || v.len() > MAX_TEXT)
-    {
-        return Err(field(
-            "attributes",
-            "at most 64 attributes with non-empty keys",
-        ));
-    }
-    if !req.tasks.is_empty() && req.agent_id.is_none() {
-        return Err(field("tasks", "reported tasks need the agent's agent_id"));
-    }
-    Ok(())
 }

@@ -3,17 +3,13 @@
 
 use std::collections::VecDeque;
 
-use protocol::messages::{FrameworkRegistered, RegisterFramework};
+use protocol::messages::FrameworkRegistered;
 use protocol::{FrameworkEvent, FrameworkId, Resources, RolePath};
 
+use super::input::FrameworkRegistration;
 use super::ledger::Eligibility;
 use super::{Connection, Effect, Effects, FrameworkRecord, Now, State, StateError, ORPHAN_ROLE};
 use crate::store::{Change, StoredFramework};
-
-/// The longest framework name.
-const MAX_NAME: usize = 256;
-/// The longest failover timeout accepted (one year).
-const MAX_FAILOVER_S: f64 = 31_536_000.0;
 
 impl State {
     /// Registers a framework, or re-registers one with its `framework_id` (keeping its tasks).
@@ -21,32 +17,16 @@ impl State {
     /// removed is refused. Returns the id and whether the framework is new.
     pub fn register_framework(
         &mut self,
-        req: RegisterFramework,
+        req: FrameworkRegistration,
         now: &Now,
         fx: &mut Effects,
     ) -> Result<(FrameworkId, bool), StateError> {
-        if req.name.trim().is_empty() || req.name.len() > MAX_NAME {
-            return Err(StateError::InvalidField {
-                field: "name",
-                reason: "give a name of 1 to 256 characters".into(),
-            });
-        }
         if req.role.as_str().starts_with('_') {
-            return Err(StateError::InvalidField {
-                field: "role",
-                reason: "roles starting with '_' are reserved".into(),
-            });
+            return Err(StateError::ReservedRole);
         }
-        let failover_timeout_s = match req.failover_timeout_s {
-            None => self.timing.default_failover_timeout_ms as f64 / 1000.0,
-            Some(s) if s.is_finite() && (0.0..=MAX_FAILOVER_S).contains(&s) => s,
-            Some(s) => {
-                return Err(StateError::InvalidField {
-                    field: "failover_timeout_s",
-                    reason: format!("{s} is not a number of seconds from 0 to {MAX_FAILOVER_S}"),
-                })
-            }
-        };
+        let failover_timeout_s = req
+            .failover_timeout_s
+            .unwrap_or(self.timing.default_failover_timeout_ms as f64 / 1000.0);
         if let Some(id) = req.framework_id {
             if self.removed_frameworks.contains(&id) {
                 return Err(StateError::FrameworkRemoved(id));

@@ -65,6 +65,7 @@ mod error;
 mod explain;
 mod frameworks;
 mod ids;
+mod input;
 mod ledger;
 mod offers;
 mod pending;
@@ -89,6 +90,7 @@ use ledger::Ledger;
 
 pub use error::StateError;
 pub use ids::IdSource;
+pub use input::{Accept, AgentRegistration, Decline, FrameworkRegistration};
 pub use ledger::{Holder, LedgerError};
 pub use views::{task_list_json, ClusterSnapshot, Gauges};
 
@@ -369,10 +371,7 @@ impl State {
         fx: &mut Effects,
     ) -> Result<(), StateError> {
         if role.as_str().starts_with('_') {
-            return Err(StateError::InvalidField {
-                field: "role",
-                reason: "roles starting with '_' are reserved".into(),
-            });
+            return Err(StateError::ReservedRole);
         }
         self.ledger.set_role_weight(role, weight);
         fx.push(Effect::Persist(crate::store::Change::SetWeight(
@@ -448,24 +447,15 @@ impl State {
         self.timing.agent_heartbeat_interval_ms as f64 / 1000.0
     }
 
-    /// Converts a request's `refuse_seconds` to the filter's length in ms (Mesos: at least one
-    /// allocation interval, so a filter outlives the next cycle).
-    pub(crate) fn refuse_ms(&self, refuse_seconds: Option<f64>) -> Result<u64, StateError> {
-        let ms = match refuse_seconds {
-            None => self.timing.default_refuse_ms,
-            Some(s) if s.is_finite() && (0.0..=31_536_000.0).contains(&s) => (s * 1000.0) as u64,
-            Some(s) => {
-                return Err(StateError::InvalidField {
-                    field: "refuse_seconds",
-                    reason: format!("{s} is not a number of seconds from 0 to 31536000"),
-                })
-            }
-        };
-        Ok(if ms == 0 {
+    /// A decline filter's length in ms: the default when none is given; else at least one
+    /// allocation interval (as in Mesos, so a filter outlives the next cycle), or 0 for none.
+    pub(crate) fn refuse_ms(&self, refuse: Option<std::time::Duration>) -> u64 {
+        let ms = refuse.map_or(self.timing.default_refuse_ms, ms);
+        if ms == 0 {
             0
         } else {
             ms.max(self.timing.allocation_interval_ms)
-        })
+        }
     }
 
     /// Records an update for the framework: pending until acknowledged, sent now.

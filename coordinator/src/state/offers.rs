@@ -5,13 +5,13 @@
 use std::collections::{BTreeMap, HashSet};
 
 use protocol::events::{OfferEvent, OfferOutcome};
-use protocol::messages::{AcceptRequest, DeclineRequest, LaunchTasks};
+use protocol::messages::LaunchTasks;
 use protocol::{
     AgentId, FrameworkEvent, FrameworkId, Offer, OfferId, Resources, TaskId, TaskState, TaskStatus,
 };
 
 use super::{
-    AgentState, Effect, Effects, Now, OfferRecord, State, StateError, TaskRecord,
+    Accept, AgentState, Decline, Effect, Effects, Now, OfferRecord, State, StateError, TaskRecord,
     ENDED_OFFERS_REMEMBERED,
 };
 
@@ -128,12 +128,12 @@ impl State {
     pub fn accept(
         &mut self,
         fw: FrameworkId,
-        req: AcceptRequest,
+        req: Accept,
         now: &Now,
         fx: &mut Effects,
     ) -> Result<Vec<TaskId>, StateError> {
         self.live_framework_mut(fw)?;
-        let refuse_ms = self.refuse_ms(req.refuse_seconds)?;
+        let refuse_ms = self.refuse_ms(req.refuse);
         let offers = self.check_offers(fw, &req.offer_ids)?;
         let first = offers[0].offer.clone();
         let agent_id = first.agent_id;
@@ -162,24 +162,6 @@ impl State {
             }
             if self.tasks.contains_key(&(fw, task.task_id.clone())) {
                 return Err(StateError::TaskExists(task.task_id.clone()));
-            }
-            let invalid = |reason: String| StateError::InvalidTask {
-                task: task.task_id.clone(),
-                reason,
-            };
-            task.command.validate().map_err(invalid)?;
-            if task.resources.is_empty() {
-                return Err(invalid(
-                    "resources are empty; a task must use something".into(),
-                ));
-            }
-            if task.name.len() > 1024 {
-                return Err(invalid("name is longer than 1024 characters".into()));
-            }
-            if let Some(d) = task.duration_s {
-                if !d.is_finite() || d < 0.0 {
-                    return Err(invalid("duration_s must be a finite number >= 0".into()));
-                }
             }
             needed.add_assign(&task.resources);
         }
@@ -246,12 +228,12 @@ impl State {
     pub fn decline(
         &mut self,
         fw: FrameworkId,
-        req: DeclineRequest,
+        req: Decline,
         now: &Now,
         fx: &mut Effects,
     ) -> Result<(), StateError> {
         self.live_framework_mut(fw)?;
-        let refuse_ms = self.refuse_ms(req.refuse_seconds)?;
+        let refuse_ms = self.refuse_ms(req.refuse);
         let offers: Vec<Offer> = self
             .check_offers(fw, &req.offer_ids)?
             .into_iter()
