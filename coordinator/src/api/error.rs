@@ -103,6 +103,12 @@ pub fn state_status_and_code(e: &StateError) -> (StatusCode, &'static str) {
     }
 }
 
+impl From<crate::runtime::RegistryWriteFailed> for ApiError {
+    fn from(_: crate::runtime::RegistryWriteFailed) -> Self {
+        ApiError::Unavailable
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = self.status_and_code();

@@ -45,10 +45,12 @@ async fn register(
     Body(req): Body<RegisterFramework>,
 ) -> Result<Response, ApiError> {
     let input = input::framework_registration(req)?;
-    let (framework_id, created, heartbeat_interval_s) = c.run(|s, now, fx| {
-        s.register_framework(input, now, fx)
-            .map(|(id, new)| (id, new, s.framework_heartbeat_s()))
-    })?;
+    let (framework_id, created, heartbeat_interval_s) = c
+        .run_durable(|s, now, fx| {
+            s.register_framework(input, now, fx)
+                .map(|(id, new)| (id, new, s.framework_heartbeat_s()))
+        })
+        .await??;
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -165,6 +167,7 @@ async fn reconcile(
 }
 
 async fn remove(State(c): State<Coordinator>, Id(id): Id<FrameworkId>) -> Ok200 {
-    c.run(|s, _, fx| s.remove_framework(id, "deleted by request", fx))?;
+    c.run_durable(|s, _, fx| s.remove_framework(id, "deleted by request", fx))
+        .await??;
     Ok(Json(Empty {}))
 }
