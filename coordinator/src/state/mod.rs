@@ -9,17 +9,31 @@
 //! an agent, run an allocation soon). The async shell ([`crate::runtime`]) holds the state behind
 //! one mutex, never across an `.await`, and performs the effects after each call. So:
 //!
-//! - every rule of the books is testable without a network or a clock (see the unit tests);
+//! - every rule of the books is testable without a network or a clock, and every id it makes
+//!   comes from an [`IdSource`] given to it (random in production, counters in tests), so the
+//!   tests assert the exact effects of a call (`assert_eq!(fx, [Effect::…])`);
 //! - every method validates fully before it mutates: an `Err` means nothing changed;
-//! - a later durable registry can persist the state between calls without touching the rules.
+//! - its inputs are domain types ([`FrameworkRegistration`], [`AgentRegistration`], [`Accept`],
+//!   [`Decline`]): the API layer converts and validates the wire requests; the registry checks
+//!   only what the books can tell. Its errors ([`StateError`]) say what went wrong in the books'
+//!   terms; the API layer maps them to HTTP statuses;
+//! - the durable registry persists the changes it pushes ([`Effect::Persist`]) without touching
+//!   the rules.
 //!
 //! # Accounting
 //!
-//! The allocator holds, per agent and framework, what is "allocated": outstanding offers plus
-//! non-terminal tasks. The registry mirrors the split (`offered` and `used`) on agent and
-//! framework records for the operator views. An agent's `offered + used` never exceeds its total:
-//! offers are made only from the allocator's free resources, and accepts only move resources from
-//! offered to used.
+//! One owner: the [`ledger::Ledger`] (`ledger.rs`). It alone changes the allocator (agents,
+//! frameworks, eligibility: active, demand, suppress, revive, decline filters; holdings: offer,
+//! accept, hold, release), and it derives what each agent and framework has `offered`
+//! (outstanding offers) and `used` (non-terminal tasks) for the operator views, kept
+//! incrementally (a few map lookups and one vector addition or subtraction per change). An
+//! agent's `offered + used` never exceeds its total: offers are made only from the allocator's
+//! free resources, and accepts only move resources from offered to used. A change that does not
+//! match the books (the allocator refuses it, a subtraction would go below zero, a framework or
+//! agent leaves still holding something) is a bug: a [`LedgerError`], logged with
+//! `tracing::error!` and counted ([`State::ledger_mismatches`]), never floored or ignored
+//! silently. A lost agent leaves the ledger with its tasks' holdings (the tasks become `lost`);
+//! a task that comes back, or that the agent reports on re-registration, holds what fits.
 //!
 //! # Completed tasks
 //!
@@ -58,6 +72,10 @@
 //! - `offers.rs`: turning allocation decisions into offers; accept, decline, expiry, rescind.
 //! - `tasks.rs`: status updates, kill, acknowledgements and re-sends, reconciliation, adoption.
 //! - `views.rs`: the operator views and metric gauges.
+//! - `ledger.rs`: holdings and eligibility, the one caller of the allocator's changes.
+//! - `ids.rs`: [`IdSource`], where offer, update, framework and agent ids come from.
+//! - `input.rs`: the domain inputs of registration, accept and decline.
+//! - `pending.rs`: each framework's unacknowledged updates.
 //! - `explain.rs`: why a framework is or is not getting offers, agent by agent.
 
 mod agents;
