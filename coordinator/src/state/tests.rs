@@ -154,16 +154,36 @@ fn a_lost_agent_rescinds_offers_and_loses_tasks() {
     s.check_agents(&at(75_000), &mut fx);
     assert!(fx.is_empty());
     s.check_agents(&at(75_001), &mut fx);
-    assert!(fx.contains(&Effect::ToFramework(
-        fw,
-        FrameworkEvent::Rescind {
-            offer_id: rest.offer_id
-        }
-    )));
-    assert!(fx.iter().any(
-        |e| matches!(e, Effect::ToFramework(_, FrameworkEvent::Update { status })
-        if status.state == TaskState::Lost)
-    ));
+    let lost = TaskStatus {
+        task_id: "a".parse().unwrap(),
+        framework_id: fw,
+        agent_id: agent,
+        state: TaskState::Lost,
+        message: Some("agent lost: it missed its heartbeats".into()),
+        exit_code: None,
+        update_id: update_id(2),
+        timestamp: at(75_001).wall,
+        resources: Some("cpus=1".parse().unwrap()),
+    };
+    assert_eq!(rest.offer_id, offer_id(2));
+    assert_eq!(
+        fx,
+        [
+            Effect::ToFramework(
+                fw,
+                FrameworkEvent::Rescind {
+                    offer_id: rest.offer_id
+                }
+            ),
+            Effect::Offer(OfferEvent::OfferRescinded(outcome(
+                &rest,
+                &[],
+                Some("agent lost")
+            ))),
+            Effect::ToFramework(fw, FrameworkEvent::Update { status: lost }),
+            Effect::Allocate,
+        ]
+    );
     assert!(
         s.ledger.allocator().capacity().is_empty(),
         "a lost agent leaves the capacity"
@@ -175,17 +195,48 @@ fn a_lost_agent_rescinds_offers_and_loses_tasks() {
 
 #[test]
 fn failover_removes_a_disconnected_framework_after_its_timeout() {
-    let (mut s, fw, _, _) = setup();
+    let (mut s, fw, _, offer) = setup();
     let generation = s.frameworks[&fw].generation;
     let mut fx = Vec::new();
     s.stream_closed(fw, generation, &at(10), &mut fx);
     assert!(s.offers(None, None).is_empty(), "its offers are rescinded");
+    assert_eq!(
+        fx,
+        [
+            Effect::ToFramework(
+                fw,
+                FrameworkEvent::Rescind {
+                    offer_id: offer.offer_id
+                }
+            ),
+            Effect::Offer(OfferEvent::OfferRescinded(outcome(
+                &offer,
+                &[],
+                Some("framework disconnected")
+            ))),
+            Effect::Allocate,
+        ]
+    );
     let mut fx = Vec::new();
     s.check_failover(&at(10 + 59_999), &mut fx);
     assert!(s.frameworks.contains_key(&fw));
+    assert_eq!(fx, []);
     s.check_failover(&at(10 + 60_000), &mut fx);
     assert!(!s.frameworks.contains_key(&fw));
-    assert!(fx.contains(&Effect::CloseStream(fw)));
+    assert_eq!(
+        fx,
+        [
+            Effect::Persist(crate::store::Change::RemoveFramework(fw)),
+            Effect::ToFramework(
+                fw,
+                FrameworkEvent::Error {
+                    message: "framework removed: failover timeout passed".into()
+                }
+            ),
+            Effect::CloseStream(fw),
+            Effect::Allocate,
+        ]
+    );
     // An older stream closing later changes nothing.
     let mut fx = Vec::new();
     s.stream_closed(fw, generation, &at(70_000), &mut fx);
