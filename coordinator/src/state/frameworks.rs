@@ -235,7 +235,9 @@ impl State {
             .collect();
         for id in expired {
             tracing::info!(framework = %id, "failover timeout passed: removing framework");
-            let _ = self.remove_framework(id, "failover timeout passed", fx);
+            if let Err(e) = self.remove_framework(id, "failover timeout passed", fx) {
+                tracing::error!(framework = %id, error = %e, "failover removal refused");
+            }
         }
     }
 

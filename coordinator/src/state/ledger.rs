@@ -330,7 +330,16 @@ impl Ledger {
         self.take(Holder::Framework(fw), Which::Offered, offered);
         self.give(Holder::Agent(agent), Which::Used, needed);
         self.give(Holder::Framework(fw), Which::Used, needed);
-        let unused = offered.saturating_sub(needed);
+        let Some(unused) = offered.checked_sub(needed) else {
+            // The caller checked that the tasks fit in the offers.
+            self.mismatch(LedgerError::Underflow {
+                holder: Holder::Framework(fw),
+                which: "offered",
+                have: offered.clone(),
+                amount: needed.clone(),
+            });
+            return;
+        };
         if !unused.is_empty() {
             let r = self.allocator.release(fw, agent, &unused);
             self.check("accept", r);
