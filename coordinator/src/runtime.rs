@@ -5,7 +5,10 @@
 //! while the lock is still held, so every stream sees events in the order the books changed
 //! (an `offers` event never overtakes the `rescind` of an earlier offer). Channel sends do not
 //! block. Network effects (launch, kill) run after the lock is released, as tasks on a
-//! [`TaskTracker`] that shutdown waits for.
+//! [`TaskTracker`] that shutdown waits for. Changes to the durable registry are queued to its
+//! [`Writer`] thread under the lock too (so they are written in the books' order) and written
+//! after it is released, off the tokio worker threads; [`Coordinator::run_durable`] answers
+//! only once they are durable.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -14,17 +17,23 @@ use std::time::Instant;
 use protocol::events::OfferEvent;
 use protocol::messages::LaunchTasks;
 use protocol::{AgentId, FrameworkEvent, FrameworkId, TaskId, TaskState};
-use tokio::sync::{broadcast, mpsc, Notify};
+use tokio::sync::{broadcast, mpsc, oneshot, Notify};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::state::{Effect, Effects, Now, State, StateError};
-use crate::store::Store;
+use crate::store::{Store, Writer};
 
 /// Capacity of the operator offer stream; a slower reader skips what it missed.
 const OFFER_EVENTS_CAPACITY: usize = 4096;
+
+/// A change was made to the books but could not be written to the durable registry (logged
+/// and counted where it failed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the registry write failed")]
+pub struct RegistryWriteFailed;
 
 /// A cheap, clonable handle to one running coordinator.
 #[derive(Clone)]
@@ -50,15 +59,15 @@ struct Shared {
     tracker: TaskTracker,
     shutdown: CancellationToken,
     start: Instant,
-    metrics: Metrics,
+    metrics: Arc<Metrics>,
 }
 
 struct Inner {
     state: State,
     streams: HashMap<FrameworkId, StreamSlot>,
-    /// The durable registry, if any. Under the books' lock, so it is written in the books'
-    /// order; `None` again once closed.
-    store: Option<Store>,
+    /// The durable registry's writer, if any. Fed under the books' lock, so it writes in the
+    /// books' order; `None` again once closed.
+    store: Option<Writer>,
 }
 
 struct StreamSlot {
@@ -87,6 +96,7 @@ impl Coordinator {
     pub fn new(config: Config, shutdown: CancellationToken) -> anyhow::Result<Self> {
         let start = Instant::now();
         let mut state = State::new(&config);
+        let metrics = Arc::new(Metrics::default());
         let store = match &config.registry {
             Some(path) => {
                 let store = Store::open(path)?;
@@ -102,7 +112,10 @@ impl Coordinator {
                     wall: protocol::now(),
                 };
                 state.restore(snapshot, &now);
-                Some(store)
+                let counted = Arc::clone(&metrics);
+                Some(Writer::spawn(store, move |_, _| {
+                    counted.count_registry_write_error()
+                })?)
             }
             None => None,
         };
@@ -125,7 +138,7 @@ impl Coordinator {
                 tracker: TaskTracker::new(),
                 shutdown,
                 start,
-                metrics: Metrics::default(),
+                metrics,
             }),
         })
     }
@@ -165,10 +178,14 @@ impl Coordinator {
         self.shared.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Closes the durable registry (at shutdown), releasing its file for the next coordinator.
-    /// Later changes are no longer persisted.
+    /// Closes the durable registry (at shutdown): writes what is queued, then releases the
+    /// file for the next coordinator (blocking until then). Later changes are no longer
+    /// persisted.
     pub fn close_registry(&self) {
-        self.lock().store = None;
+        let writer = self.lock().store.take();
+        if let Some(writer) = writer {
+            writer.close();
+        }
     }
 
     /// Reads the books.
@@ -176,18 +193,42 @@ impl Coordinator {
         f(&self.lock().state)
     }
 
-    /// Runs one state operation and performs its effects.
+    /// Runs one state operation and performs its effects. Registry changes are queued, not
+    /// waited for (a failed write is logged and counted); see [`Coordinator::run_durable`].
     pub fn run<T>(&self, f: impl FnOnce(&mut State, &Now, &mut Effects) -> T) -> T {
+        self.run_queued(f).0
+    }
+
+    /// Runs one state operation like [`Coordinator::run`], then waits, without blocking the
+    /// thread, until the registry changes it made are durable (at once when it made none).
+    pub async fn run_durable<T>(
+        &self,
+        f: impl FnOnce(&mut State, &Now, &mut Effects) -> T,
+    ) -> Result<T, RegistryWriteFailed> {
+        let (out, written) = self.run_queued(f);
+        match written {
+            None => Ok(out),
+            Some(rx) => match rx.await {
+                Ok(true) => Ok(out),
+                Ok(false) | Err(_) => Err(RegistryWriteFailed),
+            },
+        }
+    }
+
+    fn run_queued<T>(
+        &self,
+        f: impl FnOnce(&mut State, &Now, &mut Effects) -> T,
+    ) -> (T, Option<oneshot::Receiver<bool>>) {
         let now = self.now();
         let mut fx = Vec::new();
-        let (out, io, allocate) = {
+        let (out, io, allocate, written) = {
             let mut inner = self.lock();
             let out = f(&mut inner.state, &now, &mut fx);
-            let (io, allocate) = self.dispatch(&mut inner, fx);
-            (out, io, allocate)
+            let (io, allocate, written) = self.dispatch(&mut inner, fx);
+            (out, io, allocate, written)
         };
         self.perform(io, allocate);
-        out
+        (out, written)
     }
 
     /// Opens a framework's event stream: returns its receiver and number. The `subscribed`
@@ -204,7 +245,8 @@ impl Coordinator {
             let generation = inner.state.subscribe(id, &now, &mut fx)?;
             // Replacing the slot drops the older stream's sender, which ends that stream.
             inner.streams.insert(id, StreamSlot { generation, tx });
-            let (io, allocate) = self.dispatch(&mut inner, fx);
+            // Subscribing changes nothing stored.
+            let (io, allocate, _) = self.dispatch(&mut inner, fx);
             (generation, io, allocate)
         };
         self.perform(io, allocate);
@@ -241,7 +283,14 @@ impl Coordinator {
         self.shared.kick.notified().await;
     }
 
-    fn dispatch(&self, inner: &mut Inner, fx: Effects) -> (Vec<Io>, bool) {
+    /// Hands events to their channels and registry changes to the writer (both in the books'
+    /// order, under the lock); returns the network work, whether to allocate, and the
+    /// writer's answer for the registry changes, if there were any.
+    fn dispatch(
+        &self,
+        inner: &mut Inner,
+        fx: Effects,
+    ) -> (Vec<Io>, bool, Option<oneshot::Receiver<bool>>) {
         let mut io = Vec::new();
         let mut allocate = false;
         let mut changes = Vec::new();
@@ -284,14 +333,11 @@ impl Coordinator {
                 Effect::Persist(change) => changes.push(change),
             }
         }
-        if let (Some(store), false) = (&inner.store, changes.is_empty()) {
-            if let Err(e) = store.apply(&changes) {
-                // The books moved on; a restart would come back without this change.
-                self.shared.metrics.count_registry_write_error();
-                tracing::error!(error = %e, ?changes, "registry write failed");
-            }
-        }
-        (io, allocate)
+        let written = match (&inner.store, changes.is_empty()) {
+            (Some(writer), false) => Some(writer.submit(changes)),
+            _ => None,
+        };
+        (io, allocate, written)
     }
 
     fn perform(&self, io: Vec<Io>, allocate: bool) {

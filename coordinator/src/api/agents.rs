@@ -10,6 +10,7 @@ use protocol::{AgentId, TaskStatus};
 
 use super::error::ApiError;
 use super::extract::{Body, Id};
+use super::input;
 use crate::runtime::Coordinator;
 
 /// Routes under `/api/v1/agents`.
@@ -25,6 +26,7 @@ async fn register(
     State(c): State<Coordinator>,
     Body(req): Body<RegisterAgent>,
 ) -> Result<Response, ApiError> {
+    let req = input::agent_registration(req)?;
     let (agent_id, created, heartbeat_interval_s) = c.run(|s, now, fx| {
         s.register_agent(req, now, fx)
             .map(|(id, new)| (id, new, s.agent_heartbeat_s()))

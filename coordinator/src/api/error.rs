@@ -1,5 +1,7 @@
 //! [`ApiError`]: every way a request fails, mapped to a status and the API's error body
-//! `{"error": {"code", "message"}}`. Internal errors are logged, never shown in detail.
+//! `{"error": {"code", "message"}}`. The registry's refusals ([`StateError`]) get their status
+//! and code here ([`state_status_and_code`]), so the books know nothing of HTTP. Internal
+//! errors are logged, never shown in detail.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -11,9 +13,29 @@ use crate::state::StateError;
 /// Why a request failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
-    /// The registry refused the operation (its own status: 403, 404, 409, 422, 400).
+    /// The registry refused the operation (403, 404, 409, 422 or 400, see
+    /// [`state_status_and_code`]).
     #[error(transparent)]
     State(#[from] StateError),
+    /// A field has an invalid value (well-formed JSON, impossible value).
+    #[error("invalid {field}: {reason}")]
+    InvalidField {
+        /// The field.
+        field: &'static str,
+        /// What is allowed.
+        reason: String,
+    },
+    /// A task is malformed in a way its type cannot rule out.
+    #[error("task {task}: {reason}")]
+    InvalidTask {
+        /// The task.
+        task: protocol::TaskId,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The change was made but could not be written to the durable registry.
+    #[error("the change could not be written to the registry; see the coordinator's log")]
+    Unavailable,
     /// The body is not JSON of the expected shape.
     #[error("invalid request body: {0}")]
     BadBody(String),
@@ -40,10 +62,10 @@ pub enum ApiError {
 impl ApiError {
     fn status_and_code(&self) -> (StatusCode, &'static str) {
         match self {
-            ApiError::State(e) => (
-                StatusCode::from_u16(e.status()).unwrap_or(StatusCode::BAD_REQUEST),
-                e.code(),
-            ),
+            ApiError::State(e) => state_status_and_code(e),
+            ApiError::InvalidField { .. } => (StatusCode::BAD_REQUEST, "invalid_field"),
+            ApiError::InvalidTask { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_task"),
+            ApiError::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "registry_unavailable"),
             ApiError::BadBody(_) => (StatusCode::BAD_REQUEST, "invalid_body"),
             ApiError::BodyTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
             ApiError::BadPath(_) => (StatusCode::BAD_REQUEST, "invalid_path"),
@@ -52,6 +74,38 @@ impl ApiError {
             ApiError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             ApiError::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
+    }
+}
+
+/// The HTTP status and the stable snake_case code of API.md for each refusal of the registry.
+pub fn state_status_and_code(e: &StateError) -> (StatusCode, &'static str) {
+    use StateError::*;
+    match e {
+        UnknownFramework(_) => (StatusCode::NOT_FOUND, "framework_not_found"),
+        UnknownAgent(_) => (StatusCode::NOT_FOUND, "agent_not_found"),
+        UnknownOffer(_) => (StatusCode::NOT_FOUND, "offer_not_found"),
+        UnknownTask(_) => (StatusCode::NOT_FOUND, "task_not_found"),
+        UnknownUpdate { .. } => (StatusCode::NOT_FOUND, "update_not_found"),
+        OfferNotYours(_) => (StatusCode::FORBIDDEN, "offer_not_yours"),
+        OfferGone { .. } => (StatusCode::CONFLICT, "offer_not_outstanding"),
+        TaskExists(_) => (StatusCode::CONFLICT, "task_exists"),
+        FrameworkRemoved(_) => (StatusCode::CONFLICT, "framework_removed"),
+        ReservedRole => (StatusCode::BAD_REQUEST, "invalid_field"),
+        NoOffers => (StatusCode::UNPROCESSABLE_ENTITY, "no_offers"),
+        DuplicateOffer(_) => (StatusCode::UNPROCESSABLE_ENTITY, "duplicate_offer"),
+        OffersOnSeveralAgents(..) => (StatusCode::UNPROCESSABLE_ENTITY, "offers_on_several_agents"),
+        TaskAgentMismatch { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "task_agent_mismatch"),
+        DuplicateTaskInRequest(_) => (StatusCode::UNPROCESSABLE_ENTITY, "duplicate_task"),
+        InsufficientResources { .. } => {
+            (StatusCode::UNPROCESSABLE_ENTITY, "insufficient_resources")
+        }
+        AgentMismatch { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "agent_mismatch"),
+    }
+}
+
+impl From<crate::runtime::RegistryWriteFailed> for ApiError {
+    fn from(_: crate::runtime::RegistryWriteFailed) -> Self {
+        ApiError::Unavailable
     }
 }
 
@@ -64,6 +118,8 @@ impl IntoResponse for ApiError {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use super::*;
 
     #[test]
@@ -82,6 +138,15 @@ mod tests {
                 409,
             ),
             (ApiError::State(StateError::NoOffers), 422),
+            (ApiError::State(StateError::ReservedRole), 400),
+            (
+                ApiError::InvalidTask {
+                    task: "t".parse().unwrap(),
+                    reason: "x".into(),
+                },
+                422,
+            ),
+            (ApiError::Unavailable, 503),
         ];
         for (err, status) in cases {
             assert_eq!(err.status_and_code().0.as_u16(), status, "{err}");

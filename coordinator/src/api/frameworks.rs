@@ -15,6 +15,7 @@ use protocol::FrameworkId;
 
 use super::error::ApiError;
 use super::extract::{Body, Id};
+use super::input;
 use super::sse;
 use crate::runtime::Coordinator;
 
@@ -43,10 +44,13 @@ async fn register(
     State(c): State<Coordinator>,
     Body(req): Body<RegisterFramework>,
 ) -> Result<Response, ApiError> {
-    let (framework_id, created, heartbeat_interval_s) = c.run(|s, now, fx| {
-        s.register_framework(req, now, fx)
-            .map(|(id, new)| (id, new, s.framework_heartbeat_s()))
-    })?;
+    let input = input::framework_registration(req)?;
+    let (framework_id, created, heartbeat_interval_s) = c
+        .run_durable(|s, now, fx| {
+            s.register_framework(input, now, fx)
+                .map(|(id, new)| (id, new, s.framework_heartbeat_s()))
+        })
+        .await??;
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -81,6 +85,7 @@ async fn accept(
     Id(id): Id<FrameworkId>,
     Body(req): Body<AcceptRequest>,
 ) -> Result<Json<AcceptResponse>, ApiError> {
+    let req = input::accept(req)?;
     let launched = c.run(|s, now, fx| s.accept(id, req, now, fx))?;
     Ok(Json(AcceptResponse { launched }))
 }
@@ -90,6 +95,7 @@ async fn decline(
     Id(id): Id<FrameworkId>,
     Body(req): Body<DeclineRequest>,
 ) -> Ok200 {
+    let req = input::decline(req)?;
     c.run(|s, now, fx| s.decline(id, req, now, fx))?;
     Ok(Json(Empty {}))
 }
@@ -161,6 +167,7 @@ async fn reconcile(
 }
 
 async fn remove(State(c): State<Coordinator>, Id(id): Id<FrameworkId>) -> Ok200 {
-    c.run(|s, _, fx| s.remove_framework(id, "deleted by request", fx))?;
+    c.run_durable(|s, _, fx| s.remove_framework(id, "deleted by request", fx))
+        .await??;
     Ok(Json(Empty {}))
 }

@@ -9,12 +9,14 @@
 //! - [`operator`]: offers, offer events, state, roles, metrics, health, the dashboard.
 //! - [`sse`]: the two event streams.
 //! - [`extract`]: JSON body and path-id extractors with API error bodies.
+//! - [`input`]: wire requests converted to the registry's domain inputs, validated.
 //! - [`error`]: [`error::ApiError`], every failure as a status and an error body.
 
 pub mod agents;
 pub mod error;
 pub mod extract;
 pub mod frameworks;
+pub mod input;
 pub mod operator;
 pub mod sse;
 

@@ -121,7 +121,8 @@ async fn set_weight(
     Body(req): Body<SetWeight>,
 ) -> Result<Json<Empty>, ApiError> {
     let role = RolePath::new(path).map_err(|e| ApiError::BadPath(e.to_string()))?;
-    c.run(|s, _, fx| s.set_role_weight(&role, req.weight, fx))?;
+    c.run_durable(|s, _, fx| s.set_role_weight(&role, req.weight, fx))
+        .await??;
     Ok(Json(Empty {}))
 }
 

@@ -1,26 +1,19 @@
 //! Agents: registration and re-registration (with their tasks), heartbeats, and loss.
 
-use protocol::messages::RegisterAgent;
-use protocol::{AgentId, TaskState, TaskStatus, UpdateId};
+use protocol::{AgentId, TaskState, TaskStatus};
 
-use super::{sub_res, AgentRecord, AgentState, Effect, Effects, Now, State, StateError};
-
-/// The most attributes an agent may declare.
-const MAX_ATTRIBUTES: usize = 64;
-/// The longest hostname, endpoint, attribute key or value.
-const MAX_TEXT: usize = 1024;
+use super::{AgentRecord, AgentRegistration, AgentState, Effect, Effects, Now, State, StateError};
 
 impl State {
     /// Registers an agent, or re-registers a known (or, after a coordinator restart, unknown) one
     /// with the tasks it still runs. Returns its id and whether it is new to this coordinator.
     pub fn register_agent(
         &mut self,
-        req: RegisterAgent,
+        req: AgentRegistration,
         now: &Now,
         fx: &mut Effects,
     ) -> Result<(AgentId, bool), StateError> {
-        validate_registration(&req)?;
-        let id = req.agent_id.unwrap_or_default();
+        let id = req.agent_id.unwrap_or_else(|| self.ids.agent_id());
         for status in &req.tasks {
             if status.agent_id != id {
                 return Err(StateError::AgentMismatch {
@@ -48,11 +41,11 @@ impl State {
         // possibly changed total, then re-account its tasks: one path for every case.
         if known {
             self.rescind_agent_offers(id, "agent re-registered", fx);
-            let _ = self.allocator.remove_agent(id);
+            if self.ledger.has_agent(id) {
+                self.ledger.remove_agent(id);
+            }
         }
-        if let Err(e) = self.allocator.add_agent(id, &req.resources) {
-            tracing::error!(agent = %id, error = %e, "allocator refused agent");
-        }
+        self.ledger.add_agent(id, &req.resources);
         let record = self.agents.entry(id).or_insert_with(|| AgentRecord {
             hostname: String::new(),
             endpoint: String::new(),
@@ -62,18 +55,15 @@ impl State {
             registered_at: now.wall,
             last_heartbeat_at: now.wall,
             last_heartbeat_ms: now.ms,
-            used: Default::default(),
-            offered: Default::default(),
         });
         record.hostname = req.hostname;
-        record.endpoint = req.endpoint.trim_end_matches('/').to_owned();
+        record.endpoint = req.endpoint;
         record.total = req.resources;
         record.attributes = req.attributes;
         record.state = AgentState::Active;
         record.registered_at = now.wall;
         record.last_heartbeat_at = now.wall;
         record.last_heartbeat_ms = now.ms;
-        record.used = Default::default();
         // Re-account the non-terminal tasks the books place on this agent.
         let keys: Vec<_> = self
             .tasks
@@ -81,21 +71,9 @@ impl State {
             .filter(|(_, t)| t.agent_id == id && !t.state().is_terminal())
             .map(|(k, _)| k.clone())
             .collect();
-        // Frameworks' `used` already counts these tasks; only the agent side is rebuilt.
-        for (fw, task) in &keys {
-            let Some(res) = self
-                .tasks
-                .get(&(*fw, task.clone()))
-                .map(|t| t.resources.clone())
-            else {
-                continue;
-            };
-            if let Err(e) = self.allocator.allocate(*fw, id, &res) {
-                tracing::warn!(%fw, agent = %id, error = %e, "task does not fit the agent");
-            }
-            if let Some(a) = self.agents.get_mut(&id) {
-                a.used.add_assign(&res);
-            }
+        // Removing the agent from the ledger took them off their frameworks' `used` too.
+        for (fw, task) in keys {
+            self.rehold_task(fw, id, &task, fx);
         }
 
         if known {
@@ -143,21 +121,26 @@ impl State {
         }
     }
 
-    /// Adds a task's resources to the allocator and the agent's and framework's `used`.
-    pub(crate) fn account_task(
+    /// Accounts a known task's resources again on its agent (after the agent re-registered, or
+    /// the task came back from `lost`). If they no longer fit, the task holds what fits (see
+    /// [`State::hold_reported`]).
+    pub(crate) fn rehold_task(
         &mut self,
         fw: protocol::FrameworkId,
         agent: AgentId,
-        res: &protocol::Resources,
+        task: &protocol::TaskId,
+        fx: &mut Effects,
     ) {
-        if let Err(e) = self.allocator.allocate(fw, agent, res) {
-            tracing::warn!(%fw, %agent, error = %e, "task resources do not fit the agent");
-        }
-        if let Some(a) = self.agents.get_mut(&agent) {
-            a.used.add_assign(res);
-        }
-        if let Some(f) = self.frameworks.get_mut(&fw) {
-            f.used.add_assign(res);
+        let key = (fw, task.clone());
+        let Some(res) = self.tasks.get(&key).map(|t| t.resources.clone()) else {
+            return;
+        };
+        let held = self.hold_reported(fw, agent, task, &res, fx);
+        if held != res {
+            if let Some(t) = self.tasks.get_mut(&key) {
+                t.resources = held;
+                t.view = std::sync::OnceLock::new();
+            }
         }
     }
 
@@ -203,7 +186,8 @@ impl State {
             return;
         }
         self.rescind_agent_offers(id, "agent lost", fx);
-        let _ = self.allocator.remove_agent(id);
+        // What its tasks held leaves their frameworks' `used` with it.
+        self.ledger.remove_agent(id);
         let victims: Vec<_> = self
             .tasks
             .iter()
@@ -221,74 +205,20 @@ impl State {
                 state: TaskState::Lost,
                 message: Some("agent lost: it missed its heartbeats".into()),
                 exit_code: None,
-                update_id: UpdateId::new(),
+                update_id: self.ids.update_id(),
                 timestamp: now.wall,
                 resources: t.known_resources(),
             };
             t.set_latest(status.clone());
             t.lost_by_coordinator = true;
-            let res = t.resources.clone();
             if let Some(f) = self.frameworks.get_mut(&fw) {
-                sub_res(&mut f.used, &res);
                 f.active_tasks = f.active_tasks.saturating_sub(1);
             }
             self.send_update(status, now, fx);
         }
         if let Some(a) = self.agents.get_mut(&id) {
             a.state = AgentState::Lost;
-            a.used = Default::default();
-            a.offered = Default::default();
         }
         fx.push(Effect::Allocate);
     }
-}
-
-fn validate_registration(req: &RegisterAgent) -> Result<(), StateError> {
-    let field = |field, reason: &str| StateError::InvalidField {
-        field,
-        reason: reason.into(),
-    };
-    if req.hostname.trim().is_empty() || req.hostname.len() > MAX_TEXT {
-        return Err(field(
-            "hostname",
-            "give the node's hostname (1 to 1024 characters)",
-        ));
-    }
-    let url = reqwest::Url::parse(&req.endpoint).map_err(|e| StateError::InvalidField {
-        field: "endpoint",
-        reason: format!(
-            "{:?} is not a URL ({e}); give e.g. http://10.0.0.5:5051",
-            req.endpoint
-        ),
-    })?;
-    if !matches!(url.scheme(), "http" | "https")
-        || url.host().is_none()
-        || req.endpoint.len() > MAX_TEXT
-    {
-        return Err(field(
-            "endpoint",
-            "use an http:// or https:// base URL with a host",
-        ));
-    }
-    if req.resources.is_empty() {
-        return Err(field(
-            "resources",
-            "an agent must offer some resources, e.g. {\"cpus\": 4}",
-        ));
-    }
-    if req.attributes.len() > MAX_ATTRIBUTES
-        || req
-            .attributes
-            .iter()
-            .any(|(k, v)| k.is_empty() || k.len() > MAX_TEXT || v.len() > MAX_TEXT)
-    {
-        return Err(field(
-            "attributes",
-            "at most 64 attributes with non-empty keys",
-        ));
-    }
-    if !req.tasks.is_empty() && req.agent_id.is_none() {
-        return Err(field("tasks", "reported tasks need the agent's agent_id"));
-    }
-    Ok(())
 }

@@ -1,5 +1,6 @@
-//! [`StateError`]: why the registry refused an operation. Every variant maps to one HTTP status
-//! and one stable `code` of the API's error body; messages say how to fix the request.
+//! [`StateError`]: why the registry refused an operation, in the books' terms. The API layer
+//! maps each variant to an HTTP status and a stable error code ([`crate::api::error`]);
+//! messages say how to fix the request. Malformed requests are refused before they get here.
 
 use protocol::{AgentId, FrameworkId, OfferId, Resources, TaskId, UpdateId};
 
@@ -54,14 +55,6 @@ pub enum StateError {
     /// A task with this id already exists in the framework.
     #[error("task {0} already exists in this framework; choose a new task_id")]
     TaskExists(TaskId),
-    /// A task is malformed in a way its type cannot rule out.
-    #[error("task {task}: {reason}")]
-    InvalidTask {
-        /// The task.
-        task: TaskId,
-        /// What is wrong.
-        reason: String,
-    },
     /// The tasks need more than the offers hold.
     #[error(
         "the tasks need {needed} but the offers hold {offered}; launch fewer or smaller tasks"
@@ -93,62 +86,7 @@ pub enum StateError {
         /// What was expected.
         reason: String,
     },
-    /// A field has an invalid value (well-formed JSON, impossible value).
-    #[error("invalid {field}: {reason}")]
-    InvalidField {
-        /// The field.
-        field: &'static str,
-        /// What is allowed.
-        reason: String,
-    },
-}
-
-impl StateError {
-    /// The HTTP status this error is answered with.
-    pub fn status(&self) -> u16 {
-        use StateError::*;
-        match self {
-            UnknownFramework(_)
-            | UnknownAgent(_)
-            | UnknownOffer(_)
-            | UnknownTask(_)
-            | UnknownUpdate { .. } => 404,
-            OfferNotYours(_) => 403,
-            OfferGone { .. } | TaskExists(_) | FrameworkRemoved(_) => 409,
-            InvalidField { .. } => 400,
-            NoOffers
-            | DuplicateOffer(_)
-            | OffersOnSeveralAgents(..)
-            | TaskAgentMismatch { .. }
-            | DuplicateTaskInRequest(_)
-            | InvalidTask { .. }
-            | InsufficientResources { .. }
-            | AgentMismatch { .. } => 422,
-        }
-    }
-
-    /// The stable snake_case code of the error body.
-    pub fn code(&self) -> &'static str {
-        use StateError::*;
-        match self {
-            UnknownFramework(_) => "framework_not_found",
-            FrameworkRemoved(_) => "framework_removed",
-            UnknownAgent(_) => "agent_not_found",
-            UnknownOffer(_) => "offer_not_found",
-            OfferGone { .. } => "offer_not_outstanding",
-            OfferNotYours(_) => "offer_not_yours",
-            NoOffers => "no_offers",
-            DuplicateOffer(_) => "duplicate_offer",
-            OffersOnSeveralAgents(..) => "offers_on_several_agents",
-            TaskAgentMismatch { .. } => "task_agent_mismatch",
-            DuplicateTaskInRequest(_) => "duplicate_task",
-            TaskExists(_) => "task_exists",
-            InvalidTask { .. } => "invalid_task",
-            InsufficientResources { .. } => "insufficient_resources",
-            UnknownTask(_) => "task_not_found",
-            UnknownUpdate { .. } => "update_not_found",
-            AgentMismatch { .. } => "agent_mismatch",
-            InvalidField { .. } => "invalid_field",
-        }
-    }
+    /// Roles starting with `_` belong to the coordinator (e.g. the orphans' role).
+    #[error("invalid role: roles starting with '_' are reserved")]
+    ReservedRole,
 }

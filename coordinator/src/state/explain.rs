@@ -37,7 +37,7 @@ impl State {
                 agents.offered_to_it += 1;
                 continue;
             }
-            match self.allocator.explain_agent(id, *agent_id, now.ms) {
+            match self.ledger.allocator().explain_agent(id, *agent_id, now.ms) {
                 Some(BlockReason::NothingFree) => agents.nothing_free += 1,
                 Some(BlockReason::Filtered { until }) => {
                     agents.filtered += 1;
@@ -60,7 +60,7 @@ impl State {
             state: connection_name(fw.connection).into(),
             suppressed: fw.suppressed,
             demand: fw.demand.clone(),
-            dominant_share: self.allocator.dominant_share(id).unwrap_or(0.0),
+            dominant_share: self.ledger.allocator().dominant_share(id).unwrap_or(0.0),
             outstanding_offers: its_offers.len(),
             agents,
             next_filter_ends_in_s,

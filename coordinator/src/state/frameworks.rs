@@ -3,16 +3,13 @@
 
 use std::collections::VecDeque;
 
-use protocol::messages::{FrameworkRegistered, RegisterFramework};
+use protocol::messages::FrameworkRegistered;
 use protocol::{FrameworkEvent, FrameworkId, Resources, RolePath};
 
+use super::input::FrameworkRegistration;
+use super::ledger::Eligibility;
 use super::{Connection, Effect, Effects, FrameworkRecord, Now, State, StateError, ORPHAN_ROLE};
 use crate::store::{Change, StoredFramework};
-
-/// The longest framework name.
-const MAX_NAME: usize = 256;
-/// The longest failover timeout accepted (one year).
-const MAX_FAILOVER_S: f64 = 31_536_000.0;
 
 impl State {
     /// Registers a framework, or re-registers one with its `framework_id` (keeping its tasks).
@@ -20,32 +17,16 @@ impl State {
     /// removed is refused. Returns the id and whether the framework is new.
     pub fn register_framework(
         &mut self,
-        req: RegisterFramework,
+        req: FrameworkRegistration,
         now: &Now,
         fx: &mut Effects,
     ) -> Result<(FrameworkId, bool), StateError> {
-        if req.name.trim().is_empty() || req.name.len() > MAX_NAME {
-            return Err(StateError::InvalidField {
-                field: "name",
-                reason: "give a name of 1 to 256 characters".into(),
-            });
-        }
         if req.role.as_str().starts_with('_') {
-            return Err(StateError::InvalidField {
-                field: "role",
-                reason: "roles starting with '_' are reserved".into(),
-            });
+            return Err(StateError::ReservedRole);
         }
-        let failover_timeout_s = match req.failover_timeout_s {
-            None => self.timing.default_failover_timeout_ms as f64 / 1000.0,
-            Some(s) if s.is_finite() && (0.0..=MAX_FAILOVER_S).contains(&s) => s,
-            Some(s) => {
-                return Err(StateError::InvalidField {
-                    field: "failover_timeout_s",
-                    reason: format!("{s} is not a number of seconds from 0 to {MAX_FAILOVER_S}"),
-                })
-            }
-        };
+        let failover_timeout_s = req
+            .failover_timeout_s
+            .unwrap_or(self.timing.default_failover_timeout_ms as f64 / 1000.0);
         if let Some(id) = req.framework_id {
             if self.removed_frameworks.contains(&id) {
                 return Err(StateError::FrameworkRemoved(id));
@@ -61,14 +42,14 @@ impl State {
                 if move_role {
                     self.move_framework(id, req.role, fx);
                 } else if req.demand.is_some() {
-                    let _ = self.allocator.set_demand(id, req.demand);
+                    self.ledger.set_demand(id, req.demand);
                 }
                 self.persist_framework(id, fx);
                 fx.push(Effect::Allocate);
                 return Ok((id, false));
             }
         }
-        let id = req.framework_id.unwrap_or_default();
+        let id = req.framework_id.unwrap_or_else(|| self.ids.framework_id());
         self.add_framework_record(
             id,
             req.name,
@@ -107,11 +88,12 @@ impl State {
         placeholder: bool,
         now: &Now,
     ) {
-        if let Err(e) = self.allocator.add_framework(id, &role) {
-            tracing::error!(framework = %id, error = %e, "allocator refused framework");
-        }
-        let _ = self.allocator.set_active(id, false);
-        let _ = self.allocator.set_demand(id, demand.clone());
+        let eligibility = Eligibility {
+            active: false,
+            suppressed: false,
+            demand: demand.clone(),
+        };
+        self.ledger.add_framework(id, &role, &eligibility);
         self.frameworks.insert(
             id,
             FrameworkRecord {
@@ -126,8 +108,6 @@ impl State {
                 },
                 generation: 0,
                 registered_at: now.wall,
-                used: Resources::new(),
-                offered: Resources::new(),
                 active_tasks: 0,
                 pending: Default::default(),
                 completed: VecDeque::new(),
@@ -151,30 +131,31 @@ impl State {
     /// Moves a framework to another role: a fresh allocator leaf, its tasks re-accounted.
     fn move_framework(&mut self, id: FrameworkId, role: RolePath, fx: &mut Effects) {
         self.rescind_framework_offers(id, "framework re-registered", fx);
-        let _ = self.allocator.remove_framework(id);
         let Some(fw) = self.frameworks.get_mut(&id) else {
             return;
         };
         fw.role = role.clone();
-        let active = matches!(fw.connection, Connection::Connected { .. });
-        let (suppressed, demand) = (fw.suppressed, fw.demand.clone());
-        if let Err(e) = self.allocator.add_framework(id, &role) {
-            tracing::error!(framework = %id, error = %e, "allocator refused framework");
-        }
-        let _ = self.allocator.set_active(id, active);
-        let _ = self.allocator.set_demand(id, demand);
-        if suppressed {
-            let _ = self.allocator.suppress(id);
-        }
+        let eligibility = Eligibility {
+            active: matches!(fw.connection, Connection::Connected { .. }),
+            suppressed: fw.suppressed,
+            demand: fw.demand.clone(),
+        };
         let held: Vec<_> = self
             .tasks
             .iter()
             .filter(|((f, _), t)| *f == id && !t.state().is_terminal())
             .map(|(_, t)| (t.agent_id, t.resources.clone()))
             .collect();
-        for (agent, res) in held {
-            if let Err(e) = self.allocator.allocate(id, agent, &res) {
-                tracing::warn!(framework = %id, %agent, error = %e, "task does not fit");
+        // Off the old leaf, onto the new one: the same holdings on the same agents.
+        for (agent, res) in &held {
+            self.ledger.release(id, *agent, res);
+        }
+        self.ledger.remove_framework(id);
+        self.ledger.add_framework(id, &role, &eligibility);
+        for (agent, res) in &held {
+            if let Err(e) = self.ledger.hold(id, *agent, res) {
+                // Just released on the same agent: cannot happen while the books are right.
+                tracing::error!(framework = %id, %agent, error = %e, "task does not fit");
             }
         }
     }
@@ -209,7 +190,7 @@ impl State {
         for status in fw.pending.replay(now.ms, resend_ms) {
             fx.push(Effect::ToFramework(id, FrameworkEvent::Update { status }));
         }
-        let _ = self.allocator.set_active(id, true);
+        self.ledger.set_active(id, true);
         fx.push(Effect::Allocate);
         Ok(generation)
     }
@@ -227,7 +208,7 @@ impl State {
             since_ms: now.ms,
             ever: true,
         };
-        let _ = self.allocator.set_active(id, false);
+        self.ledger.set_active(id, false);
         self.rescind_framework_offers(id, "framework disconnected", fx);
         fx.push(Effect::Allocate);
     }
@@ -254,7 +235,9 @@ impl State {
             .collect();
         for id in expired {
             tracing::info!(framework = %id, "failover timeout passed: removing framework");
-            let _ = self.remove_framework(id, "failover timeout passed", fx);
+            if let Err(e) = self.remove_framework(id, "failover timeout passed", fx) {
+                tracing::error!(framework = %id, error = %e, "failover removal refused");
+            }
         }
     }
 
@@ -283,8 +266,8 @@ impl State {
             if task.state().is_terminal() {
                 continue;
             }
-            if let Some(agent) = self.agents.get_mut(&task.agent_id) {
-                super::sub_res(&mut agent.used, &task.resources);
+            self.ledger.release(id, task.agent_id, &task.resources);
+            if let Some(agent) = self.agents.get(&task.agent_id) {
                 if agent.state == super::AgentState::Active {
                     fx.push(Effect::Kill {
                         agent_id: task.agent_id,
@@ -294,7 +277,7 @@ impl State {
                 }
             }
         }
-        let _ = self.allocator.remove_framework(id);
+        self.ledger.remove_framework(id);
         self.frameworks.remove(&id);
         self.removed_frameworks.insert(id);
         fx.push(Effect::Persist(Change::RemoveFramework(id)));
@@ -313,7 +296,7 @@ impl State {
     pub fn suppress(&mut self, id: FrameworkId) -> Result<(), StateError> {
         let fw = self.live_framework_mut(id)?;
         fw.suppressed = true;
-        let _ = self.allocator.suppress(id);
+        self.ledger.suppress(id);
         Ok(())
     }
 
@@ -328,9 +311,9 @@ impl State {
         fw.suppressed = false;
         if demand.is_some() {
             fw.demand = demand.clone();
-            let _ = self.allocator.set_demand(id, demand);
+            self.ledger.set_demand(id, demand);
         }
-        let _ = self.allocator.revive(id);
+        self.ledger.revive(id);
         fx.push(Effect::Allocate);
         Ok(())
     }

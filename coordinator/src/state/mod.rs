@@ -9,17 +9,31 @@
 //! an agent, run an allocation soon). The async shell ([`crate::runtime`]) holds the state behind
 //! one mutex, never across an `.await`, and performs the effects after each call. So:
 //!
-//! - every rule of the books is testable without a network or a clock (see the unit tests);
+//! - every rule of the books is testable without a network or a clock, and every id it makes
+//!   comes from an [`IdSource`] given to it (random in production, counters in tests), so the
+//!   tests assert the exact effects of a call (`assert_eq!(fx, [Effect::…])`);
 //! - every method validates fully before it mutates: an `Err` means nothing changed;
-//! - a later durable registry can persist the state between calls without touching the rules.
+//! - its inputs are domain types ([`FrameworkRegistration`], [`AgentRegistration`], [`Accept`],
+//!   [`Decline`]): the API layer converts and validates the wire requests; the registry checks
+//!   only what the books can tell. Its errors ([`StateError`]) say what went wrong in the books'
+//!   terms; the API layer maps them to HTTP statuses;
+//! - the durable registry persists the changes it pushes ([`Effect::Persist`]) without touching
+//!   the rules.
 //!
 //! # Accounting
 //!
-//! The allocator holds, per agent and framework, what is "allocated": outstanding offers plus
-//! non-terminal tasks. The registry mirrors the split (`offered` and `used`) on agent and
-//! framework records for the operator views. An agent's `offered + used` never exceeds its total:
-//! offers are made only from the allocator's free resources, and accepts only move resources from
-//! offered to used.
+//! One owner: the [`ledger::Ledger`] (`ledger.rs`). It alone changes the allocator (agents,
+//! frameworks, eligibility: active, demand, suppress, revive, decline filters; holdings: offer,
+//! accept, hold, release), and it derives what each agent and framework has `offered`
+//! (outstanding offers) and `used` (non-terminal tasks) for the operator views, kept
+//! incrementally (a few map lookups and one vector addition or subtraction per change). An
+//! agent's `offered + used` never exceeds its total: offers are made only from the allocator's
+//! free resources, and accepts only move resources from offered to used. A change that does not
+//! match the books (the allocator refuses it, a subtraction would go below zero, a framework or
+//! agent leaves still holding something) is a bug: a [`LedgerError`], logged with
+//! `tracing::error!` and counted ([`State::ledger_mismatches`]), never floored or ignored
+//! silently. A lost agent leaves the ledger with its tasks' holdings (the tasks become `lost`);
+//! a task that comes back, or that the agent reports on re-registration, holds what fits.
 //!
 //! # Completed tasks
 //!
@@ -58,12 +72,19 @@
 //! - `offers.rs`: turning allocation decisions into offers; accept, decline, expiry, rescind.
 //! - `tasks.rs`: status updates, kill, acknowledgements and re-sends, reconciliation, adoption.
 //! - `views.rs`: the operator views and metric gauges.
+//! - `ledger.rs`: holdings and eligibility, the one caller of the allocator's changes.
+//! - `ids.rs`: [`IdSource`], where offer, update, framework and agent ids come from.
+//! - `input.rs`: the domain inputs of registration, accept and decline.
+//! - `pending.rs`: each framework's unacknowledged updates.
 //! - `explain.rs`: why a framework is or is not getting offers, agent by agent.
 
 mod agents;
 mod error;
 mod explain;
 mod frameworks;
+mod ids;
+mod input;
+mod ledger;
 mod offers;
 mod pending;
 mod tasks;
@@ -83,8 +104,12 @@ use protocol::{
 
 use crate::allocator::{Allocator, Policy};
 use crate::config::Config;
+use ledger::Ledger;
 
 pub use error::StateError;
+pub use ids::IdSource;
+pub use input::{Accept, AgentRegistration, Decline, FrameworkRegistration};
+pub use ledger::{Holder, LedgerError};
 pub use views::{task_list_json, ClusterSnapshot, Gauges};
 
 /// The role under which tasks of frameworks the coordinator does not know are kept.
@@ -177,10 +202,6 @@ pub(crate) struct AgentRecord {
     pub(crate) registered_at: Timestamp,
     pub(crate) last_heartbeat_at: Timestamp,
     pub(crate) last_heartbeat_ms: u64,
-    /// Held by non-terminal tasks.
-    pub(crate) used: Resources,
-    /// Held by outstanding offers.
-    pub(crate) offered: Resources,
 }
 
 /// Whether a framework's event stream is open.
@@ -204,8 +225,6 @@ pub(crate) struct FrameworkRecord {
     /// The last stream number handed out.
     pub(crate) generation: u64,
     pub(crate) registered_at: Timestamp,
-    pub(crate) used: Resources,
-    pub(crate) offered: Resources,
     pub(crate) active_tasks: usize,
     /// Updates sent and not yet acknowledged.
     pub(crate) pending: pending::PendingUpdates,
@@ -292,7 +311,10 @@ pub(crate) struct OfferRecord {
 /// The registry. See the module docs.
 pub struct State {
     pub(crate) timing: Timing,
-    pub(crate) allocator: Allocator,
+    /// Holdings and eligibility: the only caller of the allocator's changes.
+    pub(crate) ledger: Ledger,
+    /// Where new offer, update, framework and agent ids come from.
+    pub(crate) ids: IdSource,
     pub(crate) agents: BTreeMap<AgentId, AgentRecord>,
     pub(crate) frameworks: BTreeMap<FrameworkId, FrameworkRecord>,
     /// Frameworks removed; their ids are not adopted again and their tasks' late updates dropped.
@@ -320,8 +342,14 @@ impl std::fmt::Debug for State {
 }
 
 impl State {
-    /// An empty registry with the config's timing and initial role tree.
+    /// An empty registry with the config's timing and initial role tree; random ids.
     pub fn new(config: &Config) -> Self {
+        Self::with_ids(config, IdSource::random())
+    }
+
+    /// An empty registry whose new ids come from `ids` (tests pass
+    /// [`IdSource::sequential`] to know them in advance).
+    pub fn with_ids(config: &Config, ids: IdSource) -> Self {
         let mut allocator = Allocator::new(Policy::Hdrf);
         for (role, weight) in &config.roles {
             allocator.set_role_weight(role, *weight);
@@ -339,7 +367,8 @@ impl State {
                 // Validated >= 1; the floor keeps a bad value from forgetting everything.
                 max_completed_tasks_per_framework: config.max_completed_tasks_per_framework.max(1),
             },
-            allocator,
+            ledger: Ledger::new(allocator),
+            ids,
             agents: BTreeMap::new(),
             frameworks: BTreeMap::new(),
             removed_frameworks: HashSet::new(),
@@ -360,12 +389,9 @@ impl State {
         fx: &mut Effects,
     ) -> Result<(), StateError> {
         if role.as_str().starts_with('_') {
-            return Err(StateError::InvalidField {
-                field: "role",
-                reason: "roles starting with '_' are reserved".into(),
-            });
+            return Err(StateError::ReservedRole);
         }
-        self.allocator.set_role_weight(role, weight);
+        self.ledger.set_role_weight(role, weight);
         fx.push(Effect::Persist(crate::store::Change::SetWeight(
             role.clone(),
             weight,
@@ -380,7 +406,7 @@ impl State {
     /// re-registering; their tasks are then accounted under these frameworks.
     pub fn restore(&mut self, snapshot: crate::store::Snapshot, now: &Now) {
         for (role, weight) in &snapshot.weights {
-            self.allocator.set_role_weight(role, *weight);
+            self.ledger.set_role_weight(role, *weight);
         }
         self.removed_frameworks
             .extend(snapshot.removed_frameworks.iter().copied());
@@ -423,6 +449,12 @@ impl State {
         std::mem::take(&mut self.offer_waits)
     }
 
+    /// How many times the books were found to disagree (each a bug, logged when found; see
+    /// [`LedgerError`]). Zero in a healthy coordinator.
+    pub fn ledger_mismatches(&self) -> u64 {
+        self.ledger.mismatches()
+    }
+
     /// Heartbeat interval told to frameworks, in seconds.
     pub fn framework_heartbeat_s(&self) -> f64 {
         self.timing.framework_heartbeat_interval_ms as f64 / 1000.0
@@ -433,24 +465,15 @@ impl State {
         self.timing.agent_heartbeat_interval_ms as f64 / 1000.0
     }
 
-    /// Converts a request's `refuse_seconds` to the filter's length in ms (Mesos: at least one
-    /// allocation interval, so a filter outlives the next cycle).
-    pub(crate) fn refuse_ms(&self, refuse_seconds: Option<f64>) -> Result<u64, StateError> {
-        let ms = match refuse_seconds {
-            None => self.timing.default_refuse_ms,
-            Some(s) if s.is_finite() && (0.0..=31_536_000.0).contains(&s) => (s * 1000.0) as u64,
-            Some(s) => {
-                return Err(StateError::InvalidField {
-                    field: "refuse_seconds",
-                    reason: format!("{s} is not a number of seconds from 0 to 31536000"),
-                })
-            }
-        };
-        Ok(if ms == 0 {
+    /// A decline filter's length in ms: the default when none is given; else at least one
+    /// allocation interval (as in Mesos, so a filter outlives the next cycle), or 0 for none.
+    pub(crate) fn refuse_ms(&self, refuse: Option<std::time::Duration>) -> u64 {
+        let ms = refuse.map_or(self.timing.default_refuse_ms, ms);
+        if ms == 0 {
             0
         } else {
             ms.max(self.timing.allocation_interval_ms)
-        })
+        }
     }
 
     /// Records an update for the framework: pending until acknowledged, sent now.
@@ -469,10 +492,4 @@ impl State {
             FrameworkEvent::Update { status },
         ));
     }
-}
-
-/// `a -= b`, flooring at zero (the books are kept so that this never floors; flooring keeps a
-/// bug from turning into a panic).
-pub(crate) fn sub_res(a: &mut Resources, b: &Resources) {
-    *a = a.saturating_sub(b);
 }

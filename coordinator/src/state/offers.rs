@@ -5,14 +5,13 @@
 use std::collections::{BTreeMap, HashSet};
 
 use protocol::events::{OfferEvent, OfferOutcome};
-use protocol::messages::{AcceptRequest, DeclineRequest, LaunchTasks};
+use protocol::messages::LaunchTasks;
 use protocol::{
     AgentId, FrameworkEvent, FrameworkId, Offer, OfferId, Resources, TaskId, TaskState, TaskStatus,
-    UpdateId,
 };
 
 use super::{
-    sub_res, AgentState, Effect, Effects, Now, OfferRecord, State, StateError, TaskRecord,
+    Accept, AgentState, Decline, Effect, Effects, Now, OfferRecord, State, StateError, TaskRecord,
     ENDED_OFFERS_REMEMBERED,
 };
 
@@ -41,7 +40,7 @@ impl State {
     /// decision becomes an offer, sent to its framework in one `offers` event. Returns the
     /// number of offers made.
     pub fn allocate(&mut self, now: &Now, fx: &mut Effects) -> usize {
-        let decisions = self.allocator.cycle(None, now.ms);
+        let decisions = self.ledger.allocate(now.ms);
         let mut batches: BTreeMap<FrameworkId, Vec<Offer>> = BTreeMap::new();
         let expires_ms = now.ms.saturating_add(self.timing.offer_timeout_ms);
         let expires_at = now.wall
@@ -57,11 +56,11 @@ impl State {
             let Some(agent) = self.agents.get_mut(&d.agent).filter(|_| usable) else {
                 // Cannot happen while the allocator mirrors the books; give the resources back.
                 tracing::error!(agent = %d.agent, framework = %d.framework, "stale decision");
-                let _ = self.allocator.release(d.framework, d.agent, &d.resources);
+                self.ledger.end_offer(d.framework, d.agent, &d.resources);
                 continue;
             };
             let offer = Offer {
-                offer_id: OfferId::new(),
+                offer_id: self.ids.offer_id(),
                 framework_id: d.framework,
                 agent_id: d.agent,
                 hostname: agent.hostname.clone(),
@@ -71,10 +70,6 @@ impl State {
                 created_at: now.wall,
                 expires_at,
             };
-            agent.offered.add_assign(&d.resources);
-            if let Some(fw) = self.frameworks.get_mut(&d.framework) {
-                fw.offered.add_assign(&d.resources);
-            }
             self.offers.insert(
                 offer.offer_id,
                 OfferRecord {
@@ -133,12 +128,12 @@ impl State {
     pub fn accept(
         &mut self,
         fw: FrameworkId,
-        req: AcceptRequest,
+        req: Accept,
         now: &Now,
         fx: &mut Effects,
     ) -> Result<Vec<TaskId>, StateError> {
         self.live_framework_mut(fw)?;
-        let refuse_ms = self.refuse_ms(req.refuse_seconds)?;
+        let refuse_ms = self.refuse_ms(req.refuse);
         let offers = self.check_offers(fw, &req.offer_ids)?;
         let first = offers[0].offer.clone();
         let agent_id = first.agent_id;
@@ -168,24 +163,6 @@ impl State {
             if self.tasks.contains_key(&(fw, task.task_id.clone())) {
                 return Err(StateError::TaskExists(task.task_id.clone()));
             }
-            let invalid = |reason: String| StateError::InvalidTask {
-                task: task.task_id.clone(),
-                reason,
-            };
-            task.command.validate().map_err(invalid)?;
-            if task.resources.is_empty() {
-                return Err(invalid(
-                    "resources are empty; a task must use something".into(),
-                ));
-            }
-            if task.name.len() > 1024 {
-                return Err(invalid("name is longer than 1024 characters".into()));
-            }
-            if let Some(d) = task.duration_s {
-                if !d.is_finite() || d < 0.0 {
-                    return Err(invalid("duration_s must be a finite number >= 0".into()));
-                }
-            }
             needed.add_assign(&task.resources);
         }
         let Some(unused) = offered.checked_sub(&needed) else {
@@ -197,12 +174,13 @@ impl State {
         for id in &req.offer_ids {
             self.end_offer(*id, Ending::Accepted, None, &launched, false, fx);
         }
+        // Offered to used; the unused rest returns to the pool.
+        self.ledger.accept(fw, agent_id, &offered, &needed);
         if !unused.is_empty() {
-            let _ = self.allocator.release(fw, agent_id, &unused);
             self.freed(agent_id, now.ms);
             if refuse_ms > 0 {
                 let until = now.ms.saturating_add(refuse_ms);
-                let _ = self.allocator.add_filter(fw, agent_id, &unused, until);
+                self.ledger.add_filter(fw, agent_id, &unused, until);
             }
             fx.push(Effect::Allocate);
         }
@@ -222,7 +200,7 @@ impl State {
                 state: TaskState::Staging,
                 message: None,
                 exit_code: None,
-                update_id: UpdateId::new(),
+                update_id: self.ids.update_id(),
                 timestamp: now.wall,
                 resources: Some(task.resources.clone()),
             };
@@ -231,12 +209,7 @@ impl State {
                 TaskRecord::new(task.name.clone(), agent_id, task.resources.clone(), latest),
             );
         }
-        // Resources move from offered to used (the allocator already counts them).
-        if let Some(a) = self.agents.get_mut(&agent_id) {
-            a.used.add_assign(&needed);
-        }
         if let Some(f) = self.frameworks.get_mut(&fw) {
-            f.used.add_assign(&needed);
             f.active_tasks += req.tasks.len();
         }
         fx.push(Effect::Launch {
@@ -255,12 +228,12 @@ impl State {
     pub fn decline(
         &mut self,
         fw: FrameworkId,
-        req: DeclineRequest,
+        req: Decline,
         now: &Now,
         fx: &mut Effects,
     ) -> Result<(), StateError> {
         self.live_framework_mut(fw)?;
-        let refuse_ms = self.refuse_ms(req.refuse_seconds)?;
+        let refuse_ms = self.refuse_ms(req.refuse);
         let offers: Vec<Offer> = self
             .check_offers(fw, &req.offer_ids)?
             .into_iter()
@@ -271,8 +244,7 @@ impl State {
             self.freed(offer.agent_id, now.ms);
             if refuse_ms > 0 {
                 let until = now.ms.saturating_add(refuse_ms);
-                let _ = self
-                    .allocator
+                self.ledger
                     .add_filter(fw, offer.agent_id, &offer.resources, until);
             }
         }
@@ -333,7 +305,11 @@ impl State {
     ) -> Resources {
         let mut rescinded = false;
         let free = loop {
-            let free = self.allocator.agent_free(agent).unwrap_or_default();
+            let free = self
+                .ledger
+                .allocator()
+                .agent_free(agent)
+                .unwrap_or_default();
             let short = needed.saturating_sub(&free);
             if short.is_empty() {
                 break free;
@@ -380,7 +356,8 @@ impl State {
     }
 
     /// Ends one outstanding offer: off the books, remembered as ended, published; `release`
-    /// gives its resources back to the allocator's pool. Rescinds and expiries also tell the
+    /// gives its resources back to the pool (an accept moves them to used instead, see
+    /// [`super::ledger::Ledger::accept`]). Rescinds and expiries also tell the
     /// framework.
     fn end_offer(
         &mut self,
@@ -396,15 +373,8 @@ impl State {
         };
         let offer = rec.offer;
         if release {
-            let _ = self
-                .allocator
-                .release(offer.framework_id, offer.agent_id, &offer.resources);
-        }
-        if let Some(a) = self.agents.get_mut(&offer.agent_id) {
-            sub_res(&mut a.offered, &offer.resources);
-        }
-        if let Some(f) = self.frameworks.get_mut(&offer.framework_id) {
-            sub_res(&mut f.offered, &offer.resources);
+            self.ledger
+                .end_offer(offer.framework_id, offer.agent_id, &offer.resources);
         }
         self.ended_offers.insert(id, how.as_str());
         self.ended_order.push_back(id);

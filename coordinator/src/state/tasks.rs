@@ -5,7 +5,7 @@ use protocol::{
     AgentId, FrameworkEvent, FrameworkId, Resources, TaskId, TaskState, TaskStatus, UpdateId,
 };
 
-use super::{sub_res, AgentState, Connection, Effect, Effects, Now, State, StateError, TaskRecord};
+use super::{AgentState, Connection, Effect, Effects, Now, State, StateError, TaskRecord};
 
 impl State {
     /// A status update posted by an agent. Once this returns `Ok` the update is recorded and
@@ -126,17 +126,13 @@ impl State {
                 .agents
                 .get(&agent)
                 .is_some_and(|a| a.state == AgentState::Active);
+            // A non-terminal task is always on an active agent (a lost agent's tasks are
+            // lost with it): the ledger reports it if not.
+            self.ledger.release(fw, agent, &res);
             if on_active_agent {
-                if let Err(e) = self.allocator.release(fw, agent, &res) {
-                    tracing::warn!(%fw, %agent, error = %e, "release of task resources failed");
-                }
                 self.freed(agent, now.ms);
             }
-            if let Some(a) = self.agents.get_mut(&agent) {
-                sub_res(&mut a.used, &res);
-            }
             if let Some(f) = self.frameworks.get_mut(&fw) {
-                sub_res(&mut f.used, &res);
                 f.active_tasks = f.active_tasks.saturating_sub(1);
             }
             fx.push(Effect::Allocate);
@@ -153,20 +149,20 @@ impl State {
         t.set_latest(status.clone());
         t.lost_by_coordinator = false;
         let was_completed = std::mem::replace(&mut t.completed, false);
-        let (agent, res) = (t.agent_id, t.resources.clone());
+        let agent = t.agent_id;
         if let Some(f) = self.frameworks.get_mut(&fw) {
             f.active_tasks += 1;
             if was_completed {
                 f.completed.retain(|id| *id != status.task_id);
             }
         }
-        self.account_task(fw, agent, &res);
+        self.rehold_task(fw, agent, &status.task_id, fx);
         self.send_update(status, now, fx);
     }
 
     /// Adopts a task the books do not know (after a coordinator restart), under a placeholder
     /// framework if its framework is unknown too. A task still running is accounted with the
-    /// resources its status reports, exactly as a launched task (see [`State::hold_adopted`]);
+    /// resources its status reports, exactly as a launched task (see [`State::hold_reported`]);
     /// without them (an older agent) it holds nothing. A task that ended while no coordinator
     /// knew it is adopted too (terminal, holding nothing): the agent counts the update as
     /// delivered once this returns, so it must stay pending until the framework acknowledges
@@ -176,7 +172,7 @@ impl State {
         self.ensure_placeholder(fw, now);
         let resources = match &status.resources {
             Some(reported) if !status.state.is_terminal() => {
-                self.hold_adopted(fw, agent, &status.task_id, reported, fx)
+                self.hold_reported(fw, agent, &status.task_id, reported, fx)
             }
             _ => Resources::new(),
         };
@@ -192,13 +188,14 @@ impl State {
         self.send_update(status, now, fx);
     }
 
-    /// Accounts the resources an adopted running task reports, on its agent for its framework
-    /// (allocator, and the agent's and framework's `used`). Outstanding offers on the agent that
+    /// Accounts the resources a running task reports (an adopted task, or a known one its
+    /// re-registered agent still runs), on its agent for its framework (the ledger: allocator,
+    /// and the agent's and framework's `used`). Outstanding offers on the agent that
     /// hold what the task uses are rescinded first: the task already runs, so the offers were
     /// made from resources that were never free. If it still does not fit (the agent reports
     /// more than its total), the task holds what fits and a warning is logged: the books never
     /// over-commit an agent. Returns what the task now holds.
-    fn hold_adopted(
+    pub(crate) fn hold_reported(
         &mut self,
         fw: FrameworkId,
         agent: AgentId,
@@ -222,15 +219,22 @@ impl State {
                 "adopted task reports more than its agent has free: accounting what fits"
             );
         }
-        if !held.is_empty() {
-            self.account_task(fw, agent, &held);
+        if held.is_empty() {
+            return held;
         }
-        held
+        match self.ledger.hold(fw, agent, &held) {
+            Ok(()) => held,
+            Err(e) => {
+                // It fits what is free: cannot happen while the books are right.
+                tracing::error!(%fw, %agent, %task, error = %e, "task resources refused");
+                Resources::new()
+            }
+        }
     }
 
     /// A status made by the coordinator itself (launch failure, loss), for a known task.
     pub(crate) fn coordinator_status(
-        &self,
+        &mut self,
         fw: FrameworkId,
         task: &TaskId,
         state: TaskState,
@@ -245,7 +249,7 @@ impl State {
             state,
             message: Some(message.to_owned()),
             exit_code: None,
-            update_id: UpdateId::new(),
+            update_id: self.ids.update_id(),
             timestamp: now.wall,
             resources: t.known_resources(),
         })

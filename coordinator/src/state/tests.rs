@@ -3,15 +3,19 @@
 
 #![allow(clippy::unwrap_used)]
 
-use protocol::messages::{AcceptRequest, RegisterAgent, RegisterFramework};
+use protocol::events::OfferOutcome;
+use protocol::messages::LaunchTasks;
 use protocol::{CommandSpec, FrameworkEvent, Resources, TaskSpec, TaskState};
+use std::time::Duration;
 
 use super::*;
 
+/// A fixed wall clock, `ms` after an arbitrary start, so effects can be compared exactly.
 fn at(ms: u64) -> Now {
+    let start = chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap();
     Now {
         ms,
-        wall: protocol::now(),
+        wall: start + chrono::Duration::milliseconds(i64::try_from(ms).unwrap()),
     }
 }
 
@@ -20,8 +24,8 @@ fn registration(
     role: &str,
     failover_timeout_s: Option<f64>,
     framework_id: Option<FrameworkId>,
-) -> RegisterFramework {
-    RegisterFramework {
+) -> FrameworkRegistration {
+    FrameworkRegistration {
         name: name.into(),
         role: role.parse().unwrap(),
         failover_timeout_s,
@@ -35,7 +39,7 @@ fn setup() -> (State, FrameworkId, AgentId, Offer) {
 }
 
 fn setup_with(config: &Config) -> (State, FrameworkId, AgentId, Offer) {
-    let mut s = State::new(config);
+    let mut s = State::with_ids(config, IdSource::sequential());
     let mut fx = Vec::new();
     let (fw, _) = s
         .register_framework(registration("f", "eng", None, None), &at(0), &mut fx)
@@ -43,9 +47,9 @@ fn setup_with(config: &Config) -> (State, FrameworkId, AgentId, Offer) {
     s.subscribe(fw, &at(0), &mut fx).unwrap();
     let (agent, created) = s
         .register_agent(
-            RegisterAgent {
+            AgentRegistration {
                 hostname: "h".into(),
-                endpoint: "http://127.0.0.1:1/".into(),
+                endpoint: "http://127.0.0.1:1".into(),
                 resources: "cpus=4,mem=100".parse().unwrap(),
                 attributes: Default::default(),
                 agent_id: None,
@@ -81,6 +85,7 @@ fn task(id: &str, agent: AgentId, res: &str) -> TaskSpec {
 }
 
 fn books(s: &State) -> (Vec<Offer>, usize, Vec<protocol::messages::AgentInfo>) {
+    assert_eq!(s.ledger_mismatches(), 0, "the books disagree");
     (s.offers(None, None), s.tasks.len(), s.agents())
 }
 
@@ -89,13 +94,16 @@ fn a_refused_accept_changes_nothing_and_emits_nothing() {
     let (mut s, fw, agent, offer) = setup();
     let before = books(&s);
     let mut fx = Vec::new();
-    let too_big = AcceptRequest {
+    let too_big = Accept {
         offer_ids: vec![offer.offer_id],
         tasks: vec![task("a", agent, "cpus=3"), task("b", agent, "cpus=2")],
-        refuse_seconds: None,
+        refuse: None,
     };
     let err = s.accept(fw, too_big, &at(2), &mut fx).unwrap_err();
-    assert_eq!(err.code(), "insufficient_resources");
+    assert!(
+        matches!(err, StateError::InsufficientResources { .. }),
+        "{err}"
+    );
     assert!(fx.is_empty(), "{fx:?}");
     assert_eq!(books(&s), before);
 }
@@ -104,10 +112,10 @@ fn a_refused_accept_changes_nothing_and_emits_nothing() {
 fn accept_moves_resources_from_offered_to_used_and_returns_the_rest() {
     let (mut s, fw, agent, offer) = setup();
     let mut fx = Vec::new();
-    let req = AcceptRequest {
+    let req = Accept {
         offer_ids: vec![offer.offer_id],
         tasks: vec![task("a", agent, "cpus=1,mem=10")],
-        refuse_seconds: Some(0.0),
+        refuse: Some(Duration::ZERO),
     };
     assert_eq!(s.accept(fw, req, &at(2), &mut fx).unwrap().len(), 1);
     assert!(fx
@@ -117,7 +125,7 @@ fn accept_moves_resources_from_offered_to_used_and_returns_the_rest() {
     assert_eq!(a.used, "cpus=1,mem=10".parse().unwrap());
     assert!(a.offered.is_empty());
     assert_eq!(
-        s.allocator.agent_free(agent),
+        s.ledger.allocator().agent_free(agent),
         Some("cpus=3,mem=90".parse().unwrap())
     );
     // The rest is offered at the next run.
@@ -133,10 +141,10 @@ fn accept_moves_resources_from_offered_to_used_and_returns_the_rest() {
 fn a_lost_agent_rescinds_offers_and_loses_tasks() {
     let (mut s, fw, agent, offer) = setup();
     let mut fx = Vec::new();
-    let req = AcceptRequest {
+    let req = Accept {
         offer_ids: vec![offer.offer_id],
         tasks: vec![task("a", agent, "cpus=1")],
-        refuse_seconds: Some(0.0),
+        refuse: Some(Duration::ZERO),
     };
     s.accept(fw, req, &at(2), &mut fx).unwrap();
     s.allocate(&at(3), &mut fx);
@@ -146,18 +154,38 @@ fn a_lost_agent_rescinds_offers_and_loses_tasks() {
     s.check_agents(&at(75_000), &mut fx);
     assert!(fx.is_empty());
     s.check_agents(&at(75_001), &mut fx);
-    assert!(fx.contains(&Effect::ToFramework(
-        fw,
-        FrameworkEvent::Rescind {
-            offer_id: rest.offer_id
-        }
-    )));
-    assert!(fx.iter().any(
-        |e| matches!(e, Effect::ToFramework(_, FrameworkEvent::Update { status })
-        if status.state == TaskState::Lost)
-    ));
+    let lost = TaskStatus {
+        task_id: "a".parse().unwrap(),
+        framework_id: fw,
+        agent_id: agent,
+        state: TaskState::Lost,
+        message: Some("agent lost: it missed its heartbeats".into()),
+        exit_code: None,
+        update_id: update_id(2),
+        timestamp: at(75_001).wall,
+        resources: Some("cpus=1".parse().unwrap()),
+    };
+    assert_eq!(rest.offer_id, offer_id(2));
+    assert_eq!(
+        fx,
+        [
+            Effect::ToFramework(
+                fw,
+                FrameworkEvent::Rescind {
+                    offer_id: rest.offer_id
+                }
+            ),
+            Effect::Offer(OfferEvent::OfferRescinded(outcome(
+                &rest,
+                &[],
+                Some("agent lost")
+            ))),
+            Effect::ToFramework(fw, FrameworkEvent::Update { status: lost }),
+            Effect::Allocate,
+        ]
+    );
     assert!(
-        s.allocator.capacity().is_empty(),
+        s.ledger.allocator().capacity().is_empty(),
         "a lost agent leaves the capacity"
     );
     assert!(s.offers(None, None).is_empty());
@@ -167,17 +195,48 @@ fn a_lost_agent_rescinds_offers_and_loses_tasks() {
 
 #[test]
 fn failover_removes_a_disconnected_framework_after_its_timeout() {
-    let (mut s, fw, _, _) = setup();
+    let (mut s, fw, _, offer) = setup();
     let generation = s.frameworks[&fw].generation;
     let mut fx = Vec::new();
     s.stream_closed(fw, generation, &at(10), &mut fx);
     assert!(s.offers(None, None).is_empty(), "its offers are rescinded");
+    assert_eq!(
+        fx,
+        [
+            Effect::ToFramework(
+                fw,
+                FrameworkEvent::Rescind {
+                    offer_id: offer.offer_id
+                }
+            ),
+            Effect::Offer(OfferEvent::OfferRescinded(outcome(
+                &offer,
+                &[],
+                Some("framework disconnected")
+            ))),
+            Effect::Allocate,
+        ]
+    );
     let mut fx = Vec::new();
     s.check_failover(&at(10 + 59_999), &mut fx);
     assert!(s.frameworks.contains_key(&fw));
+    assert_eq!(fx, []);
     s.check_failover(&at(10 + 60_000), &mut fx);
     assert!(!s.frameworks.contains_key(&fw));
-    assert!(fx.contains(&Effect::CloseStream(fw)));
+    assert_eq!(
+        fx,
+        [
+            Effect::Persist(crate::store::Change::RemoveFramework(fw)),
+            Effect::ToFramework(
+                fw,
+                FrameworkEvent::Error {
+                    message: "framework removed: failover timeout passed".into()
+                }
+            ),
+            Effect::CloseStream(fw),
+            Effect::Allocate,
+        ]
+    );
     // An older stream closing later changes nothing.
     let mut fx = Vec::new();
     s.stream_closed(fw, generation, &at(70_000), &mut fx);
@@ -204,7 +263,7 @@ fn a_task_that_ended_during_a_coordinator_restart_is_kept_for_its_framework() {
     };
     let mut fx = Vec::new();
     s.register_agent(
-        RegisterAgent {
+        AgentRegistration {
             hostname: "h".into(),
             endpoint: "http://127.0.0.1:1".into(),
             resources: "cpus=4".parse().unwrap(),
@@ -265,8 +324,8 @@ fn running(id: &str, fw: FrameworkId, agent: AgentId, res: Option<&str>) -> Task
 }
 
 /// A fresh coordinator's view of an agent coming back with `tasks`.
-fn reregister(agent: AgentId, total: &str, tasks: Vec<TaskStatus>) -> RegisterAgent {
-    RegisterAgent {
+fn reregister(agent: AgentId, total: &str, tasks: Vec<TaskStatus>) -> AgentRegistration {
+    AgentRegistration {
         hostname: "h".into(),
         endpoint: "http://127.0.0.1:1".into(),
         resources: total.parse().unwrap(),
@@ -305,10 +364,10 @@ fn an_adopted_running_task_holds_the_resources_it_reports() {
     assert_eq!(s.agents()[0].used, t1);
     assert!(s.agents()[0].offered.is_empty());
     assert_eq!(
-        s.allocator.agent_free(agent),
+        s.ledger.allocator().agent_free(agent),
         Some("cpus=3,mem=90".parse().unwrap())
     );
-    assert_eq!(s.frameworks[&orphan_fw].used, t1);
+    assert_eq!(s.ledger.framework(orphan_fw).used, t1);
     assert_eq!(s.frameworks[&orphan_fw].active_tasks, 1);
 
     // Another framework is offered only the rest.
@@ -328,15 +387,15 @@ fn an_adopted_running_task_holds_the_resources_it_reports() {
     // The task's framework comes back: it takes the task over with its resources, and the
     // task's end frees them.
     framework(&mut s, Some(orphan_fw), 3);
-    assert_eq!(s.frameworks[&orphan_fw].used, t1);
+    assert_eq!(s.ledger.framework(orphan_fw).used, t1);
     let mut fx = Vec::new();
     let mut done = running("t1", orphan_fw, agent, Some("cpus=1,mem=10"));
     done.state = TaskState::Finished;
     s.agent_status(agent, done, &at(4), &mut fx).unwrap();
     assert!(s.agents()[0].used.is_empty());
-    assert!(s.frameworks[&orphan_fw].used.is_empty());
+    assert!(s.ledger.framework(orphan_fw).used.is_empty());
     // Free again, beside the other framework's outstanding offer.
-    assert_eq!(s.allocator.agent_free(agent), Some(t1));
+    assert_eq!(s.ledger.allocator().agent_free(agent), Some(t1));
 }
 
 #[test]
@@ -357,7 +416,7 @@ fn an_adopted_task_rescinds_the_offers_holding_its_resources() {
     let a = &s.agents()[0];
     assert_eq!(a.used, "cpus=1".parse().unwrap());
     assert!(a.offered.is_empty());
-    assert_eq!(s.frameworks[&fw].used, "cpus=1".parse().unwrap());
+    assert_eq!(s.ledger.framework(fw).used, "cpus=1".parse().unwrap());
     // The next offer has the rest.
     let mut fx = Vec::new();
     assert_eq!(s.allocate(&at(3), &mut fx), 1);
@@ -372,10 +431,10 @@ fn an_offer_that_does_not_conflict_with_an_adopted_task_survives() {
     let (mut s, fw, agent, offer) = setup();
     // Accept part of the offer; the rest (cpus=3,mem=90) is offered again.
     let mut fx = Vec::new();
-    let req = AcceptRequest {
+    let req = Accept {
         offer_ids: vec![offer.offer_id],
         tasks: vec![task("a", agent, "cpus=1,mem=10")],
-        refuse_seconds: Some(0.0),
+        refuse: Some(Duration::ZERO),
     };
     s.accept(fw, req, &at(2), &mut fx).unwrap();
     s.allocate(&at(3), &mut fx);
@@ -409,7 +468,7 @@ fn adopted_tasks_reporting_more_than_the_agent_has_hold_only_what_fits() {
     let a = &s.agents()[0];
     assert_eq!(a.used, "cpus=4,mem=10".parse().unwrap());
     assert_eq!(
-        s.allocator.agent_free(agent),
+        s.ledger.allocator().agent_free(agent),
         Some("mem=90".parse().unwrap())
     );
     assert_eq!(s.frameworks[&fw].active_tasks, 3);
@@ -423,7 +482,7 @@ fn adopted_tasks_reporting_more_than_the_agent_has_hold_only_what_fits() {
     s.agent_status(agent, done, &at(1), &mut fx).unwrap();
     assert_eq!(s.agents()[0].used, "cpus=3".parse().unwrap());
     assert_eq!(
-        s.allocator.agent_free(agent),
+        s.ledger.allocator().agent_free(agent),
         Some("cpus=1,mem=100".parse().unwrap())
     );
 }
@@ -465,14 +524,14 @@ fn bounded(n: usize) -> Config {
 fn past_the_bound_the_oldest_acknowledged_completed_task_is_forgotten() {
     let (mut s, fw, agent, offer) = setup_with(&bounded(2));
     let mut fx = Vec::new();
-    let req = AcceptRequest {
+    let req = Accept {
         offer_ids: vec![offer.offer_id],
         tasks: vec![
             task("a", agent, "cpus=1"),
             task("b", agent, "cpus=1"),
             task("c", agent, "cpus=1"),
         ],
-        refuse_seconds: Some(0.0),
+        refuse: Some(Duration::ZERO),
     };
     s.accept(fw, req, &at(2), &mut fx).unwrap();
     finish(&mut s, fw, agent, "a", true);
@@ -495,10 +554,10 @@ fn past_the_bound_the_oldest_acknowledged_completed_task_is_forgotten() {
 
     // No accounting moved: everything is free again and the framework holds nothing.
     assert!(s.agents()[0].used.is_empty());
-    assert!(s.frameworks[&fw].used.is_empty());
+    assert!(s.ledger.framework(fw).used.is_empty());
     assert_eq!(s.frameworks[&fw].active_tasks, 0);
     assert_eq!(
-        s.allocator.agent_free(agent),
+        s.ledger.allocator().agent_free(agent),
         Some("cpus=4,mem=100".parse().unwrap())
     );
 
@@ -506,16 +565,16 @@ fn past_the_bound_the_oldest_acknowledged_completed_task_is_forgotten() {
     let mut fx = Vec::new();
     assert_eq!(s.allocate(&at(20), &mut fx), 1);
     let offer = s.offers(None, None).remove(0);
-    let dup = AcceptRequest {
+    let dup = Accept {
         offer_ids: vec![offer.offer_id],
         tasks: vec![task("b", agent, "cpus=1")],
-        refuse_seconds: Some(0.0),
+        refuse: Some(Duration::ZERO),
     };
     assert!(s.accept(fw, dup, &at(21), &mut fx).is_err());
-    let reuse = AcceptRequest {
+    let reuse = Accept {
         offer_ids: vec![offer.offer_id],
         tasks: vec![task("a", agent, "cpus=1")],
-        refuse_seconds: Some(0.0),
+        refuse: Some(Duration::ZERO),
     };
     s.accept(fw, reuse, &at(21), &mut fx).unwrap();
     assert_eq!(listed(&s, fw), ["a", "b", "c"]);
@@ -525,7 +584,7 @@ fn past_the_bound_the_oldest_acknowledged_completed_task_is_forgotten() {
 fn a_finished_task_whose_update_is_unacknowledged_is_never_forgotten() {
     let (mut s, fw, agent, offer) = setup_with(&bounded(2));
     let mut fx = Vec::new();
-    let req = AcceptRequest {
+    let req = Accept {
         offer_ids: vec![offer.offer_id],
         tasks: vec![
             task("a", agent, "cpus=1"),
@@ -533,7 +592,7 @@ fn a_finished_task_whose_update_is_unacknowledged_is_never_forgotten() {
             task("c", agent, "cpus=1"),
             task("d", agent, "cpus=1"),
         ],
-        refuse_seconds: Some(0.0),
+        refuse: Some(Duration::ZERO),
     };
     s.accept(fw, req, &at(2), &mut fx).unwrap();
     let a_done = finish(&mut s, fw, agent, "a", false);
@@ -746,7 +805,7 @@ fn explain_counts_each_agent_under_its_reason() {
     let mut fx = Vec::new();
     let (big, _) = s
         .register_framework(
-            RegisterFramework {
+            FrameworkRegistration {
                 demand: Some("cpus=8".parse().unwrap()),
                 ..registration("big", "ops", None, None)
             },
@@ -785,10 +844,10 @@ fn explain_counts_each_agent_under_its_reason() {
 fn a_status_batch_is_applied_in_order_and_refused_whole() {
     let (mut s, fw, agent, offer) = setup();
     let mut fx = Vec::new();
-    let req = AcceptRequest {
+    let req = Accept {
         offer_ids: vec![offer.offer_id],
         tasks: vec![task("a", agent, "cpus=1"), task("b", agent, "cpus=1")],
-        refuse_seconds: Some(0.0),
+        refuse: Some(Duration::ZERO),
     };
     s.accept(fw, req, &at(2), &mut fx).unwrap();
 
@@ -800,7 +859,7 @@ fn a_status_batch_is_applied_in_order_and_refused_whole() {
     let err = s
         .agent_statuses(agent, vec![run_a.clone(), bad], &at(3), &mut fx)
         .unwrap_err();
-    assert_eq!(err.code(), "agent_mismatch");
+    assert!(matches!(err, StateError::AgentMismatch { .. }), "{err}");
     assert!(fx.is_empty(), "{fx:?}");
     assert_eq!(
         s.tasks[&(fw, "a".parse().unwrap())].state(),
@@ -862,22 +921,20 @@ fn batched_acknowledgements_clear_pending_updates_and_report_unknown_ones() {
     // The finished task, its last update acknowledged, is now completed.
     assert!(s.tasks[&(fw, first.task_id)].completed);
     // A framework the books do not know is refused.
-    assert_eq!(
-        s.acknowledge_many(FrameworkId::new(), vec![])
-            .unwrap_err()
-            .code(),
-        "framework_not_found"
-    );
+    assert!(matches!(
+        s.acknowledge_many(FrameworkId::new(), vec![]),
+        Err(StateError::UnknownFramework(_))
+    ));
 }
 
 #[test]
 fn cached_task_json_matches_the_views_and_follows_changes() {
     let (mut s, fw, agent, offer) = setup();
     let mut fx = Vec::new();
-    let req = AcceptRequest {
+    let req = Accept {
         offer_ids: vec![offer.offer_id],
         tasks: vec![task("a", agent, "cpus=1"), task("b", agent, "cpus=1")],
-        refuse_seconds: Some(0.0),
+        refuse: Some(Duration::ZERO),
     };
     s.accept(fw, req, &at(2), &mut fx).unwrap();
     let parsed = |s: &State| -> Vec<protocol::messages::TaskInfo> {
@@ -912,9 +969,9 @@ fn offer_waits_count_freed_resources_offered_by_the_next_run() {
     assert!(s.take_offer_waits().is_empty());
     // Declined at 10 ms without a filter, offered again by the run at 25 ms: waited 15 ms.
     let mut fx = Vec::new();
-    let decline = protocol::messages::DeclineRequest {
+    let decline = Decline {
         offer_ids: vec![offer.offer_id],
-        refuse_seconds: Some(0.0),
+        refuse: Some(Duration::ZERO),
     };
     s.decline(fw, decline, &at(10), &mut fx).unwrap();
     assert_eq!(s.allocate(&at(25), &mut fx), 1);
@@ -922,13 +979,280 @@ fn offer_waits_count_freed_resources_offered_by_the_next_run() {
     assert!(s.take_offer_waits().is_empty(), "taken once");
     // Declined with a filter: the next run offers nothing, and the wait is dropped.
     let offer = s.offers(None, None).remove(0);
-    let decline = protocol::messages::DeclineRequest {
+    let decline = Decline {
         offer_ids: vec![offer.offer_id],
-        refuse_seconds: Some(60.0),
+        refuse: Some(Duration::from_secs(60)),
     };
     s.decline(fw, decline, &at(30), &mut fx).unwrap();
     assert_eq!(s.allocate(&at(40), &mut fx), 0);
     assert!(s.take_offer_waits().is_empty());
     assert!(s.freed_at.is_empty());
     let _ = agent;
+}
+
+// Exact effects: with sequential ids and a fixed wall clock every effect is known in advance.
+
+fn offer_id(n: u128) -> OfferId {
+    OfferId(IdSource::nth(n))
+}
+
+fn update_id(n: u128) -> UpdateId {
+    UpdateId(IdSource::nth(n))
+}
+
+/// Accepts the setup's offer for task `a` (`cpus=1,mem=10`), not filtering the rest.
+fn launch_a(s: &mut State, fw: FrameworkId, agent: AgentId, offer: &Offer) -> Effects {
+    let mut fx = Vec::new();
+    let req = Accept {
+        offer_ids: vec![offer.offer_id],
+        tasks: vec![task("a", agent, "cpus=1,mem=10")],
+        refuse: Some(Duration::ZERO),
+    };
+    s.accept(fw, req, &at(2), &mut fx).unwrap();
+    fx
+}
+
+fn outcome(offer: &Offer, tasks: &[&str], reason: Option<&str>) -> OfferOutcome {
+    OfferOutcome {
+        offer_id: offer.offer_id,
+        framework_id: offer.framework_id,
+        agent_id: offer.agent_id,
+        tasks: tasks.iter().map(|t| t.parse().unwrap()).collect(),
+        reason: reason.map(str::to_owned),
+    }
+}
+
+#[test]
+fn an_allocation_run_makes_exactly_one_offer_event_and_one_offers_event() {
+    let config = Config::default();
+    let mut s = State::with_ids(&config, IdSource::sequential());
+    let mut fx = Vec::new();
+    let (fw, _) = s
+        .register_framework(registration("f", "eng", None, None), &at(0), &mut fx)
+        .unwrap();
+    assert_eq!(fw, FrameworkId(IdSource::nth(1)));
+    s.subscribe(fw, &at(0), &mut fx).unwrap();
+    let (agent, _) = s
+        .register_agent(
+            AgentRegistration {
+                hostname: "h".into(),
+                endpoint: "http://127.0.0.1:1".into(),
+                resources: "cpus=4,mem=100".parse().unwrap(),
+                attributes: Default::default(),
+                agent_id: None,
+                tasks: vec![],
+            },
+            &at(0),
+            &mut fx,
+        )
+        .unwrap();
+    assert_eq!(agent, AgentId(IdSource::nth(1)));
+    let mut fx = Vec::new();
+    assert_eq!(s.allocate(&at(1), &mut fx), 1);
+    let offer = Offer {
+        offer_id: offer_id(1),
+        framework_id: fw,
+        agent_id: agent,
+        hostname: "h".into(),
+        resources: "cpus=4,mem=100".parse().unwrap(),
+        agent_total: "cpus=4,mem=100".parse().unwrap(),
+        attributes: Default::default(),
+        created_at: at(1).wall,
+        expires_at: at(1).wall + chrono::Duration::from_std(config.offer_timeout).unwrap(),
+    };
+    assert_eq!(
+        fx,
+        [
+            Effect::Offer(OfferEvent::OfferCreated(offer.clone())),
+            Effect::ToFramework(
+                fw,
+                FrameworkEvent::Offers {
+                    offers: vec![offer]
+                }
+            ),
+        ]
+    );
+}
+
+#[test]
+fn an_accept_ends_the_offer_returns_the_rest_and_launches_exactly_the_tasks() {
+    let (mut s, fw, agent, offer) = setup();
+    let fx = launch_a(&mut s, fw, agent, &offer);
+    assert_eq!(
+        fx,
+        [
+            Effect::Offer(OfferEvent::OfferAccepted(outcome(&offer, &["a"], None))),
+            Effect::Allocate,
+            Effect::Launch {
+                agent_id: agent,
+                endpoint: "http://127.0.0.1:1".into(),
+                body: LaunchTasks {
+                    framework_id: fw,
+                    tasks: vec![task("a", agent, "cpus=1,mem=10")],
+                },
+            },
+        ]
+    );
+    // The staging status the coordinator made has the first update id.
+    let a = &s.tasks[&(fw, "a".parse().unwrap())];
+    assert_eq!(a.latest.update_id, update_id(1));
+    assert_eq!(a.latest.state, TaskState::Staging);
+    assert_eq!(s.ledger_mismatches(), 0);
+}
+
+#[test]
+fn a_status_is_relayed_once_and_stays_pending_until_acknowledged() {
+    let (mut s, fw, agent, offer) = setup();
+    launch_a(&mut s, fw, agent, &offer);
+    let running = TaskStatus {
+        state: TaskState::Running,
+        update_id: update_id(100),
+        ..s.tasks[&(fw, "a".parse().unwrap())].latest.clone()
+    };
+    let mut fx = Vec::new();
+    s.agent_status(agent, running.clone(), &at(3), &mut fx)
+        .unwrap();
+    assert_eq!(
+        fx,
+        [Effect::ToFramework(
+            fw,
+            FrameworkEvent::Update {
+                status: running.clone()
+            }
+        )]
+    );
+    assert!(s.frameworks[&fw].pending.contains(&update_id(100)));
+    // The same update again (an agent retrying) is a duplicate: nothing happens.
+    let mut fx = Vec::new();
+    s.agent_status(agent, running, &at(4), &mut fx).unwrap();
+    assert_eq!(fx, []);
+    s.acknowledge(fw, "a".parse().unwrap(), update_id(100))
+        .unwrap();
+    assert!(!s.frameworks[&fw].pending.contains(&update_id(100)));
+    // A terminal status frees the resources: an allocation run is asked for first.
+    let finished = TaskStatus {
+        state: TaskState::Finished,
+        update_id: update_id(101),
+        ..s.tasks[&(fw, "a".parse().unwrap())].latest.clone()
+    };
+    let mut fx = Vec::new();
+    s.agent_status(agent, finished.clone(), &at(5), &mut fx)
+        .unwrap();
+    assert_eq!(
+        fx,
+        [
+            Effect::Allocate,
+            Effect::ToFramework(fw, FrameworkEvent::Update { status: finished }),
+        ]
+    );
+    assert!(s.agents()[0].used.is_empty());
+    assert_eq!(s.ledger_mismatches(), 0);
+}
+
+#[test]
+fn a_decline_filters_the_agent_for_refuse_seconds() {
+    let (mut s, fw, _, offer) = setup();
+    let mut fx = Vec::new();
+    let req = Decline {
+        offer_ids: vec![offer.offer_id],
+        refuse: Some(Duration::from_secs(10)),
+    };
+    s.decline(fw, req, &at(2), &mut fx).unwrap();
+    assert_eq!(
+        fx,
+        [
+            Effect::Offer(OfferEvent::OfferDeclined(outcome(&offer, &[], None))),
+            Effect::Allocate,
+        ]
+    );
+    let mut fx = Vec::new();
+    assert_eq!(s.allocate(&at(3), &mut fx), 0);
+    assert_eq!(fx, []);
+    assert_eq!(s.allocate(&at(2 + 10_000), &mut fx), 1);
+    assert_eq!(s.offers(None, None)[0].offer_id, offer_id(2));
+}
+
+#[test]
+fn removing_a_framework_kills_its_tasks_and_ends_its_stream() {
+    let (mut s, fw, agent, offer) = setup();
+    launch_a(&mut s, fw, agent, &offer);
+    let mut fx = Vec::new();
+    s.remove_framework(fw, "bye", &mut fx).unwrap();
+    assert_eq!(
+        fx,
+        [
+            Effect::Kill {
+                agent_id: agent,
+                endpoint: "http://127.0.0.1:1".into(),
+                task_id: "a".parse().unwrap(),
+            },
+            Effect::Persist(crate::store::Change::RemoveFramework(fw)),
+            Effect::ToFramework(
+                fw,
+                FrameworkEvent::Error {
+                    message: "framework removed: bye".into()
+                }
+            ),
+            Effect::CloseStream(fw),
+            Effect::Allocate,
+        ]
+    );
+    assert!(s.agents()[0].used.is_empty());
+    assert_eq!(
+        s.ledger.allocator().agent_free(agent),
+        Some("cpus=4,mem=100".parse().unwrap())
+    );
+    assert_eq!(s.ledger_mismatches(), 0);
+}
+
+#[test]
+fn a_lost_agent_loses_its_tasks_with_a_status_made_by_the_coordinator() {
+    let (mut s, fw, agent, offer) = setup();
+    launch_a(&mut s, fw, agent, &offer);
+    let mut fx = Vec::new();
+    s.lose_agent(agent, &at(3), &mut fx);
+    let lost = TaskStatus {
+        task_id: "a".parse().unwrap(),
+        framework_id: fw,
+        agent_id: agent,
+        state: TaskState::Lost,
+        message: Some("agent lost: it missed its heartbeats".into()),
+        exit_code: None,
+        update_id: update_id(2),
+        timestamp: at(3).wall,
+        resources: Some("cpus=1,mem=10".parse().unwrap()),
+    };
+    assert_eq!(
+        fx,
+        [
+            Effect::ToFramework(fw, FrameworkEvent::Update { status: lost }),
+            Effect::Allocate,
+        ]
+    );
+    assert!(s.ledger.framework(fw).used.is_empty());
+    assert_eq!(s.ledger_mismatches(), 0);
+}
+
+#[test]
+fn books_that_drift_are_reported_not_floored_silently() {
+    let (mut s, fw, agent, offer) = setup();
+    launch_a(&mut s, fw, agent, &offer);
+    // A bug elsewhere releases the task's resources behind the task's back...
+    s.ledger
+        .release(fw, agent, &"cpus=1,mem=10".parse().unwrap());
+    assert_eq!(s.ledger_mismatches(), 0);
+    // ...so when the task ends, releasing them again does not match the books.
+    let finished = TaskStatus {
+        state: TaskState::Finished,
+        update_id: update_id(100),
+        ..s.tasks[&(fw, "a".parse().unwrap())].latest.clone()
+    };
+    s.agent_status(agent, finished, &at(3), &mut Vec::new())
+        .unwrap();
+    assert!(s.ledger_mismatches() > 0);
+    let err = s.ledger.last_mismatch().unwrap().to_string();
+    assert!(err.contains("release"), "{err}");
+    // Nothing went below zero.
+    assert!(s.agents()[0].used.is_empty());
+    assert!(s.frameworks()[0].used.is_empty());
 }

@@ -116,13 +116,14 @@ impl State {
     pub fn agents(&self) -> Vec<AgentInfo> {
         self.agents
             .iter()
-            .map(|(id, a)| AgentInfo {
+            .map(|(id, a)| (id, a, self.ledger.agent(*id)))
+            .map(|(id, a, held)| AgentInfo {
                 agent_id: *id,
                 hostname: a.hostname.clone(),
                 endpoint: a.endpoint.clone(),
                 resources: a.total.clone(),
-                used: a.used.clone(),
-                offered: a.offered.clone(),
+                used: held.used,
+                offered: held.offered,
                 attributes: a.attributes.clone(),
                 state: agent_state_name(a.state).into(),
                 registered_at: a.registered_at,
@@ -136,7 +137,8 @@ impl State {
     pub fn frameworks(&self) -> Vec<FrameworkInfo> {
         self.frameworks
             .iter()
-            .map(|(id, f)| FrameworkInfo {
+            .map(|(id, f)| (id, f, self.ledger.framework(*id)))
+            .map(|(id, f, held)| FrameworkInfo {
                 framework_id: *id,
                 name: f.name.clone(),
                 role: f.role.clone(),
@@ -144,9 +146,9 @@ impl State {
                 suppressed: f.suppressed,
                 failover_timeout_s: f.failover_timeout_s,
                 demand: f.demand.clone(),
-                used: f.used.clone(),
-                offered: f.offered.clone(),
-                dominant_share: self.allocator.dominant_share(*id).unwrap_or(0.0),
+                used: held.used,
+                offered: held.offered,
+                dominant_share: self.ledger.allocator().dominant_share(*id).unwrap_or(0.0),
                 active_tasks: f.active_tasks,
                 registered_at: f.registered_at,
             })
@@ -188,7 +190,7 @@ impl State {
 
     /// The role tree with weights, allocations and H-DRF dominant shares.
     pub fn roles(&self) -> RoleNode {
-        self.allocator.role_tree()
+        self.ledger.allocator().role_tree()
     }
 
     /// Everything at once, the tasks as cached JSON ([`State::tasks_json`]): what

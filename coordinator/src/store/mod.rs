@@ -20,19 +20,24 @@
 //! # How it is written
 //!
 //! [`crate::state::State`] never does I/O: a call that changes a stored fact pushes an
-//! [`Effect::Persist`](crate::state::Effect::Persist) with a [`Change`]. The runtime applies the
-//! changes of one call in one write transaction while it still holds the books' lock, so the
-//! stored order is the books' order, and before the HTTP answer is sent, so a client that was told
-//! "registered" is registered durably. Writes are rare (registration, removal, weight changes), so
-//! an fsync per call costs nothing at the scale of the allocation path. Values are JSON, keyed by
+//! [`Effect::Persist`](crate::state::Effect::Persist) with a [`Change`]. The runtime queues the
+//! changes of one call to the [`Writer`] thread while it still holds the books' lock, so the
+//! stored order is the books' order; the writer commits everything queued in one transaction
+//! (one fsync for many calls under load), off the lock and off the tokio worker threads. A
+//! request that changed a stored fact is answered only once its change is durable, so a client
+//! that was told "registered" is registered durably; if the write fails it is answered 503. Values are JSON, keyed by
 //! id or role path; a `meta` table holds the schema version, and a file with a version this
 //! coordinator does not know is refused at start rather than misread.
+
+mod writer;
 
 use std::path::{Path, PathBuf};
 
 use protocol::{FrameworkId, RolePath, Timestamp, Weight};
 use redb::{Database, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
+
+pub use writer::Writer;
 
 /// The version of the stored layout this coordinator writes and reads.
 pub const SCHEMA_VERSION: u64 = 1;

@@ -1,0 +1,230 @@
+//! The API edge: wire requests ([`protocol::messages`]) become the registry's domain inputs
+//! ([`crate::state::input`](crate::state)), validated here. A malformed request is refused
+//! with the error body of API.md before the books are locked.
+
+use std::time::Duration;
+
+use protocol::messages::{AcceptRequest, DeclineRequest, RegisterAgent, RegisterFramework};
+use protocol::TaskSpec;
+
+use super::error::ApiError;
+use crate::state::{Accept, AgentRegistration, Decline, FrameworkRegistration};
+
+/// The longest framework name.
+const MAX_NAME: usize = 256;
+/// The longest failover timeout or decline filter accepted, in seconds (one year).
+const MAX_SECONDS: f64 = 31_536_000.0;
+/// The most attributes an agent may declare.
+const MAX_ATTRIBUTES: usize = 64;
+/// The longest hostname, endpoint, attribute key or value, or task name.
+const MAX_TEXT: usize = 1024;
+
+fn invalid(field: &'static str, reason: impl Into<String>) -> ApiError {
+    ApiError::InvalidField {
+        field,
+        reason: reason.into(),
+    }
+}
+
+/// A framework's registration.
+pub fn framework_registration(req: RegisterFramework) -> Result<FrameworkRegistration, ApiError> {
+    if req.name.trim().is_empty() || req.name.len() > MAX_NAME {
+        return Err(invalid("name", "give a name of 1 to 256 characters"));
+    }
+    if req.role.as_str().starts_with('_') {
+        return Err(invalid("role", "roles starting with '_' are reserved"));
+    }
+    if let Some(s) = req.failover_timeout_s {
+        if !(s.is_finite() && (0.0..=MAX_SECONDS).contains(&s)) {
+            return Err(invalid(
+                "failover_timeout_s",
+                format!("{s} is not a number of seconds from 0 to {MAX_SECONDS}"),
+            ));
+        }
+    }
+    Ok(FrameworkRegistration {
+        framework_id: req.framework_id,
+        name: req.name,
+        role: req.role,
+        failover_timeout_s: req.failover_timeout_s,
+        demand: req.demand,
+    })
+}
+
+/// An agent's registration; its endpoint loses any trailing `/`.
+pub fn agent_registration(req: RegisterAgent) -> Result<AgentRegistration, ApiError> {
+    if req.hostname.trim().is_empty() || req.hostname.len() > MAX_TEXT {
+        return Err(invalid(
+            "hostname",
+            "give the node's hostname (1 to 1024 characters)",
+        ));
+    }
+    let url = reqwest::Url::parse(&req.endpoint).map_err(|e| {
+        invalid(
+            "endpoint",
+            format!(
+                "{:?} is not a URL ({e}); give e.g. http://10.0.0.5:5051",
+                req.endpoint
+            ),
+        )
+    })?;
+    if !matches!(url.scheme(), "http" | "https")
+        || url.host().is_none()
+        || req.endpoint.len() > MAX_TEXT
+    {
+        return Err(invalid(
+            "endpoint",
+            "use an http:// or https:// base URL with a host",
+        ));
+    }
+    if req.resources.is_empty() {
+        return Err(invalid(
+            "resources",
+            "an agent must offer some resources, e.g. {\"cpus\": 4}",
+        ));
+    }
+    if req.attributes.len() > MAX_ATTRIBUTES
+        || req
+            .attributes
+            .iter()
+            .any(|(k, v)| k.is_empty() || k.len() > MAX_TEXT || v.len() > MAX_TEXT)
+    {
+        return Err(invalid(
+            "attributes",
+            "at most 64 attributes with non-empty keys",
+        ));
+    }
+    if !req.tasks.is_empty() && req.agent_id.is_none() {
+        return Err(invalid("tasks", "reported tasks need the agent's agent_id"));
+    }
+    Ok(AgentRegistration {
+        agent_id: req.agent_id,
+        hostname: req.hostname,
+        endpoint: req.endpoint.trim_end_matches('/').to_owned(),
+        resources: req.resources,
+        attributes: req.attributes,
+        tasks: req.tasks,
+    })
+}
+
+/// An accept: every task well formed.
+pub fn accept(req: AcceptRequest) -> Result<Accept, ApiError> {
+    let refuse = refuse(req.refuse_seconds)?;
+    for task in &req.tasks {
+        check_task(task)?;
+    }
+    Ok(Accept {
+        offer_ids: req.offer_ids,
+        tasks: req.tasks,
+        refuse,
+    })
+}
+
+/// A decline.
+pub fn decline(req: DeclineRequest) -> Result<Decline, ApiError> {
+    Ok(Decline {
+        refuse: refuse(req.refuse_seconds)?,
+        offer_ids: req.offer_ids,
+    })
+}
+
+/// `refuse_seconds`: from 0 to one year, whole milliseconds.
+fn refuse(seconds: Option<f64>) -> Result<Option<Duration>, ApiError> {
+    match seconds {
+        None => Ok(None),
+        Some(s) if s.is_finite() && (0.0..=MAX_SECONDS).contains(&s) => {
+            Ok(Some(Duration::from_millis((s * 1000.0) as u64)))
+        }
+        Some(s) => Err(invalid(
+            "refuse_seconds",
+            format!("{s} is not a number of seconds from 0 to 31536000"),
+        )),
+    }
+}
+
+/// What a task's type cannot rule out: a bad command, no resources, a long name, a bad
+/// duration.
+fn check_task(task: &TaskSpec) -> Result<(), ApiError> {
+    let invalid = |reason: String| ApiError::InvalidTask {
+        task: task.task_id.clone(),
+        reason,
+    };
+    task.command.validate().map_err(invalid)?;
+    if task.resources.is_empty() {
+        return Err(invalid(
+            "resources are empty; a task must use something".into(),
+        ));
+    }
+    if task.name.len() > MAX_TEXT {
+        return Err(invalid("name is longer than 1024 characters".into()));
+    }
+    if let Some(d) = task.duration_s {
+        if !d.is_finite() || d < 0.0 {
+            return Err(invalid("duration_s must be a finite number >= 0".into()));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn agent(endpoint: &str) -> RegisterAgent {
+        RegisterAgent {
+            hostname: "h".into(),
+            endpoint: endpoint.into(),
+            resources: "cpus=1".parse().unwrap(),
+            attributes: Default::default(),
+            agent_id: None,
+            tasks: vec![],
+        }
+    }
+
+    fn field_of(e: ApiError) -> &'static str {
+        match e {
+            ApiError::InvalidField { field, .. } => field,
+            other => panic!("{other}"),
+        }
+    }
+
+    #[test]
+    fn an_agent_endpoint_must_be_an_http_url_and_loses_its_trailing_slash() {
+        let ok = agent_registration(agent("http://10.0.0.5:5051/")).unwrap();
+        assert_eq!(ok.endpoint, "http://10.0.0.5:5051");
+        let err = agent_registration(agent("ftp://x")).unwrap_err();
+        assert_eq!(field_of(err), "endpoint");
+        let err = agent_registration(agent("not a url")).unwrap_err();
+        assert_eq!(field_of(err), "endpoint");
+    }
+
+    #[test]
+    fn refuse_seconds_must_be_a_number_of_seconds_within_a_year() {
+        assert_eq!(refuse(None).unwrap(), None);
+        assert_eq!(
+            refuse(Some(1.5)).unwrap(),
+            Some(Duration::from_millis(1500))
+        );
+        for bad in [-1.0, f64::NAN, f64::INFINITY, MAX_SECONDS + 1.0] {
+            assert_eq!(field_of(refuse(Some(bad)).unwrap_err()), "refuse_seconds");
+        }
+    }
+
+    #[test]
+    fn a_reserved_role_or_an_empty_name_is_refused() {
+        let req = |name: &str, role: &str| RegisterFramework {
+            name: name.into(),
+            role: role.parse().unwrap(),
+            failover_timeout_s: None,
+            framework_id: None,
+            demand: None,
+        };
+        let err = framework_registration(req("f", "_orphans")).unwrap_err();
+        assert_eq!(field_of(err), "role");
+        let err = framework_registration(req(" ", "eng")).unwrap_err();
+        assert_eq!(field_of(err), "name");
+        assert!(framework_registration(req("f", "eng")).is_ok());
+    }
+}

@@ -1,0 +1,61 @@
+//! Domain inputs: what the registry's operations take, already converted from the wire
+//! requests and validated at the API edge ([`crate::api`]). The registry checks what only the
+//! books can tell (unknown ids, offers of another framework, tasks that do not fit), not the
+//! shape of a request.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use protocol::{AgentId, FrameworkId, OfferId, Resources, RolePath, TaskSpec, TaskStatus};
+
+/// A framework registering, or re-registering with its id.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FrameworkRegistration {
+    /// Its id when re-registering.
+    pub framework_id: Option<FrameworkId>,
+    /// A non-empty name.
+    pub name: String,
+    /// Its role.
+    pub role: RolePath,
+    /// Seconds (finite, from 0 to one year); `None` for the configured default.
+    pub failover_timeout_s: Option<f64>,
+    /// A demand hint.
+    pub demand: Option<Resources>,
+}
+
+/// An agent registering, or re-registering with its id and the tasks it still runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentRegistration {
+    /// Its id when re-registering (required when `tasks` is not empty).
+    pub agent_id: Option<AgentId>,
+    /// The node's hostname.
+    pub hostname: String,
+    /// Its base URL, without a trailing `/`.
+    pub endpoint: String,
+    /// Its total resources (not empty).
+    pub resources: Resources,
+    /// Its attributes.
+    pub attributes: BTreeMap<String, String>,
+    /// The tasks it still runs (or ran while the coordinator was away).
+    pub tasks: Vec<TaskStatus>,
+}
+
+/// Offers of one agent accepted for tasks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Accept {
+    /// The offers.
+    pub offer_ids: Vec<OfferId>,
+    /// The tasks, each well formed (command, resources, name, duration checked).
+    pub tasks: Vec<TaskSpec>,
+    /// How long the unused rest stays filtered for the framework; `None` for the default.
+    pub refuse: Option<Duration>,
+}
+
+/// Offers declined.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decline {
+    /// The offers.
+    pub offer_ids: Vec<OfferId>,
+    /// How long their resources stay filtered for the framework; `None` for the default.
+    pub refuse: Option<Duration>,
+}
