@@ -156,7 +156,7 @@ impl RealAgent {
             books.core.launch(framework_id, launches, now, &mut out)?;
             // The launch's own journal write comes first; if it fails, the launch is refused.
             if let Some(Command::Journal { records, .. }) = out.first() {
-                if let Err(e) = books.journal.append(records, true) {
+                if let Err(e) = books.journal.append(records, Durability::Synced) {
                     books.core.forget_launch(&ids);
                     return Err(e.into());
                 }
@@ -225,8 +225,7 @@ impl RealAgent {
                     records,
                     durability,
                 } => {
-                    let sync = durability == Durability::Synced;
-                    if let Err(e) = books.journal.append(&records, sync) {
+                    if let Err(e) = books.journal.append(&records, durability) {
                         // Still report it: a lost journal line only matters if the agent also
                         // restarts.
                         tracing::error!("cannot write the journal: {e}");

@@ -172,11 +172,8 @@ impl Cluster {
         config.timing = agent::Timing::fast();
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let token = CancellationToken::new();
-        let join = tokio::spawn(agent::run(
-            config,
-            listener,
-            token.clone().cancelled_owned(),
-        ));
+        let stop = token.clone().cancelled_owned();
+        let join = tokio::spawn(async move { Ok(agent::run(config, listener, stop).await?) });
         slot.running = Some((token, join));
         Ok(())
     }

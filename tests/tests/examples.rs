@@ -50,11 +50,10 @@ impl Cluster {
             // Several agents share this test process; none may reap the others' children.
             config.reap_orphans = false;
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            handles.push(tokio::spawn(agent::run(
-                config,
-                listener,
-                stop.clone().cancelled_owned(),
-            )));
+            let stopped = stop.clone().cancelled_owned();
+            handles.push(tokio::spawn(async move {
+                Ok(agent::run(config, listener, stopped).await?)
+            }));
             dirs.push(dir);
         }
         let cluster = Cluster {

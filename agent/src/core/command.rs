@@ -7,6 +7,7 @@ use std::time::Instant;
 use protocol::messages::AgentRegistered;
 use protocol::{AgentId, TaskId, TaskStatus};
 
+pub use crate::journal::Durability;
 use crate::journal::Record;
 
 /// Something the shell must do. The core emits them in the order they must happen: a journal
@@ -55,15 +56,6 @@ pub enum Command {
         /// What fires.
         timer: Timer,
     },
-}
-
-/// How durable a journal write must be.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Durability {
-    /// fsync'd before the shell goes on (state changes: they are sent right after).
-    Synced,
-    /// Written, synced later (an acknowledgement lost in a crash only causes a resend).
-    Buffered,
 }
 
 /// A request to the coordinator.
