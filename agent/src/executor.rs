@@ -218,9 +218,23 @@ pub struct Running {
     cgroup: Option<PathBuf>,
 }
 
+/// Why a task's process did not start (the message of the task's `failed` status).
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// The wrapper could not be started (or its output files created).
+    #[error("cannot start: {0}")]
+    Start(#[from] std::io::Error),
+    /// It started and was gone before its pid could be read.
+    #[error("process vanished at start")]
+    Vanished,
+}
+
 /// Starts the task's process in its sandbox, under the wrapper (memory limit, exit file).
-/// The error is the message of the task's `failed` status.
-pub fn spawn(spec: &TaskSpec, sandbox: &Path, limits: &MemoryLimits) -> Result<Running, String> {
+pub fn spawn(
+    spec: &TaskSpec,
+    sandbox: &Path,
+    limits: &MemoryLimits,
+) -> Result<Running, SpawnError> {
     let cgroup = make_cgroup(limits, spec, sandbox);
     let spawned = build_command(spec, sandbox, limits, cgroup.as_deref()).and_then(|mut cmd| {
         // Registered before the reaper can see it exit, so the reaper leaves it to tokio.
@@ -231,10 +245,8 @@ pub fn spawn(spec: &TaskSpec, sandbox: &Path, limits: &MemoryLimits) -> Result<R
         }
         Ok(child)
     });
-    let child = spawned.map_err(|e| format!("cannot start: {e}"))?;
-    let Some(pid) = child.id() else {
-        return Err("process vanished at start".into());
-    };
+    let child = spawned?;
+    let pid = child.id().ok_or(SpawnError::Vanished)?;
     let start_time = proc_stat(pid).map(|(_, t)| t);
     Ok(Running {
         child,

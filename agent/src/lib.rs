@@ -47,9 +47,11 @@
 //!
 //! # Reliability
 //!
-//! Every state change is appended to `WORK_DIR/journal.jsonl` and fsync'd before it is sent; it
-//! is sent again until the coordinator answers `200` (an update the coordinator refuses with
-//! another 4xx is dropped with an error log, since it would block every later one). On start
+//! Every state change is appended to `WORK_DIR/journal.jsonl` and fsync'd before it is sent.
+//! Updates go in order, up to 256 per `POST /api/v1/agents/{id}/statuses`, and are sent again
+//! until the coordinator answers `200` (a batch the coordinator refuses with another 4xx is sent
+//! again one update at a time, and the refused update is dropped with a warning, since it would
+//! block every later one). On start
 //! the agent replays the journal and re-sends what was not acknowledged. A task whose process
 //! is still alive (same pid *and* same start time from `/proc`) is **re-adopted**: the agent
 //! watches it and reports its end, using the exit code the wrapper wrote to the sandbox. A task

@@ -14,8 +14,8 @@ use tokio_util::task::TaskTracker;
 use crate::client::{self, Call, Identity, LogLevel};
 use crate::config::AgentConfig;
 use crate::core::{
-    self, Command, Core, CoreConfig, Durability, Exit, Launch, Now, Probe, Process, Signal,
-    UnknownTask,
+    self, Command, Core, CoreConfig, Durability, Exit, Launch, Now, Probe, Process, Restored,
+    Signal, UnknownTask,
 };
 use crate::executor::{self, MemoryLimits};
 use crate::journal::{Journal, JournalError, Replay};
@@ -80,15 +80,13 @@ impl RealAgent {
         let agent_id = read_agent_id(&config.work_dir);
         let now = now();
         let mut out = Vec::new();
-        let core = Core::restore(
-            CoreConfig::real(config.timing.clone()),
+        let restored = Restored {
             agent_id,
             replay,
-            journal.lines(),
-            probe,
-            now,
-            &mut out,
-        );
+            journal_lines: journal.lines(),
+        };
+        let core_config = CoreConfig::real(config.timing.clone());
+        let core = Core::restore(core_config, restored, probe, now, &mut out);
         let agent = Arc::new(RealAgent {
             identity: Identity {
                 hostname,
@@ -329,8 +327,9 @@ async fn run_task(agent: Arc<RealAgent>, task_id: TaskId) {
     };
     let running = match executor::spawn(&spec, &sandbox, &agent.limits) {
         Ok(running) => running,
-        Err(message) => {
-            agent.feed(|core, now, out| core.exited(&task_id, Exit::Error(message), now, out));
+        Err(e) => {
+            let exit = Exit::Error(e.to_string());
+            agent.feed(|core, now, out| core.exited(&task_id, exit, now, out));
             return;
         }
     };

@@ -178,6 +178,17 @@ pub struct Launch {
     pub sandbox: Option<PathBuf>,
 }
 
+/// What the journal of an earlier run left.
+#[derive(Debug)]
+pub struct Restored {
+    /// The id the coordinator gave, if any.
+    pub agent_id: Option<AgentId>,
+    /// The tasks and unacknowledged updates.
+    pub replay: Replay,
+    /// Lines in the journal (to decide when to compact it).
+    pub journal_lines: usize,
+}
+
 /// What a replayed task's process turned out to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Probe {
@@ -219,19 +230,22 @@ impl Core {
         }
     }
 
-    /// A core rebuilt from a replayed journal of `journal_lines` lines. Each task not yet
+    /// A core rebuilt from a replayed journal. Each task not yet
     /// terminal is looked at with `probe` (the shell's view of its process): a live process is
     /// re-adopted ([`Command::Watch`]); one that ended is reported from its exit code (or `lost`
     /// without one) after its group is killed; a task that never started is `failed`.
     pub fn restore(
         config: CoreConfig,
-        agent_id: Option<AgentId>,
-        replay: Replay,
-        journal_lines: usize,
+        restored: Restored,
         mut probe: impl FnMut(Process, Option<&Path>) -> Probe,
         now: Now,
         out: &mut Vec<Command>,
     ) -> Self {
+        let Restored {
+            agent_id,
+            replay,
+            journal_lines,
+        } = restored;
         let mut core = Self::new(config, agent_id);
         core.journal_lines = journal_lines;
         let nil = core.session.stamp();

@@ -541,9 +541,11 @@ fn a_restored_core_readopts_live_processes_and_reports_ended_ones() {
     let mut out = Vec::new();
     let core = Core::restore(
         config(Journaling::Off, Retention::ForgetWhenAcked),
-        None,
-        replay,
-        0,
+        Restored {
+            agent_id: None,
+            replay,
+            journal_lines: 0,
+        },
         |p, _| match p.pid {
             10 => Probe::Alive,
             11 => Probe::Ended(Some(3)),
