@@ -273,6 +273,10 @@ impl Driver {
 /// Carries out, on the core itself, what a simulated task does at once: a spawned task is
 /// running; a terminated one has ended. Returns the commands left for the driver.
 fn settle(core: &mut Core, mut commands: Vec<Command>, now: Now) -> Vec<Command> {
+    let at_once = |c: &Command| matches!(c, Command::Spawn(_) | Command::Signal { .. });
+    if !commands.iter().any(at_once) {
+        return commands;
+    }
     let mut rest = Vec::new();
     while !commands.is_empty() {
         let mut more = Vec::new();
