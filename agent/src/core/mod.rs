@@ -260,13 +260,6 @@ impl Core {
             .collect()
     }
 
-    /// True while the task has not ended.
-    pub fn is_live(&self, task_id: &TaskId) -> bool {
-        self.tasks
-            .get(task_id)
-            .is_some_and(|t| !t.latest.state.is_terminal())
-    }
-
     /// The latest status of every task, in launch order, stamped with the agent id and carrying
     /// the task's resources (a status journaled by an older agent may lack them), so that a
     /// coordinator that lost its books can account the task when the agent registers again.
