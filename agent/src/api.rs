@@ -12,8 +12,8 @@ use axum::{Json, Router};
 use protocol::messages::{Empty, LaunchTasks, TaskStatusList};
 use protocol::{ErrorBody, TaskId};
 
-use crate::executor;
-use crate::state::{Agent, LaunchError};
+use crate::core;
+use crate::real::{LaunchError, RealAgent};
 
 /// The most output one `stdout`/`stderr` request returns: the end of the file.
 const MAX_OUTPUT_BYTES: u64 = 4 * 1024 * 1024;
@@ -45,6 +45,21 @@ impl ApiError {
             "task_not_found",
             format!("no task {task_id:?} on this agent; GET /api/v1/tasks lists them"),
         )
+    }
+}
+
+impl From<core::LaunchError> for ApiError {
+    fn from(e: core::LaunchError) -> Self {
+        match e {
+            core::LaunchError::Duplicate(_) => {
+                ApiError::new(StatusCode::CONFLICT, "task_exists", e.to_string())
+            }
+            core::LaunchError::ShuttingDown => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "shutting_down",
+                e.to_string(),
+            ),
+        }
     }
 }
 
@@ -95,7 +110,7 @@ pub(crate) fn parse_task_id(raw: &str) -> Result<TaskId, ApiError> {
 }
 
 /// The router of one real agent.
-pub(crate) fn app(agent: Arc<Agent>) -> Router {
+pub(crate) fn app(agent: Arc<RealAgent>) -> Router {
     Router::new()
         .route("/api/v1/tasks", post(launch).get(list))
         .route("/api/v1/tasks/{task_id}/kill", post(kill))
@@ -105,19 +120,12 @@ pub(crate) fn app(agent: Arc<Agent>) -> Router {
         .with_state(agent)
 }
 
-async fn launch(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response, ApiError> {
+async fn launch(State(agent): State<Arc<RealAgent>>, body: Bytes) -> Result<Response, ApiError> {
     let launch = parse_launch(&body)?;
-    let ids = agent
-        .accept_launch(launch.framework_id, launch.tasks)
+    agent
+        .launch(launch.framework_id, launch.tasks)
         .map_err(|e| match e {
-            LaunchError::Duplicate(_) => {
-                ApiError::new(StatusCode::CONFLICT, "task_exists", e.to_string())
-            }
-            LaunchError::ShuttingDown => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "shutting_down",
-                e.to_string(),
-            ),
+            LaunchError::Refused(refused) => refused.into(),
             LaunchError::Sandbox { .. } | LaunchError::Journal(_) => {
                 tracing::error!("launch failed: {e}");
                 ApiError::new(
@@ -127,41 +135,36 @@ async fn launch(State(agent): State<Arc<Agent>>, body: Bytes) -> Result<Response
                 )
             }
         })?;
-    for id in ids {
-        agent
-            .tracker
-            .spawn(executor::run_task(Arc::clone(&agent), id));
-    }
     Ok((StatusCode::ACCEPTED, Json(Empty {})).into_response())
 }
 
-async fn list(State(agent): State<Arc<Agent>>) -> Json<TaskStatusList> {
+async fn list(State(agent): State<Arc<RealAgent>>) -> Json<TaskStatusList> {
     Json(TaskStatusList {
         tasks: agent.statuses(),
     })
 }
 
 async fn kill(
-    State(agent): State<Arc<Agent>>,
+    State(agent): State<Arc<RealAgent>>,
     Path(task_id): Path<String>,
 ) -> Result<Response, ApiError> {
     let id = parse_task_id(&task_id)?;
-    if !agent.kill_task(&id) {
-        return Err(ApiError::unknown_task(&task_id));
-    }
+    agent
+        .kill(&id)
+        .map_err(|_| ApiError::unknown_task(&task_id))?;
     Ok((StatusCode::ACCEPTED, Json(Empty {})).into_response())
 }
 
-async fn stdout(state: State<Arc<Agent>>, path: Path<String>) -> Result<Response, ApiError> {
+async fn stdout(state: State<Arc<RealAgent>>, path: Path<String>) -> Result<Response, ApiError> {
     output(state, path, "stdout").await
 }
 
-async fn stderr(state: State<Arc<Agent>>, path: Path<String>) -> Result<Response, ApiError> {
+async fn stderr(state: State<Arc<RealAgent>>, path: Path<String>) -> Result<Response, ApiError> {
     output(state, path, "stderr").await
 }
 
 async fn output(
-    State(agent): State<Arc<Agent>>,
+    State(agent): State<Arc<RealAgent>>,
     Path(task_id): Path<String>,
     which: &str,
 ) -> Result<Response, ApiError> {

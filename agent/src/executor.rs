@@ -16,22 +16,18 @@
 //! - Killing sends SIGTERM to the whole group, then SIGKILL after the grace period; when the
 //!   leader exits, whatever is left in the group gets SIGKILL, so a task leaves no process behind.
 
-use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
-use std::sync::Arc;
-
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
-use protocol::{TaskId, TaskSpec, TaskState};
+use protocol::TaskSpec;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
 
+pub use crate::core::code_outcome;
+use crate::core::{Exit, Process, LIMIT_FAILED};
 use crate::reaper;
-use crate::state::Agent;
 
 /// The file (inside the sandbox) where the wrapper writes the task's exit code.
 pub const EXIT_FILE: &str = ".parley_exit";
-
-/// Exit code of the wrapper when it cannot apply the memory limit.
-const LIMIT_FAILED: i32 = 125;
 
 /// How memory limits are enforced.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -159,53 +155,14 @@ fn make_cgroup(limits: &MemoryLimits, spec: &TaskSpec, sandbox: &Path) -> Option
     }
 }
 
-/// What became of a task whose process ended.
-pub fn exit_outcome(
-    status: ExitStatus,
-    kill_requested: bool,
-) -> (TaskState, Option<String>, Option<i32>) {
+/// How a process's exit status reads to the core.
+pub fn exit_of(status: ExitStatus) -> Exit {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
-        _ if kill_requested => (
-            TaskState::Killed,
-            Some("killed on request".into()),
-            status.code(),
-        ),
-        (Some(code), _) => code_outcome(code),
-        // The shell convention: a signalled process reports 128 + the signal.
-        (None, Some(sig)) => (
-            TaskState::Failed,
-            Some(format!("terminated by signal {sig}")),
-            Some(128 + sig),
-        ),
-        (None, None) => (
-            TaskState::Failed,
-            Some("exited with an unknown status".into()),
-            None,
-        ),
+        (Some(code), _) => Exit::Code(code),
+        (None, Some(sig)) => Exit::Signal(sig),
+        (None, None) => Exit::Unknown("exited with an unknown status"),
     }
-}
-
-/// What an exit code means.
-pub fn code_outcome(code: i32) -> (TaskState, Option<String>, Option<i32>) {
-    let message = match code {
-        0 => {
-            return (
-                TaskState::Finished,
-                Some("exited with code 0".into()),
-                Some(0),
-            )
-        }
-        LIMIT_FAILED => "could not apply the memory limit (exit code 125)".to_string(),
-        126 => "exited with code 126 (command not executable)".to_string(),
-        127 => "exited with code 127 (command not found)".to_string(),
-        c if c > 128 => format!(
-            "exited with code {c} (the command died of signal {})",
-            c - 128
-        ),
-        c => format!("exited with code {c}"),
-    };
-    (TaskState::Failed, Some(message), Some(code))
 }
 
 /// Sends `signal` to a process group; a group that is already gone is not an error.
@@ -252,112 +209,69 @@ pub fn read_exit_file(sandbox: &Path) -> Option<i32> {
         .ok()
 }
 
-/// Starts the task's process and watches it until it exits, recording `running` and the final
-/// state. On agent shutdown the process is left running (re-adopted on the next start).
-pub(crate) async fn run_task(agent: Arc<Agent>, task_id: TaskId) {
-    let Some((spec, sandbox)) = agent.launch_info(&task_id) else {
-        return;
-    };
-    if agent.kill_requested(&task_id) {
-        agent.record(
-            &task_id,
-            TaskState::Killed,
-            Some("killed before it started".into()),
-            None,
-        );
-        return;
-    }
-    let cgroup = make_cgroup(&agent.limits, &spec, &sandbox);
-    let spawned =
-        build_command(&spec, &sandbox, &agent.limits, cgroup.as_deref()).and_then(|mut cmd| {
-            // Registered before the reaper can see it exit, so the reaper leaves it to tokio.
-            let mut tracked = reaper::tracked();
-            let child = cmd.spawn()?;
-            if let Some(pid) = child.id() {
-                tracked.insert(pid);
-            }
-            Ok(child)
-        });
-    let mut child = match spawned {
-        Ok(child) => child,
-        Err(e) => {
-            agent.record(
-                &task_id,
-                TaskState::Failed,
-                Some(format!("cannot start: {e}")),
-                None,
-            );
-            return;
-        }
-    };
-    let Some(pid) = child.id() else {
-        agent.record(
-            &task_id,
-            TaskState::Failed,
-            Some("process vanished at start".into()),
-            None,
-        );
-        return;
-    };
-    let start_time = proc_stat(pid).map(|(_, t)| t);
-    let kill_now = agent.started(&task_id, pid, start_time);
-    if kill_now {
-        agent.kill_task(&task_id);
-    }
-    tokio::select! {
-        status = child.wait() => {
-            let kill_requested = agent.kill_requested(&task_id);
-            let (state, message, code) = match status {
-                Ok(status) => exit_outcome(status, kill_requested),
-                Err(e) => (TaskState::Failed, Some(format!("cannot wait for the process: {e}")), None),
-            };
-            reaper::tracked().remove(&pid);
-            // Whatever the task left in its group goes with it.
-            signal_group(pid, Signal::SIGKILL);
-            agent.record(&task_id, state, message, code);
-            if let Some(cg) = cgroup {
-                let _ = std::fs::remove_dir(cg);
-            }
-        }
-        () = agent.cancel.cancelled() => {
-            // Shutdown: leave the process alone; dropping `child` neither kills nor leaks it
-            // (tokio reaps orphaned children in the background).
-        }
-    }
+/// A started task process: its child handle, its [`Process`] and its cgroup.
+#[derive(Debug)]
+pub struct Running {
+    child: tokio::process::Child,
+    /// Its pid and start time.
+    pub process: Process,
+    cgroup: Option<PathBuf>,
 }
 
-/// Watches a process that was started before the agent restarted, until it exits, then reports
-/// the exit code the wrapper left in the sandbox.
-pub(crate) async fn watch_adopted(
-    agent: Arc<Agent>,
-    task_id: TaskId,
-    pid: u32,
-    start_time: Option<u64>,
-) {
-    let Some((_, sandbox)) = agent.launch_info(&task_id) else {
-        return;
-    };
-    loop {
-        if !same_process_alive(pid, start_time) {
-            signal_group(pid, Signal::SIGKILL);
-            let (state, message, code) = match read_exit_file(&sandbox) {
-                _ if agent.kill_requested(&task_id) => {
-                    (TaskState::Killed, Some("killed on request".into()), None)
-                }
-                Some(code) => code_outcome(code),
-                None => (
-                    TaskState::Failed,
-                    Some("the process ended without an exit status (killed by a signal?)".into()),
-                    None,
-                ),
-            };
-            agent.record(&task_id, state, message, code);
-            return;
+/// Why a task's process did not start (the message of the task's `failed` status).
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// The wrapper could not be started (or its output files created).
+    #[error("cannot start: {0}")]
+    Start(#[from] std::io::Error),
+    /// It started and was gone before its pid could be read.
+    #[error("process vanished at start")]
+    Vanished,
+}
+
+/// Starts the task's process in its sandbox, under the wrapper (memory limit, exit file).
+pub fn spawn(
+    spec: &TaskSpec,
+    sandbox: &Path,
+    limits: &MemoryLimits,
+) -> Result<Running, SpawnError> {
+    let cgroup = make_cgroup(limits, spec, sandbox);
+    let spawned = build_command(spec, sandbox, limits, cgroup.as_deref()).and_then(|mut cmd| {
+        // Registered before the reaper can see it exit, so the reaper leaves it to tokio.
+        let mut tracked = reaper::tracked();
+        let child = cmd.spawn()?;
+        if let Some(pid) = child.id() {
+            tracked.insert(pid);
         }
-        tokio::select! {
-            () = tokio::time::sleep(agent.config.timing.adopt_poll) => {}
-            () = agent.cancel.cancelled() => return,
+        Ok(child)
+    });
+    let child = spawned?;
+    let pid = child.id().ok_or(SpawnError::Vanished)?;
+    let start_time = proc_stat(pid).map(|(_, t)| t);
+    Ok(Running {
+        child,
+        process: Process { pid, start_time },
+        cgroup,
+    })
+}
+
+impl Running {
+    /// Waits for the process to end; then kills whatever the task left in its group and
+    /// removes its cgroup. Dropping the future instead (agent shutdown) leaves the process
+    /// running: dropping the child neither kills nor leaks it (tokio reaps orphaned children).
+    pub async fn wait(mut self) -> Exit {
+        let exit = match self.child.wait().await {
+            Ok(status) => exit_of(status),
+            Err(e) => Exit::Error(format!("cannot wait for the process: {e}")),
+        };
+        let pid = self.process.pid;
+        reaper::tracked().remove(&pid);
+        // Whatever the task left in its group goes with it.
+        signal_group(pid, Signal::SIGKILL);
+        if let Some(cg) = self.cgroup {
+            let _ = std::fs::remove_dir(cg);
         }
+        exit
     }
 }
 
@@ -367,13 +281,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn exit_codes_map_to_states() {
-        assert_eq!(code_outcome(0).0, TaskState::Finished);
-        let (state, msg, code) = code_outcome(3);
-        assert_eq!((state, code), (TaskState::Failed, Some(3)));
-        assert_eq!(msg.unwrap(), "exited with code 3");
-        assert!(code_outcome(127).1.unwrap().contains("not found"));
-        assert!(code_outcome(137).1.unwrap().contains("signal 9"));
+    fn exit_statuses_read_as_exits() {
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(exit_of(ExitStatus::from_raw(3 << 8)), Exit::Code(3));
+        assert_eq!(exit_of(ExitStatus::from_raw(9)), Exit::Signal(9));
     }
 
     #[test]

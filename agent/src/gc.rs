@@ -13,11 +13,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::state::Agent;
+use crate::real::RealAgent;
 
 /// Runs until the agent shuts down: collects at start, then every `retention / 4` (between one
 /// second and ten minutes).
-pub(crate) async fn gc_loop(agent: Arc<Agent>) {
+pub(crate) async fn gc_loop(agent: Arc<RealAgent>) {
     let retention = agent.config.sandbox_retention;
     let every = (retention / 4).clamp(Duration::from_secs(1), Duration::from_secs(600));
     let root = agent.config.work_dir.join("sandboxes");

@@ -38,6 +38,15 @@ pub enum JournalError {
     Encode(#[from] serde_json::Error),
 }
 
+/// How durable a journal write must be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// fsync'd before the shell goes on (state changes: they are sent right after).
+    Synced,
+    /// Written, synced later (an acknowledgement lost in a crash only causes a resend).
+    Buffered,
+}
+
 /// One line of the journal.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -127,8 +136,12 @@ impl Journal {
         Ok((Journal { path, file, lines }, replay))
     }
 
-    /// Appends records; with `sync`, they are on disk when this returns.
-    pub fn append(&mut self, records: &[Record], sync: bool) -> Result<(), JournalError> {
+    /// Appends records; [`Durability::Synced`] ones are on disk when this returns.
+    pub fn append(
+        &mut self,
+        records: &[Record],
+        durability: Durability,
+    ) -> Result<(), JournalError> {
         let mut buf = Vec::with_capacity(256 * records.len());
         for r in records {
             serde_json::to_writer(&mut buf, r)?;
@@ -139,7 +152,7 @@ impl Journal {
             source,
         };
         self.file.write_all(&buf).map_err(io)?;
-        if sync {
+        if durability == Durability::Synced {
             self.file.sync_data().map_err(io)?;
         }
         self.lines += records.len();
@@ -327,7 +340,7 @@ mod tests {
                     update_id: s1.update_id,
                 },
             ],
-            true,
+            Durability::Synced,
         )
         .unwrap();
         drop(j);
@@ -359,7 +372,7 @@ mod tests {
                 &[Record::Status {
                     status: status("b", TaskState::Running),
                 }],
-                false,
+                Durability::Buffered,
             )
             .unwrap();
         }
@@ -369,7 +382,7 @@ mod tests {
             &[Record::Acked {
                 update_id: UpdateId::new(),
             }],
-            true,
+            Durability::Synced,
         )
         .unwrap();
         drop(j);

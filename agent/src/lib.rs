@@ -6,16 +6,20 @@
 //!
 //! - [`config`]: [`AgentConfig`], [`SimConfig`], [`Timing`] and the CLI's text forms.
 //! - [`resources`]: detection of cores, memory and disk of the work directory.
-//! - `state`: the agent's books (tasks, journal, unacknowledged updates); every state change
-//!   goes through one function that journals it before queueing it.
+//! - [`core`]: the agent core shared by the real and the simulated agent: a synchronous state
+//!   machine (registration, heartbeats, the task state machine, the unacknowledged updates)
+//!   that does no I/O and emits [`core::Command`]s for a shell to run.
+//! - `real`: the real agent's shell: runs the core's commands with processes, the journal and
+//!   HTTP.
 //! - [`journal`]: append-only, fsync'd JSON lines in the work dir; replay and compaction.
-//! - [`executor`]: task processes: sandboxes, environment, memory limits, process-group kill,
-//!   re-adoption after an agent restart.
+//! - [`executor`]: task processes: the wrapper, environment, memory limits, process-group
+//!   signals, exit status, `/proc` checks for re-adoption.
 //! - `gc`: deletes finished tasks' sandboxes after `AgentConfig::sandbox_retention`.
 //! - `reaper`: makes the agent a child subreaper and reaps orphaned task processes.
-//! - `client`: registration, heartbeats, reliable updates, backoff.
+//! - `client`: HTTP to the coordinator for both shells: a core request in, a core reply out.
 //! - `api`: the agent's HTTP API (axum router).
-//! - [`simulated`]: many simulated agents in one process: one listener, one driver loop.
+//! - [`simulated`]: the simulated agents' shell: many cores in one process, one listener, one
+//!   driver loop, fake tasks.
 //!
 //! # Running tasks
 //!
@@ -43,9 +47,11 @@
 //!
 //! # Reliability
 //!
-//! Every state change is appended to `WORK_DIR/journal.jsonl` and fsync'd before it is sent; it
-//! is sent again until the coordinator answers `200` (an update the coordinator refuses with
-//! another 4xx is dropped with an error log, since it would block every later one). On start
+//! Every state change is appended to `WORK_DIR/journal.jsonl` and fsync'd before it is sent.
+//! Updates go in order, up to 256 per `POST /api/v1/agents/{id}/statuses`, and are sent again
+//! until the coordinator answers `200` (a batch the coordinator refuses with another 4xx is sent
+//! again one update at a time, and the refused update is dropped with a warning, since it would
+//! block every later one). On start
 //! the agent replays the journal and re-sends what was not acknowledged. A task whose process
 //! is still alive (same pid *and* same start time from `/proc`) is **re-adopted**: the agent
 //! watches it and reports its end, using the exit code the wrapper wrote to the sandbox. A task
@@ -57,6 +63,7 @@
 //! agent stops accepting launches, leaves running tasks alone and syncs the journal.
 
 pub mod config;
+pub mod core;
 pub mod executor;
 pub mod journal;
 pub mod resources;
@@ -65,16 +72,35 @@ pub mod simulated;
 mod api;
 mod client;
 mod gc;
+mod real;
 mod reaper;
-mod state;
 
 use std::future::Future;
 use std::net::SocketAddr;
-
-use anyhow::Context;
+use std::path::PathBuf;
 
 pub use config::{AgentConfig, ConfigError, SimConfig, Timing};
 pub use simulated::run_simulated;
+
+/// Why an agent (or a simulated fleet) could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// A configuration value cannot be used.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The machine's resources could not be detected.
+    #[error("detecting the machine's resources: {0}")]
+    Resources(#[from] protocol::ResourceError),
+    /// The journal cannot be opened, replayed or synced.
+    #[error(transparent)]
+    Journal(#[from] journal::JournalError),
+    /// The HTTP client cannot be built.
+    #[error("building the HTTP client: {0}")]
+    HttpClient(#[source] reqwest::Error),
+    /// The listener failed (its address, or serving the API).
+    #[error("serving the agent API: {0}")]
+    Serve(#[source] std::io::Error),
+}
 
 /// Runs one real agent on `listener` until `shutdown` completes.
 ///
@@ -84,7 +110,7 @@ pub async fn run(
     mut config: AgentConfig,
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
+) -> Result<(), AgentError> {
     config.coordinator = config::parse_coordinator_url(&config.coordinator)?;
     std::fs::create_dir_all(&config.work_dir).map_err(|e| ConfigError::WorkDir {
         path: config.work_dir.clone(),
@@ -92,33 +118,29 @@ pub async fn run(
     })?;
     let resources = match &config.resources {
         Some(r) => r.clone(),
-        None => resources::detect(&config.work_dir).context("detecting the machine's resources")?,
+        None => resources::detect(&config.work_dir)?,
     };
     let hostname = config.hostname.clone().unwrap_or_else(machine_hostname);
     let endpoint = advertised_url(
         config.advertise_url.as_deref(),
-        listener.local_addr()?,
+        listener.local_addr().map_err(AgentError::Serve)?,
         &hostname,
     )?;
     let (journal, replay) = journal::Journal::open(&config.work_dir)?;
-    let agent_id = state::read_agent_id(&config.work_dir);
     let http = reqwest::Client::builder()
         .build()
-        .context("building the HTTP client")?;
-    tracing::info!(%endpoint, %resources, ?agent_id, tasks = replay.tasks.len(), "agent starting");
+        .map_err(AgentError::HttpClient)?;
+    tracing::info!(%endpoint, %resources, tasks = replay.tasks.len(), "agent starting");
 
-    let (agent, adopt) = state::Agent::restore(
-        config, resources, hostname, endpoint, journal, replay, agent_id, http,
-    );
-    for (task_id, pid, start_time) in adopt {
-        tracing::info!(%task_id, pid, "re-adopting a task that outlived the agent");
-        agent.tracker.spawn(executor::watch_adopted(
-            agent.clone(),
-            task_id,
-            pid,
-            start_time,
-        ));
-    }
+    let work_dir: PathBuf = config.work_dir.clone();
+    let parts = real::Parts {
+        config,
+        resources,
+        hostname,
+        endpoint,
+        http,
+    };
+    let agent = real::RealAgent::restore(parts, journal, replay);
     if agent.config.reap_orphans && reaper::become_subreaper() {
         agent.tracker.spawn(reaper::reaper_loop(
             agent.config.timing.adopt_poll,
@@ -126,7 +148,7 @@ pub async fn run(
         ));
     }
     agent.tracker.spawn(gc::gc_loop(agent.clone()));
-    let connection = tokio::spawn(client::connection_loop(agent.clone()));
+    agent.feed(|core, now, out| core.start(now, out));
 
     let on_shutdown = agent.clone();
     let served = axum::serve(listener, api::app(agent.clone()))
@@ -140,12 +162,9 @@ pub async fn run(
     agent.cancel.cancel();
     agent.tracker.close();
     agent.tracker.wait().await;
-    if let Err(e) = connection.await {
-        tracing::error!("connection loop ended abnormally: {e}");
-    }
     agent.flush()?;
-    tracing::info!("agent stopped");
-    served.context("serving the agent API")
+    tracing::info!(work_dir = %work_dir.display(), "agent stopped");
+    served.map_err(AgentError::Serve)
 }
 
 /// The machine's hostname, or `localhost` when it cannot be read.

@@ -186,11 +186,11 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
     match plan {
         Plan::Real(config, listen) => {
             let listener = bind(&listen).await?;
-            agent::run(config, listener, shutdown_signal()).await
+            Ok(agent::run(config, listener, shutdown_signal()).await?)
         }
         Plan::Simulated(config, listen) => {
             let listener = bind(&listen).await?;
-            agent::run_simulated(config, listener, shutdown_signal()).await
+            Ok(agent::run_simulated(config, listener, shutdown_signal()).await?)
         }
     }
 }

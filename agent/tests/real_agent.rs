@@ -21,7 +21,7 @@ const T: Duration = Duration::from_secs(8);
 struct RunningAgent {
     url: String,
     stop: CancellationToken,
-    handle: tokio::task::JoinHandle<anyhow::Result<()>>,
+    handle: tokio::task::JoinHandle<Result<(), agent::AgentError>>,
 }
 
 impl RunningAgent {

@@ -19,7 +19,7 @@ async fn start(
 ) -> (
     String,
     CancellationToken,
-    tokio::task::JoinHandle<anyhow::Result<()>>,
+    tokio::task::JoinHandle<Result<(), agent::AgentError>>,
 ) {
     let mut config = SimConfig::new(coordinator, count, "cpus=24,mem=4096".parse().unwrap());
     config.stagger = Duration::from_millis(200);

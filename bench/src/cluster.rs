@@ -173,11 +173,11 @@ impl Cluster {
                     spec.agent_resources.clone(),
                 );
                 let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
-                let fleet = tokio::spawn(agent::run_simulated(
-                    sim,
-                    listener,
-                    stop.clone().cancelled_owned(),
-                ));
+                let stopped = stop.clone().cancelled_owned();
+                let fleet =
+                    tokio::spawn(
+                        async move { Ok(agent::run_simulated(sim, listener, stopped).await?) },
+                    );
                 if let Parts::InProcess { tasks, .. } = &mut cluster.parts {
                     tasks.push(fleet);
                 }

@@ -183,11 +183,9 @@ impl Cluster {
         sim.timing = agent::Timing::fast();
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let token = CancellationToken::new();
-        let join = tokio::spawn(agent::run_simulated(
-            sim,
-            listener,
-            token.clone().cancelled_owned(),
-        ));
+        let stopped = token.clone().cancelled_owned();
+        let join =
+            tokio::spawn(async move { Ok(agent::run_simulated(sim, listener, stopped).await?) });
         self.fleet = Some((token, join));
         Ok(())
     }
@@ -219,11 +217,8 @@ impl Cluster {
         config.reap_orphans = self.reap_orphans;
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let token = CancellationToken::new();
-        let join = tokio::spawn(agent::run(
-            config,
-            listener,
-            token.clone().cancelled_owned(),
-        ));
+        let stopped = token.clone().cancelled_owned();
+        let join = tokio::spawn(async move { Ok(agent::run(config, listener, stopped).await?) });
         slot.running = Some((token, join));
         Ok(())
     }

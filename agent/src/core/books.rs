@@ -1,0 +1,167 @@
+//! The books: one function records every state change (journal, then queue); acknowledgements,
+//! forgetting old tasks, journal compaction.
+
+use super::*;
+
+impl Core {
+    /// Records a state change of a task that has not ended: journal, then queue. A task that
+    /// ended does not change again.
+    pub(super) fn record(
+        &mut self,
+        task_id: &TaskId,
+        (state, message, exit_code): (TaskState, Option<String>, Option<i32>),
+        now: Now,
+        out: &mut Vec<Command>,
+    ) {
+        let agent_id = self.session.stamp();
+        let Some(t) = self.tasks.get(task_id) else {
+            return;
+        };
+        if t.latest.state.is_terminal() {
+            return;
+        }
+        let status = TaskStatus {
+            task_id: task_id.clone(),
+            framework_id: t.latest.framework_id,
+            agent_id,
+            state,
+            message,
+            exit_code,
+            update_id: self.config.update_ids.next(),
+            timestamp: now.wall,
+            resources: Some(t.spec.resources.clone()),
+        };
+        if self.config.journaling == Journaling::On {
+            let record = Record::Status {
+                status: status.clone(),
+            };
+            self.journal(vec![record], Durability::Synced, out);
+            tracing::info!(%task_id, state = %state, "task state changed");
+        }
+        self.updates.queue.push_back(status.clone());
+        self.tasks.set_latest(task_id, status);
+        self.prune();
+    }
+
+    pub(super) fn journal(
+        &mut self,
+        records: Vec<Record>,
+        durability: Durability,
+        out: &mut Vec<Command>,
+    ) {
+        if self.config.journaling == Journaling::Off || records.is_empty() {
+            return;
+        }
+        self.journal_lines += records.len();
+        out.push(Command::Journal {
+            records,
+            durability,
+        });
+    }
+
+    /// The coordinator recorded (or refused for good) these updates: journal the acks, forget
+    /// tasks that are done with, compact the journal when it has grown well past what it holds.
+    pub(super) fn acknowledged(&mut self, acked: Vec<TaskStatus>, out: &mut Vec<Command>) {
+        if self.config.retention == Retention::ForgetWhenAcked {
+            for s in &acked {
+                if s.state.is_terminal() && !self.updates.has_task(&s.task_id) {
+                    self.tasks.remove(&s.task_id);
+                }
+            }
+        }
+        if self.config.journaling == Journaling::Off {
+            return;
+        }
+        let records = acked
+            .iter()
+            .map(|s| Record::Acked {
+                update_id: s.update_id,
+            })
+            .collect();
+        self.journal(records, Durability::Buffered, out);
+        self.prune();
+        let live = self.tasks.len() * 3 + self.updates.queue.len();
+        if self.journal_lines > 256 + 4 * live {
+            let records = self.compacted();
+            self.journal_lines = records.len();
+            out.push(Command::RewriteJournal { records });
+        }
+    }
+
+    /// Forgets the oldest terminal, fully acknowledged tasks beyond the retention.
+    pub(super) fn prune(&mut self) {
+        let Retention::KeepTerminal(keep) = self.config.retention else {
+            return;
+        };
+        let mut excess = self.tasks.terminal().saturating_sub(keep);
+        if excess == 0 {
+            return;
+        }
+        let unacked: HashSet<&TaskId> = self.updates.queue.iter().map(|s| &s.task_id).collect();
+        let mut forget = Vec::new();
+        for t in self.tasks.in_order() {
+            if excess == 0 {
+                break;
+            }
+            if t.latest.state.is_terminal() && !unacked.contains(&t.spec.task_id) {
+                forget.push(t.spec.task_id.clone());
+                excess -= 1;
+            }
+        }
+        for id in &forget {
+            self.tasks.remove(id);
+        }
+    }
+
+    /// What the journal must still hold: tasks not yet terminal or with updates not yet
+    /// acknowledged (their launch, process and updates), and every unacknowledged update.
+    pub(super) fn compacted(&self) -> Vec<Record> {
+        let mut records = Vec::new();
+        for t in self.tasks.in_order() {
+            let id = &t.spec.task_id;
+            let pending: Vec<&TaskStatus> = self
+                .updates
+                .queue
+                .iter()
+                .filter(|s| &s.task_id == id)
+                .collect();
+            if t.latest.state.is_terminal() && pending.is_empty() {
+                continue;
+            }
+            let Some(sandbox) = &t.sandbox else { continue };
+            records.push(Record::Launch {
+                framework_id: t.latest.framework_id,
+                spec: t.spec.clone(),
+                sandbox: sandbox.clone(),
+            });
+            if let Some(p) = t.process() {
+                records.push(Record::Started {
+                    task_id: id.clone(),
+                    pid: p.pid,
+                    start_time: p.start_time,
+                });
+            }
+            if pending.is_empty() {
+                records.push(Record::Status {
+                    status: t.latest.clone(),
+                });
+                records.push(Record::Acked {
+                    update_id: t.latest.update_id,
+                });
+            }
+            for s in pending {
+                records.push(Record::Status { status: s.clone() });
+            }
+        }
+        records
+    }
+
+    /// A status carrying the agent's current id.
+    pub(super) fn stamped(&self, status: &TaskStatus) -> TaskStatus {
+        let mut s = status.clone();
+        if let Some(id) = self.session.agent_id {
+            s.agent_id = id;
+        }
+        s
+    }
+}

@@ -1,0 +1,175 @@
+//! What goes into the core and what comes out: the [`Command`]s a shell runs, the [`Request`]s it
+//! sends and the [`Reply`]s it feeds back, the [`Timer`]s it sets, and how a task's process
+//! ended ([`Exit`]).
+
+use std::time::Instant;
+
+use protocol::messages::AgentRegistered;
+use protocol::{AgentId, TaskId, TaskStatus};
+
+pub use crate::journal::Durability;
+use crate::journal::Record;
+
+/// Something the shell must do. The core emits them in the order they must happen: a journal
+/// write comes before the request that sends what it recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// Append these records to the journal.
+    Journal {
+        /// The records, in order.
+        records: Vec<Record>,
+        /// Whether the write must be on disk before the shell goes on.
+        durability: Durability,
+    },
+    /// Replace the journal's contents with these records (compaction).
+    RewriteJournal {
+        /// Everything the journal must still hold.
+        records: Vec<Record>,
+    },
+    /// Keep the agent id the coordinator gave, for the next start.
+    PersistAgentId(AgentId),
+    /// Send a request to the coordinator and feed its answer back with [`Core::reply`].
+    ///
+    /// [`Core::reply`]: super::Core::reply
+    Send(Request),
+    /// Start the task (it was just accepted); [`Core::take_launch`] says what to run.
+    ///
+    /// [`Core::take_launch`]: super::Core::take_launch
+    Spawn(TaskId),
+    /// Watch a process that outlived an agent restart until it ends.
+    Watch(TaskId, Process),
+    /// Signal a task's process (group).
+    Signal {
+        /// The task.
+        task_id: TaskId,
+        /// Its process, when it has a real one.
+        process: Option<Process>,
+        /// Which signal.
+        signal: Signal,
+    },
+    /// Call [`Core::timer`] with `timer` at `at` (or as soon as possible after).
+    ///
+    /// [`Core::timer`]: super::Core::timer
+    SetTimer {
+        /// When.
+        at: Instant,
+        /// What fires.
+        timer: Timer,
+    },
+}
+
+/// A request to the coordinator.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    /// `POST /api/v1/agents`: register (again). The shell adds the agent's identity (hostname,
+    /// endpoint, resources, attributes).
+    Register {
+        /// The id the agent had, if any.
+        agent_id: Option<AgentId>,
+        /// The latest status of every task the agent knows.
+        tasks: Vec<TaskStatus>,
+    },
+    /// `POST /api/v1/agents/{id}/heartbeat`.
+    Heartbeat {
+        /// The agent.
+        agent_id: AgentId,
+        /// The registration it belongs to; echoed in the reply.
+        epoch: u32,
+    },
+    /// `POST /api/v1/agents/{id}/statuses`: the oldest unacknowledged updates, in order.
+    Statuses {
+        /// The agent.
+        agent_id: AgentId,
+        /// The updates, stamped with `agent_id`.
+        statuses: Vec<TaskStatus>,
+    },
+}
+
+/// The coordinator's answer to a [`Request`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// To [`Request::Register`].
+    Registered(Result<AgentRegistered, Failure>),
+    /// To [`Request::Heartbeat`] of registration `epoch`.
+    Heartbeat {
+        /// The epoch the request carried.
+        epoch: u32,
+        /// The outcome.
+        result: Result<(), Failure>,
+    },
+    /// To [`Request::Statuses`].
+    Statuses(Result<(), Failure>),
+}
+
+/// Why a request did not succeed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// `404`: the coordinator does not know the agent (or, repeatedly, the update).
+    NotFound(String),
+    /// Any other non-2xx status.
+    Status {
+        /// The HTTP status.
+        code: u16,
+        /// The body.
+        body: String,
+    },
+    /// No answer (connection refused, timeout, ...).
+    Unreachable(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::NotFound(body) => write!(f, "coordinator answered 404: {body}"),
+            Failure::Status { code, body } => write!(f, "coordinator answered {code}: {body}"),
+            Failure::Unreachable(e) => write!(f, "coordinator unreachable: {e}"),
+        }
+    }
+}
+
+/// Something the core asked to be woken for.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Timer {
+    /// Register (first time, after a failure, or after the coordinator forgot the agent).
+    Register,
+    /// Heartbeat for registration `epoch` (dropped when the agent registered again since).
+    Heartbeat(u32),
+    /// Send updates again after a failed attempt.
+    RetryStatuses,
+    /// The kill grace period of a task is over: SIGKILL if it still runs.
+    KillGrace(TaskId),
+}
+
+/// A signal the core asks for (the shell maps it to the OS's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// Ask the task to stop (SIGTERM).
+    Terminate,
+    /// Stop it now (SIGKILL).
+    Kill,
+}
+
+/// A task's OS process: its pid (also its process group) and start time in clock ticks since
+/// boot, which tells a re-used pid from ours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Process {
+    /// The process (group) id.
+    pub pid: u32,
+    /// Its start time, when it could be read.
+    pub start_time: Option<u64>,
+}
+
+/// How a task's process ended (or failed to run), as the shell saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exit {
+    /// It exited with this code.
+    Code(i32),
+    /// It was terminated by this signal.
+    Signal(i32),
+    /// It ended without a known status; the message says what is known.
+    Unknown(&'static str),
+    /// It could not be started or waited for (a kill request does not change this).
+    Error(String),
+    /// A simulated task's `duration_s` is over.
+    Elapsed,
+}

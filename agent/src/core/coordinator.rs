@@ -1,0 +1,211 @@
+//! The coordinator's side: registration, heartbeats, the replies to requests, and sending the
+//! unacknowledged updates (see [`updates`](super::updates) for the rules).
+
+use super::*;
+
+impl Core {
+    /// Starts the session: registers now.
+    pub fn start(&mut self, now: Now, out: &mut Vec<Command>) {
+        self.timer(Timer::Register, now, out);
+    }
+
+    /// A timer the core set fired.
+    pub fn timer(&mut self, timer: Timer, now: Now, out: &mut Vec<Command>) {
+        match timer {
+            Timer::Register => {
+                if self.session.phase == Phase::Waiting {
+                    self.session.phase = Phase::Registering;
+                    out.push(Command::Send(Request::Register {
+                        agent_id: self.session.agent_id,
+                        tasks: self.statuses(),
+                    }));
+                }
+            }
+            Timer::Heartbeat(epoch) => {
+                if let (Phase::Registered, Some(agent_id)) =
+                    (self.session.phase, self.session.agent_id)
+                {
+                    if epoch == self.session.epoch {
+                        out.push(Command::Send(Request::Heartbeat { agent_id, epoch }));
+                    }
+                }
+            }
+            Timer::RetryStatuses => self.updates.retry_at = None,
+            Timer::KillGrace(task_id) => {
+                if let Some(t) = self.tasks.get(&task_id) {
+                    if !t.latest.state.is_terminal() && t.process().is_some() {
+                        tracing::info!(%task_id, "grace period over; sending SIGKILL");
+                        out.push(Command::Signal {
+                            task_id: task_id.clone(),
+                            process: t.process(),
+                            signal: Signal::Kill,
+                        });
+                    }
+                }
+            }
+        }
+        self.flush(now, out);
+    }
+
+    /// The coordinator answered a request.
+    pub fn reply(&mut self, reply: Reply, now: Now, out: &mut Vec<Command>) {
+        match reply {
+            Reply::Registered(Ok(registered)) => self.registered(registered, now, out),
+            Reply::Registered(Err(_)) => {
+                let t = &self.config.timing;
+                let delay =
+                    self.config
+                        .jitter
+                        .backoff(self.session.attempts, t.backoff_min, t.backoff_max);
+                self.session.attempts = self.session.attempts.saturating_add(1);
+                self.session.phase = Phase::Waiting;
+                out.push(Command::SetTimer {
+                    at: now.at + delay,
+                    timer: Timer::Register,
+                });
+            }
+            Reply::Heartbeat { epoch, result } => {
+                if epoch != self.session.epoch || self.session.phase != Phase::Registered {
+                    return;
+                }
+                match result {
+                    Err(Failure::NotFound(_)) => self.reregister(now, out),
+                    // Keep the beat: when the coordinator is back it either knows the agent
+                    // (200) or says 404 and the agent registers again.
+                    _ => out.push(Command::SetTimer {
+                        at: now.at + self.session.interval,
+                        timer: Timer::Heartbeat(epoch),
+                    }),
+                }
+            }
+            Reply::Statuses(result) => self.statuses_answered(result, now, out),
+        }
+        self.flush(now, out);
+    }
+
+    pub(super) fn registered(
+        &mut self,
+        registered: AgentRegistered,
+        now: Now,
+        out: &mut Vec<Command>,
+    ) {
+        let id = registered.agent_id;
+        if self.session.agent_id != Some(id) && self.config.journaling == Journaling::On {
+            out.push(Command::PersistAgentId(id));
+        }
+        let s = &mut self.session;
+        s.agent_id = Some(id);
+        s.phase = Phase::Registered;
+        s.epoch = s.epoch.wrapping_add(1);
+        s.attempts = 0;
+        s.interval = heartbeat_interval(
+            registered.heartbeat_interval_s,
+            self.config.timing.min_heartbeat,
+        );
+        out.push(Command::SetTimer {
+            at: now.at + s.interval,
+            timer: Timer::Heartbeat(s.epoch),
+        });
+    }
+
+    pub(super) fn statuses_answered(
+        &mut self,
+        result: Result<(), Failure>,
+        now: Now,
+        out: &mut Vec<Command>,
+    ) {
+        match result {
+            Ok(()) => {
+                self.updates.attempts = 0;
+                self.updates.not_found = None;
+                let acked = self.updates.finish();
+                self.acknowledged(acked, out);
+            }
+            Err(Failure::NotFound(body)) => {
+                if self.updates.count_not_found() {
+                    // The same update keeps getting 404 right after registering again: the
+                    // coordinator rejects the update itself.
+                    self.refused(404, &body, out);
+                } else {
+                    self.updates.in_flight = 0;
+                    self.reregister(now, out);
+                }
+            }
+            Err(Failure::Status { code, body }) if (400..500).contains(&code) => {
+                self.refused(code, &body, out);
+            }
+            Err(_) => {
+                let t = &self.config.timing;
+                let u = &mut self.updates;
+                let delay = self
+                    .config
+                    .jitter
+                    .backoff(u.attempts, t.backoff_min, t.backoff_max);
+                u.attempts = u.attempts.saturating_add(1);
+                u.in_flight = 0;
+                u.retry_at = Some(now.at + delay);
+                out.push(Command::SetTimer {
+                    at: now.at + delay,
+                    timer: Timer::RetryStatuses,
+                });
+            }
+        }
+    }
+
+    /// The coordinator refused the request in flight: a batch is split to find the refused
+    /// update; a single update is dropped, since it would block every later one.
+    pub(super) fn refused(&mut self, code: u16, body: &str, out: &mut Vec<Command>) {
+        let n = self.updates.in_flight;
+        if n > 1 {
+            self.updates.one_at_a_time = n;
+            self.updates.in_flight = 0;
+            return;
+        }
+        self.updates.not_found = None;
+        let dropped = self.updates.finish();
+        for s in &dropped {
+            tracing::warn!(task_id = %s.task_id, code, "coordinator refused an update; dropping it: {body}");
+        }
+        self.acknowledged(dropped, out);
+    }
+
+    /// The coordinator forgot the agent: register again now (once, however many answers said so).
+    pub(super) fn reregister(&mut self, now: Now, out: &mut Vec<Command>) {
+        if self.session.phase == Phase::Registered {
+            tracing::info!("coordinator does not know this agent; registering again");
+            self.session.phase = Phase::Waiting;
+            out.push(Command::SetTimer {
+                at: now.at,
+                timer: Timer::Register,
+            });
+        }
+    }
+
+    /// Sends the oldest unacknowledged updates, unless a request is in flight, a backoff runs,
+    /// or the agent is not registered.
+    pub fn flush(&mut self, now: Now, out: &mut Vec<Command>) {
+        let (Phase::Registered, Some(agent_id)) = (self.session.phase, self.session.agent_id)
+        else {
+            return;
+        };
+        let Some(n) = self
+            .updates
+            .next_batch(now.at, self.config.max_batch.max(1))
+        else {
+            return;
+        };
+        let statuses = self
+            .updates
+            .queue
+            .iter()
+            .take(n)
+            .map(|s| {
+                let mut s = s.clone();
+                s.agent_id = agent_id;
+                s
+            })
+            .collect();
+        self.updates.start(n);
+        out.push(Command::Send(Request::Statuses { agent_id, statuses }));
+    }
+}

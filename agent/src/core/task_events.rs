@@ -1,0 +1,268 @@
+//! Task events: launches, starts, exits, kills, and the rebuild from a replayed journal.
+
+use super::*;
+
+impl Core {
+    /// A core rebuilt from a replayed journal. Each task not yet
+    /// terminal is looked at with `probe` (the shell's view of its process): a live process is
+    /// re-adopted ([`Command::Watch`]); one that ended is reported from its exit code (or `lost`
+    /// without one) after its group is killed; a task that never started is `failed`.
+    pub fn restore(
+        config: CoreConfig,
+        restored: Restored,
+        mut probe: impl FnMut(Process, Option<&Path>) -> Probe,
+        now: Now,
+        out: &mut Vec<Command>,
+    ) -> Self {
+        let Restored {
+            agent_id,
+            replay,
+            journal_lines,
+        } = restored;
+        let mut core = Self::new(config, agent_id);
+        core.journal_lines = journal_lines;
+        let nil = core.session.stamp();
+        for t in replay.tasks {
+            let latest = t.latest.unwrap_or_else(|| TaskStatus {
+                task_id: t.spec.task_id.clone(),
+                framework_id: t.framework_id,
+                agent_id: nil,
+                state: TaskState::Starting,
+                message: None,
+                exit_code: None,
+                update_id: core.config.update_ids.next(),
+                timestamp: now.wall,
+                resources: Some(t.spec.resources.clone()),
+            });
+            let stage = match t.process {
+                Some((pid, start_time)) => Stage::Started(Some(Process { pid, start_time })),
+                None => Stage::Accepted,
+            };
+            core.tasks.insert(t.spec, Some(t.sandbox), stage, latest);
+        }
+        core.updates.queue = replay.unacked;
+
+        let open: Vec<(TaskId, Option<Process>, Option<PathBuf>)> = core
+            .tasks
+            .in_order()
+            .filter(|t| !t.latest.state.is_terminal())
+            .map(|t| (t.spec.task_id.clone(), t.process(), t.sandbox.clone()))
+            .collect();
+        for (id, process, sandbox) in open {
+            let Some(process) = process else {
+                let message = "the agent restarted before the task's process started";
+                core.record(
+                    &id,
+                    (TaskState::Failed, Some(message.into()), None),
+                    now,
+                    out,
+                );
+                continue;
+            };
+            match probe(process, sandbox.as_deref()) {
+                Probe::Alive => out.push(Command::Watch(id, process)),
+                Probe::Ended(code) => {
+                    out.push(Command::Signal {
+                        task_id: id.clone(),
+                        process: Some(process),
+                        signal: Signal::Kill,
+                    });
+                    let end = match code {
+                        Some(code) => code_outcome(code),
+                        None => (
+                            TaskState::Lost,
+                            Some("the process ended while the agent was down; its exit status is unknown".into()),
+                            None,
+                        ),
+                    };
+                    core.record(&id, end, now, out);
+                }
+            }
+        }
+        core
+    }
+
+    /// Refuses new launches from now on (shutdown).
+    pub fn stop_accepting(&mut self) {
+        self.accepting = Accepting::No;
+    }
+
+    /// Checks a launch without changing anything: shutting down, or a duplicate task id.
+    pub fn check_launch<'a>(
+        &self,
+        specs: impl IntoIterator<Item = &'a TaskSpec>,
+    ) -> Result<(), LaunchError> {
+        if self.accepting == Accepting::No {
+            return Err(LaunchError::ShuttingDown);
+        }
+        let mut seen = HashSet::new();
+        for s in specs {
+            if self.tasks.contains(&s.task_id) || !seen.insert(&s.task_id) {
+                return Err(LaunchError::Duplicate(s.task_id.clone()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Accepts tasks (all or none): each is `starting`, journaled, queued, and to be spawned.
+    pub fn launch(
+        &mut self,
+        framework_id: FrameworkId,
+        launches: Vec<Launch>,
+        now: Now,
+        out: &mut Vec<Command>,
+    ) -> Result<(), LaunchError> {
+        self.check_launch(launches.iter().map(|l| &l.spec))?;
+        let agent_id = self.session.stamp();
+        let mut records = Vec::new();
+        let mut accepted = Vec::with_capacity(launches.len());
+        for Launch { spec, sandbox } in launches {
+            let status = TaskStatus {
+                task_id: spec.task_id.clone(),
+                framework_id,
+                agent_id,
+                state: TaskState::Starting,
+                message: None,
+                exit_code: None,
+                update_id: self.config.update_ids.next(),
+                timestamp: now.wall,
+                resources: Some(spec.resources.clone()),
+            };
+            if self.config.journaling == Journaling::On {
+                if let Some(sandbox) = &sandbox {
+                    records.push(Record::Launch {
+                        framework_id,
+                        spec: spec.clone(),
+                        sandbox: sandbox.clone(),
+                    });
+                }
+                records.push(Record::Status {
+                    status: status.clone(),
+                });
+            }
+            accepted.push((spec, sandbox, status));
+        }
+        self.journal(records, Durability::Synced, out);
+        for (spec, sandbox, status) in accepted {
+            let id = spec.task_id.clone();
+            self.updates.queue.push_back(status.clone());
+            self.tasks.insert(spec, sandbox, Stage::Accepted, status);
+            out.push(Command::Spawn(id));
+        }
+        self.prune();
+        Ok(())
+    }
+
+    /// Undoes an accepted launch whose journal write failed: forgets the tasks and their
+    /// updates, as if the launch had been refused.
+    pub fn forget_launch(&mut self, task_ids: &[TaskId]) {
+        for id in task_ids {
+            self.tasks.remove(id);
+        }
+        let ids: HashSet<&TaskId> = task_ids.iter().collect();
+        self.updates.queue.retain(|s| !ids.contains(&s.task_id));
+    }
+
+    /// The shell is about to start the task: what to run and where. `None` when there is
+    /// nothing to start: unknown, ended, or killed before it started (then recorded `killed`).
+    pub fn take_launch(
+        &mut self,
+        task_id: &TaskId,
+        now: Now,
+        out: &mut Vec<Command>,
+    ) -> Option<(TaskSpec, Option<PathBuf>)> {
+        let t = self.tasks.get(task_id)?;
+        if t.latest.state.is_terminal() || t.stage != Stage::Accepted {
+            return None;
+        }
+        if t.kill_requested {
+            let end = (
+                TaskState::Killed,
+                Some("killed before it started".into()),
+                None,
+            );
+            self.record(task_id, end, now, out);
+            return None;
+        }
+        Some((t.spec.clone(), t.sandbox.clone()))
+    }
+
+    /// The task started (`running`), with its OS process when it has one. A kill that arrived
+    /// while it was starting is carried out now.
+    pub fn started(
+        &mut self,
+        task_id: &TaskId,
+        process: Option<Process>,
+        now: Now,
+        out: &mut Vec<Command>,
+    ) {
+        let Some(t) = self.tasks.get_mut(task_id) else {
+            return;
+        };
+        t.stage = Stage::Started(process);
+        let kill = t.kill_requested;
+        if let (Journaling::On, Some(p)) = (self.config.journaling, process) {
+            let record = Record::Started {
+                task_id: task_id.clone(),
+                pid: p.pid,
+                start_time: p.start_time,
+            };
+            self.journal(vec![record], Durability::Buffered, out);
+        }
+        self.record(task_id, (TaskState::Running, None, None), now, out);
+        if kill {
+            self.signal_kill(task_id, process, now, out);
+        }
+    }
+
+    /// The task's process ended (or could not run).
+    pub fn exited(&mut self, task_id: &TaskId, exit: Exit, now: Now, out: &mut Vec<Command>) {
+        let Some(t) = self.tasks.get(task_id) else {
+            return;
+        };
+        let end = outcome(exit, t.kill_requested);
+        self.record(task_id, end, now, out);
+    }
+
+    /// A kill request: SIGTERM now and SIGKILL after the grace period for a running task; a
+    /// task not started yet is killed before it starts; an ended one is left alone.
+    pub fn kill(
+        &mut self,
+        task_id: &TaskId,
+        now: Now,
+        out: &mut Vec<Command>,
+    ) -> Result<(), UnknownTask> {
+        let t = self
+            .tasks
+            .get_mut(task_id)
+            .ok_or_else(|| UnknownTask(task_id.clone()))?;
+        if t.latest.state.is_terminal() {
+            return Ok(());
+        }
+        t.kill_requested = true;
+        if let Stage::Started(process) = t.stage {
+            self.signal_kill(task_id, process, now, out);
+        }
+        Ok(())
+    }
+
+    pub(super) fn signal_kill(
+        &mut self,
+        task_id: &TaskId,
+        process: Option<Process>,
+        now: Now,
+        out: &mut Vec<Command>,
+    ) {
+        out.push(Command::Signal {
+            task_id: task_id.clone(),
+            process,
+            signal: Signal::Terminate,
+        });
+        if process.is_some() {
+            out.push(Command::SetTimer {
+                at: now.at + self.config.timing.kill_grace,
+                timer: Timer::KillGrace(task_id.clone()),
+            });
+        }
+    }
+}

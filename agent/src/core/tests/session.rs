@@ -1,0 +1,102 @@
+//! Registration, heartbeats, re-registration.
+
+use super::*;
+
+#[test]
+fn registers_heartbeats_and_registers_again_after_a_404() {
+    let mut rig = Rig::sim();
+    let fx = rig.at(0, |c, now, out| c.start(now, out));
+    assert_eq!(
+        fx,
+        [Command::Send(Request::Register {
+            agent_id: None,
+            tasks: vec![]
+        })]
+    );
+    // A failed registration is retried after the backoff (10 ms without jitter, then 20 ms).
+    let fx = rig.at(0, |c, now, out| {
+        c.reply(
+            Reply::Registered(Err(Failure::Unreachable("down".into()))),
+            now,
+            out,
+        )
+    });
+    assert_eq!(
+        fx,
+        [Command::SetTimer {
+            at: rig.now(10).at,
+            timer: Timer::Register
+        }]
+    );
+    rig.at(10, |c, now, out| c.timer(Timer::Register, now, out));
+    let fx = rig.at(12, |c, now, out| {
+        c.reply(
+            Reply::Registered(Err(Failure::Unreachable("down".into()))),
+            now,
+            out,
+        )
+    });
+    assert_eq!(
+        fx,
+        [Command::SetTimer {
+            at: rig.now(32).at,
+            timer: Timer::Register
+        }]
+    );
+    rig.at(32, |c, now, out| c.timer(Timer::Register, now, out));
+    let registered = rig.registered();
+    let fx = rig.at(40, |c, now, out| c.reply(registered, now, out));
+    assert_eq!(
+        fx,
+        [Command::SetTimer {
+            at: rig.now(540).at,
+            timer: Timer::Heartbeat(1)
+        }]
+    );
+    assert_eq!(rig.core.agent_id(), Some(rig.agent));
+
+    let agent_id = rig.agent;
+    let fx = rig.at(540, |c, now, out| c.timer(Timer::Heartbeat(1), now, out));
+    assert_eq!(
+        fx,
+        [Command::Send(Request::Heartbeat { agent_id, epoch: 1 })]
+    );
+    // A failed heartbeat keeps the beat.
+    let fx = rig.at(550, |c, now, out| {
+        let result = Err(Failure::Unreachable("x".into()));
+        c.reply(Reply::Heartbeat { epoch: 1, result }, now, out)
+    });
+    assert_eq!(
+        fx,
+        [Command::SetTimer {
+            at: rig.now(1050).at,
+            timer: Timer::Heartbeat(1)
+        }]
+    );
+    // 404: the coordinator forgot the agent; it registers again with its id and tasks.
+    rig.launch(600, &["a"]);
+    let fx = rig.at(1100, |c, now, out| {
+        let result = Err(Failure::NotFound("unknown agent".into()));
+        c.reply(Reply::Heartbeat { epoch: 1, result }, now, out)
+    });
+    assert_eq!(
+        fx,
+        [Command::SetTimer {
+            at: rig.now(1100).at,
+            timer: Timer::Register
+        }]
+    );
+    let fx = rig.at(1100, |c, now, out| c.timer(Timer::Register, now, out));
+    let mut a = rig.status("a", TaskState::Starting, 1);
+    a.agent_id = rig.agent;
+    assert_eq!(
+        fx,
+        [Command::Send(Request::Register {
+            agent_id: Some(agent_id),
+            tasks: vec![a]
+        })]
+    );
+    // A heartbeat of the old registration is dropped.
+    let fx = rig.at(1200, |c, now, out| c.timer(Timer::Heartbeat(1), now, out));
+    assert_eq!(fx, []);
+}

@@ -1,0 +1,385 @@
+//! The real agent's shell around the [`Core`]: it feeds the core (launches and kills from the
+//! API, process starts and exits, timers, the coordinator's replies) and runs the commands it
+//! emits: journal writes (under the books' lock, so the journal order is the send order), HTTP
+//! requests, task processes, signals, timers.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use nix::sys::signal::Signal as OsSignal;
+use protocol::{AgentId, FrameworkId, Resources, TaskId, TaskSpec, TaskStatus};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::client::{self, Call, Identity, LogLevel};
+use crate::config::AgentConfig;
+use crate::core::{
+    self, Command, Core, CoreConfig, Durability, Exit, Launch, Now, Probe, Process, Restored,
+    Signal, UnknownTask,
+};
+use crate::executor::{self, MemoryLimits};
+use crate::journal::{Journal, JournalError, Replay};
+
+/// The file in the work dir holding the agent id the coordinator gave.
+pub const AGENT_ID_FILE: &str = "agent_id";
+
+/// A launch the agent refuses.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LaunchError {
+    #[error(transparent)]
+    Refused(#[from] core::LaunchError),
+    #[error("cannot create sandbox {path}: {source}")]
+    Sandbox {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+}
+
+/// The core and the journal, changed together.
+struct Books {
+    core: Core,
+    journal: Journal,
+}
+
+/// What a real agent is made of, besides its journal.
+pub(crate) struct Parts {
+    pub config: AgentConfig,
+    pub resources: Resources,
+    pub hostname: String,
+    pub endpoint: String,
+    pub http: reqwest::Client,
+}
+
+/// One real agent.
+pub(crate) struct RealAgent {
+    pub config: AgentConfig,
+    identity: Identity,
+    limits: MemoryLimits,
+    /// Held briefly, never across an `.await`.
+    books: Mutex<Books>,
+    http: reqwest::Client,
+    /// Cancelled on shutdown; every background task watches it.
+    pub cancel: CancellationToken,
+    /// Requests, timers, process watchers: awaited on shutdown.
+    pub tracker: TaskTracker,
+}
+
+impl RealAgent {
+    /// Builds the agent from its replayed journal and starts what the replay calls for
+    /// (re-adopted processes, updates of tasks that ended while the agent was down).
+    pub fn restore(parts: Parts, journal: Journal, replay: Replay) -> Arc<RealAgent> {
+        let Parts {
+            config,
+            resources,
+            hostname,
+            endpoint,
+            http,
+        } = parts;
+        let agent_id = read_agent_id(&config.work_dir);
+        let now = now();
+        let mut out = Vec::new();
+        let restored = Restored {
+            agent_id,
+            replay,
+            journal_lines: journal.lines(),
+        };
+        let core_config = CoreConfig::real(config.timing.clone());
+        let core = Core::restore(core_config, restored, probe, now, &mut out);
+        let agent = Arc::new(RealAgent {
+            identity: Identity {
+                hostname,
+                endpoint,
+                resources,
+                attributes: config.attributes.clone(),
+            },
+            limits: MemoryLimits::choose(config.cgroup_root.as_deref()),
+            config,
+            books: Mutex::new(Books { core, journal }),
+            http,
+            cancel: CancellationToken::new(),
+            tracker: TaskTracker::new(),
+        });
+        let rest = agent.write_journal(&mut agent.lock(), out);
+        agent.run(rest);
+        agent
+    }
+
+    /// Locks the books. A poisoned lock (a panic elsewhere) still holds consistent data; keep
+    /// going.
+    fn lock(&self) -> MutexGuard<'_, Books> {
+        self.books.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Feeds the core one event (`f`), flushes updates, and runs what it asks for.
+    pub fn feed<R>(self: &Arc<Self>, f: impl FnOnce(&mut Core, Now, &mut Vec<Command>) -> R) -> R {
+        let now = now();
+        let mut out = Vec::new();
+        let (result, rest) = {
+            let mut books = self.lock();
+            let result = f(&mut books.core, now, &mut out);
+            books.core.flush(now, &mut out);
+            (result, self.write_journal(&mut books, out))
+        };
+        self.run(rest);
+        result
+    }
+
+    /// Accepts tasks for launch (all or none): sandboxes created, journaled as `starting`,
+    /// processes started.
+    pub fn launch(
+        self: &Arc<Self>,
+        framework_id: FrameworkId,
+        specs: Vec<TaskSpec>,
+    ) -> Result<(), LaunchError> {
+        let now = now();
+        let mut out = Vec::new();
+        let rest = {
+            let mut books = self.lock();
+            books.core.check_launch(&specs)?;
+            let mut launches = Vec::with_capacity(specs.len());
+            for spec in specs {
+                let sandbox = self.fresh_sandbox(&framework_id, &spec.task_id);
+                std::fs::create_dir_all(&sandbox).map_err(|source| LaunchError::Sandbox {
+                    path: sandbox.clone(),
+                    source,
+                })?;
+                launches.push(Launch {
+                    spec,
+                    sandbox: Some(sandbox),
+                });
+            }
+            let ids: Vec<TaskId> = launches.iter().map(|l| l.spec.task_id.clone()).collect();
+            books.core.launch(framework_id, launches, now, &mut out)?;
+            // The launch's own journal write comes first; if it fails, the launch is refused.
+            if let Some(Command::Journal { records, .. }) = out.first() {
+                if let Err(e) = books.journal.append(records, Durability::Synced) {
+                    books.core.forget_launch(&ids);
+                    return Err(e.into());
+                }
+                out.remove(0);
+            }
+            books.core.flush(now, &mut out);
+            self.write_journal(&mut books, out)
+        };
+        self.run(rest);
+        Ok(())
+    }
+
+    /// Starts killing a task.
+    pub fn kill(self: &Arc<Self>, task_id: &TaskId) -> Result<(), UnknownTask> {
+        self.feed(|core, now, out| core.kill(task_id, now, out))
+    }
+
+    /// The latest status of every task.
+    pub fn statuses(&self) -> Vec<TaskStatus> {
+        self.lock().core.statuses()
+    }
+
+    /// The task's sandbox.
+    pub fn sandbox(&self, task_id: &TaskId) -> Option<PathBuf> {
+        self.lock().core.sandbox(task_id).map(Path::to_path_buf)
+    }
+
+    /// The sandboxes of tasks that have not ended (never garbage-collected).
+    pub fn live_sandboxes(&self) -> std::collections::HashSet<PathBuf> {
+        self.lock().core.live_sandboxes()
+    }
+
+    /// Refuses launches from now on (shutdown).
+    pub fn stop_accepting(&self) {
+        self.lock().core.stop_accepting();
+    }
+
+    /// Syncs the journal (shutdown).
+    pub fn flush(&self) -> Result<(), JournalError> {
+        self.lock().journal.flush()
+    }
+
+    /// A sandbox path not used before: `sandboxes/{framework}/{task}`, with a numeric suffix
+    /// when a task id is re-used after the old task was forgotten.
+    fn fresh_sandbox(&self, framework_id: &FrameworkId, task_id: &TaskId) -> PathBuf {
+        let base = self
+            .config
+            .work_dir
+            .join("sandboxes")
+            .join(framework_id.to_string());
+        let mut path = base.join(task_id.as_str());
+        let mut n = 1;
+        while path.exists() {
+            path = base.join(format!("{task_id}.{n}"));
+            n += 1;
+        }
+        path
+    }
+
+    /// Runs the journal commands (with the books locked) and returns the others.
+    fn write_journal(&self, books: &mut Books, commands: Vec<Command>) -> Vec<Command> {
+        let mut rest = Vec::with_capacity(commands.len());
+        for c in commands {
+            match c {
+                Command::Journal {
+                    records,
+                    durability,
+                } => {
+                    if let Err(e) = books.journal.append(&records, durability) {
+                        // Still report it: a lost journal line only matters if the agent also
+                        // restarts.
+                        tracing::error!("cannot write the journal: {e}");
+                    }
+                }
+                Command::RewriteJournal { records } => {
+                    if let Err(e) = books.journal.rewrite(&records) {
+                        tracing::warn!("journal compaction failed: {e}");
+                    }
+                }
+                other => rest.push(other),
+            }
+        }
+        rest
+    }
+
+    /// Runs the commands that need no lock.
+    fn run(self: &Arc<Self>, commands: Vec<Command>) {
+        for c in commands {
+            match c {
+                Command::Journal { .. } | Command::RewriteJournal { .. } => {
+                    let rest = self.write_journal(&mut self.lock(), vec![c]);
+                    debug_assert!(rest.is_empty());
+                }
+                Command::PersistAgentId(id) => {
+                    if let Err(e) = write_agent_id(&self.config.work_dir, id) {
+                        tracing::error!("cannot persist the agent id: {e}");
+                    }
+                }
+                Command::Send(request) => {
+                    let call =
+                        Call::new(&self.config.coordinator, request, || self.identity.clone());
+                    let agent = Arc::clone(self);
+                    self.tracker.spawn(async move {
+                        let timeout = agent.config.timing.request_timeout;
+                        tokio::select! {
+                            reply = call.send(&agent.http, timeout) => {
+                                client::log_failure(&reply, LogLevel::Warn);
+                                agent.feed(|core, now, out| core.reply(reply, now, out));
+                            }
+                            () = agent.cancel.cancelled() => {}
+                        }
+                    });
+                }
+                Command::SetTimer { at, timer } => {
+                    let agent = Arc::clone(self);
+                    self.tracker.spawn(async move {
+                        tokio::select! {
+                            () = tokio::time::sleep_until(at.into()) => {
+                                agent.feed(|core, now, out| core.timer(timer, now, out));
+                            }
+                            () = agent.cancel.cancelled() => {}
+                        }
+                    });
+                }
+                Command::Spawn(task_id) => {
+                    self.tracker.spawn(run_task(Arc::clone(self), task_id));
+                }
+                Command::Watch(task_id, process) => {
+                    tracing::info!(%task_id, pid = process.pid, "re-adopting a task that outlived the agent");
+                    self.tracker
+                        .spawn(watch_adopted(Arc::clone(self), task_id, process));
+                }
+                Command::Signal {
+                    process, signal, ..
+                } => {
+                    if let Some(p) = process {
+                        let signal = match signal {
+                            Signal::Terminate => OsSignal::SIGTERM,
+                            Signal::Kill => OsSignal::SIGKILL,
+                        };
+                        executor::signal_group(p.pid, signal);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The time now, from tokio's clock (so tests can pause it).
+fn now() -> Now {
+    Now::read(tokio::time::Instant::now().into_std())
+}
+
+/// Whether a replayed task's process lives on, and if not, how it ended.
+fn probe(process: Process, sandbox: Option<&Path>) -> Probe {
+    if executor::same_process_alive(process.pid, process.start_time) {
+        Probe::Alive
+    } else {
+        Probe::Ended(sandbox.and_then(executor::read_exit_file))
+    }
+}
+
+/// Starts the task's process and watches it until it exits. On agent shutdown the process is
+/// left running (re-adopted on the next start).
+async fn run_task(agent: Arc<RealAgent>, task_id: TaskId) {
+    let Some((spec, Some(sandbox))) =
+        agent.feed(|core, now, out| core.take_launch(&task_id, now, out))
+    else {
+        return;
+    };
+    let running = match executor::spawn(&spec, &sandbox, &agent.limits) {
+        Ok(running) => running,
+        Err(e) => {
+            let exit = Exit::Error(e.to_string());
+            agent.feed(|core, now, out| core.exited(&task_id, exit, now, out));
+            return;
+        }
+    };
+    let process = running.process;
+    agent.feed(|core, now, out| core.started(&task_id, Some(process), now, out));
+    tokio::select! {
+        exit = running.wait() => {
+            agent.feed(|core, now, out| core.exited(&task_id, exit, now, out));
+        }
+        () = agent.cancel.cancelled() => {}
+    }
+}
+
+/// Watches a process that was started before the agent restarted, until it exits, then reports
+/// the exit code the wrapper left in the sandbox.
+async fn watch_adopted(agent: Arc<RealAgent>, task_id: TaskId, process: Process) {
+    let Some(sandbox) = agent.sandbox(&task_id) else {
+        return;
+    };
+    loop {
+        if !executor::same_process_alive(process.pid, process.start_time) {
+            executor::signal_group(process.pid, OsSignal::SIGKILL);
+            let exit = match executor::read_exit_file(&sandbox) {
+                Some(code) => Exit::Code(code),
+                None => {
+                    Exit::Unknown("the process ended without an exit status (killed by a signal?)")
+                }
+            };
+            agent.feed(|core, now, out| core.exited(&task_id, exit, now, out));
+            return;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(agent.config.timing.adopt_poll) => {}
+            () = agent.cancel.cancelled() => return,
+        }
+    }
+}
+
+/// Reads the persisted agent id, if any.
+pub fn read_agent_id(work_dir: &Path) -> Option<AgentId> {
+    std::fs::read_to_string(work_dir.join(AGENT_ID_FILE))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+fn write_agent_id(work_dir: &Path, id: AgentId) -> std::io::Result<()> {
+    let tmp = work_dir.join(format!("{AGENT_ID_FILE}.tmp"));
+    std::fs::write(&tmp, id.to_string())?;
+    std::fs::File::open(&tmp)?.sync_all()?;
+    std::fs::rename(&tmp, work_dir.join(AGENT_ID_FILE))
+}
