@@ -12,7 +12,7 @@ use axum::{Json, Router};
 use protocol::messages::{Empty, LaunchTasks, TaskStatusList};
 use protocol::{ErrorBody, TaskId};
 
-use crate::core;
+use crate::engine;
 use crate::real::{LaunchError, RealAgent};
 
 /// The most output one `stdout`/`stderr` request returns: the end of the file.
@@ -48,13 +48,13 @@ impl ApiError {
     }
 }
 
-impl From<core::LaunchError> for ApiError {
-    fn from(e: core::LaunchError) -> Self {
+impl From<engine::LaunchError> for ApiError {
+    fn from(e: engine::LaunchError) -> Self {
         match e {
-            core::LaunchError::Duplicate(_) => {
+            engine::LaunchError::Duplicate(_) => {
                 ApiError::new(StatusCode::CONFLICT, "task_exists", e.to_string())
             }
-            core::LaunchError::ShuttingDown => ApiError::new(
+            engine::LaunchError::ShuttingDown => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "shutting_down",
                 e.to_string(),

@@ -7,7 +7,7 @@ use protocol::messages::{AgentRegistered, Empty, RegisterAgent, StatusBatch};
 use protocol::Resources;
 use serde::Serialize;
 
-use crate::core::{Failure, Reply, Request};
+use crate::engine::{Failure, Reply, Request};
 
 /// Who the agent is, for its registrations.
 #[derive(Debug, Clone)]

@@ -22,8 +22,8 @@ use protocol::TaskSpec;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 
-pub use crate::core::code_outcome;
-use crate::core::{Exit, Process, LIMIT_FAILED};
+pub use crate::engine::code_outcome;
+use crate::engine::{Exit, Process, LIMIT_FAILED};
 use crate::reaper;
 
 /// The file (inside the sandbox) where the wrapper writes the task's exit code.

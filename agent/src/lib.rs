@@ -8,7 +8,7 @@
 //! - [`resources`]: detection of cores, memory and disk of the work directory.
 //! - [`core`]: the agent core shared by the real and the simulated agent: a synchronous state
 //!   machine (registration, heartbeats, the task state machine, the unacknowledged updates)
-//!   that does no I/O and emits [`core::Command`]s for a shell to run.
+//!   that does no I/O and emits [`engine::Command`]s for a shell to run.
 //! - `real`: the real agent's shell: runs the core's commands with processes, the journal and
 //!   HTTP.
 //! - [`journal`]: append-only, fsync'd JSON lines in the work dir; replay and compaction.
@@ -63,7 +63,7 @@
 //! agent stops accepting launches, leaves running tasks alone and syncs the journal.
 
 pub mod config;
-pub mod core;
+pub mod engine;
 pub mod executor;
 pub mod journal;
 pub mod resources;

@@ -13,7 +13,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::client::{self, Call, Identity, LogLevel};
 use crate::config::AgentConfig;
-use crate::core::{
+use crate::engine::{
     self, Command, Core, CoreConfig, Durability, Exit, Launch, Now, Probe, Process, Restored,
     Signal, UnknownTask,
 };
@@ -27,7 +27,7 @@ pub const AGENT_ID_FILE: &str = "agent_id";
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum LaunchError {
     #[error(transparent)]
-    Refused(#[from] core::LaunchError),
+    Refused(#[from] engine::LaunchError),
     #[error("cannot create sandbox {path}: {source}")]
     Sandbox {
         path: PathBuf,

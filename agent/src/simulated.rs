@@ -11,7 +11,7 @@
 //! shared HTTP client with a cap on requests in flight, and feeds their answers to the cores.
 //! First registrations are spread over `SimConfig::stagger`. Updates are kept in memory only (a
 //! simulated agent has nothing to re-adopt after a restart) and sent as the core decides: in
-//! order, in batches of up to [`MAX_STATUS_BATCH`](crate::core::MAX_STATUS_BATCH) per request,
+//! order, in batches of up to [`MAX_STATUS_BATCH`](crate::engine::MAX_STATUS_BATCH) per request,
 //! one request in flight per agent, until the coordinator answers `200`; a task is forgotten
 //! once its terminal update is acknowledged.
 
@@ -38,7 +38,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::{parse_launch, parse_task_id, ApiError};
 use crate::client::{self, Call, Identity, LogLevel};
 use crate::config::{self, SimConfig};
-use crate::core::{Command, Core, CoreConfig, Exit, Launch, Now, Reply, Signal, Timer};
+use crate::engine::{Command, Core, CoreConfig, Exit, Launch, Now, Reply, Signal, Timer};
 use crate::AgentError;
 
 /// Something the driver must do at a given time.
