@@ -162,6 +162,11 @@ impl Metrics {
                 "Changes the durable registry failed to write.",
                 load(&self.registry_write_errors),
             ),
+            (
+                "parley_ledger_mismatches_total",
+                "Disagreements found in the books (offered/used vs the allocator): always a bug.",
+                g.ledger_mismatches,
+            ),
         ];
         for (name, help, v) in counters {
             let _ = writeln!(
@@ -262,6 +267,7 @@ mod tests {
         m.observe_allocation(Duration::from_secs(2));
         let mut g = Gauges {
             outstanding_offers: 3,
+            ledger_mismatches: 1,
             ..Gauges::default()
         };
         g.tasks_by_state.insert("running", 2);
@@ -282,6 +288,7 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("parley_offers_created_total 0"), "{text}");
+        assert!(text.contains("parley_ledger_mismatches_total 1"), "{text}");
         assert!(
             text.contains("parley_allocation_run_fine_seconds_count 2"),
             "{text}"

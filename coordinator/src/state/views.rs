@@ -99,6 +99,9 @@ pub struct Gauges {
     pub frameworks_by_state: BTreeMap<&'static str, usize>,
     /// Dominant share per role path (the root is "").
     pub role_shares: Vec<(String, f64)>,
+    /// Disagreements the ledger found in the books since start (always a bug; see
+    /// [`State::ledger_mismatches`]).
+    pub ledger_mismatches: u64,
 }
 
 impl State {
@@ -220,6 +223,7 @@ impl State {
     pub fn gauges(&self) -> Gauges {
         let mut g = Gauges {
             outstanding_offers: self.offers.len(),
+            ledger_mismatches: self.ledger_mismatches(),
             ..Gauges::default()
         };
         for t in self.tasks.values() {
