@@ -13,10 +13,10 @@
 //!
 //! # Layout
 //!
-//! - [`allocator`]: PURE (no I/O, no clock, no tokio): the role tree, DRF / H-DRF / plain-sum
-//!   policies, decline filters, and the allocation cycle that turns free agent resources into
-//!   decisions.
-//! - [`sim`]: the task-by-task scenario runner behind the `hdrf-sim` binary.
+//! - [`allocator`]: the `allocator` crate, re-exported (PURE: no I/O, no clock, no tokio; the
+//!   compiler enforces it, the crate depends only on `protocol`): the role tree, DRF / H-DRF /
+//!   plain-sum policies, decline filters, and the allocation cycle that turns free agent resources
+//!   into decisions. Its `sim` module and `hdrf-sim` binary live there too.
 //! - [`config`]: [`Config`], every setting with its default; the TOML file form; validation.
 //! - [`state`]: the registry, the one owner of the books (agents, frameworks, tasks, offers,
 //!   the allocator). Synchronous; methods validate before mutating and return effects.
@@ -31,17 +31,16 @@
 //! - [`dev`]: `coordinator --dev`: the coordinator plus local agents in one process.
 //! - `ui/`: the dashboard page served at `/` (static HTML and JS, no build step).
 
-pub mod allocator;
 pub mod api;
 pub mod config;
 pub mod dev;
 pub mod metrics;
 pub mod runtime;
 pub mod server;
-pub mod sim;
 pub mod state;
 pub mod store;
 
+pub use allocator;
 pub use config::{Config, ConfigError, FileConfig};
 pub use runtime::Coordinator;
 pub use server::serve;

@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-use coordinator::allocator::{Allocator, FilterMode, Policy};
+use allocator::{Allocator, FilterMode, Policy};
 use proptest::prelude::*;
 use protocol::{AgentId, FrameworkId, ResourceName, Resources, RolePath, Weight};
 use uuid::Uuid;

@@ -20,6 +20,8 @@
 //! - `reference`: the straight-from-ALGORITHMS.md decision procedures (the oracle the fast path
 //!   is tested against).
 //! - `views`: the operator views (`role_tree`, `dominant_share`).
+//! - [`sim`]: the task-by-task scenario runner behind the `hdrf-sim` binary (`src/bin/`, which
+//!   does the file and stdin reading).
 //!
 //! # Data structures
 //!
@@ -73,6 +75,7 @@ mod idhash;
 mod kinds;
 mod numeric;
 mod reference;
+pub mod sim;
 #[cfg(test)]
 mod tests;
 mod tree;
