@@ -168,7 +168,7 @@ pub struct Allocator {
     /// Leaves with a demand hint (checked per decision).
     pub(crate) demand_leaves: Vec<u32>,
     /// The fast path's cache.
-    pub(crate) fast: fast::CacheCell,
+    pub(crate) fast: fast::Fast,
 }
 
 impl Allocator {
@@ -187,7 +187,7 @@ impl Allocator {
             eligibility_version: 0,
             capacity_version: 0,
             demand_leaves: Vec::new(),
-            fast: fast::CacheCell::default(),
+            fast: fast::Fast::default(),
         }
     }
 
