@@ -11,7 +11,12 @@ impl Allocator {
     /// One decision: which framework gets `W = free` (on `agent`, whose filters apply; `None` means
     /// no agent, so no filters). Changes no books (`&mut self` only brings the fast path's caches
     /// up to date). `None` when every framework is blocked or `W` is empty.
-    pub fn pick(&mut self, agent: Option<AgentId>, free: &Resources, now: u64) -> Option<FrameworkId> {
+    pub fn pick(
+        &mut self,
+        agent: Option<AgentId>,
+        free: &Resources,
+        now: u64,
+    ) -> Option<FrameworkId> {
         let slot = match agent {
             Some(a) => Some(*self.agent_index.get(&a)?),
             None => None,

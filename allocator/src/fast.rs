@@ -776,7 +776,8 @@ mod tests {
         let agent = AgentId(Uuid::from_u128(100));
         let mut a = Allocator::new(Policy::Hdrf);
         for (i, role) in [(1, "a/x"), (2, "a/y"), (3, "b")] {
-            a.add_framework(fw(i), &RolePath::new(role).unwrap()).unwrap();
+            a.add_framework(fw(i), &RolePath::new(role).unwrap())
+                .unwrap();
         }
         a.add_agent(agent, &r("cpus=10,mem=10")).unwrap();
         a.allocate(fw(3), agent, &r("cpus=2")).unwrap();
@@ -791,7 +792,10 @@ mod tests {
                 assert_eq!(picked, x.pick_reference(Some(agent), &r("cpus=1"), 0));
                 x.allocate(picked.unwrap(), agent, &r("cpus=1")).unwrap();
             }
-            assert_eq!(a.fast.caches[0].seen, b.fast.caches[0].seen, "round {round}");
+            assert_eq!(
+                a.fast.caches[0].seen, b.fast.caches[0].seen,
+                "round {round}"
+            );
         }
         // The original alone changes: the clone is not affected, and both still agree with the
         // reference.

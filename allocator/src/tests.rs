@@ -211,7 +211,11 @@ fn weights_change_at_run_time() {
     assert_eq!(pick(&mut a, Some(ag(1)), "cpus=1", 0), Some(fw(1)));
     a.set_role_weight(&role("b"), Weight::new(2.0).unwrap());
     assert_eq!(a.role_weight(&role("b")), Some(Weight::new(2.0).unwrap()));
-    assert_eq!(pick(&mut a, Some(ag(1)), "cpus=1", 0), Some(fw(2)), "3/2 < 2/1");
+    assert_eq!(
+        pick(&mut a, Some(ag(1)), "cpus=1", 0),
+        Some(fw(2)),
+        "3/2 < 2/1"
+    );
     assert_eq!(a.role_weight(&role("zzz")), None);
     a.set_role_weight(&role("x/y"), Weight::new(3.0).unwrap());
     assert_eq!(
