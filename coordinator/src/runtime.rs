@@ -20,6 +20,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
 use crate::metrics::Metrics;
+use crate::server::ServeError;
 use crate::state::{Effect, Effects, Now, State, StateError};
 use crate::store::Store;
 
@@ -84,7 +85,7 @@ impl Coordinator {
     /// A coordinator whose books hold what `config.registry` kept (empty without one).
     /// `shutdown` ends its streams and background loops. Fails if the registry cannot be opened
     /// or read: starting with empty books instead would forget frameworks silently.
-    pub fn new(config: Config, shutdown: CancellationToken) -> anyhow::Result<Self> {
+    pub fn new(config: Config, shutdown: CancellationToken) -> Result<Self, ServeError> {
         let start = Instant::now();
         let mut state = State::new(&config);
         let store = match &config.registry {

@@ -119,11 +119,8 @@ impl Cluster {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let token = CancellationToken::new();
-        let join = tokio::spawn(coordinator::serve(
-            config.clone(),
-            listener,
-            token.clone().cancelled_owned(),
-        ));
+        let serve = coordinator::serve(config.clone(), listener, token.clone().cancelled_owned());
+        let join = tokio::spawn(async move { Ok(serve.await?) });
         let mut cluster = Cluster {
             url: format!("http://{addr}"),
             http: reqwest::Client::new(),
@@ -215,11 +212,12 @@ impl Cluster {
         )
         .await?;
         let token = CancellationToken::new();
-        let join = tokio::spawn(coordinator::serve(
+        let serve = coordinator::serve(
             self.config.clone(),
             listener,
             token.clone().cancelled_owned(),
-        ));
+        );
+        let join = tokio::spawn(async move { Ok(serve.await?) });
         self.coordinator = Some((token, join));
         Ok(())
     }

@@ -35,11 +35,8 @@ impl Cluster {
             update_resend_interval: Duration::from_millis(500),
             ..coordinator::Config::default()
         };
-        let mut handles = vec![tokio::spawn(coordinator::serve(
-            config,
-            listener,
-            stop.clone().cancelled_owned(),
-        ))];
+        let serve = coordinator::serve(config, listener, stop.clone().cancelled_owned());
+        let mut handles = vec![tokio::spawn(async move { Ok(serve.await?) })];
         let mut dirs = Vec::new();
         for i in 0..agents {
             let dir = tempfile::tempdir().unwrap();
