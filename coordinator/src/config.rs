@@ -294,8 +294,8 @@ pub struct Overrides {
     /// forgotten (default 1000).
     #[arg(long, value_name = "N")]
     pub max_completed_tasks_per_framework: Option<usize>,
-    /// A role weight, e.g. `--role eng/batch=2` (repeatable; overrides the file). In the file, a
-    /// `[roles]` table of path = weight. Checked when applied.
+    /// A role weight, e.g. `--role eng/batch=2` (repeatable; overrides the file).
+    // In the file: a `[roles]` table of path = weight, checked when applied.
     #[arg(long = "role", value_name = "PATH=WEIGHT", value_parser = parse_role)]
     #[serde(default, deserialize_with = "roles_table")]
     pub roles: Vec<(String, f64)>,
