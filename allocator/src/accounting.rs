@@ -197,7 +197,9 @@ impl Allocator {
     /// Hook: a leaf's allocation changed (caches along its path are stale).
     pub(crate) fn allocation_changed(&mut self, leaf: u32) {
         let nodes = self.tree.nodes.len();
-        self.fast.allocation_changed(leaf, nodes);
+        if let Some(fast) = &mut self.fast {
+            fast.allocation_changed(leaf, nodes);
+        }
     }
 
     /// Hook: the capacity changed (every cached share is stale).

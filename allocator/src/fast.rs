@@ -98,8 +98,9 @@ struct Scratch {
 }
 
 /// The fast path's state: mask caches, the log of allocation changes, scratch. A plain field of
-/// the [`Allocator`]: `pick` takes `&mut self` to bring the caches up to date, and a clone carries
-/// the caches with it (a clone decides exactly as the original, caches or not).
+/// the [`Allocator`] (boxed, `None` until the first pick): `pick` takes `&mut self` to bring the
+/// caches up to date, and a clone carries the caches with it (a clone decides exactly as the
+/// original, caches or not).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Fast {
     caches: Vec<MaskCache>,
@@ -159,11 +160,12 @@ impl Allocator {
             return self.reference_pick(ctx);
         }
         // The caches are updated while the rest of the books are read: take them out for the
-        // decision (a move of a few words, no allocation). Should the decision panic, the
-        // allocator is left with empty caches, which are rebuilt on the next pick.
-        let mut fast = std::mem::take(&mut self.fast);
+        // decision (moving one pointer; moving the whole `Fast` cost about 30 ns per pick).
+        // Should the decision panic, the allocator is left without caches, and the next pick
+        // builds them afresh.
+        let mut fast = self.fast.take().unwrap_or_default();
         let picked = self.fast_pick_with(&mut fast, ymask, ctx);
-        self.fast = fast;
+        self.fast = Some(fast);
         picked
     }
 
@@ -782,20 +784,19 @@ mod tests {
         a.add_agent(agent, &r("cpus=10,mem=10")).unwrap();
         a.allocate(fw(3), agent, &r("cpus=2")).unwrap();
         assert_eq!(a.pick(Some(agent), &r("cpus=1"), 0), Some(fw(1)));
-        assert_eq!(a.fast.caches.len(), 1, "the pick built a cache");
+        let caches = |x: &Allocator| x.fast.as_ref().map_or(0, |f| f.caches.len());
+        assert_eq!(caches(&a), 1, "the pick built a cache");
 
         let mut b = a.clone();
-        assert_eq!(b.fast.caches.len(), 1, "the clone keeps it");
+        assert_eq!(caches(&b), 1, "the clone keeps it");
         for round in 0..3 {
             for x in [&mut a, &mut b] {
                 let picked = x.pick(Some(agent), &r("cpus=1"), 0);
                 assert_eq!(picked, x.pick_reference(Some(agent), &r("cpus=1"), 0));
                 x.allocate(picked.unwrap(), agent, &r("cpus=1")).unwrap();
             }
-            assert_eq!(
-                a.fast.caches[0].seen, b.fast.caches[0].seen,
-                "round {round}"
-            );
+            let seen = |x: &Allocator| x.fast.as_ref().map(|f| f.caches[0].seen);
+            assert_eq!(seen(&a), seen(&b), "round {round}");
         }
         // The original alone changes: the clone is not affected, and both still agree with the
         // reference.

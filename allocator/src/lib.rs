@@ -167,8 +167,8 @@ pub struct Allocator {
     pub(crate) capacity_version: u64,
     /// Leaves with a demand hint (checked per decision).
     pub(crate) demand_leaves: Vec<u32>,
-    /// The fast path's cache.
-    pub(crate) fast: fast::Fast,
+    /// The fast path's caches (`None` before the first pick).
+    pub(crate) fast: Option<Box<fast::Fast>>,
 }
 
 impl Allocator {
@@ -187,7 +187,7 @@ impl Allocator {
             eligibility_version: 0,
             capacity_version: 0,
             demand_leaves: Vec::new(),
-            fast: fast::Fast::default(),
+            fast: None,
         }
     }
 
