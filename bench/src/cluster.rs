@@ -152,11 +152,12 @@ impl Cluster {
                 let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
                 let url = format!("http://{}", listener.local_addr()?);
                 let stop = CancellationToken::new();
-                let coordinator = tokio::spawn(coordinator::serve(
+                let serve = coordinator::serve(
                     coordinator::Config::default(),
                     listener,
                     stop.clone().cancelled_owned(),
-                ));
+                );
+                let coordinator = tokio::spawn(async move { Ok(serve.await?) });
                 let mut cluster = Cluster {
                     url,
                     http,

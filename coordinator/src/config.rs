@@ -1,5 +1,5 @@
 //! [`Config`]: every setting of the coordinator, its documented defaults, the TOML file form
-//! ([`FileConfig`]) and validation.
+//! and the flags ([`Overrides`], one struct for both) and validation.
 //!
 //! Settings come from three layers, later ones winning: the defaults, a TOML file
 //! (`--config FILE`), and command-line flags. [`Config::validate`] runs once on the result, so a
@@ -181,101 +181,23 @@ impl Config {
         Ok(())
     }
 
-    /// Applies the settings present in a parsed config file over `self`.
-    pub fn apply_file(&mut self, file: &FileConfig) -> Result<(), ConfigError> {
-        let durations: [(&'static str, Option<f64>, &mut Duration, bool); 9] = [
-            (
-                "allocation_interval_s",
-                file.allocation_interval_s,
-                &mut self.allocation_interval,
-                false,
-            ),
-            (
-                "allocation_batch_delay_s",
-                file.allocation_batch_delay_s,
-                &mut self.allocation_batch_delay,
-                true,
-            ),
-            (
-                "offer_timeout_s",
-                file.offer_timeout_s,
-                &mut self.offer_timeout,
-                false,
-            ),
-            (
-                "agent_heartbeat_interval_s",
-                file.agent_heartbeat_interval_s,
-                &mut self.agent_heartbeat_interval,
-                false,
-            ),
-            (
-                "framework_heartbeat_interval_s",
-                file.framework_heartbeat_interval_s,
-                &mut self.framework_heartbeat_interval,
-                false,
-            ),
-            (
-                "default_failover_timeout_s",
-                file.default_failover_timeout_s,
-                &mut self.default_failover_timeout,
-                true,
-            ),
-            (
-                "default_refuse_seconds",
-                file.default_refuse_seconds,
-                &mut self.default_refuse_seconds,
-                true,
-            ),
-            (
-                "update_resend_interval_s",
-                file.update_resend_interval_s,
-                &mut self.update_resend_interval,
-                false,
-            ),
-            (
-                "agent_request_timeout_s",
-                file.agent_request_timeout_s,
-                &mut self.agent_request_timeout,
-                false,
-            ),
-        ];
-        for (name, value, slot, allow_zero) in durations {
-            if let Some(v) = value {
-                *slot = seconds(name, v, allow_zero)?;
-            }
+    /// The defaults, then the file's settings (if any), then the flags'; validated. The first bad
+    /// value is reported, named as its layer spells it (`offer_timeout_s` in the file,
+    /// `--offer-timeout` on the command line).
+    pub fn from_layers(file: Option<&Overrides>, flags: &Overrides) -> Result<Config, ConfigError> {
+        let mut config = Config::default();
+        if let Some(file) = file {
+            file.apply(&mut config, Layer::File)?;
         }
-        if let Some(n) = file.max_missed_heartbeats {
-            self.max_missed_heartbeats = n;
-        }
-        if let Some(n) = file.max_body_bytes {
-            self.max_body_bytes = n;
-        }
-        if let Some(n) = file.max_completed_tasks_per_framework {
-            self.max_completed_tasks_per_framework = n;
-        }
-        for (path, weight) in &file.roles {
-            let role = RolePath::new(path.clone()).map_err(|e| ConfigError::Role {
-                path: path.clone(),
-                reason: e.to_string(),
-            })?;
-            let weight = Weight::new(*weight).map_err(|e| ConfigError::Role {
-                path: path.clone(),
-                reason: e.to_string(),
-            })?;
-            self.set_role(role, weight);
-        }
-        Ok(())
+        flags.apply(&mut config, Layer::Flags)?;
+        config.validate()?;
+        Ok(config)
     }
 
     /// Sets (or replaces) one role's initial weight.
     pub fn set_role(&mut self, role: RolePath, weight: Weight) {
         self.roles.retain(|(p, _)| *p != role);
         self.roles.push((role, weight));
-    }
-
-    /// Parses a TOML config file's text into its settings plus the `listen` address, if given.
-    pub fn parse_file(text: &str) -> Result<FileConfig, ConfigError> {
-        toml::from_str(text).map_err(|e| ConfigError::File(one_line(&e.to_string())))
     }
 }
 
@@ -295,8 +217,22 @@ fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// The TOML config file. Every key is optional; unknown keys are an error (a typo must not be
-/// silently ignored).
+/// Which layer an [`Overrides`] came from: errors name a setting as that layer spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layer {
+    /// The TOML file (`offer_timeout_s`).
+    File,
+    /// The command line (`--offer-timeout`).
+    Flags,
+}
+
+/// Optional settings: one layer over the defaults, either the TOML config file or the command
+/// line (the same struct is deserialized from the file and parsed from the flags, so the two
+/// cannot drift). Unset fields leave the setting alone; [`Config::from_layers`] applies the
+/// file, then the flags, then validates.
+///
+/// The file form (every key optional; an unknown key is an error, so a typo is not silently
+/// ignored):
 ///
 /// ```toml
 /// listen = "127.0.0.1:5050"
@@ -306,38 +242,204 @@ fn one_line(s: &str) -> String {
 /// "eng" = 2.0
 /// "eng/batch" = 1.0
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, clap::Args)]
 #[serde(deny_unknown_fields)]
-pub struct FileConfig {
-    /// Address to listen on.
+pub struct Overrides {
+    /// Address to listen on (file only: the command line's `--listen` is the binary's own flag,
+    /// parsed as a socket address).
+    #[arg(skip)]
     pub listen: Option<String>,
-    /// See [`Config::allocation_interval`].
-    pub allocation_interval_s: Option<f64>,
-    /// See [`Config::allocation_batch_delay`].
-    pub allocation_batch_delay_s: Option<f64>,
-    /// See [`Config::offer_timeout`].
-    pub offer_timeout_s: Option<f64>,
-    /// See [`Config::agent_heartbeat_interval`].
-    pub agent_heartbeat_interval_s: Option<f64>,
-    /// See [`Config::max_missed_heartbeats`].
+    /// Seconds between allocation runs (default 1).
+    #[arg(long, value_name = "SECS")]
+    #[serde(rename = "allocation_interval_s")]
+    pub allocation_interval: Option<f64>,
+    /// Seconds to batch changes before an early allocation run (default 0.005).
+    #[arg(long, value_name = "SECS")]
+    #[serde(rename = "allocation_batch_delay_s")]
+    pub allocation_batch_delay: Option<f64>,
+    /// Seconds before an unanswered offer is rescinded (default 60).
+    #[arg(long, value_name = "SECS")]
+    #[serde(rename = "offer_timeout_s")]
+    pub offer_timeout: Option<f64>,
+    /// Seconds between agent heartbeats (default 15).
+    #[arg(long, value_name = "SECS")]
+    #[serde(rename = "agent_heartbeat_interval_s")]
+    pub agent_heartbeat_interval: Option<f64>,
+    /// Missed heartbeats before an agent is lost (default 5).
+    #[arg(long, value_name = "N")]
     pub max_missed_heartbeats: Option<u32>,
-    /// See [`Config::framework_heartbeat_interval`].
-    pub framework_heartbeat_interval_s: Option<f64>,
-    /// See [`Config::default_failover_timeout`].
-    pub default_failover_timeout_s: Option<f64>,
-    /// See [`Config::default_refuse_seconds`].
+    /// Seconds between heartbeat events on framework streams (default 15).
+    #[arg(long, value_name = "SECS")]
+    #[serde(rename = "framework_heartbeat_interval_s")]
+    pub framework_heartbeat_interval: Option<f64>,
+    /// Failover timeout of frameworks that give none, in seconds (default 60).
+    #[arg(long, value_name = "SECS")]
+    #[serde(rename = "default_failover_timeout_s")]
+    pub default_failover_timeout: Option<f64>,
+    /// Decline filter length when a framework gives none, in seconds (default 5).
+    #[arg(long, value_name = "SECS")]
     pub default_refuse_seconds: Option<f64>,
-    /// See [`Config::update_resend_interval`].
-    pub update_resend_interval_s: Option<f64>,
-    /// See [`Config::agent_request_timeout`].
-    pub agent_request_timeout_s: Option<f64>,
-    /// See [`Config::max_body_bytes`].
+    /// Seconds between re-sends of unacknowledged task updates (default 10).
+    #[arg(long, value_name = "SECS")]
+    #[serde(rename = "update_resend_interval_s")]
+    pub update_resend_interval: Option<f64>,
+    /// Timeout of requests to agents, in seconds (default 10).
+    #[arg(long, value_name = "SECS")]
+    #[serde(rename = "agent_request_timeout_s")]
+    pub agent_request_timeout: Option<f64>,
+    /// Largest request body in bytes (default 1048576).
+    #[arg(long, value_name = "BYTES")]
     pub max_body_bytes: Option<usize>,
-    /// See [`Config::max_completed_tasks_per_framework`].
+    /// Completed (terminal, acknowledged) tasks kept per framework before the oldest is
+    /// forgotten (default 1000).
+    #[arg(long, value_name = "N")]
     pub max_completed_tasks_per_framework: Option<usize>,
-    /// Role path → weight.
-    #[serde(default)]
-    pub roles: BTreeMap<String, f64>,
+    /// A role weight, e.g. `--role eng/batch=2` (repeatable; overrides the file).
+    // In the file: a `[roles]` table of path = weight, checked when applied.
+    #[arg(long = "role", value_name = "PATH=WEIGHT", value_parser = parse_role)]
+    #[serde(default, deserialize_with = "roles_table")]
+    pub roles: Vec<(String, f64)>,
+}
+
+/// A duration setting: its name in the file, its flag, where it goes, whether zero is allowed.
+struct SecondsSetting {
+    file: &'static str,
+    flag: &'static str,
+    get: fn(&Overrides) -> Option<f64>,
+    set: fn(&mut Config) -> &mut Duration,
+    allow_zero: bool,
+}
+
+const SECONDS: [SecondsSetting; 9] = [
+    SecondsSetting {
+        file: "allocation_interval_s",
+        flag: "--allocation-interval",
+        get: |o| o.allocation_interval,
+        set: |c| &mut c.allocation_interval,
+        allow_zero: false,
+    },
+    SecondsSetting {
+        file: "allocation_batch_delay_s",
+        flag: "--allocation-batch-delay",
+        get: |o| o.allocation_batch_delay,
+        set: |c| &mut c.allocation_batch_delay,
+        allow_zero: true,
+    },
+    SecondsSetting {
+        file: "offer_timeout_s",
+        flag: "--offer-timeout",
+        get: |o| o.offer_timeout,
+        set: |c| &mut c.offer_timeout,
+        allow_zero: false,
+    },
+    SecondsSetting {
+        file: "agent_heartbeat_interval_s",
+        flag: "--agent-heartbeat-interval",
+        get: |o| o.agent_heartbeat_interval,
+        set: |c| &mut c.agent_heartbeat_interval,
+        allow_zero: false,
+    },
+    SecondsSetting {
+        file: "framework_heartbeat_interval_s",
+        flag: "--framework-heartbeat-interval",
+        get: |o| o.framework_heartbeat_interval,
+        set: |c| &mut c.framework_heartbeat_interval,
+        allow_zero: false,
+    },
+    SecondsSetting {
+        file: "default_failover_timeout_s",
+        flag: "--default-failover-timeout",
+        get: |o| o.default_failover_timeout,
+        set: |c| &mut c.default_failover_timeout,
+        allow_zero: true,
+    },
+    SecondsSetting {
+        file: "default_refuse_seconds",
+        flag: "--default-refuse-seconds",
+        get: |o| o.default_refuse_seconds,
+        set: |c| &mut c.default_refuse_seconds,
+        allow_zero: true,
+    },
+    SecondsSetting {
+        file: "update_resend_interval_s",
+        flag: "--update-resend-interval",
+        get: |o| o.update_resend_interval,
+        set: |c| &mut c.update_resend_interval,
+        allow_zero: false,
+    },
+    SecondsSetting {
+        file: "agent_request_timeout_s",
+        flag: "--agent-request-timeout",
+        get: |o| o.agent_request_timeout,
+        set: |c| &mut c.agent_request_timeout,
+        allow_zero: false,
+    },
+];
+
+impl Overrides {
+    /// Parses a TOML config file's text (unknown keys are an error; the message is one line).
+    pub fn from_toml(text: &str) -> Result<Overrides, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::File(one_line(&e.to_string())))
+    }
+
+    /// Applies the settings present over `config` (not validated: [`Config::validate`] runs on
+    /// the result of all layers). A bad duration or role is named as `layer` spells it.
+    pub fn apply(&self, config: &mut Config, layer: Layer) -> Result<(), ConfigError> {
+        for s in &SECONDS {
+            if let Some(v) = (s.get)(self) {
+                let name = match layer {
+                    Layer::File => s.file,
+                    Layer::Flags => s.flag,
+                };
+                *(s.set)(config) = seconds(name, v, s.allow_zero)?;
+            }
+        }
+        if let Some(n) = self.max_missed_heartbeats {
+            config.max_missed_heartbeats = n;
+        }
+        if let Some(n) = self.max_body_bytes {
+            config.max_body_bytes = n;
+        }
+        if let Some(n) = self.max_completed_tasks_per_framework {
+            config.max_completed_tasks_per_framework = n;
+        }
+        for (path, weight) in &self.roles {
+            let (role, weight) =
+                role_weight(path, *weight).map_err(|reason| ConfigError::Role {
+                    path: path.clone(),
+                    reason,
+                })?;
+            config.set_role(role, weight);
+        }
+        Ok(())
+    }
+}
+
+/// A role path and weight, checked.
+fn role_weight(path: &str, weight: f64) -> Result<(RolePath, Weight), String> {
+    let role = RolePath::new(path).map_err(|e| e.to_string())?;
+    let weight = Weight::new(weight).map_err(|e| e.to_string())?;
+    Ok((role, weight))
+}
+
+/// The `--role PATH=WEIGHT` flag: checked as it is parsed, so a bad one is a usage error.
+fn parse_role(s: &str) -> Result<(String, f64), String> {
+    let (path, weight) = s
+        .split_once('=')
+        .ok_or("expected PATH=WEIGHT, e.g. eng/batch=2")?;
+    let path = path.trim();
+    let weight: f64 = weight
+        .trim()
+        .parse()
+        .map_err(|_| format!("weight {weight:?} is not a number"))?;
+    role_weight(path, weight)?;
+    Ok((path.to_owned(), weight))
+}
+
+/// The file's `[roles]` table (path = weight), in path order.
+fn roles_table<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<(String, f64)>, D::Error> {
+    let table = BTreeMap::<String, f64>::deserialize(d)?;
+    Ok(table.into_iter().collect())
 }
 
 #[cfg(test)]
@@ -358,19 +460,17 @@ mod tests {
 
     #[test]
     fn max_completed_tasks_per_framework_is_read_and_checked() {
-        let file = Config::parse_file("max_completed_tasks_per_framework = 7\n").unwrap();
-        let mut c = Config::default();
-        c.apply_file(&file).unwrap();
+        let file = Overrides::from_toml("max_completed_tasks_per_framework = 7\n").unwrap();
+        let c = Config::from_layers(Some(&file), &Overrides::default()).unwrap();
         assert_eq!(c.max_completed_tasks_per_framework, 7);
-        c.validate().unwrap();
 
-        let file = Config::parse_file("max_completed_tasks_per_framework = 0\n").unwrap();
+        let file = Overrides::from_toml("max_completed_tasks_per_framework = 0\n").unwrap();
         let mut c = Config::default();
-        c.apply_file(&file).unwrap();
+        file.apply(&mut c, Layer::File).unwrap();
         let err = c.validate().unwrap_err().to_string();
         assert!(err.contains("max_completed_tasks_per_framework"), "{err}");
 
-        let err = Config::parse_file("max_completed_tasks_per_framework = -1\n")
+        let err = Overrides::from_toml("max_completed_tasks_per_framework = -1\n")
             .unwrap_err()
             .to_string();
         assert!(err.contains("max_completed_tasks_per_framework"), "{err}");
@@ -378,29 +478,77 @@ mod tests {
 
     #[test]
     fn file_settings_apply_and_bad_ones_are_named() {
-        let file = Config::parse_file(
+        let file = Overrides::from_toml(
             "listen = \"127.0.0.1:1\"\noffer_timeout_s = 2.5\n[roles]\n\"eng/batch\" = 2\n",
         )
         .unwrap();
         let mut c = Config::default();
-        c.apply_file(&file).unwrap();
+        file.apply(&mut c, Layer::File).unwrap();
         assert_eq!(c.offer_timeout, Duration::from_millis(2500));
         assert_eq!(c.roles.len(), 1);
         assert_eq!(file.listen.as_deref(), Some("127.0.0.1:1"));
 
-        let err = Config::parse_file("offer_timeout = 3\n")
+        let err = Overrides::from_toml("offer_timeout = 3\n")
             .unwrap_err()
             .to_string();
         assert!(err.contains("offer_timeout"), "{err}");
         assert!(!err.contains('\n'), "one line: {err}");
 
-        let bad = Config::parse_file("offer_timeout_s = -1\n").unwrap();
-        let err = Config::default().apply_file(&bad).unwrap_err().to_string();
+        let bad = Overrides::from_toml("offer_timeout_s = -1\n").unwrap();
+        let err = bad
+            .apply(&mut Config::default(), Layer::File)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("offer_timeout_s"), "{err}");
 
-        let bad = Config::parse_file("[roles]\n\"eng\" = 0\n").unwrap();
-        let err = Config::default().apply_file(&bad).unwrap_err().to_string();
+        let bad = Overrides::from_toml("[roles]\n\"eng\" = 0\n").unwrap();
+        let err = bad
+            .apply(&mut Config::default(), Layer::File)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("\"eng\""), "{err}");
+    }
+
+    #[test]
+    fn flags_override_the_file_and_bad_ones_are_named_as_flags() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            settings: Overrides,
+        }
+        use clap::Parser;
+        let file = Overrides::from_toml(
+            "offer_timeout_s = 2\nallocation_interval_s = 3\n[roles]\n\"eng\" = 2\n",
+        )
+        .unwrap();
+        let flags = Cli::try_parse_from(["x", "--offer-timeout", "4", "--role", "eng=3"])
+            .unwrap()
+            .settings;
+        let c = Config::from_layers(Some(&file), &flags).unwrap();
+        assert_eq!(c.offer_timeout, Duration::from_secs(4), "the flag wins");
+        assert_eq!(c.allocation_interval, Duration::from_secs(3), "the file's");
+        assert_eq!(
+            c.roles,
+            [(RolePath::new("eng").unwrap(), Weight::new(3.0).unwrap())]
+        );
+
+        let flags = Cli::try_parse_from(["x", "--offer-timeout", "0"])
+            .unwrap()
+            .settings;
+        let err = Config::from_layers(Some(&file), &flags)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--offer-timeout"), "{err}");
+        let flags = Cli::try_parse_from(["x", "--max-body-bytes", "10"])
+            .unwrap()
+            .settings;
+        let err = Config::from_layers(None, &flags).unwrap_err().to_string();
+        assert!(err.contains("max_body_bytes"), "validated: {err}");
+        let err = Cli::try_parse_from(["x", "--role", "eng=0"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("--role"), "a usage error: {err}");
     }
 
     #[test]

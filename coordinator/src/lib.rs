@@ -7,17 +7,19 @@
 //! # async fn run() -> anyhow::Result<()> {
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
 //! let token = tokio_util::sync::CancellationToken::new();
-//! coordinator::serve(coordinator::Config::default(), listener, token.cancelled_owned()).await
+//! coordinator::serve(coordinator::Config::default(), listener, token.cancelled_owned()).await?;
+//! # Ok(())
 //! # }
 //! ```
 //!
 //! # Layout
 //!
-//! - [`allocator`]: PURE (no I/O, no clock, no tokio): the role tree, DRF / H-DRF / plain-sum
-//!   policies, decline filters, and the allocation cycle that turns free agent resources into
-//!   decisions.
-//! - [`sim`]: the task-by-task scenario runner behind the `hdrf-sim` binary.
-//! - [`config`]: [`Config`], every setting with its default; the TOML file form; validation.
+//! - [`allocator`]: the `allocator` crate, re-exported (PURE: no I/O, no clock, no tokio; the
+//!   compiler enforces it, the crate depends only on `protocol`): the role tree, DRF / H-DRF /
+//!   plain-sum policies, decline filters, and the allocation cycle that turns free agent resources
+//!   into decisions. Its `sim` module and `hdrf-sim` binary live there too.
+//! - [`config`]: [`Config`], every setting with its default; [`Overrides`], one layer of optional
+//!   settings (the TOML file or the command line); validation.
 //! - [`state`]: the registry, the one owner of the books (agents, frameworks, tasks, offers,
 //!   the allocator). Synchronous; methods validate before mutating and return effects.
 //! - [`store`]: the durable registry in an embedded redb file: frameworks, removed framework
@@ -28,20 +30,17 @@
 //! - [`server`]: [`serve`]: wiring, graceful shutdown, background loops (allocation,
 //!   offer expiry, agent liveness, failover, update re-sends).
 //! - [`metrics`]: per-instance counters rendered as Prometheus text.
-//! - [`dev`]: `coordinator --dev`: the coordinator plus local agents in one process.
 //! - `ui/`: the dashboard page served at `/` (static HTML and JS, no build step).
 
-pub mod allocator;
 pub mod api;
 pub mod config;
-pub mod dev;
 pub mod metrics;
 pub mod runtime;
 pub mod server;
-pub mod sim;
 pub mod state;
 pub mod store;
 
-pub use config::{Config, ConfigError, FileConfig};
+pub use allocator;
+pub use config::{Config, ConfigError, Layer, Overrides};
 pub use runtime::Coordinator;
-pub use server::serve;
+pub use server::{serve, ServeError};

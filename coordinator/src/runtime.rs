@@ -23,6 +23,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
 use crate::metrics::Metrics;
+use crate::server::ServeError;
 use crate::state::{Effect, Effects, Now, State, StateError};
 use crate::store::{Store, Writer};
 
@@ -93,7 +94,7 @@ impl Coordinator {
     /// A coordinator whose books hold what `config.registry` kept (empty without one).
     /// `shutdown` ends its streams and background loops. Fails if the registry cannot be opened
     /// or read: starting with empty books instead would forget frameworks silently.
-    pub fn new(config: Config, shutdown: CancellationToken) -> anyhow::Result<Self> {
+    pub fn new(config: Config, shutdown: CancellationToken) -> Result<Self, ServeError> {
         let start = Instant::now();
         let mut state = State::new(&config);
         let metrics = Arc::new(Metrics::default());
@@ -113,9 +114,10 @@ impl Coordinator {
                 };
                 state.restore(snapshot, &now);
                 let counted = Arc::clone(&metrics);
-                Some(Writer::spawn(store, move |_, _| {
-                    counted.count_registry_write_error()
-                })?)
+                Some(
+                    Writer::spawn(store, move |_, _| counted.count_registry_write_error())
+                        .map_err(ServeError::RegistryWriter)?,
+                )
             }
             None => None,
         };

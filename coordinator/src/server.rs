@@ -16,8 +16,35 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::api;
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
 use crate::runtime::Coordinator;
+use crate::store::StoreError;
+
+/// Why a coordinator could not start, or stopped serving with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A setting is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The durable registry could not be opened or read.
+    #[error(transparent)]
+    Registry(#[from] StoreError),
+    /// The HTTP client for requests to agents could not be built.
+    #[error("cannot build the HTTP client for agents")]
+    HttpClient(#[source] reqwest::Error),
+    /// The durable registry's writer thread could not be started.
+    #[error("cannot start the registry writer thread")]
+    RegistryWriter(#[source] std::io::Error),
+    /// Serving the listener failed.
+    #[error("serving HTTP")]
+    Io(#[source] std::io::Error),
+}
+
+impl From<reqwest::Error> for ServeError {
+    fn from(e: reqwest::Error) -> Self {
+        ServeError::HttpClient(e)
+    }
+}
 
 /// Serves the coordinator on `listener` until `shutdown` resolves, then stops accepting,
 /// ends the event streams and background loops, and waits for in-flight work.
@@ -25,7 +52,7 @@ pub async fn serve(
     config: Config,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
+) -> Result<(), ServeError> {
     config.validate()?;
     let coordinator = Coordinator::new(config, CancellationToken::new())?;
     serve_coordinator(coordinator, listener, shutdown).await
@@ -37,7 +64,7 @@ pub async fn serve_coordinator(
     coordinator: Coordinator,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
+) -> Result<(), ServeError> {
     let token = coordinator.shutdown_token().clone();
     let loops = spawn_loops(&coordinator);
     let app = api::app(coordinator.clone());
@@ -62,7 +89,7 @@ pub async fn serve_coordinator(
     coordinator.tracker().close();
     coordinator.tracker().wait().await;
     coordinator.close_registry();
-    result.map_err(Into::into)
+    result.map_err(ServeError::Io)
 }
 
 /// Starts the allocation and maintenance loops of a coordinator.

@@ -168,11 +168,12 @@ impl Cluster {
 
     fn serve(&mut self, listener: TcpListener) {
         let token = CancellationToken::new();
-        let join = tokio::spawn(coordinator::serve(
+        let serve = coordinator::serve(
             self.config.clone(),
             listener,
             token.clone().cancelled_owned(),
-        ));
+        );
+        let join = tokio::spawn(async move { Ok(serve.await?) });
         self.coordinator = Some((token, join));
     }
 

@@ -1,7 +1,7 @@
 //! Run with:
 //!
 //! ```text
-//! cargo run -p coordinator &
+//! cargo run -p parley &
 //! cargo run -p agent -- --listen 127.0.0.1:5051 --resources cpus=4,mem=4096 &
 //! cargo run -p examples --bin service -- --replicas 3 --command 'sleep 3600'
 //! ```

@@ -1,7 +1,7 @@
 //! Run with:
 //!
 //! ```text
-//! cargo run -p coordinator &
+//! cargo run -p parley &
 //! cargo run -p agent -- --simulate 20 --resources cpus=8,mem=16384 &
 //! cargo run -p examples --bin tetris-batch -- --jobs 20 --max-tasks 30 --simulated --policy tetris
 //! cargo run -p examples --bin tetris-batch -- --jobs 20 --max-tasks 30 --simulated --policy first-fit

@@ -20,6 +20,8 @@
 //! - `reference`: the straight-from-ALGORITHMS.md decision procedures (the oracle the fast path
 //!   is tested against).
 //! - `views`: the operator views (`role_tree`, `dominant_share`).
+//! - [`sim`]: the task-by-task scenario runner behind the `hdrf-sim` binary (`src/bin/`, which
+//!   does the file and stdin reading).
 //!
 //! # Data structures
 //!
@@ -73,6 +75,7 @@ mod idhash;
 mod kinds;
 mod numeric;
 mod reference;
+pub mod sim;
 #[cfg(test)]
 mod tests;
 mod tree;
@@ -164,8 +167,8 @@ pub struct Allocator {
     pub(crate) capacity_version: u64,
     /// Leaves with a demand hint (checked per decision).
     pub(crate) demand_leaves: Vec<u32>,
-    /// The fast path's cache.
-    pub(crate) fast: fast::CacheCell,
+    /// The fast path's caches (`None` before the first pick).
+    pub(crate) fast: Option<Box<fast::Fast>>,
 }
 
 impl Allocator {
@@ -184,7 +187,7 @@ impl Allocator {
             eligibility_version: 0,
             capacity_version: 0,
             demand_leaves: Vec::new(),
-            fast: fast::CacheCell::default(),
+            fast: None,
         }
     }
 

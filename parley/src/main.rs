@@ -1,4 +1,8 @@
-//! The `coordinator` binary: command line and config file only; everything else is the library.
+//! The `coordinator` binary (package `parley`): command line and config file, and `--dev`;
+//! everything else is the `coordinator` library.
+//!
+//! Modules: this file (flags, [`coordinator::Overrides`] from the file and the flags, the runtime,
+//! shutdown signals) and `dev` (`--dev`: the coordinator plus local agents in one process).
 //!
 //! ```text
 //! coordinator --listen 127.0.0.1:5050 [--config parley.toml] [--offer-timeout 60] ...
@@ -18,9 +22,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
-use coordinator::config::seconds;
-use coordinator::Config;
-use protocol::{RolePath, Weight};
+use coordinator::{Config, Layer, Overrides};
+
+mod dev;
 
 /// Parley coordinator: offers cluster resources to frameworks with hierarchical DRF.
 #[derive(Debug, Parser)]
@@ -32,46 +36,9 @@ struct Args {
     /// TOML file with the settings below and the initial role tree (`[roles]` path = weight).
     #[arg(long, value_name = "FILE")]
     config: Option<std::path::PathBuf>,
-    /// Seconds between allocation runs (default 1).
-    #[arg(long, value_name = "SECS")]
-    allocation_interval: Option<f64>,
-    /// Seconds to batch changes before an early allocation run (default 0.005).
-    #[arg(long, value_name = "SECS")]
-    allocation_batch_delay: Option<f64>,
-    /// Seconds before an unanswered offer is rescinded (default 60).
-    #[arg(long, value_name = "SECS")]
-    offer_timeout: Option<f64>,
-    /// Seconds between agent heartbeats (default 15).
-    #[arg(long, value_name = "SECS")]
-    agent_heartbeat_interval: Option<f64>,
-    /// Missed heartbeats before an agent is lost (default 5).
-    #[arg(long, value_name = "N")]
-    max_missed_heartbeats: Option<u32>,
-    /// Seconds between heartbeat events on framework streams (default 15).
-    #[arg(long, value_name = "SECS")]
-    framework_heartbeat_interval: Option<f64>,
-    /// Failover timeout of frameworks that give none, in seconds (default 60).
-    #[arg(long, value_name = "SECS")]
-    default_failover_timeout: Option<f64>,
-    /// Decline filter length when a framework gives none, in seconds (default 5).
-    #[arg(long, value_name = "SECS")]
-    default_refuse_seconds: Option<f64>,
-    /// Seconds between re-sends of unacknowledged task updates (default 10).
-    #[arg(long, value_name = "SECS")]
-    update_resend_interval: Option<f64>,
-    /// Timeout of requests to agents, in seconds (default 10).
-    #[arg(long, value_name = "SECS")]
-    agent_request_timeout: Option<f64>,
-    /// Largest request body in bytes (default 1048576).
-    #[arg(long, value_name = "BYTES")]
-    max_body_bytes: Option<usize>,
-    /// Completed (terminal, acknowledged) tasks kept per framework before the oldest is
-    /// forgotten (default 1000).
-    #[arg(long, value_name = "N")]
-    max_completed_tasks_per_framework: Option<usize>,
-    /// A role weight, e.g. `--role eng/batch=2` (repeatable; overrides the file).
-    #[arg(long = "role", value_name = "PATH=WEIGHT", value_parser = parse_role)]
-    roles: Vec<(RolePath, Weight)>,
+    /// The settings, each overriding the file's.
+    #[command(flatten)]
+    settings: Overrides,
     /// Also run local agents in this process (a single-node cluster for trying Parley out).
     #[arg(long)]
     dev: bool,
@@ -88,107 +55,23 @@ struct Args {
     in_memory: bool,
 }
 
-fn parse_role(s: &str) -> Result<(RolePath, Weight), String> {
-    let (path, weight) = s
-        .split_once('=')
-        .ok_or("expected PATH=WEIGHT, e.g. eng/batch=2")?;
-    let path = RolePath::new(path.trim()).map_err(|e| e.to_string())?;
-    let weight: f64 = weight
-        .trim()
-        .parse()
-        .map_err(|_| format!("weight {weight:?} is not a number"))?;
-    let weight = Weight::new(weight).map_err(|e| e.to_string())?;
-    Ok((path, weight))
-}
-
-/// Builds the config from defaults, the file and the flags; validates it.
+/// Builds the config from defaults, the file and the flags; validates it (as
+/// [`Config::from_layers`], with the file's `listen` read between the layers).
 fn load(args: &Args) -> anyhow::Result<(Config, SocketAddr)> {
     let mut config = Config::default();
     let mut listen: SocketAddr = "127.0.0.1:5050".parse()?;
     if let Some(path) = &args.config {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read config file {}", path.display()))?;
-        let file = Config::parse_file(&text)?;
-        config.apply_file(&file)?;
+        let file = Overrides::from_toml(&text)?;
+        file.apply(&mut config, Layer::File)?;
         if let Some(l) = &file.listen {
             listen = l
                 .parse()
                 .with_context(|| format!("invalid listen {l:?} in config file"))?;
         }
     }
-    let flags = [
-        (
-            "--allocation-interval",
-            args.allocation_interval,
-            &mut config.allocation_interval,
-            false,
-        ),
-        (
-            "--allocation-batch-delay",
-            args.allocation_batch_delay,
-            &mut config.allocation_batch_delay,
-            true,
-        ),
-        (
-            "--offer-timeout",
-            args.offer_timeout,
-            &mut config.offer_timeout,
-            false,
-        ),
-        (
-            "--agent-heartbeat-interval",
-            args.agent_heartbeat_interval,
-            &mut config.agent_heartbeat_interval,
-            false,
-        ),
-        (
-            "--framework-heartbeat-interval",
-            args.framework_heartbeat_interval,
-            &mut config.framework_heartbeat_interval,
-            false,
-        ),
-        (
-            "--default-failover-timeout",
-            args.default_failover_timeout,
-            &mut config.default_failover_timeout,
-            true,
-        ),
-        (
-            "--default-refuse-seconds",
-            args.default_refuse_seconds,
-            &mut config.default_refuse_seconds,
-            true,
-        ),
-        (
-            "--update-resend-interval",
-            args.update_resend_interval,
-            &mut config.update_resend_interval,
-            false,
-        ),
-        (
-            "--agent-request-timeout",
-            args.agent_request_timeout,
-            &mut config.agent_request_timeout,
-            false,
-        ),
-    ];
-    for (name, value, slot, allow_zero) in flags {
-        if let Some(v) = value {
-            *slot = seconds(name, v, allow_zero)?;
-        }
-    }
-    if let Some(n) = args.max_missed_heartbeats {
-        config.max_missed_heartbeats = n;
-    }
-    if let Some(n) = args.max_body_bytes {
-        config.max_body_bytes = n;
-    }
-    if let Some(n) = args.max_completed_tasks_per_framework {
-        config.max_completed_tasks_per_framework = n;
-    }
-    for (role, weight) in &args.roles {
-        config.set_role(role.clone(), *weight);
-    }
+    args.settings.apply(&mut config, Layer::Flags)?;
     if let Some(l) = args.listen {
         listen = l;
     }
@@ -267,13 +150,13 @@ fn main() -> ExitCode {
             .await
             .with_context(|| format!("cannot listen on {listen}"))?;
         if args.dev {
-            let options = coordinator::dev::DevOptions {
+            let options = dev::DevOptions {
                 agents: usize::from(args.dev_agents),
                 data_dir: args.data_dir.clone(),
             };
-            coordinator::dev::run(config, listener, options, shutdown_signal()).await
+            dev::run(config, listener, options, shutdown_signal()).await
         } else {
-            coordinator::serve(config, listener, shutdown_signal()).await
+            Ok(coordinator::serve(config, listener, shutdown_signal()).await?)
         }
     });
     match result {

@@ -16,7 +16,7 @@ use protocol::Resources;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::Config;
+use coordinator::Config;
 
 /// Settings of `--dev`.
 #[derive(Debug, Clone)]
@@ -62,8 +62,8 @@ pub async fn run(
     // Built before any agent starts, so a registry that cannot be opened fails at once.
     let registry = config.registry.clone();
     let token = CancellationToken::new();
-    let built = crate::Coordinator::new(config, CancellationToken::new())?;
-    let coordinator = tokio::spawn(crate::server::serve_coordinator(
+    let built = coordinator::Coordinator::new(config, CancellationToken::new())?;
+    let coordinator = tokio::spawn(coordinator::server::serve_coordinator(
         built,
         listener,
         token.clone().cancelled_owned(),
@@ -105,7 +105,7 @@ pub async fn run(
             tracing::error!("local agent: {e:#}");
         }
     }
-    coordinator.await.context("coordinator panicked")?
+    Ok(coordinator.await.context("coordinator panicked")??)
 }
 
 #[cfg(test)]

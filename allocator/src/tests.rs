@@ -26,7 +26,7 @@ fn ag(i: u128) -> AgentId {
 }
 
 /// `pick` (fast) and `pick_reference` agree; returns the answer.
-fn pick(a: &Allocator, agent: Option<AgentId>, w: &str, now: u64) -> Option<FrameworkId> {
+fn pick(a: &mut Allocator, agent: Option<AgentId>, w: &str, now: u64) -> Option<FrameworkId> {
     let fast = a.pick(agent, &r(w), now);
     assert_eq!(
         fast,
@@ -49,17 +49,17 @@ fn two() -> Allocator {
 fn lowest_share_wins_and_ties_go_to_registration_order() {
     let mut a = two();
     assert_eq!(
-        pick(&a, Some(ag(1)), "cpus=1", 0),
+        pick(&mut a, Some(ag(1)), "cpus=1", 0),
         Some(fw(1)),
         "tie: first registered"
     );
     a.allocate(fw(1), ag(1), &r("cpus=1")).unwrap();
-    assert_eq!(pick(&a, Some(ag(1)), "cpus=1", 0), Some(fw(2)));
+    assert_eq!(pick(&mut a, Some(ag(1)), "cpus=1", 0), Some(fw(2)));
     a.allocate(fw(2), ag(1), &r("mem=2")).unwrap();
     // fw(2) holds 20% of mem, fw(1) 10% of cpus: shares over Y = kinds in W.
-    assert_eq!(pick(&a, Some(ag(1)), "cpus=1,mem=1", 0), Some(fw(1)));
+    assert_eq!(pick(&mut a, Some(ag(1)), "cpus=1,mem=1", 0), Some(fw(1)));
     assert_eq!(
-        pick(&a, Some(ag(1)), "cpus=1", 0),
+        pick(&mut a, Some(ag(1)), "cpus=1", 0),
         Some(fw(2)),
         "mem is not in W: ignored"
     );
@@ -70,32 +70,32 @@ fn filters_expire_and_only_cover_what_was_refused() {
     let mut a = two();
     a.add_filter(fw(1), ag(1), &r("cpus=4,mem=4"), 100).unwrap();
     assert_eq!(
-        pick(&a, Some(ag(1)), "cpus=4,mem=4", 0),
+        pick(&mut a, Some(ag(1)), "cpus=4,mem=4", 0),
         Some(fw(2)),
         "filtered"
     );
     assert_eq!(
-        pick(&a, Some(ag(1)), "cpus=2", 99),
+        pick(&mut a, Some(ag(1)), "cpus=2", 99),
         Some(fw(2)),
         "W inside refused"
     );
     assert_eq!(
-        pick(&a, Some(ag(1)), "cpus=5", 0),
+        pick(&mut a, Some(ag(1)), "cpus=5", 0),
         Some(fw(1)),
         "more than refused"
     );
     assert_eq!(
-        pick(&a, Some(ag(1)), "cpus=1,gpus=1", 0),
+        pick(&mut a, Some(ag(1)), "cpus=1,gpus=1", 0),
         Some(fw(1)),
         "a kind never refused"
     );
     assert_eq!(
-        pick(&a, Some(ag(1)), "cpus=4", 100),
+        pick(&mut a, Some(ag(1)), "cpus=4", 100),
         Some(fw(1)),
         "expired at until"
     );
     assert_eq!(
-        pick(&a, None, "cpus=4", 0),
+        pick(&mut a, None, "cpus=4", 0),
         Some(fw(1)),
         "no agent: no filters"
     );
@@ -126,13 +126,13 @@ fn replacing_a_filter_and_filters_on_other_agents() {
     a.add_filter(fw(1), ag(1), &r("cpus=10,mem=10"), u64::MAX)
         .unwrap();
     assert_eq!(
-        pick(&a, Some(ag(2)), "cpus=1", 0),
+        pick(&mut a, Some(ag(2)), "cpus=1", 0),
         Some(fw(1)),
         "other agent unaffected"
     );
     a.add_filter(fw(1), ag(1), &r("cpus=1"), u64::MAX).unwrap();
     assert_eq!(
-        pick(&a, Some(ag(1)), "cpus=2", 0),
+        pick(&mut a, Some(ag(1)), "cpus=2", 0),
         Some(fw(1)),
         "replaced by a smaller one"
     );
@@ -153,7 +153,7 @@ fn suppress_blocks_until_revive_which_also_clears_filters() {
     a.add_filter(fw(2), ag(1), &r("cpus=10,mem=10"), u64::MAX)
         .unwrap();
     assert_eq!(
-        pick(&a, Some(ag(1)), "cpus=1", 0),
+        pick(&mut a, Some(ag(1)), "cpus=1", 0),
         None,
         "one suppressed, one filtered"
     );
@@ -161,12 +161,12 @@ fn suppress_blocks_until_revive_which_also_clears_filters() {
     assert!(a.cycle(None, 0).is_empty());
     a.revive(fw(2)).unwrap();
     assert_eq!(
-        pick(&a, Some(ag(1)), "cpus=1", 0),
+        pick(&mut a, Some(ag(1)), "cpus=1", 0),
         Some(fw(2)),
         "revive cleared the filter"
     );
     a.revive(fw(1)).unwrap();
-    assert_eq!(pick(&a, Some(ag(1)), "cpus=1", 0), Some(fw(1)));
+    assert_eq!(pick(&mut a, Some(ag(1)), "cpus=1", 0), Some(fw(1)));
     let d = a.cycle(None, 0);
     assert_eq!(d.len(), 1);
     assert_eq!(a.allocation(fw(1)), Some(r("cpus=10,mem=10")));
@@ -176,18 +176,18 @@ fn suppress_blocks_until_revive_which_also_clears_filters() {
 fn inactive_frameworks_are_blocked() {
     let mut a = two();
     a.set_active(fw(1), false).unwrap();
-    assert_eq!(pick(&a, Some(ag(1)), "cpus=1", 0), Some(fw(2)));
+    assert_eq!(pick(&mut a, Some(ag(1)), "cpus=1", 0), Some(fw(2)));
     assert_eq!(a.explain(fw(1), ag(1), 0), Some(BlockReason::Inactive));
     a.set_active(fw(1), true).unwrap();
-    assert_eq!(pick(&a, Some(ag(1)), "cpus=1", 0), Some(fw(1)));
+    assert_eq!(pick(&mut a, Some(ag(1)), "cpus=1", 0), Some(fw(1)));
 }
 
 #[test]
 fn demand_hints_block_where_they_do_not_fit() {
     let mut a = two();
     a.set_demand(fw(1), Some(r("cpus=2,mem=4"))).unwrap();
-    assert_eq!(pick(&a, Some(ag(1)), "cpus=2,mem=3", 0), Some(fw(2)));
-    assert_eq!(pick(&a, Some(ag(1)), "cpus=2,mem=4", 0), Some(fw(1)));
+    assert_eq!(pick(&mut a, Some(ag(1)), "cpus=2,mem=3", 0), Some(fw(2)));
+    assert_eq!(pick(&mut a, Some(ag(1)), "cpus=2,mem=4", 0), Some(fw(1)));
     a.allocate(fw(2), ag(1), &r("cpus=1,mem=7")).unwrap();
     assert_eq!(
         a.explain(fw(1), ag(1), 0),
@@ -208,10 +208,14 @@ fn weights_change_at_run_time() {
     let mut a = two();
     a.allocate(fw(1), ag(1), &r("cpus=2")).unwrap();
     a.allocate(fw(2), ag(1), &r("cpus=3")).unwrap();
-    assert_eq!(pick(&a, Some(ag(1)), "cpus=1", 0), Some(fw(1)));
+    assert_eq!(pick(&mut a, Some(ag(1)), "cpus=1", 0), Some(fw(1)));
     a.set_role_weight(&role("b"), Weight::new(2.0).unwrap());
     assert_eq!(a.role_weight(&role("b")), Some(Weight::new(2.0).unwrap()));
-    assert_eq!(pick(&a, Some(ag(1)), "cpus=1", 0), Some(fw(2)), "3/2 < 2/1");
+    assert_eq!(
+        pick(&mut a, Some(ag(1)), "cpus=1", 0),
+        Some(fw(2)),
+        "3/2 < 2/1"
+    );
     assert_eq!(a.role_weight(&role("zzz")), None);
     a.set_role_weight(&role("x/y"), Weight::new(3.0).unwrap());
     assert_eq!(
@@ -302,7 +306,7 @@ fn remove_agent_releases_exactly_what_was_on_it() {
         Err(AllocatorError::UnknownAgent(ag(2)))
     );
     assert_eq!(a.explain(fw(1), ag(2), 0), Some(BlockReason::UnknownAgent));
-    assert_eq!(pick(&a, Some(ag(1)), "cpus=1", 0), Some(fw(2)));
+    assert_eq!(pick(&mut a, Some(ag(1)), "cpus=1", 0), Some(fw(2)));
 }
 
 #[test]
@@ -332,7 +336,7 @@ fn remove_framework_releases_everything_and_forgets_it() {
     // Re-adding the same id starts fresh (no stale filter).
     a.add_framework(fw(1), &role("a")).unwrap();
     a.allocate(fw(2), ag(1), &r("cpus=1")).unwrap();
-    assert_eq!(pick(&a, Some(ag(1)), "cpus=9,mem=10", 0), Some(fw(1)));
+    assert_eq!(pick(&mut a, Some(ag(1)), "cpus=9,mem=10", 0), Some(fw(1)));
 }
 
 #[test]
@@ -390,7 +394,7 @@ fn blocked_siblings_do_not_hold_back_the_others() {
     a.allocate(fw(1), ag(1), &r("cpus=10")).unwrap();
     a.allocate(fw(2), ag(1), &r("gpus=2")).unwrap();
     a.allocate(fw(3), ag(1), &r("gpus=3")).unwrap();
-    assert_eq!(pick(&a, Some(ag(1)), "gpus=1", 0), Some(fw(2)));
+    assert_eq!(pick(&mut a, Some(ag(1)), "gpus=1", 0), Some(fw(2)));
 }
 
 #[test]
@@ -401,8 +405,8 @@ fn other_policies_run_through_the_reference() {
     a.add_framework(fw(2), &role("b/c")).unwrap();
     a.add_agent(ag(1), &r("cpus=10")).unwrap();
     a.allocate(fw(1), ag(1), &r("cpus=1")).unwrap();
-    assert_eq!(pick(&a, Some(ag(1)), "cpus=1", 0), Some(fw(2)));
-    let clone = a.clone();
+    assert_eq!(pick(&mut a, Some(ag(1)), "cpus=1", 0), Some(fw(2)));
+    let mut clone = a.clone();
     assert_eq!(clone.pick(Some(ag(1)), &r("cpus=1"), 0), Some(fw(2)));
 }
 
@@ -423,15 +427,15 @@ fn filter_modes_differ_only_in_how_a_filtered_leaf_weighs_in_its_ancestors() {
     assert_eq!(a.filter_mode(), FilterMode::SkipOnly, "the default");
     // Skip-only: role a's value is rescaled to fw(1)'s zero share, so a is picked, and the
     // filtered fw(1) is skipped for its sibling.
-    assert_eq!(pick(&a, Some(ag(1)), "cpus=10", 0), Some(fw(2)));
+    assert_eq!(pick(&mut a, Some(ag(1)), "cpus=10", 0), Some(fw(2)));
     // Exact: fw(1) is blocked for this agent, role a is judged by fw(2) alone (0.5 > 0.3).
     a.set_filter_mode(FilterMode::Exact);
-    assert_eq!(pick(&a, Some(ag(1)), "cpus=10", 0), Some(fw(3)));
+    assert_eq!(pick(&mut a, Some(ag(1)), "cpus=10", 0), Some(fw(3)));
     // Without the agent (no filters) both modes agree: fw(1) has the lowest share.
-    assert_eq!(pick(&a, None, "cpus=10", 0), Some(fw(1)));
+    assert_eq!(pick(&mut a, None, "cpus=10", 0), Some(fw(1)));
     a.set_filter_mode(FilterMode::SkipOnly);
-    assert_eq!(pick(&a, None, "cpus=10", 0), Some(fw(1)));
+    assert_eq!(pick(&mut a, None, "cpus=10", 0), Some(fw(1)));
     // A suppressed framework stays exactly blocked in skip-only mode: a is judged by fw(2).
     a.suppress(fw(1)).unwrap();
-    assert_eq!(pick(&a, Some(ag(1)), "cpus=10", 0), Some(fw(3)));
+    assert_eq!(pick(&mut a, Some(ag(1)), "cpus=10", 0), Some(fw(3)));
 }

@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-use coordinator::allocator::{Allocator, FilterMode, Policy};
+use allocator::{Allocator, FilterMode, Policy};
 use proptest::prelude::*;
 use protocol::{AgentId, FrameworkId, ResourceName, Resources, RolePath, Weight};
 use uuid::Uuid;
@@ -188,7 +188,7 @@ fn apply(
 }
 
 /// The fast pick and the reference agree for every agent's free resources and a few other `W`s.
-fn assert_agree(a: &Allocator, agents: &[AgentId], now: u64) -> Result<(), TestCaseError> {
+fn assert_agree(a: &mut Allocator, agents: &[AgentId], now: u64) -> Result<(), TestCaseError> {
     for &ag in agents {
         let free = a.agent_free(ag).unwrap();
         for w in [free.clone(), millis([1000, 0, 0]), millis([500, 500, 500])] {
@@ -209,13 +209,13 @@ proptest! {
     fn fast_path_equals_reference(w in world(), skip in any::<bool>()) {
         let mode = if skip { FilterMode::SkipOnly } else { FilterMode::Exact };
         let (mut a, fws, agents) = build_in(&w, Policy::Hdrf, mode);
-        assert_agree(&a, &agents, 0)?;
+        assert_agree(&mut a, &agents, 0)?;
         let mut now = 0;
         for op in &w.ops {
             now = tick(now, op);
             apply(&mut a, op, &fws, &agents, &w.roles, now);
-            assert_agree(&a, &agents, now)?;
-            assert_agree(&a, &agents, now + 30)?;
+            assert_agree(&mut a, &agents, now)?;
+            assert_agree(&mut a, &agents, now + 30)?;
         }
     }
 

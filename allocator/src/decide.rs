@@ -1,4 +1,4 @@
-//! Decisions: `pick` (one decision, no state change), `cycle` (a pass over agents, allocating),
+//! Decisions: `pick` (one decision, no change to the books), `cycle` (a pass over agents, allocating),
 //! and `explain` ("why was I not offered?").
 
 use protocol::{AgentId, FrameworkId, Resources};
@@ -9,9 +9,14 @@ use super::{Allocator, BlockReason, Decision, Policy};
 
 impl Allocator {
     /// One decision: which framework gets `W = free` (on `agent`, whose filters apply; `None` means
-    /// no agent, so no filters). Changes nothing. `None` when every framework is blocked or `W` is
-    /// empty.
-    pub fn pick(&self, agent: Option<AgentId>, free: &Resources, now: u64) -> Option<FrameworkId> {
+    /// no agent, so no filters). Changes no books (`&mut self` only brings the fast path's caches
+    /// up to date). `None` when every framework is blocked or `W` is empty.
+    pub fn pick(
+        &mut self,
+        agent: Option<AgentId>,
+        free: &Resources,
+        now: u64,
+    ) -> Option<FrameworkId> {
         let slot = match agent {
             Some(a) => Some(*self.agent_index.get(&a)?),
             None => None,
@@ -50,7 +55,7 @@ impl Allocator {
     }
 
     /// The decision procedure used by `pick` and `cycle`.
-    pub(crate) fn pick_leaf(&self, ctx: &Ctx<'_>) -> Option<u32> {
+    pub(crate) fn pick_leaf(&mut self, ctx: &Ctx<'_>) -> Option<u32> {
         match self.policy {
             Policy::Hdrf if ctx.nonempty => self.fast_pick(ctx),
             _ => self.reference_pick(ctx),

@@ -14,7 +14,7 @@ use protocol::{AgentId, FrameworkId, Resources, RolePath, Weight};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::allocator::{Allocator, AllocatorError, Policy};
+use crate::{Allocator, AllocatorError, Policy};
 
 /// The most decisions one fill may take (a guard against scenarios that would run for hours).
 pub const MAX_DECISIONS_PER_FILL: u64 = 10_000_000;

@@ -197,9 +197,8 @@ impl Allocator {
     /// Hook: a leaf's allocation changed (caches along its path are stale).
     pub(crate) fn allocation_changed(&mut self, leaf: u32) {
         let nodes = self.tree.nodes.len();
-        match self.fast.0.get_mut() {
-            Ok(fast) => fast.allocation_changed(leaf, nodes),
-            Err(poisoned) => poisoned.into_inner().invalidate(),
+        if let Some(fast) = &mut self.fast {
+            fast.allocation_changed(leaf, nodes);
         }
     }
 

@@ -1,7 +1,7 @@
 //! `hdrf-sim`: runs an H-DRF / DRF / plain-sum scenario task by task and prints the outcome.
 //!
-//! Run with: `cargo run -p coordinator --bin hdrf-sim -- scenario.json` (or the scenario on stdin).
-//! The format is documented in `coordinator::sim`. Invalid input exits with status 2 and a
+//! Run with: `cargo run -p allocator --bin hdrf-sim -- scenario.json` (or the scenario on stdin).
+//! The format is documented in `allocator::sim`. Invalid input exits with status 2 and a
 //! one-line error on stderr.
 
 use std::io::Read;
@@ -34,7 +34,7 @@ fn run() -> anyhow::Result<String> {
         [path] => std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?,
         _ => anyhow::bail!("usage: hdrf-sim [SCENARIO.json]"),
     };
-    let scenario = coordinator::sim::parse(&text)?;
-    let outcome = coordinator::sim::run(&scenario)?;
+    let scenario = allocator::sim::parse(&text)?;
+    let outcome = allocator::sim::run(&scenario)?;
     Ok(serde_json::to_string_pretty(&outcome)?)
 }
