@@ -22,7 +22,7 @@
 //!
 //! # Accounting
 //!
-//! One owner: the [`ledger::Ledger`] (`ledger.rs`). It alone changes the allocator (agents,
+//! One owner: the `Ledger` (`ledger.rs`). It alone changes the allocator (agents,
 //! frameworks, eligibility: active, demand, suppress, revive, decline filters; holdings: offer,
 //! accept, hold, release), and it derives what each agent and framework has `offered`
 //! (outstanding offers) and `used` (non-terminal tasks) for the operator views, kept
