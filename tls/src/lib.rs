@@ -12,12 +12,12 @@
 //!   message names the file.
 //! - [`client`]: [`client_builder`], a reqwest client builder that trusts a CA file (only it) or,
 //!   without one, the built-in Mozilla roots; [`ca_certificates`] reads a CA file.
-//! - `server` (feature `server`): [`ServerTls`], a certificate chain and its key loaded from PEM
+//! - `server` (feature `server`): `ServerTls`, a certificate chain and its key loaded from PEM
 //!   files and checked to match, ready to accept connections.
-//! - `listener` (feature `server`): [`TlsListener`], an [`axum::serve::Listener`] that runs TLS
-//!   handshakes concurrently (each with a time limit) over a `TcpListener`, and [`serve`], which
+//! - `listener` (feature `server`): `TlsListener`, an `axum::serve::Listener` that runs TLS
+//!   handshakes concurrently (each with a time limit) over a `TcpListener`, and `serve`, which
 //!   serves an axum app over plain HTTP or HTTPS.
-//! - [`testing`] (feature `testing`): `TestPki`, a throwaway CA and server certificate as files.
+//! - `testing` (feature `testing`): `TestPki`, a throwaway CA and server certificate as files.
 
 pub mod client;
 pub mod error;
