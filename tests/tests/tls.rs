@@ -9,7 +9,8 @@ use std::time::Duration;
 use framework_sdk::{CoordinatorClient, SdkError};
 use parley_tls::testing::TestPki;
 use protocol::messages::{AgentList, RegisterFramework};
-use protocol::TaskState;
+use protocol::{AgentId, TaskState};
+use tests::framework::{shell_task, TestFramework};
 use tests::{wait_until, WITHIN};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -25,7 +26,21 @@ struct TlsCluster {
     _dir: tempfile::TempDir,
 }
 
-async fn start() -> TlsCluster {
+/// How the coordinator of a [`TlsCluster`] is set up.
+#[derive(Clone, Copy)]
+struct Coordinator {
+    /// Serve HTTPS (else plain HTTP).
+    tls: bool,
+    /// Trust the test CA when calling agents (else the built-in roots only).
+    trusts_agents: bool,
+}
+
+const ALL_TLS: Coordinator = Coordinator {
+    tls: true,
+    trusts_agents: true,
+};
+
+async fn start(how: Coordinator) -> TlsCluster {
     let dir = tempfile::tempdir().unwrap();
     let pki = TestPki::generate(dir.path()).unwrap();
     let stop = CancellationToken::new();
@@ -35,16 +50,17 @@ async fn start() -> TlsCluster {
         agent_heartbeat_interval: Duration::from_millis(500),
         framework_heartbeat_interval: Duration::from_secs(1),
         update_resend_interval: Duration::from_millis(500),
-        tls_cert: Some(pki.cert_file.clone()),
-        tls_key: Some(pki.key_file.clone()),
-        agent_ca_file: Some(pki.ca_file.clone()),
+        tls_cert: how.tls.then(|| pki.cert_file.clone()),
+        tls_key: how.tls.then(|| pki.key_file.clone()),
+        agent_ca_file: how.trusts_agents.then(|| pki.ca_file.clone()),
         ..coordinator::Config::default()
     };
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!(
-        "https://localhost:{}",
-        listener.local_addr().unwrap().port()
-    );
+    let port = listener.local_addr().unwrap().port();
+    let url = match how.tls {
+        true => format!("https://localhost:{port}"),
+        false => format!("http://127.0.0.1:{port}"),
+    };
     tokio::spawn(coordinator::serve(
         config,
         listener,
@@ -104,7 +120,7 @@ impl Drop for TlsCluster {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_sdk_framework_runs_tasks_over_tls_end_to_end() {
-    let cluster = start().await;
+    let cluster = start(ALL_TLS).await;
     let endpoint = cluster.active_agent_endpoint().await;
     assert_eq!(endpoint, format!("https://{}", cluster.agent_addr));
 
@@ -127,7 +143,7 @@ async fn an_sdk_framework_runs_tasks_over_tls_end_to_end() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_without_the_ca_or_without_tls_are_refused() {
-    let cluster = start().await;
+    let cluster = start(ALL_TLS).await;
     cluster.active_agent_endpoint().await;
 
     // The SDK with the built-in roots only: the certificate is not trusted.
@@ -181,4 +197,71 @@ async fn clients_without_the_ca_or_without_tls_are_refused() {
         .await
         .unwrap();
     assert!(health.status().is_success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_coordinator_does_not_launch_on_an_agent_whose_certificate_it_does_not_trust() {
+    // A plain-HTTP coordinator without --agent-ca-file, and an HTTPS agent with a certificate
+    // from the test CA: the agent registers (HTTP and HTTPS mix), but a launch cannot reach it.
+    let cluster = start(Coordinator {
+        tls: false,
+        trusts_agents: false,
+    })
+    .await;
+    let endpoint = cluster.active_agent_endpoint().await;
+    assert!(endpoint.starts_with("https://"), "{endpoint}");
+
+    let mut framework = TestFramework::register(&cluster.url, "untrusting", "tls")
+        .await
+        .unwrap();
+    let task = shell_task("t1", AgentId::default(), "cpus=0.5,mem=64", "echo never");
+    framework.launch(WITHIN, task).await.unwrap();
+    let lost = framework
+        .wait_state(WITHIN, "t1", TaskState::Lost)
+        .await
+        .unwrap();
+    let message = lost.message.unwrap_or_default();
+    assert!(message.contains("unreachable"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_simulated_fleet_serves_and_calls_over_tls() {
+    let cluster = start(ALL_TLS).await;
+    cluster.active_agent_endpoint().await;
+    let resources = "cpus=4,mem=1024".parse().unwrap();
+    let mut sim = agent::SimConfig::new(cluster.url.clone(), 3, resources);
+    sim.stagger = Duration::from_millis(50);
+    sim.timing = agent::Timing::fast();
+    sim.tls = Some(agent::TlsFiles {
+        cert: cluster.pki.cert_file.clone(),
+        key: cluster.pki.key_file.clone(),
+    });
+    sim.ca_file = Some(cluster.pki.ca_file.clone());
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let fleet = format!("https://{}", listener.local_addr().unwrap());
+    tokio::spawn(agent::run_simulated(
+        sim,
+        listener,
+        cluster.stop.clone().cancelled_owned(),
+    ));
+    let url = format!("{}/api/v1/agents", cluster.url);
+    wait_until(WITHIN, "3 simulated agents active over https", || async {
+        let list: AgentList = cluster
+            .http
+            .get(&url)
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        let simulated = list
+            .agents
+            .iter()
+            .filter(|a| a.state == "active" && a.endpoint.starts_with(&fleet))
+            .count();
+        (list.agents.len() == 4 && simulated == 3).then_some(())
+    })
+    .await
+    .unwrap();
 }
