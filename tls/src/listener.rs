@@ -62,8 +62,12 @@ impl axum::serve::Listener for TlsListener {
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
         match self.ready.recv().await {
             Some(ready) => ready,
-            // The accept loop never ends while the receiver lives (it is aborted only on drop).
-            None => std::future::pending().await,
+            // The accept loop ends only when this receiver is dropped, so this means it
+            // panicked: say so, and accept nothing more (the server drains on shutdown).
+            None => {
+                tracing::error!("the TLS accept loop ended; no new connections are accepted");
+                std::future::pending().await
+            }
         }
     }
 
