@@ -106,6 +106,20 @@ pub struct AgentConfig {
     pub sandbox_retention: Duration,
     /// Intervals and limits.
     pub timing: Timing,
+    /// HTTPS for the agent API: the PEM certificate chain and key; plain HTTP when `None`.
+    pub tls: Option<TlsFiles>,
+    /// A PEM CA file to trust, instead of the built-in roots, when calling an `https://`
+    /// coordinator.
+    pub ca_file: Option<PathBuf>,
+}
+
+/// A server certificate chain and its private key, as PEM files (read when serving starts).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The certificate chain, the server's own certificate first.
+    pub cert: PathBuf,
+    /// The private key of the certificate.
+    pub key: PathBuf,
 }
 
 /// The default of [`AgentConfig::sandbox_retention`]: one day.
@@ -125,6 +139,8 @@ impl AgentConfig {
             reap_orphans: true,
             sandbox_retention: DEFAULT_SANDBOX_RETENTION,
             timing: Timing::default(),
+            tls: None,
+            ca_file: None,
         }
     }
 }
@@ -151,6 +167,10 @@ pub struct SimConfig {
     pub max_in_flight: usize,
     /// Intervals and limits.
     pub timing: Timing,
+    /// HTTPS for the shared listener; plain HTTP when `None`.
+    pub tls: Option<TlsFiles>,
+    /// A PEM CA file to trust when calling an `https://` coordinator.
+    pub ca_file: Option<PathBuf>,
 }
 
 impl SimConfig {
@@ -166,6 +186,8 @@ impl SimConfig {
             stagger: Duration::from_secs(1),
             max_in_flight: 128,
             timing: Timing::default(),
+            tls: None,
+            ca_file: None,
         }
     }
 }

@@ -61,6 +61,14 @@
 //! kept in `WORK_DIR/agent_id` and reused when registering again; registering again also
 //! carries the latest status of every task the agent knows. On shutdown (Ctrl-C, SIGTERM) the
 //! agent stops accepting launches, leaves running tasks alone and syncs the journal.
+//!
+//! # TLS
+//!
+//! With [`AgentConfig::tls`] the agent API is served over HTTPS (rustls, ring; `parley_tls`)
+//! and the derived advertised URL is `https://`; the certificate and key are read and checked at
+//! start. [`AgentConfig::ca_file`] is the CA the agent trusts when it calls an `https://`
+//! coordinator (only it; without one, the built-in Mozilla roots). The simulated fleet takes
+//! the same two settings in [`SimConfig`].
 
 pub mod config;
 pub mod engine;
@@ -79,7 +87,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-pub use config::{AgentConfig, ConfigError, SimConfig, Timing};
+pub use config::{AgentConfig, ConfigError, SimConfig, Timing, TlsFiles};
 pub use simulated::run_simulated;
 
 /// Why an agent (or a simulated fleet) could not start or stopped with an error.
@@ -97,6 +105,9 @@ pub enum AgentError {
     /// The HTTP client cannot be built.
     #[error("building the HTTP client: {0}")]
     HttpClient(#[source] reqwest::Error),
+    /// A TLS certificate, key or CA file cannot be used (the message names the file).
+    #[error(transparent)]
+    Tls(#[from] parley_tls::TlsError),
     /// The listener failed (its address, or serving the API).
     #[error("serving the agent API: {0}")]
     Serve(#[source] std::io::Error),
@@ -112,6 +123,8 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), AgentError> {
     config.coordinator = config::parse_coordinator_url(&config.coordinator)?;
+    let (tls, http) = tls_and_client(config.tls.as_ref(), config.ca_file.as_deref())?;
+    let http = http.build().map_err(AgentError::HttpClient)?;
     std::fs::create_dir_all(&config.work_dir).map_err(|e| ConfigError::WorkDir {
         path: config.work_dir.clone(),
         reason: e.to_string(),
@@ -125,12 +138,10 @@ pub async fn run(
         config.advertise_url.as_deref(),
         listener.local_addr().map_err(AgentError::Serve)?,
         &hostname,
+        tls.is_some(),
     )?;
     let (journal, replay) = journal::Journal::open(&config.work_dir)?;
-    let http = reqwest::Client::builder()
-        .build()
-        .map_err(AgentError::HttpClient)?;
-    tracing::info!(%endpoint, %resources, tasks = replay.tasks.len(), "agent starting");
+    tracing::info!(%endpoint, %resources, tasks = replay.tasks.len(), tls = tls.is_some(), "agent starting");
 
     let work_dir: PathBuf = config.work_dir.clone();
     let parts = real::Parts {
@@ -151,13 +162,12 @@ pub async fn run(
     agent.feed(|core, now, out| core.start(now, out));
 
     let on_shutdown = agent.clone();
-    let served = axum::serve(listener, api::app(agent.clone()))
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            on_shutdown.stop_accepting();
-            on_shutdown.cancel.cancel();
-        })
-        .await;
+    let served = parley_tls::serve(listener, tls, api::app(agent.clone()), async move {
+        shutdown.await;
+        on_shutdown.stop_accepting();
+        on_shutdown.cancel.cancel();
+    })
+    .await;
     agent.stop_accepting();
     agent.cancel.cancel();
     agent.tracker.close();
@@ -172,18 +182,52 @@ pub fn machine_hostname() -> String {
     sysinfo::System::host_name().unwrap_or_else(|| "localhost".into())
 }
 
+/// The listener's TLS (loaded and checked, or `None` for plain HTTP) and a client builder for
+/// calls to the coordinator that trusts `ca_file` (or the built-in roots).
+pub(crate) fn tls_and_client(
+    tls: Option<&TlsFiles>,
+    ca_file: Option<&std::path::Path>,
+) -> Result<(Option<parley_tls::ServerTls>, reqwest::ClientBuilder), AgentError> {
+    let server = tls
+        .map(|f| parley_tls::ServerTls::from_pem_files(&f.cert, &f.key))
+        .transpose()?;
+    Ok((server, parley_tls::client_builder(ca_file)?))
+}
+
 /// The URL the coordinator uses to reach a listener: the given one (checked), or
-/// `http://ADDR` — with the hostname in place of an unspecified address like `0.0.0.0`.
+/// `http://ADDR` (`https://` when `tls`) — with the hostname in place of an unspecified address
+/// like `0.0.0.0`.
 pub(crate) fn advertised_url(
     given: Option<&str>,
     local: SocketAddr,
     hostname: &str,
+    tls: bool,
 ) -> Result<String, ConfigError> {
+    let scheme = if tls { "https" } else { "http" };
     match given {
         Some(url) => {
             config::normalize_url(url).ok_or_else(|| ConfigError::BadAdvertiseUrl(url.to_string()))
         }
-        None if local.ip().is_unspecified() => Ok(format!("http://{hostname}:{}", local.port())),
-        None => Ok(format!("http://{local}")),
+        None if local.ip().is_unspecified() => {
+            Ok(format!("{scheme}://{hostname}:{}", local.port()))
+        }
+        None => Ok(format!("{scheme}://{local}")),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_advertised_url_is_https_when_serving_tls() {
+        let local: SocketAddr = "127.0.0.1:5051".parse().unwrap();
+        let any: SocketAddr = "0.0.0.0:5051".parse().unwrap();
+        let url = |given, local, tls| advertised_url(given, local, "node1", tls).unwrap();
+        assert_eq!(url(None, local, false), "http://127.0.0.1:5051");
+        assert_eq!(url(None, local, true), "https://127.0.0.1:5051");
+        assert_eq!(url(None, any, true), "https://node1:5051");
+        assert_eq!(url(Some("https://n:1/"), local, true), "https://n:1");
     }
 }

@@ -4,6 +4,7 @@
 //! ```text
 //! agent --coordinator http://127.0.0.1:5050 --listen 127.0.0.1:0 --resources cpus=4,mem=8192,gpus=1 \
 //!       --attributes rack=r1,zone=a --work-dir DIR
+//! agent --coordinator https://coord:5050 --ca-file ca.pem --tls-cert agent.crt --tls-key agent.key
 //! agent --simulate 1000 --resources cpus=24,mem=4096 --coordinator http://127.0.0.1:5050
 //! ```
 
@@ -15,7 +16,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use agent::{AgentConfig, SimConfig, Timing};
+use agent::{AgentConfig, SimConfig, Timing, TlsFiles};
 use anyhow::Context;
 use clap::Parser;
 use protocol::Resources;
@@ -65,6 +66,16 @@ struct Cli {
     /// Spread the simulated agents' first registrations over this many seconds.
     #[arg(long, default_value = "1", allow_hyphen_values = true)]
     stagger_s: String,
+    /// Serve the agent API over HTTPS with this PEM certificate chain (needs --tls-key).
+    #[arg(long, value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE")]
+    tls_key: Option<PathBuf>,
+    /// Trust only the CAs in this PEM file when calling an https:// coordinator (default: the
+    /// built-in Mozilla roots).
+    #[arg(long, value_name = "FILE")]
+    ca_file: Option<PathBuf>,
 }
 
 fn main() {
@@ -143,6 +154,12 @@ fn plan(cli: Cli) -> anyhow::Result<Plan> {
         kill_grace,
         ..Timing::default()
     };
+    let tls = match (cli.tls_cert, cli.tls_key) {
+        (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
+        (None, None) => None,
+        (Some(_), None) => anyhow::bail!("--tls-cert needs --tls-key"),
+        (None, Some(_)) => anyhow::bail!("--tls-key needs --tls-cert"),
+    };
 
     if let Some(count) = cli.simulate {
         let count: usize = count.parse().ok().filter(|n| *n > 0).with_context(|| {
@@ -159,6 +176,8 @@ fn plan(cli: Cli) -> anyhow::Result<Plan> {
         config.advertise_url = cli.advertise_url;
         config.stagger = stagger;
         config.timing = timing;
+        config.tls = tls;
+        config.ca_file = cli.ca_file;
         if let Some(h) = cli.hostname {
             config.hostname_prefix = h;
         }
@@ -172,6 +191,8 @@ fn plan(cli: Cli) -> anyhow::Result<Plan> {
     config.cgroup_root = cli.cgroup_root;
     config.sandbox_retention = sandbox_retention;
     config.timing = timing;
+    config.tls = tls;
+    config.ca_file = cli.ca_file;
     Ok(Plan::Real(config, cli.listen))
 }
 

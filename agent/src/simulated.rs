@@ -104,11 +104,13 @@ pub async fn run_simulated(
         return Err(config::ConfigError::NoAgents.into());
     }
     config.coordinator = config::parse_coordinator_url(&config.coordinator)?;
+    let (tls, http) = crate::tls_and_client(config.tls.as_ref(), config.ca_file.as_deref())?;
     let hostname = crate::machine_hostname();
     let base_url = crate::advertised_url(
         config.advertise_url.as_deref(),
         listener.local_addr().map_err(AgentError::Serve)?,
         &hostname,
+        tls.is_some(),
     )?;
     let seed: u64 = rand::random();
     let cores = (0..config.count)
@@ -118,7 +120,7 @@ pub async fn run_simulated(
         })
         .collect();
     let (events, rx) = mpsc::unbounded_channel();
-    let http = reqwest::Client::builder()
+    let http = http
         .pool_max_idle_per_host(config.max_in_flight.max(1))
         .build()
         .map_err(AgentError::HttpClient)?;
@@ -134,15 +136,14 @@ pub async fn run_simulated(
 
     let on_shutdown = sim.clone();
     let stop = cancel.clone();
-    let served = axum::serve(listener, app(sim.clone()))
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            for core in on_shutdown.lock().iter_mut() {
-                core.stop_accepting();
-            }
-            stop.cancel();
-        })
-        .await;
+    let served = parley_tls::serve(listener, tls, app(sim.clone()), async move {
+        shutdown.await;
+        for core in on_shutdown.lock().iter_mut() {
+            core.stop_accepting();
+        }
+        stop.cancel();
+    })
+    .await;
     cancel.cancel();
     if let Err(e) = driver.await {
         tracing::error!("simulation driver ended abnormally: {e}");

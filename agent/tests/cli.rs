@@ -39,6 +39,8 @@ fn bad_values_are_one_line_errors_naming_them() {
         (&["--kill-grace-s", "-2"], &["--kill-grace-s", "-2"]),
         (&["--simulate", "0"], &["--simulate", "at least 1"]),
         (&["--no-such-flag"], &["--no-such-flag"]),
+        (&["--tls-cert", "a.crt"], &["--tls-cert needs --tls-key"]),
+        (&["--tls-key", "a.key"], &["--tls-key needs --tls-cert"]),
     ] {
         let (code, stderr) = run(args);
         assert_eq!(code, 2, "{args:?}: {stderr}");
@@ -46,6 +48,43 @@ fn bad_values_are_one_line_errors_naming_them() {
         for n in needles {
             assert!(stderr.contains(n), "{args:?}: {stderr:?} lacks {n:?}");
         }
+    }
+}
+
+#[test]
+fn unusable_tls_files_are_errors_naming_them_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = parley_tls::testing::TestPki::generate(dir.path()).unwrap();
+    let listen = ["--listen", "127.0.0.1:0"];
+    let cert = pki.cert_file.to_str().unwrap();
+    let key = pki.key_file.to_str().unwrap();
+    for (args, needle) in [
+        (
+            &["--tls-cert", "/nonexistent/a.crt", "--tls-key", key][..],
+            "cannot read TLS certificate /nonexistent/a.crt",
+        ),
+        (
+            &["--tls-cert", cert, "--tls-key", "/nonexistent/a.key"],
+            "cannot read TLS key /nonexistent/a.key",
+        ),
+        (&["--tls-cert", key, "--tls-key", key], "no PEM certificate"),
+        (
+            &["--ca-file", "/nonexistent/ca.pem"],
+            "cannot read CA file /nonexistent/ca.pem",
+        ),
+        (
+            &["--simulate", "2", "--ca-file", "/nonexistent/ca.pem"],
+            "cannot read CA file",
+        ),
+    ] {
+        let args: Vec<&str> = listen.iter().chain(args).copied().collect();
+        let (code, stderr) = run(&args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        let last = stderr.trim_end().lines().last().unwrap_or_default();
+        assert!(
+            last.starts_with("agent: ") && last.contains(needle),
+            "{args:?}: {stderr}"
+        );
     }
 }
 

@@ -6,6 +6,7 @@
 //! bad value is reported (naming the setting) before anything starts.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use protocol::{RolePath, Weight};
@@ -50,6 +51,14 @@ pub struct Config {
     /// The durable registry file ([`crate::store`]); `None` keeps the books in memory only
     /// (the library's default; the `coordinator` binary uses `{data_dir}/registry.redb`).
     pub registry: Option<std::path::PathBuf>,
+    /// The PEM certificate chain to serve HTTPS with (with [`Config::tls_key`]); plain HTTP when
+    /// `None`. Read when serving starts.
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of [`Config::tls_cert`].
+    pub tls_key: Option<PathBuf>,
+    /// A PEM CA file to trust, instead of the built-in roots, when calling agents over
+    /// `https://` (launches, kills).
+    pub agent_ca_file: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -69,6 +78,9 @@ impl Default for Config {
             max_completed_tasks_per_framework: 1000,
             roles: Vec::new(),
             registry: None,
+            tls_cert: None,
+            tls_key: None,
+            agent_ca_file: None,
         }
     }
 }
@@ -104,6 +116,9 @@ pub enum ConfigError {
         /// Why it was rejected.
         reason: String,
     },
+    /// A TLS certificate without its key, or a key without its certificate.
+    #[error("{0}")]
+    Tls(String),
     /// The TOML file does not parse or has an unknown key.
     #[error("invalid config file: {0}")]
     File(String),
@@ -178,7 +193,15 @@ impl Config {
         for (path, _) in &self.roles {
             check_role_not_reserved(path)?;
         }
-        Ok(())
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(_), None) => Err(ConfigError::Tls(
+                "tls_cert (--tls-cert) is set without tls_key (--tls-key)".into(),
+            )),
+            (None, Some(_)) => Err(ConfigError::Tls(
+                "tls_key (--tls-key) is set without tls_cert (--tls-cert)".into(),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// The defaults, then the file's settings (if any), then the flags'; validated. The first bad
@@ -238,6 +261,9 @@ pub enum Layer {
 /// listen = "127.0.0.1:5050"
 /// allocation_interval_s = 1.0
 /// offer_timeout_s = 60
+/// tls_cert = "/etc/parley/coordinator.crt"
+/// tls_key = "/etc/parley/coordinator.key"
+/// agent_ca_file = "/etc/parley/ca.pem"
 /// [roles]
 /// "eng" = 2.0
 /// "eng/batch" = 1.0
@@ -299,6 +325,16 @@ pub struct Overrides {
     #[arg(long = "role", value_name = "PATH=WEIGHT", value_parser = parse_role)]
     #[serde(default, deserialize_with = "roles_table")]
     pub roles: Vec<(String, f64)>,
+    /// Serve HTTPS with this PEM certificate chain (needs `--tls-key`).
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of `--tls-cert`.
+    #[arg(long, value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+    /// Trust only the CAs in this PEM file when calling agents over https:// (default: the
+    /// built-in Mozilla roots).
+    #[arg(long, value_name = "FILE")]
+    pub agent_ca_file: Option<PathBuf>,
 }
 
 /// A duration setting: its name in the file, its flag, where it goes, whether zero is allowed.
@@ -402,6 +438,15 @@ impl Overrides {
         }
         if let Some(n) = self.max_completed_tasks_per_framework {
             config.max_completed_tasks_per_framework = n;
+        }
+        if let Some(path) = &self.tls_cert {
+            config.tls_cert = Some(path.clone());
+        }
+        if let Some(path) = &self.tls_key {
+            config.tls_key = Some(path.clone());
+        }
+        if let Some(path) = &self.agent_ca_file {
+            config.agent_ca_file = Some(path.clone());
         }
         for (path, weight) in &self.roles {
             let (role, weight) =
@@ -549,6 +594,43 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(err.contains("--role"), "a usage error: {err}");
+    }
+
+    #[test]
+    fn tls_files_come_from_the_file_and_the_flags_and_must_be_paired() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            settings: Overrides,
+        }
+        use clap::Parser;
+        let file = Overrides::from_toml(
+            "tls_cert = \"a.crt\"\ntls_key = \"a.key\"\nagent_ca_file = \"ca.pem\"\n",
+        )
+        .unwrap();
+        let c = Config::from_layers(Some(&file), &Overrides::default()).unwrap();
+        assert_eq!(c.tls_cert, Some(PathBuf::from("a.crt")));
+        assert_eq!(c.tls_key, Some(PathBuf::from("a.key")));
+        assert_eq!(c.agent_ca_file, Some(PathBuf::from("ca.pem")));
+        let flags = Cli::try_parse_from(["x", "--tls-cert", "b.crt", "--agent-ca-file", "x.pem"])
+            .unwrap()
+            .settings;
+        let c = Config::from_layers(Some(&file), &flags).unwrap();
+        assert_eq!(c.tls_cert, Some(PathBuf::from("b.crt")), "the flag wins");
+        assert_eq!(c.tls_key, Some(PathBuf::from("a.key")), "the file's");
+        assert_eq!(c.agent_ca_file, Some(PathBuf::from("x.pem")));
+
+        let err = Config::from_layers(None, &flags).unwrap_err().to_string();
+        assert!(
+            err.contains("--tls-cert") && err.contains("--tls-key"),
+            "{err}"
+        );
+        let flags = Cli::try_parse_from(["x", "--tls-key", "b.key"])
+            .unwrap()
+            .settings;
+        let err = Config::from_layers(None, &flags).unwrap_err().to_string();
+        assert!(err.contains("without tls_cert"), "{err}");
+        assert_eq!(Config::default().tls_cert, None, "plain HTTP by default");
     }
 
     #[test]

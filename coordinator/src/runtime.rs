@@ -121,7 +121,7 @@ impl Coordinator {
             }
             None => None,
         };
-        let http = reqwest::Client::builder()
+        let http = parley_tls::client_builder(config.agent_ca_file.as_deref())?
             .timeout(config.agent_request_timeout)
             .connect_timeout(config.agent_request_timeout)
             .build()?;

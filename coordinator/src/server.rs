@@ -1,5 +1,6 @@
 //! [`serve`]: wires the registry, the API and the background loops, and runs them until the
-//! shutdown future resolves.
+//! shutdown future resolves. With `Config::tls_cert` and `Config::tls_key` it serves HTTPS
+//! (rustls with ring, through `parley_tls`); otherwise plain HTTP.
 //!
 //! Background loops, each ending on the shutdown token:
 //! - allocation: every `allocation_interval`, and `allocation_batch_delay` after a kick (a
@@ -35,6 +36,9 @@ pub enum ServeError {
     /// The durable registry's writer thread could not be started.
     #[error("cannot start the registry writer thread")]
     RegistryWriter(#[source] std::io::Error),
+    /// A TLS certificate, key or CA file cannot be used (the message names the file).
+    #[error(transparent)]
+    Tls(#[from] parley_tls::TlsError),
     /// Serving the listener failed.
     #[error("serving HTTP")]
     Io(#[source] std::io::Error),
@@ -65,23 +69,35 @@ pub async fn serve_coordinator(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
+    // HTTPS when the config names a certificate and key (read and checked here, before
+    // anything is served); plain HTTP otherwise.
+    let config = coordinator.config();
+    let tls = match parley_tls::ServerTls::from_options(
+        config.tls_cert.as_deref(),
+        config.tls_key.as_deref(),
+    ) {
+        Ok(tls) => tls,
+        Err(e) => {
+            coordinator.close_registry();
+            return Err(e.into());
+        }
+    };
     let token = coordinator.shutdown_token().clone();
     let loops = spawn_loops(&coordinator);
     let app = api::app(coordinator.clone());
     if let Ok(addr) = listener.local_addr() {
-        tracing::info!(%addr, "coordinator listening");
+        tracing::info!(%addr, tls = tls.is_some(), "coordinator listening");
     }
     let stop = token.clone();
-    let result = axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            tokio::select! {
-                _ = shutdown => {}
-                _ = stop.cancelled() => {}
-            }
-            // Streams and loops end on the token; the server then drains.
-            stop.cancel();
-        })
-        .await;
+    let result = parley_tls::serve(listener, tls, app, async move {
+        tokio::select! {
+            _ = shutdown => {}
+            _ = stop.cancelled() => {}
+        }
+        // Streams and loops end on the token; the server then drains.
+        stop.cancel();
+    })
+    .await;
     token.cancel();
     for handle in loops {
         let _ = handle.await;

@@ -15,6 +15,10 @@ pub struct CommonArgs {
         default_value = "http://127.0.0.1:5050"
     )]
     pub coordinator: String,
+    /// Trust only the CAs in this PEM file for an https:// coordinator (default: the built-in
+    /// Mozilla roots).
+    #[arg(long, env = "PARLEY_CA_FILE", value_name = "FILE")]
+    pub ca_file: Option<std::path::PathBuf>,
     /// The role to run under, e.g. `eng/batch`.
     #[arg(long, default_value = "default")]
     pub role: RolePath,
@@ -39,6 +43,7 @@ impl CommonArgs {
     pub fn new(coordinator: impl Into<String>, role: RolePath) -> Self {
         Self {
             coordinator: coordinator.into(),
+            ca_file: None,
             role,
             framework_id: None,
             failover_timeout_s: framework_sdk::DEFAULT_FAILOVER_TIMEOUT.as_secs_f64(),
@@ -50,6 +55,7 @@ impl CommonArgs {
     /// The driver configuration for a framework called `name`.
     pub fn driver_config(&self, name: &str) -> anyhow::Result<DriverConfig> {
         let mut config = DriverConfig::new(&self.coordinator, name, self.role.clone());
+        config.ca_file = self.ca_file.clone();
         config.framework_id = self.framework_id;
         config.failover_timeout = seconds("--failover-timeout-s", self.failover_timeout_s)?;
         config.offer_hold_timeout = seconds("--offer-hold-timeout-s", self.offer_hold_timeout_s)?;

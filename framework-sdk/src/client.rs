@@ -3,6 +3,7 @@
 //! Every call maps a non-success answer to [`SdkError`] (a 4xx keeps the coordinator's code and
 //! message). The driver uses it; frameworks and tests may use it directly as well.
 
+use std::path::Path;
 use std::time::Duration;
 
 use protocol::messages::{
@@ -36,15 +37,28 @@ pub struct CoordinatorClient {
 
 impl CoordinatorClient {
     /// A client for the coordinator at `base` (e.g. `http://127.0.0.1:5050`). Each call except
-    /// the event stream gives up after `request_timeout`.
+    /// the event stream gives up after `request_timeout`. An `https://` coordinator must have a
+    /// certificate from a publicly trusted CA; see [`CoordinatorClient::with_ca_file`].
     pub fn new(base: &str, request_timeout: Duration) -> Result<Self, SdkError> {
+        Self::with_ca_file(base, request_timeout, None)
+    }
+
+    /// As [`CoordinatorClient::new`], trusting only the CA certificates of `ca_file` (PEM) for
+    /// an `https://` coordinator, or the built-in Mozilla roots when `None`. A CA file that
+    /// cannot be read or holds no certificate is [`SdkError::InvalidConfig`], naming it.
+    pub fn with_ca_file(
+        base: &str,
+        request_timeout: Duration,
+        ca_file: Option<&Path>,
+    ) -> Result<Self, SdkError> {
         let base = base.trim_end_matches('/').to_owned();
         if !(base.starts_with("http://") || base.starts_with("https://")) {
             return Err(SdkError::InvalidConfig(format!(
                 "coordinator URL {base:?} must start with http:// or https://"
             )));
         }
-        let http = reqwest::Client::builder()
+        let http = parley_tls::client_builder(ca_file)
+            .map_err(|e| SdkError::InvalidConfig(e.to_string()))?
             .connect_timeout(request_timeout)
             .build()
             .map_err(SdkError::Transport)?;
@@ -231,4 +245,35 @@ async fn read_json<T: DeserializeOwned>(response: reqwest::Response) -> Result<T
     let response = check(response).await?;
     let bytes = response.bytes().await?;
     serde_json::from_slice(&bytes).map_err(|e| SdkError::Protocol(e.to_string()))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unusable_ca_file_is_a_config_error_naming_it() {
+        let timeout = Duration::from_secs(1);
+        let err = CoordinatorClient::with_ca_file(
+            "https://localhost:5050",
+            timeout,
+            Some(Path::new("/nonexistent/ca.pem")),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&err, SdkError::InvalidConfig(m) if m.contains("/nonexistent/ca.pem")),
+            "{err}"
+        );
+        let dir = std::env::temp_dir().join(format!("sdk-ca-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let empty = dir.join("empty.pem");
+        std::fs::write(&empty, "").unwrap();
+        let err =
+            CoordinatorClient::with_ca_file("https://h:1", timeout, Some(&empty)).unwrap_err();
+        assert!(err.to_string().contains("no PEM certificate"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+
+        assert!(CoordinatorClient::new("http://127.0.0.1:1", timeout).is_ok());
+    }
 }

@@ -76,6 +76,12 @@ fn load(args: &Args) -> anyhow::Result<(Config, SocketAddr)> {
         listen = l;
     }
     config.validate()?;
+    // The local agents of --dev call the coordinator by its loopback URL and would need the
+    // certificate's CA; --dev is for trying Parley out on one machine.
+    anyhow::ensure!(
+        !(args.dev && config.tls_cert.is_some()),
+        "--tls-cert/--tls-key are not supported with --dev (it serves plain HTTP on loopback)"
+    );
     if !args.in_memory {
         config.registry = Some(args.data_dir.join("registry.redb"));
     }

@@ -1,5 +1,6 @@
 //! [`DriverConfig`]: where the coordinator is, who the framework is, and the driver's timings.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use protocol::{FrameworkId, RolePath};
@@ -13,8 +14,11 @@ pub const DEFAULT_FAILOVER_TIMEOUT: Duration = Duration::from_secs(3600);
 /// The driver's configuration. Build it with [`DriverConfig::new`] and adjust fields.
 #[derive(Debug, Clone)]
 pub struct DriverConfig {
-    /// The coordinator's base URL, e.g. `http://127.0.0.1:5050`.
+    /// The coordinator's base URL, e.g. `http://127.0.0.1:5050` (or `https://...`).
     pub coordinator: String,
+    /// A PEM file of the CA certificates to trust for an `https://` coordinator (only those);
+    /// `None` trusts the built-in Mozilla roots. Default `None`.
+    pub ca_file: Option<PathBuf>,
     /// The framework's human-readable name.
     pub name: String,
     /// The role it runs under.
@@ -64,6 +68,7 @@ impl DriverConfig {
     pub fn new(coordinator: impl Into<String>, name: impl Into<String>, role: RolePath) -> Self {
         Self {
             coordinator: coordinator.into(),
+            ca_file: None,
             name: name.into(),
             role,
             framework_id: None,
