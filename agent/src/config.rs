@@ -106,6 +106,9 @@ pub struct AgentConfig {
     pub sandbox_retention: Duration,
     /// Intervals and limits.
     pub timing: Timing,
+    /// The bearer token sent to the coordinator (an agent principal's secret, when the
+    /// coordinator has a credentials file).
+    pub token: Option<String>,
 }
 
 /// The default of [`AgentConfig::sandbox_retention`]: one day.
@@ -125,6 +128,7 @@ impl AgentConfig {
             reap_orphans: true,
             sandbox_retention: DEFAULT_SANDBOX_RETENTION,
             timing: Timing::default(),
+            token: None,
         }
     }
 }
@@ -151,6 +155,8 @@ pub struct SimConfig {
     pub max_in_flight: usize,
     /// Intervals and limits.
     pub timing: Timing,
+    /// The bearer token sent to the coordinator (see [`AgentConfig::token`]).
+    pub token: Option<String>,
 }
 
 impl SimConfig {
@@ -166,6 +172,7 @@ impl SimConfig {
             stagger: Duration::from_secs(1),
             max_in_flight: 128,
             timing: Timing::default(),
+            token: None,
         }
     }
 }

@@ -127,7 +127,7 @@ pub async fn run(
         &hostname,
     )?;
     let (journal, replay) = journal::Journal::open(&config.work_dir)?;
-    let http = reqwest::Client::builder()
+    let http = client::with_token(reqwest::Client::builder(), config.token.as_deref())
         .build()
         .map_err(AgentError::HttpClient)?;
     tracing::info!(%endpoint, %resources, tasks = replay.tasks.len(), "agent starting");

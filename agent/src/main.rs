@@ -31,6 +31,10 @@ struct Cli {
         default_value = "http://127.0.0.1:5050"
     )]
     coordinator: String,
+    /// Bearer token for the coordinator (an agent principal's secret; needed when the
+    /// coordinator has a credentials file).
+    #[arg(long, env = "PARLEY_TOKEN", hide_env_values = true)]
+    token: Option<String>,
     /// Address to serve the agent API on (port 0 picks a free one).
     #[arg(long, default_value = "0.0.0.0:5051")]
     listen: String,
@@ -159,6 +163,7 @@ fn plan(cli: Cli) -> anyhow::Result<Plan> {
         config.advertise_url = cli.advertise_url;
         config.stagger = stagger;
         config.timing = timing;
+        config.token = cli.token;
         if let Some(h) = cli.hostname {
             config.hostname_prefix = h;
         }
@@ -172,6 +177,7 @@ fn plan(cli: Cli) -> anyhow::Result<Plan> {
     config.cgroup_root = cli.cgroup_root;
     config.sandbox_retention = sandbox_retention;
     config.timing = timing;
+    config.token = cli.token;
     Ok(Plan::Real(config, cli.listen))
 }
 

@@ -118,7 +118,7 @@ pub async fn run_simulated(
         })
         .collect();
     let (events, rx) = mpsc::unbounded_channel();
-    let http = reqwest::Client::builder()
+    let http = crate::client::with_token(reqwest::Client::builder(), config.token.as_deref())
         .pool_max_idle_per_host(config.max_in_flight.max(1))
         .build()
         .map_err(AgentError::HttpClient)?;

@@ -50,6 +50,9 @@ pub struct Config {
     /// The durable registry file ([`crate::store`]); `None` keeps the books in memory only
     /// (the library's default; the `coordinator` binary uses `{data_dir}/registry.redb`).
     pub registry: Option<std::path::PathBuf>,
+    /// The principals allowed in ([`crate::auth`]); `None` (the default) leaves the API open,
+    /// as without authentication.
+    pub credentials: Option<std::sync::Arc<crate::auth::Credentials>>,
 }
 
 impl Default for Config {
@@ -69,6 +72,7 @@ impl Default for Config {
             max_completed_tasks_per_framework: 1000,
             roles: Vec::new(),
             registry: None,
+            credentials: None,
         }
     }
 }
@@ -107,6 +111,9 @@ pub enum ConfigError {
     /// The TOML file does not parse or has an unknown key.
     #[error("invalid config file: {0}")]
     File(String),
+    /// The credentials file cannot be read or is invalid.
+    #[error("{0}")]
+    Credentials(String),
 }
 
 /// Converts seconds to a duration, checking the range (`allow_zero` for settings where zero
@@ -299,6 +306,11 @@ pub struct Overrides {
     #[arg(long = "role", value_name = "PATH=WEIGHT", value_parser = parse_role)]
     #[serde(default, deserialize_with = "roles_table")]
     pub roles: Vec<(String, f64)>,
+    /// TOML file of principals and what they may do; with it every endpoint but `/health`
+    /// needs `Authorization: Bearer <token>` (see README "Security"). Without it the API is
+    /// open.
+    #[arg(long, value_name = "FILE", env = "PARLEY_CREDENTIALS")]
+    pub credentials: Option<std::path::PathBuf>,
 }
 
 /// A duration setting: its name in the file, its flag, where it goes, whether zero is allowed.
@@ -402,6 +414,11 @@ impl Overrides {
         }
         if let Some(n) = self.max_completed_tasks_per_framework {
             config.max_completed_tasks_per_framework = n;
+        }
+        if let Some(path) = &self.credentials {
+            let credentials =
+                crate::auth::Credentials::load(path).map_err(ConfigError::Credentials)?;
+            config.credentials = Some(std::sync::Arc::new(credentials));
         }
         for (path, weight) in &self.roles {
             let (role, weight) =

@@ -38,16 +38,32 @@ impl CoordinatorClient {
     /// A client for the coordinator at `base` (e.g. `http://127.0.0.1:5050`). Each call except
     /// the event stream gives up after `request_timeout`.
     pub fn new(base: &str, request_timeout: Duration) -> Result<Self, SdkError> {
+        Self::with_token(base, request_timeout, None)
+    }
+
+    /// As [`CoordinatorClient::new`], sending `Authorization: Bearer <token>` on every call
+    /// when a token is given (a coordinator with a credentials file requires it).
+    pub fn with_token(
+        base: &str,
+        request_timeout: Duration,
+        token: Option<&crate::BearerToken>,
+    ) -> Result<Self, SdkError> {
         let base = base.trim_end_matches('/').to_owned();
         if !(base.starts_with("http://") || base.starts_with("https://")) {
             return Err(SdkError::InvalidConfig(format!(
                 "coordinator URL {base:?} must start with http:// or https://"
             )));
         }
-        let http = reqwest::Client::builder()
-            .connect_timeout(request_timeout)
-            .build()
-            .map_err(SdkError::Transport)?;
+        let mut builder = reqwest::Client::builder().connect_timeout(request_timeout);
+        if let Some(token) = token {
+            let mut headers = reqwest::header::HeaderMap::new();
+            headers.insert(
+                reqwest::header::AUTHORIZATION,
+                token.header().map_err(SdkError::InvalidConfig)?,
+            );
+            builder = builder.default_headers(headers);
+        }
+        let http = builder.build().map_err(SdkError::Transport)?;
         Ok(Self {
             http,
             base,

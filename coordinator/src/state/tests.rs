@@ -31,6 +31,7 @@ fn registration(
         failover_timeout_s,
         framework_id,
         demand: None,
+        owner: None,
     }
 }
 

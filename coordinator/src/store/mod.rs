@@ -60,6 +60,10 @@ pub struct StoredFramework {
     pub failover_timeout_s: f64,
     /// When it first registered.
     pub registered_at: Timestamp,
+    /// The principal that owns it (registered with credentials configured); absent in files
+    /// written before authentication existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 /// One change to the stored facts.
@@ -292,6 +296,7 @@ mod tests {
             role: RolePath::new(role).unwrap(),
             failover_timeout_s: 30.0,
             registered_at: protocol::now(),
+            owner: None,
         }
     }
 

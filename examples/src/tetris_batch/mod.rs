@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use framework_sdk::placement::{BestFit, FirstFit, Placement, Tetris};
-use framework_sdk::{CoordinatorClient, Driver};
+use framework_sdk::{CoordinatorClient, Driver, DriverConfig};
 
 use crate::common::CommonArgs;
 use scheduler::Batch;
@@ -119,7 +119,7 @@ pub async fn run(args: Args, shutdown: impl Future<Output = ()>) -> anyhow::Resu
         Policy::BestFit => Box::new(BestFit),
     };
     let config = args.common.driver_config("tetris-batch")?;
-    preflight(&args.common.coordinator, &jobs).await?;
+    preflight(&config, &jobs).await?;
     let batch = Batch::new(&jobs, policy, args.simulated, args.max_retries)?;
     println!(
         "{} jobs, {} tasks, policy {}",
@@ -136,8 +136,12 @@ pub async fn run(args: Args, shutdown: impl Future<Output = ()>) -> anyhow::Resu
 /// Before registering, checks that every task fits on at least one active agent, so a task
 /// larger than every machine fails the run with a clear message instead of waiting forever.
 /// With no agents yet (or no answer) it only says so: agents may still join.
-async fn preflight(coordinator: &str, jobs: &[JobSpec]) -> anyhow::Result<()> {
-    let client = CoordinatorClient::new(coordinator, Duration::from_secs(10))?;
+async fn preflight(config: &DriverConfig, jobs: &[JobSpec]) -> anyhow::Result<()> {
+    let client = CoordinatorClient::with_token(
+        &config.coordinator,
+        Duration::from_secs(10),
+        config.token.as_ref(),
+    )?;
     let agents = match client.agents().await {
         Ok(list) => list.agents,
         Err(e) => {

@@ -56,7 +56,11 @@ impl<S: Scheduler> Driver<S> {
     /// A driver for `scheduler`; nothing happens until [`Driver::run`].
     pub fn new(config: DriverConfig, scheduler: S) -> Result<Self, SdkError> {
         config.validate().map_err(SdkError::InvalidConfig)?;
-        let client = CoordinatorClient::new(&config.coordinator, config.request_timeout)?;
+        let client = CoordinatorClient::with_token(
+            &config.coordinator,
+            config.request_timeout,
+            config.token.as_ref(),
+        )?;
         Ok(Self {
             config,
             client,
