@@ -494,6 +494,48 @@ mod tests {
     }
 
     #[test]
+    fn credentials_are_loaded_from_the_file_key_or_the_flag_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("good.toml");
+        let hash = crate::auth::SecretHash::of("t").to_hex();
+        std::fs::write(
+            &good,
+            format!("[[principals]]\nname = \"a\"\nkind = \"agent\"\nsecret_sha256 = \"{hash}\"\n"),
+        )
+        .unwrap();
+        let file =
+            Overrides::from_toml(&format!("credentials = {:?}\n", good.display().to_string()))
+                .unwrap();
+        let c = Config::from_layers(Some(&file), &Overrides::default()).unwrap();
+        let credentials = c.credentials.unwrap();
+        assert_eq!(credentials.principals().len(), 1);
+        assert!(credentials.authenticate("t").is_some());
+
+        let bad = dir.path().join("bad.toml");
+        std::fs::write(
+            &bad,
+            "[[principals]]\nname = \"a\"\nkind = \"agent\"\nsecret = \"x\"\n",
+        )
+        .unwrap();
+        let flags = Overrides {
+            credentials: Some(bad.clone()),
+            ..Overrides::default()
+        };
+        let err = Config::from_layers(None, &flags).unwrap_err().to_string();
+        assert!(
+            err.contains("bad.toml") && err.contains("unknown field"),
+            "{err}"
+        );
+        let missing = Overrides {
+            credentials: Some(dir.path().join("nope.toml")),
+            ..Overrides::default()
+        };
+        let err = Config::from_layers(None, &missing).unwrap_err().to_string();
+        assert!(err.contains("cannot read credentials file"), "{err}");
+        assert_eq!(Config::default().credentials, None, "open by default");
+    }
+
+    #[test]
     fn file_settings_apply_and_bad_ones_are_named() {
         let file = Overrides::from_toml(
             "listen = \"127.0.0.1:1\"\noffer_timeout_s = 2.5\n[roles]\n\"eng/batch\" = 2\n",

@@ -335,6 +335,27 @@ mod tests {
     }
 
     #[test]
+    fn the_owner_is_kept_and_older_records_have_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("registry.redb");
+        let owned = StoredFramework {
+            owner: Some("team-a".into()),
+            ..framework("a", "eng")
+        };
+        {
+            let store = Store::open(&path).unwrap();
+            store.apply(&[Change::PutFramework(owned.clone())]).unwrap();
+        }
+        let snap = Store::open(&path).unwrap().load().unwrap();
+        assert_eq!(snap.frameworks, vec![owned.clone()]);
+        // A record written before owners existed has no "owner" key.
+        let mut old = serde_json::to_value(&owned).unwrap();
+        old.as_object_mut().unwrap().remove("owner");
+        let read: StoredFramework = serde_json::from_value(old).unwrap();
+        assert_eq!(read.owner, None);
+    }
+
+    #[test]
     fn a_second_opener_and_a_foreign_schema_are_refused() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("registry.redb");
