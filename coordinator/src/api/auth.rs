@@ -232,6 +232,13 @@ fn authenticate(
 /// The middleware: content type, authentication, the route policy; then counts and logs any
 /// refusal (its own or a handler's).
 pub async fn guard(State(c): State<Coordinator>, mut req: Request, next: Next) -> Response {
+    if c.config().credentials.is_none() {
+        // Open: only the content type to check, and nothing is refused that needs counting.
+        if needs_json(req.method(), req.headers()) && !is_json(req.headers()) {
+            return ApiError::UnsupportedMediaType.into_response();
+        }
+        return next.run(req).await;
+    }
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
     let checked = check(&c, &mut req);
