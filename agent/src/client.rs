@@ -9,6 +9,30 @@ use serde::Serialize;
 
 use crate::engine::{Failure, Reply, Request};
 
+/// Adds `Authorization: Bearer <token>` to every request of the client (marked sensitive, so
+/// it is never logged). A token that is not a valid header value is left out (and logged): the
+/// coordinator then answers 401, which says what is wrong.
+pub(crate) fn with_token(
+    builder: reqwest::ClientBuilder,
+    token: Option<&str>,
+) -> reqwest::ClientBuilder {
+    let Some(token) = token else {
+        return builder;
+    };
+    match reqwest::header::HeaderValue::from_str(&format!("Bearer {token}")) {
+        Ok(mut value) => {
+            value.set_sensitive(true);
+            let mut headers = reqwest::header::HeaderMap::new();
+            headers.insert(reqwest::header::AUTHORIZATION, value);
+            builder.default_headers(headers)
+        }
+        Err(_) => {
+            tracing::error!("the coordinator token is not a valid header value; not sent");
+            builder
+        }
+    }
+}
+
 /// Who the agent is, for its registrations.
 #[derive(Debug, Clone)]
 pub(crate) struct Identity {

@@ -111,6 +111,9 @@ pub struct AgentConfig {
     /// A PEM CA file to trust, instead of the built-in roots, when calling an `https://`
     /// coordinator.
     pub ca_file: Option<PathBuf>,
+    /// The bearer token sent to the coordinator (an agent principal's secret, when the
+    /// coordinator has a credentials file).
+    pub token: Option<String>,
 }
 
 /// A server certificate chain and its private key, as PEM files (read when serving starts).
@@ -141,6 +144,7 @@ impl AgentConfig {
             timing: Timing::default(),
             tls: None,
             ca_file: None,
+            token: None,
         }
     }
 }
@@ -171,6 +175,8 @@ pub struct SimConfig {
     pub tls: Option<TlsFiles>,
     /// A PEM CA file to trust when calling an `https://` coordinator.
     pub ca_file: Option<PathBuf>,
+    /// The bearer token sent to the coordinator (see [`AgentConfig::token`]).
+    pub token: Option<String>,
 }
 
 impl SimConfig {
@@ -188,6 +194,7 @@ impl SimConfig {
             timing: Timing::default(),
             tls: None,
             ca_file: None,
+            token: None,
         }
     }
 }

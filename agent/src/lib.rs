@@ -124,7 +124,9 @@ pub async fn run(
 ) -> Result<(), AgentError> {
     config.coordinator = config::parse_coordinator_url(&config.coordinator)?;
     let (tls, http) = tls_and_client(config.tls.as_ref(), config.ca_file.as_deref())?;
-    let http = http.build().map_err(AgentError::HttpClient)?;
+    let http = client::with_token(http, config.token.as_deref())
+        .build()
+        .map_err(AgentError::HttpClient)?;
     std::fs::create_dir_all(&config.work_dir).map_err(|e| ConfigError::WorkDir {
         path: config.work_dir.clone(),
         reason: e.to_string(),

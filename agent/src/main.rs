@@ -32,6 +32,10 @@ struct Cli {
         default_value = "http://127.0.0.1:5050"
     )]
     coordinator: String,
+    /// Bearer token for the coordinator (an agent principal's secret; needed when the
+    /// coordinator has a credentials file).
+    #[arg(long, env = "PARLEY_TOKEN", hide_env_values = true)]
+    token: Option<String>,
     /// Address to serve the agent API on (port 0 picks a free one).
     #[arg(long, default_value = "0.0.0.0:5051")]
     listen: String,
@@ -178,6 +182,7 @@ fn plan(cli: Cli) -> anyhow::Result<Plan> {
         config.timing = timing;
         config.tls = tls;
         config.ca_file = cli.ca_file;
+        config.token = cli.token;
         if let Some(h) = cli.hostname {
             config.hostname_prefix = h;
         }
@@ -193,6 +198,7 @@ fn plan(cli: Cli) -> anyhow::Result<Plan> {
     config.timing = timing;
     config.tls = tls;
     config.ca_file = cli.ca_file;
+    config.token = cli.token;
     Ok(Plan::Real(config, cli.listen))
 }
 

@@ -120,7 +120,7 @@ pub async fn run_simulated(
         })
         .collect();
     let (events, rx) = mpsc::unbounded_channel();
-    let http = http
+    let http = crate::client::with_token(http, config.token.as_deref())
         .pool_max_idle_per_host(config.max_in_flight.max(1))
         .build()
         .map_err(AgentError::HttpClient)?;

@@ -59,6 +59,9 @@ pub struct Config {
     /// A PEM CA file to trust, instead of the built-in roots, when calling agents over
     /// `https://` (launches, kills).
     pub agent_ca_file: Option<PathBuf>,
+    /// The principals allowed in ([`crate::auth`]); `None` (the default) leaves the API open,
+    /// as without authentication.
+    pub credentials: Option<std::sync::Arc<crate::auth::Credentials>>,
 }
 
 impl Default for Config {
@@ -81,6 +84,7 @@ impl Default for Config {
             tls_cert: None,
             tls_key: None,
             agent_ca_file: None,
+            credentials: None,
         }
     }
 }
@@ -122,6 +126,9 @@ pub enum ConfigError {
     /// The TOML file does not parse or has an unknown key.
     #[error("invalid config file: {0}")]
     File(String),
+    /// The credentials file cannot be read or is invalid.
+    #[error("{0}")]
+    Credentials(String),
 }
 
 /// Converts seconds to a duration, checking the range (`allow_zero` for settings where zero
@@ -335,6 +342,11 @@ pub struct Overrides {
     /// built-in Mozilla roots).
     #[arg(long, value_name = "FILE")]
     pub agent_ca_file: Option<PathBuf>,
+    /// TOML file of principals and what they may do; with it every endpoint but `/health`
+    /// needs `Authorization: Bearer <token>` (see README "Security"). Without it the API is
+    /// open.
+    #[arg(long, value_name = "FILE", env = "PARLEY_CREDENTIALS")]
+    pub credentials: Option<std::path::PathBuf>,
 }
 
 /// A duration setting: its name in the file, its flag, where it goes, whether zero is allowed.
@@ -448,6 +460,11 @@ impl Overrides {
         if let Some(path) = &self.agent_ca_file {
             config.agent_ca_file = Some(path.clone());
         }
+        if let Some(path) = &self.credentials {
+            let credentials =
+                crate::auth::Credentials::load(path).map_err(ConfigError::Credentials)?;
+            config.credentials = Some(std::sync::Arc::new(credentials));
+        }
         for (path, weight) in &self.roles {
             let (role, weight) =
                 role_weight(path, *weight).map_err(|reason| ConfigError::Role {
@@ -519,6 +536,48 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("max_completed_tasks_per_framework"), "{err}");
+    }
+
+    #[test]
+    fn credentials_are_loaded_from_the_file_key_or_the_flag_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("good.toml");
+        let hash = crate::auth::SecretHash::of("t").to_hex();
+        std::fs::write(
+            &good,
+            format!("[[principals]]\nname = \"a\"\nkind = \"agent\"\nsecret_sha256 = \"{hash}\"\n"),
+        )
+        .unwrap();
+        let file =
+            Overrides::from_toml(&format!("credentials = {:?}\n", good.display().to_string()))
+                .unwrap();
+        let c = Config::from_layers(Some(&file), &Overrides::default()).unwrap();
+        let credentials = c.credentials.unwrap();
+        assert_eq!(credentials.principals().len(), 1);
+        assert!(credentials.authenticate("t").is_some());
+
+        let bad = dir.path().join("bad.toml");
+        std::fs::write(
+            &bad,
+            "[[principals]]\nname = \"a\"\nkind = \"agent\"\nsecret = \"x\"\n",
+        )
+        .unwrap();
+        let flags = Overrides {
+            credentials: Some(bad.clone()),
+            ..Overrides::default()
+        };
+        let err = Config::from_layers(None, &flags).unwrap_err().to_string();
+        assert!(
+            err.contains("bad.toml") && err.contains("unknown field"),
+            "{err}"
+        );
+        let missing = Overrides {
+            credentials: Some(dir.path().join("nope.toml")),
+            ..Overrides::default()
+        };
+        let err = Config::from_layers(None, &missing).unwrap_err().to_string();
+        assert!(err.contains("cannot read credentials file"), "{err}");
+        assert_eq!(Config::default().credentials, None, "open by default");
     }
 
     #[test]

@@ -18,6 +18,8 @@
 //!   compiler enforces it, the crate depends only on `protocol`): the role tree, DRF / H-DRF /
 //!   plain-sum policies, decline filters, and the allocation cycle that turns free agent resources
 //!   into decisions. Its `sim` module and `hdrf-sim` binary live there too.
+//! - [`auth`]: the credentials file's principals (framework, agent, operator), hashed tokens,
+//!   role patterns and which kind may call which route.
 //! - [`config`]: [`Config`], every setting with its default; [`Overrides`], one layer of optional
 //!   settings (the TOML file or the command line); validation.
 //! - [`state`]: the registry, the one owner of the books (agents, frameworks, tasks, offers,
@@ -33,6 +35,7 @@
 //! - `ui/`: the dashboard page served at `/` (static HTML and JS, no build step).
 
 pub mod api;
+pub mod auth;
 pub mod config;
 pub mod metrics;
 pub mod runtime;

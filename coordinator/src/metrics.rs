@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use protocol::events::OfferEvent;
 
+use crate::auth::Denial;
 use crate::state::Gauges;
 
 /// Upper bounds (seconds) of the allocation-run histogram's buckets.
@@ -85,6 +86,7 @@ pub struct Metrics {
     offer_wait: FineHistogram,
     offer_wait_micros: AtomicU64,
     registry_write_errors: AtomicU64,
+    auth_denied: [AtomicU64; Denial::ALL.len()],
 }
 
 impl Metrics {
@@ -103,6 +105,13 @@ impl Metrics {
     /// Counts a failed write to the durable registry.
     pub fn count_registry_write_error(&self) {
         self.registry_write_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a request refused by authentication or authorization.
+    pub fn count_auth_denied(&self, denial: Denial) {
+        if let Some(c) = self.auth_denied.get(denial.index()) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Records how long one allocation run took.
@@ -172,6 +181,19 @@ impl Metrics {
             let _ = writeln!(
                 out,
                 "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP parley_auth_denied_total Requests refused: 401 (missing, invalid) and 403 \
+             (kind, not_owner, role, quota).\n# TYPE parley_auth_denied_total counter"
+        );
+        for (denial, count) in Denial::ALL.iter().zip(&self.auth_denied) {
+            let _ = writeln!(
+                out,
+                "parley_auth_denied_total{{reason=\"{}\"}} {}",
+                denial.label(),
+                load(count)
             );
         }
         let _ = writeln!(

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use framework_sdk::{DriverConfig, FrameworkId, RolePath};
+use framework_sdk::{BearerToken, DriverConfig, FrameworkId, RolePath};
 
 /// Flags every example takes.
 #[derive(Debug, Clone, clap::Args)]
@@ -36,6 +36,9 @@ pub struct CommonArgs {
     /// `--framework-id` resumes it.
     #[arg(long)]
     pub no_unregister: bool,
+    /// The framework principal's token, for a coordinator with a credentials file.
+    #[arg(long, env = "PARLEY_TOKEN", hide_env_values = true)]
+    pub token: Option<BearerToken>,
 }
 
 impl CommonArgs {
@@ -49,6 +52,7 @@ impl CommonArgs {
             failover_timeout_s: framework_sdk::DEFAULT_FAILOVER_TIMEOUT.as_secs_f64(),
             offer_hold_timeout_s: 2.0,
             no_unregister: false,
+            token: None,
         }
     }
 
@@ -60,6 +64,7 @@ impl CommonArgs {
         config.failover_timeout = seconds("--failover-timeout-s", self.failover_timeout_s)?;
         config.offer_hold_timeout = seconds("--offer-hold-timeout-s", self.offer_hold_timeout_s)?;
         config.unregister_on_stop = !self.no_unregister;
+        config.token = self.token.clone();
         Ok(config)
     }
 }

@@ -27,6 +27,15 @@ pub struct Registration {
     pub reregistered: bool,
 }
 
+/// How a [`CoordinatorClient`] reaches the coordinator, beyond its URL.
+#[derive(Debug, Clone, Default)]
+pub struct Connection {
+    /// A PEM CA file to trust instead of the built-in roots (for an `https://` coordinator).
+    pub ca_file: Option<std::path::PathBuf>,
+    /// The bearer token sent on every call (a coordinator with a credentials file requires one).
+    pub token: Option<crate::BearerToken>,
+}
+
 /// A client of the coordinator's framework API (`/api/v1/frameworks/...`).
 #[derive(Debug, Clone)]
 pub struct CoordinatorClient {
@@ -40,7 +49,7 @@ impl CoordinatorClient {
     /// the event stream gives up after `request_timeout`. An `https://` coordinator must have a
     /// certificate from a publicly trusted CA; see [`CoordinatorClient::with_ca_file`].
     pub fn new(base: &str, request_timeout: Duration) -> Result<Self, SdkError> {
-        Self::with_ca_file(base, request_timeout, None)
+        Self::connect(base, request_timeout, &Connection::default())
     }
 
     /// As [`CoordinatorClient::new`], trusting only the CA certificates of `ca_file` (PEM) for
@@ -51,17 +60,51 @@ impl CoordinatorClient {
         request_timeout: Duration,
         ca_file: Option<&Path>,
     ) -> Result<Self, SdkError> {
+        let connection = Connection {
+            ca_file: ca_file.map(Path::to_path_buf),
+            ..Connection::default()
+        };
+        Self::connect(base, request_timeout, &connection)
+    }
+
+    /// As [`CoordinatorClient::new`], sending `Authorization: Bearer <token>` on every call
+    /// when a token is given (a coordinator with a credentials file requires it).
+    pub fn with_token(
+        base: &str,
+        request_timeout: Duration,
+        token: Option<&crate::BearerToken>,
+    ) -> Result<Self, SdkError> {
+        let connection = Connection {
+            token: token.cloned(),
+            ..Connection::default()
+        };
+        Self::connect(base, request_timeout, &connection)
+    }
+
+    /// A client with every connection setting: the CA file to trust and the bearer token.
+    pub fn connect(
+        base: &str,
+        request_timeout: Duration,
+        connection: &Connection,
+    ) -> Result<Self, SdkError> {
         let base = base.trim_end_matches('/').to_owned();
         if !(base.starts_with("http://") || base.starts_with("https://")) {
             return Err(SdkError::InvalidConfig(format!(
                 "coordinator URL {base:?} must start with http:// or https://"
             )));
         }
-        let http = parley_tls::client_builder(ca_file)
+        let mut builder = parley_tls::client_builder(connection.ca_file.as_deref())
             .map_err(|e| SdkError::InvalidConfig(e.to_string()))?
-            .connect_timeout(request_timeout)
-            .build()
-            .map_err(SdkError::Transport)?;
+            .connect_timeout(request_timeout);
+        if let Some(token) = &connection.token {
+            let mut headers = reqwest::header::HeaderMap::new();
+            headers.insert(
+                reqwest::header::AUTHORIZATION,
+                token.header().map_err(SdkError::InvalidConfig)?,
+            );
+            builder = builder.default_headers(headers);
+        }
+        let http = builder.build().map_err(SdkError::Transport)?;
         Ok(Self {
             http,
             base,

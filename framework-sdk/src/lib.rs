@@ -89,6 +89,7 @@ pub mod error;
 pub mod scheduler;
 pub mod sse;
 pub mod task;
+pub mod token;
 
 /// Pure placement policies (the `placement` crate, which needs no async runtime or HTTP
 /// client): [`placement::Placement`], [`placement::FirstFit`], [`placement::BestFit`],
@@ -98,7 +99,7 @@ pub use placement;
 pub use protocol;
 
 pub use async_trait::async_trait;
-pub use client::CoordinatorClient;
+pub use client::{Connection, CoordinatorClient};
 pub use context::Context;
 pub use decisions::{Answer, Decisions};
 pub use driver::{Driver, DriverConfig, DEFAULT_FAILOVER_TIMEOUT};
@@ -109,6 +110,7 @@ pub use protocol::{
 };
 pub use scheduler::Scheduler;
 pub use task::{IntoResources, Task, TaskBuilder, TaskError};
+pub use token::BearerToken;
 
 /// What a framework imports: `use framework_sdk::prelude::*;`.
 pub mod prelude {

@@ -42,6 +42,9 @@ pub fn split_resources(total: &Resources, parts: usize) -> Vec<Resources> {
     out
 }
 
+/// The principal `--dev` adds for its local agents when a credentials file is given.
+const DEV_AGENTS: &str = "_dev-agents";
+
 /// Runs the coordinator on `listener` and `options.agents` local agents until `shutdown`.
 pub async fn run(
     config: Config,
@@ -59,6 +62,25 @@ pub async fn run(
     let shares = split_resources(&machine, options.agents);
 
     config.validate()?;
+    // With credentials, the local agents get a principal of their own, with a fresh token.
+    let mut config = config;
+    let agent_token = match &config.credentials {
+        Some(credentials) => {
+            let token = crate::secrets::new_token();
+            let mut credentials = (**credentials).clone();
+            credentials
+                .add(coordinator::auth::Principal::new(
+                    DEV_AGENTS,
+                    coordinator::auth::Kind::Agent,
+                    coordinator::auth::SecretHash::of(&token),
+                ))
+                .map_err(anyhow::Error::msg)?;
+            config.credentials = Some(std::sync::Arc::new(credentials));
+            Some(token)
+        }
+        None => None,
+    };
+    let open = config.credentials.is_none();
     // Built before any agent starts, so a registry that cannot be opened fails at once.
     let registry = config.registry.clone();
     let token = CancellationToken::new();
@@ -74,6 +96,7 @@ pub async fn run(
         let mut agent_config =
             agent::AgentConfig::new(url.clone(), options.data_dir.join(format!("agent-{i}")));
         agent_config.resources = Some(resources);
+        agent_config.token = agent_token.clone();
         agent_config.hostname = Some(format!("{}-{i}", agent::machine_hostname()));
         let agent_listener = TcpListener::bind((addr.ip(), 0))
             .await
@@ -97,6 +120,14 @@ pub async fn run(
         None => println!("  registry:    in memory (--in-memory)"),
     }
     println!("  agents' data: {}", options.data_dir.display());
+    if open {
+        println!(
+            "  security:    OPEN, no credentials: anyone who can connect to {addr} can run \
+             commands as this user (listening on loopback only; see README \"Security\")"
+        );
+    } else {
+        println!("  security:    credentials required (local agents use principal {DEV_AGENTS:?})");
+    }
 
     shutdown.await;
     token.cancel();

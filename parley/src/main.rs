@@ -2,10 +2,13 @@
 //! everything else is the `coordinator` library.
 //!
 //! Modules: this file (flags, [`coordinator::Overrides`] from the file and the flags, the runtime,
-//! shutdown signals) and `dev` (`--dev`: the coordinator plus local agents in one process).
+//! shutdown signals), `dev` (`--dev`: the coordinator plus local agents in one process) and
+//! `secrets` (the `new-token` and `hash-secret` subcommands for credentials files).
 //!
 //! ```text
-//! coordinator --listen 127.0.0.1:5050 [--config parley.toml] [--offer-timeout 60] ...
+//! coordinator --listen 127.0.0.1:5050 [--config parley.toml] [--credentials creds.toml] ...
+//! coordinator new-token            # a random token and the hash to put in the credentials file
+//! printf %s "$TOKEN" | coordinator hash-secret
 //! ```
 //!
 //! The durable registry is `--data-dir`/registry.redb (default `data/registry.redb`) unless
@@ -25,6 +28,7 @@ use clap::Parser;
 use coordinator::{Config, Layer, Overrides};
 
 mod dev;
+mod secrets;
 
 /// Parley coordinator: offers cluster resources to frameworks with hierarchical DRF.
 #[derive(Debug, Parser)]
@@ -53,6 +57,9 @@ struct Args {
     /// (agents and their tasks still come back by re-registering).
     #[arg(long)]
     in_memory: bool,
+    /// Helpers for credentials files (nothing is served).
+    #[command(subcommand)]
+    command: Option<secrets::Command>,
 }
 
 /// Builds the config from defaults, the file and the flags; validates it (as
@@ -82,6 +89,12 @@ fn load(args: &Args) -> anyhow::Result<(Config, SocketAddr)> {
         !(args.dev && config.tls_cert.is_some()),
         "--tls-cert/--tls-key are not supported with --dev (it serves plain HTTP on loopback)"
     );
+    if args.dev && !listen.ip().is_loopback() && config.credentials.is_none() {
+        anyhow::bail!(
+            "--dev without --credentials is open to anyone who can connect, so it listens on \
+             loopback only: use --listen 127.0.0.1:PORT, or give --credentials FILE"
+        );
+    }
     if !args.in_memory {
         config.registry = Some(args.data_dir.join("registry.redb"));
     }
@@ -131,6 +144,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(command) = &args.command {
+        return secrets::run(command);
+    }
     let (config, listen) = match load(&args) {
         Ok(x) => x,
         Err(e) => {

@@ -43,9 +43,36 @@ pub struct ClusterBuilder {
     fleet: Option<FleetSpec>,
     durable: bool,
     reap_orphans: bool,
+    tokens: Tokens,
+}
+
+/// The tokens the harness itself presents when the coordinator has credentials.
+#[derive(Clone, Default)]
+struct Tokens {
+    /// The real and simulated agents'.
+    agent: Option<String>,
+    /// The harness's own reads (`Cluster::get`): an operator's.
+    operator: Option<String>,
 }
 
 impl ClusterBuilder {
+    /// Requires credentials (`credentials`) on the coordinator; the agents present
+    /// `agent_token` (an agent principal's) and the harness's reads `operator_token` (an
+    /// operator's).
+    pub fn credentials(
+        mut self,
+        credentials: coordinator::auth::Credentials,
+        agent_token: &str,
+        operator_token: &str,
+    ) -> Self {
+        self.config.credentials = Some(std::sync::Arc::new(credentials));
+        self.tokens = Tokens {
+            agent: Some(agent_token.to_owned()),
+            operator: Some(operator_token.to_owned()),
+        };
+        self
+    }
+
     /// The coordinator's settings (default: [`fast_coordinator_config`]).
     pub fn config(mut self, config: coordinator::Config) -> Self {
         self.config = config;
@@ -98,9 +125,19 @@ impl ClusterBuilder {
         }
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
+        let mut http = reqwest::Client::builder();
+        if let Some(token) = &self.tokens.operator {
+            let mut headers = reqwest::header::HeaderMap::new();
+            headers.insert(
+                reqwest::header::AUTHORIZATION,
+                reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))?,
+            );
+            http = http.default_headers(headers);
+        }
         let mut cluster = Cluster {
             url: format!("http://{addr}"),
-            http: reqwest::Client::new(),
+            http: http.build()?,
+            agent_token: self.tokens.agent.clone(),
             addr,
             config,
             reap_orphans: self.reap_orphans,
@@ -136,6 +173,8 @@ pub struct Cluster {
     pub url: String,
     /// A client for the REST API.
     pub http: reqwest::Client,
+    /// The agents' token, with credentials.
+    agent_token: Option<String>,
     addr: SocketAddr,
     config: coordinator::Config,
     reap_orphans: bool,
@@ -154,6 +193,7 @@ impl Cluster {
             fleet: None,
             durable: false,
             reap_orphans: true,
+            tokens: Tokens::default(),
         }
     }
 
@@ -182,6 +222,7 @@ impl Cluster {
         let mut sim = agent::SimConfig::new(self.url.clone(), fleet.count, resources);
         sim.stagger = Duration::from_millis(500);
         sim.timing = agent::Timing::fast();
+        sim.token = self.agent_token.clone();
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let token = CancellationToken::new();
         let stopped = token.clone().cancelled_owned();
@@ -216,6 +257,7 @@ impl Cluster {
         config.hostname = Some(format!("agent-{index}"));
         config.timing = agent::Timing::fast();
         config.reap_orphans = self.reap_orphans;
+        config.token = self.agent_token.clone();
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let token = CancellationToken::new();
         let stopped = token.clone().cancelled_owned();

@@ -8,6 +8,7 @@ use axum::{Json, Router};
 use protocol::messages::{AgentList, AgentRegistered, Empty, RegisterAgent, StatusBatch};
 use protocol::{AgentId, TaskStatus};
 
+use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::{Body, Id};
 use super::input;
@@ -24,12 +25,17 @@ pub fn router() -> Router<Coordinator> {
 
 async fn register(
     State(c): State<Coordinator>,
+    caller: Caller,
     Body(req): Body<RegisterAgent>,
 ) -> Result<Response, ApiError> {
     let req = input::agent_registration(req)?;
     let (agent_id, created, heartbeat_interval_s) = c.run(|s, now, fx| {
-        s.register_agent(req, now, fx)
-            .map(|(id, new)| (id, new, s.agent_heartbeat_s()))
+        let owner = caller.register_agent(s, req.agent_id)?;
+        let (id, new) = s.register_agent(req, now, fx)?;
+        if let Some(owner) = owner {
+            s.set_agent_owner(id, owner);
+        }
+        Ok::<_, ApiError>((id, new, s.agent_heartbeat_s()))
     })?;
     let status = if created {
         StatusCode::CREATED
@@ -54,27 +60,39 @@ async fn list(State(c): State<Coordinator>) -> Json<AgentList> {
 
 async fn heartbeat(
     State(c): State<Coordinator>,
+    caller: Caller,
     Id(id): Id<AgentId>,
     Body(_): Body<Empty>,
 ) -> Result<Json<Empty>, ApiError> {
-    c.run(|s, now, _| s.agent_heartbeat(id, now))?;
+    c.run(|s, now, _| {
+        caller.agent(s, id)?;
+        Ok::<_, ApiError>(s.agent_heartbeat(id, now)?)
+    })?;
     Ok(Json(Empty {}))
 }
 
 async fn status(
     State(c): State<Coordinator>,
+    caller: Caller,
     Id(id): Id<AgentId>,
     Body(status): Body<TaskStatus>,
 ) -> Result<Json<Empty>, ApiError> {
-    c.run(|s, now, fx| s.agent_status(id, status, now, fx))?;
+    c.run(|s, now, fx| {
+        caller.agent(s, id)?;
+        Ok::<_, ApiError>(s.agent_status(id, status, now, fx)?)
+    })?;
     Ok(Json(Empty {}))
 }
 
 async fn statuses(
     State(c): State<Coordinator>,
+    caller: Caller,
     Id(id): Id<AgentId>,
     Body(batch): Body<StatusBatch>,
 ) -> Result<Json<Empty>, ApiError> {
-    c.run(|s, now, fx| s.agent_statuses(id, batch.statuses, now, fx))?;
+    c.run(|s, now, fx| {
+        caller.agent(s, id)?;
+        Ok::<_, ApiError>(s.agent_statuses(id, batch.statuses, now, fx)?)
+    })?;
     Ok(Json(Empty {}))
 }

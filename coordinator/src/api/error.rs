@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use protocol::ErrorBody;
 
+use crate::auth::Denial;
 use crate::state::StateError;
 
 /// Why a request failed.
@@ -57,6 +58,15 @@ pub enum ApiError {
     /// A bug or an unexpected failure; details are logged.
     #[error("internal error; see the coordinator's log")]
     Internal,
+    /// No or bad credentials (401, with `WWW-Authenticate: Bearer`).
+    #[error("{1}")]
+    Unauthenticated(Denial, String),
+    /// The principal may not do this (403).
+    #[error("{1}")]
+    Forbidden(Denial, String),
+    /// A request body that is not `Content-Type: application/json` (415).
+    #[error("send request bodies as JSON with Content-Type: application/json")]
+    UnsupportedMediaType,
 }
 
 impl ApiError {
@@ -73,6 +83,11 @@ impl ApiError {
             ApiError::NoRoute(_) => (StatusCode::NOT_FOUND, "no_such_endpoint"),
             ApiError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             ApiError::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+            ApiError::Unauthenticated(..) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            ApiError::Forbidden(..) => (StatusCode::FORBIDDEN, "forbidden"),
+            ApiError::UnsupportedMediaType => {
+                (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
+            }
         }
     }
 }
@@ -112,7 +127,18 @@ impl From<crate::runtime::RegistryWriteFailed> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = self.status_and_code();
-        (status, Json(ErrorBody::new(code, self.to_string()))).into_response()
+        let mut response = (status, Json(ErrorBody::new(code, self.to_string()))).into_response();
+        if let ApiError::Unauthenticated(denial, _) | ApiError::Forbidden(denial, _) = &self {
+            // Read by the auth middleware, which logs and counts every refusal.
+            response.extensions_mut().insert(*denial);
+        }
+        if let ApiError::Unauthenticated(..) = &self {
+            response.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer"),
+            );
+        }
+        response
     }
 }
 
@@ -147,6 +173,9 @@ mod tests {
                 422,
             ),
             (ApiError::Unavailable, 503),
+            (ApiError::Unauthenticated(Denial::Missing, "x".into()), 401),
+            (ApiError::Forbidden(Denial::NotOwner, "x".into()), 403),
+            (ApiError::UnsupportedMediaType, 415),
         ];
         for (err, status) in cases {
             assert_eq!(err.status_and_code().0.as_u16(), status, "{err}");

@@ -13,6 +13,7 @@ use protocol::messages::{
 };
 use protocol::FrameworkId;
 
+use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::{Body, Id};
 use super::input;
@@ -42,13 +43,15 @@ type Ok200 = Result<Json<Empty>, ApiError>;
 
 async fn register(
     State(c): State<Coordinator>,
+    caller: Caller,
     Body(req): Body<RegisterFramework>,
 ) -> Result<Response, ApiError> {
-    let input = input::framework_registration(req)?;
+    let mut input = input::framework_registration(req)?;
     let (framework_id, created, heartbeat_interval_s) = c
         .run_durable(|s, now, fx| {
-            s.register_framework(input, now, fx)
-                .map(|(id, new)| (id, new, s.framework_heartbeat_s()))
+            input.owner = caller.register_framework(s, &input.role, input.framework_id)?;
+            let (id, new) = s.register_framework(input, now, fx)?;
+            Ok::<_, ApiError>((id, new, s.framework_heartbeat_s()))
         })
         .await??;
     let status = if created {
@@ -74,70 +77,99 @@ async fn list(State(c): State<Coordinator>) -> Json<FrameworkList> {
 
 async fn events(
     State(c): State<Coordinator>,
+    caller: Caller,
     Id(id): Id<FrameworkId>,
 ) -> Result<Response, ApiError> {
+    // The owner of a registered framework never changes, so checking before subscribing is
+    // as good as checking under the same lock.
+    c.read(|s| caller.framework(s, id))?;
     let (rx, generation) = c.subscribe(id)?;
     Ok(sse::framework_stream(c, id, rx, generation).into_response())
 }
 
 async fn accept(
     State(c): State<Coordinator>,
+    caller: Caller,
     Id(id): Id<FrameworkId>,
     Body(req): Body<AcceptRequest>,
 ) -> Result<Json<AcceptResponse>, ApiError> {
     let req = input::accept(req)?;
-    let launched = c.run(|s, now, fx| s.accept(id, req, now, fx))?;
+    let launched = c.run(|s, now, fx| {
+        caller.framework(s, id)?;
+        Ok::<_, ApiError>(s.accept(id, req, now, fx)?)
+    })?;
     Ok(Json(AcceptResponse { launched }))
 }
 
 async fn decline(
     State(c): State<Coordinator>,
+    caller: Caller,
     Id(id): Id<FrameworkId>,
     Body(req): Body<DeclineRequest>,
 ) -> Ok200 {
     let req = input::decline(req)?;
-    c.run(|s, now, fx| s.decline(id, req, now, fx))?;
+    c.run(|s, now, fx| {
+        caller.framework(s, id)?;
+        Ok::<_, ApiError>(s.decline(id, req, now, fx)?)
+    })?;
     Ok(Json(Empty {}))
 }
 
 async fn suppress(
     State(c): State<Coordinator>,
+    caller: Caller,
     Id(id): Id<FrameworkId>,
     Body(_): Body<Empty>,
 ) -> Ok200 {
-    c.run(|s, _, _| s.suppress(id))?;
+    c.run(|s, _, _| {
+        caller.framework(s, id)?;
+        Ok::<_, ApiError>(s.suppress(id)?)
+    })?;
     Ok(Json(Empty {}))
 }
 
 async fn revive(
     State(c): State<Coordinator>,
+    caller: Caller,
     Id(id): Id<FrameworkId>,
     Body(req): Body<ReviveRequest>,
 ) -> Ok200 {
-    c.run(|s, _, fx| s.revive(id, req.demand, fx))?;
+    c.run(|s, _, fx| {
+        caller.framework(s, id)?;
+        Ok::<_, ApiError>(s.revive(id, req.demand, fx)?)
+    })?;
     Ok(Json(Empty {}))
 }
 
 async fn kill(
     State(c): State<Coordinator>,
+    caller: Caller,
     Id(id): Id<FrameworkId>,
     Body(req): Body<KillRequest>,
 ) -> Ok200 {
-    c.run(|s, _, fx| s.kill(id, req.task_id, fx))?;
+    c.run(|s, _, fx| {
+        caller.framework(s, id)?;
+        Ok::<_, ApiError>(s.kill(id, req.task_id, fx)?)
+    })?;
     Ok(Json(Empty {}))
 }
 
 async fn acknowledge(
     State(c): State<Coordinator>,
+    caller: Caller,
     Id(id): Id<FrameworkId>,
     Body(req): Body<AcknowledgeRequest>,
 ) -> Ok200 {
-    c.run(|s, _, _| s.acknowledge(id, req.task_id, req.update_id))?;
+    c.run(|s, _, _| {
+        caller.framework(s, id)?;
+        Ok::<_, ApiError>(s.acknowledge(id, req.task_id, req.update_id)?)
+    })?;
     Ok(Json(Empty {}))
 }
 
 async fn acknowledge_many(
     State(c): State<Coordinator>,
+    caller: Caller,
     Id(id): Id<FrameworkId>,
     Body(req): Body<AcknowledgeBatch>,
 ) -> Result<Json<AcknowledgeBatchResponse>, ApiError> {
@@ -147,7 +179,10 @@ async fn acknowledge_many(
         .into_iter()
         .map(|a| (a.task_id, a.update_id))
         .collect();
-    let unknown = c.run(|s, _, _| s.acknowledge_many(id, acks))?;
+    let unknown = c.run(|s, _, _| {
+        caller.framework(s, id)?;
+        Ok::<_, ApiError>(s.acknowledge_many(id, acks)?)
+    })?;
     Ok(Json(AcknowledgeBatchResponse {
         acknowledged: total - unknown.len(),
         unknown: unknown
@@ -159,15 +194,22 @@ async fn acknowledge_many(
 
 async fn reconcile(
     State(c): State<Coordinator>,
+    caller: Caller,
     Id(id): Id<FrameworkId>,
     Body(req): Body<ReconcileRequest>,
 ) -> Ok200 {
-    c.run(|s, _, fx| s.reconcile(id, req.task_ids, fx))?;
+    c.run(|s, _, fx| {
+        caller.framework(s, id)?;
+        Ok::<_, ApiError>(s.reconcile(id, req.task_ids, fx)?)
+    })?;
     Ok(Json(Empty {}))
 }
 
-async fn remove(State(c): State<Coordinator>, Id(id): Id<FrameworkId>) -> Ok200 {
-    c.run_durable(|s, _, fx| s.remove_framework(id, "deleted by request", fx))
-        .await??;
+async fn remove(State(c): State<Coordinator>, caller: Caller, Id(id): Id<FrameworkId>) -> Ok200 {
+    c.run_durable(|s, _, fx| {
+        caller.framework(s, id)?;
+        Ok::<_, ApiError>(s.remove_framework(id, "deleted by request", fx)?)
+    })
+    .await??;
     Ok(Json(Empty {}))
 }

@@ -48,6 +48,7 @@ pub fn framework_registration(req: RegisterFramework) -> Result<FrameworkRegistr
         role: req.role,
         failover_timeout_s: req.failover_timeout_s,
         demand: req.demand,
+        owner: None,
     })
 }
 

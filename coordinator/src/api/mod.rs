@@ -4,6 +4,8 @@
 //! error body, see [`error::ApiError`]), call one registry operation through the
 //! [`Coordinator`] handle, and turn the result into a response.
 //!
+//! - [`auth`]: the middleware (415 on non-JSON bodies; with credentials, 401 / 403 by token
+//!   and route) and the ownership checks handlers run.
 //! - [`frameworks`]: the framework (scheduler) API and its SSE stream.
 //! - [`agents`]: the agent API on the coordinator.
 //! - [`operator`]: offers, offer events, state, roles, metrics, health, the dashboard.
@@ -13,6 +15,7 @@
 //! - [`error`]: [`error::ApiError`], every failure as a status and an error body.
 
 pub mod agents;
+pub mod auth;
 pub mod error;
 pub mod extract;
 pub mod frameworks;
@@ -39,6 +42,10 @@ pub fn app(coordinator: Coordinator) -> Router {
         .merge(operator::router())
         .fallback(|uri: Uri| async move { ApiError::NoRoute(uri.path().to_owned()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .layer(axum::middleware::from_fn_with_state(
+            coordinator.clone(),
+            auth::guard,
+        ))
         .layer(DefaultBodyLimit::max(limit))
         .layer(CatchPanicLayer::custom(panic_response))
         .with_state(coordinator)

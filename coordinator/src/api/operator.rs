@@ -12,6 +12,7 @@ use axum::{Json, Router};
 use protocol::messages::{Empty, FrameworkExplanation, OfferList, RoleNode, SetWeight};
 use protocol::{AgentId, FrameworkId, RolePath};
 
+use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::{Body, Id};
 use super::sse;
@@ -81,10 +82,14 @@ async fn offer_events(State(c): State<Coordinator>) -> Response {
 
 async fn explain(
     State(c): State<Coordinator>,
+    caller: Caller,
     Id(id): Id<FrameworkId>,
 ) -> Result<Json<FrameworkExplanation>, ApiError> {
     let now = c.now();
-    Ok(Json(c.read(|s| s.explain(id, &now))?))
+    c.read(|s| {
+        caller.framework(s, id)?;
+        Ok(Json(s.explain(id, &now)?))
+    })
 }
 
 /// The books are copied under the lock (tasks as cached JSON, see `State::tasks_json`), then

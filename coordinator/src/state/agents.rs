@@ -55,6 +55,7 @@ impl State {
             registered_at: now.wall,
             last_heartbeat_at: now.wall,
             last_heartbeat_ms: now.ms,
+            owner: None,
         });
         record.hostname = req.hostname;
         record.endpoint = req.endpoint;

@@ -37,6 +37,9 @@ impl State {
                 if req.demand.is_some() {
                     fw.demand = req.demand.clone();
                 }
+                if req.owner.is_some() {
+                    fw.owner = req.owner;
+                }
                 let move_role = fw.placeholder || fw.role != req.role;
                 fw.placeholder = false;
                 if move_role {
@@ -59,6 +62,9 @@ impl State {
             false,
             now,
         );
+        if let Some(fw) = self.frameworks.get_mut(&id) {
+            fw.owner = req.owner;
+        }
         self.persist_framework(id, fx);
         Ok((id, true))
     }
@@ -72,6 +78,7 @@ impl State {
                 role: fw.role.clone(),
                 failover_timeout_s: fw.failover_timeout_s,
                 registered_at: fw.registered_at,
+                owner: fw.owner.as_deref().map(str::to_owned),
             })));
         }
     }
@@ -112,6 +119,7 @@ impl State {
                 pending: Default::default(),
                 completed: VecDeque::new(),
                 placeholder,
+                owner: None,
             },
         );
     }

@@ -4,6 +4,7 @@
 //! shape of a request.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use protocol::{AgentId, FrameworkId, OfferId, Resources, RolePath, TaskSpec, TaskStatus};
@@ -21,6 +22,9 @@ pub struct FrameworkRegistration {
     pub failover_timeout_s: Option<f64>,
     /// A demand hint.
     pub demand: Option<Resources>,
+    /// The principal registering it (with credentials configured); it then owns the framework
+    /// id. `None` keeps the current owner.
+    pub owner: Option<Arc<str>>,
 }
 
 /// An agent registering, or re-registering with its id and the tasks it still runs.

@@ -70,6 +70,7 @@
 //! - `frameworks.rs`: registration, streams (subscribe / disconnect), failover, removal,
 //!   suppress / revive.
 //! - `offers.rs`: turning allocation decisions into offers; accept, decline, expiry, rescind.
+//! - `owners.rs`: which principal owns a framework or agent id (for `crate::api::auth`).
 //! - `tasks.rs`: status updates, kill, acknowledgements and re-sends, reconciliation, adoption.
 //! - `views.rs`: the operator views and metric gauges.
 //! - `ledger.rs`: holdings and eligibility, the one caller of the allocator's changes.
@@ -86,6 +87,7 @@ mod ids;
 mod input;
 mod ledger;
 mod offers;
+mod owners;
 mod pending;
 mod tasks;
 #[cfg(test)]
@@ -202,6 +204,8 @@ pub(crate) struct AgentRecord {
     pub(crate) registered_at: Timestamp,
     pub(crate) last_heartbeat_at: Timestamp,
     pub(crate) last_heartbeat_ms: u64,
+    /// The agent principal that registered it, with credentials configured (`crate::auth`).
+    pub(crate) owner: Option<Arc<str>>,
 }
 
 /// Whether a framework's event stream is open.
@@ -233,6 +237,8 @@ pub(crate) struct FrameworkRecord {
     pub(crate) completed: VecDeque<TaskId>,
     /// A placeholder made for adopted tasks; becomes real when the framework re-registers.
     pub(crate) placeholder: bool,
+    /// The principal that registered it, with credentials configured (`crate::auth`).
+    pub(crate) owner: Option<Arc<str>>,
 }
 
 impl FrameworkRecord {
@@ -426,6 +432,7 @@ impl State {
             );
             if let Some(record) = self.frameworks.get_mut(&fw.id) {
                 record.registered_at = fw.registered_at;
+                record.owner = fw.owner.map(Arc::from);
                 // It was registered before: the full failover timeout applies, no grace.
                 record.connection = Connection::Disconnected {
                     since_ms: now.ms,

@@ -31,6 +31,7 @@ fn registration(
         failover_timeout_s,
         framework_id,
         demand: None,
+        owner: None,
     }
 }
 
@@ -1255,4 +1256,31 @@ fn books_that_drift_are_reported_not_floored_silently() {
     // Nothing went below zero.
     assert!(s.agents()[0].used.is_empty());
     assert!(s.frameworks()[0].used.is_empty());
+}
+
+#[test]
+fn a_framework_keeps_its_owner_through_a_restart_and_re_registration() {
+    let mut s = State::new(&Config::default());
+    let mut fx = Vec::new();
+    let (fw, _) = s
+        .register_framework(
+            FrameworkRegistration {
+                owner: Some("team-a".into()),
+                ..registration("f", "eng", None, None)
+            },
+            &at(0),
+            &mut fx,
+        )
+        .unwrap();
+    assert_eq!(s.framework_owner(fw), Some(Some("team-a")));
+    assert_eq!(s.frameworks_owned_by("team-a"), 1);
+    let mut t = State::new(&Config::default());
+    t.restore(snapshot_of(&persisted(&fx)), &at(0));
+    assert_eq!(t.framework_owner(fw), Some(Some("team-a")));
+    // Re-registering without an owner (authentication off) keeps it.
+    let mut fx = Vec::new();
+    t.register_framework(registration("f", "eng", None, Some(fw)), &at(1), &mut fx)
+        .unwrap();
+    assert_eq!(t.framework_owner(fw), Some(Some("team-a")));
+    assert_eq!(t.framework_owner(FrameworkId::new()), None);
 }

@@ -60,6 +60,10 @@ pub struct StoredFramework {
     pub failover_timeout_s: f64,
     /// When it first registered.
     pub registered_at: Timestamp,
+    /// The principal that owns it (registered with credentials configured); absent in files
+    /// written before authentication existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 /// One change to the stored facts.
@@ -292,6 +296,7 @@ mod tests {
             role: RolePath::new(role).unwrap(),
             failover_timeout_s: 30.0,
             registered_at: protocol::now(),
+            owner: None,
         }
     }
 
@@ -327,6 +332,27 @@ mod tests {
         assert_eq!(snap.frameworks[0].role, a.role);
         assert_eq!(snap.removed_frameworks, vec![b.id]);
         assert_eq!(snap.weights, vec![(RolePath::new("eng").unwrap(), weight)]);
+    }
+
+    #[test]
+    fn the_owner_is_kept_and_older_records_have_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("registry.redb");
+        let owned = StoredFramework {
+            owner: Some("team-a".into()),
+            ..framework("a", "eng")
+        };
+        {
+            let store = Store::open(&path).unwrap();
+            store.apply(&[Change::PutFramework(owned.clone())]).unwrap();
+        }
+        let snap = Store::open(&path).unwrap().load().unwrap();
+        assert_eq!(snap.frameworks, vec![owned.clone()]);
+        // A record written before owners existed has no "owner" key.
+        let mut old = serde_json::to_value(&owned).unwrap();
+        old.as_object_mut().unwrap().remove("owner");
+        let read: StoredFramework = serde_json::from_value(old).unwrap();
+        assert_eq!(read.owner, None);
     }
 
     #[test]

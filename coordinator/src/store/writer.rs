@@ -126,6 +126,7 @@ mod tests {
             role: "eng".parse().unwrap(),
             failover_timeout_s: 30.0,
             registered_at: protocol::now(),
+            owner: None,
         }
     }
 

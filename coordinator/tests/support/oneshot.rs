@@ -43,6 +43,24 @@ impl Api {
     }
 }
 
+impl Api {
+    /// Sends a request as built (headers included); returns the status, headers and body.
+    pub async fn request(&self, request: Request<Body>) -> (u16, axum::http::HeaderMap, Vec<u8>) {
+        let response = self
+            .router
+            .clone()
+            .oneshot(request)
+            .await
+            .expect("the router is infallible");
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let bytes = axum::body::to_bytes(response.into_body(), MAX_ANSWER)
+            .await
+            .expect("an answer body");
+        (status, headers, bytes.to_vec())
+    }
+}
+
 impl Rest for Api {
     async fn send(&self, method: Method, path: &str, body: Option<Vec<u8>>) -> (u16, Vec<u8>) {
         let mut request = Request::builder().method(method).uri(path);

@@ -137,10 +137,13 @@ pub async fn run(args: Args, shutdown: impl Future<Output = ()>) -> anyhow::Resu
 /// larger than every machine fails the run with a clear message instead of waiting forever.
 /// With no agents yet (or no answer) it only says so: agents may still join.
 async fn preflight(config: &DriverConfig, jobs: &[JobSpec]) -> anyhow::Result<()> {
-    let client = CoordinatorClient::with_ca_file(
+    let client = CoordinatorClient::connect(
         &config.coordinator,
         Duration::from_secs(10),
-        config.ca_file.as_deref(),
+        &framework_sdk::Connection {
+            ca_file: config.ca_file.clone(),
+            token: config.token.clone(),
+        },
     )?;
     let agents = match client.agents().await {
         Ok(list) => list.agents,

@@ -61,6 +61,9 @@ pub struct DriverConfig {
     /// After reconnecting, ask for the latest state of all tasks, so states missed while away
     /// arrive as updates. Default true.
     pub reconcile_on_reregister: bool,
+    /// The framework principal's token, for a coordinator with a credentials file (`None`:
+    /// send no `Authorization`). Default `None`.
+    pub token: Option<crate::BearerToken>,
 }
 
 impl DriverConfig {
@@ -85,6 +88,7 @@ impl DriverConfig {
             max_concurrent_requests: 32,
             unregister_on_stop: true,
             reconcile_on_reregister: true,
+            token: None,
         }
     }
 

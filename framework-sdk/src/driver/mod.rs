@@ -56,10 +56,13 @@ impl<S: Scheduler> Driver<S> {
     /// A driver for `scheduler`; nothing happens until [`Driver::run`].
     pub fn new(config: DriverConfig, scheduler: S) -> Result<Self, SdkError> {
         config.validate().map_err(SdkError::InvalidConfig)?;
-        let client = CoordinatorClient::with_ca_file(
+        let client = CoordinatorClient::connect(
             &config.coordinator,
             config.request_timeout,
-            config.ca_file.as_deref(),
+            &crate::client::Connection {
+                ca_file: config.ca_file.clone(),
+                token: config.token.clone(),
+            },
         )?;
         Ok(Self {
             config,

@@ -1,0 +1,319 @@
+//! The HTTP side of [`crate::auth`]: the [`guard`] middleware in front of every route, the
+//! [`Caller`] extractor, and the ownership checks the handlers run against the books.
+//!
+//! [`guard`] refuses, in this order:
+//! 1. a body (or a `Content-Type`) on a request other than `GET`/`HEAD` that is not
+//!    `application/json`: 415 `unsupported_media_type`, credentials or not. A browser can send
+//!    a cross-site form or `text/plain` POST without asking; it cannot send
+//!    `application/json` without a CORS preflight, which this server never grants.
+//! 2. with credentials configured, any route but `/health` without a valid
+//!    `Authorization: Bearer <token>`: 401 `unauthorized` with `WWW-Authenticate: Bearer`;
+//! 3. a route the principal's kind may not call ([`crate::auth::policy`]): 403 `forbidden`.
+//!
+//! Then handlers check ownership under the books' lock ([`Caller::framework`],
+//! [`Caller::register_framework`], [`Caller::agent`], [`Caller::register_agent`]): a framework
+//! id belongs to the principal that registered it, an agent id likewise. Every refusal, the
+//! handlers' too, is logged and counted (`parley_auth_denied_total{reason}`) here, from the
+//! [`Denial`] the error response carries.
+
+use std::sync::Arc;
+
+use axum::extract::{FromRequestParts, MatchedPath, Request, State};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderMap, Method};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use protocol::{AgentId, FrameworkId, RolePath};
+
+use super::error::ApiError;
+use crate::auth::{policy, Credentials, Denial, Principal};
+use crate::runtime::Coordinator;
+use crate::state::State as Books;
+
+/// The authenticated principal of a request; `None` when no credentials are configured (the
+/// API is open and every check passes).
+#[derive(Debug, Clone, Default)]
+pub struct Caller(pub Option<Arc<Principal>>);
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(parts
+            .extensions
+            .get::<Caller>()
+            .cloned()
+            .unwrap_or_default())
+    }
+}
+
+fn not_owner(what: &str, p: &Principal, detail: &str) -> ApiError {
+    ApiError::Forbidden(
+        Denial::NotOwner,
+        format!(
+            "{what} {detail}; principal {:?} may not act on it",
+            &*p.name
+        ),
+    )
+}
+
+/// Whether `p` may act as the owner of something whose owner is `owner` (`None`: unknown id,
+/// left to the operation, which answers 404).
+fn check_owner(what: &str, owner: Option<Option<&str>>, p: &Principal) -> Result<(), ApiError> {
+    match owner {
+        None => Ok(()),
+        Some(Some(o)) if o == &*p.name => Ok(()),
+        Some(Some(_)) => Err(not_owner(what, p, "belongs to another principal")),
+        Some(None) => Err(not_owner(
+            what,
+            p,
+            "was registered without credentials; register it again (with its id) to own it",
+        )),
+    }
+}
+
+impl Caller {
+    /// May act as framework `id` (stream, accept, decline, suppress, revive, kill,
+    /// acknowledge, reconcile, delete, explain): its owner; operators where the route
+    /// policy let them in (explain, an admin's delete).
+    pub fn framework(&self, books: &Books, id: FrameworkId) -> Result<(), ApiError> {
+        match &self.0 {
+            Some(p) if p.is_framework() => {
+                check_owner(&format!("framework {id}"), books.framework_owner(id), p)
+            }
+            Some(p) if p.is_operator() => Ok(()),
+            Some(p) => Err(not_owner(&format!("framework {id}"), p, "is a framework")),
+            None => Ok(()),
+        }
+    }
+
+    /// May register a framework under `role`, as `framework_id` if given: the role must match
+    /// the principal's patterns; an existing framework must be its own (or have no owner yet,
+    /// which it then claims); a new one must fit `max_frameworks`. Returns the owner to record.
+    pub fn register_framework(
+        &self,
+        books: &Books,
+        role: &RolePath,
+        framework_id: Option<FrameworkId>,
+    ) -> Result<Option<Arc<str>>, ApiError> {
+        let Some(p) = &self.0 else {
+            return Ok(None);
+        };
+        if !p.may_use_role(role) {
+            return Err(ApiError::Forbidden(
+                Denial::Role,
+                format!(
+                    "principal {:?} may not register frameworks in role {role}; see its roles in the credentials file",
+                    &*p.name
+                ),
+            ));
+        }
+        let existing = framework_id.and_then(|id| books.framework_owner(id));
+        match existing {
+            Some(Some(o)) if o != &*p.name => {
+                return Err(not_owner(
+                    &format!(
+                        "framework {}",
+                        framework_id.map(|i| i.to_string()).unwrap_or_default()
+                    ),
+                    p,
+                    "belongs to another principal",
+                ))
+            }
+            Some(_) => {}
+            None => {
+                if let crate::auth::Kind::Framework {
+                    max_frameworks: Some(max),
+                    ..
+                } = p.kind
+                {
+                    if books.frameworks_owned_by(&p.name) >= max {
+                        return Err(ApiError::Forbidden(
+                            Denial::Quota,
+                            format!(
+                                "principal {:?} already has {max} frameworks (its max_frameworks); remove one first",
+                                &*p.name
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(Some(Arc::clone(&p.name)))
+    }
+
+    /// May act as agent `id` (heartbeat, statuses): the agent principal that registered it.
+    pub fn agent(&self, books: &Books, id: AgentId) -> Result<(), ApiError> {
+        match &self.0 {
+            Some(p) => check_owner(&format!("agent {id}"), books.agent_owner(id), p),
+            None => Ok(()),
+        }
+    }
+
+    /// May (re-)register as agent `id`: a known agent must be its own or have no owner yet.
+    /// Returns the owner to record once registered.
+    pub fn register_agent(
+        &self,
+        books: &Books,
+        id: Option<AgentId>,
+    ) -> Result<Option<Arc<str>>, ApiError> {
+        let Some(p) = &self.0 else {
+            return Ok(None);
+        };
+        if let Some(id) = id {
+            if let Some(Some(o)) = books.agent_owner(id) {
+                if o != &*p.name {
+                    return Err(not_owner(
+                        &format!("agent {id}"),
+                        p,
+                        "belongs to another principal",
+                    ));
+                }
+            }
+        }
+        Ok(Some(Arc::clone(&p.name)))
+    }
+}
+
+/// Whether the request carries a body or a `Content-Type`, on a method that takes one.
+fn needs_json(method: &Method, headers: &HeaderMap) -> bool {
+    if method == Method::GET || method == Method::HEAD || method == Method::OPTIONS {
+        return false;
+    }
+    let length = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    headers.contains_key(header::CONTENT_TYPE)
+        || headers.contains_key(header::TRANSFER_ENCODING)
+        || length.is_some_and(|n| n > 0)
+}
+
+/// `application/json`, with any parameters (`; charset=utf-8`).
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|mime| mime.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// The principal named by `Authorization: Bearer <token>`.
+fn authenticate(
+    credentials: &Credentials,
+    headers: &HeaderMap,
+) -> Result<Arc<Principal>, ApiError> {
+    let Some(value) = headers.get(header::AUTHORIZATION) else {
+        return Err(ApiError::Unauthenticated(
+            Denial::Missing,
+            "this coordinator requires credentials: send Authorization: Bearer <token>".into(),
+        ));
+    };
+    let token = value
+        .to_str()
+        .ok()
+        .and_then(|v| {
+            let (scheme, token) = v.trim().split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+        })
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| {
+            ApiError::Unauthenticated(
+                Denial::Invalid,
+                "malformed Authorization header: expected Bearer <token>".into(),
+            )
+        })?;
+    credentials
+        .authenticate(token)
+        .cloned()
+        .ok_or_else(|| ApiError::Unauthenticated(Denial::Invalid, "unknown bearer token".into()))
+}
+
+/// The middleware: content type, authentication, the route policy; then counts and logs any
+/// refusal (its own or a handler's).
+pub async fn guard(State(c): State<Coordinator>, mut req: Request, next: Next) -> Response {
+    if c.config().credentials.is_none() {
+        // Open: only the content type to check, and nothing is refused that needs counting.
+        if needs_json(req.method(), req.headers()) && !is_json(req.headers()) {
+            return ApiError::UnsupportedMediaType.into_response();
+        }
+        return next.run(req).await;
+    }
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let checked = check(&c, &mut req);
+    let caller = req
+        .extensions()
+        .get::<Caller>()
+        .and_then(|c| c.0.as_ref().map(|p| Arc::clone(&p.name)));
+    let response = match checked {
+        Ok(()) => next.run(req).await,
+        Err(e) => e.into_response(),
+    };
+    if let Some(denial) = response.extensions().get::<Denial>() {
+        c.metrics().count_auth_denied(*denial);
+        tracing::warn!(
+            %method,
+            %path,
+            reason = denial.label(),
+            principal = caller.as_deref().unwrap_or("-"),
+            status = response.status().as_u16(),
+            "request refused"
+        );
+    }
+    response
+}
+
+fn check(c: &Coordinator, req: &mut Request) -> Result<(), ApiError> {
+    if needs_json(req.method(), req.headers()) && !is_json(req.headers()) {
+        return Err(ApiError::UnsupportedMediaType);
+    }
+    let Some(credentials) = c.config().credentials.as_deref() else {
+        return Ok(());
+    };
+    if req.uri().path() == "/health" {
+        return Ok(());
+    }
+    let principal = authenticate(credentials, req.headers())?;
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(MatchedPath::as_str);
+    policy::check_route(req.method(), route, &principal)
+        .map_err(|message| ApiError::Forbidden(Denial::Kind, message))?;
+    req.extensions_mut().insert(Caller(Some(principal)));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(header::HeaderName, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            if let Ok(v) = v.parse() {
+                h.insert(k.clone(), v);
+            }
+        }
+        h
+    }
+
+    #[test]
+    fn a_body_needs_json_and_a_bodiless_request_does_not() {
+        let json = headers(&[(header::CONTENT_TYPE, "application/json; charset=utf-8")]);
+        assert!(is_json(&json));
+        let text = headers(&[
+            (header::CONTENT_TYPE, "text/plain"),
+            (header::CONTENT_LENGTH, "2"),
+        ]);
+        assert!(needs_json(&Method::POST, &text) && !is_json(&text));
+        let form = headers(&[(header::CONTENT_TYPE, "application/x-www-form-urlencoded")]);
+        assert!(needs_json(&Method::POST, &form) && !is_json(&form));
+        let untyped = headers(&[(header::CONTENT_LENGTH, "2")]);
+        assert!(needs_json(&Method::PUT, &untyped) && !is_json(&untyped));
+        let empty = headers(&[(header::CONTENT_LENGTH, "0")]);
+        assert!(!needs_json(&Method::POST, &empty));
+        assert!(!needs_json(&Method::GET, &text));
+    }
+}

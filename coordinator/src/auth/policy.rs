@@ -1,0 +1,180 @@
+//! Which kind of principal may call which route ([`check_route`]), and why a request was
+//! refused ([`Denial`]). Ownership of a framework or agent id, role subtrees and quotas are
+//! checked by the handlers against the books (`crate::api::auth`), since only the books know
+//! who registered an id.
+//!
+//! | route | who |
+//! |---|---|
+//! | `GET /health` | anyone, no credentials |
+//! | `POST /api/v1/frameworks`, `POST /api/v1/frameworks/{id}/..`, `GET ../{id}/events` | framework principals (their own frameworks) |
+//! | `DELETE /api/v1/frameworks/{id}` | its framework principal, or an admin operator |
+//! | `POST /api/v1/agents`, `POST /api/v1/agents/{id}/..` | agent principals (their own agents) |
+//! | `GET /api/v1/agents` | operators, and framework principals (the SDK checks that tasks fit) |
+//! | `GET /api/v1/frameworks/{id}/explain` | operators, and the framework's own principal |
+//! | every other `GET` (state, offers, offer stream, tasks, roles, metrics, dashboard) | operators |
+//! | `PUT /api/v1/roles/{path}` | admin operators |
+
+use axum::http::Method;
+
+use super::credentials::Principal;
+
+/// Why a request was refused: the label of `parley_auth_denied_total{reason=...}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Denial {
+    /// No `Authorization` header (401).
+    Missing,
+    /// A malformed header or a token no principal has (401).
+    Invalid,
+    /// The principal's kind may not call this route (403).
+    Kind,
+    /// The framework or agent id belongs to another principal (403).
+    NotOwner,
+    /// The role is outside the principal's role patterns (403).
+    Role,
+    /// The principal has as many frameworks as `max_frameworks` allows (403).
+    Quota,
+}
+
+impl Denial {
+    /// Every reason, in metrics order.
+    pub const ALL: [Denial; 6] = [
+        Denial::Missing,
+        Denial::Invalid,
+        Denial::Kind,
+        Denial::NotOwner,
+        Denial::Role,
+        Denial::Quota,
+    ];
+
+    /// The metrics label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Denial::Missing => "missing",
+            Denial::Invalid => "invalid",
+            Denial::Kind => "kind",
+            Denial::NotOwner => "not_owner",
+            Denial::Role => "role",
+            Denial::Quota => "quota",
+        }
+    }
+
+    /// Its index in [`Denial::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// 401 (who are you?) rather than 403 (not you).
+    pub fn is_unauthenticated(self) -> bool {
+        matches!(self, Denial::Missing | Denial::Invalid)
+    }
+}
+
+/// Whether `principal` may call `method` on the route `route` (axum's matched path, e.g.
+/// `/api/v1/frameworks/{id}/accept`; `None` for a path no route matches, which then answers
+/// 404 to anyone authenticated). Ownership is checked later, by the handler.
+pub fn check_route(
+    method: &Method,
+    route: Option<&str>,
+    principal: &Principal,
+) -> Result<(), String> {
+    let Some(route) = route else {
+        return Ok(());
+    };
+    let allowed = match (method, route) {
+        (&Method::GET, "/api/v1/frameworks/{id}/events") => principal.is_framework(),
+        (&Method::GET, "/api/v1/frameworks/{id}/explain") | (&Method::GET, "/api/v1/agents") => {
+            principal.is_framework() || principal.is_operator()
+        }
+        (&Method::GET, _) | (&Method::HEAD, _) => principal.is_operator(),
+        (&Method::DELETE, "/api/v1/frameworks/{id}") => {
+            principal.is_framework() || principal.is_admin()
+        }
+        (&Method::PUT, "/api/v1/roles/{*path}") => principal.is_admin(),
+        (&Method::POST, r) if r.starts_with("/api/v1/frameworks") => principal.is_framework(),
+        (&Method::POST, r) if r.starts_with("/api/v1/agents") => principal.is_agent(),
+        _ => principal.is_admin(),
+    };
+    if allowed {
+        Ok(())
+    } else {
+        Err(format!(
+            "principal {:?} ({}) may not {method} {route}",
+            &*principal.name,
+            principal.kind_name()
+        ))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::auth::credentials::{Access, Kind};
+    use crate::auth::pattern::RolePattern;
+    use crate::auth::secret::SecretHash;
+
+    fn principal(kind: Kind) -> Principal {
+        Principal::new("p", kind, SecretHash::of("t"))
+    }
+
+    #[test]
+    fn each_kind_reaches_its_routes_only() {
+        let fw = principal(Kind::Framework {
+            roles: vec![RolePattern::Any],
+            max_frameworks: None,
+        });
+        let agent = principal(Kind::Agent);
+        let read = principal(Kind::Operator(Access::Read));
+        let admin = principal(Kind::Operator(Access::Admin));
+        let (get, post, put, delete) = (Method::GET, Method::POST, Method::PUT, Method::DELETE);
+        // (method, route, [framework, agent, read, admin])
+        let table: [(&Method, &str, [bool; 4]); 12] = [
+            (&post, "/api/v1/frameworks", [true, false, false, false]),
+            (
+                &post,
+                "/api/v1/frameworks/{id}/accept",
+                [true, false, false, false],
+            ),
+            (
+                &get,
+                "/api/v1/frameworks/{id}/events",
+                [true, false, false, false],
+            ),
+            (
+                &delete,
+                "/api/v1/frameworks/{id}",
+                [true, false, false, true],
+            ),
+            (&post, "/api/v1/agents", [false, true, false, false]),
+            (
+                &post,
+                "/api/v1/agents/{id}/statuses",
+                [false, true, false, false],
+            ),
+            (&get, "/api/v1/agents", [true, false, true, true]),
+            (
+                &get,
+                "/api/v1/frameworks/{id}/explain",
+                [true, false, true, true],
+            ),
+            (&get, "/api/v1/state", [false, false, true, true]),
+            (&get, "/api/v1/offers/events", [false, false, true, true]),
+            (&get, "/metrics", [false, false, true, true]),
+            (&put, "/api/v1/roles/{*path}", [false, false, false, true]),
+        ];
+        for (method, route, expected) in table {
+            for (p, want) in [&fw, &agent, &read, &admin].into_iter().zip(expected) {
+                assert_eq!(
+                    check_route(method, Some(route), p).is_ok(),
+                    want,
+                    "{} {method} {route}",
+                    p.kind_name()
+                );
+            }
+        }
+        assert!(
+            check_route(&post, None, &agent).is_ok(),
+            "unknown routes answer 404"
+        );
+    }
+}

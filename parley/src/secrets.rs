@@ -1,0 +1,65 @@
+//! `coordinator new-token` and `coordinator hash-secret`: make the tokens and the hashes of a
+//! credentials file (see the README's "Security" section). The coordinator stores only
+//! SHA-256 hashes of random tokens (`coordinator::auth::secret` says why that is enough).
+
+use std::io::Read;
+use std::process::ExitCode;
+
+use coordinator::auth::SecretHash;
+use rand::RngCore;
+
+/// The helper subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Prints a new random token (256 bits, hex) and its `secret_sha256` for the file.
+    NewToken,
+    /// Reads a token on stdin (one line; the trailing newline is dropped) and prints its
+    /// `secret_sha256`, the same as `printf %s "$TOKEN" | sha256sum`.
+    HashSecret,
+}
+
+/// A random 256-bit token, as 64 hex digits.
+pub fn new_token() -> String {
+    let mut bytes = [0u8; 32];
+    rand::thread_rng().fill_bytes(&mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Runs a helper subcommand.
+pub fn run(command: &Command) -> ExitCode {
+    match command {
+        Command::NewToken => {
+            let token = new_token();
+            println!("token:         {token}");
+            println!("secret_sha256: {}", SecretHash::of(&token).to_hex());
+            ExitCode::SUCCESS
+        }
+        Command::HashSecret => {
+            let mut text = String::new();
+            if let Err(e) = std::io::stdin().read_to_string(&mut text) {
+                eprintln!("error: cannot read the token on stdin: {e}");
+                return ExitCode::from(2);
+            }
+            let token = text.strip_suffix('\n').unwrap_or(&text);
+            let token = token.strip_suffix('\r').unwrap_or(token);
+            if token.is_empty() {
+                eprintln!("error: no token on stdin");
+                return ExitCode::from(2);
+            }
+            println!("{}", SecretHash::of(token).to_hex());
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_fresh_and_long() {
+        let (a, b) = (new_token(), new_token());
+        assert_eq!(a.len(), 64);
+        assert_ne!(a, b);
+    }
+}
