@@ -54,6 +54,14 @@ pub enum ApiError {
     /// The route exists, the method does not.
     #[error("method not allowed on this endpoint; see API.md")]
     MethodNotAllowed,
+    /// The client's request rate is over `rate_limit_per_s` (429 with `Retry-After`).
+    #[error(
+        "too many requests: retry after {retry_after_s} s (the coordinator's rate_limit_per_s)"
+    )]
+    RateLimited {
+        /// Seconds until a request will be accepted.
+        retry_after_s: u64,
+    },
     /// A bug or an unexpected failure; details are logged.
     #[error("internal error; see the coordinator's log")]
     Internal,
@@ -72,6 +80,7 @@ impl ApiError {
             ApiError::BadQuery(_) => (StatusCode::BAD_REQUEST, "invalid_query"),
             ApiError::NoRoute(_) => (StatusCode::NOT_FOUND, "no_such_endpoint"),
             ApiError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
+            ApiError::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             ApiError::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
     }
@@ -91,6 +100,11 @@ pub fn state_status_and_code(e: &StateError) -> (StatusCode, &'static str) {
         TaskExists(_) => (StatusCode::CONFLICT, "task_exists"),
         FrameworkRemoved(_) => (StatusCode::CONFLICT, "framework_removed"),
         ReservedRole => (StatusCode::BAD_REQUEST, "invalid_field"),
+        TooManyResourceKinds { .. } => {
+            (StatusCode::UNPROCESSABLE_ENTITY, "too_many_resource_kinds")
+        }
+        TooManyFrameworks(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_frameworks"),
+        TooManyTaskIds { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "too_many_task_ids"),
         NoOffers => (StatusCode::UNPROCESSABLE_ENTITY, "no_offers"),
         DuplicateOffer(_) => (StatusCode::UNPROCESSABLE_ENTITY, "duplicate_offer"),
         OffersOnSeveralAgents(..) => (StatusCode::UNPROCESSABLE_ENTITY, "offers_on_several_agents"),
@@ -112,7 +126,14 @@ impl From<crate::runtime::RegistryWriteFailed> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = self.status_and_code();
-        (status, Json(ErrorBody::new(code, self.to_string()))).into_response()
+        let mut response = (status, Json(ErrorBody::new(code, self.to_string()))).into_response();
+        if let ApiError::RateLimited { retry_after_s } = self {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(retry_after_s),
+            );
+        }
+        response
     }
 }
 
@@ -147,6 +168,15 @@ mod tests {
                 422,
             ),
             (ApiError::Unavailable, 503),
+            (
+                ApiError::State(StateError::TooManyResourceKinds { known: 1, max: 1 }),
+                422,
+            ),
+            (ApiError::State(StateError::TooManyFrameworks(1)), 429),
+            (
+                ApiError::State(StateError::TooManyTaskIds { given: 2, max: 1 }),
+                422,
+            ),
         ];
         for (err, status) in cases {
             assert_eq!(err.status_and_code().0.as_u16(), status, "{err}");

@@ -36,6 +36,7 @@ impl State {
             }
         }
 
+        self.ledger.check_kinds(&req.resources)?;
         let known = self.agents.contains_key(&id);
         // Take the agent out of the allocator (rescinding its offers) and put it back with the
         // possibly changed total, then re-account its tasks: one path for every case.

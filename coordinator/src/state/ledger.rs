@@ -178,6 +178,17 @@ impl Ledger {
         }
     }
 
+    /// Refuses `r` if it would take the distinct resource names past `max_resource_kinds`
+    /// (agent totals, demand hints); changes nothing.
+    pub fn check_kinds(&self, r: &Resources) -> Result<(), super::StateError> {
+        self.allocator
+            .check_kinds(r)
+            .map_err(|_| super::StateError::TooManyResourceKinds {
+                known: self.allocator.kinds_len(),
+                max: self.allocator.max_kinds(),
+            })
+    }
+
     /// Sets a role's weight (creating the role).
     pub fn set_role_weight(&mut self, role: &RolePath, weight: Weight) {
         self.allocator.set_role_weight(role, weight);

@@ -90,6 +90,8 @@ mod pending;
 mod tasks;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_limits;
 mod views;
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -176,6 +178,11 @@ pub(crate) struct Timing {
     pub(crate) default_refuse_ms: u64,
     pub(crate) update_resend_interval_ms: u64,
     pub(crate) max_completed_tasks_per_framework: usize,
+    pub(crate) max_frameworks: usize,
+    pub(crate) max_failover_timeout_ms: u64,
+    pub(crate) max_placeholder_frameworks: usize,
+    pub(crate) max_removed_frameworks: usize,
+    pub(crate) max_stream_queue: usize,
 }
 
 fn ms(d: std::time::Duration) -> u64 {
@@ -319,6 +326,9 @@ pub struct State {
     pub(crate) frameworks: BTreeMap<FrameworkId, FrameworkRecord>,
     /// Frameworks removed; their ids are not adopted again and their tasks' late updates dropped.
     pub(crate) removed_frameworks: HashSet<FrameworkId>,
+    /// `removed_frameworks` in removal order, so the oldest is forgotten past
+    /// `max_removed_frameworks`.
+    pub(crate) removed_order: VecDeque<FrameworkId>,
     pub(crate) tasks: BTreeMap<(FrameworkId, TaskId), TaskRecord>,
     pub(crate) offers: BTreeMap<OfferId, OfferRecord>,
     pub(crate) ended_offers: HashMap<OfferId, &'static str>,
@@ -351,6 +361,7 @@ impl State {
     /// [`IdSource::sequential`] to know them in advance).
     pub fn with_ids(config: &Config, ids: IdSource) -> Self {
         let mut allocator = Allocator::new(Policy::Hdrf);
+        allocator.set_max_kinds(config.max_resource_kinds);
         for (role, weight) in &config.roles {
             allocator.set_role_weight(role, *weight);
         }
@@ -366,12 +377,18 @@ impl State {
                 update_resend_interval_ms: ms(config.update_resend_interval),
                 // Validated >= 1; the floor keeps a bad value from forgetting everything.
                 max_completed_tasks_per_framework: config.max_completed_tasks_per_framework.max(1),
+                max_frameworks: config.max_frameworks,
+                max_failover_timeout_ms: ms(config.max_failover_timeout),
+                max_placeholder_frameworks: config.max_placeholder_frameworks,
+                max_removed_frameworks: config.max_removed_frameworks.max(1),
+                max_stream_queue: config.max_stream_queue,
             },
             ledger: Ledger::new(allocator),
             ids,
             agents: BTreeMap::new(),
             frameworks: BTreeMap::new(),
             removed_frameworks: HashSet::new(),
+            removed_order: VecDeque::new(),
             tasks: BTreeMap::new(),
             offers: BTreeMap::new(),
             ended_offers: HashMap::new(),
@@ -408,8 +425,9 @@ impl State {
         for (role, weight) in &snapshot.weights {
             self.ledger.set_role_weight(role, *weight);
         }
-        self.removed_frameworks
-            .extend(snapshot.removed_frameworks.iter().copied());
+        for id in snapshot.removed_frameworks.iter().copied() {
+            self.remember_removed(id);
+        }
         for fw in snapshot.frameworks {
             if fw.role.as_str().starts_with('_') || self.removed_frameworks.contains(&fw.id) {
                 tracing::warn!(framework = %fw.id, role = %fw.role, "not restoring framework");
@@ -419,7 +437,8 @@ impl State {
                 fw.id,
                 fw.name,
                 fw.role,
-                fw.failover_timeout_s,
+                fw.failover_timeout_s
+                    .min(self.timing.max_failover_timeout_ms as f64 / 1000.0),
                 None,
                 false,
                 now,
