@@ -87,7 +87,8 @@ impl Kinds {
             return i;
         }
         self.names.push(name.clone());
-        self.index.insert(name.as_str().to_owned(), self.names.len() - 1);
+        self.index
+            .insert(name.as_str().to_owned(), self.names.len() - 1);
         self.names.len() - 1
     }
 
@@ -231,7 +232,11 @@ mod tests {
         assert_eq!(k.check(&first), Ok(()), "at the cap");
         k.dense(&first);
         assert_eq!(k.len(), 20);
-        assert_eq!(k.check(&names(5..15)), Ok(()), "known kinds are always fine");
+        assert_eq!(
+            k.check(&names(5..15)),
+            Ok(()),
+            "known kinds are always fine"
+        );
         assert_eq!(
             k.check(&names(19..21)),
             Err(AllocatorError::TooManyKinds { known: 20, max: 20 })

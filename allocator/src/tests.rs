@@ -453,7 +453,9 @@ fn a_flood_of_new_resource_names_is_refused_and_changes_nothing() {
     let mut a = Allocator::new(Policy::Hdrf);
     let (fw, agent) = (fw(1), ag(1));
     assert!(a.add_framework(fw, &RolePath::new("eng").unwrap()).is_ok());
-    assert!(a.add_agent(agent, &"cpus=4,mem=100".parse().unwrap()).is_ok());
+    assert!(a
+        .add_agent(agent, &"cpus=4,mem=100".parse().unwrap())
+        .is_ok());
     let too_many = Err(AllocatorError::TooManyKinds {
         known: 2,
         max: DEFAULT_MAX_KINDS,

@@ -449,9 +449,12 @@ mod tests {
         let ok: Resources = serde_json::from_str(&format!("{{{at_limit}}}")).unwrap_or_default();
         assert_eq!(ok.names().count(), MAX_NAMES_PER_VECTOR);
         let over = format!("{{{at_limit}, \"extra\": 1}}");
-        let err = serde_json::from_str::<Resources>(&over).err().map(|e| e.to_string());
+        let err = serde_json::from_str::<Resources>(&over)
+            .err()
+            .map(|e| e.to_string());
         assert!(
-            err.as_deref().is_some_and(|e| e.contains("too many resource names")),
+            err.as_deref()
+                .is_some_and(|e| e.contains("too many resource names")),
             "{err:?}"
         );
         // 75k names: refused at the 33rd, without reading the rest.

@@ -221,7 +221,10 @@ impl State {
             }),
         ));
         let resend_ms = self.timing.update_resend_interval_ms;
-        for status in fw.pending.replay(now.ms, resend_ms) {
+        // The `subscribed` event and at most a queue's worth less one of updates; the rest
+        // follow with the re-sends.
+        let limit = self.timing.max_stream_queue.saturating_sub(1);
+        for status in fw.pending.replay(now.ms, resend_ms, limit) {
             fx.push(Effect::ToFramework(id, FrameworkEvent::Update { status }));
         }
         self.ledger.set_active(id, true);

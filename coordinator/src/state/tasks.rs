@@ -471,11 +471,14 @@ impl State {
     /// interval, to connected frameworks.
     pub fn resend_updates(&mut self, now: &Now, fx: &mut Effects) {
         let interval = self.timing.update_resend_interval_ms;
+        let half_queue = (self.timing.max_stream_queue / 2).max(1);
         for (id, fw) in &mut self.frameworks {
             if !matches!(fw.connection, Connection::Connected { .. }) {
                 continue;
             }
-            for status in fw.pending.due(now.ms, interval) {
+            // At most half a stream queue per turn: re-sends to a reader that keeps up never
+            // overflow its stream.
+            for status in fw.pending.due(now.ms, interval, half_queue) {
                 fx.push(Effect::ToFramework(*id, FrameworkEvent::Update { status }));
             }
         }
