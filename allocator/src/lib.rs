@@ -214,6 +214,29 @@ impl Allocator {
         self.kinds.check(r)
     }
 
+    /// How many roles exist, the root not counted (every path prefix of every role counts;
+    /// roles are never removed).
+    pub fn roles_len(&self) -> usize {
+        self.tree.roles.len()
+    }
+
+    /// How many roles adding a framework under `role` (or setting its weight) would create:
+    /// the prefixes of its path that do not exist yet.
+    pub fn new_roles(&self, role: &RolePath) -> usize {
+        let mut path = String::new();
+        let mut new = 0;
+        for seg in role.segments() {
+            if !path.is_empty() {
+                path.push('/');
+            }
+            path.push_str(seg);
+            if !self.tree.roles.contains_key(&path) {
+                new += 1;
+            }
+        }
+        new
+    }
+
     /// The policy in use.
     pub fn policy(&self) -> Policy {
         self.policy

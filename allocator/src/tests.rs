@@ -465,6 +465,11 @@ fn a_flood_of_new_resource_names_is_refused_and_changes_nothing() {
     assert_eq!(a.add_filter(fw, agent, &flood, 10), too_many);
     assert_eq!(a.kinds_len(), 2);
     assert_eq!(a.capacity().to_string(), "cpus=4,mem=100");
+    // Roles: every missing prefix counts.
+    assert_eq!(a.roles_len(), 1);
+    assert_eq!(a.new_roles(&role("eng")), 0);
+    assert_eq!(a.new_roles(&role("eng/batch/x")), 2);
+    assert_eq!(a.new_roles(&role("ops")), 1);
     // Up to the cap is fine.
     a.set_max_kinds(3);
     assert!(a.add_agent(ag(2), &"gpus=1".parse().unwrap()).is_ok());

@@ -52,6 +52,10 @@ pub struct Config {
     /// The most frameworks (registered or awaiting re-registration) the books hold; a new
     /// registration past it is refused (429 `too_many_frameworks`) (default 10000).
     pub max_frameworks: usize,
+    /// The most roles in the role tree (every prefix of a role path counts: `eng/batch` is two);
+    /// a registration or weight that would add more is refused (429 `too_many_roles`). Roles
+    /// are not removed, so this bounds them (and their metrics labels) (default 1000).
+    pub max_roles: usize,
     /// The longest failover timeout a framework may ask for; a longer one is clamped to it
     /// (default 7 days).
     pub max_failover_timeout: Duration,
@@ -98,6 +102,7 @@ impl Default for Config {
             max_completed_tasks_per_framework: 1000,
             max_resource_kinds: allocator::DEFAULT_MAX_KINDS,
             max_frameworks: 10_000,
+            max_roles: 1000,
             max_failover_timeout: Duration::from_secs(7 * 24 * 3600),
             max_placeholder_frameworks: 1000,
             max_removed_frameworks: 100_000,
@@ -216,6 +221,7 @@ impl Config {
         let counts = [
             ("max_resource_kinds", self.max_resource_kinds, 1, 100_000),
             ("max_frameworks", self.max_frameworks, 1, 10_000_000),
+            ("max_roles", self.max_roles, 1, 1_000_000),
             (
                 "max_placeholder_frameworks",
                 self.max_placeholder_frameworks,
@@ -378,6 +384,9 @@ pub struct Overrides {
     /// Most frameworks in the books (default 10000).
     #[arg(long, value_name = "N")]
     pub max_frameworks: Option<usize>,
+    /// Most roles in the role tree, every path prefix counted (default 1000).
+    #[arg(long, value_name = "N")]
+    pub max_roles: Option<usize>,
     /// Longest failover timeout a framework may ask for, in seconds; longer ones are clamped
     /// (default 604800, 7 days).
     #[arg(long, value_name = "SECS")]
@@ -517,6 +526,7 @@ impl Overrides {
         let counts = [
             (self.max_resource_kinds, &mut config.max_resource_kinds),
             (self.max_frameworks, &mut config.max_frameworks),
+            (self.max_roles, &mut config.max_roles),
             (
                 self.max_placeholder_frameworks,
                 &mut config.max_placeholder_frameworks,
@@ -616,6 +626,7 @@ mod tests {
         for bad in [
             "max_resource_kinds = 0",
             "max_frameworks = 0",
+            "max_roles = 0",
             "max_stream_queue = 1",
             "rate_limit_per_s = -1",
             "rate_limit_burst = 0",

@@ -104,6 +104,7 @@ pub fn state_status_and_code(e: &StateError) -> (StatusCode, &'static str) {
             (StatusCode::UNPROCESSABLE_ENTITY, "too_many_resource_kinds")
         }
         TooManyFrameworks(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_frameworks"),
+        TooManyRoles(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_roles"),
         TooManyTaskIds { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "too_many_task_ids"),
         NoOffers => (StatusCode::UNPROCESSABLE_ENTITY, "no_offers"),
         DuplicateOffer(_) => (StatusCode::UNPROCESSABLE_ENTITY, "duplicate_offer"),

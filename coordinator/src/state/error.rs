@@ -101,6 +101,9 @@ pub enum StateError {
     /// The books hold `max_frameworks` frameworks already.
     #[error("too many frameworks: at most {0} may be registered; remove unused ones (DELETE /api/v1/frameworks/{{id}})")]
     TooManyFrameworks(usize),
+    /// The role tree holds `max_roles` roles already and the request would add more.
+    #[error("too many roles: at most {0} roles (every prefix of a role path counts); use an existing role")]
+    TooManyRoles(usize),
     /// A `reconcile` names more task ids than one stream may queue.
     #[error("reconcile names {given} task ids; at most {max} at a time")]
     TooManyTaskIds {

@@ -32,6 +32,7 @@ impl State {
         if let Some(demand) = &req.demand {
             self.ledger.check_kinds(demand)?;
         }
+        self.ledger.check_roles(&req.role, self.timing.max_roles)?;
         let known = req
             .framework_id
             .is_some_and(|id| self.frameworks.contains_key(&id));

@@ -189,6 +189,15 @@ impl Ledger {
             })
     }
 
+    /// Refuses a change that would create roles past `max`; changes nothing.
+    pub fn check_roles(&self, role: &RolePath, max: usize) -> Result<(), super::StateError> {
+        let new = self.allocator.new_roles(role);
+        if new > 0 && self.allocator.roles_len() + new > max {
+            return Err(super::StateError::TooManyRoles(max));
+        }
+        Ok(())
+    }
+
     /// Sets a role's weight (creating the role).
     pub fn set_role_weight(&mut self, role: &RolePath, weight: Weight) {
         self.allocator.set_role_weight(role, weight);

@@ -179,6 +179,7 @@ pub(crate) struct Timing {
     pub(crate) update_resend_interval_ms: u64,
     pub(crate) max_completed_tasks_per_framework: usize,
     pub(crate) max_frameworks: usize,
+    pub(crate) max_roles: usize,
     pub(crate) max_failover_timeout_ms: u64,
     pub(crate) max_placeholder_frameworks: usize,
     pub(crate) max_removed_frameworks: usize,
@@ -378,6 +379,7 @@ impl State {
                 // Validated >= 1; the floor keeps a bad value from forgetting everything.
                 max_completed_tasks_per_framework: config.max_completed_tasks_per_framework.max(1),
                 max_frameworks: config.max_frameworks,
+                max_roles: config.max_roles,
                 max_failover_timeout_ms: ms(config.max_failover_timeout),
                 max_placeholder_frameworks: config.max_placeholder_frameworks,
                 max_removed_frameworks: config.max_removed_frameworks.max(1),
@@ -408,6 +410,7 @@ impl State {
         if role.as_str().starts_with('_') {
             return Err(StateError::ReservedRole);
         }
+        self.ledger.check_roles(role, self.timing.max_roles)?;
         self.ledger.set_role_weight(role, weight);
         fx.push(Effect::Persist(crate::store::Change::SetWeight(
             role.clone(),

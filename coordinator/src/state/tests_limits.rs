@@ -165,6 +165,38 @@ fn frameworks_are_capped_and_re_registration_still_works() {
 }
 
 #[test]
+fn roles_are_capped_counting_every_prefix() {
+    let config = Config {
+        max_roles: 2,
+        ..Config::default()
+    };
+    let mut s = State::with_ids(&config, IdSource::sequential());
+    let mut fx = Vec::new();
+    let role = |r: &str| FrameworkRegistration {
+        role: r.parse().unwrap(),
+        ..registration(None)
+    };
+    // "eng" and "eng/batch": two roles, at the cap.
+    s.register_framework(role("eng/batch"), &at(0), &mut fx)
+        .unwrap();
+    s.register_framework(role("eng"), &at(0), &mut fx).unwrap();
+    let mut fx = Vec::new();
+    assert_eq!(
+        s.register_framework(role("ops"), &at(0), &mut fx),
+        Err(StateError::TooManyRoles(2))
+    );
+    assert_eq!(
+        s.set_role_weight(&"eng/web".parse().unwrap(), protocol::Weight::ONE, &mut fx),
+        Err(StateError::TooManyRoles(2))
+    );
+    assert!(fx.is_empty());
+    assert_eq!(s.frameworks().len(), 2);
+    // Existing roles are always fine.
+    s.set_role_weight(&"eng".parse().unwrap(), protocol::Weight::ONE, &mut fx)
+        .unwrap();
+}
+
+#[test]
 fn a_failover_timeout_past_the_ceiling_is_clamped() {
     let config = Config {
         max_failover_timeout: Duration::from_secs(3600),
