@@ -66,6 +66,9 @@ pub struct Config {
     /// How many removed framework ids are remembered (to refuse their re-registration and drop
     /// their tasks' late updates); past it the oldest is forgotten (default 100000).
     pub max_removed_frameworks: usize,
+    /// How long a lost agent is remembered (it may re-register with its id and tasks); after
+    /// that its record is forgotten (default 24 h).
+    pub lost_agent_retention: Duration,
     /// The most events queued on one framework stream; a stream whose reader falls this far
     /// behind is closed (the framework reconnects and gets its pending updates again). Also the
     /// most task ids one `reconcile` may name (default 10000).
@@ -107,6 +110,7 @@ impl Default for Config {
             max_placeholder_frameworks: 1000,
             max_removed_frameworks: 100_000,
             max_stream_queue: 10_000,
+            lost_agent_retention: Duration::from_secs(24 * 3600),
             rate_limit_per_s: 0.0,
             rate_limit_burst: 1000,
             roles: Vec::new(),
@@ -185,6 +189,7 @@ impl Config {
             ("update_resend_interval", self.update_resend_interval),
             ("agent_request_timeout", self.agent_request_timeout),
             ("max_failover_timeout", self.max_failover_timeout),
+            ("lost_agent_retention", self.lost_agent_retention),
         ];
         for (name, d) in positive {
             seconds(name, d.as_secs_f64(), false)?;
@@ -398,6 +403,10 @@ pub struct Overrides {
     /// Removed framework ids remembered (default 100000).
     #[arg(long, value_name = "N")]
     pub max_removed_frameworks: Option<usize>,
+    /// Seconds a lost agent is remembered before it is forgotten (default 86400).
+    #[arg(long, value_name = "SECS")]
+    #[serde(rename = "lost_agent_retention_s")]
+    pub lost_agent_retention: Option<f64>,
     /// Most events queued on one framework stream before it is closed (default 10000).
     #[arg(long, value_name = "N")]
     pub max_stream_queue: Option<usize>,
@@ -423,7 +432,14 @@ struct SecondsSetting {
     allow_zero: bool,
 }
 
-const SECONDS: [SecondsSetting; 10] = [
+const SECONDS: [SecondsSetting; 11] = [
+    SecondsSetting {
+        file: "lost_agent_retention_s",
+        flag: "--lost-agent-retention",
+        get: |o| o.lost_agent_retention,
+        set: |c| &mut c.lost_agent_retention,
+        allow_zero: false,
+    },
     SecondsSetting {
         file: "max_failover_timeout_s",
         flag: "--max-failover-timeout",

@@ -184,6 +184,7 @@ pub(crate) struct Timing {
     pub(crate) max_placeholder_frameworks: usize,
     pub(crate) max_removed_frameworks: usize,
     pub(crate) max_stream_queue: usize,
+    pub(crate) lost_agent_retention_ms: u64,
 }
 
 fn ms(d: std::time::Duration) -> u64 {
@@ -384,6 +385,7 @@ impl State {
                 max_placeholder_frameworks: config.max_placeholder_frameworks,
                 max_removed_frameworks: config.max_removed_frameworks.max(1),
                 max_stream_queue: config.max_stream_queue,
+                lost_agent_retention_ms: ms(config.lost_agent_retention),
             },
             ledger: Ledger::new(allocator),
             ids,

@@ -306,6 +306,37 @@ fn removed_framework_ids_are_bounded_oldest_forgotten_first() {
 }
 
 #[test]
+fn lost_agents_are_forgotten_after_the_retention() {
+    let config = Config {
+        agent_heartbeat_interval: Duration::from_secs(1),
+        max_missed_heartbeats: 1,
+        lost_agent_retention: Duration::from_secs(60),
+        ..Config::default()
+    };
+    let mut s = State::with_ids(&config, IdSource::sequential());
+    let mut fx = Vec::new();
+    let (id, _) = s
+        .register_agent(agent("cpus=1".parse().unwrap(), None, vec![]), &at(0), &mut fx)
+        .unwrap();
+    s.check_agents(&at(1_001), &mut fx);
+    assert_eq!(s.agents[&id].state, AgentState::Lost);
+    s.check_agents(&at(60_000), &mut fx);
+    assert!(s.agents.contains_key(&id), "kept for the retention");
+    s.check_agents(&at(60_001), &mut fx);
+    assert!(!s.agents.contains_key(&id), "forgotten after it");
+    // It comes back as after a restart: registered again under its id.
+    let (again, created) = s
+        .register_agent(
+            agent("cpus=1".parse().unwrap(), Some(id), vec![]),
+            &at(60_002),
+            &mut fx,
+        )
+        .unwrap();
+    assert_eq!((again, created), (id, true));
+    assert_eq!(s.ledger_mismatches(), 0);
+}
+
+#[test]
 fn reconcile_deduplicates_ids_and_is_capped() {
     let config = Config {
         max_stream_queue: 16,
