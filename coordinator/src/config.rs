@@ -66,6 +66,9 @@ pub struct Config {
     /// How many removed framework ids are remembered (to refuse their re-registration and drop
     /// their tasks' late updates); past it the oldest is forgotten (default 100000).
     pub max_removed_frameworks: usize,
+    /// How long a connection may take to send a request's headers, counted from when it starts
+    /// waiting for them: bounds slow clients and idle keep-alive connections (default 30 s).
+    pub header_read_timeout: Duration,
     /// How long a lost agent is remembered (it may re-register with its id and tasks); after
     /// that its record is forgotten (default 24 h).
     pub lost_agent_retention: Duration,
@@ -111,6 +114,7 @@ impl Default for Config {
             max_removed_frameworks: 100_000,
             max_stream_queue: 10_000,
             lost_agent_retention: Duration::from_secs(24 * 3600),
+            header_read_timeout: Duration::from_secs(30),
             rate_limit_per_s: 0.0,
             rate_limit_burst: 1000,
             roles: Vec::new(),
@@ -190,6 +194,7 @@ impl Config {
             ("agent_request_timeout", self.agent_request_timeout),
             ("max_failover_timeout", self.max_failover_timeout),
             ("lost_agent_retention", self.lost_agent_retention),
+            ("header_read_timeout", self.header_read_timeout),
         ];
         for (name, d) in positive {
             seconds(name, d.as_secs_f64(), false)?;
@@ -403,6 +408,11 @@ pub struct Overrides {
     /// Removed framework ids remembered (default 100000).
     #[arg(long, value_name = "N")]
     pub max_removed_frameworks: Option<usize>,
+    /// Seconds a connection may take to send a request's headers, idle keep-alive included
+    /// (default 30).
+    #[arg(long, value_name = "SECS")]
+    #[serde(rename = "header_read_timeout_s")]
+    pub header_read_timeout: Option<f64>,
     /// Seconds a lost agent is remembered before it is forgotten (default 86400).
     #[arg(long, value_name = "SECS")]
     #[serde(rename = "lost_agent_retention_s")]
@@ -432,7 +442,14 @@ struct SecondsSetting {
     allow_zero: bool,
 }
 
-const SECONDS: [SecondsSetting; 11] = [
+const SECONDS: [SecondsSetting; 12] = [
+    SecondsSetting {
+        file: "header_read_timeout_s",
+        flag: "--header-read-timeout",
+        get: |o| o.header_read_timeout,
+        set: |c| &mut c.header_read_timeout,
+        allow_zero: false,
+    },
     SecondsSetting {
         file: "lost_agent_retention_s",
         flag: "--lost-agent-retention",

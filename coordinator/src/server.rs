@@ -14,7 +14,6 @@
 //! stops offers silently. The books' lock survives such a panic (see `Coordinator::lock`).
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
@@ -77,18 +76,16 @@ pub async fn serve_coordinator(
         tracing::info!(%addr, "coordinator listening");
     }
     let stop = token.clone();
-    // The peer address keys the rate limit of clients without a bearer token.
-    let app = app.into_make_service_with_connect_info::<SocketAddr>();
-    let result = axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            tokio::select! {
-                _ = shutdown => {}
-                _ = stop.cancelled() => {}
-            }
-            // Streams and loops end on the token; the server then drains.
-            stop.cancel();
-        })
-        .await;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = shutdown => {}
+            _ = stop.cancelled() => {}
+        }
+        // Streams and loops end on the token; the server then drains.
+        stop.cancel();
+    });
+    let header_read_timeout = coordinator.config().header_read_timeout;
+    crate::http::serve_http(listener, app, header_read_timeout, token.clone()).await;
     token.cancel();
     for handle in loops {
         let _ = handle.await;
@@ -96,7 +93,7 @@ pub async fn serve_coordinator(
     coordinator.tracker().close();
     coordinator.tracker().wait().await;
     coordinator.close_registry();
-    result.map_err(ServeError::Io)
+    Ok(())
 }
 
 /// Starts the allocation and maintenance loops of a coordinator, each supervised.

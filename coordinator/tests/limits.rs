@@ -221,3 +221,34 @@ async fn a_panicking_background_loop_is_logged_counted_and_restarted() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn a_client_that_sends_headers_too_slowly_is_disconnected() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let tc = TestCoordinator::start(Config {
+        header_read_timeout: std::time::Duration::from_millis(200),
+        ..fast_config()
+    })
+    .await;
+    let addr = tc.base.trim_start_matches("http://").to_owned();
+    // Half a request head, then nothing (slowloris); and an idle connection that sends nothing.
+    let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    slow.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let mut idle = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    for conn in [&mut slow, &mut idle] {
+        let mut buf = Vec::new();
+        // The server closes it (after a 408 at most): read_to_end returns within the deadline.
+        let closed = tokio::time::timeout(DEADLINE, conn.read_to_end(&mut buf)).await;
+        assert!(closed.is_ok(), "the connection was not closed");
+    }
+    // A prompt client is served as before.
+    let resp = tc
+        .client
+        .get(format!("{}/health", tc.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+}

@@ -186,7 +186,10 @@ impl State {
         if self.agents.len() != before {
             let agents = &self.agents;
             self.freed_at.retain(|id, _| agents.contains_key(id));
-            tracing::info!(forgotten = before - self.agents.len(), "lost agents forgotten");
+            tracing::info!(
+                forgotten = before - self.agents.len(),
+                "lost agents forgotten"
+            );
         }
     }
 

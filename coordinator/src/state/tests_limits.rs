@@ -316,7 +316,11 @@ fn lost_agents_are_forgotten_after_the_retention() {
     let mut s = State::with_ids(&config, IdSource::sequential());
     let mut fx = Vec::new();
     let (id, _) = s
-        .register_agent(agent("cpus=1".parse().unwrap(), None, vec![]), &at(0), &mut fx)
+        .register_agent(
+            agent("cpus=1".parse().unwrap(), None, vec![]),
+            &at(0),
+            &mut fx,
+        )
         .unwrap();
     s.check_agents(&at(1_001), &mut fx);
     assert_eq!(s.agents[&id].state, AgentState::Lost);
