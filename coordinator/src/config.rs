@@ -66,6 +66,10 @@ pub struct Config {
     /// How many removed framework ids are remembered (to refuse their re-registration and drop
     /// their tasks' late updates); past it the oldest is forgotten (default 100000).
     pub max_removed_frameworks: usize,
+    /// The most unacknowledged task updates kept per framework; past it the oldest is dropped
+    /// (a terminal task left with none pending is then completed, as if acknowledged) and the
+    /// framework must reconcile to learn it (default 100000).
+    pub max_pending_updates_per_framework: usize,
     /// How long a connection may take to send a request's headers, counted from when it starts
     /// waiting for them: bounds slow clients and idle keep-alive connections (default 30 s).
     pub header_read_timeout: Duration,
@@ -115,6 +119,7 @@ impl Default for Config {
             max_stream_queue: 10_000,
             lost_agent_retention: Duration::from_secs(24 * 3600),
             header_read_timeout: Duration::from_secs(30),
+            max_pending_updates_per_framework: 100_000,
             rate_limit_per_s: 0.0,
             rate_limit_burst: 1000,
             roles: Vec::new(),
@@ -245,6 +250,12 @@ impl Config {
                 100_000_000,
             ),
             ("max_stream_queue", self.max_stream_queue, 16, 10_000_000),
+            (
+                "max_pending_updates_per_framework",
+                self.max_pending_updates_per_framework,
+                1,
+                100_000_000,
+            ),
         ];
         for (name, value, min, max) in counts {
             if value < min || value > max {
@@ -417,6 +428,10 @@ pub struct Overrides {
     #[arg(long, value_name = "SECS")]
     #[serde(rename = "lost_agent_retention_s")]
     pub lost_agent_retention: Option<f64>,
+    /// Most unacknowledged updates kept per framework, the oldest dropped past it (default
+    /// 100000).
+    #[arg(long, value_name = "N")]
+    pub max_pending_updates_per_framework: Option<usize>,
     /// Most events queued on one framework stream before it is closed (default 10000).
     #[arg(long, value_name = "N")]
     pub max_stream_queue: Option<usize>,
@@ -569,6 +584,10 @@ impl Overrides {
                 &mut config.max_removed_frameworks,
             ),
             (self.max_stream_queue, &mut config.max_stream_queue),
+            (
+                self.max_pending_updates_per_framework,
+                &mut config.max_pending_updates_per_framework,
+            ),
         ];
         for (given, setting) in counts {
             if let Some(n) = given {

@@ -185,6 +185,7 @@ pub(crate) struct Timing {
     pub(crate) max_removed_frameworks: usize,
     pub(crate) max_stream_queue: usize,
     pub(crate) lost_agent_retention_ms: u64,
+    pub(crate) max_pending_updates_per_framework: usize,
 }
 
 fn ms(d: std::time::Duration) -> u64 {
@@ -386,6 +387,7 @@ impl State {
                 max_removed_frameworks: config.max_removed_frameworks.max(1),
                 max_stream_queue: config.max_stream_queue,
                 lost_agent_retention_ms: ms(config.lost_agent_retention),
+                max_pending_updates_per_framework: config.max_pending_updates_per_framework.max(1),
             },
             ledger: Ledger::new(allocator),
             ids,
@@ -511,6 +513,24 @@ impl State {
             now.ms,
             self.timing.update_resend_interval_ms,
         );
+        // A framework that never acknowledges cannot make its pending updates grow without
+        // bound: past the cap the oldest is dropped (the framework can still reconcile), and a
+        // terminal task left with nothing pending is completed as if acknowledged.
+        let mut dropped = Vec::new();
+        while fw.pending.len() > self.timing.max_pending_updates_per_framework {
+            let Some(oldest) = fw.pending.oldest() else {
+                break;
+            };
+            if let Some(task) = fw.pending.remove(&oldest) {
+                dropped.push(task);
+            }
+        }
+        if !dropped.is_empty() {
+            tracing::warn!(framework = %fw_id, dropped = dropped.len(), "unacknowledged updates past max_pending_updates_per_framework: oldest dropped");
+        }
+        for task in &dropped {
+            self.complete_if_done(fw_id, task);
+        }
         fx.push(Effect::ToFramework(
             fw_id,
             FrameworkEvent::Update { status },

@@ -80,8 +80,12 @@ impl PendingUpdates {
         self.per_task.contains_key(task)
     }
 
+    /// The oldest pending update (in send order).
+    pub(crate) fn oldest(&self) -> Option<UpdateId> {
+        self.order.values().next().copied()
+    }
+
     /// How many updates are pending.
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.by_id.len()
     }

@@ -394,7 +394,7 @@ impl State {
     /// then forgets the oldest completed tasks past `max_completed_tasks_per_framework`. A task
     /// with an update still pending stays (at-least-once delivery); terminal tasks hold no
     /// resources, so no accounting changes.
-    fn complete_if_done(&mut self, fw: FrameworkId, task: &TaskId) {
+    pub(crate) fn complete_if_done(&mut self, fw: FrameworkId, task: &TaskId) {
         let Some(f) = self.frameworks.get_mut(&fw) else {
             return;
         };

@@ -341,6 +341,45 @@ fn lost_agents_are_forgotten_after_the_retention() {
 }
 
 #[test]
+fn unacknowledged_updates_are_bounded_per_framework() {
+    let config = Config {
+        max_pending_updates_per_framework: 16,
+        ..Config::default()
+    };
+    let mut s = State::with_ids(&config, IdSource::sequential());
+    let mut fx = Vec::new();
+    let (fw, _) = s
+        .register_framework(registration(None), &at(0), &mut fx)
+        .unwrap();
+    s.subscribe(fw, &at(0), &mut fx).unwrap();
+    // An agent reports 20 finished tasks; the framework never acknowledges.
+    let id = AgentId::new();
+    let finished: Vec<TaskStatus> = (0..20)
+        .map(|i| TaskStatus {
+            state: TaskState::Finished,
+            resources: None,
+            ..running(&format!("t{i:02}"), fw, id)
+        })
+        .collect();
+    s.register_agent(
+        agent("a0=4".parse().unwrap(), Some(id), finished),
+        &at(0),
+        &mut fx,
+    )
+    .unwrap();
+    let f = &s.frameworks[&fw];
+    assert_eq!(f.pending.len(), 16, "at the bound");
+    // The 4 oldest were dropped and, terminal with nothing pending, completed.
+    let completed: Vec<&str> = f.completed.iter().map(|t| t.as_str()).collect();
+    assert_eq!(completed, ["t00", "t01", "t02", "t03"]);
+    // Reconciliation still reports every task.
+    let mut fx = Vec::new();
+    s.reconcile(fw, vec![], &mut fx).unwrap();
+    assert_eq!(fx.len(), 20);
+    assert_eq!(s.ledger_mismatches(), 0);
+}
+
+#[test]
 fn reconcile_deduplicates_ids_and_is_capped() {
     let config = Config {
         max_stream_queue: 16,
