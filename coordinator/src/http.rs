@@ -49,7 +49,7 @@ pub async fn serve_http(
                 }
             }
         };
-        let _ = stream.set_nodelay(true);
+        // No TCP_NODELAY, as with `axum::serve`: small event-stream frames may coalesce.
         let service = app.clone().map_request(
             move |mut req: axum::extract::Request<hyper::body::Incoming>| {
                 req.extensions_mut().insert(ConnectInfo::<SocketAddr>(peer));
