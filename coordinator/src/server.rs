@@ -118,7 +118,7 @@ const RESTART_DELAY: Duration = Duration::from_millis(100);
 
 /// Runs the loop `body` as a task of its own until it returns (at shutdown). When it panics,
 /// the panic is logged and counted under `name` (`parley_loop_panics_total{loop=name}`) and the
-/// loop is started again after [`RESTART_DELAY`]: never silent, never stopped for good.
+/// loop is started again after 100 ms: never silent, never stopped for good.
 pub async fn supervise<F, Fut>(c: Coordinator, name: &'static str, body: F)
 where
     F: Fn(Coordinator) -> Fut,
