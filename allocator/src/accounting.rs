@@ -13,6 +13,7 @@ impl Allocator {
         if self.agent_index.contains_key(&agent) {
             return Err(AllocatorError::DuplicateAgent(agent));
         }
+        self.kinds.check(total)?;
         let total = self.kinds.dense(total);
         add_into(&mut self.capacity, &total);
         let record = Agent {

@@ -39,6 +39,15 @@ pub enum AllocatorError {
         /// What the framework holds there.
         allocated: Resources,
     },
+    /// The resources name kinds no one has used yet, and the allocator already knows as many
+    /// kinds as its cap allows (nothing was changed).
+    #[error("too many distinct resource names: the cluster knows {known} of at most {max}; use resource names already in use")]
+    TooManyKinds {
+        /// Kinds known now.
+        known: usize,
+        /// The cap.
+        max: usize,
+    },
 }
 
 /// Why a framework would not be chosen for an agent (the answer to "why was I not offered?").

@@ -1,20 +1,49 @@
 //! Resource kinds interned to small integers, and the dense vectors built on them.
 //!
 //! Inside the allocator a resource vector is a `Vec<u64>` of thousandths indexed by kind. Kinds
-//! are interned the first time they are seen and never forgotten (there are only a handful), so a
-//! vector made before a kind existed is simply shorter: a missing entry is zero. Conversion to and
-//! from [`protocol::Resources`] happens only at the API boundary.
+//! are interned the first time they are seen and never forgotten, so a vector made before a kind
+//! existed is simply shorter: a missing entry is zero. Conversion to and from
+//! [`protocol::Resources`] happens only at the API boundary.
+//!
+//! A cluster has a handful of kinds, and looking those up by scanning is cheaper than hashing
+//! the name; past [`SCAN_KINDS`] a hash map answers instead, so a flood of names costs O(1) per
+//! lookup, not a scan. The number of kinds is capped ([`Kinds::max`], default
+//! [`DEFAULT_MAX_KINDS`]): every later vector is as long as the number of kinds, so a caller
+//! checks [`Kinds::check`] before a change that would intern new ones.
+
+use std::collections::HashMap;
 
 use protocol::{ResourceName, Resources};
+
+use crate::AllocatorError;
 
 /// A dense resource vector in thousandths; index = kind. Missing trailing entries are zero.
 pub(crate) type Dense = Vec<u64>;
 
+/// The default cap on distinct resource kinds.
+pub const DEFAULT_MAX_KINDS: usize = 256;
+
+/// Up to this many kinds, lookups scan the names; past it, the map answers.
+const SCAN_KINDS: usize = 8;
+
 /// The interned resource kinds.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub(crate) struct Kinds {
-    /// Few (a handful), so lookups scan linearly: cheaper than hashing the name.
     names: Vec<ResourceName>,
+    /// Name to index; kept in step with `names`, consulted past [`SCAN_KINDS`].
+    index: HashMap<String, usize>,
+    /// The most kinds there may be.
+    max: usize,
+}
+
+impl Default for Kinds {
+    fn default() -> Self {
+        Self {
+            names: Vec::new(),
+            index: HashMap::new(),
+            max: DEFAULT_MAX_KINDS,
+        }
+    }
 }
 
 impl Kinds {
@@ -23,22 +52,57 @@ impl Kinds {
         self.names.len()
     }
 
-    /// The kind index of `name`, interning it if new.
+    /// The cap on kinds.
+    pub(crate) fn max(&self) -> usize {
+        self.max
+    }
+
+    /// Sets the cap on kinds (kinds already known stay).
+    pub(crate) fn set_max(&mut self, max: usize) {
+        self.max = max;
+    }
+
+    /// Refuses `r` if interning its names would take the kinds past the cap; changes nothing.
+    pub(crate) fn check(&self, r: &Resources) -> Result<(), AllocatorError> {
+        let known = self.len();
+        // Counting stops at the first name past the cap, so a huge vector costs no more.
+        let mut new = 0usize;
+        for name in r.names() {
+            if self.find(name.as_str()).is_none() {
+                new += 1;
+                if known + new > self.max {
+                    return Err(AllocatorError::TooManyKinds {
+                        known,
+                        max: self.max,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The kind index of `name`, interning it if new (the caller has checked the cap).
     pub(crate) fn intern(&mut self, name: &ResourceName) -> usize {
         if let Some(i) = self.find(name.as_str()) {
             return i;
         }
         self.names.push(name.clone());
+        self.index
+            .insert(name.as_str().to_owned(), self.names.len() - 1);
         self.names.len() - 1
     }
 
     /// The kind index of `name`, if known.
     #[inline]
     fn find(&self, name: &str) -> Option<usize> {
-        self.names.iter().position(|n| n.as_str() == name)
+        if self.names.len() <= SCAN_KINDS {
+            self.names.iter().position(|n| n.as_str() == name)
+        } else {
+            self.index.get(name).copied()
+        }
     }
 
-    /// `r` as a dense vector, interning new kinds.
+    /// `r` as a dense vector, interning new kinds (the caller has checked the cap).
     pub(crate) fn dense(&mut self, r: &Resources) -> Dense {
         let pairs: Vec<(usize, u64)> = r.iter().map(|(n, v)| (self.intern(n), v)).collect();
         let mut out = vec![0; self.len()];
@@ -148,5 +212,42 @@ mod tests {
         let (d, unknown) = k.dense_lookup(&"disk=1,cpus=1".parse().unwrap_or_default());
         assert!(unknown);
         assert_eq!(d, vec![1000, 0, 0]);
+    }
+
+    fn names(range: std::ops::Range<usize>) -> Resources {
+        let mut r = Resources::new();
+        for i in range {
+            if let Ok(n) = ResourceName::new(format!("k{i}")) {
+                r.set_millis(n, 1);
+            }
+        }
+        r
+    }
+
+    #[test]
+    fn the_cap_refuses_new_kinds_and_changes_nothing() {
+        let mut k = Kinds::default();
+        k.set_max(20);
+        let first = names(0..20);
+        assert_eq!(k.check(&first), Ok(()), "at the cap");
+        k.dense(&first);
+        assert_eq!(k.len(), 20);
+        assert_eq!(
+            k.check(&names(5..15)),
+            Ok(()),
+            "known kinds are always fine"
+        );
+        assert_eq!(
+            k.check(&names(19..21)),
+            Err(AllocatorError::TooManyKinds { known: 20, max: 20 })
+        );
+        assert_eq!(k.len(), 20);
+        // Past the scan threshold the map answers, and agrees with the names interned.
+        for i in 0..20 {
+            let name = format!("k{i}");
+            let at = k.find(&name).map(|j| k.names[j].as_str());
+            assert_eq!(at, Some(name.as_str()));
+        }
+        assert_eq!(k.find("k20"), None);
     }
 }

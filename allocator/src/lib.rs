@@ -82,6 +82,7 @@ mod tree;
 mod views;
 
 pub use error::{AllocatorError, BlockReason};
+pub use kinds::DEFAULT_MAX_KINDS;
 
 use protocol::{AgentId, FrameworkId, Resources, RolePath, Weight};
 
@@ -189,6 +190,51 @@ impl Allocator {
             demand_leaves: Vec::new(),
             fast: None,
         }
+    }
+
+    /// Caps the distinct resource kinds (default [`DEFAULT_MAX_KINDS`]): a change that would
+    /// intern more is refused with [`AllocatorError::TooManyKinds`] and changes nothing.
+    pub fn set_max_kinds(&mut self, max: usize) {
+        self.kinds.set_max(max);
+    }
+
+    /// The cap on distinct resource kinds.
+    pub fn max_kinds(&self) -> usize {
+        self.kinds.max()
+    }
+
+    /// How many distinct resource kinds are known (they are never forgotten).
+    pub fn kinds_len(&self) -> usize {
+        self.kinds.len()
+    }
+
+    /// Whether `r` could be added (agent totals, a demand, a filter) without taking the kinds
+    /// past the cap: `Err(TooManyKinds)` if not. Changes nothing.
+    pub fn check_kinds(&self, r: &Resources) -> Result<(), AllocatorError> {
+        self.kinds.check(r)
+    }
+
+    /// How many roles exist, the root not counted (every path prefix of every role counts;
+    /// roles are never removed).
+    pub fn roles_len(&self) -> usize {
+        self.tree.roles.len()
+    }
+
+    /// How many roles adding a framework under `role` (or setting its weight) would create:
+    /// the prefixes of its path that do not exist yet.
+    pub fn new_roles(&self, role: &RolePath) -> usize {
+        let mut path = String::new();
+        let mut new = 0;
+        for seg in role.segments() {
+            if !path.is_empty() {
+                path.push('/');
+            }
+            path.push_str(seg);
+            if !self.tree.roles.contains_key(&path) {
+                new += 1;
+            }
+        }
+        new
     }
 
     /// The policy in use.
@@ -321,6 +367,9 @@ impl Allocator {
         demand: Option<Resources>,
     ) -> Result<(), AllocatorError> {
         self.leaf_of(fw)?;
+        if let Some(d) = &demand {
+            self.kinds.check(d)?;
+        }
         let dense = demand
             .filter(|d| !d.is_empty())
             .map(|d| self.kinds.dense(&d));
@@ -346,6 +395,7 @@ impl Allocator {
     ) -> Result<(), AllocatorError> {
         let leaf = self.leaf_of(fw)?;
         let slot = self.agent_of(agent)?;
+        self.kinds.check(refused)?;
         let dense = self.kinds.dense(refused);
         let r = self.refused.acquire(&dense);
         if let Some(agent) = self.agents[slot as usize].as_mut() {

@@ -7,7 +7,7 @@
 use protocol::{AgentId, FrameworkId, Resources, RolePath, Weight};
 use uuid::Uuid;
 
-use super::{Allocator, AllocatorError, BlockReason, FilterMode, Policy};
+use super::{Allocator, AllocatorError, BlockReason, FilterMode, Policy, DEFAULT_MAX_KINDS};
 
 fn r(s: &str) -> Resources {
     s.parse().unwrap()
@@ -438,4 +438,43 @@ fn filter_modes_differ_only_in_how_a_filtered_leaf_weighs_in_its_ancestors() {
     // A suppressed framework stays exactly blocked in skip-only mode: a is judged by fw(2).
     a.suppress(fw(1)).unwrap();
     assert_eq!(pick(&mut a, Some(ag(1)), "cpus=10", 0), Some(fw(3)));
+}
+
+/// The finding: 75k new names in agent totals, a demand or a decline filter made interning a
+/// linear scan kept forever. Each is now refused at the cap, at once, and changes nothing.
+#[test]
+fn a_flood_of_new_resource_names_is_refused_and_changes_nothing() {
+    let mut flood = Resources::new();
+    for i in 0..75_000 {
+        if let Ok(n) = protocol::ResourceName::new(format!("n{i}")) {
+            flood.set_millis(n, 1);
+        }
+    }
+    let mut a = Allocator::new(Policy::Hdrf);
+    let (fw, agent) = (fw(1), ag(1));
+    assert!(a.add_framework(fw, &RolePath::new("eng").unwrap()).is_ok());
+    assert!(a
+        .add_agent(agent, &"cpus=4,mem=100".parse().unwrap())
+        .is_ok());
+    let too_many = Err(AllocatorError::TooManyKinds {
+        known: 2,
+        max: DEFAULT_MAX_KINDS,
+    });
+    assert_eq!(a.add_agent(ag(2), &flood), too_many);
+    assert_eq!(a.set_demand(fw, Some(flood.clone())), too_many);
+    assert_eq!(a.add_filter(fw, agent, &flood, 10), too_many);
+    assert_eq!(a.kinds_len(), 2);
+    assert_eq!(a.capacity().to_string(), "cpus=4,mem=100");
+    // Roles: every missing prefix counts.
+    assert_eq!(a.roles_len(), 1);
+    assert_eq!(a.new_roles(&role("eng")), 0);
+    assert_eq!(a.new_roles(&role("eng/batch/x")), 2);
+    assert_eq!(a.new_roles(&role("ops")), 1);
+    // Up to the cap is fine.
+    a.set_max_kinds(3);
+    assert!(a.add_agent(ag(2), &"gpus=1".parse().unwrap()).is_ok());
+    assert_eq!(
+        a.set_demand(fw, Some("disk=1".parse().unwrap())),
+        Err(AllocatorError::TooManyKinds { known: 3, max: 3 })
+    );
 }

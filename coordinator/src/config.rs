@@ -45,6 +45,49 @@ pub struct Config {
     /// in the books for reconciliation and the operator views; past it the oldest is forgotten
     /// (like Mesos' `max_completed_tasks_per_framework`) (default 1000).
     pub max_completed_tasks_per_framework: usize,
+    /// The most distinct resource names the cluster may use, over agents' totals, demand
+    /// hints and decline filters; a request that would add more is refused (422
+    /// `too_many_resource_kinds`) (default 256). One vector carries at most 32 names
+    /// ([`protocol::resources::MAX_NAMES_PER_VECTOR`]).
+    pub max_resource_kinds: usize,
+    /// The most frameworks (registered or awaiting re-registration) the books hold; a new
+    /// registration past it is refused (429 `too_many_frameworks`) (default 10000).
+    pub max_frameworks: usize,
+    /// The most roles in the role tree (every prefix of a role path counts: `eng/batch` is two);
+    /// a registration or weight that would add more is refused (429 `too_many_roles`). Roles
+    /// are not removed, so this bounds them (and their metrics labels) (default 1000).
+    pub max_roles: usize,
+    /// The longest failover timeout a framework may ask for; a longer one is clamped to it
+    /// (default 7 days).
+    pub max_failover_timeout: Duration,
+    /// The most placeholder frameworks (made for tasks agents report under framework ids the
+    /// coordinator does not know, after a restart); past it such tasks are not adopted and,
+    /// if running, killed (default 1000).
+    pub max_placeholder_frameworks: usize,
+    /// How many removed framework ids are remembered (to refuse their re-registration and drop
+    /// their tasks' late updates); past it the oldest is forgotten (default 100000).
+    pub max_removed_frameworks: usize,
+    /// The most unacknowledged task updates kept per framework; past it the oldest is dropped
+    /// (a terminal task left with none pending is then completed, as if acknowledged) and the
+    /// framework must reconcile to learn it (default 100000).
+    pub max_pending_updates_per_framework: usize,
+    /// How long a connection may take to send a request's headers, counted from when it starts
+    /// waiting for them: bounds slow clients and idle keep-alive connections (default 30 s).
+    pub header_read_timeout: Duration,
+    /// How long a lost agent is remembered (it may re-register with its id and tasks); after
+    /// that its record is forgotten (default 24 h).
+    pub lost_agent_retention: Duration,
+    /// The most events queued on one framework stream; a stream whose reader falls this far
+    /// behind is closed (the framework reconnects and gets its pending updates again). Also the
+    /// most task ids one `reconcile` may name (default 10000).
+    pub max_stream_queue: usize,
+    /// Requests per second allowed to one client (its bearer token, else its address), as a
+    /// token bucket of `rate_limit_burst`; beyond it 429 with `Retry-After`. Zero (the default)
+    /// turns the limit off.
+    pub rate_limit_per_s: f64,
+    /// The bucket size of the request rate limit: requests one client may make at once
+    /// (default 1000).
+    pub rate_limit_burst: u32,
     /// The initial role tree: roles and their weights (others are created with weight 1).
     /// Weights set at run time and kept in the registry override these after a restart.
     pub roles: Vec<(RolePath, Weight)>,
@@ -79,6 +122,18 @@ impl Default for Config {
             agent_request_timeout: Duration::from_secs(10),
             max_body_bytes: 1024 * 1024,
             max_completed_tasks_per_framework: 1000,
+            max_resource_kinds: allocator::DEFAULT_MAX_KINDS,
+            max_frameworks: 10_000,
+            max_roles: 1000,
+            max_failover_timeout: Duration::from_secs(7 * 24 * 3600),
+            max_placeholder_frameworks: 1000,
+            max_removed_frameworks: 100_000,
+            max_stream_queue: 10_000,
+            lost_agent_retention: Duration::from_secs(24 * 3600),
+            header_read_timeout: Duration::from_secs(30),
+            max_pending_updates_per_framework: 100_000,
+            rate_limit_per_s: 0.0,
+            rate_limit_burst: 1000,
             roles: Vec::new(),
             registry: None,
             tls_cert: None,
@@ -164,6 +219,9 @@ impl Config {
             ),
             ("update_resend_interval", self.update_resend_interval),
             ("agent_request_timeout", self.agent_request_timeout),
+            ("max_failover_timeout", self.max_failover_timeout),
+            ("lost_agent_retention", self.lost_agent_retention),
+            ("header_read_timeout", self.header_read_timeout),
         ];
         for (name, d) in positive {
             seconds(name, d.as_secs_f64(), false)?;
@@ -194,6 +252,53 @@ impl Config {
             return Err(ConfigError::Number {
                 name: "max_completed_tasks_per_framework",
                 value: self.max_completed_tasks_per_framework.to_string(),
+                reason: "use a whole number >= 1",
+            });
+        }
+        let counts = [
+            ("max_resource_kinds", self.max_resource_kinds, 1, 100_000),
+            ("max_frameworks", self.max_frameworks, 1, 10_000_000),
+            ("max_roles", self.max_roles, 1, 1_000_000),
+            (
+                "max_placeholder_frameworks",
+                self.max_placeholder_frameworks,
+                0,
+                10_000_000,
+            ),
+            (
+                "max_removed_frameworks",
+                self.max_removed_frameworks,
+                1,
+                100_000_000,
+            ),
+            ("max_stream_queue", self.max_stream_queue, 16, 10_000_000),
+            (
+                "max_pending_updates_per_framework",
+                self.max_pending_updates_per_framework,
+                1,
+                100_000_000,
+            ),
+        ];
+        for (name, value, min, max) in counts {
+            if value < min || value > max {
+                return Err(ConfigError::Number {
+                    name,
+                    value: value.to_string(),
+                    reason: "out of range; see the settings table in README.md",
+                });
+            }
+        }
+        if !self.rate_limit_per_s.is_finite() || self.rate_limit_per_s < 0.0 {
+            return Err(ConfigError::Number {
+                name: "rate_limit_per_s",
+                value: self.rate_limit_per_s.to_string(),
+                reason: "use a finite number >= 0 (0 turns the limit off)",
+            });
+        }
+        if self.rate_limit_burst == 0 {
+            return Err(ConfigError::Number {
+                name: "rate_limit_burst",
+                value: self.rate_limit_burst.to_string(),
                 reason: "use a whole number >= 1",
             });
         }
@@ -327,6 +432,48 @@ pub struct Overrides {
     /// forgotten (default 1000).
     #[arg(long, value_name = "N")]
     pub max_completed_tasks_per_framework: Option<usize>,
+    /// Most distinct resource names in the cluster (default 256).
+    #[arg(long, value_name = "N")]
+    pub max_resource_kinds: Option<usize>,
+    /// Most frameworks in the books (default 10000).
+    #[arg(long, value_name = "N")]
+    pub max_frameworks: Option<usize>,
+    /// Most roles in the role tree, every path prefix counted (default 1000).
+    #[arg(long, value_name = "N")]
+    pub max_roles: Option<usize>,
+    /// Longest failover timeout a framework may ask for, in seconds; longer ones are clamped
+    /// (default 604800, 7 days).
+    #[arg(long, value_name = "SECS")]
+    #[serde(rename = "max_failover_timeout_s")]
+    pub max_failover_timeout: Option<f64>,
+    /// Most placeholder frameworks for tasks of unknown frameworks (default 1000).
+    #[arg(long, value_name = "N")]
+    pub max_placeholder_frameworks: Option<usize>,
+    /// Removed framework ids remembered (default 100000).
+    #[arg(long, value_name = "N")]
+    pub max_removed_frameworks: Option<usize>,
+    /// Seconds a connection may take to send a request's headers, idle keep-alive included
+    /// (default 30).
+    #[arg(long, value_name = "SECS")]
+    #[serde(rename = "header_read_timeout_s")]
+    pub header_read_timeout: Option<f64>,
+    /// Seconds a lost agent is remembered before it is forgotten (default 86400).
+    #[arg(long, value_name = "SECS")]
+    #[serde(rename = "lost_agent_retention_s")]
+    pub lost_agent_retention: Option<f64>,
+    /// Most unacknowledged updates kept per framework, the oldest dropped past it (default
+    /// 100000).
+    #[arg(long, value_name = "N")]
+    pub max_pending_updates_per_framework: Option<usize>,
+    /// Most events queued on one framework stream before it is closed (default 10000).
+    #[arg(long, value_name = "N")]
+    pub max_stream_queue: Option<usize>,
+    /// Requests per second per client, 0 = no limit (default 0).
+    #[arg(long, value_name = "N")]
+    pub rate_limit_per_s: Option<f64>,
+    /// Burst of the per-client rate limit (default 1000).
+    #[arg(long, value_name = "N")]
+    pub rate_limit_burst: Option<u32>,
     /// A role weight, e.g. `--role eng/batch=2` (repeatable; overrides the file).
     // In the file: a `[roles]` table of path = weight, checked when applied.
     #[arg(long = "role", value_name = "PATH=WEIGHT", value_parser = parse_role)]
@@ -358,7 +505,28 @@ struct SecondsSetting {
     allow_zero: bool,
 }
 
-const SECONDS: [SecondsSetting; 9] = [
+const SECONDS: [SecondsSetting; 12] = [
+    SecondsSetting {
+        file: "header_read_timeout_s",
+        flag: "--header-read-timeout",
+        get: |o| o.header_read_timeout,
+        set: |c| &mut c.header_read_timeout,
+        allow_zero: false,
+    },
+    SecondsSetting {
+        file: "lost_agent_retention_s",
+        flag: "--lost-agent-retention",
+        get: |o| o.lost_agent_retention,
+        set: |c| &mut c.lost_agent_retention,
+        allow_zero: false,
+    },
+    SecondsSetting {
+        file: "max_failover_timeout_s",
+        flag: "--max-failover-timeout",
+        get: |o| o.max_failover_timeout,
+        set: |c| &mut c.max_failover_timeout,
+        allow_zero: false,
+    },
     SecondsSetting {
         file: "allocation_interval_s",
         flag: "--allocation-interval",
@@ -465,6 +633,35 @@ impl Overrides {
                 crate::auth::Credentials::load(path).map_err(ConfigError::Credentials)?;
             config.credentials = Some(std::sync::Arc::new(credentials));
         }
+        let counts = [
+            (self.max_resource_kinds, &mut config.max_resource_kinds),
+            (self.max_frameworks, &mut config.max_frameworks),
+            (self.max_roles, &mut config.max_roles),
+            (
+                self.max_placeholder_frameworks,
+                &mut config.max_placeholder_frameworks,
+            ),
+            (
+                self.max_removed_frameworks,
+                &mut config.max_removed_frameworks,
+            ),
+            (self.max_stream_queue, &mut config.max_stream_queue),
+            (
+                self.max_pending_updates_per_framework,
+                &mut config.max_pending_updates_per_framework,
+            ),
+        ];
+        for (given, setting) in counts {
+            if let Some(n) = given {
+                *setting = n;
+            }
+        }
+        if let Some(n) = self.rate_limit_per_s {
+            config.rate_limit_per_s = n;
+        }
+        if let Some(n) = self.rate_limit_burst {
+            config.rate_limit_burst = n;
+        }
         for (path, weight) in &self.roles {
             let (role, weight) =
                 role_weight(path, *weight).map_err(|reason| ConfigError::Role {
@@ -518,6 +715,41 @@ mod tests {
         assert_eq!(c.max_missed_heartbeats, 5);
         assert_eq!(c.default_refuse_seconds, Duration::from_secs(5));
         assert_eq!(c.max_completed_tasks_per_framework, 1000);
+        assert_eq!(c.max_resource_kinds, 256);
+        assert_eq!(c.max_stream_queue, 10_000);
+        assert_eq!(c.max_failover_timeout, Duration::from_secs(604_800));
+        assert_eq!(c.rate_limit_per_s, 0.0, "off by default");
+    }
+
+    #[test]
+    fn limits_are_read_and_checked() {
+        let file = Overrides::from_toml(
+            "max_resource_kinds = 8\nmax_frameworks = 3\nmax_failover_timeout_s = 10\n\
+             max_stream_queue = 100\nrate_limit_per_s = 5\nrate_limit_burst = 2\n\
+             max_placeholder_frameworks = 0\nmax_removed_frameworks = 4\n",
+        )
+        .unwrap();
+        let c = Config::from_layers(Some(&file), &Overrides::default()).unwrap();
+        assert_eq!(c.max_resource_kinds, 8);
+        assert_eq!(c.max_frameworks, 3);
+        assert_eq!(c.max_failover_timeout, Duration::from_secs(10));
+        assert_eq!(c.max_stream_queue, 100);
+        assert_eq!((c.rate_limit_per_s, c.rate_limit_burst), (5.0, 2));
+        assert_eq!(c.max_placeholder_frameworks, 0);
+        assert_eq!(c.max_removed_frameworks, 4);
+        for bad in [
+            "max_resource_kinds = 0",
+            "max_frameworks = 0",
+            "max_roles = 0",
+            "max_stream_queue = 1",
+            "rate_limit_per_s = -1",
+            "rate_limit_burst = 0",
+        ] {
+            let file = Overrides::from_toml(bad).unwrap();
+            let err = Config::from_layers(Some(&file), &Overrides::default()).unwrap_err();
+            let name = bad.split(' ').next().unwrap_or_default();
+            assert!(err.to_string().contains(name), "{bad}: {err}");
+        }
     }
 
     #[test]

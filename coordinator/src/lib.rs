@@ -29,14 +29,17 @@
 //! - [`runtime`]: [`Coordinator`], the async shell: the lock around the state, effect dispatch
 //!   (stream events, launches and kills sent to agents, allocation kicks).
 //! - [`api`]: the axum routers (framework, agent, operator), SSE streams, error bodies.
-//! - [`server`]: [`serve`]: wiring, graceful shutdown, background loops (allocation,
-//!   offer expiry, agent liveness, failover, update re-sends).
+//! - [`server`]: [`serve`]: wiring, graceful shutdown, supervised background loops
+//!   (allocation, offer expiry, agent liveness, failover, update re-sends).
+//! - [`http`]: the HTTP/1 accept loop (header read and idle timeout, peer addresses for the
+//!   rate limit, graceful shutdown).
 //! - [`metrics`]: per-instance counters rendered as Prometheus text.
 //! - `ui/`: the dashboard page served at `/` (static HTML and JS, no build step).
 
 pub mod api;
 pub mod auth;
 pub mod config;
+pub mod http;
 pub mod metrics;
 pub mod runtime;
 pub mod server;

@@ -87,7 +87,14 @@ pub struct Metrics {
     offer_wait_micros: AtomicU64,
     registry_write_errors: AtomicU64,
     auth_denied: [AtomicU64; Denial::ALL.len()],
+    /// Panics of the background loops, by loop ([`LOOPS`] order).
+    loop_panics: [AtomicU64; LOOPS.len()],
+    streams_overflowed: AtomicU64,
+    rate_limited: AtomicU64,
 }
+
+/// The supervised background loops, as named in `parley_loop_panics_total{loop=...}`.
+pub const LOOPS: [&str; 2] = ["allocation", "maintenance"];
 
 impl Metrics {
     /// Counts an offer's creation or end.
@@ -112,6 +119,31 @@ impl Metrics {
         if let Some(c) = self.auth_denied.get(denial.index()) {
             c.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Counts a panic of the background loop `name` (one of [`LOOPS`]).
+    pub fn count_loop_panic(&self, name: &str) {
+        if let Some(i) = LOOPS.iter().position(|l| *l == name) {
+            self.loop_panics[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Panics of the background loop `name` so far.
+    pub fn loop_panics(&self, name: &str) -> u64 {
+        LOOPS
+            .iter()
+            .position(|l| *l == name)
+            .map_or(0, |i| self.loop_panics[i].load(Ordering::Relaxed))
+    }
+
+    /// Counts a framework stream closed because its queue overflowed.
+    pub fn count_stream_overflow(&self) {
+        self.streams_overflowed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a request refused by the rate limit.
+    pub fn count_rate_limited(&self) {
+        self.rate_limited.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Records how long one allocation run took.
@@ -172,6 +204,16 @@ impl Metrics {
                 load(&self.registry_write_errors),
             ),
             (
+                "parley_streams_overflowed_total",
+                "Framework streams closed because their reader fell max_stream_queue events behind.",
+                load(&self.streams_overflowed),
+            ),
+            (
+                "parley_rate_limited_total",
+                "Requests refused (429) by the per-client rate limit.",
+                load(&self.rate_limited),
+            ),
+            (
                 "parley_ledger_mismatches_total",
                 "Disagreements found in the books (offered/used vs the allocator): always a bug.",
                 g.ledger_mismatches,
@@ -193,6 +235,18 @@ impl Metrics {
                 out,
                 "parley_auth_denied_total{{reason=\"{}\"}} {}",
                 denial.label(),
+                load(count)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP parley_loop_panics_total Panics of a background loop (it was restarted).\n\
+             # TYPE parley_loop_panics_total counter"
+        );
+        for (name, count) in LOOPS.iter().zip(&self.loop_panics) {
+            let _ = writeln!(
+                out,
+                "parley_loop_panics_total{{loop=\"{name}\"}} {}",
                 load(count)
             );
         }

@@ -11,6 +11,7 @@
 //! only once they are durable.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -61,6 +62,9 @@ struct Shared {
     shutdown: CancellationToken,
     start: Instant,
     metrics: Arc<Metrics>,
+    /// Test hook: bit `i` set makes background loop `LOOPS[i]` panic on its next turn
+    /// ([`Coordinator::inject_loop_panic`]).
+    injected_panics: AtomicU8,
 }
 
 struct Inner {
@@ -73,7 +77,18 @@ struct Inner {
 
 struct StreamSlot {
     generation: u64,
-    tx: mpsc::UnboundedSender<FrameworkEvent>,
+    /// Bounded by `max_stream_queue`: a reader that falls that far behind loses its stream.
+    tx: mpsc::Sender<FrameworkEvent>,
+}
+
+/// What one dispatch left to do once the lock is released.
+struct Dispatched {
+    io: Vec<Io>,
+    allocate: bool,
+    /// The writer's answer for the registry changes, if there were any.
+    written: Option<oneshot::Receiver<bool>>,
+    /// Streams closed because their queue was full: `(framework, generation)`.
+    overflowed: Vec<(FrameworkId, u64)>,
 }
 
 /// Network work to do once the lock is released.
@@ -141,6 +156,7 @@ impl Coordinator {
                 shutdown,
                 start,
                 metrics,
+                injected_panics: AtomicU8::new(0),
             }),
         })
     }
@@ -163,6 +179,32 @@ impl Coordinator {
     /// Tracks the coordinator's spawned tasks (awaited on shutdown).
     pub fn tracker(&self) -> &TaskTracker {
         &self.shared.tracker
+    }
+
+    /// Test hook: the background loop `name` (one of [`crate::metrics::LOOPS`]) panics on its
+    /// next turn, once, as a bug there would; its supervisor logs, counts and restarts it.
+    pub fn inject_loop_panic(&self, name: &str) {
+        if let Some(i) = crate::metrics::LOOPS.iter().position(|l| *l == name) {
+            self.shared
+                .injected_panics
+                .fetch_or(1 << i, Ordering::SeqCst);
+        }
+    }
+
+    /// Panics if [`Coordinator::inject_loop_panic`] asked loop `name` to (clearing the request).
+    pub(crate) fn maybe_injected_panic(&self, name: &str) {
+        if let Some(i) = crate::metrics::LOOPS.iter().position(|l| *l == name) {
+            let bit = 1u8 << i;
+            if self
+                .shared
+                .injected_panics
+                .fetch_and(!bit, Ordering::SeqCst)
+                & bit
+                != 0
+            {
+                panic!("injected panic in the {name} loop (test hook)");
+            }
+        }
     }
 
     /// The current time on both clocks.
@@ -223,13 +265,13 @@ impl Coordinator {
     ) -> (T, Option<oneshot::Receiver<bool>>) {
         let now = self.now();
         let mut fx = Vec::new();
-        let (out, io, allocate, written) = {
+        let (out, d) = {
             let mut inner = self.lock();
             let out = f(&mut inner.state, &now, &mut fx);
-            let (io, allocate, written) = self.dispatch(&mut inner, fx);
-            (out, io, allocate, written)
+            let d = self.dispatch(&mut inner, fx);
+            (out, d)
         };
-        self.perform(io, allocate);
+        let written = self.perform(d);
         (out, written)
     }
 
@@ -238,20 +280,20 @@ impl Coordinator {
     pub fn subscribe(
         &self,
         id: FrameworkId,
-    ) -> Result<(mpsc::UnboundedReceiver<FrameworkEvent>, u64), StateError> {
+    ) -> Result<(mpsc::Receiver<FrameworkEvent>, u64), StateError> {
         let now = self.now();
         let mut fx = Vec::new();
-        let (tx, rx) = mpsc::unbounded_channel();
-        let (generation, io, allocate) = {
+        let (tx, rx) = mpsc::channel(self.shared.config.max_stream_queue.max(1));
+        let (generation, d) = {
             let mut inner = self.lock();
             let generation = inner.state.subscribe(id, &now, &mut fx)?;
             // Replacing the slot drops the older stream's sender, which ends that stream.
             inner.streams.insert(id, StreamSlot { generation, tx });
             // Subscribing changes nothing stored.
-            let (io, allocate, _) = self.dispatch(&mut inner, fx);
-            (generation, io, allocate)
+            let d = self.dispatch(&mut inner, fx);
+            (generation, d)
         };
-        self.perform(io, allocate);
+        self.perform(d);
         Ok((rx, generation))
     }
 
@@ -288,21 +330,31 @@ impl Coordinator {
     /// Hands events to their channels and registry changes to the writer (both in the books'
     /// order, under the lock); returns the network work, whether to allocate, and the
     /// writer's answer for the registry changes, if there were any.
-    fn dispatch(
-        &self,
-        inner: &mut Inner,
-        fx: Effects,
-    ) -> (Vec<Io>, bool, Option<oneshot::Receiver<bool>>) {
+    fn dispatch(&self, inner: &mut Inner, fx: Effects) -> Dispatched {
         let mut io = Vec::new();
         let mut allocate = false;
         let mut changes = Vec::new();
+        let mut overflowed = Vec::new();
         for effect in fx {
             match effect {
                 Effect::ToFramework(id, event) => {
                     if let Some(slot) = inner.streams.get(&id) {
-                        // A closed receiver means the stream is going away; the update stays
-                        // pending and is re-sent on the next stream.
-                        let _ = slot.tx.send(event);
+                        match slot.tx.try_send(event) {
+                            // A closed receiver means the stream is going away; the update
+                            // stays pending and is re-sent on the next stream.
+                            Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => {}
+                            // The reader fell `max_stream_queue` events behind: end its
+                            // stream (dropping the sender ends it once the reader has read
+                            // what is queued) and disconnect the framework, which reconnects
+                            // and gets its unacknowledged updates again.
+                            Err(mpsc::error::TrySendError::Full(_)) => {
+                                let generation = slot.generation;
+                                inner.streams.remove(&id);
+                                overflowed.push((id, generation));
+                                self.shared.metrics.count_stream_overflow();
+                                tracing::warn!(framework = %id, "event stream queue full: stream closed");
+                            }
+                        }
                     }
                 }
                 Effect::CloseStream(id) => {
@@ -339,15 +391,28 @@ impl Coordinator {
             (Some(writer), false) => Some(writer.submit(changes)),
             _ => None,
         };
-        (io, allocate, written)
+        Dispatched {
+            io,
+            allocate,
+            written,
+            overflowed,
+        }
     }
 
-    fn perform(&self, io: Vec<Io>, allocate: bool) {
+    /// Does what [`Coordinator::dispatch`] left for after the lock; returns the writer's
+    /// answer.
+    fn perform(&self, d: Dispatched) -> Option<oneshot::Receiver<bool>> {
+        for (id, generation) in d.overflowed {
+            // The stream's sender is gone; the framework is disconnected now, not when its
+            // reader (maybe stalled) finally lets go of the response.
+            self.run(|state, now, fx| state.stream_closed(id, generation, now, fx));
+        }
+        let (io, allocate) = (d.io, d.allocate);
         if allocate {
             self.kick();
         }
         if io.is_empty() || tokio::runtime::Handle::try_current().is_err() {
-            return;
+            return d.written;
         }
         for job in io {
             let this = self.clone();
@@ -372,6 +437,7 @@ impl Coordinator {
                 }
             }
         }
+        d.written
     }
 
     async fn launch(&self, agent_id: AgentId, endpoint: String, body: LaunchTasks) {

@@ -9,6 +9,10 @@
 //!   waits at least as long as the previous run took, so kicks cannot keep the lock busy;
 //! - maintenance: offer expiry, agent liveness, framework failover timeouts, and re-sends of
 //!   unacknowledged updates, on a tick short enough for the shortest of those periods.
+//!
+//! Each loop is supervised ([`supervise`]): a panic in it is logged, counted
+//! (`parley_loop_panics_total{loop=...}`) and the loop is started again, so a bug there never
+//! stops offers silently. The books' lock survives such a panic (see `Coordinator::lock`).
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -89,15 +93,28 @@ pub async fn serve_coordinator(
         tracing::info!(%addr, tls = tls.is_some(), "coordinator listening");
     }
     let stop = token.clone();
-    let result = parley_tls::serve(listener, tls, app, async move {
+    tokio::spawn(async move {
         tokio::select! {
             _ = shutdown => {}
             _ = stop.cancelled() => {}
         }
         // Streams and loops end on the token; the server then drains.
         stop.cancel();
-    })
-    .await;
+    });
+    let header_read_timeout = coordinator.config().header_read_timeout;
+    let result = match tls {
+        None => {
+            crate::http::serve_http(listener, app, header_read_timeout, token.clone()).await;
+            Ok(())
+        }
+        Some(tls) => match parley_tls::TlsListener::new(listener, tls) {
+            Ok(listener) => {
+                crate::http::serve_http(listener, app, header_read_timeout, token.clone()).await;
+                Ok(())
+            }
+            Err(e) => Err(e),
+        },
+    };
     token.cancel();
     for handle in loops {
         let _ = handle.await;
@@ -108,12 +125,56 @@ pub async fn serve_coordinator(
     result.map_err(ServeError::Io)
 }
 
-/// Starts the allocation and maintenance loops of a coordinator.
+/// Starts the allocation and maintenance loops of a coordinator, each supervised.
 pub fn spawn_loops(coordinator: &Coordinator) -> Vec<tokio::task::JoinHandle<()>> {
     vec![
-        tokio::spawn(allocation_loop(coordinator.clone())),
-        tokio::spawn(maintenance_loop(coordinator.clone())),
+        tokio::spawn(supervise(
+            coordinator.clone(),
+            "allocation",
+            allocation_loop,
+        )),
+        tokio::spawn(supervise(
+            coordinator.clone(),
+            "maintenance",
+            maintenance_loop,
+        )),
     ]
+}
+
+/// How long a supervisor waits before starting a loop that panicked again, so a panic on
+/// every turn does not spin.
+const RESTART_DELAY: Duration = Duration::from_millis(100);
+
+/// Runs the loop `body` as a task of its own until it returns (at shutdown). When it panics,
+/// the panic is logged and counted under `name` (`parley_loop_panics_total{loop=name}`) and the
+/// loop is started again after 100 ms: never silent, never stopped for good.
+pub async fn supervise<F, Fut>(c: Coordinator, name: &'static str, body: F)
+where
+    F: Fn(Coordinator) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let token = c.shutdown_token().clone();
+    loop {
+        match tokio::spawn(body(c.clone())).await {
+            Ok(()) => return,
+            Err(e) if e.is_panic() => {
+                let panic = e.into_panic();
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                c.metrics().count_loop_panic(name);
+                tracing::error!(r#loop = name, panic = %what, "background loop panicked; restarting it");
+            }
+            // Cancelled: the runtime is shutting down.
+            Err(_) => return,
+        }
+        tokio::select! {
+            _ = token.cancelled() => return,
+            _ = tokio::time::sleep(RESTART_DELAY) => {}
+        }
+    }
 }
 
 async fn allocation_loop(c: Coordinator) {
@@ -139,6 +200,7 @@ async fn allocation_loop(c: Coordinator) {
                 }
             }
         }
+        c.maybe_injected_panic("allocation");
         let started = Instant::now();
         let (made, waits) = c.run(|state, now, fx| {
             let made = state.allocate(now, fx);
@@ -178,6 +240,7 @@ async fn maintenance_loop(c: Coordinator) {
             _ = token.cancelled() => return,
             _ = tick.tick() => {}
         }
+        c.maybe_injected_panic("maintenance");
         c.run(|state, now, fx| {
             state.expire_offers(now, fx);
             state.check_agents(now, fx);

@@ -25,6 +25,11 @@ pub const MAX_UNITS: f64 = 1e9;
 /// The longest resource name.
 pub const MAX_NAME_LEN: usize = 32;
 
+/// The most resource names one vector may carry (on the wire and in the text form). A cluster
+/// has a handful of kinds; the bound keeps a hostile body from making every later vector long
+/// (the coordinator also caps the distinct names in total, see its `max_resource_kinds`).
+pub const MAX_NAMES_PER_VECTOR: usize = 32;
+
 /// Why a resource name or amount was rejected. The message names the resource and the reason.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ResourceError {
@@ -67,6 +72,9 @@ pub enum ResourceError {
     /// The same resource appeared twice.
     #[error("resource {0:?} is given twice")]
     Duplicate(String),
+    /// More names than [`MAX_NAMES_PER_VECTOR`].
+    #[error("too many resource names: at most 32 per resource vector")]
+    TooManyNames,
 }
 
 /// A resource name: `[a-z][a-z0-9_]{0,31}`.
@@ -279,6 +287,9 @@ impl std::str::FromStr for Resources {
                 name: name.into(),
                 value: value.into(),
             })?;
+            if pairs.len() == MAX_NAMES_PER_VECTOR {
+                return Err(ResourceError::TooManyNames);
+            }
             pairs.push((name, parsed));
         }
         Resources::from_units(pairs)
@@ -311,6 +322,10 @@ impl<'de> Deserialize<'de> for Resources {
                 let mut out = Resources::new();
                 let mut seen = std::collections::BTreeSet::new();
                 while let Some(name) = access.next_key::<String>()? {
+                    // Refused at the first name too many, before reading the rest.
+                    if seen.len() == MAX_NAMES_PER_VECTOR {
+                        return Err(serde::de::Error::custom(ResourceError::TooManyNames));
+                    }
                     let value: serde_json::Value = access.next_value()?;
                     let name = ResourceName::new(name).map_err(serde::de::Error::custom)?;
                     let number = value.as_f64().ok_or_else(|| {
@@ -423,6 +438,36 @@ mod tests {
         ));
         assert!("cpus".parse::<Resources>().is_err());
         assert!("cpus=abc".parse::<Resources>().is_err());
+    }
+
+    #[test]
+    fn names_per_vector_are_capped() {
+        let at_limit: String = (0..MAX_NAMES_PER_VECTOR)
+            .map(|i| format!("\"r{i}\": 1"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let ok: Resources = serde_json::from_str(&format!("{{{at_limit}}}")).unwrap_or_default();
+        assert_eq!(ok.names().count(), MAX_NAMES_PER_VECTOR);
+        let over = format!("{{{at_limit}, \"extra\": 1}}");
+        let err = serde_json::from_str::<Resources>(&over)
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            err.as_deref()
+                .is_some_and(|e| e.contains("too many resource names")),
+            "{err:?}"
+        );
+        // 75k names: refused at the 33rd, without reading the rest.
+        let huge: String = (0..75_000)
+            .map(|i| format!("\"n{i}\": 1"))
+            .collect::<Vec<_>>()
+            .join(",");
+        assert!(serde_json::from_str::<Resources>(&format!("{{{huge}}}")).is_err());
+        let text: String = (0..=MAX_NAMES_PER_VECTOR)
+            .map(|i| format!("r{i}=1"))
+            .collect::<Vec<_>>()
+            .join(",");
+        assert_eq!(text.parse::<Resources>(), Err(ResourceError::TooManyNames));
     }
 
     #[test]

@@ -55,6 +55,14 @@ pub enum ApiError {
     /// The route exists, the method does not.
     #[error("method not allowed on this endpoint; see API.md")]
     MethodNotAllowed,
+    /// The client's request rate is over `rate_limit_per_s` (429 with `Retry-After`).
+    #[error(
+        "too many requests: retry after {retry_after_s} s (the coordinator's rate_limit_per_s)"
+    )]
+    RateLimited {
+        /// Seconds until a request will be accepted.
+        retry_after_s: u64,
+    },
     /// A bug or an unexpected failure; details are logged.
     #[error("internal error; see the coordinator's log")]
     Internal,
@@ -82,6 +90,7 @@ impl ApiError {
             ApiError::BadQuery(_) => (StatusCode::BAD_REQUEST, "invalid_query"),
             ApiError::NoRoute(_) => (StatusCode::NOT_FOUND, "no_such_endpoint"),
             ApiError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
+            ApiError::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             ApiError::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
             ApiError::Unauthenticated(..) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             ApiError::Forbidden(..) => (StatusCode::FORBIDDEN, "forbidden"),
@@ -106,6 +115,12 @@ pub fn state_status_and_code(e: &StateError) -> (StatusCode, &'static str) {
         TaskExists(_) => (StatusCode::CONFLICT, "task_exists"),
         FrameworkRemoved(_) => (StatusCode::CONFLICT, "framework_removed"),
         ReservedRole => (StatusCode::BAD_REQUEST, "invalid_field"),
+        TooManyResourceKinds { .. } => {
+            (StatusCode::UNPROCESSABLE_ENTITY, "too_many_resource_kinds")
+        }
+        TooManyFrameworks(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_frameworks"),
+        TooManyRoles(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_roles"),
+        TooManyTaskIds { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "too_many_task_ids"),
         NoOffers => (StatusCode::UNPROCESSABLE_ENTITY, "no_offers"),
         DuplicateOffer(_) => (StatusCode::UNPROCESSABLE_ENTITY, "duplicate_offer"),
         OffersOnSeveralAgents(..) => (StatusCode::UNPROCESSABLE_ENTITY, "offers_on_several_agents"),
@@ -136,6 +151,12 @@ impl IntoResponse for ApiError {
             response.headers_mut().insert(
                 axum::http::header::WWW_AUTHENTICATE,
                 axum::http::HeaderValue::from_static("Bearer"),
+            );
+        }
+        if let ApiError::RateLimited { retry_after_s } = self {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(retry_after_s),
             );
         }
         response
@@ -176,6 +197,15 @@ mod tests {
             (ApiError::Unauthenticated(Denial::Missing, "x".into()), 401),
             (ApiError::Forbidden(Denial::NotOwner, "x".into()), 403),
             (ApiError::UnsupportedMediaType, 415),
+            (
+                ApiError::State(StateError::TooManyResourceKinds { known: 1, max: 1 }),
+                422,
+            ),
+            (ApiError::State(StateError::TooManyFrameworks(1)), 429),
+            (
+                ApiError::State(StateError::TooManyTaskIds { given: 2, max: 1 }),
+                422,
+            ),
         ];
         for (err, status) in cases {
             assert_eq!(err.status_and_code().0.as_u16(), status, "{err}");

@@ -12,6 +12,7 @@
 //! - [`sse`]: the two event streams.
 //! - [`extract`]: JSON body and path-id extractors with API error bodies.
 //! - [`input`]: wire requests converted to the registry's domain inputs, validated.
+//! - [`limit`]: the per-client request rate limit (429 with `Retry-After`).
 //! - [`error`]: [`error::ApiError`], every failure as a status and an error body.
 
 pub mod agents;
@@ -20,6 +21,7 @@ pub mod error;
 pub mod extract;
 pub mod frameworks;
 pub mod input;
+pub mod limit;
 pub mod operator;
 pub mod sse;
 
@@ -33,10 +35,18 @@ use crate::runtime::Coordinator;
 use error::ApiError;
 
 /// The whole API for one coordinator. Request bodies are limited to the configured
-/// `max_body_bytes` (413 beyond).
+/// `max_body_bytes` (413 beyond); with `rate_limit_per_s` set, each client's request rate too
+/// (429 beyond, see [`limit`]).
 pub fn app(coordinator: Coordinator) -> Router {
     let limit = coordinator.config().max_body_bytes;
-    Router::new()
+    let rate = coordinator.config().rate_limit_per_s;
+    let limiter = (rate > 0.0).then(|| {
+        std::sync::Arc::new(limit::RateLimiter::new(
+            rate,
+            coordinator.config().rate_limit_burst,
+        ))
+    });
+    let router = Router::new()
         .merge(frameworks::router())
         .merge(agents::router())
         .merge(operator::router())
@@ -47,8 +57,15 @@ pub fn app(coordinator: Coordinator) -> Router {
             auth::guard,
         ))
         .layer(DefaultBodyLimit::max(limit))
-        .layer(CatchPanicLayer::custom(panic_response))
-        .with_state(coordinator)
+        .layer(CatchPanicLayer::custom(panic_response));
+    let router = match limiter {
+        Some(limiter) => router.layer(axum::middleware::from_fn_with_state(
+            (coordinator.clone(), limiter),
+            limit::limit,
+        )),
+        None => router,
+    };
+    router.with_state(coordinator)
 }
 
 /// A handler panicked (a bug): log it and answer 500 with the error body; the process lives on.

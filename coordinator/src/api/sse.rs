@@ -35,7 +35,7 @@ impl Drop for DisconnectGuard {
 }
 
 struct FrameworkStream {
-    rx: mpsc::UnboundedReceiver<FrameworkEvent>,
+    rx: mpsc::Receiver<FrameworkEvent>,
     heartbeat: tokio::time::Interval,
     shutdown: CancellationToken,
     _guard: DisconnectGuard,
@@ -49,7 +49,7 @@ fn to_sse(event: &FrameworkEvent) -> Event {
 pub fn framework_stream(
     coordinator: Coordinator,
     framework: FrameworkId,
-    rx: mpsc::UnboundedReceiver<FrameworkEvent>,
+    rx: mpsc::Receiver<FrameworkEvent>,
     generation: u64,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let period = coordinator.config().framework_heartbeat_interval;

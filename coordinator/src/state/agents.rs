@@ -36,6 +36,7 @@ impl State {
             }
         }
 
+        self.ledger.check_kinds(&req.resources)?;
         let known = self.agents.contains_key(&id);
         // Take the agent out of the allocator (rescinding its offers) and put it back with the
         // possibly changed total, then re-account its tasks: one path for every case.
@@ -174,6 +175,22 @@ impl State {
         for id in lost {
             tracing::warn!(agent = %id, "agent missed its heartbeats: lost");
             self.lose_agent(id, now, fx);
+        }
+        // Lost agents silent for longer than `lost_agent_retention` are forgotten (garbage
+        // collection: the books would otherwise keep every agent ever seen). One that comes
+        // back later registers as a new agent would after a restart.
+        let retention = self.timing.lost_agent_retention_ms;
+        let before = self.agents.len();
+        self.agents.retain(|_, a| {
+            a.state != AgentState::Lost || now.ms.saturating_sub(a.last_heartbeat_ms) <= retention
+        });
+        if self.agents.len() != before {
+            let agents = &self.agents;
+            self.freed_at.retain(|id, _| agents.contains_key(id));
+            tracing::info!(
+                forgotten = before - self.agents.len(),
+                "lost agents forgotten"
+            );
         }
     }
 

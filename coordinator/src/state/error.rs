@@ -89,4 +89,27 @@ pub enum StateError {
     /// Roles starting with `_` belong to the coordinator (e.g. the orphans' role).
     #[error("invalid role: roles starting with '_' are reserved")]
     ReservedRole,
+    /// The resources name kinds the cluster does not use yet, and it already uses as many as
+    /// `max_resource_kinds` allows.
+    #[error("too many distinct resource names: the cluster uses {known} of at most {max}; use resource names already in use")]
+    TooManyResourceKinds {
+        /// Kinds in use.
+        known: usize,
+        /// The cap (`max_resource_kinds`).
+        max: usize,
+    },
+    /// The books hold `max_frameworks` frameworks already.
+    #[error("too many frameworks: at most {0} may be registered; remove unused ones (DELETE /api/v1/frameworks/{{id}})")]
+    TooManyFrameworks(usize),
+    /// The role tree holds `max_roles` roles already and the request would add more.
+    #[error("too many roles: at most {0} roles (every prefix of a role path counts); use an existing role")]
+    TooManyRoles(usize),
+    /// A `reconcile` names more task ids than one stream may queue.
+    #[error("reconcile names {given} task ids; at most {max} at a time")]
+    TooManyTaskIds {
+        /// Distinct ids given.
+        given: usize,
+        /// The cap (`max_stream_queue`).
+        max: usize,
+    },
 }

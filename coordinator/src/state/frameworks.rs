@@ -24,9 +24,21 @@ impl State {
         if req.role.as_str().starts_with('_') {
             return Err(StateError::ReservedRole);
         }
+        // Longer than the ceiling is clamped to it (documented with `max_failover_timeout`).
         let failover_timeout_s = req
             .failover_timeout_s
-            .unwrap_or(self.timing.default_failover_timeout_ms as f64 / 1000.0);
+            .unwrap_or(self.timing.default_failover_timeout_ms as f64 / 1000.0)
+            .min(self.timing.max_failover_timeout_ms as f64 / 1000.0);
+        if let Some(demand) = &req.demand {
+            self.ledger.check_kinds(demand)?;
+        }
+        self.ledger.check_roles(&req.role, self.timing.max_roles)?;
+        let known = req
+            .framework_id
+            .is_some_and(|id| self.frameworks.contains_key(&id));
+        if !known && self.frameworks.len() >= self.timing.max_frameworks {
+            return Err(StateError::TooManyFrameworks(self.timing.max_frameworks));
+        }
         if let Some(id) = req.framework_id {
             if self.removed_frameworks.contains(&id) {
                 return Err(StateError::FrameworkRemoved(id));
@@ -124,16 +136,39 @@ impl State {
         );
     }
 
-    /// The placeholder framework that holds adopted tasks of an unknown framework.
-    pub(crate) fn ensure_placeholder(&mut self, id: FrameworkId, now: &Now) {
+    /// The placeholder framework that holds adopted tasks of an unknown framework. False when
+    /// there is none and none may be made: `max_placeholder_frameworks` (or `max_frameworks`)
+    /// reached.
+    pub(crate) fn ensure_placeholder(&mut self, id: FrameworkId, now: &Now) -> bool {
         if self.frameworks.contains_key(&id) {
-            return;
+            return true;
+        }
+        // Counted only when a new one is asked for (an unknown framework id: rare).
+        let placeholders = self.frameworks.values().filter(|f| f.placeholder).count();
+        if placeholders >= self.timing.max_placeholder_frameworks
+            || self.frameworks.len() >= self.timing.max_frameworks
+        {
+            return false;
         }
         let Ok(role) = RolePath::new(ORPHAN_ROLE) else {
-            return;
+            return false;
         };
         let timeout = self.timing.default_failover_timeout_ms as f64 / 1000.0;
         self.add_framework_record(id, String::new(), role, timeout, None, true, now);
+        true
+    }
+
+    /// Remembers a removed framework id, forgetting the oldest past `max_removed_frameworks`.
+    pub(crate) fn remember_removed(&mut self, id: FrameworkId) {
+        if !self.removed_frameworks.insert(id) {
+            return;
+        }
+        self.removed_order.push_back(id);
+        while self.removed_order.len() > self.timing.max_removed_frameworks {
+            if let Some(old) = self.removed_order.pop_front() {
+                self.removed_frameworks.remove(&old);
+            }
+        }
     }
 
     /// Moves a framework to another role: a fresh allocator leaf, its tasks re-accounted.
@@ -195,7 +230,10 @@ impl State {
             }),
         ));
         let resend_ms = self.timing.update_resend_interval_ms;
-        for status in fw.pending.replay(now.ms, resend_ms) {
+        // The `subscribed` event and at most a queue's worth less one of updates; the rest
+        // follow with the re-sends.
+        let limit = self.timing.max_stream_queue.saturating_sub(1);
+        for status in fw.pending.replay(now.ms, resend_ms, limit) {
             fx.push(Effect::ToFramework(id, FrameworkEvent::Update { status }));
         }
         self.ledger.set_active(id, true);
@@ -287,7 +325,7 @@ impl State {
         }
         self.ledger.remove_framework(id);
         self.frameworks.remove(&id);
-        self.removed_frameworks.insert(id);
+        self.remember_removed(id);
         fx.push(Effect::Persist(Change::RemoveFramework(id)));
         fx.push(Effect::ToFramework(
             id,
@@ -315,6 +353,10 @@ impl State {
         demand: Option<Resources>,
         fx: &mut Effects,
     ) -> Result<(), StateError> {
+        self.live_framework_mut(id)?;
+        if let Some(d) = &demand {
+            self.ledger.check_kinds(d)?;
+        }
         let fw = self.live_framework_mut(id)?;
         fw.suppressed = false;
         if demand.is_some() {

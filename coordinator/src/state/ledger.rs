@@ -178,6 +178,26 @@ impl Ledger {
         }
     }
 
+    /// Refuses `r` if it would take the distinct resource names past `max_resource_kinds`
+    /// (agent totals, demand hints); changes nothing.
+    pub fn check_kinds(&self, r: &Resources) -> Result<(), super::StateError> {
+        self.allocator
+            .check_kinds(r)
+            .map_err(|_| super::StateError::TooManyResourceKinds {
+                known: self.allocator.kinds_len(),
+                max: self.allocator.max_kinds(),
+            })
+    }
+
+    /// Refuses a change that would create roles past `max`; changes nothing.
+    pub fn check_roles(&self, role: &RolePath, max: usize) -> Result<(), super::StateError> {
+        let new = self.allocator.new_roles(role);
+        if new > 0 && self.allocator.roles_len() + new > max {
+            return Err(super::StateError::TooManyRoles(max));
+        }
+        Ok(())
+    }
+
     /// Sets a role's weight (creating the role).
     pub fn set_role_weight(&mut self, role: &RolePath, weight: Weight) {
         self.allocator.set_role_weight(role, weight);

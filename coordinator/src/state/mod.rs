@@ -92,6 +92,8 @@ mod pending;
 mod tasks;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_limits;
 mod views;
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -178,6 +180,14 @@ pub(crate) struct Timing {
     pub(crate) default_refuse_ms: u64,
     pub(crate) update_resend_interval_ms: u64,
     pub(crate) max_completed_tasks_per_framework: usize,
+    pub(crate) max_frameworks: usize,
+    pub(crate) max_roles: usize,
+    pub(crate) max_failover_timeout_ms: u64,
+    pub(crate) max_placeholder_frameworks: usize,
+    pub(crate) max_removed_frameworks: usize,
+    pub(crate) max_stream_queue: usize,
+    pub(crate) lost_agent_retention_ms: u64,
+    pub(crate) max_pending_updates_per_framework: usize,
 }
 
 fn ms(d: std::time::Duration) -> u64 {
@@ -325,6 +335,9 @@ pub struct State {
     pub(crate) frameworks: BTreeMap<FrameworkId, FrameworkRecord>,
     /// Frameworks removed; their ids are not adopted again and their tasks' late updates dropped.
     pub(crate) removed_frameworks: HashSet<FrameworkId>,
+    /// `removed_frameworks` in removal order, so the oldest is forgotten past
+    /// `max_removed_frameworks`.
+    pub(crate) removed_order: VecDeque<FrameworkId>,
     pub(crate) tasks: BTreeMap<(FrameworkId, TaskId), TaskRecord>,
     pub(crate) offers: BTreeMap<OfferId, OfferRecord>,
     pub(crate) ended_offers: HashMap<OfferId, &'static str>,
@@ -357,6 +370,7 @@ impl State {
     /// [`IdSource::sequential`] to know them in advance).
     pub fn with_ids(config: &Config, ids: IdSource) -> Self {
         let mut allocator = Allocator::new(Policy::Hdrf);
+        allocator.set_max_kinds(config.max_resource_kinds);
         for (role, weight) in &config.roles {
             allocator.set_role_weight(role, *weight);
         }
@@ -372,12 +386,21 @@ impl State {
                 update_resend_interval_ms: ms(config.update_resend_interval),
                 // Validated >= 1; the floor keeps a bad value from forgetting everything.
                 max_completed_tasks_per_framework: config.max_completed_tasks_per_framework.max(1),
+                max_frameworks: config.max_frameworks,
+                max_roles: config.max_roles,
+                max_failover_timeout_ms: ms(config.max_failover_timeout),
+                max_placeholder_frameworks: config.max_placeholder_frameworks,
+                max_removed_frameworks: config.max_removed_frameworks.max(1),
+                max_stream_queue: config.max_stream_queue,
+                lost_agent_retention_ms: ms(config.lost_agent_retention),
+                max_pending_updates_per_framework: config.max_pending_updates_per_framework.max(1),
             },
             ledger: Ledger::new(allocator),
             ids,
             agents: BTreeMap::new(),
             frameworks: BTreeMap::new(),
             removed_frameworks: HashSet::new(),
+            removed_order: VecDeque::new(),
             tasks: BTreeMap::new(),
             offers: BTreeMap::new(),
             ended_offers: HashMap::new(),
@@ -397,6 +420,7 @@ impl State {
         if role.as_str().starts_with('_') {
             return Err(StateError::ReservedRole);
         }
+        self.ledger.check_roles(role, self.timing.max_roles)?;
         self.ledger.set_role_weight(role, weight);
         fx.push(Effect::Persist(crate::store::Change::SetWeight(
             role.clone(),
@@ -414,8 +438,9 @@ impl State {
         for (role, weight) in &snapshot.weights {
             self.ledger.set_role_weight(role, *weight);
         }
-        self.removed_frameworks
-            .extend(snapshot.removed_frameworks.iter().copied());
+        for id in snapshot.removed_frameworks.iter().copied() {
+            self.remember_removed(id);
+        }
         for fw in snapshot.frameworks {
             if fw.role.as_str().starts_with('_') || self.removed_frameworks.contains(&fw.id) {
                 tracing::warn!(framework = %fw.id, role = %fw.role, "not restoring framework");
@@ -425,7 +450,8 @@ impl State {
                 fw.id,
                 fw.name,
                 fw.role,
-                fw.failover_timeout_s,
+                fw.failover_timeout_s
+                    .min(self.timing.max_failover_timeout_ms as f64 / 1000.0),
                 None,
                 false,
                 now,
@@ -494,6 +520,24 @@ impl State {
             now.ms,
             self.timing.update_resend_interval_ms,
         );
+        // A framework that never acknowledges cannot make its pending updates grow without
+        // bound: past the cap the oldest is dropped (the framework can still reconcile), and a
+        // terminal task left with nothing pending is completed as if acknowledged.
+        let mut dropped = Vec::new();
+        while fw.pending.len() > self.timing.max_pending_updates_per_framework {
+            let Some(oldest) = fw.pending.oldest() else {
+                break;
+            };
+            if let Some(task) = fw.pending.remove(&oldest) {
+                dropped.push(task);
+            }
+        }
+        if !dropped.is_empty() {
+            tracing::warn!(framework = %fw_id, dropped = dropped.len(), "unacknowledged updates past max_pending_updates_per_framework: oldest dropped");
+        }
+        for task in &dropped {
+            self.complete_if_done(fw_id, task);
+        }
         fx.push(Effect::ToFramework(
             fw_id,
             FrameworkEvent::Update { status },

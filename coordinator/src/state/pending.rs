@@ -80,8 +80,12 @@ impl PendingUpdates {
         self.per_task.contains_key(task)
     }
 
+    /// The oldest pending update (in send order).
+    pub(crate) fn oldest(&self) -> Option<UpdateId> {
+        self.order.values().next().copied()
+    }
+
     /// How many updates are pending.
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.by_id.len()
     }
@@ -92,24 +96,31 @@ impl PendingUpdates {
         self.by_id.is_empty()
     }
 
-    /// Every pending update in send order, each marked sent at `now_ms` (a new stream).
-    pub(crate) fn replay(&mut self, now_ms: u64, resend_ms: u64) -> Vec<TaskStatus> {
-        let mut out = Vec::with_capacity(self.by_id.len());
+    /// The pending updates in send order, at most `limit` of them, each marked sent at `now_ms`
+    /// (a new stream).
+    pub(crate) fn replay(&mut self, now_ms: u64, resend_ms: u64, limit: usize) -> Vec<TaskStatus> {
+        let mut out = Vec::with_capacity(self.by_id.len().min(limit));
+        let mut next = u64::MAX;
         for id in self.order.values() {
             if let Some(e) = self.by_id.get_mut(id) {
-                e.last_sent_ms = now_ms;
-                out.push(e.status.clone());
+                // Past `limit` (what a new stream can queue) they stay as they were: due for
+                // the re-sends, a bounded number per turn.
+                if out.len() < limit {
+                    e.last_sent_ms = now_ms;
+                    out.push(e.status.clone());
+                }
+                next = next.min(e.last_sent_ms.saturating_add(resend_ms));
             }
         }
         if !out.is_empty() {
-            self.next_due_ms = now_ms.saturating_add(resend_ms);
+            self.next_due_ms = next;
         }
         out
     }
 
-    /// The updates whose last send is at least `resend_ms` old, in send order, each marked
-    /// sent at `now_ms`. Scans only when one can be due.
-    pub(crate) fn due(&mut self, now_ms: u64, resend_ms: u64) -> Vec<TaskStatus> {
+    /// The updates whose last send is at least `resend_ms` old, in send order, at most `limit`
+    /// of them, each marked sent at `now_ms`. Scans only when one can be due.
+    pub(crate) fn due(&mut self, now_ms: u64, resend_ms: u64, limit: usize) -> Vec<TaskStatus> {
         if now_ms < self.next_due_ms {
             return Vec::new();
         }
@@ -119,7 +130,7 @@ impl PendingUpdates {
             let Some(e) = self.by_id.get_mut(id) else {
                 continue;
             };
-            if now_ms.saturating_sub(e.last_sent_ms) >= resend_ms {
+            if out.len() < limit && now_ms.saturating_sub(e.last_sent_ms) >= resend_ms {
                 e.last_sent_ms = now_ms;
                 out.push(e.status.clone());
             }
@@ -185,14 +196,20 @@ mod tests {
         let b = status("t1", TaskState::Running);
         p.record(a.clone(), 0, 10);
         p.record(b.clone(), 5, 10);
-        assert!(p.due(9, 10).is_empty());
-        assert_eq!(p.due(10, 10), vec![a.clone()]);
+        assert!(p.due(9, 10, 100).is_empty());
+        assert_eq!(p.due(10, 10, 100), vec![a.clone()]);
         // `a` was re-sent at 10; `b` is due at 15, then `a` again at 20.
-        assert!(p.due(14, 10).is_empty());
-        assert_eq!(p.due(15, 10), vec![b.clone()]);
-        assert_eq!(p.due(25, 10), vec![a.clone(), b.clone()]);
-        assert_eq!(p.replay(26, 10), vec![a, b]);
-        assert!(p.due(35, 10).is_empty(), "replay counts as a send");
+        assert!(p.due(14, 10, 100).is_empty());
+        assert_eq!(p.due(15, 10, 100), vec![b.clone()]);
+        assert_eq!(p.due(25, 10, 100), vec![a.clone(), b.clone()]);
+        assert_eq!(p.replay(26, 10, 100), vec![a.clone(), b.clone()]);
+        assert!(p.due(35, 10, 100).is_empty(), "replay counts as a send");
+        // Bounded: at most `limit` per call; the rest stay due, in order.
+        assert_eq!(p.replay(40, 10, 1), vec![a.clone()]);
+        assert_eq!(p.due(40, 10, 1), vec![b.clone()]);
+        assert!(p.due(41, 10, 1).is_empty());
+        assert_eq!(p.due(50, 10, 1), vec![a]);
+        assert_eq!(p.due(50, 10, 1), vec![b]);
     }
 
     #[test]

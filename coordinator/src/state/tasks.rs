@@ -169,7 +169,24 @@ impl State {
     /// it, and reconciliation must be able to report it.
     fn adopt_task(&mut self, agent: AgentId, status: TaskStatus, now: &Now, fx: &mut Effects) {
         let fw = status.framework_id;
-        self.ensure_placeholder(fw, now);
+        if !self.ensure_placeholder(fw, now) {
+            // Too many unknown frameworks: the task is not adopted. One still running has no
+            // one to report to and is not in the books, so it is killed, as a removed
+            // framework's would be.
+            tracing::warn!(framework = %fw, task = %status.task_id, "placeholder frameworks at their limit: task not adopted");
+            if let Some(a) = self
+                .agents
+                .get(&agent)
+                .filter(|_| !status.state.is_terminal())
+            {
+                fx.push(Effect::Kill {
+                    agent_id: agent,
+                    endpoint: a.endpoint.clone(),
+                    task_id: status.task_id,
+                });
+            }
+            return;
+        }
         let resources = match &status.resources {
             Some(reported) if !status.state.is_terminal() => {
                 self.hold_reported(fw, agent, &status.task_id, reported, fx)
@@ -377,7 +394,7 @@ impl State {
     /// then forgets the oldest completed tasks past `max_completed_tasks_per_framework`. A task
     /// with an update still pending stays (at-least-once delivery); terminal tasks hold no
     /// resources, so no accounting changes.
-    fn complete_if_done(&mut self, fw: FrameworkId, task: &TaskId) {
+    pub(crate) fn complete_if_done(&mut self, fw: FrameworkId, task: &TaskId) {
         let Some(f) = self.frameworks.get_mut(&fw) else {
             return;
         };
@@ -415,6 +432,18 @@ impl State {
         fx: &mut Effects,
     ) -> Result<(), StateError> {
         self.live_framework_mut(fw)?;
+        // Each id once, in the order given; capped, as each is one event on the stream.
+        let mut seen = std::collections::HashSet::with_capacity(task_ids.len().min(1024));
+        let task_ids: Vec<TaskId> = task_ids
+            .into_iter()
+            .filter(|id| seen.insert(id.clone()))
+            .collect();
+        if task_ids.len() > self.timing.max_stream_queue {
+            return Err(StateError::TooManyTaskIds {
+                given: task_ids.len(),
+                max: self.timing.max_stream_queue,
+            });
+        }
         let statuses: Vec<TaskStatus> = if task_ids.is_empty() {
             self.tasks
                 .iter()
@@ -442,11 +471,14 @@ impl State {
     /// interval, to connected frameworks.
     pub fn resend_updates(&mut self, now: &Now, fx: &mut Effects) {
         let interval = self.timing.update_resend_interval_ms;
+        let half_queue = (self.timing.max_stream_queue / 2).max(1);
         for (id, fw) in &mut self.frameworks {
             if !matches!(fw.connection, Connection::Connected { .. }) {
                 continue;
             }
-            for status in fw.pending.due(now.ms, interval) {
+            // At most half a stream queue per turn: re-sends to a reader that keeps up never
+            // overflow its stream.
+            for status in fw.pending.due(now.ms, interval, half_queue) {
                 fx.push(Effect::ToFramework(*id, FrameworkEvent::Update { status }));
             }
         }

@@ -1,0 +1,254 @@
+//! The limits of issue #9 over the API: resource names (per vector and in total), frameworks,
+//! the per-client rate limit (429 with `Retry-After`), bounded framework streams (closed on
+//! overflow; the framework reconnects and gets its pending updates), and supervised background
+//! loops. The body limit (413) is tested in `operator_api.rs`.
+
+mod support;
+
+use std::collections::BTreeSet;
+
+use coordinator::Config;
+use protocol::{AgentId, FrameworkEvent, TaskState};
+use serde_json::{json, Value};
+use support::*;
+
+fn code(body: &Value) -> &str {
+    body["error"]["code"].as_str().unwrap_or_default()
+}
+
+/// `{"n0": 1, "n1": 1, ...}` with `n` names.
+fn many_names(n: usize) -> Value {
+    Value::Object((0..n).map(|i| (format!("n{i}"), json!(1))).collect())
+}
+
+#[tokio::test]
+async fn resource_names_are_capped_per_vector_and_in_total() {
+    let api = Api::new(Config {
+        max_resource_kinds: 3,
+        ..fast_config()
+    });
+    let agent = |resources: Value| json!({"hostname": "h", "endpoint": "http://127.0.0.1:1", "resources": resources});
+    // 32 names in one vector are fine by the wire rules; 33 are refused (400) before the books.
+    let (status, body) = api.post("/api/v1/agents", agent(many_names(33))).await;
+    assert_eq!((status, code(&body)), (400, "invalid_body"), "{body}");
+    assert!(
+        body.to_string().contains("too many resource names"),
+        "{body}"
+    );
+    // The finding: 75k new names in a demand, refused at once.
+    let (status, body) = api
+        .post(
+            "/api/v1/frameworks",
+            json!({"name": "f", "role": "eng", "demand": many_names(75_000)}),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(api.frameworks().await.is_empty());
+
+    // In total: three kinds (at the cap) are fine, a fourth is refused and changes nothing.
+    api.register_agent_at(
+        "http://127.0.0.1:1",
+        json!({"cpus": 4, "mem": 10, "gpus": 1}),
+    )
+    .await;
+    let (status, body) = api.post("/api/v1/agents", agent(json!({"disk": 1}))).await;
+    assert_eq!(
+        (status, code(&body)),
+        (422, "too_many_resource_kinds"),
+        "{body}"
+    );
+    let (status, body) = api
+        .post(
+            "/api/v1/frameworks",
+            json!({"name": "f", "role": "eng", "demand": {"disk": 1}}),
+        )
+        .await;
+    assert_eq!(
+        (status, code(&body)),
+        (422, "too_many_resource_kinds"),
+        "{body}"
+    );
+    assert_eq!(api.agents().await.len(), 1);
+    assert!(api.frameworks().await.is_empty());
+    api.assert_books_consistent().await;
+}
+
+#[tokio::test]
+async fn frameworks_past_the_cap_are_refused_with_429() {
+    let api = Api::new(Config {
+        max_frameworks: 2,
+        ..fast_config()
+    });
+    api.register_framework("a", "eng").await;
+    api.register_framework("b", "eng").await;
+    let (status, body) = api
+        .post("/api/v1/frameworks", json!({"name": "c", "role": "eng"}))
+        .await;
+    assert_eq!(
+        (status, code(&body)),
+        (429, "too_many_frameworks"),
+        "{body}"
+    );
+    assert_eq!(api.frameworks().await.len(), 2);
+}
+
+#[tokio::test]
+async fn the_request_rate_is_limited_per_client_with_retry_after() {
+    let tc = TestCoordinator::start(Config {
+        rate_limit_per_s: 0.5,
+        rate_limit_burst: 3,
+        ..fast_config()
+    })
+    .await;
+    let get = |token: Option<&str>, path: &str| {
+        let mut req = tc.client.get(format!("{}{path}", tc.base));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        req.send()
+    };
+    for _ in 0..3 {
+        let resp = get(None, "/api/v1/frameworks").await.unwrap();
+        assert_eq!(resp.status().as_u16(), 200, "within the burst");
+    }
+    let resp = get(None, "/api/v1/frameworks").await.unwrap();
+    assert_eq!(resp.status().as_u16(), 429);
+    let retry: u64 = resp
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    assert!((1..=2).contains(&retry), "Retry-After {retry}");
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(code(&body), "rate_limited", "{body}");
+    // /health is never limited; another client (its bearer token) has its own bucket.
+    let resp = get(None, "/health").await.unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let resp = get(Some("other"), "/metrics").await.unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let text = resp.text().await.unwrap();
+    assert!(text.contains("parley_rate_limited_total 1"), "{text}");
+}
+
+#[tokio::test]
+async fn an_overflowing_stream_is_closed_and_the_framework_gets_its_updates_on_reconnecting() {
+    let tc = TestCoordinator::start(Config {
+        max_stream_queue: 16,
+        ..fast_config()
+    })
+    .await;
+    let (fw, mut first) = tc.framework("f", "eng").await;
+    // An agent comes back with 20 running tasks of the framework: 20 updates queued at once on
+    // a stream of 16.
+    let agent = AgentId::new();
+    let tasks: Vec<Value> = (0..20)
+        .map(|i| {
+            let mut s = status_of(agent, fw, &format!("t{i}"), TaskState::Running);
+            s.resources = Some("cpus=0.1".parse().unwrap());
+            serde_json::to_value(s).unwrap()
+        })
+        .collect();
+    let (status, body) = tc
+        .post(
+            "/api/v1/agents",
+            json!({"hostname": "h", "endpoint": "http://127.0.0.1:1",
+                   "resources": {"cpus": 4}, "agent_id": agent, "tasks": tasks}),
+        )
+        .await;
+    assert!(status == 200 || status == 201, "{status} {body}");
+    let seen = first.ended().await;
+    assert!(seen.len() <= 16, "the queue was bounded: {}", seen.len());
+    let (_, metrics) = tc.get_text("/metrics").await;
+    assert!(
+        metrics.contains("parley_streams_overflowed_total 1"),
+        "{metrics}"
+    );
+
+    // Reconnecting, the framework gets every pending update (the first queue's worth at once,
+    // the rest with the re-sends), acknowledging as it reads.
+    let mut second = tc.subscribe(fw).await;
+    let mut got = BTreeSet::new();
+    while got.len() < 20 {
+        let event = second
+            .wait_for("an update", |e| matches!(e, FrameworkEvent::Update { .. }))
+            .await;
+        if let FrameworkEvent::Update { status } = event {
+            let (code, body) = tc
+                .post(
+                    &format!("/api/v1/frameworks/{fw}/acknowledge"),
+                    json!({"task_id": status.task_id, "update_id": status.update_id}),
+                )
+                .await;
+            assert!((200..300).contains(&code), "{code} {body}");
+            got.insert(status.task_id.to_string());
+        }
+    }
+    let (_, metrics) = tc.get_text("/metrics").await;
+    assert!(
+        metrics.contains("parley_streams_overflowed_total 1"),
+        "the second stream kept up: {metrics}"
+    );
+}
+
+#[tokio::test]
+async fn a_panicking_background_loop_is_logged_counted_and_restarted() {
+    let api = Api::new(fast_config());
+    let _loops = coordinator::server::spawn_loops(&api.coordinator);
+    api.coordinator.inject_loop_panic("allocation");
+    api.coordinator.inject_loop_panic("maintenance");
+    let metrics = api.coordinator.metrics();
+    wait_for("both loops to panic", || async move {
+        metrics.loop_panics("allocation") == 1 && metrics.loop_panics("maintenance") == 1
+    })
+    .await;
+    // The allocation loop runs again: a new framework and agent get an offer.
+    let fw = api.register_framework("f", "eng").await;
+    let (_stream, _) = api.coordinator.subscribe(fw).unwrap();
+    api.register_agent_at("http://127.0.0.1:1", json!({"cpus": 4}))
+        .await;
+    wait_for("an offer from the restarted loop", || async {
+        !api.offers().await.is_empty()
+    })
+    .await;
+    let (_, text) = api.get_text("/metrics").await;
+    assert!(
+        text.contains("parley_loop_panics_total{loop=\"allocation\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("parley_loop_panics_total{loop=\"maintenance\"} 1"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_client_that_sends_headers_too_slowly_is_disconnected() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let tc = TestCoordinator::start(Config {
+        header_read_timeout: std::time::Duration::from_millis(200),
+        ..fast_config()
+    })
+    .await;
+    let addr = tc.base.trim_start_matches("http://").to_owned();
+    // Half a request head, then nothing (slowloris); and an idle connection that sends nothing.
+    let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    slow.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let mut idle = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    for conn in [&mut slow, &mut idle] {
+        let mut buf = Vec::new();
+        // The server closes it (after a 408 at most): read_to_end returns within the deadline.
+        let closed = tokio::time::timeout(DEADLINE, conn.read_to_end(&mut buf)).await;
+        assert!(closed.is_ok(), "the connection was not closed");
+    }
+    // A prompt client is served as before.
+    let resp = tc
+        .client
+        .get(format!("{}/health", tc.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+}
