@@ -33,6 +33,15 @@ pub enum ConfigError {
     /// A simulated fleet of zero agents.
     #[error("--simulate needs at least 1 agent")]
     NoAgents,
+    /// The API token is too short, too long, or not visible ASCII.
+    #[error("invalid --api-token: give 16 to 512 visible ASCII characters")]
+    BadApiToken,
+    /// The task user cannot be used.
+    #[error(transparent)]
+    TaskUser(#[from] crate::task_user::TaskUserError),
+    /// The agent runs as root and would run tasks as root.
+    #[error("the agent runs as root: give --task-user USER for its tasks, or --allow-root-tasks")]
+    RootTasks,
 }
 
 /// Intervals and limits. The defaults suit production; tests shorten them.
@@ -106,6 +115,15 @@ pub struct AgentConfig {
     pub sandbox_retention: Duration,
     /// Intervals and limits.
     pub timing: Timing,
+    /// The token the coordinator must present; generated and kept in the work dir when `None`
+    /// (see [`crate::auth`]).
+    pub api_token: Option<String>,
+    /// The user tasks run as; the agent's own when `None`.
+    pub task_user: Option<crate::task_user::TaskUser>,
+    /// Whether an agent running as root may run tasks as root (without a `task_user`).
+    /// [`AgentConfig::new`] allows it, so code that embeds the agent (tests, `--dev`) decides;
+    /// the `agent` binary refuses unless given `--allow-root-tasks`.
+    pub allow_root_tasks: bool,
 }
 
 /// The default of [`AgentConfig::sandbox_retention`]: one day.
@@ -125,6 +143,9 @@ impl AgentConfig {
             reap_orphans: true,
             sandbox_retention: DEFAULT_SANDBOX_RETENTION,
             timing: Timing::default(),
+            api_token: None,
+            task_user: None,
+            allow_root_tasks: true,
         }
     }
 }
@@ -151,6 +172,8 @@ pub struct SimConfig {
     pub max_in_flight: usize,
     /// Intervals and limits.
     pub timing: Timing,
+    /// The token the coordinator must present to every agent of the fleet; random when `None`.
+    pub api_token: Option<String>,
 }
 
 impl SimConfig {
@@ -166,6 +189,7 @@ impl SimConfig {
             stagger: Duration::from_secs(1),
             max_in_flight: 128,
             timing: Timing::default(),
+            api_token: None,
         }
     }
 }

@@ -5,6 +5,9 @@
 //! # Layout
 //!
 //! - [`config`]: [`AgentConfig`], [`SimConfig`], [`Timing`] and the CLI's text forms.
+//! - [`auth`]: the agent's API token (given, or generated and kept in the work dir) and the
+//!   check that only its holder, the coordinator, launches, kills and reads output.
+//! - [`task_user`]: the user tasks run as (`--task-user`), and the root check.
 //! - [`resources`]: detection of cores, memory and disk of the work directory.
 //! - [`core`]: the agent core shared by the real and the simulated agent: a synchronous state
 //!   machine (registration, heartbeats, the task state machine, the unacknowledged updates)
@@ -62,16 +65,19 @@
 //! carries the latest status of every task the agent knows. On shutdown (Ctrl-C, SIGTERM) the
 //! agent stops accepting launches, leaves running tasks alone and syncs the journal.
 
+pub mod auth;
 pub mod config;
 pub mod engine;
 pub mod executor;
 pub mod journal;
 pub mod resources;
 pub mod simulated;
+pub mod task_user;
 
 mod api;
 mod client;
 mod gc;
+mod output;
 mod real;
 mod reaper;
 
@@ -112,10 +118,11 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), AgentError> {
     config.coordinator = config::parse_coordinator_url(&config.coordinator)?;
-    std::fs::create_dir_all(&config.work_dir).map_err(|e| ConfigError::WorkDir {
-        path: config.work_dir.clone(),
-        reason: e.to_string(),
-    })?;
+    if config.task_user.is_none() && !config.allow_root_tasks && task_user::running_as_root() {
+        return Err(ConfigError::RootTasks.into());
+    }
+    prepare_work_dir(&config.work_dir)?;
+    let api_token = auth::load_or_create(config.api_token.as_deref(), &config.work_dir)?;
     let resources = match &config.resources {
         Some(r) => r.clone(),
         None => resources::detect(&config.work_dir)?,
@@ -139,6 +146,7 @@ pub async fn run(
         hostname,
         endpoint,
         http,
+        api_token,
     };
     let agent = real::RealAgent::restore(parts, journal, replay);
     if agent.config.reap_orphans && reaper::become_subreaper() {
@@ -165,6 +173,25 @@ pub async fn run(
     agent.flush()?;
     tracing::info!(work_dir = %work_dir.display(), "agent stopped");
     served.map_err(AgentError::Serve)
+}
+
+/// Creates the work dir, and its `sandboxes` directory, as the agent's own: mode 0711, so
+/// tasks (run as a task user) reach their own sandbox but cannot list the directory or read
+/// the journal, the agent id or the API token (each 0600).
+fn prepare_work_dir(work_dir: &std::path::Path) -> Result<(), ConfigError> {
+    use std::os::unix::fs::PermissionsExt;
+    let sandboxes = work_dir.join("sandboxes");
+    std::fs::create_dir_all(&sandboxes)
+        .and_then(|()| {
+            for dir in [work_dir, sandboxes.as_path()] {
+                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711))?;
+            }
+            Ok(())
+        })
+        .map_err(|e| ConfigError::WorkDir {
+            path: work_dir.to_path_buf(),
+            reason: e.to_string(),
+        })
 }
 
 /// The machine's hostname, or `localhost` when it cannot be read.

@@ -31,8 +31,9 @@ struct Cli {
         default_value = "http://127.0.0.1:5050"
     )]
     coordinator: String,
-    /// Address to serve the agent API on (port 0 picks a free one).
-    #[arg(long, default_value = "0.0.0.0:5051")]
+    /// Address to serve the agent API on (port 0 picks a free one). Loopback by default: give
+    /// the node's address (or 0.0.0.0) for a coordinator on another machine.
+    #[arg(long, default_value = "127.0.0.1:5051")]
     listen: String,
     /// Resources to advertise, e.g. cpus=4,mem=8192,gpus=1 (mem and disk in MiB); detected
     /// from the machine when absent.
@@ -65,6 +66,16 @@ struct Cli {
     /// Spread the simulated agents' first registrations over this many seconds.
     #[arg(long, default_value = "1", allow_hyphen_values = true)]
     stagger_s: String,
+    /// The token the coordinator must present on launches, kills and output reads; generated
+    /// at first start and kept in WORK_DIR/api_token (0600) when not given.
+    #[arg(long, env = "PARLEY_AGENT_API_TOKEN", hide_env_values = true)]
+    api_token: Option<String>,
+    /// Run tasks as this user (NAME, UID or UID:GID); needed when the agent runs as root.
+    #[arg(long)]
+    task_user: Option<String>,
+    /// Let an agent running as root run tasks as root (without --task-user).
+    #[arg(long)]
+    allow_root_tasks: bool,
 }
 
 fn main() {
@@ -159,6 +170,7 @@ fn plan(cli: Cli) -> anyhow::Result<Plan> {
         config.advertise_url = cli.advertise_url;
         config.stagger = stagger;
         config.timing = timing;
+        config.api_token = cli.api_token;
         if let Some(h) = cli.hostname {
             config.hostname_prefix = h;
         }
@@ -172,6 +184,17 @@ fn plan(cli: Cli) -> anyhow::Result<Plan> {
     config.cgroup_root = cli.cgroup_root;
     config.sandbox_retention = sandbox_retention;
     config.timing = timing;
+    if let Some(token) = &cli.api_token {
+        agent::auth::check_form(token).context("--api-token")?;
+    }
+    config.api_token = cli.api_token;
+    config.task_user = cli
+        .task_user
+        .as_deref()
+        .map(agent::task_user::TaskUser::parse)
+        .transpose()
+        .context("--task-user")?;
+    config.allow_root_tasks = cli.allow_root_tasks;
     Ok(Plan::Real(config, cli.listen))
 }
 

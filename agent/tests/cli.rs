@@ -38,6 +38,12 @@ fn bad_values_are_one_line_errors_naming_them() {
         (&["--listen", "nowhere"], &["--listen", "nowhere"]),
         (&["--kill-grace-s", "-2"], &["--kill-grace-s", "-2"]),
         (&["--simulate", "0"], &["--simulate", "at least 1"]),
+        (&["--api-token", "short"], &["--api-token", "16 to 512"]),
+        (
+            &["--task-user", "no-such-user-here"],
+            &["--task-user", "no such user"],
+        ),
+        (&["--task-user", "0:0"], &["--task-user", "is root"]),
         (&["--no-such-flag"], &["--no-such-flag"]),
     ] {
         let (code, stderr) = run(args);
