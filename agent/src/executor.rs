@@ -171,8 +171,14 @@ fn format_units(millis: u64) -> String {
     format!("{}", millis as f64 / 1000.0)
 }
 
-/// Creates the task's cgroup with its memory limit; `None` when limits are not cgroups.
-fn make_cgroup(limits: &MemoryLimits, spec: &TaskSpec, sandbox: &Path) -> Option<PathBuf> {
+/// Creates the task's cgroup with its memory limit; `None` when limits are not cgroups. With a
+/// task user, that user may move the task into it (`cgroup.procs`), nothing more.
+fn make_cgroup(
+    limits: &MemoryLimits,
+    spec: &TaskSpec,
+    sandbox: &Path,
+    user: Option<&TaskUser>,
+) -> Option<PathBuf> {
     let MemoryLimits::CgroupV2(root) = limits else {
         return None;
     };
@@ -183,9 +189,13 @@ fn make_cgroup(limits: &MemoryLimits, spec: &TaskSpec, sandbox: &Path) -> Option
     let leaf = sandbox.file_name()?.to_string_lossy().into_owned();
     let dir = root.join(format!("parley-{leaf}"));
     let bytes = (mem_millis * 1024 * 1024).div_ceil(1000);
+    let procs = dir.join("cgroup.procs");
     match std::fs::create_dir_all(&dir)
         .and_then(|()| std::fs::write(dir.join("memory.max"), bytes.to_string()))
-    {
+        .and_then(|()| match user {
+            Some(u) => std::os::unix::fs::chown(&procs, Some(u.uid), Some(u.gid)),
+            None => Ok(()),
+        }) {
         Ok(()) => Some(dir),
         Err(e) => {
             tracing::warn!(cgroup = %dir.display(), "cannot create task cgroup, using RLIMIT_AS: {e}");
@@ -323,7 +333,7 @@ pub fn spawn(
     limits: &MemoryLimits,
     user: Option<&TaskUser>,
 ) -> Result<Running, SpawnError> {
-    let cgroup = make_cgroup(limits, spec, sandbox);
+    let cgroup = make_cgroup(limits, spec, sandbox, user);
     let built = build_command(spec, sandbox, limits, cgroup.as_deref(), user);
     let spawned = built.and_then(|mut cmd| {
         // Registered before the reaper can see it exit, so the reaper leaves it to tokio.

@@ -28,15 +28,36 @@
 //!
 //! Each task runs in its own sandbox, `WORK_DIR/sandboxes/FRAMEWORK_ID/TASK_ID`, which is its
 //! working directory and holds its `stdout` and `stderr` files; a finished task's sandbox is
-//! deleted `AgentConfig::sandbox_retention` (default one day) after it was last written. Its environment is the agent's,
-//! plus the task's `env`, plus `PARLEY_TASK_ID`, `PARLEY_SANDBOX` and one `PARLEY_<NAME>` per
-//! resource (`PARLEY_CPUS=2`, `PARLEY_MEM=4096`, ...). States: `starting` → `running` →
+//! deleted `AgentConfig::sandbox_retention` (default one day) after it was last written. Tasks
+//! are known by (framework id, task id): two frameworks may each run a task `web` on one agent;
+//! a kill or output read names the framework (`{"framework_id"}` in the kill body,
+//! `?framework_id=` on the output), and without it is answered `409` when the id is ambiguous.
+//!
+//! Its environment is built from nothing: `PATH` ([`executor::BASE_PATH`]), `HOME` (the
+//! sandbox), then the task's `env`, then `PARLEY_TASK_ID`, `PARLEY_SANDBOX` and one
+//! `PARLEY_<NAME>` per resource (`PARLEY_CPUS=2`, `PARLEY_MEM=4096`, ...); nothing of the
+//! agent's own environment. With `AgentConfig::task_user` (`--task-user`) it runs as that uid
+//! and gid, without supplementary groups, in a sandbox (0700) it owns; the work dir and
+//! `sandboxes/` are 0711 and the journal, agent id and API token 0600, so a task can neither
+//! read nor change them. The `agent` binary refuses to run as root without `--task-user` unless
+//! given `--allow-root-tasks`.
+//!
+//! States: `starting` → `running` →
 //! `finished` (exit 0), `failed` (non-zero exit, signal — `exit_code` is then 128 + the signal —
 //! or could not start; the reason in `message`), or `killed`. A kill sends SIGTERM to the task's
 //! process group, then SIGKILL after `Timing::kill_grace`; when a task's main process ends, the
-//! rest of its group is killed, so no process is left behind. The agent makes itself a child
-//! subreaper (unless `AgentConfig::reap_orphans` is off) and reaps orphaned task processes, so
-//! none linger as zombies even where PID 1 does not reap.
+//! rest of its group is killed, so no process is left behind. A group is only signalled when
+//! it provably is the task's ([`executor::may_signal`]: same boot and start time). The agent
+//! makes itself a child subreaper (unless `AgentConfig::reap_orphans` is off) and reaps orphaned
+//! task processes, so none linger as zombies even where PID 1 does not reap.
+//!
+//! # Security
+//!
+//! The agent listens on loopback unless told otherwise (`--listen`). Launches, kills and
+//! output reads need `Authorization: Bearer` with the agent's API token ([`auth`]), which it
+//! sends the coordinator in its registration; `GET /api/v1/tasks` (statuses: no environment, no
+//! output) and `GET /api/v1/health` stay open. Output reads return at most 1 MiB of a regular
+//! file (`?offset=`/`?limit=`, else the end), never following a symlink the task left.
 //!
 //! # Memory limits
 //!
@@ -56,7 +77,7 @@
 //! again one update at a time, and the refused update is dropped with a warning, since it would
 //! block every later one). On start
 //! the agent replays the journal and re-sends what was not acknowledged. A task whose process
-//! is still alive (same pid *and* same start time from `/proc`) is **re-adopted**: the agent
+//! is still alive (same boot id, pid *and* start time from `/proc`) is **re-adopted**: the agent
 //! watches it and reports its end, using the exit code the wrapper wrote to the sandbox. A task
 //! whose process ended while the agent was down is reported `finished`/`failed` from that exit
 //! code, or `lost` when there is none; one that never started is `failed`. The journal is

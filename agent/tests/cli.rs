@@ -66,3 +66,15 @@ fn help_works() {
         .unwrap()
         .contains("--simulate"));
 }
+
+#[test]
+fn an_agent_running_as_root_needs_a_task_user_or_allow_root_tasks() {
+    if !agent::task_user::running_as_root() {
+        // The rule is about root; as another user there is nothing to refuse.
+        return;
+    }
+    let (code, stderr) = run(&["--listen", "127.0.0.1:0", "--resources", "cpus=1"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--task-user"), "{stderr}");
+    assert!(stderr.contains("--allow-root-tasks"), "{stderr}");
+}

@@ -28,6 +28,15 @@ struct Agent {
 
 impl Agent {
     async fn start(coordinator: &str, work_dir: &Path, token: Option<&str>) -> Agent {
+        Self::start_with(coordinator, work_dir, token, |_| {}).await
+    }
+
+    async fn start_with(
+        coordinator: &str,
+        work_dir: &Path,
+        token: Option<&str>,
+        tweak: impl FnOnce(&mut AgentConfig),
+    ) -> Agent {
         let mut config = AgentConfig::new(coordinator, work_dir);
         config.resources = Some("cpus=4,mem=1024".parse().unwrap());
         config.timing = Timing {
@@ -35,6 +44,7 @@ impl Agent {
             ..Timing::fast()
         };
         config.api_token = token.map(str::to_string);
+        tweak(&mut config);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let stop = CancellationToken::new();
@@ -416,6 +426,50 @@ async fn two_frameworks_run_tasks_of_the_same_id() {
         202
     );
     wait_for("a's task killed", T, || killed(a)).await;
+    agent.shutdown().await;
+    server.stop().await;
+}
+
+/// Findings: "tasks inherit the agent's uid and can rewrite its journal". Run as root only
+/// (the agent can switch users only then).
+#[tokio::test]
+async fn tasks_run_as_the_task_user_and_cannot_touch_the_agents_files() {
+    if !agent::task_user::running_as_root() {
+        return;
+    }
+    let fake = Fake::new(0.05);
+    let server = Server::start(&fake).await;
+    let dir = tempfile::tempdir().unwrap();
+    let token = "task-user-test-token-0123456789";
+    let nobody = agent::task_user::TaskUser::parse("65534:65534").unwrap();
+    let agent = Agent::start_with(&server.url(), dir.path(), Some(token), |c| {
+        c.task_user = Some(nobody);
+        c.allow_root_tasks = false;
+    })
+    .await;
+    fake.wait_registered().await;
+    let http = client_with_token(token);
+    let fw = FrameworkId::new();
+    let shell = "id -u; id -g; echo mine > own-file && echo wrote; \
+                 cat ../../../journal.jsonl ../../../api_token >/dev/null 2>&1 || echo denied; \
+                 echo x >> ../../../journal.jsonl 2>/dev/null || echo denied";
+    let resp = http
+        .post(format!("{}/api/v1/tasks", agent.url))
+        .json(&launch_body(fw, "who", shell))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 202);
+    fake.wait_state("who", TaskState::Finished).await;
+    let out = http
+        .get(format!("{}/api/v1/tasks/who/stdout", agent.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(out, "65534\n65534\nwrote\ndenied\ndenied\n");
     agent.shutdown().await;
     server.stop().await;
 }
