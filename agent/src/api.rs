@@ -1,22 +1,22 @@
 //! The agent's own HTTP API (`API.md`, prefix `/api/v1`): launch, kill, list tasks, read their
-//! output, health. Errors are the contract's `{"error": {"code", "message"}}` bodies.
+//! output (bounded, regular files only: [`crate::output`]), health. Launches, kills and output
+//! reads need the agent's token ([`crate::auth`]). Errors are the contract's `{"error": {"code", "message"}}` bodies.
 
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
-use axum::http::{header, StatusCode};
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use protocol::messages::{Empty, LaunchTasks, TaskStatusList};
-use protocol::{ErrorBody, TaskId};
+use protocol::messages::{Empty, KillTask, LaunchTasks, TaskStatusList};
+use protocol::{ErrorBody, FrameworkId, TaskId};
 
+use crate::auth;
 use crate::engine;
+use crate::output::{read_bounded, OutputError, MAX_OUTPUT_BYTES};
 use crate::real::{LaunchError, RealAgent};
-
-/// The most output one `stdout`/`stderr` request returns: the end of the file.
-const MAX_OUTPUT_BYTES: u64 = 4 * 1024 * 1024;
 
 /// An error answer: a status and the contract's error body.
 #[derive(Debug)]
@@ -59,6 +59,17 @@ impl From<engine::LaunchError> for ApiError {
                 "shutting_down",
                 e.to_string(),
             ),
+        }
+    }
+}
+
+impl From<engine::UnknownTask> for ApiError {
+    fn from(e: engine::UnknownTask) -> Self {
+        match e {
+            engine::UnknownTask::Unknown(id) => ApiError::unknown_task(id.as_str()),
+            engine::UnknownTask::Ambiguous(_) => {
+                ApiError::new(StatusCode::CONFLICT, "ambiguous_task", e.to_string())
+            }
         }
     }
 }
@@ -109,7 +120,33 @@ pub(crate) fn parse_task_id(raw: &str) -> Result<TaskId, ApiError> {
     TaskId::new(raw).map_err(|e| ApiError::bad_request(e.to_string()))
 }
 
-/// The router of one real agent.
+/// A kill body: empty, `{}`, or `{"framework_id": ...}`.
+pub(crate) fn parse_kill(body: &[u8]) -> Result<Option<FrameworkId>, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let kill: KillTask = serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "invalid kill body: {e}; expected {{}} or {{\"framework_id\": ID}}"
+        ))
+    })?;
+    Ok(kill.framework_id)
+}
+
+/// The query of an output read: which framework's task, and which bytes.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct OutputQuery {
+    /// The task's framework; needed when several frameworks have a task of that id here.
+    pub framework_id: Option<FrameworkId>,
+    /// The first byte to return; without it, the end of the file.
+    pub offset: Option<u64>,
+    /// How many bytes at most (capped at [`MAX_OUTPUT_BYTES`]).
+    pub limit: Option<u64>,
+}
+
+/// The router of one real agent. Launches, kills and output reads need the agent's token
+/// ([`crate::auth`]); `GET /tasks` (statuses only: no environment, no output) and
+/// `GET /health` stay open for operators and monitoring.
 pub(crate) fn app(agent: Arc<RealAgent>) -> Router {
     Router::new()
         .route("/api/v1/tasks", post(launch).get(list))
@@ -120,7 +157,12 @@ pub(crate) fn app(agent: Arc<RealAgent>) -> Router {
         .with_state(agent)
 }
 
-async fn launch(State(agent): State<Arc<RealAgent>>, body: Bytes) -> Result<Response, ApiError> {
+async fn launch(
+    State(agent): State<Arc<RealAgent>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    auth::require(&headers, &agent.api_token)?;
     let launch = parse_launch(&body)?;
     agent
         .launch(launch.framework_id, launch.tasks)
@@ -147,37 +189,69 @@ async fn list(State(agent): State<Arc<RealAgent>>) -> Json<TaskStatusList> {
 async fn kill(
     State(agent): State<Arc<RealAgent>>,
     Path(task_id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
 ) -> Result<Response, ApiError> {
+    auth::require(&headers, &agent.api_token)?;
     let id = parse_task_id(&task_id)?;
-    agent
-        .kill(&id)
-        .map_err(|_| ApiError::unknown_task(&task_id))?;
+    let framework = parse_kill(&body)?;
+    agent.kill(framework, &id)?;
     Ok((StatusCode::ACCEPTED, Json(Empty {})).into_response())
 }
 
-async fn stdout(state: State<Arc<RealAgent>>, path: Path<String>) -> Result<Response, ApiError> {
-    output(state, path, "stdout").await
+async fn stdout(
+    state: State<Arc<RealAgent>>,
+    path: Path<String>,
+    query: Query<OutputQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    output(state, path, query, headers, "stdout").await
 }
 
-async fn stderr(state: State<Arc<RealAgent>>, path: Path<String>) -> Result<Response, ApiError> {
-    output(state, path, "stderr").await
+async fn stderr(
+    state: State<Arc<RealAgent>>,
+    path: Path<String>,
+    query: Query<OutputQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    output(state, path, query, headers, "stderr").await
 }
 
 async fn output(
     State(agent): State<Arc<RealAgent>>,
     Path(task_id): Path<String>,
-    which: &str,
+    Query(query): Query<OutputQuery>,
+    headers: HeaderMap,
+    which: &'static str,
 ) -> Result<Response, ApiError> {
+    auth::require(&headers, &agent.api_token)?;
     let id = parse_task_id(&task_id)?;
     let sandbox = agent
-        .sandbox(&id)
+        .sandbox(query.framework_id, &id)?
         .ok_or_else(|| ApiError::unknown_task(&task_id))?;
-    let bytes = match read_tail(&sandbox.join(which)).await {
-        Ok(bytes) => bytes,
-        // Accepted but not started yet: no output so far.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => {
+    let limit = query.limit.unwrap_or(MAX_OUTPUT_BYTES);
+    let file = sandbox.join(which);
+    let read = tokio::task::spawn_blocking(move || read_bounded(&file, query.offset, limit)).await;
+    let bytes = match read {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(e @ OutputError::NotRegular)) => {
+            tracing::warn!(%task_id, "refusing to read {which}: {e}");
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "output_unavailable",
+                format!("{e} ({which})"),
+            ));
+        }
+        Ok(Err(OutputError::Io(e))) => {
             tracing::warn!(%task_id, "cannot read {which}: {e}");
+            return Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                format!("cannot read the task's {which}"),
+            ));
+        }
+        Err(e) => {
+            tracing::error!(%task_id, "output read panicked: {e}");
             return Err(ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "internal",
@@ -186,20 +260,6 @@ async fn output(
         }
     };
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], bytes).into_response())
-}
-
-/// The last [`MAX_OUTPUT_BYTES`] of a file.
-async fn read_tail(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
-    use tokio::io::{AsyncReadExt, AsyncSeekExt};
-    let mut f = tokio::fs::File::open(path).await?;
-    let len = f.metadata().await?.len();
-    if len > MAX_OUTPUT_BYTES {
-        f.seek(std::io::SeekFrom::Start(len - MAX_OUTPUT_BYTES))
-            .await?;
-    }
-    let mut buf = Vec::new();
-    f.read_to_end(&mut buf).await?;
-    Ok(buf)
 }
 
 async fn health() -> Json<Empty> {

@@ -40,6 +40,8 @@ pub(crate) struct Identity {
     pub endpoint: String,
     pub resources: Resources,
     pub attributes: std::collections::BTreeMap<String, String>,
+    /// The token the coordinator must present to the agent.
+    pub api_token: Option<String>,
 }
 
 /// A request ready to go: its URL and body.
@@ -71,6 +73,7 @@ impl Call {
                         attributes: me.attributes,
                         agent_id,
                         tasks,
+                        api_token: me.api_token,
                     }),
                 }
             }

@@ -33,6 +33,15 @@ pub enum ConfigError {
     /// A simulated fleet of zero agents.
     #[error("--simulate needs at least 1 agent")]
     NoAgents,
+    /// The API token is too short, too long, or not visible ASCII.
+    #[error("invalid --api-token: give 16 to 512 visible ASCII characters")]
+    BadApiToken,
+    /// The task user cannot be used.
+    #[error(transparent)]
+    TaskUser(#[from] crate::task_user::TaskUserError),
+    /// The agent runs as root and would run tasks as root.
+    #[error("the agent runs as root: give --task-user USER for its tasks, or --allow-root-tasks")]
+    RootTasks,
 }
 
 /// Intervals and limits. The defaults suit production; tests shorten them.
@@ -114,6 +123,15 @@ pub struct AgentConfig {
     /// The bearer token sent to the coordinator (an agent principal's secret, when the
     /// coordinator has a credentials file).
     pub token: Option<String>,
+    /// The token the coordinator must present; generated and kept in the work dir when `None`
+    /// (see [`crate::auth`]).
+    pub api_token: Option<String>,
+    /// The user tasks run as; the agent's own when `None`.
+    pub task_user: Option<crate::task_user::TaskUser>,
+    /// Whether an agent running as root may run tasks as root (without a `task_user`).
+    /// [`AgentConfig::new`] allows it, so code that embeds the agent (tests, `--dev`) decides;
+    /// the `agent` binary refuses unless given `--allow-root-tasks`.
+    pub allow_root_tasks: bool,
 }
 
 /// A server certificate chain and its private key, as PEM files (read when serving starts).
@@ -145,6 +163,9 @@ impl AgentConfig {
             tls: None,
             ca_file: None,
             token: None,
+            api_token: None,
+            task_user: None,
+            allow_root_tasks: true,
         }
     }
 }
@@ -177,6 +198,8 @@ pub struct SimConfig {
     pub ca_file: Option<PathBuf>,
     /// The bearer token sent to the coordinator (see [`AgentConfig::token`]).
     pub token: Option<String>,
+    /// The token the coordinator must present to every agent of the fleet; random when `None`.
+    pub api_token: Option<String>,
 }
 
 impl SimConfig {
@@ -195,6 +218,7 @@ impl SimConfig {
             tls: None,
             ca_file: None,
             token: None,
+            api_token: None,
         }
     }
 }

@@ -15,12 +15,24 @@
 //!   still report how it ended.
 //! - Killing sends SIGTERM to the whole group, then SIGKILL after the grace period; when the
 //!   leader exits, whatever is left in the group gets SIGKILL, so a task leaves no process behind.
+//! - A group is signalled only when its process is provably the task's ([`may_signal`]): started
+//!   in this boot (`/proc/sys/kernel/random/boot_id`, recorded at spawn and journaled) with the
+//!   recorded start time, or, in this boot, no process holds the pid any more (then only the
+//!   task's leftovers can carry that process group id: Linux does not hand out a pid that is
+//!   still a process group's id). A pid from the journal of an earlier boot, or one re-used by
+//!   an unrelated process, is never signalled.
+//! - The task's environment is built from nothing ([`BASE_PATH`], `HOME`, the task's `env`, the
+//!   `PARLEY_*` variables): nothing of the agent's leaks into it. With a [`TaskUser`] it runs
+//!   under that uid and gid, with no supplementary groups, in a sandbox it owns.
 
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use protocol::TaskSpec;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
+use std::sync::OnceLock;
+
+pub use crate::task_user::TaskUser;
 
 pub use crate::engine::code_outcome;
 use crate::engine::{Exit, Process, LIMIT_FAILED};
@@ -65,6 +77,21 @@ impl MemoryLimits {
     }
 }
 
+/// `PATH` of every task unless its `env` sets one.
+pub const BASE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// The id of the running boot, read once; `None` where the kernel does not provide one.
+pub fn boot_id() -> Option<uuid::Uuid> {
+    static BOOT: OnceLock<Option<uuid::Uuid>> = OnceLock::new();
+    *BOOT.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
 /// The environment variable name of a resource: `PARLEY_` and the name uppercased.
 pub fn resource_env_name(resource: &str) -> String {
     format!("PARLEY_{}", resource.to_ascii_uppercase())
@@ -76,6 +103,7 @@ fn build_command(
     sandbox: &Path,
     limits: &MemoryLimits,
     cgroup: Option<&Path>,
+    user: Option<&TaskUser>,
 ) -> std::io::Result<tokio::process::Command> {
     // The wrapper catches SIGTERM (a caught signal is reset to the default in the task it
     // execs), so a kill's SIGTERM reaches the task and the wrapper outlives it: the grace
@@ -98,7 +126,8 @@ fn build_command(
         "\"$@\"; c=$?; echo $c > \"$PARLEY_SANDBOX/{EXIT_FILE}\" 2>/dev/null; exit $c"
     ));
 
-    let mut cmd = tokio::process::Command::new("sh");
+    // An absolute path: the task's own PATH must not choose the wrapper.
+    let mut cmd = tokio::process::Command::new("/bin/sh");
     cmd.arg("-c").arg(script).arg("parley-task");
     match &spec.command {
         protocol::CommandSpec::Shell(line) => {
@@ -113,7 +142,17 @@ fn build_command(
         .stdout(std::fs::File::create(sandbox.join("stdout"))?)
         .stderr(std::fs::File::create(sandbox.join("stderr"))?)
         .process_group(0);
-    // The task's own variables first, so the agent's PARLEY_* always win.
+    // Nothing of the agent's environment: the base, then the task's own variables, then the
+    // agent's PARLEY_*, which always win.
+    cmd.env_clear();
+    cmd.env("PATH", BASE_PATH);
+    cmd.env("HOME", sandbox);
+    if let Some(user) = user {
+        cmd.uid(user.uid).gid(user.gid);
+        if let Some(name) = &user.name {
+            cmd.env("USER", name).env("LOGNAME", name);
+        }
+    }
     cmd.envs(&spec.env);
     for (name, millis) in spec.resources.iter() {
         cmd.env(resource_env_name(name.as_str()), format_units(millis));
@@ -132,8 +171,14 @@ fn format_units(millis: u64) -> String {
     format!("{}", millis as f64 / 1000.0)
 }
 
-/// Creates the task's cgroup with its memory limit; `None` when limits are not cgroups.
-fn make_cgroup(limits: &MemoryLimits, spec: &TaskSpec, sandbox: &Path) -> Option<PathBuf> {
+/// Creates the task's cgroup with its memory limit; `None` when limits are not cgroups. With a
+/// task user, that user may move the task into it (`cgroup.procs`), nothing more.
+fn make_cgroup(
+    limits: &MemoryLimits,
+    spec: &TaskSpec,
+    sandbox: &Path,
+    user: Option<&TaskUser>,
+) -> Option<PathBuf> {
     let MemoryLimits::CgroupV2(root) = limits else {
         return None;
     };
@@ -144,9 +189,13 @@ fn make_cgroup(limits: &MemoryLimits, spec: &TaskSpec, sandbox: &Path) -> Option
     let leaf = sandbox.file_name()?.to_string_lossy().into_owned();
     let dir = root.join(format!("parley-{leaf}"));
     let bytes = (mem_millis * 1024 * 1024).div_ceil(1000);
+    let procs = dir.join("cgroup.procs");
     match std::fs::create_dir_all(&dir)
         .and_then(|()| std::fs::write(dir.join("memory.max"), bytes.to_string()))
-    {
+        .and_then(|()| match user {
+            Some(u) => std::os::unix::fs::chown(&procs, Some(u.uid), Some(u.gid)),
+            None => Ok(()),
+        }) {
         Ok(()) => Some(dir),
         Err(e) => {
             tracing::warn!(cgroup = %dir.display(), "cannot create task cgroup, using RLIMIT_AS: {e}");
@@ -190,13 +239,60 @@ pub fn proc_stat(pid: u32) -> Option<(char, u64)> {
     Some((state, start))
 }
 
-/// True when `pid` is a live (not zombie) process started at `start_time`.
-pub fn same_process_alive(pid: u32, start_time: Option<u64>) -> bool {
-    match (proc_stat(pid), start_time) {
+/// True when `process` started in this boot (`boot` is this boot's id).
+fn this_boot(process: &Process, boot: Option<uuid::Uuid>) -> bool {
+    matches!((process.boot_id, boot), (Some(then), Some(now)) if then == now)
+}
+
+/// True when `process` is live (not a zombie), started in this boot and at its recorded start
+/// time: the task's own process, not one that re-uses its pid.
+pub fn same_process_alive(process: &Process) -> bool {
+    same_process_alive_in(process, boot_id())
+}
+
+fn same_process_alive_in(process: &Process, boot: Option<uuid::Uuid>) -> bool {
+    if !this_boot(process, boot) {
+        // A journal of an earlier boot (or without a boot id): the pid means nothing now.
+        return false;
+    }
+    match (proc_stat(process.pid), process.start_time) {
         (Some((state, _)), _) if state == 'Z' || state == 'X' => false,
         (Some((_, now)), Some(then)) => now == then,
         // Without a recorded start time a re-used pid cannot be told apart: assume gone.
         _ => false,
+    }
+}
+
+/// Whether the process group `process.pid` provably holds only the task's processes, so it
+/// may be signalled: the process started in this boot, and the pid is either still the task's
+/// process (same start time; a zombie too, its group may live on) or held by no process at all
+/// (then only the task's leftovers can carry that group id).
+pub fn may_signal(process: &Process) -> bool {
+    may_signal_in(process, boot_id())
+}
+
+fn may_signal_in(process: &Process, boot: Option<uuid::Uuid>) -> bool {
+    if !this_boot(process, boot) {
+        return false;
+    }
+    match (proc_stat(process.pid), process.start_time) {
+        (None, _) => true,
+        (Some((_, now)), Some(then)) => now == then,
+        (Some(_), None) => false,
+    }
+}
+
+/// Signals the task's process group if [`may_signal`] says it is the task's; otherwise logs
+/// and sends nothing.
+pub fn signal_task(process: &Process, signal: Signal) {
+    if may_signal(process) {
+        signal_group(process.pid, signal);
+    } else {
+        tracing::warn!(
+            pid = process.pid,
+            ?signal,
+            "not signalling: the process group is not provably the task's (another boot, or its pid re-used)"
+        );
     }
 }
 
@@ -229,14 +325,17 @@ pub enum SpawnError {
     Vanished,
 }
 
-/// Starts the task's process in its sandbox, under the wrapper (memory limit, exit file).
+/// Starts the task's process in its sandbox, under the wrapper (memory limit, exit file), as
+/// `user` when given.
 pub fn spawn(
     spec: &TaskSpec,
     sandbox: &Path,
     limits: &MemoryLimits,
+    user: Option<&TaskUser>,
 ) -> Result<Running, SpawnError> {
-    let cgroup = make_cgroup(limits, spec, sandbox);
-    let spawned = build_command(spec, sandbox, limits, cgroup.as_deref()).and_then(|mut cmd| {
+    let cgroup = make_cgroup(limits, spec, sandbox, user);
+    let built = build_command(spec, sandbox, limits, cgroup.as_deref(), user);
+    let spawned = built.and_then(|mut cmd| {
         // Registered before the reaper can see it exit, so the reaper leaves it to tokio.
         let mut tracked = reaper::tracked();
         let child = cmd.spawn()?;
@@ -250,7 +349,11 @@ pub fn spawn(
     let start_time = proc_stat(pid).map(|(_, t)| t);
     Ok(Running {
         child,
-        process: Process { pid, start_time },
+        process: Process {
+            pid,
+            start_time,
+            boot_id: boot_id(),
+        },
         cgroup,
     })
 }
@@ -264,10 +367,9 @@ impl Running {
             Ok(status) => exit_of(status),
             Err(e) => Exit::Error(format!("cannot wait for the process: {e}")),
         };
-        let pid = self.process.pid;
-        reaper::tracked().remove(&pid);
+        reaper::tracked().remove(&self.process.pid);
         // Whatever the task left in its group goes with it.
-        signal_group(pid, Signal::SIGKILL);
+        signal_task(&self.process, Signal::SIGKILL);
         if let Some(cg) = self.cgroup {
             let _ = std::fs::remove_dir(cg);
         }
@@ -298,8 +400,43 @@ mod tests {
     fn proc_stat_reads_this_process() {
         let (state, start) = proc_stat(std::process::id()).unwrap();
         assert!(state == 'R' || state == 'S', "{state}");
-        assert!(same_process_alive(std::process::id(), Some(start)));
-        assert!(!same_process_alive(std::process::id(), Some(start + 1)));
-        assert!(!same_process_alive(std::process::id(), None));
+        let me = |start_time, boot_id| Process {
+            pid: std::process::id(),
+            start_time,
+            boot_id,
+        };
+        let boot = boot_id();
+        assert!(boot.is_some(), "Linux provides a boot id");
+        assert!(same_process_alive(&me(Some(start), boot)));
+        assert!(!same_process_alive(&me(Some(start + 1), boot)));
+        assert!(!same_process_alive(&me(None, boot)));
+        // The same pid and start time in another boot (or a journal without one) is not ours.
+        let other = Some(uuid::Uuid::from_u128(1));
+        assert!(!same_process_alive(&me(Some(start), other)));
+        assert!(!same_process_alive(&me(Some(start), None)));
+    }
+
+    #[test]
+    fn only_provably_own_groups_may_be_signalled() {
+        let (_, start) = proc_stat(std::process::id()).unwrap();
+        let boot = Some(uuid::Uuid::from_u128(7));
+        let p = |pid, start_time, boot_id| Process {
+            pid,
+            start_time,
+            boot_id,
+        };
+        let me = std::process::id();
+        assert!(may_signal_in(&p(me, Some(start), boot), boot));
+        // Another process holds the pid now.
+        assert!(!may_signal_in(&p(me, Some(start + 1), boot), boot));
+        assert!(!may_signal_in(&p(me, None, boot), boot));
+        // Recorded in another boot, or with no boot: never.
+        assert!(!may_signal_in(
+            &p(me, Some(start), boot),
+            Some(uuid::Uuid::nil())
+        ));
+        assert!(!may_signal_in(&p(me, Some(start), None), boot));
+        // No process holds the pid (pid_max is at most 2^22): the leftovers are the task's.
+        assert!(may_signal_in(&p(u32::MAX - 1, Some(1), boot), boot));
     }
 }

@@ -14,6 +14,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use protocol::{FrameworkId, TaskId, TaskSpec, TaskStatus, UpdateId};
@@ -63,12 +64,19 @@ pub enum Record {
     /// The task's process started: its pid (also its process group) and its start time in clock
     /// ticks since boot (field 22 of `/proc/PID/stat`), which tells a re-used pid from ours.
     Started {
+        /// The task's framework (absent in journals of older agents, whose task ids were unique
+        /// on the agent).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        framework_id: Option<FrameworkId>,
         /// The task.
         task_id: TaskId,
         /// The process (group) id.
         pid: u32,
         /// The process start time, when it could be read.
         start_time: Option<u64>,
+        /// The boot the process started in (absent in journals of older agents).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        boot_id: Option<uuid::Uuid>,
     },
     /// A task state change.
     Status {
@@ -91,8 +99,8 @@ pub struct ReplayedTask {
     pub spec: TaskSpec,
     /// Its sandbox.
     pub sandbox: PathBuf,
-    /// Its process and start time, once started.
-    pub process: Option<(u32, Option<u64>)>,
+    /// Its process, once started.
+    pub process: Option<crate::engine::Process>,
     /// Its latest status, if any was recorded.
     pub latest: Option<TaskStatus>,
 }
@@ -130,7 +138,11 @@ impl Journal {
         let file = OpenOptions::new()
             .create(true)
             .append(true)
+            .mode(0o600)
             .open(&path)
+            .map_err(io)?;
+        // Older agents created it world-readable; it holds the tasks' environments.
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
             .map_err(io)?;
         sync_dir(dir).map_err(io)?;
         Ok((Journal { path, file, lines }, replay))
@@ -186,7 +198,13 @@ impl Journal {
             buf.push(b'\n');
         }
         {
-            let mut f = File::create(&tmp).map_err(io)?;
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&tmp)
+                .map_err(io)?;
             f.write_all(&buf).map_err(io)?;
             f.sync_all().map_err(io)?;
         }
@@ -211,8 +229,8 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
 }
 
 fn replay(reader: impl BufRead, path: &Path) -> std::io::Result<(Replay, usize)> {
-    let mut order: Vec<TaskId> = Vec::new();
-    let mut tasks: HashMap<TaskId, ReplayedTask> = HashMap::new();
+    let mut order: Vec<(FrameworkId, TaskId)> = Vec::new();
+    let mut tasks: HashMap<(FrameworkId, TaskId), ReplayedTask> = HashMap::new();
     let mut statuses: Vec<TaskStatus> = Vec::new();
     let mut acked: HashSet<UpdateId> = HashSet::new();
     let mut lines = 0;
@@ -236,7 +254,7 @@ fn replay(reader: impl BufRead, path: &Path) -> std::io::Result<(Replay, usize)>
                 spec,
                 sandbox,
             } => {
-                let id = spec.task_id.clone();
+                let id = (framework_id, spec.task_id.clone());
                 if !tasks.contains_key(&id) {
                     order.push(id.clone());
                 }
@@ -252,16 +270,26 @@ fn replay(reader: impl BufRead, path: &Path) -> std::io::Result<(Replay, usize)>
                 );
             }
             Record::Started {
+                framework_id,
                 task_id,
                 pid,
                 start_time,
+                boot_id,
             } => {
-                if let Some(t) = tasks.get_mut(&task_id) {
-                    t.process = Some((pid, start_time));
+                // An older journal names no framework: its task ids were unique.
+                let framework_id = framework_id
+                    .or_else(|| order.iter().rev().find(|k| k.1 == task_id).map(|k| k.0));
+                let task = framework_id.and_then(|fw| tasks.get_mut(&(fw, task_id)));
+                if let Some(t) = task {
+                    t.process = Some(crate::engine::Process {
+                        pid,
+                        start_time,
+                        boot_id,
+                    });
                 }
             }
             Record::Status { status } => {
-                if let Some(t) = tasks.get_mut(&status.task_id) {
+                if let Some(t) = tasks.get_mut(&(status.framework_id, status.task_id.clone())) {
                     t.latest = Some(status.clone());
                 }
                 statuses.push(status);
@@ -319,9 +347,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (mut j, r) = Journal::open(dir.path()).unwrap();
         assert!(r.tasks.is_empty() && r.unacked.is_empty());
-        let s1 = status("a", TaskState::Starting);
-        let s2 = status("a", TaskState::Running);
         let fw = FrameworkId::new();
+        let mut s1 = status("a", TaskState::Starting);
+        let mut s2 = status("a", TaskState::Running);
+        (s1.framework_id, s2.framework_id) = (fw, fw);
         j.append(
             &[
                 Record::Launch {
@@ -331,9 +360,11 @@ mod tests {
                 },
                 Record::Status { status: s1.clone() },
                 Record::Started {
+                    framework_id: None,
                     task_id: TaskId::new("a").unwrap(),
                     pid: 42,
                     start_time: Some(7),
+                    boot_id: None,
                 },
                 Record::Status { status: s2.clone() },
                 Record::Acked {
@@ -354,7 +385,10 @@ mod tests {
         assert_eq!(j.lines(), 6);
         assert_eq!(r.tasks.len(), 1);
         assert_eq!(r.tasks[0].framework_id, fw);
-        assert_eq!(r.tasks[0].process, Some((42, Some(7))));
+        assert_eq!(
+            r.tasks[0].process.map(|p| (p.pid, p.start_time)),
+            Some((42, Some(7)))
+        );
         assert_eq!(
             r.tasks[0].latest.as_ref().unwrap().state,
             TaskState::Running

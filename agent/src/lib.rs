@@ -5,6 +5,9 @@
 //! # Layout
 //!
 //! - [`config`]: [`AgentConfig`], [`SimConfig`], [`Timing`] and the CLI's text forms.
+//! - [`auth`]: the agent's API token (given, or generated and kept in the work dir) and the
+//!   check that only its holder, the coordinator, launches, kills and reads output.
+//! - [`task_user`]: the user tasks run as (`--task-user`), and the root check.
 //! - [`resources`]: detection of cores, memory and disk of the work directory.
 //! - [`core`]: the agent core shared by the real and the simulated agent: a synchronous state
 //!   machine (registration, heartbeats, the task state machine, the unacknowledged updates)
@@ -25,15 +28,36 @@
 //!
 //! Each task runs in its own sandbox, `WORK_DIR/sandboxes/FRAMEWORK_ID/TASK_ID`, which is its
 //! working directory and holds its `stdout` and `stderr` files; a finished task's sandbox is
-//! deleted `AgentConfig::sandbox_retention` (default one day) after it was last written. Its environment is the agent's,
-//! plus the task's `env`, plus `PARLEY_TASK_ID`, `PARLEY_SANDBOX` and one `PARLEY_<NAME>` per
-//! resource (`PARLEY_CPUS=2`, `PARLEY_MEM=4096`, ...). States: `starting` → `running` →
+//! deleted `AgentConfig::sandbox_retention` (default one day) after it was last written. Tasks
+//! are known by (framework id, task id): two frameworks may each run a task `web` on one agent;
+//! a kill or output read names the framework (`{"framework_id"}` in the kill body,
+//! `?framework_id=` on the output), and without it is answered `409` when the id is ambiguous.
+//!
+//! Its environment is built from nothing: `PATH` ([`executor::BASE_PATH`]), `HOME` (the
+//! sandbox), then the task's `env`, then `PARLEY_TASK_ID`, `PARLEY_SANDBOX` and one
+//! `PARLEY_<NAME>` per resource (`PARLEY_CPUS=2`, `PARLEY_MEM=4096`, ...); nothing of the
+//! agent's own environment. With `AgentConfig::task_user` (`--task-user`) it runs as that uid
+//! and gid, without supplementary groups, in a sandbox (0700) it owns; the work dir and
+//! `sandboxes/` are 0711 and the journal, agent id and API token 0600, so a task can neither
+//! read nor change them. The `agent` binary refuses to run as root without `--task-user` unless
+//! given `--allow-root-tasks`.
+//!
+//! States: `starting` → `running` →
 //! `finished` (exit 0), `failed` (non-zero exit, signal — `exit_code` is then 128 + the signal —
 //! or could not start; the reason in `message`), or `killed`. A kill sends SIGTERM to the task's
 //! process group, then SIGKILL after `Timing::kill_grace`; when a task's main process ends, the
-//! rest of its group is killed, so no process is left behind. The agent makes itself a child
-//! subreaper (unless `AgentConfig::reap_orphans` is off) and reaps orphaned task processes, so
-//! none linger as zombies even where PID 1 does not reap.
+//! rest of its group is killed, so no process is left behind. A group is only signalled when
+//! it provably is the task's ([`executor::may_signal`]: same boot and start time). The agent
+//! makes itself a child subreaper (unless `AgentConfig::reap_orphans` is off) and reaps orphaned
+//! task processes, so none linger as zombies even where PID 1 does not reap.
+//!
+//! # Security
+//!
+//! The agent listens on loopback unless told otherwise (`--listen`). Launches, kills and
+//! output reads need `Authorization: Bearer` with the agent's API token ([`auth`]), which it
+//! sends the coordinator in its registration; `GET /api/v1/tasks` (statuses: no environment, no
+//! output) and `GET /api/v1/health` stay open. Output reads return at most 1 MiB of a regular
+//! file (`?offset=`/`?limit=`, else the end), never following a symlink the task left.
 //!
 //! # Memory limits
 //!
@@ -53,7 +77,7 @@
 //! again one update at a time, and the refused update is dropped with a warning, since it would
 //! block every later one). On start
 //! the agent replays the journal and re-sends what was not acknowledged. A task whose process
-//! is still alive (same pid *and* same start time from `/proc`) is **re-adopted**: the agent
+//! is still alive (same boot id, pid *and* start time from `/proc`) is **re-adopted**: the agent
 //! watches it and reports its end, using the exit code the wrapper wrote to the sandbox. A task
 //! whose process ended while the agent was down is reported `finished`/`failed` from that exit
 //! code, or `lost` when there is none; one that never started is `failed`. The journal is
@@ -70,16 +94,19 @@
 //! coordinator (only it; without one, the built-in Mozilla roots). The simulated fleet takes
 //! the same two settings in [`SimConfig`].
 
+pub mod auth;
 pub mod config;
 pub mod engine;
 pub mod executor;
 pub mod journal;
 pub mod resources;
 pub mod simulated;
+pub mod task_user;
 
 mod api;
 mod client;
 mod gc;
+mod output;
 mod real;
 mod reaper;
 
@@ -123,14 +150,15 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), AgentError> {
     config.coordinator = config::parse_coordinator_url(&config.coordinator)?;
+    if config.task_user.is_none() && !config.allow_root_tasks && task_user::running_as_root() {
+        return Err(ConfigError::RootTasks.into());
+    }
+    prepare_work_dir(&config.work_dir)?;
+    let api_token = auth::load_or_create(config.api_token.as_deref(), &config.work_dir)?;
     let (tls, http) = tls_and_client(config.tls.as_ref(), config.ca_file.as_deref())?;
     let http = client::with_token(http, config.token.as_deref())
         .build()
         .map_err(AgentError::HttpClient)?;
-    std::fs::create_dir_all(&config.work_dir).map_err(|e| ConfigError::WorkDir {
-        path: config.work_dir.clone(),
-        reason: e.to_string(),
-    })?;
     let resources = match &config.resources {
         Some(r) => r.clone(),
         None => resources::detect(&config.work_dir)?,
@@ -152,6 +180,7 @@ pub async fn run(
         hostname,
         endpoint,
         http,
+        api_token,
     };
     let agent = real::RealAgent::restore(parts, journal, replay);
     if agent.config.reap_orphans && reaper::become_subreaper() {
@@ -177,6 +206,25 @@ pub async fn run(
     agent.flush()?;
     tracing::info!(work_dir = %work_dir.display(), "agent stopped");
     served.map_err(AgentError::Serve)
+}
+
+/// Creates the work dir, and its `sandboxes` directory, as the agent's own: mode 0711, so
+/// tasks (run as a task user) reach their own sandbox but cannot list the directory or read
+/// the journal, the agent id or the API token (each 0600).
+fn prepare_work_dir(work_dir: &std::path::Path) -> Result<(), ConfigError> {
+    use std::os::unix::fs::PermissionsExt;
+    let sandboxes = work_dir.join("sandboxes");
+    std::fs::create_dir_all(&sandboxes)
+        .and_then(|()| {
+            for dir in [work_dir, sandboxes.as_path()] {
+                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711))?;
+            }
+            Ok(())
+        })
+        .map_err(|e| ConfigError::WorkDir {
+            path: work_dir.to_path_buf(),
+            reason: e.to_string(),
+        })
 }
 
 /// The machine's hostname, or `localhost` when it cannot be read.

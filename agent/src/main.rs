@@ -36,8 +36,9 @@ struct Cli {
     /// coordinator has a credentials file).
     #[arg(long, env = "PARLEY_TOKEN", hide_env_values = true)]
     token: Option<String>,
-    /// Address to serve the agent API on (port 0 picks a free one).
-    #[arg(long, default_value = "0.0.0.0:5051")]
+    /// Address to serve the agent API on (port 0 picks a free one). Loopback by default: give
+    /// the node's address (or 0.0.0.0) for a coordinator on another machine.
+    #[arg(long, default_value = "127.0.0.1:5051")]
     listen: String,
     /// Resources to advertise, e.g. cpus=4,mem=8192,gpus=1 (mem and disk in MiB); detected
     /// from the machine when absent.
@@ -80,6 +81,16 @@ struct Cli {
     /// built-in Mozilla roots).
     #[arg(long, value_name = "FILE")]
     ca_file: Option<PathBuf>,
+    /// The token the coordinator must present on launches, kills and output reads; generated
+    /// at first start and kept in WORK_DIR/api_token (0600) when not given.
+    #[arg(long, env = "PARLEY_AGENT_API_TOKEN", hide_env_values = true)]
+    api_token: Option<String>,
+    /// Run tasks as this user (NAME, UID or UID:GID); needed when the agent runs as root.
+    #[arg(long)]
+    task_user: Option<String>,
+    /// Let an agent running as root run tasks as root (without --task-user).
+    #[arg(long)]
+    allow_root_tasks: bool,
 }
 
 fn main() {
@@ -183,6 +194,7 @@ fn plan(cli: Cli) -> anyhow::Result<Plan> {
         config.tls = tls;
         config.ca_file = cli.ca_file;
         config.token = cli.token;
+        config.api_token = cli.api_token;
         if let Some(h) = cli.hostname {
             config.hostname_prefix = h;
         }
@@ -199,6 +211,17 @@ fn plan(cli: Cli) -> anyhow::Result<Plan> {
     config.tls = tls;
     config.ca_file = cli.ca_file;
     config.token = cli.token;
+    if let Some(token) = &cli.api_token {
+        agent::auth::check_form(token).context("--api-token")?;
+    }
+    config.api_token = cli.api_token;
+    config.task_user = cli
+        .task_user
+        .as_deref()
+        .map(agent::task_user::TaskUser::parse)
+        .transpose()
+        .context("--task-user")?;
+    config.allow_root_tasks = cli.allow_root_tasks;
     Ok(Plan::Real(config, cli.listen))
 }
 

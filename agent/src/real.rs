@@ -15,7 +15,7 @@ use crate::client::{self, Call, Identity, LogLevel};
 use crate::config::AgentConfig;
 use crate::engine::{
     self, Command, Core, CoreConfig, Durability, Exit, Launch, Now, Probe, Process, Restored,
-    Signal, UnknownTask,
+    Signal, TaskKey, UnknownTask,
 };
 use crate::executor::{self, MemoryLimits};
 use crate::journal::{Journal, JournalError, Replay};
@@ -50,12 +50,15 @@ pub(crate) struct Parts {
     pub hostname: String,
     pub endpoint: String,
     pub http: reqwest::Client,
+    pub api_token: String,
 }
 
 /// One real agent.
 pub(crate) struct RealAgent {
     pub config: AgentConfig,
     identity: Identity,
+    /// The token the coordinator presents ([`crate::auth`]).
+    pub api_token: String,
     limits: MemoryLimits,
     /// Held briefly, never across an `.await`.
     books: Mutex<Books>,
@@ -76,6 +79,7 @@ impl RealAgent {
             hostname,
             endpoint,
             http,
+            api_token,
         } = parts;
         let agent_id = read_agent_id(&config.work_dir);
         let now = now();
@@ -93,7 +97,9 @@ impl RealAgent {
                 endpoint,
                 resources,
                 attributes: config.attributes.clone(),
+                api_token: Some(api_token.clone()),
             },
+            api_token,
             limits: MemoryLimits::choose(config.cgroup_root.as_deref()),
             config,
             books: Mutex::new(Books { core, journal }),
@@ -137,20 +143,25 @@ impl RealAgent {
         let mut out = Vec::new();
         let rest = {
             let mut books = self.lock();
-            books.core.check_launch(&specs)?;
+            books.core.check_launch(framework_id, &specs)?;
             let mut launches = Vec::with_capacity(specs.len());
             for spec in specs {
                 let sandbox = self.fresh_sandbox(&framework_id, &spec.task_id);
-                std::fs::create_dir_all(&sandbox).map_err(|source| LaunchError::Sandbox {
-                    path: sandbox.clone(),
-                    source,
+                make_sandbox(&sandbox, self.config.task_user.as_ref()).map_err(|source| {
+                    LaunchError::Sandbox {
+                        path: sandbox.clone(),
+                        source,
+                    }
                 })?;
                 launches.push(Launch {
                     spec,
                     sandbox: Some(sandbox),
                 });
             }
-            let ids: Vec<TaskId> = launches.iter().map(|l| l.spec.task_id.clone()).collect();
+            let ids: Vec<TaskKey> = launches
+                .iter()
+                .map(|l| (framework_id, l.spec.task_id.clone()))
+                .collect();
             books.core.launch(framework_id, launches, now, &mut out)?;
             // The launch's own journal write comes first; if it fails, the launch is refused.
             if let Some(Command::Journal { records, .. }) = out.first() {
@@ -167,9 +178,13 @@ impl RealAgent {
         Ok(())
     }
 
-    /// Starts killing a task.
-    pub fn kill(self: &Arc<Self>, task_id: &TaskId) -> Result<(), UnknownTask> {
-        self.feed(|core, now, out| core.kill(task_id, now, out))
+    /// Starts killing a task (see [`Core::find`] for how it is named).
+    pub fn kill(
+        self: &Arc<Self>,
+        framework_id: Option<FrameworkId>,
+        task_id: &TaskId,
+    ) -> Result<(), UnknownTask> {
+        self.feed(|core, now, out| core.kill(framework_id, task_id, now, out))
     }
 
     /// The latest status of every task.
@@ -177,9 +192,15 @@ impl RealAgent {
         self.lock().core.statuses()
     }
 
-    /// The task's sandbox.
-    pub fn sandbox(&self, task_id: &TaskId) -> Option<PathBuf> {
-        self.lock().core.sandbox(task_id).map(Path::to_path_buf)
+    /// The sandbox of the task a request names (see [`Core::find`]).
+    pub fn sandbox(
+        &self,
+        framework_id: Option<FrameworkId>,
+        task_id: &TaskId,
+    ) -> Result<Option<PathBuf>, UnknownTask> {
+        let books = self.lock();
+        let key = books.core.find(framework_id, task_id)?;
+        Ok(books.core.sandbox(&key).map(Path::to_path_buf))
     }
 
     /// The sandboxes of tasks that have not ended (never garbage-collected).
@@ -283,7 +304,7 @@ impl RealAgent {
                     self.tracker.spawn(run_task(Arc::clone(self), task_id));
                 }
                 Command::Watch(task_id, process) => {
-                    tracing::info!(%task_id, pid = process.pid, "re-adopting a task that outlived the agent");
+                    tracing::info!(task_id = %task_id.1, pid = process.pid, "re-adopting a task that outlived the agent");
                     self.tracker
                         .spawn(watch_adopted(Arc::clone(self), task_id, process));
                 }
@@ -295,7 +316,7 @@ impl RealAgent {
                             Signal::Terminate => OsSignal::SIGTERM,
                             Signal::Kill => OsSignal::SIGKILL,
                         };
-                        executor::signal_group(p.pid, signal);
+                        executor::signal_task(&p, signal);
                     }
                 }
             }
@@ -310,7 +331,7 @@ fn now() -> Now {
 
 /// Whether a replayed task's process lives on, and if not, how it ended.
 fn probe(process: Process, sandbox: Option<&Path>) -> Probe {
-    if executor::same_process_alive(process.pid, process.start_time) {
+    if executor::same_process_alive(&process) {
         Probe::Alive
     } else {
         Probe::Ended(sandbox.and_then(executor::read_exit_file))
@@ -319,13 +340,14 @@ fn probe(process: Process, sandbox: Option<&Path>) -> Probe {
 
 /// Starts the task's process and watches it until it exits. On agent shutdown the process is
 /// left running (re-adopted on the next start).
-async fn run_task(agent: Arc<RealAgent>, task_id: TaskId) {
+async fn run_task(agent: Arc<RealAgent>, task_id: TaskKey) {
     let Some((spec, Some(sandbox))) =
         agent.feed(|core, now, out| core.take_launch(&task_id, now, out))
     else {
         return;
     };
-    let running = match executor::spawn(&spec, &sandbox, &agent.limits) {
+    let user = agent.config.task_user.as_ref();
+    let running = match executor::spawn(&spec, &sandbox, &agent.limits, user) {
         Ok(running) => running,
         Err(e) => {
             let exit = Exit::Error(e.to_string());
@@ -345,13 +367,15 @@ async fn run_task(agent: Arc<RealAgent>, task_id: TaskId) {
 
 /// Watches a process that was started before the agent restarted, until it exits, then reports
 /// the exit code the wrapper left in the sandbox.
-async fn watch_adopted(agent: Arc<RealAgent>, task_id: TaskId, process: Process) {
-    let Some(sandbox) = agent.sandbox(&task_id) else {
+async fn watch_adopted(agent: Arc<RealAgent>, task_id: TaskKey, process: Process) {
+    let sandbox = agent.lock().core.sandbox(&task_id).map(Path::to_path_buf);
+    let Some(sandbox) = sandbox else {
         return;
     };
     loop {
-        if !executor::same_process_alive(process.pid, process.start_time) {
-            executor::signal_group(process.pid, OsSignal::SIGKILL);
+        if !executor::same_process_alive(&process) {
+            // Its leftovers, if the group is provably the task's (see `executor::may_signal`).
+            executor::signal_task(&process, OsSignal::SIGKILL);
             let exit = match executor::read_exit_file(&sandbox) {
                 Some(code) => Exit::Code(code),
                 None => {
@@ -378,8 +402,31 @@ pub fn read_agent_id(work_dir: &Path) -> Option<AgentId> {
 }
 
 fn write_agent_id(work_dir: &Path, id: AgentId) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     let tmp = work_dir.join(format!("{AGENT_ID_FILE}.tmp"));
-    std::fs::write(&tmp, id.to_string())?;
-    std::fs::File::open(&tmp)?.sync_all()?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(id.to_string().as_bytes())?;
+    f.sync_all()?;
     std::fs::rename(&tmp, work_dir.join(AGENT_ID_FILE))
+}
+
+/// Creates a task's sandbox: its parents traversable only (0711), the sandbox itself 0700 and,
+/// with a task user, owned by that user (so the task can write its files and exit code there).
+fn make_sandbox(sandbox: &Path, user: Option<&executor::TaskUser>) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(sandbox)?;
+    if let Some(parent) = sandbox.parent() {
+        std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o711))?;
+    }
+    std::fs::set_permissions(sandbox, std::fs::Permissions::from_mode(0o700))?;
+    if let Some(user) = user {
+        std::os::unix::fs::chown(sandbox, Some(user.uid), Some(user.gid))?;
+    }
+    Ok(())
 }

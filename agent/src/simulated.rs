@@ -23,22 +23,22 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
-use axum::http::{header, StatusCode};
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use protocol::messages::{Empty, TaskStatusList};
-use protocol::TaskId;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{parse_launch, parse_task_id, ApiError};
+use crate::api::{parse_kill, parse_launch, parse_task_id, ApiError, OutputQuery};
+use crate::auth;
 use crate::client::{self, Call, Identity, LogLevel};
 use crate::config::{self, SimConfig};
-use crate::engine::{Command, Core, CoreConfig, Exit, Launch, Now, Reply, Signal, Timer};
+use crate::engine::{Command, Core, CoreConfig, Exit, Launch, Now, Reply, Signal, TaskKey, Timer};
 use crate::AgentError;
 
 /// Something the driver must do at a given time.
@@ -47,7 +47,7 @@ enum Due {
     /// A timer of agent `i`'s core.
     Core(usize, Timer),
     /// A simulated task's `duration_s` is over.
-    Finish(usize, TaskId),
+    Finish(usize, TaskKey),
 }
 
 /// What the HTTP handlers hand the driver: agent `i`'s commands to run (then its updates to
@@ -56,7 +56,7 @@ enum Due {
 struct Event {
     agent: usize,
     commands: Vec<Command>,
-    finishes: Vec<(TaskId, Duration)>,
+    finishes: Vec<(TaskKey, Duration)>,
 }
 
 type Pending = Pin<Box<dyn Future<Output = (usize, Reply)> + Send>>;
@@ -65,6 +65,8 @@ type Pending = Pin<Box<dyn Future<Output = (usize, Reply)> + Send>>;
 struct Sim {
     config: SimConfig,
     base_url: String,
+    /// The fleet's one API token ([`crate::auth`]).
+    api_token: String,
     /// Held briefly, never across an `.await`.
     cores: Mutex<Vec<Core>>,
     events: mpsc::UnboundedSender<Event>,
@@ -85,6 +87,7 @@ impl Sim {
             endpoint: format!("{}/sim/{i}", self.base_url),
             resources: cfg.resources.clone(),
             attributes,
+            api_token: Some(self.api_token.clone()),
         }
     }
 }
@@ -125,9 +128,17 @@ pub async fn run_simulated(
         .build()
         .map_err(AgentError::HttpClient)?;
     tracing::info!(count = config.count, %base_url, "simulated agents starting");
+    let api_token = match &config.api_token {
+        Some(token) => {
+            crate::auth::check_form(token)?;
+            token.clone()
+        }
+        None => crate::auth::generate(),
+    };
     let sim = Arc::new(Sim {
         config,
         base_url,
+        api_token,
         cores: Mutex::new(cores),
         events,
     });
@@ -285,7 +296,7 @@ fn settle(core: &mut Core, mut commands: Vec<Command>, now: Now) -> Vec<Command>
             match c {
                 Command::Spawn(task_id) => core.started(&task_id, None, now, &mut more),
                 Command::Signal {
-                    task_id,
+                    task: task_id,
                     signal: Signal::Terminate,
                     ..
                 } => core.exited(&task_id, Exit::Signal(15), now, &mut more),
@@ -336,7 +347,7 @@ fn index(sim: &Sim, raw: &str) -> Result<usize, ApiError> {
 fn handle<R, E>(
     sim: &Sim,
     i: usize,
-    finishes: Vec<(TaskId, Duration)>,
+    finishes: Vec<(TaskKey, Duration)>,
     f: impl FnOnce(&mut Core, Now, &mut Vec<Command>) -> Result<R, E>,
 ) -> Result<R, E> {
     let now = now();
@@ -362,16 +373,19 @@ fn handle<R, E>(
 async fn launch(
     State(sim): State<Arc<Sim>>,
     Path(i): Path<String>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let i = index(&sim, &i)?;
+    auth::require(&headers, &sim.api_token)?;
     let launch = parse_launch(&body)?;
     let finishes = launch
         .tasks
         .iter()
         .filter_map(|s| {
             let d = s.duration_s?;
-            Some((s.task_id.clone(), Duration::from_secs_f64(d.min(1e9))))
+            let key = (launch.framework_id, s.task_id.clone());
+            Some((key, Duration::from_secs_f64(d.min(1e9))))
         })
         .collect();
     let launches = launch
@@ -400,25 +414,30 @@ async fn list(
 async fn kill(
     State(sim): State<Arc<Sim>>,
     Path((i, task_id)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
 ) -> Result<Response, ApiError> {
     let i = index(&sim, &i)?;
+    auth::require(&headers, &sim.api_token)?;
     let id = parse_task_id(&task_id)?;
+    let framework = parse_kill(&body)?;
     handle(&sim, i, Vec::new(), |core, now, out| {
-        core.kill(&id, now, out)
-    })
-    .map_err(|_| ApiError::unknown_task(&task_id))?;
+        core.kill(framework, &id, now, out)
+    })?;
     Ok((StatusCode::ACCEPTED, Json(Empty {})).into_response())
 }
 
 async fn output(
     State(sim): State<Arc<Sim>>,
     Path((i, task_id)): Path<(String, String)>,
+    Query(query): Query<OutputQuery>,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let i = index(&sim, &i)?;
+    auth::require(&headers, &sim.api_token)?;
     let id = parse_task_id(&task_id)?;
-    if !sim.lock()[i].has_task(&id) {
-        return Err(ApiError::unknown_task(&task_id));
-    }
+    let framework = query.framework_id;
+    sim.lock()[i].find(framework, &id)?;
     // A simulated task prints nothing.
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "").into_response())
 }

@@ -38,6 +38,12 @@ fn bad_values_are_one_line_errors_naming_them() {
         (&["--listen", "nowhere"], &["--listen", "nowhere"]),
         (&["--kill-grace-s", "-2"], &["--kill-grace-s", "-2"]),
         (&["--simulate", "0"], &["--simulate", "at least 1"]),
+        (&["--api-token", "short"], &["--api-token", "16 to 512"]),
+        (
+            &["--task-user", "no-such-user-here"],
+            &["--task-user", "no such user"],
+        ),
+        (&["--task-user", "0:0"], &["--task-user", "is root"]),
         (&["--no-such-flag"], &["--no-such-flag"]),
         (&["--tls-cert", "a.crt"], &["--tls-cert needs --tls-key"]),
         (&["--tls-key", "a.key"], &["--tls-key needs --tls-cert"]),
@@ -98,4 +104,16 @@ fn help_works() {
     assert!(String::from_utf8(out.stdout)
         .unwrap()
         .contains("--simulate"));
+}
+
+#[test]
+fn an_agent_running_as_root_needs_a_task_user_or_allow_root_tasks() {
+    if !agent::task_user::running_as_root() {
+        // The rule is about root; as another user there is nothing to refuse.
+        return;
+    }
+    let (code, stderr) = run(&["--listen", "127.0.0.1:0", "--resources", "cpus=1"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--task-user"), "{stderr}");
+    assert!(stderr.contains("--allow-root-tasks"), "{stderr}");
 }

@@ -18,6 +18,14 @@ use tokio_util::sync::CancellationToken;
 
 const T: Duration = Duration::from_secs(8);
 
+/// The API token the test agents are given; the tests present it as the coordinator would.
+const TOKEN: &str = "test-agent-token-0123456789";
+
+/// A client presenting [`TOKEN`].
+fn http() -> reqwest::Client {
+    common::client_with_token(TOKEN)
+}
+
 struct RunningAgent {
     url: String,
     stop: CancellationToken,
@@ -42,6 +50,7 @@ impl RunningAgent {
             kill_grace: Duration::from_millis(300),
             ..Timing::fast()
         };
+        config.api_token = Some(TOKEN.into());
         tweak(&mut config);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -65,7 +74,7 @@ impl RunningAgent {
         let body = json!({"framework_id": fw, "tasks": [{
             "task_id": task_id, "agent_id": AgentId::new(), "resources": resources,
             "command": command, "env": {"FOO": "bar"}}]});
-        reqwest::Client::new()
+        http()
             .post(format!("{}/api/v1/tasks", self.url))
             .json(&body)
             .send()
@@ -74,7 +83,7 @@ impl RunningAgent {
     }
 
     async fn kill(&self, task_id: &str) -> reqwest::StatusCode {
-        reqwest::Client::new()
+        http()
             .post(format!("{}/api/v1/tasks/{task_id}/kill", self.url))
             .json(&json!({}))
             .send()
@@ -84,7 +93,9 @@ impl RunningAgent {
     }
 
     async fn output(&self, task_id: &str, which: &str) -> String {
-        reqwest::get(format!("{}/api/v1/tasks/{task_id}/{which}", self.url))
+        http()
+            .get(format!("{}/api/v1/tasks/{task_id}/{which}", self.url))
+            .send()
             .await
             .unwrap()
             .text()
@@ -357,7 +368,7 @@ async fn kill_ends_the_whole_process_group() {
 #[tokio::test]
 async fn bad_requests_get_contract_errors_and_change_nothing() {
     let (fake, agent, _keep) = rig(|_| {}).await;
-    let http = reqwest::Client::new();
+    let http = http();
     let fw = FrameworkId::new();
 
     let bad = http
@@ -404,7 +415,8 @@ async fn bad_requests_get_contract_errors_and_change_nothing() {
 
     assert_eq!(agent.kill("unknown").await, 404);
     assert_eq!(
-        reqwest::get(format!("{}/api/v1/tasks/unknown/stdout", agent.url))
+        http.get(format!("{}/api/v1/tasks/unknown/stdout", agent.url))
+            .send()
             .await
             .unwrap()
             .status(),

@@ -81,7 +81,7 @@ async fn simulated_tasks_finish_after_their_duration_or_when_killed() {
         fake.books().known.len() == 3
     })
     .await;
-    let http = reqwest::Client::new();
+    let http = fake.agent_client();
     let fw = FrameworkId::new();
     let task = |id: &str, duration: Option<f64>| {
         json!({"task_id": id, "agent_id": AgentId::new(), "resources": {"cpus": 1},
@@ -188,7 +188,7 @@ async fn updates_go_in_batches_and_a_refused_one_is_dropped_alone() {
         fake.books().known.len() == 1
     })
     .await;
-    let http = reqwest::Client::new();
+    let http = fake.agent_client();
     let launch = |ids: &[&str], duration: Option<f64>| {
         let tasks: Vec<_> = ids
             .iter()

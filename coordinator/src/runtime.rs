@@ -9,6 +9,9 @@
 //! [`Writer`] thread under the lock too (so they are written in the books' order) and written
 //! after it is released, off the tokio worker threads; [`Coordinator::run_durable`] answers
 //! only once they are durable.
+//!
+//! Agents are called through [`agent_call`]: no redirects, timeouts, the agent's own token,
+//! error bodies cut to a short excerpt.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -16,7 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use protocol::events::OfferEvent;
-use protocol::messages::LaunchTasks;
+use protocol::messages::{KillTask, LaunchTasks};
 use protocol::{AgentId, FrameworkEvent, FrameworkId, TaskId, TaskState};
 use tokio::sync::{broadcast, mpsc, oneshot, Notify};
 use tokio_util::sync::CancellationToken;
@@ -25,8 +28,10 @@ use tokio_util::task::TaskTracker;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::server::ServeError;
-use crate::state::{Effect, Effects, Now, State, StateError};
+use crate::state::{AgentToken, Effect, Effects, Now, State, StateError};
 use crate::store::{Store, Writer};
+
+pub mod agent_call;
 
 /// Capacity of the operator offer stream; a slower reader skips what it missed.
 const OFFER_EVENTS_CAPACITY: usize = 4096;
@@ -96,11 +101,14 @@ enum Io {
     Launch {
         agent_id: AgentId,
         endpoint: String,
+        token: Option<AgentToken>,
         body: LaunchTasks,
     },
     Kill {
         agent_id: AgentId,
         endpoint: String,
+        token: Option<AgentToken>,
+        framework_id: FrameworkId,
         task_id: TaskId,
     },
 }
@@ -136,10 +144,10 @@ impl Coordinator {
             }
             None => None,
         };
-        let http = parley_tls::client_builder(config.agent_ca_file.as_deref())?
-            .timeout(config.agent_request_timeout)
-            .connect_timeout(config.agent_request_timeout)
-            .build()?;
+        let http = agent_call::client(
+            parley_tls::client_builder(config.agent_ca_file.as_deref())?,
+            config.agent_request_timeout,
+        )?;
         let (offer_events, _) = broadcast::channel(OFFER_EVENTS_CAPACITY);
         Ok(Self {
             shared: Arc::new(Shared {
@@ -370,17 +378,21 @@ impl Coordinator {
                     endpoint,
                     body,
                 } => io.push(Io::Launch {
+                    token: inner.state.agent_token(agent_id),
                     agent_id,
                     endpoint,
                     body,
                 }),
                 Effect::Kill {
                     agent_id,
+                    framework_id,
                     endpoint,
                     task_id,
                 } => io.push(Io::Kill {
+                    token: inner.state.agent_token(agent_id),
                     agent_id,
                     endpoint,
+                    framework_id,
                     task_id,
                 }),
                 Effect::Allocate => allocate = true,
@@ -420,35 +432,46 @@ impl Coordinator {
                 Io::Launch {
                     agent_id,
                     endpoint,
+                    token,
                     body,
                 } => {
                     self.shared
                         .tracker
-                        .spawn(async move { this.launch(agent_id, endpoint, body).await });
+                        .spawn(async move { this.launch(agent_id, endpoint, token, body).await });
                 }
                 Io::Kill {
                     agent_id,
                     endpoint,
+                    token,
+                    framework_id,
                     task_id,
                 } => {
+                    let call = (endpoint, token, framework_id, task_id);
                     self.shared
                         .tracker
-                        .spawn(async move { this.kill(agent_id, endpoint, task_id).await });
+                        .spawn(async move { this.kill(agent_id, call).await });
                 }
             }
         }
         d.written
     }
 
-    async fn launch(&self, agent_id: AgentId, endpoint: String, body: LaunchTasks) {
+    async fn launch(
+        &self,
+        agent_id: AgentId,
+        endpoint: String,
+        token: Option<AgentToken>,
+        body: LaunchTasks,
+    ) {
         let url = format!("{endpoint}/api/v1/tasks");
-        let result = self.shared.http.post(&url).json(&body).send().await;
+        let request = agent_call::authorized(self.shared.http.post(&url), token.as_ref());
+        let result = request.json(&body).send().await;
         let failure = match result {
             Ok(resp) if resp.status().is_success() => return,
             // The agent refused the tasks as described: they could not be launched.
             Ok(resp) if resp.status().is_client_error() => {
                 let status = resp.status();
-                let text = resp.text().await.unwrap_or_default();
+                let text = agent_call::error_excerpt(resp).await;
                 (
                     TaskState::Error,
                     format!("agent {agent_id} refused the launch ({status}): {text}"),
@@ -470,16 +493,17 @@ impl Coordinator {
         });
     }
 
-    async fn kill(&self, agent_id: AgentId, endpoint: String, task_id: TaskId) {
+    async fn kill(
+        &self,
+        agent_id: AgentId,
+        (endpoint, token, framework_id, task_id): (String, Option<AgentToken>, FrameworkId, TaskId),
+    ) {
         let url = format!("{endpoint}/api/v1/tasks/{task_id}/kill");
-        match self
-            .shared
-            .http
-            .post(&url)
-            .json(&serde_json::json!({}))
-            .send()
-            .await
-        {
+        let body = KillTask {
+            framework_id: Some(framework_id),
+        };
+        let request = agent_call::authorized(self.shared.http.post(&url), token.as_ref());
+        match request.json(&body).send().await {
             Ok(resp) if resp.status().is_success() => {}
             Ok(resp) => {
                 tracing::warn!(agent = %agent_id, task = %task_id, status = %resp.status(), "kill refused")

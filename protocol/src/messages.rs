@@ -160,6 +160,11 @@ pub struct RegisterAgent {
     /// On re-registration: the latest status of each task the agent still knows.
     #[serde(default)]
     pub tasks: Vec<TaskStatus>,
+    /// The secret the coordinator must present (`Authorization: Bearer …`) on every call to
+    /// this agent (an addition to API.md). A known `agent_id` registered with a token may only
+    /// register again with the same one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_token: Option<String>,
 }
 
 /// Answer to [`RegisterAgent`].
@@ -182,6 +187,16 @@ pub struct LaunchTasks {
     pub framework_id: FrameworkId,
     /// The tasks.
     pub tasks: Vec<TaskSpec>,
+}
+
+/// `POST {agent}/api/v1/tasks/{id}/kill`: an empty object, or the framework the task belongs
+/// to (an addition to API.md). Without it the agent kills the task only if one framework has a
+/// task of that id.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct KillTask {
+    /// The framework of the task to kill.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub framework_id: Option<FrameworkId>,
 }
 
 /// `POST /api/v1/agents/{id}/statuses` (an addition to API.md): several status updates of one

@@ -151,12 +151,18 @@ async fn a_failing_task_reports_its_exit_code_and_output_and_frees_its_resources
     assert_eq!(info.agent_id, task.agent_id);
     assert_eq!(info.resources, res("cpus=1,mem=128"));
 
-    // The output, through the agent's own API.
+    // The output, through the agent's own API: only for the holder of the agent's token.
     let agent = cluster.agent_info(0).await.unwrap();
     assert_eq!(agent.agent_id, task.agent_id);
+    let url = format!("{}/api/v1/tasks/t-fail/stdout", agent.endpoint);
+    let anonymous = cluster.http.get(&url).send().await.unwrap();
+    assert_eq!(anonymous.status(), 401);
+    let work_dir = cluster.agent_work_dir(0).unwrap();
+    let token = std::fs::read_to_string(work_dir.join(agent::auth::API_TOKEN_FILE)).unwrap();
     let stdout = cluster
         .http
-        .get(format!("{}/api/v1/tasks/t-fail/stdout", agent.endpoint))
+        .get(&url)
+        .bearer_auth(token.trim())
         .send()
         .await
         .unwrap();

@@ -8,15 +8,16 @@ impl Core {
     /// ended does not change again.
     pub(super) fn record(
         &mut self,
-        task_id: &TaskId,
+        key: &TaskKey,
         (state, message, exit_code): (TaskState, Option<String>, Option<i32>),
         now: Now,
         out: &mut Vec<Command>,
     ) {
         let agent_id = self.session.stamp();
-        let Some(t) = self.tasks.get(task_id) else {
+        let Some(t) = self.tasks.get(key) else {
             return;
         };
+        let task_id = &key.1;
         if t.latest.state.is_terminal() {
             return;
         }
@@ -39,7 +40,7 @@ impl Core {
             tracing::info!(%task_id, state = %state, "task state changed");
         }
         self.updates.queue.push_back(status.clone());
-        self.tasks.set_latest(task_id, status);
+        self.tasks.set_latest(key, status);
         self.prune();
     }
 
@@ -64,8 +65,9 @@ impl Core {
     pub(super) fn acknowledged(&mut self, acked: Vec<TaskStatus>, out: &mut Vec<Command>) {
         if self.config.retention == Retention::ForgetWhenAcked {
             for s in &acked {
-                if s.state.is_terminal() && !self.updates.has_task(&s.task_id) {
-                    self.tasks.remove(&s.task_id);
+                let key = (s.framework_id, s.task_id.clone());
+                if s.state.is_terminal() && !self.updates.has_task(&key) {
+                    self.tasks.remove(&key);
                 }
             }
         }
@@ -97,14 +99,20 @@ impl Core {
         if excess == 0 {
             return;
         }
-        let unacked: HashSet<&TaskId> = self.updates.queue.iter().map(|s| &s.task_id).collect();
+        let unacked: HashSet<(FrameworkId, &TaskId)> = self
+            .updates
+            .queue
+            .iter()
+            .map(|s| (s.framework_id, &s.task_id))
+            .collect();
         let mut forget = Vec::new();
         for t in self.tasks.in_order() {
             if excess == 0 {
                 break;
             }
-            if t.latest.state.is_terminal() && !unacked.contains(&t.spec.task_id) {
-                forget.push(t.spec.task_id.clone());
+            let fw = t.latest.framework_id;
+            if t.latest.state.is_terminal() && !unacked.contains(&(fw, &t.spec.task_id)) {
+                forget.push(t.key());
                 excess -= 1;
             }
         }
@@ -119,11 +127,12 @@ impl Core {
         let mut records = Vec::new();
         for t in self.tasks.in_order() {
             let id = &t.spec.task_id;
+            let fw = t.latest.framework_id;
             let pending: Vec<&TaskStatus> = self
                 .updates
                 .queue
                 .iter()
-                .filter(|s| &s.task_id == id)
+                .filter(|s| s.framework_id == fw && &s.task_id == id)
                 .collect();
             if t.latest.state.is_terminal() && pending.is_empty() {
                 continue;
@@ -136,9 +145,11 @@ impl Core {
             });
             if let Some(p) = t.process() {
                 records.push(Record::Started {
+                    framework_id: Some(fw),
                     task_id: id.clone(),
                     pid: p.pid,
                     start_time: p.start_time,
+                    boot_id: p.boot_id,
                 });
             }
             if pending.is_empty() {

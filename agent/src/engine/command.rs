@@ -5,7 +5,9 @@
 use std::time::Instant;
 
 use protocol::messages::AgentRegistered;
-use protocol::{AgentId, TaskId, TaskStatus};
+use protocol::{AgentId, TaskStatus};
+
+use super::TaskKey;
 
 pub use crate::journal::Durability;
 use crate::journal::Record;
@@ -35,13 +37,13 @@ pub enum Command {
     /// Start the task (it was just accepted); [`Core::take_launch`] says what to run.
     ///
     /// [`Core::take_launch`]: super::Core::take_launch
-    Spawn(TaskId),
+    Spawn(TaskKey),
     /// Watch a process that outlived an agent restart until it ends.
-    Watch(TaskId, Process),
+    Watch(TaskKey, Process),
     /// Signal a task's process (group).
     Signal {
         /// The task.
-        task_id: TaskId,
+        task: TaskKey,
         /// Its process, when it has a real one.
         process: Option<Process>,
         /// Which signal.
@@ -137,7 +139,7 @@ pub enum Timer {
     /// Send updates again after a failed attempt.
     RetryStatuses,
     /// The kill grace period of a task is over: SIGKILL if it still runs.
-    KillGrace(TaskId),
+    KillGrace(TaskKey),
 }
 
 /// A signal the core asks for (the shell maps it to the OS's).
@@ -149,14 +151,17 @@ pub enum Signal {
     Kill,
 }
 
-/// A task's OS process: its pid (also its process group) and start time in clock ticks since
-/// boot, which tells a re-used pid from ours.
+/// A task's OS process: its pid (also its process group), its start time in clock ticks since
+/// boot and the boot it started in (`/proc/sys/kernel/random/boot_id`), which together tell a
+/// re-used pid from ours, across reboots too.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Process {
     /// The process (group) id.
     pub pid: u32,
     /// Its start time, when it could be read.
     pub start_time: Option<u64>,
+    /// The boot it started in, when it could be read (journals of older agents lack it).
+    pub boot_id: Option<uuid::Uuid>,
 }
 
 /// How a task's process ended (or failed to run), as the shell saw it.

@@ -31,12 +31,12 @@ impl Core {
                 }
             }
             Timer::RetryStatuses => self.updates.retry_at = None,
-            Timer::KillGrace(task_id) => {
-                if let Some(t) = self.tasks.get(&task_id) {
+            Timer::KillGrace(task) => {
+                if let Some(t) = self.tasks.get(&task) {
                     if !t.latest.state.is_terminal() && t.process().is_some() {
-                        tracing::info!(%task_id, "grace period over; sending SIGKILL");
+                        tracing::info!(task_id = %task.1, "grace period over; sending SIGKILL");
                         out.push(Command::Signal {
-                            task_id: task_id.clone(),
+                            task: task.clone(),
                             process: t.process(),
                             signal: Signal::Kill,
                         });

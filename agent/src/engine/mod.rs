@@ -43,7 +43,7 @@ use protocol::{
 
 pub use command::{Command, Durability, Exit, Failure, Process, Reply, Request, Signal, Timer};
 pub use session::Jitter;
-pub use tasks::{code_outcome, LIMIT_FAILED};
+pub use tasks::{code_outcome, TaskKey, LIMIT_FAILED};
 
 use crate::config::Timing;
 use crate::journal::{Record, Replay};
@@ -162,18 +162,24 @@ impl CoreConfig {
 /// A launch the core refuses.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LaunchError {
-    /// A task id the agent already knows, or given twice.
-    #[error("task {0} already exists on this agent")]
+    /// A task id the agent already knows in the framework, or given twice.
+    #[error("task {0} of this framework already exists on this agent")]
     Duplicate(TaskId),
     /// The agent is shutting down.
     #[error("the agent is shutting down; launch elsewhere")]
     ShuttingDown,
 }
 
-/// A task the agent does not know.
+/// A task a request names that the agent cannot single out.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("no task {0} on this agent")]
-pub struct UnknownTask(pub TaskId);
+pub enum UnknownTask {
+    /// No task of that id (in the framework, when one is named).
+    #[error("no task {0} on this agent")]
+    Unknown(TaskId),
+    /// No framework named, and several frameworks have a task of that id here.
+    #[error("several frameworks have a task {0} on this agent; name its framework_id")]
+    Ambiguous(TaskId),
+}
 
 /// A task to launch: what to run and, for a real agent, its sandbox.
 #[derive(Debug, Clone)]
@@ -242,13 +248,35 @@ impl Core {
     }
 
     /// True when the agent knows the task.
-    pub fn has_task(&self, task_id: &TaskId) -> bool {
-        self.tasks.contains(task_id)
+    pub fn has_task(&self, task: &TaskKey) -> bool {
+        self.tasks.contains(task)
+    }
+
+    /// The task a request names: by framework and id, or, without a framework, by id when only
+    /// one framework has a task of that id here.
+    pub fn find(
+        &self,
+        framework_id: Option<FrameworkId>,
+        task_id: &TaskId,
+    ) -> Result<TaskKey, UnknownTask> {
+        if let Some(fw) = framework_id {
+            let key = (fw, task_id.clone());
+            return match self.tasks.contains(&key) {
+                true => Ok(key),
+                false => Err(UnknownTask::Unknown(task_id.clone())),
+            };
+        }
+        let mut keys = self.tasks.keys_of(task_id);
+        match (keys.next(), keys.next()) {
+            (Some(key), None) => Ok(key.clone()),
+            (Some(_), Some(_)) => Err(UnknownTask::Ambiguous(task_id.clone())),
+            (None, _) => Err(UnknownTask::Unknown(task_id.clone())),
+        }
     }
 
     /// The task's sandbox.
-    pub fn sandbox(&self, task_id: &TaskId) -> Option<&Path> {
-        self.tasks.get(task_id)?.sandbox.as_deref()
+    pub fn sandbox(&self, task: &TaskKey) -> Option<&Path> {
+        self.tasks.get(task)?.sandbox.as_deref()
     }
 
     /// The sandboxes of tasks that have not ended.

@@ -35,18 +35,18 @@ impl Core {
                 resources: Some(t.spec.resources.clone()),
             });
             let stage = match t.process {
-                Some((pid, start_time)) => Stage::Started(Some(Process { pid, start_time })),
+                Some(process) => Stage::Started(Some(process)),
                 None => Stage::Accepted,
             };
             core.tasks.insert(t.spec, Some(t.sandbox), stage, latest);
         }
         core.updates.queue = replay.unacked;
 
-        let open: Vec<(TaskId, Option<Process>, Option<PathBuf>)> = core
+        let open: Vec<(TaskKey, Option<Process>, Option<PathBuf>)> = core
             .tasks
             .in_order()
             .filter(|t| !t.latest.state.is_terminal())
-            .map(|t| (t.spec.task_id.clone(), t.process(), t.sandbox.clone()))
+            .map(|t| (t.key(), t.process(), t.sandbox.clone()))
             .collect();
         for (id, process, sandbox) in open {
             let Some(process) = process else {
@@ -63,7 +63,7 @@ impl Core {
                 Probe::Alive => out.push(Command::Watch(id, process)),
                 Probe::Ended(code) => {
                     out.push(Command::Signal {
-                        task_id: id.clone(),
+                        task: id.clone(),
                         process: Some(process),
                         signal: Signal::Kill,
                     });
@@ -87,9 +87,11 @@ impl Core {
         self.accepting = Accepting::No;
     }
 
-    /// Checks a launch without changing anything: shutting down, or a duplicate task id.
+    /// Checks a launch without changing anything: shutting down, or a task id the framework
+    /// already has here (another framework's task of the same id is no conflict).
     pub fn check_launch<'a>(
         &self,
+        framework_id: FrameworkId,
         specs: impl IntoIterator<Item = &'a TaskSpec>,
     ) -> Result<(), LaunchError> {
         if self.accepting == Accepting::No {
@@ -97,7 +99,8 @@ impl Core {
         }
         let mut seen = HashSet::new();
         for s in specs {
-            if self.tasks.contains(&s.task_id) || !seen.insert(&s.task_id) {
+            let key = (framework_id, s.task_id.clone());
+            if self.tasks.contains(&key) || !seen.insert(&s.task_id) {
                 return Err(LaunchError::Duplicate(s.task_id.clone()));
             }
         }
@@ -112,7 +115,7 @@ impl Core {
         now: Now,
         out: &mut Vec<Command>,
     ) -> Result<(), LaunchError> {
-        self.check_launch(launches.iter().map(|l| &l.spec))?;
+        self.check_launch(framework_id, launches.iter().map(|l| &l.spec))?;
         let agent_id = self.session.stamp();
         let mut records = Vec::new();
         let mut accepted = Vec::with_capacity(launches.len());
@@ -144,10 +147,10 @@ impl Core {
         }
         self.journal(records, Durability::Synced, out);
         for (spec, sandbox, status) in accepted {
-            let id = spec.task_id.clone();
+            let key = (framework_id, spec.task_id.clone());
             self.updates.queue.push_back(status.clone());
             self.tasks.insert(spec, sandbox, Stage::Accepted, status);
-            out.push(Command::Spawn(id));
+            out.push(Command::Spawn(key));
         }
         self.prune();
         Ok(())
@@ -155,19 +158,21 @@ impl Core {
 
     /// Undoes an accepted launch whose journal write failed: forgets the tasks and their
     /// updates, as if the launch had been refused.
-    pub fn forget_launch(&mut self, task_ids: &[TaskId]) {
-        for id in task_ids {
-            self.tasks.remove(id);
+    pub fn forget_launch(&mut self, tasks: &[TaskKey]) {
+        for key in tasks {
+            self.tasks.remove(key);
         }
-        let ids: HashSet<&TaskId> = task_ids.iter().collect();
-        self.updates.queue.retain(|s| !ids.contains(&s.task_id));
+        let keys: HashSet<&TaskKey> = tasks.iter().collect();
+        self.updates
+            .queue
+            .retain(|s| !keys.contains(&(s.framework_id, s.task_id.clone())));
     }
 
     /// The shell is about to start the task: what to run and where. `None` when there is
     /// nothing to start: unknown, ended, or killed before it started (then recorded `killed`).
     pub fn take_launch(
         &mut self,
-        task_id: &TaskId,
+        task_id: &TaskKey,
         now: Now,
         out: &mut Vec<Command>,
     ) -> Option<(TaskSpec, Option<PathBuf>)> {
@@ -191,7 +196,7 @@ impl Core {
     /// while it was starting is carried out now.
     pub fn started(
         &mut self,
-        task_id: &TaskId,
+        task_id: &TaskKey,
         process: Option<Process>,
         now: Now,
         out: &mut Vec<Command>,
@@ -203,9 +208,11 @@ impl Core {
         let kill = t.kill_requested;
         if let (Journaling::On, Some(p)) = (self.config.journaling, process) {
             let record = Record::Started {
-                task_id: task_id.clone(),
+                framework_id: Some(task_id.0),
+                task_id: task_id.1.clone(),
                 pid: p.pid,
                 start_time: p.start_time,
+                boot_id: p.boot_id,
             };
             self.journal(vec![record], Durability::Buffered, out);
         }
@@ -216,7 +223,7 @@ impl Core {
     }
 
     /// The task's process ended (or could not run).
-    pub fn exited(&mut self, task_id: &TaskId, exit: Exit, now: Now, out: &mut Vec<Command>) {
+    pub fn exited(&mut self, task_id: &TaskKey, exit: Exit, now: Now, out: &mut Vec<Command>) {
         let Some(t) = self.tasks.get(task_id) else {
             return;
         };
@@ -224,18 +231,21 @@ impl Core {
         self.record(task_id, end, now, out);
     }
 
-    /// A kill request: SIGTERM now and SIGKILL after the grace period for a running task; a
-    /// task not started yet is killed before it starts; an ended one is left alone.
+    /// A kill request for the task [`Core::find`] names: SIGTERM now and SIGKILL after the
+    /// grace period for a running task; a task not started yet is killed before it starts; an
+    /// ended one is left alone.
     pub fn kill(
         &mut self,
+        framework_id: Option<FrameworkId>,
         task_id: &TaskId,
         now: Now,
         out: &mut Vec<Command>,
     ) -> Result<(), UnknownTask> {
-        let t = self
-            .tasks
-            .get_mut(task_id)
-            .ok_or_else(|| UnknownTask(task_id.clone()))?;
+        let key = self.find(framework_id, task_id)?;
+        let task_id = &key;
+        let Some(t) = self.tasks.get_mut(task_id) else {
+            return Err(UnknownTask::Unknown(key.1.clone()));
+        };
         if t.latest.state.is_terminal() {
             return Ok(());
         }
@@ -248,13 +258,13 @@ impl Core {
 
     pub(super) fn signal_kill(
         &mut self,
-        task_id: &TaskId,
+        task_id: &TaskKey,
         process: Option<Process>,
         now: Now,
         out: &mut Vec<Command>,
     ) {
         out.push(Command::Signal {
-            task_id: task_id.clone(),
+            task: task_id.clone(),
             process,
             signal: Signal::Terminate,
         });

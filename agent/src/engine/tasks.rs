@@ -1,14 +1,19 @@
-//! The task table (tasks by id, in launch order) and what a process's end means for its task.
+//! The task table (tasks by framework and id, in launch order) and what a process's end means
+//! for its task.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
-use protocol::{TaskId, TaskSpec, TaskState, TaskStatus};
+use protocol::{FrameworkId, TaskId, TaskSpec, TaskState, TaskStatus};
 
 use super::command::{Exit, Process};
 
 /// Exit code of the task wrapper when it cannot apply the memory limit.
 pub const LIMIT_FAILED: i32 = 125;
+
+/// A task's key on an agent: task ids are unique per framework only, so two frameworks may
+/// each run a task `web-1` on the same agent.
+pub type TaskKey = (FrameworkId, TaskId);
 
 /// Where a task is in its life (its reported state is in `latest`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +38,11 @@ pub(crate) struct Task {
 }
 
 impl Task {
+    /// Its key.
+    pub fn key(&self) -> TaskKey {
+        (self.latest.framework_id, self.spec.task_id.clone())
+    }
+
     /// The task's process, once started.
     pub fn process(&self) -> Option<Process> {
         match self.stage {
@@ -42,27 +52,32 @@ impl Task {
     }
 }
 
-/// Tasks by id, and their launch order.
+/// Tasks by key, and their launch order.
 #[derive(Debug, Default)]
 pub(crate) struct Table {
-    tasks: HashMap<TaskId, Task>,
-    order: BTreeMap<u64, TaskId>,
+    tasks: HashMap<TaskKey, Task>,
+    order: BTreeMap<u64, TaskKey>,
     next_seq: u64,
     /// How many tasks are terminal.
     terminal: usize,
 }
 
 impl Table {
-    pub fn get(&self, id: &TaskId) -> Option<&Task> {
-        self.tasks.get(id)
+    pub fn get(&self, key: &TaskKey) -> Option<&Task> {
+        self.tasks.get(key)
     }
 
-    pub fn get_mut(&mut self, id: &TaskId) -> Option<&mut Task> {
-        self.tasks.get_mut(id)
+    pub fn get_mut(&mut self, key: &TaskKey) -> Option<&mut Task> {
+        self.tasks.get_mut(key)
     }
 
-    pub fn contains(&self, id: &TaskId) -> bool {
-        self.tasks.contains_key(id)
+    pub fn contains(&self, key: &TaskKey) -> bool {
+        self.tasks.contains_key(key)
+    }
+
+    /// The keys of the tasks with this id (one per framework that has one).
+    pub fn keys_of<'a>(&'a self, id: &'a TaskId) -> impl Iterator<Item = &'a TaskKey> + 'a {
+        self.order.values().filter(move |k| &k.1 == id)
     }
 
     pub fn len(&self) -> usize {
@@ -87,7 +102,7 @@ impl Table {
         if latest.state.is_terminal() {
             self.terminal += 1;
         }
-        let id = spec.task_id.clone();
+        let id = (latest.framework_id, spec.task_id.clone());
         self.order.insert(seq, id.clone());
         let task = Task {
             spec,
@@ -107,8 +122,8 @@ impl Table {
     }
 
     /// Sets the task's latest status.
-    pub fn set_latest(&mut self, id: &TaskId, status: TaskStatus) {
-        if let Some(t) = self.tasks.get_mut(id) {
+    pub fn set_latest(&mut self, key: &TaskKey, status: TaskStatus) {
+        if let Some(t) = self.tasks.get_mut(key) {
             if status.state.is_terminal() && !t.latest.state.is_terminal() {
                 self.terminal += 1;
             }
@@ -116,8 +131,8 @@ impl Table {
         }
     }
 
-    pub fn remove(&mut self, id: &TaskId) -> Option<Task> {
-        let t = self.tasks.remove(id)?;
+    pub fn remove(&mut self, key: &TaskKey) -> Option<Task> {
+        let t = self.tasks.remove(key)?;
         self.order.remove(&t.seq);
         if t.latest.state.is_terminal() {
             self.terminal -= 1;

@@ -76,7 +76,9 @@ impl Updates {
     }
 
     /// True when some unacknowledged update is about `task`.
-    pub fn has_task(&self, task: &protocol::TaskId) -> bool {
-        self.queue.iter().any(|s| &s.task_id == task)
+    pub fn has_task(&self, (fw, id): &super::TaskKey) -> bool {
+        self.queue
+            .iter()
+            .any(|s| s.framework_id == *fw && &s.task_id == id)
     }
 }

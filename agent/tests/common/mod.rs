@@ -19,6 +19,17 @@ use protocol::messages::{AgentRegistered, RegisterAgent, StatusBatch};
 use protocol::{AgentId, TaskState, TaskStatus};
 use tokio_util::sync::CancellationToken;
 
+/// An HTTP client that presents `token` as the coordinator does (`Authorization: Bearer`).
+pub fn client_with_token(token: &str) -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    let value = format!("Bearer {token}").parse().unwrap();
+    headers.insert(reqwest::header::AUTHORIZATION, value);
+    reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .unwrap()
+}
+
 /// What the fake coordinator has seen, and how it behaves.
 #[derive(Default)]
 pub struct Books {
@@ -52,6 +63,12 @@ impl Fake {
 
     pub fn books(&self) -> std::sync::MutexGuard<'_, Books> {
         self.books.lock().unwrap()
+    }
+
+    /// A client presenting the API token of the first registration, as the coordinator does.
+    pub fn agent_client(&self) -> reqwest::Client {
+        let token = self.books().registrations[0].api_token.clone().unwrap();
+        client_with_token(&token)
     }
 
     /// The states received for one task, in order.

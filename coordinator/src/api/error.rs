@@ -111,6 +111,7 @@ pub fn state_status_and_code(e: &StateError) -> (StatusCode, &'static str) {
         UnknownTask(_) => (StatusCode::NOT_FOUND, "task_not_found"),
         UnknownUpdate { .. } => (StatusCode::NOT_FOUND, "update_not_found"),
         OfferNotYours(_) => (StatusCode::FORBIDDEN, "offer_not_yours"),
+        AgentTokenMismatch(_) => (StatusCode::FORBIDDEN, "agent_token_mismatch"),
         OfferGone { .. } => (StatusCode::CONFLICT, "offer_not_outstanding"),
         TaskExists(_) => (StatusCode::CONFLICT, "task_exists"),
         FrameworkRemoved(_) => (StatusCode::CONFLICT, "framework_removed"),

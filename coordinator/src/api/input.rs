@@ -8,7 +8,7 @@ use protocol::messages::{AcceptRequest, DeclineRequest, RegisterAgent, RegisterF
 use protocol::TaskSpec;
 
 use super::error::ApiError;
-use crate::state::{Accept, AgentRegistration, Decline, FrameworkRegistration};
+use crate::state::{Accept, AgentRegistration, AgentToken, Decline, FrameworkRegistration};
 
 /// The longest framework name.
 const MAX_NAME: usize = 256;
@@ -105,6 +105,11 @@ pub fn agent_registration(req: RegisterAgent) -> Result<AgentRegistration, ApiEr
         resources: req.resources,
         attributes: req.attributes,
         tasks: req.tasks,
+        api_token: req
+            .api_token
+            .map(AgentToken::new)
+            .transpose()
+            .map_err(|reason| invalid("api_token", reason))?,
     })
 }
 
@@ -181,6 +186,7 @@ mod tests {
             attributes: Default::default(),
             agent_id: None,
             tasks: vec![],
+            api_token: None,
         }
     }
 

@@ -2,7 +2,9 @@
 
 use protocol::{AgentId, TaskState, TaskStatus};
 
-use super::{AgentRecord, AgentRegistration, AgentState, Effect, Effects, Now, State, StateError};
+use super::{
+    AgentRecord, AgentRegistration, AgentState, AgentToken, Effect, Effects, Now, State, StateError,
+};
 
 impl State {
     /// Registers an agent, or re-registers a known (or, after a coordinator restart, unknown) one
@@ -36,6 +38,12 @@ impl State {
             }
         }
 
+        if let Some(record) = self.agents.get(&id) {
+            if !AgentToken::same(record.api_token.as_ref(), req.api_token.as_ref()) {
+                tracing::warn!(agent = %id, "re-registration refused: another api_token");
+                return Err(StateError::AgentTokenMismatch(id));
+            }
+        }
         self.ledger.check_kinds(&req.resources)?;
         let known = self.agents.contains_key(&id);
         // Take the agent out of the allocator (rescinding its offers) and put it back with the
@@ -50,6 +58,7 @@ impl State {
         let record = self.agents.entry(id).or_insert_with(|| AgentRecord {
             hostname: String::new(),
             endpoint: String::new(),
+            api_token: None,
             total: Default::default(),
             attributes: Default::default(),
             state: AgentState::Active,
@@ -60,6 +69,7 @@ impl State {
         });
         record.hostname = req.hostname;
         record.endpoint = req.endpoint;
+        record.api_token = req.api_token;
         record.total = req.resources;
         record.attributes = req.attributes;
         record.state = AgentState::Active;
@@ -86,6 +96,12 @@ impl State {
         }
         fx.push(Effect::Allocate);
         Ok((id, !known))
+    }
+
+    /// The token to present when calling the agent (none for an agent that registered without
+    /// one, or an unknown agent).
+    pub(crate) fn agent_token(&self, id: AgentId) -> Option<AgentToken> {
+        self.agents.get(&id)?.api_token.clone()
     }
 
     /// Tasks the books place on a re-registering agent in a running state that the agent no

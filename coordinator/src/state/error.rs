@@ -86,6 +86,11 @@ pub enum StateError {
         /// What was expected.
         reason: String,
     },
+    /// A known agent id registered again without the API token it first registered with.
+    #[error(
+        "agent {0} is registered with another api_token; only that agent may register it again"
+    )]
+    AgentTokenMismatch(AgentId),
     /// Roles starting with `_` belong to the coordinator (e.g. the orphans' role).
     #[error("invalid role: roles starting with '_' are reserved")]
     ReservedRole,

@@ -317,6 +317,7 @@ impl State {
                 if agent.state == super::AgentState::Active {
                     fx.push(Effect::Kill {
                         agent_id: task.agent_id,
+                        framework_id: id,
                         endpoint: agent.endpoint.clone(),
                         task_id: key.1.clone(),
                     });

@@ -3,6 +3,7 @@
 //! books can tell (unknown ids, offers of another framework, tasks that do not fit), not the
 //! shape of a request.
 
+use super::AgentToken;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,6 +43,8 @@ pub struct AgentRegistration {
     pub attributes: BTreeMap<String, String>,
     /// The tasks it still runs (or ran while the coordinator was away).
     pub tasks: Vec<TaskStatus>,
+    /// The token the coordinator presents when it calls the agent.
+    pub api_token: Option<AgentToken>,
 }
 
 /// Offers of one agent accepted for tasks.

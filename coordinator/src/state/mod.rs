@@ -79,6 +79,7 @@
 //! - `pending.rs`: each framework's unacknowledged updates.
 //! - `explain.rs`: why a framework is or is not getting offers, agent by agent.
 
+mod agent_token;
 mod agents;
 mod error;
 mod explain;
@@ -110,6 +111,7 @@ use crate::allocator::{Allocator, Policy};
 use crate::config::Config;
 use ledger::Ledger;
 
+pub use agent_token::AgentToken;
 pub use error::StateError;
 pub use ids::IdSource;
 pub use input::{Accept, AgentRegistration, Decline, FrameworkRegistration};
@@ -154,6 +156,8 @@ pub enum Effect {
     Kill {
         /// The agent.
         agent_id: AgentId,
+        /// The task's framework (sent in the kill body).
+        framework_id: FrameworkId,
         /// Its base URL.
         endpoint: String,
         /// The task.
@@ -208,6 +212,8 @@ pub enum AgentState {
 pub(crate) struct AgentRecord {
     pub(crate) hostname: String,
     pub(crate) endpoint: String,
+    /// The token presented on calls to the agent (never shown in views or logs).
+    pub(crate) api_token: Option<AgentToken>,
     pub(crate) total: Resources,
     pub(crate) attributes: BTreeMap<String, String>,
     pub(crate) state: AgentState,

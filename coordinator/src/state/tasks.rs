@@ -90,6 +90,7 @@ impl State {
             {
                 fx.push(Effect::Kill {
                     agent_id: agent,
+                    framework_id: status.framework_id,
                     endpoint: a.endpoint.clone(),
                     task_id: status.task_id,
                 });
@@ -181,6 +182,7 @@ impl State {
             {
                 fx.push(Effect::Kill {
                     agent_id: agent,
+                    framework_id: fw,
                     endpoint: a.endpoint.clone(),
                     task_id: status.task_id,
                 });
@@ -322,6 +324,7 @@ impl State {
         if let Some(agent) = self.agents.get(&t.agent_id) {
             fx.push(Effect::Kill {
                 agent_id: t.agent_id,
+                framework_id: fw,
                 endpoint: agent.endpoint.clone(),
                 task_id: task,
             });

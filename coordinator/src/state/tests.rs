@@ -55,6 +55,7 @@ fn setup_with(config: &Config) -> (State, FrameworkId, AgentId, Offer) {
                 attributes: Default::default(),
                 agent_id: None,
                 tasks: vec![],
+                api_token: None,
             },
             &at(0),
             &mut fx,
@@ -271,6 +272,7 @@ fn a_task_that_ended_during_a_coordinator_restart_is_kept_for_its_framework() {
             attributes: Default::default(),
             agent_id: Some(agent),
             tasks: vec![status.clone()],
+            api_token: None,
         },
         &at(0),
         &mut fx,
@@ -333,6 +335,7 @@ fn reregister(agent: AgentId, total: &str, tasks: Vec<TaskStatus>) -> AgentRegis
         attributes: Default::default(),
         agent_id: Some(agent),
         tasks,
+        api_token: None,
     }
 }
 
@@ -1042,6 +1045,7 @@ fn an_allocation_run_makes_exactly_one_offer_event_and_one_offers_event() {
                 attributes: Default::default(),
                 agent_id: None,
                 tasks: vec![],
+                api_token: None,
             },
             &at(0),
             &mut fx,
@@ -1184,6 +1188,7 @@ fn removing_a_framework_kills_its_tasks_and_ends_its_stream() {
         [
             Effect::Kill {
                 agent_id: agent,
+                framework_id: fw,
                 endpoint: "http://127.0.0.1:1".into(),
                 task_id: "a".parse().unwrap(),
             },

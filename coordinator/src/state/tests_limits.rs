@@ -25,6 +25,7 @@ fn registration(id: Option<FrameworkId>) -> FrameworkRegistration {
         failover_timeout_s: None,
         framework_id: id,
         demand: None,
+        owner: None,
     }
 }
 
@@ -36,6 +37,7 @@ fn agent(total: Resources, id: Option<AgentId>, tasks: Vec<TaskStatus>) -> Agent
         attributes: Default::default(),
         agent_id: id,
         tasks,
+        api_token: None,
     }
 }
 

@@ -33,7 +33,7 @@ fn a_real_core_journals_before_it_sends_and_forgets_old_terminal_tasks() {
                 ],
                 durability: Durability::Synced
             },
-            Command::Spawn(id("a")),
+            Command::Spawn(key("a")),
             rig.send(vec![a1.clone()]),
         ]
     );
@@ -48,9 +48,10 @@ fn a_real_core_journals_before_it_sends_and_forgets_old_terminal_tasks() {
     let process = Process {
         pid: 77,
         start_time: None,
+        boot_id: None,
     };
     let fx = rig.at(3, |c, now, out| {
-        c.started(&id("a"), Some(process), now, out)
+        c.started(&key("a"), Some(process), now, out)
     });
     let a2 = rig.status("a", TaskState::Running, 2);
     assert_eq!(
@@ -58,9 +59,11 @@ fn a_real_core_journals_before_it_sends_and_forgets_old_terminal_tasks() {
         [
             Command::Journal {
                 records: vec![Record::Started {
+                    framework_id: Some(rig.fw),
                     task_id: id("a"),
                     pid: 77,
-                    start_time: None
+                    start_time: None,
+                    boot_id: None
                 }],
                 durability: Durability::Buffered
             },
@@ -74,13 +77,17 @@ fn a_real_core_journals_before_it_sends_and_forgets_old_terminal_tasks() {
 
     // Keep one terminal task: the older one is forgotten once the newer one has ended too.
     rig.at(4, reply(Ok(())));
-    rig.at(5, |c, now, out| c.exited(&id("a"), Exit::Code(0), now, out));
+    rig.at(5, |c, now, out| {
+        c.exited(&key("a"), Exit::Code(0), now, out)
+    });
     rig.at(6, reply(Ok(())));
     rig.launch(7, &["b"]);
     rig.at(8, reply(Ok(())));
-    assert!(rig.core.has_task(&id("a")));
-    rig.at(9, |c, now, out| c.exited(&id("b"), Exit::Code(1), now, out));
-    assert!(!rig.core.has_task(&id("a")));
+    assert!(rig.core.has_task(&key("a")));
+    rig.at(9, |c, now, out| {
+        c.exited(&key("b"), Exit::Code(1), now, out)
+    });
+    assert!(!rig.core.has_task(&key("a")));
     let listed: Vec<TaskState> = rig.core.statuses().iter().map(|s| s.state).collect();
     assert_eq!(listed, [TaskState::Failed]);
 }

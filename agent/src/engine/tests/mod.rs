@@ -43,6 +43,11 @@ pub(super) fn id(task: &str) -> TaskId {
     TaskId::new(task).unwrap()
 }
 
+/// The key of the rig framework's task `task`.
+pub(super) fn key(task: &str) -> TaskKey {
+    (FrameworkId(uuid::Uuid::from_u128(7)), id(task))
+}
+
 pub(super) fn spec(task: &str) -> TaskSpec {
     TaskSpec {
         task_id: id(task),

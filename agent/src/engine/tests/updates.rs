@@ -15,14 +15,14 @@ fn updates_go_in_order_in_batches_one_request_at_a_time() {
     assert_eq!(
         fx,
         [
-            Command::Spawn(id("a")),
-            Command::Spawn(id("b")),
-            Command::Spawn(id("c")),
+            Command::Spawn(key("a")),
+            Command::Spawn(key("b")),
+            Command::Spawn(key("c")),
             rig.send(vec![a1, b2]),
         ]
     );
     // While a request is in flight nothing more is sent.
-    let fx = rig.at(2, |c, now, out| c.started(&id("a"), None, now, out));
+    let fx = rig.at(2, |c, now, out| c.started(&key("a"), None, now, out));
     assert_eq!(fx, []);
     let fx = rig.at(3, reply(Ok(())));
     let a4 = rig.status("a", TaskState::Running, 4);
@@ -32,14 +32,16 @@ fn updates_go_in_order_in_batches_one_request_at_a_time() {
     assert_eq!(rig.core.unacknowledged(), 0);
 
     // A simulated task's end is acknowledged: the task is forgotten.
-    let fx = rig.at(5, |c, now, out| c.exited(&id("a"), Exit::Elapsed, now, out));
+    let fx = rig.at(5, |c, now, out| {
+        c.exited(&key("a"), Exit::Elapsed, now, out)
+    });
     let mut a5 = rig.status("a", TaskState::Finished, 5);
     a5.message = Some("finished after duration_s".into());
     a5.exit_code = Some(0);
     assert_eq!(fx, [rig.send(vec![a5])]);
-    assert!(rig.core.has_task(&id("a")));
+    assert!(rig.core.has_task(&key("a")));
     rig.at(6, reply(Ok(())));
-    assert!(!rig.core.has_task(&id("a")));
+    assert!(!rig.core.has_task(&key("a")));
 }
 
 #[test]
@@ -63,7 +65,7 @@ fn a_refused_batch_is_sent_one_at_a_time_and_the_refused_update_dropped() {
     assert_eq!(fx, []);
     assert_eq!(rig.core.unacknowledged(), 0);
     // Batching resumes.
-    rig.at(5, |c, now, out| c.started(&id("ok"), None, now, out));
+    rig.at(5, |c, now, out| c.started(&key("ok"), None, now, out));
     let fx = rig.at(6, reply(Ok(())));
     assert_eq!(fx, []);
     let fx = rig.launch(7, &["x", "y", "z"]);
@@ -87,7 +89,7 @@ fn a_failed_send_backs_off_and_three_404s_to_one_update_drop_it() {
         }]
     );
     // A new update during the backoff waits for it.
-    let fx = rig.at(5, |c, now, out| c.started(&id("a"), None, now, out));
+    let fx = rig.at(5, |c, now, out| c.started(&key("a"), None, now, out));
     assert_eq!(fx, []);
     let fx = rig.at(12, |c, now, out| c.timer(Timer::RetryStatuses, now, out));
     let (a1, a2) = (
