@@ -145,6 +145,13 @@ enum Call {
         own: bool,
         tasks: usize,
         task: Pick,
+        /// Which of [`TASK_RESOURCES`].
+        res: Index,
+        /// Which offers: 0 the one, 1 it twice, 2 another of the same agent too, 3 another of
+        /// another agent too.
+        offers: u8,
+        /// Every task with the same id.
+        dup: bool,
     },
     Decline {
         offer: Pick,
@@ -162,6 +169,11 @@ enum Call {
     RegisterAgent {
         id: Option<Pick>,
         endpoint: Index,
+        /// Which of [`AGENT_RESOURCES`].
+        res: Index,
+        /// The task statuses it reports, picked from the books' tasks.
+        tasks: Vec<Pick>,
+        state: Index,
     },
     Heartbeat(Pick),
     Status {
@@ -169,6 +181,8 @@ enum Call {
         task: Pick,
         state: Index,
         own: bool,
+        /// Which of [`TASK_RESOURCES`] it reports, if any.
+        res: Option<Index>,
     },
     Statuses {
         agent: Pick,
@@ -322,8 +336,19 @@ fn call() -> impl Strategy<Value = Call> {
             .prop_map(|(id, role, demand)| Call::RegisterFramework { id, role, demand }),
         5 => pick().prop_map(Call::Subscribe),
         1 => any::<Index>().prop_map(Call::Disconnect),
-        8 => (pick(), prop::bool::weighted(0.9), 0usize..4, pick())
-            .prop_map(|(offer, own, tasks, task)| Call::Accept { offer, own, tasks, task }),
+        8 => (
+            (pick(), prop::bool::weighted(0.9), 0usize..4, pick()),
+            (any::<Index>(), prop_oneof![6 => Just(0u8), 1 => 1u8..4], prop::bool::weighted(0.1)),
+        )
+            .prop_map(|((offer, own, tasks, task), (res, offers, dup))| Call::Accept {
+                offer,
+                own,
+                tasks,
+                task,
+                res,
+                offers,
+                dup,
+            }),
         3 => (pick(), prop::bool::weighted(0.9))
             .prop_map(|(offer, own)| Call::Decline { offer, own }),
         1 => pick().prop_map(Call::Suppress),
@@ -335,11 +360,35 @@ fn call() -> impl Strategy<Value = Call> {
         1 => pick().prop_map(Call::Delete),
         1 => pick().prop_map(Call::Explain),
         1 => any::<Index>().prop_map(Call::SetWeight),
-        2 => (prop::option::weighted(0.3, pick()), any::<Index>())
-            .prop_map(|(id, endpoint)| Call::RegisterAgent { id, endpoint }),
+        2 => (
+            prop::option::weighted(0.3, pick()),
+            any::<Index>(),
+            any::<Index>(),
+            prop_oneof![3 => Just(vec![]), 1 => prop::collection::vec(pick(), 1..4)],
+            any::<Index>(),
+        )
+            .prop_map(|(id, endpoint, res, tasks, state)| Call::RegisterAgent {
+                id,
+                endpoint,
+                res,
+                tasks,
+                state,
+            }),
         1 => pick().prop_map(Call::Heartbeat),
-        2 => (pick(), pick(), any::<Index>(), prop::bool::weighted(0.8))
-            .prop_map(|(agent, task, state, own)| Call::Status { agent, task, state, own }),
+        2 => (
+            pick(),
+            pick(),
+            any::<Index>(),
+            prop::bool::weighted(0.8),
+            prop::option::weighted(0.3, any::<Index>()),
+        )
+            .prop_map(|(agent, task, state, own, res)| Call::Status {
+                agent,
+                task,
+                state,
+                own,
+                res,
+            }),
         1 => (pick(), pick(), any::<Index>(), 0usize..50)
             .prop_map(|(agent, task, state, count)| Call::Statuses { agent, task, state, count }),
         2 => (any::<Index>(), pick()).prop_map(|(i, p)| Call::Read(i, p)),
@@ -434,9 +483,11 @@ impl Known<'_> {
 
     /// A task id for a body: a known one, or a fresh valid one.
     fn task_id(&self, pick: &Pick) -> String {
+        let tasks = self.tasks();
         match pick {
-            Pick::Fresh => Value::String(format!("h-{}", &fresh()[..8])).to_string(),
-            other => self.body_id(&self.tasks(), other),
+            Pick::Known(i) if !tasks.is_empty() => self.body_id(&tasks, &Pick::Known(i.clone())),
+            Pick::Junk(_) => self.body_id(&tasks, pick),
+            _ => Value::String(format!("h-{}", &fresh()[..8])).to_string(),
         }
     }
 }
@@ -452,6 +503,30 @@ struct Request {
 
 const ROLES: &[&str] = &[
     "eng", "eng/batch", "eng/web", "ops", "ops/x/y", "a", "research",
+];
+/// Task resources in accepts and reported statuses.
+const TASK_RESOURCES: &[&str] = &[
+    r#"{"cpus":0.01,"mem":1}"#,
+    r#"{"cpus":0.01,"mem":1}"#,
+    r#"{"cpus":0.01,"mem":1}"#,
+    r#"{"cpus":1}"#,
+    r#"{"cpus":4,"mem":4096}"#,
+    r#"{"gpus":1}"#,
+    r#"{"cpus":0}"#,
+    r#"{"cpus":0.0004}"#,
+    r#"{}"#,
+    r#"{"cpus":1e9}"#,
+    r#"{"cpus":0.01,"mem":1,"disk":0}"#,
+];
+/// Agent totals in registrations.
+const AGENT_RESOURCES: &[&str] = &[
+    r#"{"cpus":2,"mem":512}"#,
+    r#"{"cpus":2,"mem":512}"#,
+    r#"{"cpus":0.001}"#,
+    r#"{"gpus":2}"#,
+    r#"{"cpus":1e9,"mem":1e9}"#,
+    r#"{"cpus":0}"#,
+    r#"{"cpus":4,"mem":4096,"disk":100,"gpus":1}"#,
 ];
 const ENDPOINTS: &[&str] = &[
     "http://127.0.0.1:1",
@@ -546,6 +621,9 @@ impl Step {
                 own,
                 tasks,
                 task,
+                res,
+                offers: which,
+                dup,
             } => {
                 let chosen = match offer {
                     Pick::Known(i) if !s.offers.is_empty() => {
@@ -562,23 +640,37 @@ impl Step {
                     || known.body_id(&offers, offer),
                     |o| Value::String(o.offer_id.to_string()).to_string(),
                 );
+                let mut offer_ids = vec![offer_id.clone()];
+                if let Some(o) = chosen {
+                    let other = s.offers.iter().find(|x| {
+                        x.offer_id != o.offer_id
+                            && x.framework_id == o.framework_id
+                            && (x.agent_id == o.agent_id) == (*which == 2)
+                    });
+                    match (which, other) {
+                        (1, _) => offer_ids.push(offer_id),
+                        (2 | 3, Some(x)) => offer_ids.push(format!("\"{}\"", x.offer_id)),
+                        _ => {}
+                    }
+                }
+                let resources = TASK_RESOURCES[res.index(TASK_RESOURCES.len())];
+                let first = known.task_id(task);
                 let specs: Vec<String> = (0..*tasks)
                     .map(|n| {
-                        let id = if n == 0 {
-                            known.task_id(task)
+                        let id = if n == 0 || *dup {
+                            first.clone()
                         } else {
                             known.task_id(&Pick::Fresh)
                         };
                         format!(
-                            r#"{{"task_id":{id},"name":"h","agent_id":"{agent}","resources":{},"command":{{"shell":"sleep 1000"}}}}"#,
-                            small_resources()
+                            r#"{{"task_id":{id},"name":"h","agent_id":"{agent}","resources":{resources},"command":{{"shell":"sleep 1000"}}}}"#,
                         )
                     })
                     .collect();
                 post(
                     format!("/api/v1/frameworks/{framework}/accept"),
                     object(&[
-                        ("offer_ids", format!("[{offer_id}]")),
+                        ("offer_ids", format!("[{}]", offer_ids.join(","))),
                         ("tasks", format!("[{}]", specs.join(","))),
                         ("refuse_seconds", "0.05".into()),
                     ]),
@@ -656,7 +748,13 @@ impl Step {
                 format!("/api/v1/roles/{}", ROLES[i.index(ROLES.len())]),
                 object(&[("weight", "2.5".into())]),
             ),
-            Call::RegisterAgent { id, endpoint } => {
+            Call::RegisterAgent {
+                id,
+                endpoint,
+                res,
+                tasks,
+                state,
+            } => {
                 let mut body = object(&[
                     ("hostname", "\"hostile-host\"".into()),
                     (
@@ -664,10 +762,29 @@ impl Step {
                         Value::String(ENDPOINTS[endpoint.index(ENDPOINTS.len())].into())
                             .to_string(),
                     ),
-                    ("resources", r#"{"cpus":2,"mem":512}"#.into()),
+                    (
+                        "resources",
+                        AGENT_RESOURCES[res.index(AGENT_RESOURCES.len())].into(),
+                    ),
                 ]);
                 if let Some(id) = id {
-                    body.push(("agent_id".into(), known.body_id(&agents, id)));
+                    let agent_id = known.body_id(&agents, id);
+                    let reported: Vec<String> = tasks
+                        .iter()
+                        .map(|task| {
+                            let (_, status) = status_body(known, &Pick::Fresh, task, state, true);
+                            // Reported as this agent's, whichever agent the books say.
+                            let mut status = parse_object(&status);
+                            for field in &mut status {
+                                if field.0 == "agent_id" {
+                                    field.1 = agent_id.clone();
+                                }
+                            }
+                            String::from_utf8_lossy(&Shape::Valid.apply(status)).into_owned()
+                        })
+                        .collect();
+                    body.push(("agent_id".into(), agent_id));
+                    body.push(("tasks".into(), format!("[{}]", reported.join(","))));
                 }
                 post("/api/v1/agents".into(), body)
             }
@@ -680,12 +797,15 @@ impl Step {
                 task,
                 state,
                 own,
+                res,
             } => {
                 let (path_agent, status) = status_body(known, agent, task, state, *own);
-                post(
-                    format!("/api/v1/agents/{path_agent}/status"),
-                    parse_object(&status),
-                )
+                let mut body = parse_object(&status);
+                if let Some(res) = res {
+                    let resources = TASK_RESOURCES[res.index(TASK_RESOURCES.len())];
+                    body.push(("resources".into(), resources.into()));
+                }
+                post(format!("/api/v1/agents/{path_agent}/status"), body)
             }
             Call::Statuses {
                 agent,
@@ -834,6 +954,7 @@ struct World {
     streams: HashMap<String, SseReader>,
     calls: usize,
     by_status: BTreeMap<u16, usize>,
+    by_call: BTreeMap<(String, u16), usize>,
 }
 
 /// A settled snapshot: the typed books and their comparable form.
@@ -942,6 +1063,7 @@ impl World {
             streams: HashMap::new(),
             calls: 0,
             by_status: BTreeMap::new(),
+            by_call: BTreeMap::new(),
         })
     }
 
@@ -1072,6 +1194,9 @@ impl World {
         let status = response.status().as_u16();
         self.calls += 1;
         *self.by_status.entry(status).or_default() += 1;
+        let kind = format!("{:?}", step.call);
+        let kind = kind.split([' ', '(']).next().unwrap_or_default().to_owned();
+        *self.by_call.entry((kind, status)).or_default() += 1;
         if (200..300).contains(&status) {
             if let Some(id) = request.stream_of {
                 let mut reader = SseReader::from_response(response);
@@ -1144,6 +1269,7 @@ fn hostile_call_sequences_break_nothing() {
         started.elapsed().as_secs_f64(),
         world.by_status
     );
+    eprintln!("hostile: answers by call: {:?}", world.by_call);
     rt.block_on(world.cluster.shutdown()).unwrap();
     if let Err(e) = result {
         panic!("{e}");
