@@ -474,9 +474,9 @@ impl Known<'_> {
     /// An id as a JSON value.
     fn body_id(&self, pool: &[String], pick: &Pick) -> String {
         match pick {
-            Pick::Junk(i) => ["\"\"", "\"bad id\"", "42", "null", "\"a/../b\"", "\"é\""]
-                [i.index(6)]
-            .to_owned(),
+            Pick::Junk(i) => {
+                ["\"\"", "\"bad id\"", "42", "null", "\"a/../b\"", "\"é\""][i.index(6)].to_owned()
+            }
             other => Value::String(self.path_id(pool, other)).to_string(),
         }
     }
@@ -485,8 +485,11 @@ impl Known<'_> {
     fn task_id(&self, pick: &Pick) -> String {
         let tasks = self.tasks();
         match pick {
-            Pick::Known(i) if !tasks.is_empty() => self.body_id(&tasks, &Pick::Known(i.clone())),
-            Pick::Junk(_) => self.body_id(&tasks, pick),
+            Pick::Known(_) | Pick::Junk(_)
+                if !tasks.is_empty() || matches!(pick, Pick::Junk(_)) =>
+            {
+                self.body_id(&tasks, pick)
+            }
             _ => Value::String(format!("h-{}", &fresh()[..8])).to_string(),
         }
     }
@@ -502,7 +505,13 @@ struct Request {
 }
 
 const ROLES: &[&str] = &[
-    "eng", "eng/batch", "eng/web", "ops", "ops/x/y", "a", "research",
+    "eng",
+    "eng/batch",
+    "eng/web",
+    "ops",
+    "ops/x/y",
+    "a",
+    "research",
 ];
 /// Task resources in accepts and reported statuses.
 const TASK_RESOURCES: &[&str] = &[
@@ -548,6 +557,9 @@ const READS: &[&str] = &[
     "/api/v1/tasks",
     "/api/v1/tasks?framework_id=",
     "/api/v1/tasks?framework_id=1&framework_id=2",
+    "/api/v1/offers?framework_id=%ZZ",
+    "/api/v1/offers?agent_id=%00&agent_id=%F0%9F",
+    "/api/v1/tasks?=&&=&framework_id",
     "/api/v1/state",
     "/api/v1/roles",
     "/api/v1/frameworks",
@@ -595,8 +607,14 @@ impl Step {
         let (method, path, body) = match &self.call {
             Call::RegisterFramework { id, role, demand } => {
                 let mut body = object(&[
-                    ("name", Value::String(format!("hostile-{}", role.index(1000))).to_string()),
-                    ("role", Value::String(ROLES[role.index(ROLES.len())].into()).to_string()),
+                    (
+                        "name",
+                        Value::String(format!("hostile-{}", role.index(1000))).to_string(),
+                    ),
+                    (
+                        "role",
+                        Value::String(ROLES[role.index(ROLES.len())].into()).to_string(),
+                    ),
                 ]);
                 if let Some(id) = id {
                     body.push(("framework_id".into(), known.body_id(&frameworks, id)));
@@ -988,7 +1006,9 @@ fn comparable(mut v: Value) -> Value {
 }
 
 fn same_amounts(a: &Resources, b: &Resources) -> bool {
-    a.names().chain(b.names()).all(|n| a.millis(n.as_str()) == b.millis(n.as_str()))
+    a.names()
+        .chain(b.names())
+        .all(|n| a.millis(n.as_str()) == b.millis(n.as_str()))
 }
 
 /// The books balance: per agent and per framework, `offered` is the sum of the offers and
@@ -1075,7 +1095,10 @@ impl World {
             .await
             .map_err(|e| fail(format!("GET /api/v1/state: {e}")))?;
         if resp.status() != 200 {
-            return Err(fail(format!("GET /api/v1/state answered {}", resp.status())));
+            return Err(fail(format!(
+                "GET /api/v1/state answered {}",
+                resp.status()
+            )));
         }
         let text = resp
             .text()
@@ -1097,7 +1120,9 @@ impl World {
         let mut same = 0;
         while same < 2 {
             if Instant::now() > deadline {
-                return Err(fail("the cluster's state did not settle within 10 s".into()));
+                return Err(fail(
+                    "the cluster's state did not settle within 10 s".into(),
+                ));
             }
             tokio::time::sleep(Duration::from_millis(15)).await;
             let next = self.snapshot().await?;
