@@ -18,14 +18,21 @@ fuzz_target!(|data: &[u8]| {
     let mut chunked = Ok(Vec::new());
     for chunk in stream.chunks(step) {
         match parser.feed(chunk) {
-            Ok(more) => chunked.as_mut().map(|f: &mut Vec<_>| f.extend(more)).unwrap_or(()),
+            Ok(more) => chunked
+                .as_mut()
+                .map(|f: &mut Vec<_>| f.extend(more))
+                .unwrap_or(()),
             Err(e) => {
                 chunked = Err(e);
                 break;
             }
         }
     }
-    assert_eq!(whole.is_ok(), chunked.is_ok(), "the error depends on the chunking");
+    assert_eq!(
+        whole.is_ok(),
+        chunked.is_ok(),
+        "the error depends on the chunking"
+    );
     if let (Ok(whole), Ok(chunked)) = (&whole, &chunked) {
         assert_eq!(whole, chunked, "frames depend on the chunking");
         for frame in whole {
