@@ -1176,7 +1176,29 @@ impl World {
         Ok(())
     }
 
+    /// Reads what the open streams have ready, as a framework would, so no stream's queue
+    /// fills up while the suite runs; forgets the streams that ended.
+    async fn drain_streams(&mut self) {
+        let mut ended = Vec::new();
+        for (id, reader) in &mut self.streams {
+            loop {
+                match reader.next_frame(tokio::time::Instant::now()).await {
+                    Ok(_) => continue,
+                    Err(testkit::SseError::TimedOut) => break,
+                    Err(_) => {
+                        ended.push(id.clone());
+                        break;
+                    }
+                }
+            }
+        }
+        for id in ended {
+            self.streams.remove(&id);
+        }
+    }
+
     async fn run_step(&mut self, step: &Step) -> Result<(), TestCaseError> {
+        self.drain_streams().await;
         let before = self.settled().await?;
         if let Call::Disconnect(i) = &step.call {
             let mut ids: Vec<String> = self.streams.keys().cloned().collect();
