@@ -241,7 +241,9 @@ pub struct RoleNode {
     pub path: String,
     /// Its weight.
     pub weight: f64,
-    /// What its frameworks hold (running tasks and outstanding offers), summed over the subtree.
+    /// What its frameworks hold (running tasks and outstanding offers), summed over the subtree
+    /// (a sum over agents: read up to [`crate::resources::MAX_SUM_UNITS`]).
+    #[serde(deserialize_with = "crate::resources::deserialize_sum")]
     pub allocated: Resources,
     /// Dominant share of `allocated` against the cluster's capacity.
     pub dominant_share: f64,
@@ -294,9 +296,12 @@ pub struct FrameworkInfo {
     /// Its demand hint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub demand: Option<Resources>,
-    /// Held by running tasks.
+    /// Held by running tasks (a sum over agents: read up to
+    /// [`crate::resources::MAX_SUM_UNITS`]).
+    #[serde(deserialize_with = "crate::resources::deserialize_sum")]
     pub used: Resources,
-    /// Held by outstanding offers.
+    /// Held by outstanding offers (a sum over agents, as `used`).
+    #[serde(deserialize_with = "crate::resources::deserialize_sum")]
     pub offered: Resources,
     /// Dominant share of `used + offered` against the cluster's capacity.
     pub dominant_share: f64,
@@ -433,6 +438,35 @@ mod tests {
             serde_json::from_str::<RegisterFramework>(r#"{"name": "x", "role": "Bad Role"}"#)
                 .is_err()
         );
+    }
+
+    /// Found by the hostile suite: a framework holding offers of an agent of 1e9 cpus and of
+    /// another agent made `GET /api/v1/state` unreadable with these types (its `offered` and its
+    /// role's `allocated` were over the per-amount bound of requests).
+    #[test]
+    fn sums_over_agents_may_exceed_the_request_bound() {
+        let role = r#"{"path": "", "weight": 1, "allocated": {"cpus": 1000000014},
+                "dominant_share": 1, "children": [], "frameworks": []}"#;
+        let node: RoleNode = serde_json::from_str(role).unwrap();
+        assert_eq!(node.allocated.units("cpus"), 1_000_000_014.0);
+        let framework = format!(
+            r#"{{"framework_id": "{}", "name": "f", "role": "eng", "state": "connected",
+                "suppressed": false, "failover_timeout_s": 1, "used": {{"mem": 2e9}},
+                "offered": {{"cpus": 1.5e9}}, "dominant_share": 1, "active_tasks": 0,
+                "registered_at": "2026-01-01T00:00:00Z"}}"#,
+            FrameworkId::new()
+        );
+        let info: FrameworkInfo = serde_json::from_str(&framework).unwrap();
+        assert_eq!(info.offered.units("cpus"), 1.5e9);
+        assert_eq!(info.used.units("mem"), 2e9);
+        // Requests keep the strict bound, and sums have one too.
+        let err = serde_json::from_str::<RegisterFramework>(
+            r#"{"name": "x", "role": "eng", "demand": {"cpus": 1.5e9}}"#,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("larger than the maximum"), "{err}");
+        let huge = role.replace("1000000014", "1e16");
+        assert!(serde_json::from_str::<RoleNode>(&huge).is_err());
     }
 
     #[test]

@@ -22,6 +22,12 @@ pub const MILLIS_PER_UNIT: u64 = 1000;
 /// a million agents far from `u64` overflow.
 pub const MAX_UNITS: f64 = 1e9;
 
+/// The largest amount of one resource in a *sum* read from the wire, in units: what a role,
+/// a framework or the cluster holds over many agents may exceed [`MAX_UNITS`] (2,000 agents of
+/// 512 GiB are 1.05e9 MiB), so the operator views' sums are read with [`deserialize_sum`]
+/// against this bound instead (1e15 units are 1e18 thousandths, within `u64`).
+pub const MAX_SUM_UNITS: f64 = 1e15;
+
 /// The longest resource name.
 pub const MAX_NAME_LEN: usize = 32;
 
@@ -50,13 +56,15 @@ pub enum ResourceError {
         /// The resource.
         name: String,
     },
-    /// The amount is larger than [`MAX_UNITS`].
-    #[error("resource {name:?}: amount {value:e} is larger than the maximum of 1e9")]
+    /// The amount is larger than [`MAX_UNITS`] (or [`MAX_SUM_UNITS`] for a sum).
+    #[error("resource {name:?}: amount {value:e} is larger than the maximum of {max:e}")]
     TooLarge {
         /// The resource.
         name: String,
         /// The value given.
         value: f64,
+        /// The bound it exceeds.
+        max: f64,
     },
     /// The amount is not a number at all.
     #[error("resource {name:?}: amount {value} is not a number")]
@@ -114,6 +122,11 @@ impl fmt::Debug for ResourceName {
 
 /// Converts a wire amount (units, a float) to thousandths, validating it.
 pub fn units_to_millis(name: &str, value: f64) -> Result<u64, ResourceError> {
+    bounded_units_to_millis(name, value, MAX_UNITS)
+}
+
+/// [`units_to_millis`] with the bound `max` (at most [`MAX_SUM_UNITS`]).
+fn bounded_units_to_millis(name: &str, value: f64, max: f64) -> Result<u64, ResourceError> {
     if !value.is_finite() {
         return Err(ResourceError::NotFinite { name: name.into() });
     }
@@ -123,13 +136,14 @@ pub fn units_to_millis(name: &str, value: f64) -> Result<u64, ResourceError> {
             value,
         });
     }
-    if value > MAX_UNITS {
+    if value > max {
         return Err(ResourceError::TooLarge {
             name: name.into(),
             value,
+            max,
         });
     }
-    // In range [0, 1e12], so the cast is exact after rounding.
+    // In range [0, 1e18], so the cast cannot overflow `u64`.
     Ok((value * MILLIS_PER_UNIT as f64).round() as u64)
 }
 
@@ -312,39 +326,51 @@ impl Serialize for Resources {
 
 impl<'de> Deserialize<'de> for Resources {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct ResourcesVisitor;
-        impl<'de> Visitor<'de> for ResourcesVisitor {
-            type Value = Resources;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an object from resource name to a non-negative number")
+        deserializer.deserialize_map(ResourcesVisitor { max: MAX_UNITS })
+    }
+}
+
+/// Reads a [`Resources`] that is a sum over agents (a role's `allocated`, a framework's `used`
+/// and `offered`), whose amounts may exceed [`MAX_UNITS`] up to [`MAX_SUM_UNITS`]. For
+/// `#[serde(deserialize_with = "...")]` on response fields; requests keep the strict bound.
+pub fn deserialize_sum<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Resources, D::Error> {
+    deserializer.deserialize_map(ResourcesVisitor { max: MAX_SUM_UNITS })
+}
+
+/// The visitor of both bounds.
+struct ResourcesVisitor {
+    max: f64,
+}
+
+impl<'de> Visitor<'de> for ResourcesVisitor {
+    type Value = Resources;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object from resource name to a non-negative number")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Resources, A::Error> {
+        let mut out = Resources::new();
+        let mut seen = std::collections::BTreeSet::new();
+        while let Some(name) = access.next_key::<String>()? {
+            // Refused at the first name too many, before reading the rest.
+            if seen.len() == MAX_NAMES_PER_VECTOR {
+                return Err(serde::de::Error::custom(ResourceError::TooManyNames));
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Resources, A::Error> {
-                let mut out = Resources::new();
-                let mut seen = std::collections::BTreeSet::new();
-                while let Some(name) = access.next_key::<String>()? {
-                    // Refused at the first name too many, before reading the rest.
-                    if seen.len() == MAX_NAMES_PER_VECTOR {
-                        return Err(serde::de::Error::custom(ResourceError::TooManyNames));
-                    }
-                    let value: serde_json::Value = access.next_value()?;
-                    let name = ResourceName::new(name).map_err(serde::de::Error::custom)?;
-                    let number = value.as_f64().ok_or_else(|| {
-                        serde::de::Error::custom(ResourceError::NotANumber {
-                            name: name.0.clone(),
-                            value: value.to_string(),
-                        })
-                    })?;
-                    let millis =
-                        units_to_millis(name.as_str(), number).map_err(serde::de::Error::custom)?;
-                    if !seen.insert(name.clone()) {
-                        return Err(serde::de::Error::custom(ResourceError::Duplicate(name.0)));
-                    }
-                    out.set_millis(name, millis);
-                }
-                Ok(out)
+            let value: serde_json::Value = access.next_value()?;
+            let name = ResourceName::new(name).map_err(serde::de::Error::custom)?;
+            let number = value.as_f64().ok_or_else(|| {
+                serde::de::Error::custom(ResourceError::NotANumber {
+                    name: name.0.clone(),
+                    value: value.to_string(),
+                })
+            })?;
+            let millis = bounded_units_to_millis(name.as_str(), number, self.max)
+                .map_err(serde::de::Error::custom)?;
+            if !seen.insert(name.clone()) {
+                return Err(serde::de::Error::custom(ResourceError::Duplicate(name.0)));
             }
+            out.set_millis(name, millis);
         }
-        deserializer.deserialize_map(ResourcesVisitor)
+        Ok(out)
     }
 }
 
