@@ -61,7 +61,7 @@ fn bad_values_are_one_line_errors_naming_them() {
 fn unusable_tls_files_are_errors_naming_them_at_start() {
     let dir = tempfile::tempdir().unwrap();
     let pki = parley_tls::testing::TestPki::generate(dir.path()).unwrap();
-    let listen = ["--listen", "127.0.0.1:0"];
+    let listen = ["--listen", "127.0.0.1:0", "--allow-root-tasks"];
     let cert = pki.cert_file.to_str().unwrap();
     let key = pki.key_file.to_str().unwrap();
     for (args, needle) in [
