@@ -391,9 +391,7 @@ impl State {
         reason: &str,
         fx: &mut Effects,
     ) -> Result<(), StateError> {
-        self.remove_written_framework(id, reason, fx)?;
-        fx.push(Effect::Persist(Change::RemoveFramework(id)));
-        Ok(())
+        self.drop_framework(id, reason, true, fx)
     }
 
     /// The registry change that removing framework `id` writes, if it can be removed.
@@ -410,6 +408,17 @@ impl State {
         &mut self,
         id: FrameworkId,
         reason: &str,
+        fx: &mut Effects,
+    ) -> Result<(), StateError> {
+        self.drop_framework(id, reason, false, fx)
+    }
+
+    /// Removes a framework, queuing its registry change if `persist`.
+    fn drop_framework(
+        &mut self,
+        id: FrameworkId,
+        reason: &str,
+        persist: bool,
         fx: &mut Effects,
     ) -> Result<(), StateError> {
         if !self.frameworks.contains_key(&id) {
@@ -444,6 +453,9 @@ impl State {
         self.ledger.remove_framework(id);
         self.frameworks.remove(&id);
         self.remember_removed(id);
+        if persist {
+            fx.push(Effect::Persist(Change::RemoveFramework(id)));
+        }
         fx.push(Effect::ToFramework(
             id,
             FrameworkEvent::Error {
