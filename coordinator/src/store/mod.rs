@@ -24,8 +24,10 @@
 //! changes of one call to the [`Writer`] thread while it still holds the books' lock, so the
 //! stored order is the books' order; the writer commits everything queued in one transaction
 //! (one fsync for many calls under load), off the lock and off the tokio worker threads. A
-//! request that changed a stored fact is answered only once its change is durable, so a client
-//! that was told "registered" is registered durably; if the write fails it is answered 503. Values are JSON, keyed by
+//! request that changes a stored fact writes it before the books change
+//! ([`crate::runtime::Coordinator::run_write_first`]) and is answered once it is durable, so a
+//! client that was told "registered" is registered durably; if the write fails it is answered
+//! 503 and nothing changed. Values are JSON, keyed by
 //! id or role path; a `meta` table holds the schema version, and a file with a version this
 //! coordinator does not know is refused at start rather than misread.
 
