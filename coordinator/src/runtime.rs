@@ -7,8 +7,9 @@
 //! block. Network effects (launch, kill) run after the lock is released, as tasks on a
 //! [`TaskTracker`] that shutdown waits for. Changes to the durable registry are queued to its
 //! [`Writer`] thread under the lock too (so they are written in the books' order) and written
-//! after it is released, off the tokio worker threads; [`Coordinator::run_durable`] answers
-//! only once they are durable.
+//! after it is released, off the tokio worker threads. Calls that answer a client about a
+//! stored fact go through [`Coordinator::run_write_first`]: the change is written before the
+//! books change, so a failed write answers 503 and changes nothing.
 //!
 //! Agents are called through [`agent_call`]: no redirects, timeouts, the agent's own token,
 //! error bodies cut to a short excerpt.
@@ -29,7 +30,7 @@ use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::server::ServeError;
 use crate::state::{AgentToken, Effect, Effects, Now, State, StateError};
-use crate::store::{Store, Writer};
+use crate::store::{Change, Store, WriteFailures, Writer};
 
 pub mod agent_call;
 
@@ -70,6 +71,10 @@ struct Shared {
     /// Test hook: bit `i` set makes background loop `LOOPS[i]` panic on its next turn
     /// ([`Coordinator::inject_loop_panic`]).
     injected_panics: AtomicU8,
+    /// One [`Coordinator::run_write_first`] call at a time, from its check to its apply.
+    durable_lane: Arc<tokio::sync::Mutex<()>>,
+    /// Test hook: the registry's switch for failing writes ([`Coordinator::fail_registry_writes`]).
+    write_failures: Option<WriteFailures>,
 }
 
 struct Inner {
@@ -121,6 +126,7 @@ impl Coordinator {
         let start = Instant::now();
         let mut state = State::new(&config);
         let metrics = Arc::new(Metrics::default());
+        let mut write_failures = None;
         let store = match &config.registry {
             Some(path) => {
                 let store = Store::open(path)?;
@@ -136,6 +142,7 @@ impl Coordinator {
                     wall: protocol::now(),
                 };
                 state.restore(snapshot, &now);
+                write_failures = Some(store.write_failures());
                 let counted = Arc::clone(&metrics);
                 Some(
                     Writer::spawn(store, move |_, _| counted.count_registry_write_error())
@@ -165,6 +172,8 @@ impl Coordinator {
                 start,
                 metrics,
                 injected_panics: AtomicU8::new(0),
+                durable_lane: Arc::new(tokio::sync::Mutex::new(())),
+                write_failures,
             }),
         })
     }
@@ -215,6 +224,14 @@ impl Coordinator {
         }
     }
 
+    /// Test hook: while `fail` is on, every write to the durable registry fails (and writes
+    /// nothing), as a full disk would. No effect without a registry.
+    pub fn fail_registry_writes(&self, fail: bool) {
+        if let Some(switch) = &self.shared.write_failures {
+            switch.set(fail);
+        }
+    }
+
     /// The current time on both clocks.
     pub fn now(&self) -> Now {
         let ms = u64::try_from(self.shared.start.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -246,24 +263,64 @@ impl Coordinator {
     }
 
     /// Runs one state operation and performs its effects. Registry changes are queued, not
-    /// waited for (a failed write is logged and counted); see [`Coordinator::run_durable`].
+    /// waited for (a failed write is logged and counted); see [`Coordinator::run_write_first`].
     pub fn run<T>(&self, f: impl FnOnce(&mut State, &Now, &mut Effects) -> T) -> T {
         self.run_queued(f).0
     }
 
-    /// Runs one state operation like [`Coordinator::run`], then waits, without blocking the
-    /// thread, until the registry changes it made are durable (at once when it made none).
-    pub async fn run_durable<T>(
+    /// A call that changes stored facts (registration, removal, role weight), so that a
+    /// failed registry write changes nothing: `plan` checks the call against the books and
+    /// returns what to write without changing them; once that is durable, `apply` changes the
+    /// books. If the write fails the answer is [`RegistryWriteFailed`] and `apply` never runs.
+    ///
+    /// Why write first rather than apply and undo on failure: an exact inverse is not always
+    /// there (a removal kills tasks; a registration may create roles, which are never
+    /// removed), whereas the books untouched until the write succeeds need none. The price is
+    /// that the books may move between `plan` and `apply` (failover removals, placeholders,
+    /// allocation: calls that do not come through here), so `apply` checks again and, if the
+    /// call no longer passes, answers as it now would and queues the change that puts the
+    /// registry back to what the books say. Calls through here run one at a time (the
+    /// durable lane), so none of them overtakes another between its write and its apply, and
+    /// each write is its own: the writer's group commit may still put it in one transaction
+    /// with changes queued by [`Coordinator::run`] (a failover removal), which then fail with
+    /// it (logged and counted, as before). The write and the apply run in a task of their own,
+    /// so a client that hangs up cannot leave a durable change unapplied.
+    pub async fn run_write_first<P, T, E>(
         &self,
-        f: impl FnOnce(&mut State, &Now, &mut Effects) -> T,
-    ) -> Result<T, RegistryWriteFailed> {
-        let (out, written) = self.run_queued(f);
-        match written {
-            None => Ok(out),
-            Some(rx) => match rx.await {
-                Ok(true) => Ok(out),
-                Ok(false) | Err(_) => Err(RegistryWriteFailed),
-            },
+        plan: impl FnOnce(&mut State, &Now) -> Result<(P, Vec<Change>), E>,
+        apply: impl FnOnce(&mut State, P, &Now, &mut Effects) -> Result<T, E> + Send + 'static,
+    ) -> Result<T, E>
+    where
+        P: Send + 'static,
+        T: Send + 'static,
+        E: From<RegistryWriteFailed> + Send + 'static,
+    {
+        let lane = Arc::clone(&self.shared.durable_lane).lock_owned().await;
+        let now = self.now();
+        let (planned, written) = {
+            let mut inner = self.lock();
+            let (planned, changes) = plan(&mut inner.state, &now)?;
+            let written = match (&inner.store, changes.is_empty()) {
+                (Some(writer), false) => Some(writer.submit(changes)),
+                _ => None,
+            };
+            (planned, written)
+        };
+        let this = self.clone();
+        let job = self.shared.tracker.spawn(async move {
+            let _lane = lane;
+            if let Some(rx) = written {
+                if !matches!(rx.await, Ok(true)) {
+                    return Err(RegistryWriteFailed.into());
+                }
+            }
+            this.run(|state, now, fx| apply(state, planned, now, fx))
+        });
+        match job.await {
+            Ok(out) => out,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // The runtime is shutting down.
+            Err(_) => Err(RegistryWriteFailed.into()),
         }
     }
 

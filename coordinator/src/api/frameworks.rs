@@ -19,6 +19,7 @@ use super::extract::{Body, Id};
 use super::input;
 use super::sse;
 use crate::runtime::Coordinator;
+use crate::store::Change;
 
 /// Routes under `/api/v1/frameworks`.
 pub fn router() -> Router<Coordinator> {
@@ -47,13 +48,22 @@ async fn register(
     Body(req): Body<RegisterFramework>,
 ) -> Result<Response, ApiError> {
     let mut input = input::framework_registration(req)?;
+    // Written first, applied once durable (see `run_write_first`). The owner is checked when
+    // planning only: it changes by registration alone, and registrations run one at a time.
     let (framework_id, created, heartbeat_interval_s) = c
-        .run_durable(|s, now, fx| {
-            input.owner = caller.register_framework(s, &input.role, input.framework_id)?;
-            let (id, new) = s.register_framework(input, now, fx)?;
-            Ok::<_, ApiError>((id, new, s.framework_heartbeat_s()))
-        })
-        .await??;
+        .run_write_first(
+            |s, now| {
+                input.owner = caller.register_framework(s, &input.role, input.framework_id)?;
+                let plan = s.plan_registration(&input, now)?;
+                let change = Change::PutFramework(plan.record.clone());
+                Ok::<_, ApiError>(((input, plan), vec![change]))
+            },
+            |s, (input, plan), now, fx| {
+                let (id, new) = s.apply_written_registration(input, &plan, now, fx)?;
+                Ok((id, new, s.framework_heartbeat_s()))
+            },
+        )
+        .await?;
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -206,10 +216,14 @@ async fn reconcile(
 }
 
 async fn remove(State(c): State<Coordinator>, caller: Caller, Id(id): Id<FrameworkId>) -> Ok200 {
-    c.run_durable(|s, _, fx| {
-        caller.framework(s, id)?;
-        Ok::<_, ApiError>(s.remove_framework(id, "deleted by request", fx)?)
-    })
-    .await??;
+    // Written first, applied once durable: killed tasks cannot be revived if the write fails.
+    c.run_write_first(
+        |s, _| {
+            caller.framework(s, id)?;
+            Ok::<_, ApiError>(((), vec![s.plan_removal(id)?]))
+        },
+        move |s, (), _, fx| Ok(s.remove_written_framework(id, "deleted by request", fx)?),
+    )
+    .await?;
     Ok(Json(Empty {}))
 }

@@ -126,8 +126,16 @@ async fn set_weight(
     Body(req): Body<SetWeight>,
 ) -> Result<Json<Empty>, ApiError> {
     let role = RolePath::new(path).map_err(|e| ApiError::BadPath(e.to_string()))?;
-    c.run_durable(|s, _, fx| s.set_role_weight(&role, req.weight, fx))
-        .await??;
+    let weight = req.weight;
+    // Written first, applied once durable (see `run_write_first`).
+    c.run_write_first(
+        |s, _| Ok::<_, ApiError>((role.clone(), vec![s.plan_role_weight(&role, weight)?])),
+        move |s, role, _, fx| {
+            s.apply_role_weight(&role, weight, fx);
+            Ok(())
+        },
+    )
+    .await?;
     Ok(Json(Empty {}))
 }
 

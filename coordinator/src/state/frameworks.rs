@@ -11,16 +11,43 @@ use super::ledger::Eligibility;
 use super::{Connection, Effect, Effects, FrameworkRecord, Now, State, StateError, ORPHAN_ROLE};
 use crate::store::{Change, StoredFramework};
 
+/// A registration checked against the books and computed, not applied
+/// ([`State::plan_registration`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RegistrationPlan {
+    /// The framework's id (a new one drawn from the id source).
+    pub id: FrameworkId,
+    /// Whether the framework is new (else it re-registers, a placeholder becoming real).
+    pub new: bool,
+    /// The record the registry is to keep.
+    pub record: StoredFramework,
+}
+
 impl State {
     /// Registers a framework, or re-registers one with its `framework_id` (keeping its tasks).
     /// A `framework_id` this coordinator never saw is adopted (see the module docs); one it
-    /// removed is refused. Returns the id and whether the framework is new.
+    /// removed is refused. Returns the id and whether the framework is new. Its record is
+    /// queued for the registry after the books changed; the API writes it first instead
+    /// ([`State::plan_registration`], [`State::apply_written_registration`]).
     pub fn register_framework(
         &mut self,
         req: FrameworkRegistration,
         now: &Now,
         fx: &mut Effects,
     ) -> Result<(FrameworkId, bool), StateError> {
+        let plan = self.plan_registration(&req, now)?;
+        self.apply_registration(req, &plan, now, fx);
+        self.persist_framework(plan.id, fx);
+        Ok((plan.id, plan.new))
+    }
+
+    /// Checks a registration against the books and computes what it would do, changing
+    /// nothing but the id source (a new framework's id is drawn here).
+    pub fn plan_registration(
+        &mut self,
+        req: &FrameworkRegistration,
+        now: &Now,
+    ) -> Result<RegistrationPlan, StateError> {
         if req.role.as_str().starts_with('_') {
             return Err(StateError::ReservedRole);
         }
@@ -43,28 +70,86 @@ impl State {
             if self.removed_frameworks.contains(&id) {
                 return Err(StateError::FrameworkRemoved(id));
             }
-            if let Some(fw) = self.frameworks.get_mut(&id) {
-                fw.name = req.name;
-                fw.failover_timeout_s = failover_timeout_s;
-                if req.demand.is_some() {
-                    fw.demand = req.demand.clone();
-                }
-                if req.owner.is_some() {
-                    fw.owner = req.owner;
-                }
-                let move_role = fw.placeholder || fw.role != req.role;
-                fw.placeholder = false;
-                if move_role {
-                    self.move_framework(id, req.role, fx);
-                } else if req.demand.is_some() {
-                    self.ledger.set_demand(id, req.demand);
-                }
-                self.persist_framework(id, fx);
-                fx.push(Effect::Allocate);
-                return Ok((id, false));
-            }
         }
+        let existing = req.framework_id.and_then(|id| self.frameworks.get(&id));
         let id = req.framework_id.unwrap_or_else(|| self.ids.framework_id());
+        let (registered_at, owner) = match existing {
+            Some(fw) => (fw.registered_at, req.owner.clone().or(fw.owner.clone())),
+            None => (now.wall, req.owner.clone()),
+        };
+        Ok(RegistrationPlan {
+            id,
+            new: !known,
+            record: StoredFramework {
+                id,
+                name: req.name.clone(),
+                role: req.role.clone(),
+                failover_timeout_s,
+                registered_at,
+                owner: owner.as_deref().map(str::to_owned),
+            },
+        })
+    }
+
+    /// Applies a registration whose record `written` is already durable. The books may have
+    /// moved while it was written (a failover removal, a placeholder, limits reached), so it
+    /// is checked again: if it still passes it is applied (and its record queued again if it
+    /// now differs); if not, the books stay unchanged, the error is returned, and the change
+    /// that puts the registry back to what the books say of the framework is queued.
+    pub fn apply_written_registration(
+        &mut self,
+        mut req: FrameworkRegistration,
+        written: &RegistrationPlan,
+        now: &Now,
+        fx: &mut Effects,
+    ) -> Result<(FrameworkId, bool), StateError> {
+        req.framework_id = Some(written.id);
+        let mut plan = match self.plan_registration(&req, now) {
+            Ok(plan) => plan,
+            Err(e) => {
+                self.persist_books_record(written.id, fx);
+                return Err(e);
+            }
+        };
+        if plan.new {
+            plan.record.registered_at = written.record.registered_at;
+        }
+        self.apply_registration(req, &plan, now, fx);
+        if plan.record != written.record {
+            self.persist_framework(plan.id, fx);
+        }
+        Ok((plan.id, plan.new))
+    }
+
+    /// Applies a registration `plan` made under this same lock (so it cannot fail).
+    fn apply_registration(
+        &mut self,
+        req: FrameworkRegistration,
+        plan: &RegistrationPlan,
+        now: &Now,
+        fx: &mut Effects,
+    ) {
+        let id = plan.id;
+        let failover_timeout_s = plan.record.failover_timeout_s;
+        if let Some(fw) = self.frameworks.get_mut(&id) {
+            fw.name = req.name;
+            fw.failover_timeout_s = failover_timeout_s;
+            if req.demand.is_some() {
+                fw.demand = req.demand.clone();
+            }
+            if req.owner.is_some() {
+                fw.owner = req.owner;
+            }
+            let move_role = fw.placeholder || fw.role != req.role;
+            fw.placeholder = false;
+            if move_role {
+                self.move_framework(id, req.role, fx);
+            } else if req.demand.is_some() {
+                self.ledger.set_demand(id, req.demand);
+            }
+            fx.push(Effect::Allocate);
+            return;
+        }
         self.add_framework_record(
             id,
             req.name,
@@ -76,9 +161,20 @@ impl State {
         );
         if let Some(fw) = self.frameworks.get_mut(&id) {
             fw.owner = req.owner;
+            fw.registered_at = plan.record.registered_at;
         }
-        self.persist_framework(id, fx);
-        Ok((id, true))
+    }
+
+    /// Queues the change that makes the registry say what the books say of framework `id`:
+    /// its record, its removal, or nothing (forgotten).
+    fn persist_books_record(&self, id: FrameworkId, fx: &mut Effects) {
+        if self.frameworks.get(&id).is_some_and(|fw| !fw.placeholder) {
+            self.persist_framework(id, fx);
+        } else if self.removed_frameworks.contains(&id) {
+            fx.push(Effect::Persist(Change::RemoveFramework(id)));
+        } else {
+            fx.push(Effect::Persist(Change::ForgetFramework(id)));
+        }
     }
 
     /// Queues the framework's record for the durable registry.
@@ -295,6 +391,36 @@ impl State {
         reason: &str,
         fx: &mut Effects,
     ) -> Result<(), StateError> {
+        self.drop_framework(id, reason, true, fx)
+    }
+
+    /// The registry change that removing framework `id` writes, if it can be removed.
+    pub fn plan_removal(&self, id: FrameworkId) -> Result<Change, StateError> {
+        if !self.frameworks.contains_key(&id) {
+            return Err(StateError::UnknownFramework(id));
+        }
+        Ok(Change::RemoveFramework(id))
+    }
+
+    /// [`State::remove_framework`] once its removal is already durable: the same, without
+    /// queuing the registry change again.
+    pub fn remove_written_framework(
+        &mut self,
+        id: FrameworkId,
+        reason: &str,
+        fx: &mut Effects,
+    ) -> Result<(), StateError> {
+        self.drop_framework(id, reason, false, fx)
+    }
+
+    /// Removes a framework, queuing its registry change if `persist`.
+    fn drop_framework(
+        &mut self,
+        id: FrameworkId,
+        reason: &str,
+        persist: bool,
+        fx: &mut Effects,
+    ) -> Result<(), StateError> {
         if !self.frameworks.contains_key(&id) {
             return Err(StateError::UnknownFramework(id));
         }
@@ -327,7 +453,9 @@ impl State {
         self.ledger.remove_framework(id);
         self.frameworks.remove(&id);
         self.remember_removed(id);
-        fx.push(Effect::Persist(Change::RemoveFramework(id)));
+        if persist {
+            fx.push(Effect::Persist(Change::RemoveFramework(id)));
+        }
         fx.push(Effect::ToFramework(
             id,
             FrameworkEvent::Error {

@@ -95,6 +95,8 @@ mod tasks;
 mod tests;
 #[cfg(test)]
 mod tests_limits;
+#[cfg(test)]
+mod tests_written;
 mod views;
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -113,6 +115,7 @@ use ledger::Ledger;
 
 pub use agent_token::AgentToken;
 pub use error::StateError;
+pub use frameworks::RegistrationPlan;
 pub use ids::IdSource;
 pub use input::{Accept, AgentRegistration, Decline, FrameworkRegistration};
 pub use ledger::{Holder, LedgerError};
@@ -423,17 +426,38 @@ impl State {
         weight: protocol::Weight,
         fx: &mut Effects,
     ) -> Result<(), StateError> {
+        let change = self.plan_role_weight(role, weight)?;
+        self.apply_role_weight(role, weight, fx);
+        fx.push(Effect::Persist(change));
+        Ok(())
+    }
+
+    /// The registry change that setting a role's weight writes, if it may be set; changes
+    /// nothing.
+    pub fn plan_role_weight(
+        &self,
+        role: &RolePath,
+        weight: protocol::Weight,
+    ) -> Result<crate::store::Change, StateError> {
         if role.as_str().starts_with('_') {
             return Err(StateError::ReservedRole);
         }
         self.ledger.check_roles(role, self.timing.max_roles)?;
+        Ok(crate::store::Change::SetWeight(role.clone(), weight))
+    }
+
+    /// Sets a role's weight checked by [`State::plan_role_weight`] (creating the role) without
+    /// queuing a registry change: the caller wrote it already. Not checked again: roles are
+    /// created by registrations and weights, which the runtime runs one at a time, and by the
+    /// one placeholder role, so `max_roles` can be passed by that one at most.
+    pub fn apply_role_weight(
+        &mut self,
+        role: &RolePath,
+        weight: protocol::Weight,
+        fx: &mut Effects,
+    ) {
         self.ledger.set_role_weight(role, weight);
-        fx.push(Effect::Persist(crate::store::Change::SetWeight(
-            role.clone(),
-            weight,
-        )));
         fx.push(Effect::Allocate);
-        Ok(())
     }
 
     /// Puts back what the durable registry kept (call once, on empty books, before serving):

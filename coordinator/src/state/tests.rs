@@ -655,6 +655,7 @@ fn snapshot_of(changes: &[crate::store::Change]) -> crate::store::Snapshot {
                 snap.weights.retain(|(q, _)| q != r);
                 snap.weights.push((r.clone(), *w));
             }
+            Change::ForgetFramework(id) => snap.frameworks.retain(|g| g.id != *id),
         }
     }
     snap

@@ -24,14 +24,18 @@
 //! changes of one call to the [`Writer`] thread while it still holds the books' lock, so the
 //! stored order is the books' order; the writer commits everything queued in one transaction
 //! (one fsync for many calls under load), off the lock and off the tokio worker threads. A
-//! request that changed a stored fact is answered only once its change is durable, so a client
-//! that was told "registered" is registered durably; if the write fails it is answered 503. Values are JSON, keyed by
+//! request that changes a stored fact writes it before the books change
+//! ([`crate::runtime::Coordinator::run_write_first`]) and is answered once it is durable, so a
+//! client that was told "registered" is registered durably; if the write fails it is answered
+//! 503 and nothing changed. Values are JSON, keyed by
 //! id or role path; a `meta` table holds the schema version, and a file with a version this
 //! coordinator does not know is refused at start rather than misread.
 
 mod writer;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use protocol::{FrameworkId, RolePath, Timestamp, Weight};
 use redb::{Database, ReadableTable, TableDefinition};
@@ -75,6 +79,10 @@ pub enum Change {
     RemoveFramework(FrameworkId),
     /// A role's weight was set at run time.
     SetWeight(RolePath, Weight),
+    /// Forget a framework's record without remembering its id as removed: takes back a
+    /// registration that was written but could not be applied to the books (see
+    /// [`crate::runtime::Coordinator::run_write_first`]).
+    ForgetFramework(FrameworkId),
 }
 
 /// Everything the store holds, as read at start.
@@ -117,6 +125,12 @@ pub enum StoreError {
         /// The version in the file.
         found: u64,
     },
+    /// Writes were made to fail by the test hook ([`Store::write_failures`]).
+    #[error("registry {path}: write refused by the test hook")]
+    Injected {
+        /// The file.
+        path: PathBuf,
+    },
     /// A stored value does not parse.
     #[error("registry {path}: bad {what}: {reason}")]
     Corrupt {
@@ -133,6 +147,20 @@ pub enum StoreError {
 pub struct Store {
     db: Database,
     path: PathBuf,
+    /// Test hook: while set, [`Store::apply`] fails and writes nothing.
+    fail_writes: Arc<AtomicBool>,
+}
+
+/// Test hook: a switch that makes every later write of one [`Store`] fail (and write nothing)
+/// while it is on, as a full disk would. Cloning shares the switch.
+#[derive(Debug, Clone)]
+pub struct WriteFailures(Arc<AtomicBool>);
+
+impl WriteFailures {
+    /// Turns failing writes on or off.
+    pub fn set(&self, fail: bool) {
+        self.0.store(fail, Ordering::SeqCst);
+    }
 }
 
 impl std::fmt::Debug for Store {
@@ -152,6 +180,7 @@ impl Store {
         let store = Self {
             db,
             path: path.to_path_buf(),
+            fail_writes: Arc::new(AtomicBool::new(false)),
         };
         store.init()?;
         Ok(store)
@@ -160,6 +189,11 @@ impl Store {
     /// Where the file is.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Test hook: the switch that makes this store's writes fail on demand.
+    pub fn write_failures(&self) -> WriteFailures {
+        WriteFailures(Arc::clone(&self.fail_writes))
     }
 
     fn db_error(path: &Path, e: impl Into<redb::Error>) -> StoreError {
@@ -254,6 +288,11 @@ impl Store {
         if changes.is_empty() {
             return Ok(());
         }
+        if self.fail_writes.load(Ordering::SeqCst) {
+            return Err(StoreError::Injected {
+                path: self.path.clone(),
+            });
+        }
         let txn = self.db.begin_write().map_err(|e| self.err(e))?;
         {
             let mut frameworks = txn.open_table(FRAMEWORKS).map_err(|e| self.err(e))?;
@@ -272,6 +311,11 @@ impl Store {
                         let key = id.to_string();
                         frameworks.remove(key.as_str()).map_err(|e| self.err(e))?;
                         removed.insert(key.as_str(), 1).map_err(|e| self.err(e))?;
+                    }
+                    Change::ForgetFramework(id) => {
+                        frameworks
+                            .remove(id.to_string().as_str())
+                            .map_err(|e| self.err(e))?;
                     }
                     Change::SetWeight(role, weight) => {
                         weights
@@ -332,6 +376,28 @@ mod tests {
         assert_eq!(snap.frameworks[0].role, a.role);
         assert_eq!(snap.removed_frameworks, vec![b.id]);
         assert_eq!(snap.weights, vec![(RolePath::new("eng").unwrap(), weight)]);
+    }
+
+    #[test]
+    fn a_failing_write_writes_nothing_and_forgetting_is_not_removing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("registry.redb");
+        let store = Store::open(&path).unwrap();
+        let (a, b) = (framework("a", "eng"), framework("b", "eng"));
+        store.apply(&[Change::PutFramework(a.clone())]).unwrap();
+        let failures = store.write_failures();
+        failures.set(true);
+        let err = store
+            .apply(&[
+                Change::PutFramework(b.clone()),
+                Change::RemoveFramework(a.id),
+            ])
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Injected { .. }), "{err}");
+        assert_eq!(store.load().unwrap().frameworks, vec![a.clone()]);
+        failures.set(false);
+        store.apply(&[Change::ForgetFramework(a.id)]).unwrap();
+        assert_eq!(store.load().unwrap(), Snapshot::default());
     }
 
     #[test]
