@@ -515,6 +515,101 @@ async fn another_principal_cannot_act_as_an_agent() {
     assert_eq!(status, 200);
 }
 
+/// Found by the hostile suite with credentials: a framework that exists only as a placeholder
+/// (an agent reported a task of it, it has not registered since) was "unknown" to the ownership
+/// check, so any framework principal could kill its tasks or delete it. It is nobody's until a
+/// framework principal registers it with its id.
+#[tokio::test]
+async fn a_placeholder_framework_is_nobodys_until_registered() {
+    let api = secured();
+    let (status, v) = register_agent(&api, NODES_1, None).await;
+    assert_eq!(status, 201, "{v}");
+    let agent: AgentId = v["agent_id"].as_str().unwrap().parse().unwrap();
+    let orphan = FrameworkId::new();
+    let running = json!({
+        "task_id": "t1",
+        "framework_id": orphan,
+        "agent_id": agent,
+        "state": "running",
+        "update_id": uuid(),
+        "timestamp": "2026-01-01T00:00:00Z",
+        "resources": {"cpus": 1},
+    });
+    let (status, v) = call(
+        &api,
+        Some(NODES_1),
+        Method::POST,
+        &format!("/api/v1/agents/{agent}/status"),
+        Some(running),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    let before = books(&api).await;
+    assert!(
+        before.0.to_string().contains(&orphan.to_string()),
+        "no placeholder: {}",
+        before.0
+    );
+    for (method, path, body) in [
+        (
+            Method::POST,
+            format!("/api/v1/frameworks/{orphan}/kill"),
+            Some(json!({"task_id": "t1"})),
+        ),
+        (
+            Method::POST,
+            format!("/api/v1/frameworks/{orphan}/reconcile"),
+            Some(json!({"task_ids": ["t1"]})),
+        ),
+        (
+            Method::POST,
+            format!("/api/v1/frameworks/{orphan}/suppress"),
+            Some(json!({})),
+        ),
+        (Method::DELETE, format!("/api/v1/frameworks/{orphan}"), None),
+    ] {
+        let (status, v) = call(&api, Some(FW_B), method.clone(), &path, body).await;
+        assert_eq!(
+            (status, code(&v)),
+            (403, "forbidden"),
+            "{method} {path}: {v}"
+        );
+    }
+    assert_eq!(
+        books(&api).await,
+        before,
+        "a refused call changed the books"
+    );
+    // Registering it with its id claims it; then its principal may act on it.
+    let (status, v) = call(
+        &api,
+        Some(FW_A),
+        Method::POST,
+        "/api/v1/frameworks",
+        Some(json!({"name": "f", "role": "eng/a", "framework_id": orphan})),
+    )
+    .await;
+    assert!(status == 200 || status == 201, "{status} {v}");
+    let (status, v) = call(
+        &api,
+        Some(FW_A),
+        Method::POST,
+        &format!("/api/v1/frameworks/{orphan}/kill"),
+        Some(json!({"task_id": "t1"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    let (status, _) = call(
+        &api,
+        Some(FW_B),
+        Method::DELETE,
+        &format!("/api/v1/frameworks/{orphan}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 403);
+}
+
 /// Issue #9: the JSON extractor ignored Content-Type, so a web page could POST from a browser
 /// (CSRF). A body must now be `application/json`, credentials or not.
 #[tokio::test]

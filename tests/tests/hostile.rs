@@ -13,7 +13,11 @@
 //!   `offered` is the sum of its offers, `used` the sum of its non-terminal tasks, and on an
 //!   agent `offered + used` fits in its total.
 //!
-//! `PROPTEST_CASES` sets the number of sequences (default 64, a sequence is 1 to 8 calls).
+//! A second run does the same with a credentials file of several principals and checks, besides,
+//! that no one gets a 2xx beyond its rights (see [`hostile_principals_never_overstep`]).
+//!
+//! `PROPTEST_CASES` sets the number of sequences (default 64 open and 32 with credentials, a
+//! sequence is 1 to 8 calls).
 //! The coordinator is quiet between calls (no periodic allocation, offer expiry, failover or
 //! agent loss within the test's time), so the state settles and the before/after comparison
 //! is exact.
@@ -38,11 +42,14 @@ use tests::{deadline_in, fast_coordinator_config, Cluster, SseReader};
 static PANICS: AtomicUsize = AtomicUsize::new(0);
 
 fn count_panics() {
-    let previous = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        PANICS.fetch_add(1, Ordering::SeqCst);
-        previous(info);
-    }));
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            PANICS.fetch_add(1, Ordering::SeqCst);
+            previous(info);
+        }));
+    });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -202,6 +209,9 @@ enum Call {
 #[derive(Debug, Clone)]
 struct Step {
     client: Index,
+    /// With credentials: sent as the principal the call is meant for (the framework's owner,
+    /// the agent principal, an operator) rather than as `client`.
+    natural: bool,
     call: Call,
     shape: Shape,
     ct: Ct,
@@ -418,12 +428,20 @@ fn ct() -> impl Strategy<Value = Ct> {
 }
 
 fn step() -> impl Strategy<Value = Step> {
-    (any::<Index>(), call(), shape(), ct()).prop_map(|(client, call, shape, ct)| Step {
-        client,
-        call,
-        shape,
-        ct,
-    })
+    (
+        any::<Index>(),
+        prop::bool::weighted(0.6),
+        call(),
+        shape(),
+        ct(),
+    )
+        .prop_map(|(client, natural, call, shape, ct)| Step {
+            client,
+            natural,
+            call,
+            shape,
+            ct,
+        })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -966,9 +984,290 @@ impl Ct {
 // The world: a live cluster, clients, open streams, and the checks
 // ---------------------------------------------------------------------------------------------
 
+/// Who sends a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Who {
+    /// Anyone, without credentials configured.
+    Open,
+    /// A framework principal with these role patterns.
+    Framework(&'static [&'static str]),
+    /// The agent principal (the simulated agents' too).
+    Agent,
+    /// A `read` operator (the harness's own reads).
+    Read,
+    /// An `admin` operator.
+    Admin,
+    /// A client without a token, or with one no principal has.
+    Stranger,
+}
+
+/// A client and the principal it acts as.
+struct Identity {
+    name: &'static str,
+    token: Option<&'static str>,
+    who: Who,
+    client: reqwest::Client,
+}
+
+impl Identity {
+    fn new(name: &'static str, token: Option<&'static str>, who: Who) -> Self {
+        Self {
+            name,
+            token,
+            who,
+            client: reqwest::Client::new(),
+        }
+    }
+}
+
+const ENG_TOKEN: &str = "hostile-token-eng-team-0123456789abcdef";
+const OPS_TOKEN: &str = "hostile-token-ops-team-0123456789abcdef";
+const AGENT_TOKEN: &str = "hostile-token-nodes-0123456789abcdef";
+const READ_TOKEN: &str = "hostile-token-reader-0123456789abcdef";
+const ADMIN_TOKEN: &str = "hostile-token-admin-0123456789abcdef";
+const ENG_ROLES: &[&str] = &["eng/*"];
+const OPS_ROLES: &[&str] = &["ops"];
+/// `max_frameworks` of `ops-team`.
+const OPS_MAX_FRAMEWORKS: usize = 2;
+
+/// The credentials file of the suite with credentials.
+fn credentials() -> coordinator::auth::Credentials {
+    let h = |t: &str| coordinator::auth::SecretHash::of(t).to_hex();
+    coordinator::auth::Credentials::from_toml(&format!(
+        r#"
+[[principals]]
+name = "eng-team"
+kind = "framework"
+secret_sha256 = "{}"
+roles = ["eng/*"]
+
+[[principals]]
+name = "ops-team"
+kind = "framework"
+secret_sha256 = "{}"
+roles = ["ops"]
+max_frameworks = {OPS_MAX_FRAMEWORKS}
+
+[[principals]]
+name = "nodes"
+kind = "agent"
+secret_sha256 = "{}"
+
+[[principals]]
+name = "reader"
+kind = "operator"
+access = "read"
+secret_sha256 = "{}"
+
+[[principals]]
+name = "admin"
+kind = "operator"
+access = "admin"
+secret_sha256 = "{}"
+"#,
+        h(ENG_TOKEN),
+        h(OPS_TOKEN),
+        h(AGENT_TOKEN),
+        h(READ_TOKEN),
+        h(ADMIN_TOKEN),
+    ))
+    .unwrap()
+}
+
+/// Every principal of [`credentials`], a client without a token and one with a wrong token.
+fn identities() -> Vec<Identity> {
+    vec![
+        Identity::new("eng-team", Some(ENG_TOKEN), Who::Framework(ENG_ROLES)),
+        Identity::new("ops-team", Some(OPS_TOKEN), Who::Framework(OPS_ROLES)),
+        Identity::new("nodes", Some(AGENT_TOKEN), Who::Agent),
+        Identity::new("reader", Some(READ_TOKEN), Who::Read),
+        Identity::new("admin", Some(ADMIN_TOKEN), Who::Admin),
+        Identity::new("no-token", None, Who::Stranger),
+        Identity::new(
+            "wrong-token",
+            Some("hostile-token-nobody-0123456789abcdef"),
+            Who::Stranger,
+        ),
+    ]
+}
+
+/// Whether a role pattern of the credentials file (`*`, `eng/*`, `ops`) covers `role`.
+fn role_matches(patterns: &[&str], role: &str) -> bool {
+    patterns.iter().any(|p| match p.strip_suffix("/*") {
+        _ if *p == "*" => true,
+        Some(prefix) => role == prefix || role.starts_with(&format!("{prefix}/")),
+        None => role == *p,
+    })
+}
+
+/// The framework id a path acts on (`/api/v1/frameworks/{id}/..`).
+fn framework_in(path: &str) -> Option<&str> {
+    let rest = path
+        .split('?')
+        .next()?
+        .strip_prefix("/api/v1/frameworks/")?;
+    rest.split('/').next().filter(|id| !id.is_empty())
+}
+
+impl World {
+    /// The index in `who` of the identity that sends `step`.
+    fn caller(&self, step: &Step, path: &str) -> usize {
+        let any = step.client.index(self.who.len());
+        if !step.natural || self.who.iter().all(|i| i.who == Who::Open) {
+            return any;
+        }
+        let named = |name: &str| self.who.iter().position(|i| i.name == name).unwrap_or(any);
+        match &step.call {
+            Call::RegisterFramework { role, .. } => {
+                let role = ROLES[role.index(ROLES.len())];
+                if role_matches(ENG_ROLES, role) {
+                    named("eng-team")
+                } else if role_matches(OPS_ROLES, role) {
+                    named("ops-team")
+                } else {
+                    any
+                }
+            }
+            Call::RegisterAgent { .. }
+            | Call::Heartbeat(_)
+            | Call::Status { .. }
+            | Call::Statuses { .. } => named("nodes"),
+            Call::SetWeight(_) => named("admin"),
+            Call::Read(..) => named("reader"),
+            _ => match framework_in(path).and_then(|id| self.owners.get(id)) {
+                Some(owner) => named(owner),
+                None => any,
+            },
+        }
+    }
+
+    /// Whether the identity `caller` may get a 2xx on `method path`: `Err` says why not.
+    fn check_allowed(
+        &self,
+        caller: usize,
+        method: &reqwest::Method,
+        path: &str,
+    ) -> Result<(), String> {
+        use reqwest::Method;
+        let me = &self.who[caller];
+        let path = path.split('?').next().unwrap_or(path);
+        let operator = matches!(me.who, Who::Read | Who::Admin);
+        let ok = |allowed: bool, rule: &str| {
+            if allowed {
+                Ok(())
+            } else {
+                Err(format!("{rule}, and {} is {:?}", me.name, me.who))
+            }
+        };
+        match me.who {
+            Who::Open => return Ok(()),
+            Who::Stranger => return ok(path == "/health", "only /health is open"),
+            _ => {}
+        }
+        if let Some(id) = framework_in(path) {
+            if *method == Method::DELETE && me.who == Who::Admin {
+                return Ok(());
+            }
+            if *method == Method::GET && !path.ends_with("/events") && operator {
+                return Ok(());
+            }
+            return match self.owners.get(id) {
+                Some(owner) if *owner == me.name => Ok(()),
+                owner => Err(format!(
+                    "framework {id} belongs to {owner:?}, not to {}",
+                    me.name
+                )),
+            };
+        }
+        match (method, path) {
+            (_, "/health") => Ok(()),
+            (&Method::POST, "/api/v1/frameworks") => ok(
+                matches!(me.who, Who::Framework(_)),
+                "only framework principals register frameworks",
+            ),
+            (&Method::GET, "/api/v1/agents") => ok(
+                operator || matches!(me.who, Who::Framework(_)),
+                "only operators and frameworks list agents",
+            ),
+            (&Method::GET, _) => ok(operator, "only operators read"),
+            (_, p) if p.starts_with("/api/v1/roles") => {
+                ok(me.who == Who::Admin, "only admin changes weights")
+            }
+            (_, p) if p.starts_with("/api/v1/agents") => ok(
+                me.who == Who::Agent,
+                "only the agent principal acts as an agent",
+            ),
+            _ => ok(me.who == Who::Admin, "no other call is allowed"),
+        }
+    }
+
+    /// Records who registered the framework of a 2xx `POST /api/v1/frameworks` answer; `Err`
+    /// when it was someone else's.
+    fn claim(&mut self, caller: usize, body: &[u8]) -> Result<(), String> {
+        let me = &self.who[caller];
+        if me.who == Who::Open {
+            return Ok(());
+        }
+        let registered: protocol::messages::FrameworkRegistered =
+            serde_json::from_slice(body).map_err(|e| format!("its answer does not parse: {e}"))?;
+        let id = registered.framework_id.to_string();
+        match self.owners.get(&id) {
+            Some(owner) if *owner != me.name => Err(format!(
+                "{} re-registered framework {id}, which belongs to {owner}",
+                me.name
+            )),
+            _ => {
+                self.owners.insert(id, me.name);
+                Ok(())
+            }
+        }
+    }
+
+    /// With credentials: every framework in the books was registered by a principal whose
+    /// role patterns cover its role (or is an unclaimed placeholder in `_orphans`), and
+    /// `ops-team` has at most its `max_frameworks`.
+    fn check_owners(&self, state: &ClusterState) -> Result<(), TestCaseError> {
+        if self.who.iter().all(|i| i.who == Who::Open) {
+            return Ok(());
+        }
+        let mut ops = 0;
+        for fw in &state.frameworks {
+            let id = fw.framework_id.to_string();
+            let role = fw.role.to_string();
+            let owner = self
+                .owners
+                .get(&id)
+                .and_then(|o| self.who.iter().find(|i| i.name == *o));
+            match owner.map(|o| (o.name, o.who)) {
+                Some((name, Who::Framework(patterns))) if role_matches(patterns, &role) => {
+                    ops += usize::from(name == "ops-team");
+                }
+                // The placeholder of a framework an agent reported a task of: nobody's until
+                // a framework principal re-registers it.
+                None if role == coordinator::state::ORPHAN_ROLE => {}
+                other => {
+                    return Err(fail(format!(
+                        "framework {id} in role {role} registered by {other:?}"
+                    )))
+                }
+            }
+        }
+        if ops > OPS_MAX_FRAMEWORKS {
+            return Err(fail(format!(
+                "ops-team has {ops} frameworks, more than its max_frameworks"
+            )));
+        }
+        Ok(())
+    }
+}
+
 struct World {
     cluster: Cluster,
-    clients: Vec<reqwest::Client>,
+    /// Who sends the calls: three anonymous clients in open mode, the principals of
+    /// [`credentials`] (and clients without or with a wrong token) with credentials.
+    who: Vec<Identity>,
+    /// With credentials: the principal that registered each framework id (from the answers).
+    owners: HashMap<String, &'static str>,
     streams: HashMap<String, SseReader>,
     calls: usize,
     by_status: BTreeMap<u16, usize>,
@@ -1062,7 +1361,7 @@ fn check_books(state: &ClusterState) -> Result<(), TestCaseError> {
 }
 
 impl World {
-    async fn start() -> anyhow::Result<Self> {
+    async fn start(auth: bool) -> anyhow::Result<Self> {
         let config = coordinator::Config {
             allocation_interval: Duration::from_secs(3600),
             offer_timeout: Duration::from_secs(3600),
@@ -1072,14 +1371,22 @@ impl World {
             update_resend_interval: Duration::from_secs(60),
             ..fast_coordinator_config()
         };
-        let cluster = Cluster::builder()
+        let mut builder = Cluster::builder()
             .config(config)
-            .simulated_agents(2, "cpus=4,mem=4096")
-            .start()
-            .await?;
+            .simulated_agents(2, "cpus=4,mem=4096");
+        let who = if auth {
+            builder = builder.credentials(credentials(), AGENT_TOKEN, READ_TOKEN);
+            identities()
+        } else {
+            (0..3)
+                .map(|_| Identity::new("open", None, Who::Open))
+                .collect()
+        };
+        let cluster = builder.start().await?;
         Ok(Self {
             cluster,
-            clients: (0..3).map(|_| reqwest::Client::new()).collect(),
+            who,
+            owners: HashMap::new(),
             streams: HashMap::new(),
             calls: 0,
             by_status: BTreeMap::new(),
@@ -1089,7 +1396,9 @@ impl World {
 
     async fn snapshot(&self) -> Result<Snapshot, TestCaseError> {
         let url = format!("{}/api/v1/state", self.cluster.url);
-        let resp = self.clients[0]
+        let resp = self
+            .cluster
+            .http
             .get(&url)
             .send()
             .await
@@ -1142,7 +1451,9 @@ impl World {
         if panics > 0 {
             return Err(fail(format!("{panics} panic(s) in the test process")));
         }
-        let health = self.clients[0]
+        let health = self
+            .cluster
+            .http
             .get(format!("{}/health", self.cluster.url))
             .send()
             .await
@@ -1150,7 +1461,9 @@ impl World {
         if health.status() != 200 {
             return Err(fail(format!("/health answered {}", health.status())));
         }
-        let metrics = self.clients[0]
+        let metrics = self
+            .cluster
+            .http
             .get(format!("{}/metrics", self.cluster.url))
             .send()
             .await
@@ -1211,11 +1524,15 @@ impl World {
         let request = step.render(&Known {
             state: &before.state,
         });
-        let client = &self.clients[step.client.index(self.clients.len())];
-        let mut builder = client.request(
+        let caller = self.caller(step, &request.path);
+        let identity = &self.who[caller];
+        let mut builder = identity.client.request(
             request.method.clone(),
             format!("{}{}", self.cluster.url, request.path),
         );
+        if let Some(token) = identity.token {
+            builder = builder.bearer_auth(token);
+        }
         if let Some(body) = request.body.clone() {
             if let Some(ct) = step.ct.header() {
                 builder = builder.header("content-type", ct);
@@ -1223,9 +1540,10 @@ impl World {
             builder = builder.body(body);
         }
         let what = format!(
-            "{} {} ({:?}, {:?}, {:?})",
+            "{} {} as {} ({:?}, {:?}, {:?})",
             request.method,
             request.path,
+            identity.name,
             step.ct,
             step.shape,
             request
@@ -1244,7 +1562,17 @@ impl World {
         let kind = format!("{:?}", step.call);
         let kind = kind.split([' ', '(']).next().unwrap_or_default().to_owned();
         *self.by_call.entry((kind, status)).or_default() += 1;
+        if status == 401 {
+            let challenge = response.headers().get(reqwest::header::WWW_AUTHENTICATE);
+            if challenge.and_then(|v| v.to_str().ok()) != Some("Bearer") {
+                return Err(fail(format!(
+                    "{what}: answered 401 with WWW-Authenticate {challenge:?}"
+                )));
+            }
+        }
         if (200..300).contains(&status) {
+            self.check_allowed(caller, &request.method, &request.path)
+                .map_err(|e| fail(format!("{what}: answered {status}, but {e}")))?;
             if let Some(id) = request.stream_of {
                 let mut reader = SseReader::from_response(response);
                 let first = reader
@@ -1256,7 +1584,11 @@ impl World {
                 }
                 self.streams.insert(id, reader);
             } else {
-                let _ = response.bytes().await;
+                let body = response.bytes().await.unwrap_or_default();
+                if request.method == reqwest::Method::POST && request.path == "/api/v1/frameworks" {
+                    self.claim(caller, &body)
+                        .map_err(|e| fail(format!("{what}: answered {status}, but {e}")))?;
+                }
             }
         } else {
             let body = response.bytes().await.unwrap_or_default();
@@ -1281,23 +1613,42 @@ impl World {
             }
         }
         self.check_alive().await?;
-        check_books(&self.settled().await?.state)
+        let settled = self.settled().await?;
+        self.check_owners(&settled.state)?;
+        check_books(&settled.state)
     }
 }
 
 #[test]
 fn hostile_call_sequences_break_nothing() {
+    run_suite(false, 64);
+}
+
+/// The same sequences with a credentials file of several principals (two framework principals
+/// with different roles, an agent principal, a read and an admin operator) and clients without
+/// a token or with a wrong one. Besides the checks above, after every call: a 2xx only where
+/// the caller's principal may (a framework's calls and stream only for its owner, an admin's
+/// delete aside; weights only for admin; agent calls only for the agent principal; reads only
+/// for operators; nothing but `/health` without a valid token), every framework in the books
+/// registered by a principal whose roles cover its role, within `max_frameworks`, and every
+/// 401 with `WWW-Authenticate: Bearer`.
+#[test]
+fn hostile_principals_never_overstep() {
+    run_suite(true, 32);
+}
+
+fn run_suite(auth: bool, default_cases: u32) {
     count_panics();
     let cases = std::env::var("PROPTEST_CASES")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(64);
+        .unwrap_or(default_cases);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
-    let world = RefCell::new(rt.block_on(World::start()).unwrap());
+    let world = RefCell::new(rt.block_on(World::start(auth)).unwrap());
     let mut runner = TestRunner::new(Config {
         cases,
         failure_persistence: None,
@@ -1310,13 +1661,18 @@ fn hostile_call_sequences_break_nothing() {
         rt.block_on(world.run(steps))
     });
     let world = world.into_inner();
+    let label = if auth {
+        "hostile (credentials)"
+    } else {
+        "hostile"
+    };
     eprintln!(
-        "hostile: {cases} sequences, {} calls in {:.1} s; answers by status: {:?}",
+        "{label}: {cases} sequences, {} calls in {:.1} s; answers by status: {:?}",
         world.calls,
         started.elapsed().as_secs_f64(),
         world.by_status
     );
-    eprintln!("hostile: answers by call: {:?}", world.by_call);
+    eprintln!("{label}: answers by call: {:?}", world.by_call);
     rt.block_on(world.cluster.shutdown()).unwrap();
     if let Err(e) = result {
         panic!("{e}");

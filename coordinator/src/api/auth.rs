@@ -78,6 +78,14 @@ impl Caller {
     /// policy let them in (explain, an admin's delete).
     pub fn framework(&self, books: &Books, id: FrameworkId) -> Result<(), ApiError> {
         match &self.0 {
+            // A placeholder is nobody's: `framework_owner` calls it unknown (so that a
+            // registration with its id claims it), but acting on it must not pass as "unknown,
+            // left to the operation" (which would let anyone kill its adopted tasks).
+            Some(p) if p.is_framework() && books.framework_is_placeholder(id) => Err(not_owner(
+                &format!("framework {id}"),
+                p,
+                "has not registered since its tasks were adopted; register it (with its id) to own it",
+            )),
             Some(p) if p.is_framework() => {
                 check_owner(&format!("framework {id}"), books.framework_owner(id), p)
             }

@@ -17,6 +17,12 @@ impl State {
             .map(|fw| fw.owner.as_deref())
     }
 
+    /// Whether framework `id` is only a placeholder for adopted tasks (nobody's until a
+    /// framework principal registers it with its id).
+    pub fn framework_is_placeholder(&self, id: FrameworkId) -> bool {
+        self.frameworks.get(&id).is_some_and(|fw| fw.placeholder)
+    }
+
     /// How many registered frameworks `principal` owns (for `max_frameworks`).
     pub fn frameworks_owned_by(&self, principal: &str) -> usize {
         self.frameworks
