@@ -325,6 +325,7 @@ mod tests {
             command: CommandSpec::Shell("true".into()),
             env: Default::default(),
             duration_s: None,
+            isolation: None,
         }
     }
 

@@ -17,6 +17,8 @@
 //! - [`journal`]: append-only, fsync'd JSON lines in the work dir; replay and compaction.
 //! - [`executor`]: task processes: the wrapper, environment, memory limits, process-group
 //!   signals, exit status, `/proc` checks for re-adoption.
+//! - [`image`]: task root filesystems from images on the agent's disk (`isolation.image`):
+//!   unpacked once into a cache, an overlay per task.
 //! - `gc`: deletes finished tasks' sandboxes after `AgentConfig::sandbox_retention`.
 //! - `reaper`: makes the agent a child subreaper and reaps orphaned task processes.
 //! - `client`: HTTP to the coordinator for both shells: a core request in, a core reply out.
@@ -98,6 +100,7 @@ pub mod auth;
 pub mod config;
 pub mod engine;
 pub mod executor;
+pub mod image;
 pub mod journal;
 pub mod resources;
 pub mod simulated;

@@ -208,6 +208,7 @@ async fn a_stale_journal_pid_of_an_unrelated_process_is_not_signalled() {
             command: CommandSpec::Shell("sleep 30".into()),
             env: Default::default(),
             duration_s: None,
+            isolation: None,
         };
         let sb = sandbox(dir.path(), fw, name);
         std::fs::create_dir_all(&sb).unwrap();

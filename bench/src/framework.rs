@@ -211,6 +211,7 @@ impl BenchFramework {
             command: CommandSpec::Shell("simulated".into()),
             env: Default::default(),
             duration_s: self.work.duration_s,
+            isolation: None,
         }
     }
 }

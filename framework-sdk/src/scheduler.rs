@@ -116,6 +116,7 @@ mod tests {
             command: CommandSpec::Shell("true".into()),
             env: Default::default(),
             duration_s: None,
+            isolation: None,
         }
     }
 

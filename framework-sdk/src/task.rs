@@ -118,6 +118,7 @@ impl Task {
             command: self.command.clone(),
             env: self.env.clone(),
             duration_s: self.duration_s,
+            isolation: None,
         }
     }
 }
@@ -235,6 +236,7 @@ mod tests {
                 command: CommandSpec::Shell("echo hi".into()),
                 env: BTreeMap::from([("GREETING".into(), "hi".into())]),
                 duration_s: Some(2.5),
+                isolation: None,
             }
         );
     }

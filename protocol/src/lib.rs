@@ -9,6 +9,8 @@
 //! - [`role`]: [`RolePath`] (`eng/batch`) and [`Weight`], validated on parse.
 //! - [`task`]: [`TaskSpec`], [`CommandSpec`], [`TaskState`], [`TaskStatus`].
 //! - [`offer`]: the [`Offer`] type.
+//! - [`isolation`]: a task's isolation options ([`Isolation`]) and the agent attributes that say
+//!   what an agent enforces; the checks the coordinator makes at accept time.
 //! - [`messages`]: request and response bodies of the framework, agent and operator APIs.
 //! - [`events`]: the framework SSE stream ([`FrameworkEvent`]) and the operator offer stream
 //!   ([`OfferEvent`]).
@@ -22,6 +24,7 @@
 pub mod error;
 pub mod events;
 pub mod ids;
+pub mod isolation;
 pub mod messages;
 pub mod offer;
 pub mod resources;
@@ -31,6 +34,7 @@ pub mod task;
 pub use error::{ErrorBody, ErrorDetail};
 pub use events::{FrameworkEvent, OfferEvent};
 pub use ids::{AgentId, FrameworkId, OfferId, TaskId, UpdateId};
+pub use isolation::{Isolation, NetworkMode};
 pub use offer::Offer;
 pub use resources::{ResourceError, ResourceName, Resources};
 pub use role::{RolePath, Weight};

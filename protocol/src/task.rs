@@ -56,6 +56,9 @@ pub struct TaskSpec {
     /// For simulated agents only: the task finishes after this many seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_s: Option<f64>,
+    /// How the task is isolated on its agent: pids limit, network, user, image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<crate::Isolation>,
 }
 
 /// The states of a task. `finished`, `failed`, `killed`, `lost` and `error` are terminal.

@@ -51,6 +51,7 @@ pub fn shell_task(task_id: &str, agent: AgentId, resources: &str, shell: &str) -
         command: CommandSpec::Shell(shell.to_owned()),
         env: Default::default(),
         duration_s: None,
+        isolation: None,
     }
 }
 

@@ -126,6 +126,7 @@ pub fn state_status_and_code(e: &StateError) -> (StatusCode, &'static str) {
         DuplicateOffer(_) => (StatusCode::UNPROCESSABLE_ENTITY, "duplicate_offer"),
         OffersOnSeveralAgents(..) => (StatusCode::UNPROCESSABLE_ENTITY, "offers_on_several_agents"),
         TaskAgentMismatch { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "task_agent_mismatch"),
+        IsolationUnavailable { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "isolation_unavailable"),
         DuplicateTaskInRequest(_) => (StatusCode::UNPROCESSABLE_ENTITY, "duplicate_task"),
         InsufficientResources { .. } => {
             (StatusCode::UNPROCESSABLE_ENTITY, "insufficient_resources")

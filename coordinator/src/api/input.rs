@@ -156,6 +156,9 @@ fn check_task(task: &TaskSpec) -> Result<(), ApiError> {
         reason,
     };
     task.command.validate().map_err(invalid)?;
+    if let Some(iso) = &task.isolation {
+        iso.validate().map_err(invalid)?;
+    }
     if task.resources.is_empty() {
         return Err(invalid(
             "resources are empty; a task must use something".into(),

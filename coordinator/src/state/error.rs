@@ -49,6 +49,14 @@ pub enum StateError {
         /// The offers' agent.
         expected: AgentId,
     },
+    /// A task asks for isolation its agent cannot give (see `protocol::isolation`).
+    #[error("task {task}: {reason}")]
+    IsolationUnavailable {
+        /// The task.
+        task: TaskId,
+        /// What it asked for and what the agent lacks, naming the field.
+        reason: String,
+    },
     /// A task id appears twice in one accept.
     #[error("task {0} appears twice in tasks; task ids must be unique")]
     DuplicateTaskInRequest(TaskId),

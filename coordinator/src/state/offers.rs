@@ -157,6 +157,14 @@ impl State {
                     expected: agent_id,
                 });
             }
+            if let Some(iso) = &task.isolation {
+                iso.check_agent(&first.attributes).map_err(|reason| {
+                    StateError::IsolationUnavailable {
+                        task: task.task_id.clone(),
+                        reason,
+                    }
+                })?;
+            }
             if !ids.insert(task.task_id.clone()) {
                 return Err(StateError::DuplicateTaskInRequest(task.task_id.clone()));
             }

@@ -83,6 +83,7 @@ fn task(id: &str, agent: AgentId, res: &str) -> TaskSpec {
         command: CommandSpec::Shell("true".into()),
         env: Default::default(),
         duration_s: None,
+        isolation: None,
     }
 }
 
@@ -104,6 +105,30 @@ fn a_refused_accept_changes_nothing_and_emits_nothing() {
     let err = s.accept(fw, too_big, &at(2), &mut fx).unwrap_err();
     assert!(
         matches!(err, StateError::InsufficientResources { .. }),
+        "{err}"
+    );
+    assert!(fx.is_empty(), "{fx:?}");
+    assert_eq!(books(&s), before);
+}
+
+#[test]
+fn isolation_the_agent_cannot_give_is_refused_and_changes_nothing() {
+    let (mut s, fw, agent, offer) = setup();
+    let before = books(&s);
+    let mut fx = Vec::new();
+    let mut t = task("a", agent, "cpus=1");
+    t.isolation = Some(protocol::Isolation {
+        pids: Some(16),
+        ..Default::default()
+    });
+    let req = Accept {
+        offer_ids: vec![offer.offer_id],
+        tasks: vec![t],
+        refuse: None,
+    };
+    let err = s.accept(fw, req, &at(2), &mut fx).unwrap_err();
+    assert!(
+        matches!(&err, StateError::IsolationUnavailable { reason, .. } if reason.contains("isolation.pids")),
         "{err}"
     );
     assert!(fx.is_empty(), "{fx:?}");

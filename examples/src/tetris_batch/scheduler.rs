@@ -133,6 +133,7 @@ impl Batch {
             command: CommandSpec::Shell(format!("sleep {}", task.duration_s)),
             env: BTreeMap::new(),
             duration_s: self.simulated.then_some(task.duration_s),
+            isolation: None,
         })
     }
 

@@ -125,6 +125,7 @@ pub fn spec(id: &str, agent_id: AgentId) -> TaskSpec {
         command: CommandSpec::Shell("true".into()),
         env: Default::default(),
         duration_s: None,
+        isolation: None,
     }
 }
 

@@ -57,6 +57,7 @@ pub(super) fn spec(task: &str) -> TaskSpec {
         command: CommandSpec::Shell("true".into()),
         env: Default::default(),
         duration_s: None,
+        isolation: None,
     }
 }
 
