@@ -123,7 +123,8 @@ mod tests {
             let err = Cli::try_parse_from(&bad).unwrap_err();
             assert_eq!(err.exit_code(), 2, "{bad:?}");
         }
-        let cli = Cli::try_parse_from(["parleyctl", "--json", "tasks", "--state", "running"]).unwrap();
+        let cli =
+            Cli::try_parse_from(["parleyctl", "--json", "tasks", "--state", "running"]).unwrap();
         assert!(cli.json);
         assert!(matches!(cli.command, Command::Tasks { state: Some(s), .. } if s == "running"));
     }

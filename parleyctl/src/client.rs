@@ -106,7 +106,11 @@ impl Api {
     }
 
     /// `GET path` with a query: the body's bytes.
-    pub async fn get_bytes(&self, path: &str, query: &[(&str, String)]) -> Result<Vec<u8>, CtlError> {
+    pub async fn get_bytes(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+    ) -> Result<Vec<u8>, CtlError> {
         let request = self
             .request(Method::GET, path)
             .query(query)
@@ -164,7 +168,9 @@ mod tests {
     fn urls_and_tokens_are_checked() {
         assert!(Api::new("http://127.0.0.1:5050/", None, None).is_ok());
         assert_eq!(
-            Api::new("http://h:1/", None, None).map(|a| a.base().to_owned()).ok(),
+            Api::new("http://h:1/", None, None)
+                .map(|a| a.base().to_owned())
+                .ok(),
             Some("http://h:1".to_owned())
         );
         for bad in ["127.0.0.1:5050", "ftp://h", "not a url"] {

@@ -108,7 +108,9 @@ mod tests {
             message: "missing bearer token".into(),
         };
         assert_eq!(e.exit_code(), EXIT_API);
-        assert!(e.to_string().starts_with("401 unauthorized: missing bearer token; give a token"));
+        assert!(e
+            .to_string()
+            .starts_with("401 unauthorized: missing bearer token; give a token"));
         assert_eq!(CtlError::Usage("x".into()).exit_code(), EXIT_USAGE);
     }
 

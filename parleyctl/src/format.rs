@@ -41,13 +41,22 @@ mod tests {
 
     #[test]
     fn values_read_well() {
-        assert_eq!(resources(&"cpus=2,mem=512".parse().unwrap()), "cpus=2,mem=512");
+        assert_eq!(
+            resources(&"cpus=2,mem=512".parse().unwrap()),
+            "cpus=2,mem=512"
+        );
         assert_eq!(resources(&Resources::default()), "-");
         assert_eq!(share(0.25), "25.0%");
         assert_eq!(weight(2.0), "2");
         assert_eq!(weight(0.5), "0.5");
         let now = chrono::Utc::now();
-        assert_eq!(relative(&(now + chrono::Duration::seconds(3)), &now), "in 3s");
-        assert_eq!(relative(&(now - chrono::Duration::seconds(4)), &now), "4s ago");
+        assert_eq!(
+            relative(&(now + chrono::Duration::seconds(3)), &now),
+            "in 3s"
+        );
+        assert_eq!(
+            relative(&(now - chrono::Duration::seconds(4)), &now),
+            "4s ago"
+        );
     }
 }

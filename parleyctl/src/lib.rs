@@ -54,9 +54,7 @@ pub async fn run(cli: &Cli, out: &mut (dyn Write + Send)) -> Result<(), CtlError
             framework,
             stderr,
             follow,
-        } => {
-            commands::logs::logs(&api, task, framework.as_deref(), *stderr, *follow, out).await
-        }
+        } => commands::logs::logs(&api, task, framework.as_deref(), *stderr, *follow, out).await,
     }
 }
 

@@ -25,7 +25,11 @@ impl Table {
         let mut cells: Vec<String> = cells
             .into_iter()
             .take(self.header.len())
-            .map(|c| c.chars().map(|ch| if ch.is_control() { ' ' } else { ch }).collect())
+            .map(|c| {
+                c.chars()
+                    .map(|ch| if ch.is_control() { ' ' } else { ch })
+                    .collect()
+            })
             .collect();
         cells.resize(self.header.len(), String::new());
         self.rows.push(cells);

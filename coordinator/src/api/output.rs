@@ -29,8 +29,7 @@ pub fn router() -> Router<Coordinator> {
     )
 }
 
-type RawQuery =
-    Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>;
+type RawQuery = Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>;
 
 async fn output(
     State(c): State<Coordinator>,
@@ -98,7 +97,9 @@ fn parse_query(query: RawQuery) -> Result<OutputRead, ApiError> {
     Ok(OutputRead {
         file,
         offset: number("offset")?,
-        limit: number("limit")?.unwrap_or(MAX_OUTPUT_BYTES).min(MAX_OUTPUT_BYTES),
+        limit: number("limit")?
+            .unwrap_or(MAX_OUTPUT_BYTES)
+            .min(MAX_OUTPUT_BYTES),
     })
 }
 

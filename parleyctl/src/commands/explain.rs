@@ -34,9 +34,16 @@ pub async fn explain(
     writeln!(
         out,
         "demand:             {}",
-        e.demand.as_ref().map(format::resources).unwrap_or_else(|| "-".into())
+        e.demand
+            .as_ref()
+            .map(format::resources)
+            .unwrap_or_else(|| "-".into())
     )?;
-    writeln!(out, "dominant share:     {}", format::share(e.dominant_share))?;
+    writeln!(
+        out,
+        "dominant share:     {}",
+        format::share(e.dominant_share)
+    )?;
     writeln!(out, "outstanding offers: {}", e.outstanding_offers)?;
     writeln!(
         out,

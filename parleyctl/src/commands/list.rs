@@ -38,7 +38,14 @@ pub async fn frameworks(api: &Api, json: bool, out: &mut dyn Write) -> Result<()
         return print_raw(out, &raw);
     }
     let mut t = Table::new(&[
-        "FRAMEWORK", "NAME", "ROLE", "STATE", "SHARE", "TASKS", "USED", "OFFERED",
+        "FRAMEWORK",
+        "NAME",
+        "ROLE",
+        "STATE",
+        "SHARE",
+        "TASKS",
+        "USED",
+        "OFFERED",
     ]);
     for f in &list.frameworks {
         let state = if f.suppressed {
@@ -84,14 +91,20 @@ pub async fn tasks(
         return match state {
             None => print_raw(out, &raw),
             Some(_) => {
-                let text = serde_json::to_string(&list)
-                    .map_err(|e| CtlError::Protocol(e.to_string()))?;
+                let text =
+                    serde_json::to_string(&list).map_err(|e| CtlError::Protocol(e.to_string()))?;
                 print_raw(out, &text)
             }
         };
     }
     let mut t = Table::new(&[
-        "TASK", "FRAMEWORK", "AGENT", "STATE", "RESOURCES", "EXIT", "MESSAGE",
+        "TASK",
+        "FRAMEWORK",
+        "AGENT",
+        "STATE",
+        "RESOURCES",
+        "EXIT",
+        "MESSAGE",
     ]);
     for task in &list.tasks {
         t.row(vec![
@@ -115,7 +128,12 @@ pub async fn offers(api: &Api, json: bool, out: &mut dyn Write) -> Result<(), Ct
     }
     let now = chrono::Utc::now();
     let mut t = Table::new(&[
-        "OFFER", "FRAMEWORK", "AGENT", "HOSTNAME", "RESOURCES", "EXPIRES",
+        "OFFER",
+        "FRAMEWORK",
+        "AGENT",
+        "HOSTNAME",
+        "RESOURCES",
+        "EXPIRES",
     ]);
     for o in &list.offers {
         t.row(vec![

@@ -60,7 +60,10 @@ mod tests {
         let root = node(
             "",
             1.0,
-            vec![node("eng", 2.0, vec![node("eng/batch", 0.5, vec![])]), node("ops", 1.0, vec![])],
+            vec![
+                node("eng", 2.0, vec![node("eng/batch", 0.5, vec![])]),
+                node("ops", 1.0, vec![]),
+            ],
         );
         let mut t = Table::new(&["ROLE", "WEIGHT", "SHARE", "FRAMEWORKS", "ALLOCATED"]);
         add(&mut t, &root, 0);

@@ -57,8 +57,10 @@ pub fn text_line(event: &str, data: &str) -> String {
     let parsed = serde_json::from_str::<serde_json::Value>(data)
         .ok()
         .and_then(|data| {
-            serde_json::from_value::<OfferEvent>(serde_json::json!({ "event": event, "data": data }))
-                .ok()
+            serde_json::from_value::<OfferEvent>(
+                serde_json::json!({ "event": event, "data": data }),
+            )
+            .ok()
         });
     let fields = match parsed {
         Some(OfferEvent::OfferCreated(o)) => format!(
@@ -161,10 +163,16 @@ mod tests {
             r#"{{"offer_id":"{offer}","framework_id":"{fw}","agent_id":"{agent}","tasks":["t1"]}}"#
         );
         let line = text_line("offer_accepted", &data);
-        assert!(line.contains(&format!("offer_accepted  offer={offer} framework={fw} agent={agent} tasks=t1")), "{line}");
+        assert!(
+            line.contains(&format!(
+                "offer_accepted  offer={offer} framework={fw} agent={agent} tasks=t1"
+            )),
+            "{line}"
+        );
         let line = text_line("something_new", "{\"x\":1}");
         assert!(line.ends_with("something_new   {\"x\":1}"), "{line}");
-        let json: serde_json::Value = serde_json::from_str(&json_line("e", "{\"x\":1}")).unwrap_or_default();
+        let json: serde_json::Value =
+            serde_json::from_str(&json_line("e", "{\"x\":1}")).unwrap_or_default();
         assert_eq!(json["data"]["x"], 1);
     }
 }
