@@ -7,7 +7,7 @@
 //! - [`client`]: [`client::Api`], HTTP to the coordinator, failures as [`CtlError`].
 //! - [`commands`]: one file per kind of subcommand (lists, roles, explain, changes, logs, the
 //!   offer watch).
-//! - [`table`]: the aligned table writer; [`format`]: how values read in a table.
+//! - [`table`]: the aligned table writer; [`format`](mod@format): how values read in a table.
 //! - [`error`]: [`CtlError`] and the exit codes.
 //!
 //! The binary (`src/main.rs`) parses the command line, calls [`run`] and exits with
@@ -75,6 +75,8 @@ where
     };
     match run(&cli, out).await {
         Ok(()) => EXIT_OK,
+        // The reader went away (`parleyctl tasks | head`): nothing more to say.
+        Err(CtlError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => EXIT_OK,
         Err(e) => {
             let _ = writeln!(err, "parleyctl: {e}");
             e.exit_code()

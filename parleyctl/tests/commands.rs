@@ -254,7 +254,7 @@ async fn every_command_against_a_live_cluster() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn logs_of_a_task_whose_agent_is_down_say_so() {
+async fn logs_follow_a_running_task_and_say_when_its_agent_is_down() {
     let mut cluster = Cluster::start(&["cpus=1,mem=256"]).await.unwrap();
     let url = cluster.url.clone();
     let agent = cluster.agent_info(0).await.unwrap();
@@ -271,6 +271,30 @@ async fn logs_of_a_task_whose_agent_is_down_say_so() {
         .await
         .unwrap();
     assert_eq!(ok(&url, &["logs", "t"]).await, "hi\n");
+    // --follow on a running task: what it prints before and after the first read, until it
+    // ends.
+    fw.launch(
+        WITHIN,
+        shell_task(
+            "slow",
+            agent.agent_id,
+            "cpus=0.1,mem=16",
+            "echo one; sleep 1; echo two",
+        ),
+    )
+    .await
+    .unwrap();
+    fw.wait_state(WITHIN, "slow", TaskState::Running)
+        .await
+        .unwrap();
+    let followed = tokio::time::timeout(WITHIN, ok(&url, &["logs", "slow", "--follow"]))
+        .await
+        .expect("logs --follow returns once the task ended");
+    assert_eq!(followed, "one\ntwo\n");
+    let ended = cluster.tasks_of(fw.id).await.unwrap();
+    assert!(ended
+        .iter()
+        .any(|t| t.task_id.as_str() == "slow" && t.state.is_terminal()));
     cluster.stop_agent(0).await.unwrap();
     let (err, _) = ctl(&url, &["logs", "t"]).await;
     let err = err.unwrap_err();

@@ -11,6 +11,7 @@ use tests::Cluster;
 const NODES: &str = "ctl-token-nodes-0123456789abcdef";
 const READ: &str = "ctl-token-read-0123456789abcdef";
 const ADMIN: &str = "ctl-token-admin-0123456789abcdef";
+const TEAM: &str = "ctl-token-team-0123456789abcdef";
 
 /// A loopback address nothing listens on.
 async fn closed_port_url() -> String {
@@ -72,6 +73,12 @@ kind = "agent"
 secret_sha256 = "{}"
 
 [[principals]]
+name = "team"
+kind = "framework"
+secret_sha256 = "{}"
+roles = ["*"]
+
+[[principals]]
 name = "viewer"
 kind = "operator"
 access = "read"
@@ -84,6 +91,7 @@ access = "admin"
 secret_sha256 = "{}"
 "#,
         h(NODES),
+        h(TEAM),
         h(READ),
         h(ADMIN)
     ))
@@ -153,5 +161,14 @@ async fn with_credentials_a_token_is_needed_and_its_rights_apply() {
         stderr.starts_with("parleyctl: 404 framework_not_found: "),
         "{stderr}"
     );
+
+    // A task's output is an operator read: frameworks and agents may not call it.
+    let output = format!("{url}/api/v1/frameworks/{id}/tasks/t/output");
+    let http = reqwest::Client::new();
+    for (token, status) in [(TEAM, 403), (NODES, 403), (READ, 404), (ADMIN, 404)] {
+        let resp = http.get(&output).bearer_auth(token).send().await.unwrap();
+        assert_eq!(resp.status(), status, "{token}");
+    }
+    assert_eq!(http.get(&output).send().await.unwrap().status(), 401);
     cluster.shutdown().await.unwrap();
 }
