@@ -14,7 +14,13 @@ pub const TASK_STATES: [&str; 8] = [
 /// Exit codes: 0 ok, 1 the coordinator answered an error (or named no such thing), 2 usage,
 /// 3 the coordinator could not be reached.
 #[derive(Debug, Parser)]
-#[command(name = "parleyctl", version, about, long_about = None)]
+#[command(
+    name = "parleyctl",
+    version,
+    about,
+    long_about = None,
+    after_help = "Exit codes: 0 ok, 1 the coordinator answered an error (or named no such thing), 2 usage, 3 the coordinator could not be reached."
+)]
 pub struct Cli {
     /// The coordinator's base URL.
     #[arg(
