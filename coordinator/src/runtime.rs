@@ -33,6 +33,7 @@ use crate::state::{AgentToken, Effect, Effects, Now, State, StateError};
 use crate::store::{Change, Store, WriteFailures, Writer};
 
 pub mod agent_call;
+pub mod task_output;
 
 /// Capacity of the operator offer stream; a slower reader skips what it missed.
 const OFFER_EVENTS_CAPACITY: usize = 4096;

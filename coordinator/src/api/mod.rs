@@ -9,6 +9,7 @@
 //! - [`frameworks`]: the framework (scheduler) API and its SSE stream.
 //! - [`agents`]: the agent API on the coordinator.
 //! - [`operator`]: offers, offer events, state, roles, metrics, health, the dashboard.
+//! - [`output`]: a task's stdout / stderr, read from its agent for operators.
 //! - [`sse`]: the two event streams.
 //! - [`extract`]: JSON body and path-id extractors with API error bodies.
 //! - [`input`]: wire requests converted to the registry's domain inputs, validated.
@@ -23,6 +24,7 @@ pub mod frameworks;
 pub mod input;
 pub mod limit;
 pub mod operator;
+pub mod output;
 pub mod sse;
 
 use axum::extract::DefaultBodyLimit;
@@ -50,6 +52,7 @@ pub fn app(coordinator: Coordinator) -> Router {
         .merge(frameworks::router())
         .merge(agents::router())
         .merge(operator::router())
+        .merge(output::router())
         .fallback(|uri: Uri| async move { ApiError::NoRoute(uri.path().to_owned()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(axum::middleware::from_fn_with_state(

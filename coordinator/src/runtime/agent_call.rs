@@ -53,6 +53,22 @@ pub async fn error_excerpt(mut resp: reqwest::Response) -> String {
     excerpt(&bytes, cut)
 }
 
+/// An error and its causes on one line (`a: b: c`): reqwest's own message names the URL but
+/// not why the request failed (connection refused, timed out), which is in its sources.
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = cause.source();
+    }
+    out
+}
+
 fn excerpt(bytes: &[u8], cut: bool) -> String {
     let text = String::from_utf8_lossy(bytes);
     let mut out: String = text

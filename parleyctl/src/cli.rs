@@ -1,0 +1,137 @@
+//! The command line ([`Cli`], clap derive): global connection flags and one subcommand each.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// The task states `tasks --state` accepts.
+pub const TASK_STATES: [&str; 8] = [
+    "staging", "starting", "running", "finished", "failed", "killed", "lost", "error",
+];
+
+/// parleyctl: look at and steer a Parley coordinator from a terminal.
+///
+/// Exit codes: 0 ok, 1 the coordinator answered an error (or named no such thing), 2 usage,
+/// 3 the coordinator could not be reached.
+#[derive(Debug, Parser)]
+#[command(
+    name = "parleyctl",
+    version,
+    about,
+    long_about = None,
+    after_help = "Exit codes: 0 ok, 1 the coordinator answered an error (or named no such thing), 2 usage, 3 the coordinator could not be reached."
+)]
+pub struct Cli {
+    /// The coordinator's base URL.
+    #[arg(
+        long,
+        global = true,
+        env = "PARLEY_COORDINATOR",
+        default_value = "http://127.0.0.1:5050"
+    )]
+    pub coordinator: String,
+    /// A bearer token (an operator principal's: `read` to look, `admin` to change weights or
+    /// tear frameworks down), when the coordinator has credentials.
+    #[arg(long, global = true, env = "PARLEY_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// A PEM file of the CA to trust for an https:// coordinator (instead of the system's).
+    #[arg(long, global = true, value_name = "PEM")]
+    pub ca_file: Option<PathBuf>,
+    /// Print the API's JSON as it is, for scripts, instead of a table.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// One subcommand.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// The outstanding offers; with --watch, the offer event stream, one line per event.
+    Offers {
+        /// Follow `/api/v1/offers/events` until interrupted.
+        #[arg(long)]
+        watch: bool,
+        /// With --watch: stop after this many events.
+        #[arg(long, requires = "watch", value_name = "N")]
+        count: Option<u64>,
+    },
+    /// The agents: capacity, used, offered.
+    Agents,
+    /// The frameworks: role, state, dominant share, tasks.
+    Frameworks,
+    /// The tasks, optionally of one framework or in one state.
+    Tasks {
+        /// Only this framework's tasks (its id or its unique name).
+        #[arg(long, value_name = "FRAMEWORK")]
+        framework: Option<String>,
+        /// Only tasks in this state.
+        #[arg(long, value_parser = TASK_STATES)]
+        state: Option<String>,
+    },
+    /// The role tree with weights, allocations and dominant shares.
+    Roles,
+    /// Why a framework is, or is not, getting offers.
+    Explain {
+        /// The framework (its id or its unique name).
+        framework: String,
+    },
+    /// Sets a role's weight (creating the role if needed); needs an admin token.
+    Weight {
+        /// The role's path, e.g. `eng/batch`.
+        role: String,
+        /// The new weight (a positive number).
+        weight: f64,
+    },
+    /// Removes a framework: kills its tasks, rescinds its offers; needs an admin token.
+    Teardown {
+        /// The framework (its id or its unique name).
+        framework: String,
+    },
+    /// A task's output (stdout, or stderr), read from its agent through the coordinator.
+    Logs {
+        /// The task's id.
+        task: String,
+        /// The task's framework (id or unique name), when several frameworks have a task of
+        /// that id.
+        #[arg(long, value_name = "FRAMEWORK")]
+        framework: Option<String>,
+        /// Show stderr instead of stdout.
+        #[arg(long)]
+        stderr: bool,
+        /// Keep printing new output until the task ends.
+        #[arg(long, short)]
+        follow: bool,
+    },
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn bad_arguments_are_usage_errors() {
+        for bad in [
+            vec!["parleyctl", "weight", "eng", "heavy"],
+            vec!["parleyctl", "tasks", "--state", "sleeping"],
+            vec!["parleyctl", "offers", "--count", "1"],
+            vec!["parleyctl", "nonsense"],
+            vec!["parleyctl"],
+        ] {
+            let err = Cli::try_parse_from(&bad).unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{bad:?}");
+        }
+        let cli =
+            Cli::try_parse_from(["parleyctl", "--json", "tasks", "--state", "running"]).unwrap();
+        assert!(cli.json);
+        assert!(matches!(cli.command, Command::Tasks { state: Some(s), .. } if s == "running"));
+    }
+}

@@ -1,0 +1,178 @@
+//! `parleyctl offers --watch`: `GET /api/v1/offers/events` as one line per event (or, with
+//! `--json`, one `{"event", "data"}` object per line), until the stream ends, `--count`
+//! events were shown, or the user interrupts.
+
+use std::io::Write;
+
+use protocol::events::OfferEvent;
+
+use crate::client::Api;
+use crate::error::CtlError;
+use crate::format;
+
+/// `parleyctl offers --watch [--count N]`.
+pub async fn watch(
+    api: &Api,
+    count: Option<u64>,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<(), CtlError> {
+    if count == Some(0) {
+        return Ok(());
+    }
+    let mut resp = api.stream("/api/v1/offers/events").await?;
+    let mut parser = SseParser::default();
+    let mut shown = 0u64;
+    while let Some(chunk) = api.chunk(&mut resp).await? {
+        for (event, data) in parser.push(&chunk) {
+            let line = if json {
+                json_line(&event, &data)
+            } else {
+                text_line(&event, &data)
+            };
+            writeln!(out, "{line}")?;
+            out.flush()?;
+            shown += 1;
+            if count.is_some_and(|n| shown >= n) {
+                return Ok(());
+            }
+        }
+    }
+    Err(CtlError::Unreachable {
+        url: api.base().to_owned(),
+        reason: "the offer event stream ended".into(),
+    })
+}
+
+/// `{"event": NAME, "data": DATA}` on one line (DATA as sent when it is not JSON).
+fn json_line(event: &str, data: &str) -> String {
+    let data = serde_json::from_str::<serde_json::Value>(data)
+        .unwrap_or_else(|_| serde_json::Value::String(data.to_owned()));
+    serde_json::json!({ "event": event, "data": data }).to_string()
+}
+
+/// A readable line: the time, the event, then its fields.
+pub fn text_line(event: &str, data: &str) -> String {
+    let time = chrono::Utc::now().format("%H:%M:%S%.3f");
+    let parsed = serde_json::from_str::<serde_json::Value>(data)
+        .ok()
+        .and_then(|data| {
+            serde_json::from_value::<OfferEvent>(
+                serde_json::json!({ "event": event, "data": data }),
+            )
+            .ok()
+        });
+    let fields = match parsed {
+        Some(OfferEvent::OfferCreated(o)) => format!(
+            "offer={} framework={} agent={} host={} resources={} expires={}",
+            o.offer_id,
+            o.framework_id,
+            o.agent_id,
+            o.hostname,
+            format::resources(&o.resources),
+            o.expires_at.format("%H:%M:%S"),
+        ),
+        Some(
+            OfferEvent::OfferAccepted(o)
+            | OfferEvent::OfferDeclined(o)
+            | OfferEvent::OfferRescinded(o)
+            | OfferEvent::OfferExpired(o),
+        ) => {
+            let mut text = format!(
+                "offer={} framework={} agent={}",
+                o.offer_id, o.framework_id, o.agent_id
+            );
+            if !o.tasks.is_empty() {
+                let tasks: Vec<String> = o.tasks.iter().map(ToString::to_string).collect();
+                text.push_str(&format!(" tasks={}", tasks.join(",")));
+            }
+            if let Some(reason) = &o.reason {
+                text.push_str(&format!(" reason={reason:?}"));
+            }
+            text
+        }
+        None => data.to_owned(),
+    };
+    format!("{time} {event:<15} {fields}")
+}
+
+/// Server-sent events from bytes as they arrive: `event:` and `data:` lines, a blank line
+/// ends an event; comments (`:`) and other fields are skipped.
+#[derive(Debug, Default)]
+pub struct SseParser {
+    buffer: Vec<u8>,
+    event: String,
+    data: Vec<String>,
+}
+
+impl SseParser {
+    /// Feeds bytes; returns the events they complete, as `(name, data)`.
+    pub fn push(&mut self, bytes: &[u8]) -> Vec<(String, String)> {
+        self.buffer.extend_from_slice(bytes);
+        let mut done = Vec::new();
+        while let Some(end) = self.buffer.iter().position(|&b| b == b'\n') {
+            let raw: Vec<u8> = self.buffer.drain(..=end).collect();
+            let line = String::from_utf8_lossy(&raw);
+            let line = line.trim_end_matches(['\n', '\r']);
+            if line.is_empty() {
+                if !self.data.is_empty() {
+                    let name = if self.event.is_empty() {
+                        "message".to_owned()
+                    } else {
+                        std::mem::take(&mut self.event)
+                    };
+                    done.push((name, self.data.join("\n")));
+                }
+                self.event.clear();
+                self.data.clear();
+            } else if let Some(value) = line.strip_prefix("event:") {
+                self.event = value.trim_start().to_owned();
+            } else if let Some(value) = line.strip_prefix("data:") {
+                self.data
+                    .push(value.strip_prefix(' ').unwrap_or(value).to_owned());
+            }
+        }
+        done
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_are_parsed_across_chunks() {
+        let mut p = SseParser::default();
+        assert!(p.push(b": keep-alive\n\nevent: offer_exp").is_empty());
+        let events = p.push(b"ired\r\ndata: {\"a\":1}\n\nevent: x\ndata: 1\ndata: 2\n\n");
+        assert_eq!(
+            events,
+            vec![
+                ("offer_expired".to_owned(), "{\"a\":1}".to_owned()),
+                ("x".to_owned(), "1\n2".to_owned())
+            ]
+        );
+    }
+
+    #[test]
+    fn lines_name_the_event_and_its_ids() {
+        let fw = protocol::FrameworkId::new();
+        let agent = protocol::AgentId::new();
+        let offer = protocol::OfferId::new();
+        let data = format!(
+            r#"{{"offer_id":"{offer}","framework_id":"{fw}","agent_id":"{agent}","tasks":["t1"]}}"#
+        );
+        let line = text_line("offer_accepted", &data);
+        assert!(
+            line.contains(&format!(
+                "offer_accepted  offer={offer} framework={fw} agent={agent} tasks=t1"
+            )),
+            "{line}"
+        );
+        let line = text_line("something_new", "{\"x\":1}");
+        assert!(line.ends_with("something_new   {\"x\":1}"), "{line}");
+        let json: serde_json::Value =
+            serde_json::from_str(&json_line("e", "{\"x\":1}")).unwrap_or_default();
+        assert_eq!(json["data"]["x"], 1);
+    }
+}

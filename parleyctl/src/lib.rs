@@ -1,0 +1,85 @@
+//! `parleyctl`, the operators' command line for a Parley coordinator: the same HTTP API as
+//! every client, shown as aligned tables (or the API's JSON with `--json`).
+//!
+//! Module map:
+//! - [`cli`]: the command line (clap): `--coordinator` / `PARLEY_COORDINATOR`, `--token` /
+//!   `PARLEY_TOKEN`, `--ca-file`, `--json`, and the subcommands.
+//! - [`client`]: [`client::Api`], HTTP to the coordinator, failures as [`CtlError`].
+//! - [`commands`]: one file per kind of subcommand (lists, roles, explain, changes, logs, the
+//!   offer watch).
+//! - [`table`]: the aligned table writer; [`format`](mod@format): how values read in a table.
+//! - [`error`]: [`CtlError`] and the exit codes.
+//!
+//! The binary (`src/main.rs`) parses the command line, calls [`run`] and exits with
+//! [`CtlError::exit_code`]; tests call [`run`] with a buffer for the output.
+
+pub mod cli;
+pub mod client;
+pub mod commands;
+pub mod error;
+pub mod format;
+pub mod table;
+
+use std::io::Write;
+
+pub use cli::{Cli, Command};
+pub use error::{CtlError, EXIT_API, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE};
+
+/// Runs one parsed command line, writing what it shows to `out`.
+pub async fn run(cli: &Cli, out: &mut (dyn Write + Send)) -> Result<(), CtlError> {
+    let api = client::Api::new(&cli.coordinator, cli.token.clone(), cli.ca_file.as_deref())?;
+    let json = cli.json;
+    match &cli.command {
+        Command::Offers { watch: true, count } => {
+            commands::watch::watch(&api, *count, json, out).await
+        }
+        Command::Offers { watch: false, .. } => commands::list::offers(&api, json, out).await,
+        Command::Agents => commands::list::agents(&api, json, out).await,
+        Command::Frameworks => commands::list::frameworks(&api, json, out).await,
+        Command::Tasks { framework, state } => {
+            commands::list::tasks(&api, framework.as_deref(), state.as_deref(), json, out).await
+        }
+        Command::Roles => commands::roles::roles(&api, json, out).await,
+        Command::Explain { framework } => {
+            commands::explain::explain(&api, framework, json, out).await
+        }
+        Command::Weight { role, weight } => {
+            commands::change::weight(&api, role, *weight, json, out).await
+        }
+        Command::Teardown { framework } => {
+            commands::change::teardown(&api, framework, json, out).await
+        }
+        Command::Logs {
+            task,
+            framework,
+            stderr,
+            follow,
+        } => commands::logs::logs(&api, task, framework.as_deref(), *stderr, *follow, out).await,
+    }
+}
+
+/// Parses `args` and runs them: the exit code, with errors written to `err` as
+/// `parleyctl: MESSAGE` (clap's own usage and help texts as clap writes them).
+pub async fn main_with<I, T>(args: I, out: &mut (dyn Write + Send), err: &mut dyn Write) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    use clap::Parser;
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = write!(err, "{}", e.render());
+            return e.exit_code();
+        }
+    };
+    match run(&cli, out).await {
+        Ok(()) => EXIT_OK,
+        // The reader went away (`parleyctl tasks | head`): nothing more to say.
+        Err(CtlError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => EXIT_OK,
+        Err(e) => {
+            let _ = writeln!(err, "parleyctl: {e}");
+            e.exit_code()
+        }
+    }
+}

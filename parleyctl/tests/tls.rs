@@ -1,0 +1,66 @@
+//! parleyctl against an HTTPS coordinator: `--ca-file` trusts its CA; without it the
+//! certificate is unknown (unreachable, exit 3); a CA file that is not there is a usage error.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use parley_tls::testing::TestPki;
+use support::{binary, texts};
+use tokio_util::sync::CancellationToken;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_coordinator_is_reached_with_its_ca_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = TestPki::generate(dir.path()).unwrap();
+    let config = coordinator::Config {
+        tls_cert: Some(pki.cert_file.clone()),
+        tls_key: Some(pki.key_file.clone()),
+        ..tests::fast_coordinator_config()
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!(
+        "https://localhost:{}",
+        listener.local_addr().unwrap().port()
+    );
+    let stop = CancellationToken::new();
+    let served = tokio::spawn(coordinator::serve(
+        config,
+        listener,
+        stop.clone().cancelled_owned(),
+    ));
+    let ca = pki.ca_file.to_str().unwrap();
+
+    let out = binary(&["--coordinator", &url, "--ca-file", ca, "frameworks"], &[]).await;
+    let (stdout, stderr) = texts(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stdout.starts_with("FRAMEWORK "), "{stdout}");
+
+    let out = binary(&["--coordinator", &url, "frameworks"], &[]).await;
+    let (_, stderr) = texts(&out);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.starts_with(&format!(
+            "parleyctl: cannot reach the coordinator at {url}: "
+        )),
+        "{stderr}"
+    );
+
+    let missing = dir.path().join("missing.pem");
+    let out = binary(
+        &[
+            "--coordinator",
+            &url,
+            "--ca-file",
+            missing.to_str().unwrap(),
+            "frameworks",
+        ],
+        &[],
+    )
+    .await;
+    let (_, stderr) = texts(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--ca-file"), "{stderr}");
+
+    stop.cancel();
+    served.await.unwrap().unwrap();
+}
