@@ -94,7 +94,7 @@ pub struct Metrics {
 }
 
 /// The supervised background loops, as named in `parley_loop_panics_total{loop=...}`.
-pub const LOOPS: [&str; 2] = ["allocation", "maintenance"];
+pub const LOOPS: [&str; 3] = ["allocation", "maintenance", "history"];
 
 impl Metrics {
     /// Counts an offer's creation or end.
@@ -107,6 +107,18 @@ impl Metrics {
             OfferEvent::OfferExpired(_) => &self.offers_expired,
         };
         counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The offer counters so far (for the history ring).
+    pub fn offer_counts(&self) -> crate::history::OfferCounts {
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        crate::history::OfferCounts {
+            created: load(&self.offers_created),
+            accepted: load(&self.offers_accepted),
+            declined: load(&self.offers_declined),
+            rescinded: load(&self.offers_rescinded),
+            expired: load(&self.offers_expired),
+        }
     }
 
     /// Counts a failed write to the durable registry.

@@ -8,7 +8,8 @@
 //!   and route) and the ownership checks handlers run.
 //! - [`frameworks`]: the framework (scheduler) API and its SSE stream.
 //! - [`agents`]: the agent API on the coordinator.
-//! - [`operator`]: offers, offer events, state, roles, metrics, health, the dashboard.
+//! - [`operator`]: offers, offer events, state, roles, metrics, health.
+//! - [`ui`]: the dashboard page and the reads it polls (history, agent pages, detail views).
 //! - [`sse`]: the two event streams.
 //! - [`extract`]: JSON body and path-id extractors with API error bodies.
 //! - [`input`]: wire requests converted to the registry's domain inputs, validated.
@@ -24,6 +25,7 @@ pub mod input;
 pub mod limit;
 pub mod operator;
 pub mod sse;
+pub mod ui;
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::Uri;
@@ -50,6 +52,7 @@ pub fn app(coordinator: Coordinator) -> Router {
         .merge(frameworks::router())
         .merge(agents::router())
         .merge(operator::router())
+        .merge(ui::router())
         .fallback(|uri: Uri| async move { ApiError::NoRoute(uri.path().to_owned()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(axum::middleware::from_fn_with_state(
