@@ -148,7 +148,10 @@ async fn agent_view(
         Ok::<_, ApiError>((agent, tasks, count, s.offers(None, Some(id))))
     })?;
     Ok(detail_json(
-        ("agent", serde_json::to_value(agent).map_err(|_| ApiError::Internal)?),
+        (
+            "agent",
+            serde_json::to_value(agent).map_err(|_| ApiError::Internal)?,
+        ),
         &tasks,
         count,
         serde_json::to_value(offers).map_err(|_| ApiError::Internal)?,

@@ -90,12 +90,7 @@ impl State {
         let frameworks = self
             .frameworks
             .keys()
-            .map(|id| {
-                (
-                    id.to_string(),
-                    allocator.dominant_share(*id).unwrap_or(0.0),
-                )
-            })
+            .map(|id| (id.to_string(), allocator.dominant_share(*id).unwrap_or(0.0)))
             .collect();
         s.frameworks = largest(frameworks, SAMPLE_MAX_SHARES);
         s
