@@ -291,6 +291,7 @@ impl Metrics {
         for (role, share) in &g.role_shares {
             let _ = writeln!(out, "parley_role_dominant_share{{role=\"{role}\"}} {share}");
         }
+        render_resources(&mut out, g);
         let name = "parley_allocation_run_seconds";
         let _ = writeln!(
             out,
@@ -323,6 +324,45 @@ impl Metrics {
             load(&self.offer_wait_micros),
         );
         out
+    }
+}
+
+/// Writes the resource gauges: total, used and offered per resource on the active agents, and
+/// used as a percentage of total (Mesos' `master/cpus_percent`, ...).
+fn render_resources(out: &mut String, g: &Gauges) {
+    let kinds: [(&str, &str, fn(&crate::state::ResourceUse) -> f64); 4] = [
+        (
+            "parley_resources_total",
+            "Resources of the active agents.",
+            |r| r.total,
+        ),
+        (
+            "parley_resources_used",
+            "Resources held by non-terminal tasks.",
+            |r| r.used,
+        ),
+        (
+            "parley_resources_offered",
+            "Resources held by outstanding offers.",
+            |r| r.offered,
+        ),
+        (
+            "parley_resources_used_percent",
+            "Resources held by non-terminal tasks, in percent of the active agents' total.",
+            |r| {
+                if r.total > 0.0 {
+                    100.0 * r.used / r.total
+                } else {
+                    0.0
+                }
+            },
+        ),
+    ];
+    for (name, help, value) in kinds {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+        for (resource, r) in &g.resources {
+            let _ = writeln!(out, "{name}{{resource=\"{resource}\"}} {}", value(r));
+        }
     }
 }
 
@@ -360,7 +400,31 @@ mod tests {
         };
         g.tasks_by_state.insert("running", 2);
         g.role_shares.push(("eng".into(), 0.5));
+        g.resources.insert(
+            "cpus".into(),
+            crate::state::ResourceUse {
+                total: 8.0,
+                used: 2.0,
+                offered: 1.5,
+            },
+        );
         let text = m.render(&g);
+        assert!(
+            text.contains("parley_resources_total{resource=\"cpus\"} 8\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("parley_resources_used{resource=\"cpus\"} 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("parley_resources_offered{resource=\"cpus\"} 1.5\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("parley_resources_used_percent{resource=\"cpus\"} 25\n"),
+            "{text}"
+        );
         assert!(text.contains("parley_outstanding_offers 3"), "{text}");
         assert!(text.contains("parley_tasks{state=\"running\"} 2"), "{text}");
         assert!(

@@ -62,21 +62,12 @@ impl State {
         for t in self.tasks.values() {
             *s.tasks.entry(t.state().as_str()).or_default() += 1;
         }
-        for (id, a) in &self.agents {
+        for a in self.agents.values() {
             *s.agents
                 .entry(super::views::agent_state_name(a.state))
                 .or_default() += 1;
-            if a.state != super::AgentState::Active {
-                continue;
-            }
-            let held = self.ledger.agent(*id);
-            for (name, millis) in a.total.iter() {
-                let entry = s.resources.entry(name.as_str().to_owned()).or_default();
-                entry.total += millis as f64 / 1000.0;
-                entry.used += held.used.millis(name.as_str()) as f64 / 1000.0;
-                entry.offered += held.offered.millis(name.as_str()) as f64 / 1000.0;
-            }
         }
+        s.resources = self.resource_use();
         let mut roles = Vec::new();
         fn walk(node: &protocol::messages::RoleNode, out: &mut Vec<(String, f64)>) {
             out.push((node.path.clone(), node.dominant_share));
@@ -94,6 +85,24 @@ impl State {
             .collect();
         s.frameworks = largest(frameworks, SAMPLE_MAX_SHARES);
         s
+    }
+
+    /// Each resource's total, used and offered amounts across the active agents.
+    pub fn resource_use(&self) -> BTreeMap<String, ResourceUse> {
+        let mut out: BTreeMap<String, ResourceUse> = BTreeMap::new();
+        for (id, a) in &self.agents {
+            if a.state != super::AgentState::Active {
+                continue;
+            }
+            let held = self.ledger.agent(*id);
+            for (name, millis) in a.total.iter() {
+                let entry = out.entry(name.as_str().to_owned()).or_default();
+                entry.total += millis as f64 / 1000.0;
+                entry.used += held.used.millis(name.as_str()) as f64 / 1000.0;
+                entry.offered += held.offered.millis(name.as_str()) as f64 / 1000.0;
+            }
+        }
+        out
     }
 
     /// Agents `offset..offset + limit` in id order, and how many there are.

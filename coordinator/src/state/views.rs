@@ -99,6 +99,8 @@ pub struct Gauges {
     pub frameworks_by_state: BTreeMap<&'static str, usize>,
     /// Dominant share per role path (the root is "").
     pub role_shares: Vec<(String, f64)>,
+    /// Each resource across the active agents: total, used, offered.
+    pub resources: BTreeMap<String, super::ResourceUse>,
     /// Disagreements the ledger found in the books since start (always a bug; see
     /// [`State::ledger_mismatches`]).
     pub ledger_mismatches: u64,
@@ -242,6 +244,7 @@ impl State {
             }
         }
         walk(&self.roles(), &mut g.role_shares);
+        g.resources = self.resource_use();
         g
     }
 }
