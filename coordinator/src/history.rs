@@ -77,6 +77,11 @@ impl History {
         }
     }
 
+    /// The number of the latest sample (0 before the first).
+    pub fn latest(&self) -> u64 {
+        self.ring.lock().unwrap_or_else(|p| p.into_inner()).last_seq
+    }
+
     /// The samples numbered above `after` (all kept ones for 0), oldest first.
     pub fn after(&self, after: u64) -> Vec<Arc<Sample>> {
         let ring = self.ring.lock().unwrap_or_else(|p| p.into_inner());
@@ -103,6 +108,7 @@ mod tests {
     fn numbers_samples_and_returns_those_after_a_number() {
         let h = History::default();
         assert!(h.after(0).is_empty());
+        assert_eq!(h.latest(), 0);
         for i in 0..3 {
             h.push(1000 + i, OfferCounts::default(), books(i as usize));
         }
@@ -112,6 +118,7 @@ mod tests {
         assert_eq!(all[2].books.outstanding_offers, 2);
         assert_eq!(h.after(2).len(), 1);
         assert!(h.after(3).is_empty());
+        assert_eq!(h.latest(), 3);
     }
 
     #[test]

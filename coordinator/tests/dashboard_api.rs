@@ -59,6 +59,7 @@ async fn history_pages_and_views_show_a_running_task() {
     let seqs: Vec<u64> = samples.iter().map(|s| s["seq"].as_u64().unwrap()).collect();
     assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
     let last = *seqs.last().unwrap();
+    assert!(h["latest"].as_u64() >= Some(last), "{h}");
     // Only what the page has not seen yet.
     let newer = c.get(&format!("/api/v1/history?after={last}")).await;
     assert!(newer["samples"]

@@ -77,6 +77,8 @@ struct HistoryPage<'a> {
     interval_ms: u64,
     /// The most samples kept.
     capacity: usize,
+    /// The latest sample's number: below the `after` asked for, the coordinator restarted.
+    latest: u64,
     samples: Vec<&'a Sample>,
 }
 
@@ -87,6 +89,7 @@ async fn history(State(c): State<Coordinator>, query: RawQuery) -> Result<Respon
     let body = HistoryPage {
         interval_ms: u64::try_from(History::INTERVAL.as_millis()).unwrap_or(u64::MAX),
         capacity: History::CAPACITY,
+        latest: c.history().latest(),
         samples: samples.iter().map(|s| &**s).collect(),
     };
     Ok(axum::Json(body).into_response())

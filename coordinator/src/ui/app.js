@@ -219,9 +219,14 @@ function drawSummary() {
 
 async function pollHistory() {
   try {
-    const h = await getJSON("/api/v1/history?after=" + lastSeq);
+    let h = await getJSON("/api/v1/history?after=" + lastSeq);
+    if (h.latest < lastSeq) {
+      // The coordinator restarted (its numbering began again): start over.
+      samples = [];
+      lastSeq = 0;
+      h = await getJSON("/api/v1/history?after=0");
+    }
     capacity = h.capacity || capacity;
-    if (h.samples.length > 0 && h.samples[0].seq <= lastSeq) samples = [];
     for (const s of h.samples) samples.push(s);
     if (samples.length > capacity) samples = samples.slice(samples.length - capacity);
     if (samples.length > 0) lastSeq = samples[samples.length - 1].seq;
