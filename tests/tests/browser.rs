@@ -146,17 +146,17 @@ async fn the_dashboard_shows_offers_a_running_task_and_charts_in_chromium() {
     .unwrap();
     assert_eq!(detail["title"], "Framework web", "{detail}");
 
-    // Back to the overview for the screenshot, once its charts are drawn again.
+    // Back to the overview for the screenshot, once its charts and event log are drawn again.
     browser.goto(&format!("{}/", cluster.url)).await.unwrap();
-    wait_until(WITHIN, "the overview's charts", || {
+    wait_until(WITHIN, "the overview's charts and events", || {
         let browser = &browser;
         async move {
             let m = browser.eval(MARKERS).await.ok()?;
-            m["charts"]
+            let drawn = m["charts"]
                 .as_array()?
                 .iter()
-                .all(|p| p.as_u64().unwrap_or(0) > 1)
-                .then_some(())
+                .all(|p| p.as_u64().unwrap_or(0) > 1);
+            (drawn && num(&m, "offers_created") >= 1).then_some(())
         }
     })
     .await
