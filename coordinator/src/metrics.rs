@@ -11,7 +11,7 @@ use std::time::Duration;
 use protocol::events::OfferEvent;
 
 use crate::auth::Denial;
-use crate::state::Gauges;
+use crate::state::{Gauges, ResourceUse};
 
 /// Upper bounds (seconds) of the allocation-run histogram's buckets.
 const RUN_BUCKETS: [f64; 10] = [
@@ -330,7 +330,9 @@ impl Metrics {
 /// Writes the resource gauges: total, used and offered per resource on the active agents, and
 /// used as a percentage of total (Mesos' `master/cpus_percent`, ...).
 fn render_resources(out: &mut String, g: &Gauges) {
-    let kinds: [(&str, &str, fn(&crate::state::ResourceUse) -> f64); 4] = [
+    /// One gauge: its name, help, and how to read it from a resource's use.
+    type Gauge = (&'static str, &'static str, fn(&ResourceUse) -> f64);
+    let kinds: [Gauge; 4] = [
         (
             "parley_resources_total",
             "Resources of the active agents.",
@@ -402,7 +404,7 @@ mod tests {
         g.role_shares.push(("eng".into(), 0.5));
         g.resources.insert(
             "cpus".into(),
-            crate::state::ResourceUse {
+            ResourceUse {
                 total: 8.0,
                 used: 2.0,
                 offered: 1.5,
