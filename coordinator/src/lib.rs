@@ -34,11 +34,15 @@
 //! - [`http`]: the HTTP/1 accept loop (header read and idle timeout, peer addresses for the
 //!   rate limit, graceful shutdown).
 //! - [`metrics`]: per-instance counters rendered as Prometheus text.
-//! - `ui/`: the dashboard page served at `/` (static HTML and JS, no build step).
+//! - [`history`]: the ring of samples of the books (one a second, ten minutes) behind
+//!   `GET /api/v1/history`, the dashboard's charts.
+//! - `ui/`: the dashboard page served at `/` (static HTML, hand-written JS and CSS, SVG charts;
+//!   no build step), routed by `api::ui`.
 
 pub mod api;
 pub mod auth;
 pub mod config;
+pub mod history;
 pub mod http;
 pub mod metrics;
 pub mod runtime;

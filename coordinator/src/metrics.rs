@@ -11,7 +11,7 @@ use std::time::Duration;
 use protocol::events::OfferEvent;
 
 use crate::auth::Denial;
-use crate::state::Gauges;
+use crate::state::{Gauges, ResourceUse};
 
 /// Upper bounds (seconds) of the allocation-run histogram's buckets.
 const RUN_BUCKETS: [f64; 10] = [
@@ -94,7 +94,7 @@ pub struct Metrics {
 }
 
 /// The supervised background loops, as named in `parley_loop_panics_total{loop=...}`.
-pub const LOOPS: [&str; 2] = ["allocation", "maintenance"];
+pub const LOOPS: [&str; 3] = ["allocation", "maintenance", "history"];
 
 impl Metrics {
     /// Counts an offer's creation or end.
@@ -107,6 +107,18 @@ impl Metrics {
             OfferEvent::OfferExpired(_) => &self.offers_expired,
         };
         counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The offer counters so far (for the history ring).
+    pub fn offer_counts(&self) -> crate::history::OfferCounts {
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        crate::history::OfferCounts {
+            created: load(&self.offers_created),
+            accepted: load(&self.offers_accepted),
+            declined: load(&self.offers_declined),
+            rescinded: load(&self.offers_rescinded),
+            expired: load(&self.offers_expired),
+        }
     }
 
     /// Counts a failed write to the durable registry.
@@ -279,6 +291,7 @@ impl Metrics {
         for (role, share) in &g.role_shares {
             let _ = writeln!(out, "parley_role_dominant_share{{role=\"{role}\"}} {share}");
         }
+        render_resources(&mut out, g);
         let name = "parley_allocation_run_seconds";
         let _ = writeln!(
             out,
@@ -311,6 +324,47 @@ impl Metrics {
             load(&self.offer_wait_micros),
         );
         out
+    }
+}
+
+/// Writes the resource gauges: total, used and offered per resource on the active agents, and
+/// used as a percentage of total (Mesos' `master/cpus_percent`, ...).
+fn render_resources(out: &mut String, g: &Gauges) {
+    /// One gauge: its name, help, and how to read it from a resource's use.
+    type Gauge = (&'static str, &'static str, fn(&ResourceUse) -> f64);
+    let kinds: [Gauge; 4] = [
+        (
+            "parley_resources_total",
+            "Resources of the active agents.",
+            |r| r.total,
+        ),
+        (
+            "parley_resources_used",
+            "Resources held by non-terminal tasks.",
+            |r| r.used,
+        ),
+        (
+            "parley_resources_offered",
+            "Resources held by outstanding offers.",
+            |r| r.offered,
+        ),
+        (
+            "parley_resources_used_percent",
+            "Resources held by non-terminal tasks, in percent of the active agents' total.",
+            |r| {
+                if r.total > 0.0 {
+                    100.0 * r.used / r.total
+                } else {
+                    0.0
+                }
+            },
+        ),
+    ];
+    for (name, help, value) in kinds {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+        for (resource, r) in &g.resources {
+            let _ = writeln!(out, "{name}{{resource=\"{resource}\"}} {}", value(r));
+        }
     }
 }
 
@@ -348,7 +402,31 @@ mod tests {
         };
         g.tasks_by_state.insert("running", 2);
         g.role_shares.push(("eng".into(), 0.5));
+        g.resources.insert(
+            "cpus".into(),
+            ResourceUse {
+                total: 8.0,
+                used: 2.0,
+                offered: 1.5,
+            },
+        );
         let text = m.render(&g);
+        assert!(
+            text.contains("parley_resources_total{resource=\"cpus\"} 8\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("parley_resources_used{resource=\"cpus\"} 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("parley_resources_offered{resource=\"cpus\"} 1.5\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("parley_resources_used_percent{resource=\"cpus\"} 25\n"),
+            "{text}"
+        );
         assert!(text.contains("parley_outstanding_offers 3"), "{text}");
         assert!(text.contains("parley_tasks{state=\"running\"} 2"), "{text}");
         assert!(

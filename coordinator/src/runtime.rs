@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
+use crate::history::History;
 use crate::metrics::Metrics;
 use crate::server::ServeError;
 use crate::state::{AgentToken, Effect, Effects, Now, State, StateError};
@@ -69,6 +70,8 @@ struct Shared {
     shutdown: CancellationToken,
     start: Instant,
     metrics: Arc<Metrics>,
+    /// Samples of the books for the dashboard's charts.
+    history: History,
     /// Test hook: bit `i` set makes background loop `LOOPS[i]` panic on its next turn
     /// ([`Coordinator::inject_loop_panic`]).
     injected_panics: AtomicU8,
@@ -172,6 +175,7 @@ impl Coordinator {
                 shutdown,
                 start,
                 metrics,
+                history: History::default(),
                 injected_panics: AtomicU8::new(0),
                 durable_lane: Arc::new(tokio::sync::Mutex::new(())),
                 write_failures,
@@ -187,6 +191,21 @@ impl Coordinator {
     /// The metrics counters.
     pub fn metrics(&self) -> &Metrics {
         &self.shared.metrics
+    }
+
+    /// The ring of samples behind `GET /api/v1/history`.
+    pub fn history(&self) -> &History {
+        &self.shared.history
+    }
+
+    /// Takes one history sample: reads the books once (briefly, under their lock) and the
+    /// offer counters, and adds it to the ring.
+    pub fn sample_history(&self) {
+        let books = self.read(|s| s.history_sample());
+        let at_ms = u64::try_from(self.now().wall.timestamp_millis()).unwrap_or(0);
+        self.shared
+            .history
+            .push(at_ms, self.shared.metrics.offer_counts(), books);
     }
 
     /// Cancelled when the coordinator shuts down.

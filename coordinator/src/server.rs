@@ -8,7 +8,8 @@
 //!   batched into one run and offers follow freed resources within milliseconds; a kicked run
 //!   waits at least as long as the previous run took, so kicks cannot keep the lock busy;
 //! - maintenance: offer expiry, agent liveness, framework failover timeouts, and re-sends of
-//!   unacknowledged updates, on a tick short enough for the shortest of those periods.
+//!   unacknowledged updates, on a tick short enough for the shortest of those periods;
+//! - history: one sample of the books a second for the dashboard (`crate::history`).
 //!
 //! Each loop is supervised ([`supervise`]): a panic in it is logged, counted
 //! (`parley_loop_panics_total{loop=...}`) and the loop is started again, so a bug there never
@@ -22,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api;
 use crate::config::{Config, ConfigError};
+use crate::history::History;
 use crate::runtime::Coordinator;
 use crate::store::StoreError;
 
@@ -138,6 +140,7 @@ pub fn spawn_loops(coordinator: &Coordinator) -> Vec<tokio::task::JoinHandle<()>
             "maintenance",
             maintenance_loop,
         )),
+        tokio::spawn(supervise(coordinator.clone(), "history", history_loop)),
     ]
 }
 
@@ -174,6 +177,22 @@ where
             _ = token.cancelled() => return,
             _ = tokio::time::sleep(RESTART_DELAY) => {}
         }
+    }
+}
+
+/// Takes a history sample for the dashboard every [`History::INTERVAL`] (see
+/// [`crate::history`]).
+async fn history_loop(c: Coordinator) {
+    let token = c.shutdown_token().clone();
+    let mut tick = tokio::time::interval(History::INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = token.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        c.maybe_injected_panic("history");
+        c.sample_history();
     }
 }
 

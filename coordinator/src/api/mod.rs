@@ -8,8 +8,9 @@
 //!   and route) and the ownership checks handlers run.
 //! - [`frameworks`]: the framework (scheduler) API and its SSE stream.
 //! - [`agents`]: the agent API on the coordinator.
-//! - [`operator`]: offers, offer events, state, roles, metrics, health, the dashboard.
 //! - [`output`]: a task's stdout / stderr, read from its agent for operators.
+//! - [`operator`]: offers, offer events, state, roles, metrics, health.
+//! - [`ui`]: the dashboard page and the reads it polls (history, agent pages, detail views).
 //! - [`sse`]: the two event streams.
 //! - [`extract`]: JSON body and path-id extractors with API error bodies.
 //! - [`input`]: wire requests converted to the registry's domain inputs, validated.
@@ -26,6 +27,7 @@ pub mod limit;
 pub mod operator;
 pub mod output;
 pub mod sse;
+pub mod ui;
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::Uri;
@@ -53,6 +55,7 @@ pub fn app(coordinator: Coordinator) -> Router {
         .merge(agents::router())
         .merge(operator::router())
         .merge(output::router())
+        .merge(ui::router())
         .fallback(|uri: Uri| async move { ApiError::NoRoute(uri.path().to_owned()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(axum::middleware::from_fn_with_state(

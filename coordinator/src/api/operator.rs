@@ -1,12 +1,11 @@
 //! The operator API: outstanding offers and their live stream, the cluster state and its parts,
-//! the role tree (and run-time weights), why a framework is not offered, metrics, health, and
-//! the dashboard page.
+//! the role tree (and run-time weights), why a framework is not offered, metrics and health.
 
 use std::collections::HashMap;
 
 use axum::extract::{Path, Query, State};
 use axum::http::header;
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use axum::{Json, Router};
 use protocol::messages::{Empty, FrameworkExplanation, OfferList, RoleNode, SetWeight};
@@ -19,7 +18,7 @@ use super::sse;
 use crate::runtime::Coordinator;
 use crate::state::task_list_json;
 
-/// The operator routes, `/metrics`, `/health` and `/`.
+/// The operator routes, `/metrics` and `/health` (the dashboard's are in [`super::ui`]).
 pub fn router() -> Router<Coordinator> {
     Router::new()
         .route("/api/v1/offers", get(offers))
@@ -31,12 +30,10 @@ pub fn router() -> Router<Coordinator> {
         .route("/api/v1/roles/{*path}", put(set_weight))
         .route("/metrics", get(metrics))
         .route("/health", get(health))
-        .route("/", get(dashboard))
-        .route("/ui/app.js", get(dashboard_js))
 }
 
 /// Parses an optional id query parameter.
-fn id_param<T: std::str::FromStr>(
+pub(super) fn id_param<T: std::str::FromStr>(
     query: &HashMap<String, String>,
     name: &str,
 ) -> Result<Option<T>, ApiError> {
@@ -50,7 +47,7 @@ fn id_param<T: std::str::FromStr>(
         .transpose()
 }
 
-fn check_query(
+pub(super) fn check_query(
     query: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
     allowed: &[&str],
 ) -> Result<HashMap<String, String>, ApiError> {
@@ -147,16 +144,4 @@ async fn metrics(State(c): State<Coordinator>) -> Response {
 
 async fn health() -> Json<Empty> {
     Json(Empty {})
-}
-
-async fn dashboard() -> Html<&'static str> {
-    Html(include_str!("../ui/index.html"))
-}
-
-async fn dashboard_js() -> Response {
-    (
-        [(header::CONTENT_TYPE, "text/javascript")],
-        include_str!("../ui/app.js"),
-    )
-        .into_response()
 }

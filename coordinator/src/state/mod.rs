@@ -81,6 +81,7 @@
 
 mod agent_token;
 mod agents;
+mod dashboard;
 mod error;
 mod explain;
 mod frameworks;
@@ -114,6 +115,7 @@ use crate::config::Config;
 use ledger::Ledger;
 
 pub use agent_token::AgentToken;
+pub use dashboard::{BookSample, ResourceUse, SAMPLE_MAX_SHARES};
 pub use error::StateError;
 pub use frameworks::RegistrationPlan;
 pub use ids::IdSource;

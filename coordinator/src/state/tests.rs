@@ -1315,3 +1315,74 @@ fn a_framework_keeps_its_owner_through_a_restart_and_re_registration() {
     assert_eq!(t.framework_owner(fw), Some(Some("team-a")));
     assert_eq!(t.framework_owner(FrameworkId::new()), None);
 }
+
+#[test]
+fn a_history_sample_counts_tasks_resources_offers_and_shares() {
+    let (mut s, fw, agent, offer) = setup();
+    let before = s.history_sample();
+    assert_eq!(before.outstanding_offers, 1);
+    assert_eq!(before.agents.get("active"), Some(&1));
+    let cpus = before.resources["cpus"];
+    assert_eq!((cpus.total, cpus.used, cpus.offered), (4.0, 0.0, 4.0));
+    let mut fx = Vec::new();
+    let req = Accept {
+        offer_ids: vec![offer.offer_id],
+        tasks: vec![task("a", agent, "cpus=1,mem=10")],
+        refuse: Some(Duration::ZERO),
+    };
+    s.accept(fw, req, &at(2), &mut fx).unwrap();
+    let after = s.history_sample();
+    assert_eq!(after.outstanding_offers, 0);
+    assert_eq!(after.tasks.get("staging"), Some(&1));
+    let cpus = after.resources["cpus"];
+    assert_eq!((cpus.total, cpus.used, cpus.offered), (4.0, 1.0, 0.0));
+    assert_eq!(after.frameworks.get(&fw.to_string()), Some(&0.25));
+    assert_eq!(after.roles.get("eng"), Some(&0.25));
+    // The same books in `/metrics`.
+    assert_eq!(s.gauges().resources, after.resources);
+}
+
+#[test]
+fn a_sample_keeps_only_the_largest_shares() {
+    let (mut s, _, _, _) = setup();
+    let mut fx = Vec::new();
+    for i in 0..(SAMPLE_MAX_SHARES + 8) {
+        s.register_framework(
+            registration(&format!("f{i}"), &format!("r{i}"), None, None),
+            &at(0),
+            &mut fx,
+        )
+        .unwrap();
+    }
+    let sample = s.history_sample();
+    assert_eq!(sample.frameworks.len(), SAMPLE_MAX_SHARES);
+    assert_eq!(sample.roles.len(), SAMPLE_MAX_SHARES);
+}
+
+#[test]
+fn agent_pages_and_an_agents_tasks() {
+    let (mut s, fw, agent, offer) = setup();
+    let mut fx = Vec::new();
+    let req = Accept {
+        offer_ids: vec![offer.offer_id],
+        tasks: vec![
+            task("a", agent, "cpus=1,mem=10"),
+            task("b", agent, "cpus=1,mem=10"),
+        ],
+        refuse: Some(Duration::ZERO),
+    };
+    s.accept(fw, req, &at(2), &mut fx).unwrap();
+    let (page, total) = s.agent_page(0, 10);
+    assert_eq!((page.len(), total), (1, 1));
+    assert_eq!(page[0].agent_id, agent);
+    assert_eq!(s.agent_page(1, 10), (vec![], 1));
+    let (tasks, count) = s.agent_tasks(agent, 1);
+    assert_eq!((tasks.len(), count), (1, 2));
+    assert!(tasks[0].contains("\"task_id\":\"a\""), "{}", tasks[0]);
+    assert_eq!(s.agent_tasks(AgentId::new(), 10), (vec![], 0));
+    assert_eq!(
+        s.agent(agent).map(|a| a.used),
+        Some("cpus=2,mem=20".parse().unwrap())
+    );
+    assert!(s.agent(AgentId::new()).is_none());
+}

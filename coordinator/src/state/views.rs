@@ -7,7 +7,7 @@ use std::sync::Arc;
 use protocol::messages::{AgentInfo, ClusterState, FrameworkInfo, RoleNode, TaskInfo};
 use protocol::{AgentId, FrameworkId, Offer, TaskId};
 
-use super::{AgentState, Connection, State, TaskRecord};
+use super::{AgentRecord, AgentState, Connection, State, TaskRecord};
 
 /// A task as operators see it.
 fn task_info(fw: FrameworkId, id: &TaskId, t: &TaskRecord) -> TaskInfo {
@@ -99,6 +99,8 @@ pub struct Gauges {
     pub frameworks_by_state: BTreeMap<&'static str, usize>,
     /// Dominant share per role path (the root is "").
     pub role_shares: Vec<(String, f64)>,
+    /// Each resource across the active agents: total, used, offered.
+    pub resources: BTreeMap<String, super::ResourceUse>,
     /// Disagreements the ledger found in the books since start (always a bug; see
     /// [`State::ledger_mismatches`]).
     pub ledger_mismatches: u64,
@@ -119,20 +121,25 @@ impl State {
     pub fn agents(&self) -> Vec<AgentInfo> {
         self.agents
             .iter()
-            .map(|(id, a)| (id, a, self.ledger.agent(*id)))
-            .map(|(id, a, held)| AgentInfo {
-                agent_id: *id,
-                hostname: a.hostname.clone(),
-                endpoint: a.endpoint.clone(),
-                resources: a.total.clone(),
-                used: held.used,
-                offered: held.offered,
-                attributes: a.attributes.clone(),
-                state: agent_state_name(a.state).into(),
-                registered_at: a.registered_at,
-                last_heartbeat_at: a.last_heartbeat_at,
-            })
+            .map(|(id, a)| self.agent_info(*id, a))
             .collect()
+    }
+
+    /// One agent as operators see it.
+    pub(super) fn agent_info(&self, id: AgentId, a: &AgentRecord) -> AgentInfo {
+        let held = self.ledger.agent(id);
+        AgentInfo {
+            agent_id: id,
+            hostname: a.hostname.clone(),
+            endpoint: a.endpoint.clone(),
+            resources: a.total.clone(),
+            used: held.used,
+            offered: held.offered,
+            attributes: a.attributes.clone(),
+            state: agent_state_name(a.state).into(),
+            registered_at: a.registered_at,
+            last_heartbeat_at: a.last_heartbeat_at,
+        }
     }
 
     /// Every framework (placeholders of adopted tasks included, named `""` with role
@@ -169,16 +176,7 @@ impl State {
     /// [`TaskInfo`]. Cheap for tasks unchanged since the last read: their JSON is cached.
     pub fn tasks_json(&self, framework: Option<FrameworkId>) -> Vec<Arc<str>> {
         self.framework_tasks(framework)
-            .map(|((fw, id), t)| {
-                t.view
-                    .get_or_init(|| {
-                        // A TaskInfo always serializes (plain strings, numbers and maps).
-                        serde_json::to_string(&task_info(*fw, id, t))
-                            .unwrap_or_default()
-                            .into()
-                    })
-                    .clone()
-            })
+            .map(|((fw, id), t)| task_json(*fw, id, t))
             .collect()
     }
 
@@ -246,11 +244,24 @@ impl State {
             }
         }
         walk(&self.roles(), &mut g.role_shares);
+        g.resources = self.resource_use();
         g
     }
 }
 
-fn agent_state_name(s: AgentState) -> &'static str {
+/// A task's [`TaskInfo`] in JSON, cached in the record until it changes.
+pub(super) fn task_json(fw: FrameworkId, id: &TaskId, t: &TaskRecord) -> Arc<str> {
+    t.view
+        .get_or_init(|| {
+            // A TaskInfo always serializes (plain strings, numbers and maps).
+            serde_json::to_string(&task_info(fw, id, t))
+                .unwrap_or_default()
+                .into()
+        })
+        .clone()
+}
+
+pub(super) fn agent_state_name(s: AgentState) -> &'static str {
     match s {
         AgentState::Active => "active",
         AgentState::Lost => "lost",

@@ -1,0 +1,138 @@
+//! Reads of the books for the dashboard: one history sample ([`State::history_sample`]), a
+//! page of agents ([`State::agent_page`]), and one agent's tasks ([`State::agent_tasks`]).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use protocol::messages::AgentInfo;
+use protocol::AgentId;
+
+use super::State;
+
+/// At most this many roles and frameworks (the largest shares) go into one sample, so a
+/// sample stays small however many frameworks register.
+pub const SAMPLE_MAX_SHARES: usize = 32;
+
+/// Used, offered and total amounts of one resource across the active agents, in units
+/// (cpus, MB, ...).
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct ResourceUse {
+    /// On the active agents.
+    pub total: f64,
+    /// Held by non-terminal tasks.
+    pub used: f64,
+    /// Held by outstanding offers.
+    pub offered: f64,
+}
+
+/// What the books say at one moment, for the history ring (`crate::history`).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct BookSample {
+    /// Outstanding offers.
+    pub outstanding_offers: usize,
+    /// Tasks by state name.
+    pub tasks: BTreeMap<&'static str, usize>,
+    /// Agents by state (`active`, `lost`).
+    pub agents: BTreeMap<&'static str, usize>,
+    /// Each resource across the active agents.
+    pub resources: BTreeMap<String, ResourceUse>,
+    /// Dominant share per role path (the root is `""`), the [`SAMPLE_MAX_SHARES`] largest.
+    pub roles: BTreeMap<String, f64>,
+    /// Dominant share per framework id, the [`SAMPLE_MAX_SHARES`] largest.
+    pub frameworks: BTreeMap<String, f64>,
+}
+
+/// Keeps the `max` entries with the largest values.
+fn largest(mut all: Vec<(String, f64)>, max: usize) -> BTreeMap<String, f64> {
+    if all.len() > max {
+        all.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        all.truncate(max);
+    }
+    all.into_iter().collect()
+}
+
+impl State {
+    /// One sample for the history ring: O(agents + tasks + roles + frameworks), no
+    /// serialization.
+    pub fn history_sample(&self) -> BookSample {
+        let mut s = BookSample {
+            outstanding_offers: self.offers.len(),
+            ..BookSample::default()
+        };
+        for t in self.tasks.values() {
+            *s.tasks.entry(t.state().as_str()).or_default() += 1;
+        }
+        for a in self.agents.values() {
+            *s.agents
+                .entry(super::views::agent_state_name(a.state))
+                .or_default() += 1;
+        }
+        s.resources = self.resource_use();
+        let mut roles = Vec::new();
+        fn walk(node: &protocol::messages::RoleNode, out: &mut Vec<(String, f64)>) {
+            out.push((node.path.clone(), node.dominant_share));
+            for c in &node.children {
+                walk(c, out);
+            }
+        }
+        walk(&self.roles(), &mut roles);
+        s.roles = largest(roles, SAMPLE_MAX_SHARES);
+        let allocator = self.ledger.allocator();
+        let frameworks = self
+            .frameworks
+            .keys()
+            .map(|id| (id.to_string(), allocator.dominant_share(*id).unwrap_or(0.0)))
+            .collect();
+        s.frameworks = largest(frameworks, SAMPLE_MAX_SHARES);
+        s
+    }
+
+    /// Each resource's total, used and offered amounts across the active agents.
+    pub fn resource_use(&self) -> BTreeMap<String, ResourceUse> {
+        let mut out: BTreeMap<String, ResourceUse> = BTreeMap::new();
+        for (id, a) in &self.agents {
+            if a.state != super::AgentState::Active {
+                continue;
+            }
+            let held = self.ledger.agent(*id);
+            for (name, millis) in a.total.iter() {
+                let entry = out.entry(name.as_str().to_owned()).or_default();
+                entry.total += millis as f64 / 1000.0;
+                entry.used += held.used.millis(name.as_str()) as f64 / 1000.0;
+                entry.offered += held.offered.millis(name.as_str()) as f64 / 1000.0;
+            }
+        }
+        out
+    }
+
+    /// Agents `offset..offset + limit` in id order, and how many there are.
+    pub fn agent_page(&self, offset: usize, limit: usize) -> (Vec<AgentInfo>, usize) {
+        let page = self
+            .agents
+            .iter()
+            .skip(offset)
+            .take(limit)
+            .map(|(id, a)| self.agent_info(*id, a))
+            .collect();
+        (page, self.agents.len())
+    }
+
+    /// Agent `id` as operators see it, if the books know it.
+    pub fn agent(&self, id: AgentId) -> Option<AgentInfo> {
+        self.agents.get(&id).map(|a| self.agent_info(id, a))
+    }
+
+    /// The first `limit` tasks on agent `id` (as cached JSON, see [`State::tasks_json`]),
+    /// and how many it has in all.
+    pub fn agent_tasks(&self, id: AgentId, limit: usize) -> (Vec<Arc<str>>, usize) {
+        let mut tasks = Vec::new();
+        let mut count = 0;
+        for ((fw, tid), t) in self.tasks.iter().filter(|(_, t)| t.agent_id == id) {
+            if count < limit {
+                tasks.push(super::views::task_json(*fw, tid, t));
+            }
+            count += 1;
+        }
+        (tasks, count)
+    }
+}
