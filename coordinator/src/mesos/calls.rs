@@ -21,7 +21,7 @@ use serde_json::Value;
 use super::convert::{self, reconciled_json, state_name, update_event};
 use super::stream::{Session, STREAM_ID_HEADER};
 use super::types::{self, Call};
-use super::{refusal, Mesos};
+use super::{Mesos, Refusal};
 use crate::api::auth::Caller;
 use crate::api::error::ApiError;
 use crate::api::input;
@@ -38,7 +38,7 @@ fn invalid(field: &'static str, reason: impl Into<String>) -> ApiError {
 pub async fn call(m: &Mesos, caller: &Caller, headers: &HeaderMap, call: Call) -> Response {
     match handle(m, caller, headers, call).await {
         Ok(()) => StatusCode::ACCEPTED.into_response(),
-        Err(r) => r,
+        Err(r) => r.into_response(),
     }
 }
 
@@ -47,20 +47,19 @@ fn session(
     m: &Mesos,
     headers: &HeaderMap,
     framework_id: Option<&types::Id>,
-) -> Result<(FrameworkId, Session), Response> {
-    let bad = |msg: String| refusal(StatusCode::BAD_REQUEST, "invalid_field", msg);
+) -> Result<(FrameworkId, Session), Refusal> {
+    let bad = |msg: String| Refusal::Mesos(StatusCode::BAD_REQUEST, "invalid_field", msg);
     let fid = framework_id.ok_or_else(|| {
         bad("invalid framework_id: every call but a first SUBSCRIBE names its framework".into())
     })?;
-    let id: FrameworkId =
-        convert::uuid_id(fid, "framework_id").map_err(IntoResponse::into_response)?;
+    let id: FrameworkId = convert::uuid_id(fid, "framework_id")?;
     let Some(given) = headers.get(STREAM_ID_HEADER) else {
         return Err(bad(
             "missing Mesos-Stream-Id header: send the one the SUBSCRIBE answer carried".into(),
         ));
     };
     let Some(session) = m.sessions.get(id) else {
-        return Err(refusal(
+        return Err(Refusal::Mesos(
             StatusCode::FORBIDDEN,
             "not_subscribed",
             format!("framework {id} is not subscribed: SUBSCRIBE first"),
@@ -79,7 +78,7 @@ async fn handle(
     caller: &Caller,
     headers: &HeaderMap,
     call: Call,
-) -> Result<(), Response> {
+) -> Result<(), Refusal> {
     let (id, session) = session(m, headers, call.framework_id.as_ref())?;
     let ctx = Ctx {
         m,
@@ -101,7 +100,7 @@ async fn handle(
             Ok(())
         }
     };
-    out.map_err(IntoResponse::into_response)
+    Ok(out?)
 }
 
 struct Ctx<'a> {

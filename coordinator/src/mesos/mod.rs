@@ -63,9 +63,31 @@ pub fn router<S>(coordinator: Coordinator) -> Router<S> {
         })
 }
 
-/// A refusal in the API's error body with a status the Mesos API prescribes.
-pub(crate) fn refusal(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
-    (status, Json(ErrorBody::new(code, message))).into_response()
+/// Why a Mesos call is refused: a status the Mesos API prescribes (400 for a stream id
+/// missing or wrong, 403 for no live stream), or the API's own error.
+#[derive(Debug)]
+pub enum Refusal {
+    /// A status, an error code and a message, in the API's error body.
+    Mesos(StatusCode, &'static str, String),
+    /// The API's error (validation, the books' refusals, ownership).
+    Api(ApiError),
+}
+
+impl From<ApiError> for Refusal {
+    fn from(e: ApiError) -> Self {
+        Refusal::Api(e)
+    }
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        match self {
+            Refusal::Mesos(status, code, message) => {
+                (status, Json(ErrorBody::new(code, message))).into_response()
+            }
+            Refusal::Api(e) => e.into_response(),
+        }
+    }
 }
 
 async fn version() -> Json<serde_json::Value> {
