@@ -19,6 +19,10 @@ if ! python3 -m venv --help >/dev/null 2>&1 || ! python3 -c 'import ensurepip' >
     apt-get update -qq >&2 && apt-get install -y -qq python3-venv >&2
   fi
 fi
+if [ -e "$venv" ] && [ ! -f "$venv/pyvenv.cfg" ]; then
+  echo "$venv exists and is not a virtualenv; remove it or set PARLEY_VENV elsewhere" >&2
+  exit 1
+fi
 rm -rf "$venv"
 python3 -m venv "$venv" >&2
 "$py" -m pip install -q --no-deps pymesos==0.3.15 six addict >&2
