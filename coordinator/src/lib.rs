@@ -29,6 +29,8 @@
 //! - [`runtime`]: [`Coordinator`], the async shell: the lock around the state, effect dispatch
 //!   (stream events, launches and kills sent to agents, allocation kicks).
 //! - [`api`]: the axum routers (framework, agent, operator), SSE streams, error bodies.
+//! - [`mesos`]: the Mesos v1 scheduler API (`POST /api/v1/scheduler`, `GET /version`) over the
+//!   same books, so unmodified Mesos frameworks (pymesos) run on Parley.
 //! - [`server`]: [`serve`]: wiring, graceful shutdown, supervised background loops
 //!   (allocation, offer expiry, agent liveness, failover, update re-sends).
 //! - [`http`]: the HTTP/1 accept loop (header read and idle timeout, peer addresses for the
@@ -44,6 +46,7 @@ pub mod auth;
 pub mod config;
 pub mod history;
 pub mod http;
+pub mod mesos;
 pub mod metrics;
 pub mod runtime;
 pub mod server;

@@ -6,8 +6,10 @@
 //!    `application/json`: 415 `unsupported_media_type`, credentials or not. A browser can send
 //!    a cross-site form or `text/plain` POST without asking; it cannot send
 //!    `application/json` without a CORS preflight, which this server never grants.
-//! 2. with credentials configured, any route but `/health` without a valid
-//!    `Authorization: Bearer <token>`: 401 `unauthorized` with `WWW-Authenticate: Bearer`;
+//! 2. with credentials configured, any route but `/health` (and the Mesos API's `/version`)
+//!    without a valid `Authorization: Bearer <token>`: 401 `unauthorized` with
+//!    `WWW-Authenticate: Bearer`. The Mesos scheduler API also takes
+//!    `Basic base64(<principal>:<token>)`, which is what Mesos clients send;
 //! 3. a route the principal's kind may not call ([`crate::auth::policy`]): 403 `forbidden`.
 //!
 //! Then handlers check ownership under the books' lock ([`Caller::framework`],
@@ -210,7 +212,13 @@ fn is_json(headers: &HeaderMap) -> bool {
 fn authenticate(
     credentials: &Credentials,
     headers: &HeaderMap,
+    basic_ok: bool,
 ) -> Result<Arc<Principal>, ApiError> {
+    if basic_ok {
+        if let Some(found) = basic(credentials, headers) {
+            return found;
+        }
+    }
     let Some(value) = headers.get(header::AUTHORIZATION) else {
         return Err(ApiError::Unauthenticated(
             Denial::Missing,
@@ -235,6 +243,41 @@ fn authenticate(
         .authenticate(token)
         .cloned()
         .ok_or_else(|| ApiError::Unauthenticated(Denial::Invalid, "unknown bearer token".into()))
+}
+
+/// `Authorization: Basic base64(<principal>:<token>)` (Mesos clients' principal and
+/// secret): `None` when the header is not Basic; the principal when the token is its own.
+fn basic(
+    credentials: &Credentials,
+    headers: &HeaderMap,
+) -> Option<Result<Arc<Principal>, ApiError>> {
+    use base64::Engine as _;
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?.trim();
+    let (scheme, encoded) = value.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let refused = || {
+        ApiError::Unauthenticated(
+            Denial::Invalid,
+            "Basic credentials must be <principal>:<token> of a principal in the credentials file"
+                .into(),
+        )
+    };
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok());
+    let Some((name, token)) = decoded.as_deref().and_then(|d| d.split_once(':')) else {
+        return Some(Err(refused()));
+    };
+    Some(
+        credentials
+            .authenticate(token)
+            .filter(|p| &*p.name == name)
+            .cloned()
+            .ok_or_else(refused),
+    )
 }
 
 /// The middleware: content type, authentication, the route policy; then counts and logs any
@@ -279,10 +322,12 @@ fn check(c: &Coordinator, req: &mut Request) -> Result<(), ApiError> {
     let Some(credentials) = c.config().credentials.as_deref() else {
         return Ok(());
     };
-    if req.uri().path() == "/health" {
+    let path = req.uri().path();
+    if path == "/health" || path == "/version" {
         return Ok(());
     }
-    let principal = authenticate(credentials, req.headers())?;
+    let basic_ok = path == "/api/v1/scheduler";
+    let principal = authenticate(credentials, req.headers(), basic_ok)?;
     let route = req
         .extensions()
         .get::<MatchedPath>()

@@ -47,9 +47,45 @@ async fn register(
     caller: Caller,
     Body(req): Body<RegisterFramework>,
 ) -> Result<Response, ApiError> {
+    let registered = register_framework(&c, &caller, req).await?;
+    let status = if registered.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((
+        status,
+        Json(FrameworkRegistered {
+            framework_id: registered.framework_id,
+            heartbeat_interval_s: registered.heartbeat_interval_s,
+        }),
+    )
+        .into_response())
+}
+
+/// What [`register_framework`] did.
+#[derive(Debug, Clone, Copy)]
+pub struct Registered {
+    /// The framework's id (the same one on re-registration).
+    pub framework_id: FrameworkId,
+    /// A new framework (`false`: re-registered within its failover timeout).
+    pub created: bool,
+    /// The heartbeat interval of its stream, in seconds.
+    pub heartbeat_interval_s: f64,
+}
+
+/// Registers (or re-registers) a framework for `caller`: validated, written first and applied
+/// once durable (see [`Coordinator::run_write_first`]). Shared by `POST /api/v1/frameworks`
+/// and the Mesos API's SUBSCRIBE.
+pub async fn register_framework(
+    c: &Coordinator,
+    caller: &Caller,
+    req: RegisterFramework,
+) -> Result<Registered, ApiError> {
     let mut input = input::framework_registration(req)?;
-    // Written first, applied once durable (see `run_write_first`). The owner is checked when
-    // planning only: it changes by registration alone, and registrations run one at a time.
+    // The owner is checked when planning only: it changes by registration alone, and
+    // registrations run one at a time.
+    let caller = caller.clone();
     let (framework_id, created, heartbeat_interval_s) = c
         .run_write_first(
             |s, now| {
@@ -64,19 +100,11 @@ async fn register(
             },
         )
         .await?;
-    let status = if created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
-    Ok((
-        status,
-        Json(FrameworkRegistered {
-            framework_id,
-            heartbeat_interval_s,
-        }),
-    )
-        .into_response())
+    Ok(Registered {
+        framework_id,
+        created,
+        heartbeat_interval_s,
+    })
 }
 
 async fn list(State(c): State<Coordinator>) -> Json<FrameworkList> {

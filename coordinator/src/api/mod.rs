@@ -56,6 +56,8 @@ pub fn app(coordinator: Coordinator) -> Router {
         .merge(operator::router())
         .merge(output::router())
         .merge(ui::router())
+        // The Mesos v1 scheduler API (issue #10), on the same books: see `crate::mesos`.
+        .merge(crate::mesos::router(coordinator.clone()))
         .fallback(|uri: Uri| async move { ApiError::NoRoute(uri.path().to_owned()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(axum::middleware::from_fn_with_state(

@@ -5,7 +5,8 @@
 //!
 //! | route | who |
 //! |---|---|
-//! | `GET /health` | anyone, no credentials |
+//! | `GET /health`, `GET /version` | anyone, no credentials |
+//! | `POST /api/v1/scheduler` (Mesos) | framework principals (their own frameworks) |
 //! | `POST /api/v1/frameworks`, `POST /api/v1/frameworks/{id}/..`, `GET ../{id}/events` | framework principals (their own frameworks) |
 //! | `DELETE /api/v1/frameworks/{id}` | its framework principal, or an admin operator |
 //! | `POST /api/v1/agents`, `POST /api/v1/agents/{id}/..` | agent principals (their own agents) |
@@ -91,6 +92,8 @@ pub fn check_route(
         }
         (&Method::PUT, "/api/v1/roles/{*path}") => principal.is_admin(),
         (&Method::POST, r) if r.starts_with("/api/v1/frameworks") => principal.is_framework(),
+        // The Mesos scheduler API: its calls act as the principal's frameworks.
+        (&Method::POST, "/api/v1/scheduler") => principal.is_framework(),
         (&Method::POST, r) if r.starts_with("/api/v1/agents") => principal.is_agent(),
         _ => principal.is_admin(),
     };
@@ -128,7 +131,7 @@ mod tests {
         let admin = principal(Kind::Operator(Access::Admin));
         let (get, post, put, delete) = (Method::GET, Method::POST, Method::PUT, Method::DELETE);
         // (method, route, [framework, agent, read, admin])
-        let table: [(&Method, &str, [bool; 4]); 12] = [
+        let table: [(&Method, &str, [bool; 4]); 13] = [
             (&post, "/api/v1/frameworks", [true, false, false, false]),
             (
                 &post,
@@ -161,6 +164,7 @@ mod tests {
             (&get, "/api/v1/offers/events", [false, false, true, true]),
             (&get, "/metrics", [false, false, true, true]),
             (&put, "/api/v1/roles/{*path}", [false, false, false, true]),
+            (&post, "/api/v1/scheduler", [true, false, false, false]),
         ];
         for (method, route, expected) in table {
             for (p, want) in [&fw, &agent, &read, &admin].into_iter().zip(expected) {

@@ -1,0 +1,467 @@
+//! Mesos' shapes ↔ Parley's: ids, roles, resources, attributes, task states, status uuids,
+//! commands, and each [`FrameworkEvent`] as Mesos event JSON.
+//!
+//! | Parley `TaskState` | Mesos `TaskState` |
+//! |---|---|
+//! | `staging` | `TASK_STAGING` |
+//! | `starting` | `TASK_STARTING` |
+//! | `running` | `TASK_RUNNING` (also from `TASK_KILLING`) |
+//! | `finished` | `TASK_FINISHED` |
+//! | `failed` | `TASK_FAILED` |
+//! | `killed` | `TASK_KILLED` |
+//! | `lost` | `TASK_LOST` (also from `TASK_DROPPED`, `TASK_UNREACHABLE`, `TASK_GONE`, `TASK_GONE_BY_OPERATOR`, `TASK_UNKNOWN`) |
+//! | `error` | `TASK_ERROR` |
+//!
+//! Reconciliation of a task Parley does not know answers `TASK_UNKNOWN` to a `PARTITION_AWARE`
+//! framework and `TASK_LOST` to others, as Mesos does.
+
+use std::collections::BTreeMap;
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
+use protocol::{
+    CommandSpec, FrameworkEvent, Offer, Resources, RolePath, TaskId, TaskSpec, TaskState,
+    TaskStatus, Timestamp, UpdateId,
+};
+use serde_json::{json, Value};
+
+use super::types::{self, FrameworkInfo};
+use crate::api::error::ApiError;
+
+/// The Parley role Mesos' default role `"*"` (and a framework naming no role) maps to.
+pub const DEFAULT_ROLE: &str = "default";
+
+fn invalid(field: &'static str, reason: impl Into<String>) -> ApiError {
+    ApiError::InvalidField {
+        field,
+        reason: reason.into(),
+    }
+}
+
+/// The framework's Mesos role (`roles[0]` for `MULTI_ROLE`, else `role`, else `"*"`) and the
+/// Parley role it runs under (`"*"` is [`DEFAULT_ROLE`]; others must be valid role paths).
+pub fn role(info: &FrameworkInfo) -> Result<(String, RolePath), ApiError> {
+    let mesos = info
+        .roles
+        .first()
+        .or(info.role.as_ref())
+        .cloned()
+        .unwrap_or_else(|| "*".to_owned());
+    let parley = if mesos == "*" { DEFAULT_ROLE } else { &mesos };
+    let path = RolePath::new(parley).map_err(|e| invalid("framework_info.role", e.to_string()))?;
+    Ok((mesos, path))
+}
+
+/// A Mesos `Resource` list as Parley resources: `SCALAR` only, amounts of one name summed
+/// (Mesos lists one name once per role or reservation).
+pub fn resources(list: &[types::Resource], field: &'static str) -> Result<Resources, ApiError> {
+    let mut sums: BTreeMap<&str, f64> = BTreeMap::new();
+    for r in list {
+        match r.kind.as_deref() {
+            None | Some("SCALAR") => {}
+            Some(other) => {
+                return Err(invalid(
+                    field,
+                    format!(
+                        "resource {:?} has type {other}; Parley's resources are SCALAR only",
+                        r.name
+                    ),
+                ))
+            }
+        }
+        let value = r
+            .scalar
+            .as_ref()
+            .ok_or_else(|| invalid(field, format!("resource {:?} has no scalar", r.name)))?
+            .value;
+        *sums.entry(r.name.as_str()).or_default() += value;
+    }
+    Resources::from_units(sums).map_err(|e| invalid(field, e.to_string()))
+}
+
+/// Parley resources as a Mesos `Resource` list, unreserved (`"role": "*"`); with `allocated`
+/// (a `MULTI_ROLE` framework's role) each carries `allocation_info`.
+pub fn resources_json(r: &Resources, allocated: Option<&str>) -> Value {
+    r.iter()
+        .map(|(name, millis)| {
+            let mut v = json!({
+                "name": name.as_str(),
+                "type": "SCALAR",
+                "scalar": {"value": millis as f64 / 1000.0},
+                "role": "*",
+            });
+            if let Some(role) = allocated {
+                v["allocation_info"] = json!({ "role": role });
+            }
+            v
+        })
+        .collect()
+}
+
+/// Agent attributes: `SCALAR` when the value is a number, else `TEXT`.
+pub fn attributes_json(attributes: &BTreeMap<String, String>) -> Value {
+    attributes
+        .iter()
+        .map(|(k, v)| match v.trim().parse::<f64>() {
+            Ok(n) if n.is_finite() => json!({"name": k, "type": "SCALAR", "scalar": {"value": n}}),
+            _ => json!({"name": k, "type": "TEXT", "text": {"value": v}}),
+        })
+        .collect()
+}
+
+/// A Parley task state as Mesos'.
+pub fn state_name(state: TaskState) -> &'static str {
+    match state {
+        TaskState::Staging => "TASK_STAGING",
+        TaskState::Starting => "TASK_STARTING",
+        TaskState::Running => "TASK_RUNNING",
+        TaskState::Finished => "TASK_FINISHED",
+        TaskState::Failed => "TASK_FAILED",
+        TaskState::Killed => "TASK_KILLED",
+        TaskState::Lost => "TASK_LOST",
+        TaskState::Error => "TASK_ERROR",
+    }
+}
+
+/// A Mesos task state as Parley's (`None` for a name Mesos does not have).
+pub fn state_from_name(name: &str) -> Option<TaskState> {
+    Some(match name {
+        "TASK_STAGING" => TaskState::Staging,
+        "TASK_STARTING" => TaskState::Starting,
+        "TASK_RUNNING" | "TASK_KILLING" => TaskState::Running,
+        "TASK_FINISHED" => TaskState::Finished,
+        "TASK_FAILED" => TaskState::Failed,
+        "TASK_KILLED" => TaskState::Killed,
+        "TASK_LOST"
+        | "TASK_DROPPED"
+        | "TASK_UNREACHABLE"
+        | "TASK_GONE"
+        | "TASK_GONE_BY_OPERATOR"
+        | "TASK_UNKNOWN" => TaskState::Lost,
+        "TASK_ERROR" => TaskState::Error,
+        _ => return None,
+    })
+}
+
+/// An update id as a Mesos status `uuid`: base64 of its 16 bytes.
+pub fn uuid_of(id: UpdateId) -> String {
+    STANDARD.encode(id.0.as_bytes())
+}
+
+/// A status `uuid` sent back in an ACKNOWLEDGE, as the update id it came from.
+pub fn update_id(uuid: &str) -> Result<UpdateId, ApiError> {
+    let bytes = STANDARD
+        .decode(uuid.trim())
+        .map_err(|e| invalid("acknowledge.uuid", format!("not base64: {e}")))?;
+    let bytes: [u8; 16] = bytes.try_into().map_err(|b: Vec<u8>| {
+        invalid(
+            "acknowledge.uuid",
+            format!("{} bytes; a status uuid is 16", b.len()),
+        )
+    })?;
+    Ok(UpdateId(uuid::Uuid::from_bytes(bytes)))
+}
+
+/// Seconds since the epoch, as Mesos' `timestamp`.
+pub fn seconds(t: Timestamp) -> f64 {
+    t.timestamp_millis() as f64 / 1000.0
+}
+
+/// A Mesos task id as Parley's (validated: it names a sandbox directory).
+pub fn task_id(id: &types::Id, field: &'static str) -> Result<TaskId, ApiError> {
+    TaskId::new(id.value.clone()).map_err(|e| invalid(field, e.to_string()))
+}
+
+/// A coordinator-chosen id (framework, agent, offer) from its Mesos form.
+pub fn uuid_id<T: std::str::FromStr>(id: &types::Id, field: &'static str) -> Result<T, ApiError> {
+    id.value.parse().map_err(|_| {
+        invalid(
+            field,
+            format!("{:?} is not an id this coordinator issued", id.value),
+        )
+    })
+}
+
+/// A `LAUNCH`ed `TaskInfo` as a Parley task: a command task (custom executors and containers
+/// are refused), `shell: true` (the default) runs `value` with `sh -c`, `shell: false` execs
+/// `value` with `arguments` as its argument vector (`arguments[0]` is `argv[0]`, as in Mesos;
+/// the program is always `value`).
+pub fn task_spec(t: &types::TaskInfo) -> Result<TaskSpec, ApiError> {
+    const FIELD: &str = "accept.operations.launch.task_infos";
+    let task_id = task_id(&t.task_id, "accept.operations.launch.task_infos.task_id")?;
+    let task_err = |reason: &str| ApiError::InvalidTask {
+        task: task_id.clone(),
+        reason: reason.to_owned(),
+    };
+    if t.executor.is_some() {
+        return Err(task_err(
+            "custom executors (TaskInfo.executor) are not supported; give a command",
+        ));
+    }
+    if t.container.is_some() {
+        return Err(task_err(
+            "TaskInfo.container is not supported; give a plain command",
+        ));
+    }
+    let Some(cmd) = &t.command else {
+        return Err(task_err("TaskInfo.command is missing"));
+    };
+    let value = cmd.value.clone().unwrap_or_default();
+    let command = if cmd.shell.unwrap_or(true) {
+        CommandSpec::Shell(value)
+    } else {
+        let mut argv = vec![value];
+        argv.extend(cmd.arguments.iter().skip(1).cloned());
+        CommandSpec::Argv(argv)
+    };
+    let mut env = BTreeMap::new();
+    for var in cmd.environment.iter().flat_map(|e| &e.variables) {
+        if var.kind.as_deref().is_some_and(|k| k != "VALUE") {
+            return Err(task_err(
+                "environment variables of type SECRET are not supported",
+            ));
+        }
+        env.insert(var.name.clone(), var.value.clone().unwrap_or_default());
+    }
+    Ok(TaskSpec {
+        task_id: task_id.clone(),
+        name: t.name.clone(),
+        agent_id: uuid_id(&t.agent_id, "accept.operations.launch.task_infos.agent_id")?,
+        resources: resources(&t.resources, FIELD)?,
+        command,
+        env,
+        duration_s: None,
+        isolation: None,
+    })
+}
+
+/// What the stream of one framework needs to know to shape its events.
+#[derive(Debug, Clone, Default)]
+pub struct Shape {
+    /// The framework's role, for `allocation_info` (set for `MULTI_ROLE` frameworks only).
+    pub allocation_role: Option<String>,
+}
+
+fn offer_json(o: &Offer, shape: &Shape) -> Value {
+    json!({
+        "id": {"value": o.offer_id.to_string()},
+        "framework_id": {"value": o.framework_id.to_string()},
+        "agent_id": {"value": o.agent_id.to_string()},
+        "hostname": o.hostname,
+        "resources": resources_json(&o.resources, shape.allocation_role.as_deref()),
+        "attributes": attributes_json(&o.attributes),
+    })
+}
+
+/// A status update as Mesos' `TaskStatus`, with `uuid` (so the framework acknowledges it).
+pub fn status_json(s: &TaskStatus) -> Value {
+    let mut v = json!({
+        "task_id": {"value": s.task_id.as_str()},
+        "state": state_name(s.state),
+        "agent_id": {"value": s.agent_id.to_string()},
+        "source": if s.state == TaskState::Lost { "SOURCE_MASTER" } else { "SOURCE_EXECUTOR" },
+        "timestamp": seconds(s.timestamp),
+        "uuid": uuid_of(s.update_id),
+    });
+    if let Some(m) = &s.message {
+        v["message"] = json!(m);
+    }
+    v
+}
+
+/// A reconciliation answer (no `uuid`: not acknowledged), from the master.
+pub fn reconciled_json(
+    task_id: &str,
+    state: &str,
+    agent: Option<String>,
+    message: Option<&str>,
+    at: f64,
+) -> Value {
+    let mut v = json!({
+        "task_id": {"value": task_id},
+        "state": state,
+        "source": "SOURCE_MASTER",
+        "reason": "REASON_RECONCILIATION",
+        "timestamp": at,
+    });
+    if let Some(a) = agent {
+        v["agent_id"] = json!({ "value": a });
+    }
+    if let Some(m) = message {
+        v["message"] = json!(m);
+    }
+    v
+}
+
+/// An UPDATE event around a status.
+pub fn update_event(status: Value) -> Value {
+    json!({"type": "UPDATE", "update": {"status": status}})
+}
+
+/// A Parley framework event as the Mesos events it becomes (SUBSCRIBED is followed by a
+/// HEARTBEAT, as Mesos does).
+pub fn events(event: &FrameworkEvent, shape: &Shape) -> Vec<Value> {
+    match event {
+        FrameworkEvent::Subscribed(r) => vec![
+            json!({"type": "SUBSCRIBED", "subscribed": {
+                "framework_id": {"value": r.framework_id.to_string()},
+                "heartbeat_interval_seconds": r.heartbeat_interval_s,
+            }}),
+            json!({"type": "HEARTBEAT"}),
+        ],
+        FrameworkEvent::Offers { offers } => vec![json!({"type": "OFFERS", "offers": {
+            "offers": offers.iter().map(|o| offer_json(o, shape)).collect::<Vec<_>>(),
+        }})],
+        FrameworkEvent::Rescind { offer_id } => vec![json!({"type": "RESCIND", "rescind": {
+            "offer_id": {"value": offer_id.to_string()},
+        }})],
+        FrameworkEvent::Update { status } => vec![update_event(status_json(status))],
+        FrameworkEvent::Heartbeat {} => vec![json!({"type": "HEARTBEAT"})],
+        FrameworkEvent::Error { message } => {
+            vec![json!({"type": "ERROR", "error": {"message": message}})]
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use protocol::{AgentId, FrameworkId};
+
+    fn res(name: &str, kind: &str, value: f64) -> types::Resource {
+        serde_json::from_value(json!({"name": name, "type": kind, "scalar": {"value": value}}))
+            .unwrap()
+    }
+
+    #[test]
+    fn resources_go_both_ways_and_names_are_summed() {
+        let r = resources(
+            &[
+                res("cpus", "SCALAR", 0.5),
+                res("mem", "SCALAR", 32.0),
+                res("cpus", "SCALAR", 1.0),
+            ],
+            "f",
+        )
+        .unwrap();
+        assert_eq!(r, "cpus=1.5,mem=32".parse().unwrap());
+        let back = resources_json(&r, None);
+        assert_eq!(
+            back[0],
+            json!({"name": "cpus", "type": "SCALAR", "scalar": {"value": 1.5}, "role": "*"})
+        );
+        let again: Vec<types::Resource> = serde_json::from_value(back).unwrap();
+        assert_eq!(resources(&again, "f").unwrap(), r);
+        assert!(resources(&[res("ports", "RANGES", 1.0)], "f").is_err());
+        assert!(resources(&[res("cpus", "SCALAR", -1.0)], "f").is_err());
+    }
+
+    #[test]
+    fn every_state_maps_back_to_itself() {
+        for s in [
+            TaskState::Staging,
+            TaskState::Starting,
+            TaskState::Running,
+            TaskState::Finished,
+            TaskState::Failed,
+            TaskState::Killed,
+            TaskState::Lost,
+            TaskState::Error,
+        ] {
+            assert_eq!(state_from_name(state_name(s)), Some(s));
+        }
+        assert_eq!(state_from_name("TASK_UNKNOWN"), Some(TaskState::Lost));
+        assert_eq!(state_from_name("RUNNING"), None);
+    }
+
+    #[test]
+    fn a_status_uuid_is_24_base64_characters_and_comes_back() {
+        let id = UpdateId::new();
+        let uuid = uuid_of(id);
+        assert_eq!(uuid.len(), 24);
+        assert_eq!(update_id(&uuid).unwrap(), id);
+        assert!(update_id("not base64!").is_err());
+        assert!(update_id("AAAA").is_err());
+    }
+
+    #[test]
+    fn star_is_the_default_role_and_multi_role_takes_the_first() {
+        let info = |v: Value| serde_json::from_value::<FrameworkInfo>(v).unwrap();
+        assert_eq!(role(&info(json!({}))).unwrap().1.as_str(), DEFAULT_ROLE);
+        assert_eq!(role(&info(json!({"role": "*"}))).unwrap().0, "*");
+        let (mesos, parley) =
+            role(&info(json!({"role": "x", "roles": ["eng/batch", "y"]}))).unwrap();
+        assert_eq!(
+            (mesos.as_str(), parley.as_str()),
+            ("eng/batch", "eng/batch")
+        );
+        assert!(role(&info(json!({"role": "Bad Role"}))).is_err());
+    }
+
+    #[test]
+    fn commands_become_shell_lines_or_argument_vectors() {
+        let agent = AgentId::new();
+        let task = |cmd: Value| {
+            let t: types::TaskInfo = serde_json::from_value(json!({
+                "task_id": {"value": "t1"}, "agent_id": {"value": agent.to_string()},
+                "resources": [{"name": "cpus", "type": "SCALAR", "scalar": {"value": 1}}],
+                "command": cmd,
+            }))
+            .unwrap();
+            task_spec(&t)
+        };
+        let shell = task(json!({"value": "echo hi", "environment": {"variables": [{"name": "A", "value": "b"}]}})).unwrap();
+        assert_eq!(shell.command, CommandSpec::Shell("echo hi".into()));
+        assert_eq!(shell.env["A"], "b");
+        let argv =
+            task(json!({"value": "/bin/echo", "shell": false, "arguments": ["echo", "a", "b"]}))
+                .unwrap();
+        assert_eq!(
+            argv.command,
+            CommandSpec::Argv(vec!["/bin/echo".into(), "a".into(), "b".into()])
+        );
+        let bad_id: types::TaskInfo = serde_json::from_value(json!({
+            "task_id": {"value": "../etc"}, "agent_id": {"value": agent.to_string()},
+            "command": {"value": "true"}}))
+        .unwrap();
+        assert!(task_spec(&bad_id)
+            .unwrap_err()
+            .to_string()
+            .contains("task_id"));
+    }
+
+    #[test]
+    fn offers_nest_and_subscribed_is_followed_by_a_heartbeat() {
+        let fw = FrameworkId::new();
+        let subscribed = events(
+            &FrameworkEvent::Subscribed(protocol::messages::FrameworkRegistered {
+                framework_id: fw,
+                heartbeat_interval_s: 15.0,
+            }),
+            &Shape::default(),
+        );
+        assert_eq!(
+            subscribed[0]["subscribed"]["framework_id"]["value"],
+            fw.to_string()
+        );
+        assert_eq!(subscribed[1]["type"], "HEARTBEAT");
+        let err = events(
+            &FrameworkEvent::Error {
+                message: "gone".into(),
+            },
+            &Shape::default(),
+        );
+        assert_eq!(err[0]["error"]["message"], "gone");
+        let attrs = attributes_json(
+            &[
+                ("rack".to_owned(), "r1".to_owned()),
+                ("n".to_owned(), "2".to_owned()),
+            ]
+            .into(),
+        );
+        assert_eq!(attrs[0]["scalar"]["value"], 2.0);
+        assert_eq!(attrs[1]["text"]["value"], "r1");
+    }
+}

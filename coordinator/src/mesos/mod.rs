@@ -1,0 +1,121 @@
+//! The Mesos v1 scheduler HTTP API (`POST /api/v1/scheduler`) and `GET /version`, served beside
+//! Parley's own API on the same port, over the same books: each Mesos call becomes the
+//! registry operation the native API would run (so a Mesos framework takes part in H-DRF, the
+//! offer event stream, the dashboard and `explain` exactly like a native one), and each
+//! [`protocol::FrameworkEvent`] becomes a Mesos event on a chunked RecordIO stream. What
+//! `pymesos` 0.3.15 sends and expects is in `MESOS-V1-API.md`; README "Running Mesos
+//! frameworks" has the mapping table.
+//!
+//! - [`types`]: the JSON shapes of the calls read (unknown fields ignored).
+//! - [`convert`]: ids, roles, resources, attributes, task states, status uuids, commands and
+//!   events, both ways.
+//! - [`recordio`]: the stream framing (and a decoder for clients and tests).
+//! - [`stream`]: SUBSCRIBE: registration, the `Mesos-Stream-Id`, the event stream with
+//!   heartbeats; [`Sessions`], the live streams by framework.
+//! - [`calls`]: every other call, checked against the framework's stream id.
+//!
+//! Content types and credentials are checked by the API's middleware in front of every route
+//! (`crate::api::auth`): a body that is not `application/json` (e.g. protobuf) is 415; with a
+//! credentials file the call needs the framework principal's `Authorization: Bearer` token
+//! (or `Basic` with the principal's name and token, which is what pymesos' `principal` and
+//! `secret` send).
+
+pub mod calls;
+pub mod convert;
+pub mod recordio;
+pub mod stream;
+pub mod types;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use protocol::ErrorBody;
+use serde_json::json;
+
+use crate::api::auth::Caller;
+use crate::api::error::ApiError;
+use crate::runtime::Coordinator;
+pub use stream::Sessions;
+
+/// The Mesos version `GET /version` reports: dotted integers only (pymesos parses it).
+pub const MESOS_VERSION: &str = "1.11.0";
+
+/// The state of the Mesos routes: the coordinator and the live Mesos streams.
+#[derive(Clone)]
+pub struct Mesos {
+    /// The books.
+    pub coordinator: Coordinator,
+    /// The live streams by framework.
+    pub sessions: Sessions,
+}
+
+/// `POST /api/v1/scheduler` and `GET /version`, for one coordinator.
+pub fn router<S>(coordinator: Coordinator) -> Router<S> {
+    Router::new()
+        .route("/api/v1/scheduler", post(scheduler))
+        .route("/version", get(version))
+        .with_state(Mesos {
+            coordinator,
+            sessions: Sessions::default(),
+        })
+}
+
+/// Why a Mesos call is refused: a status the Mesos API prescribes (400 for a stream id
+/// missing or wrong, 403 for no live stream), or the API's own error.
+#[derive(Debug)]
+pub enum Refusal {
+    /// A status, an error code and a message, in the API's error body.
+    Mesos(StatusCode, &'static str, String),
+    /// The API's error (validation, the books' refusals, ownership).
+    Api(ApiError),
+}
+
+impl From<ApiError> for Refusal {
+    fn from(e: ApiError) -> Self {
+        Refusal::Api(e)
+    }
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        match self {
+            Refusal::Mesos(status, code, message) => {
+                (status, Json(ErrorBody::new(code, message))).into_response()
+            }
+            Refusal::Api(e) => e.into_response(),
+        }
+    }
+}
+
+async fn version() -> Json<serde_json::Value> {
+    Json(json!({
+        "version": MESOS_VERSION,
+        "build_user": "parley",
+        "parley_version": env!("CARGO_PKG_VERSION"),
+    }))
+}
+
+async fn scheduler(
+    State(m): State<Mesos>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let call: types::Call = match serde_json::from_slice(&body) {
+        Ok(call) => call,
+        Err(e) => {
+            return ApiError::BadBody(format!("not a Mesos scheduler call: {e}")).into_response()
+        }
+    };
+    if call.kind == "SUBSCRIBE" {
+        match stream::subscribe(&m, &caller, call).await {
+            Ok(r) => r,
+            Err(e) => e.into_response(),
+        }
+    } else {
+        calls::call(&m, &caller, &headers, call).await
+    }
+}
