@@ -134,22 +134,19 @@ pub(crate) fn apply(layer: impl Read, dest: &Path, name: &str) -> Result<Applied
                                 rel.display()
                             ))
                         })?;
-                    let source_parent = existing_dir(dest, source.parent().unwrap_or(Path::new("")))
-                        .map_err(&bad)?
-                        .ok_or_else(|| {
-                            bad(format!("hard link {} points at nothing", rel.display()))
-                        })?;
+                    let source_parent =
+                        existing_dir(dest, source.parent().unwrap_or(Path::new("")))
+                            .map_err(&bad)?
+                            .ok_or_else(|| {
+                                bad(format!("hard link {} points at nothing", rel.display()))
+                            })?;
                     let source = source_parent.join(source.file_name().unwrap_or_default());
-                    fs::hard_link(&source, &target).map_err(|e| {
-                        bad(format!("hard link {}: {e}", rel.display()))
-                    })?;
+                    fs::hard_link(&source, &target)
+                        .map_err(|e| bad(format!("hard link {}: {e}", rel.display())))?;
                 }
                 tar::EntryType::Fifo => {
-                    nix::unistd::mkfifo(
-                        &target,
-                        nix::sys::stat::Mode::from_bits_truncate(0o600),
-                    )
-                    .map_err(|e| ImageError::Io(e.into()))?;
+                    nix::unistd::mkfifo(&target, nix::sys::stat::Mode::from_bits_truncate(0o600))
+                        .map_err(|e| ImageError::Io(e.into()))?;
                 }
                 _ => {
                     out.skipped += 1;
@@ -158,8 +155,16 @@ pub(crate) fn apply(layer: impl Read, dest: &Path, name: &str) -> Result<Applied
             }
         }
         if as_root {
-            let uid = entry.header().uid().ok().and_then(|u| u32::try_from(u).ok());
-            let gid = entry.header().gid().ok().and_then(|g| u32::try_from(g).ok());
+            let uid = entry
+                .header()
+                .uid()
+                .ok()
+                .and_then(|u| u32::try_from(u).ok());
+            let gid = entry
+                .header()
+                .gid()
+                .ok()
+                .and_then(|g| u32::try_from(g).ok());
             std::os::unix::fs::lchown(&target, uid, gid)?;
         }
         if !matches!(kind, tar::EntryType::Symlink | tar::EntryType::Directory) {

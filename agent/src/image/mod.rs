@@ -75,17 +75,9 @@ impl ImageStore {
     /// agent advertises), unpacking into `cache` (created when missing; unpacks a crash left
     /// half done are removed).
     pub fn new(root: PathBuf, cache: PathBuf) -> Result<ImageStore, ImageError> {
-        let root = std::fs::canonicalize(&root).map_err(|e| {
-            ImageError::Io(std::io::Error::new(
-                e.kind(),
-                format!("image root {}: {e}", root.display()),
-            ))
-        })?;
+        let root = std::fs::canonicalize(&root)?;
         if !root.is_dir() {
-            return Err(ImageError::Io(std::io::Error::other(format!(
-                "image root {} is not a directory",
-                root.display()
-            ))));
+            return Err(ImageError::Io(std::io::Error::other("not a directory")));
         }
         std::fs::create_dir_all(&cache)?;
         match std::fs::remove_dir_all(cache::tmp_dir(&cache)) {
@@ -138,8 +130,7 @@ impl ImageStore {
             if !oci::is_layout(&path) {
                 return Err(ImageError::Bad {
                     name: name.into(),
-                    reason: "a directory without an oci-layout file is no OCI image layout"
-                        .into(),
+                    reason: "a directory without an oci-layout file is no OCI image layout".into(),
                 });
             }
             let image = oci::read(&path, name)?;

@@ -14,7 +14,12 @@ pub const SANDBOX_IN_ROOT: &str = "/mnt/sandbox";
 pub const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
 
 fn errno(what: String) -> impl FnOnce(nix::errno::Errno) -> ImageError {
-    move |e| ImageError::Io(std::io::Error::new(std::io::Error::from(e).kind(), format!("{what}: {e}")))
+    move |e| {
+        ImageError::Io(std::io::Error::new(
+            std::io::Error::from(e).kind(),
+            format!("{what}: {e}"),
+        ))
+    }
 }
 
 /// A directory of the new root (`rel`, relative) that is a real directory, created when missing;
@@ -59,7 +64,10 @@ pub(crate) fn enter(plan: &RootfsPlan) -> Result<(), ImageError> {
         MsFlags::empty(),
         Some(options.as_str()),
     )
-    .map_err(errno(format!("mounting the overlay at {}", plan.merged.display())))?;
+    .map_err(errno(format!(
+        "mounting the overlay at {}",
+        plan.merged.display()
+    )))?;
 
     let sandbox = real_dir(&plan.merged, SANDBOX_IN_ROOT.trim_start_matches('/'))?;
     mount(
@@ -69,7 +77,10 @@ pub(crate) fn enter(plan: &RootfsPlan) -> Result<(), ImageError> {
         MsFlags::MS_BIND | MsFlags::MS_REC,
         None::<&str>,
     )
-    .map_err(errno(format!("binding the sandbox {}", plan.sandbox.display())))?;
+    .map_err(errno(format!(
+        "binding the sandbox {}",
+        plan.sandbox.display()
+    )))?;
 
     let dev = real_dir(&plan.merged, "dev")?;
     for name in DEVICES {

@@ -95,7 +95,10 @@ pub(crate) fn read(dir: &Path, name: &str) -> Result<OciImage, ImageError> {
         let (hex, blob_path) = blob(dir, &chosen.digest, name)?;
         let bytes = std::fs::read(&blob_path)?;
         if digest::sha256_reader(&bytes[..])? != hex {
-            return Err(bad(format!("blob {} does not match its digest", chosen.digest)));
+            return Err(bad(format!(
+                "blob {} does not match its digest",
+                chosen.digest
+            )));
         }
         if chosen.media_type.ends_with("image.index.v1+json")
             || chosen.media_type.ends_with("manifest.list.v2+json")
@@ -194,8 +197,8 @@ fn blob(dir: &Path, digest_text: &str, name: &str) -> Result<(String, PathBuf), 
         .filter(|h| digest::is_sha256_hex(h))
         .ok_or_else(|| bad(format!("digest {digest_text:?} is not sha256:HEX")))?;
     let path = dir.join("blobs/sha256").join(hex);
-    let canonical = std::fs::canonicalize(&path)
-        .map_err(|e| bad(format!("blob {digest_text}: {e}")))?;
+    let canonical =
+        std::fs::canonicalize(&path).map_err(|e| bad(format!("blob {digest_text}: {e}")))?;
     if !canonical.starts_with(dir) {
         return Err(bad(format!("blob {digest_text} is outside the image")));
     }

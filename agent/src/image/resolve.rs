@@ -57,8 +57,7 @@ mod tests {
         std::fs::write(root.join("a.tar"), b"x").unwrap();
         std::fs::write(root.join("sub/b.tar"), b"x").unwrap();
         std::fs::write(dir.path().join("secret.tar"), b"x").unwrap();
-        std::os::unix::fs::symlink(dir.path().join("secret.tar"), root.join("escape.tar"))
-            .unwrap();
+        std::os::unix::fs::symlink(dir.path().join("secret.tar"), root.join("escape.tar")).unwrap();
         std::os::unix::fs::symlink("sub/b.tar", root.join("inner.tar")).unwrap();
         let root = std::fs::canonicalize(root).unwrap();
         (dir, root)
@@ -68,7 +67,10 @@ mod tests {
     fn names_inside_the_root_resolve() {
         let (_dir, root) = setup();
         assert_eq!(resolve(&root, "a.tar").unwrap(), root.join("a.tar"));
-        assert_eq!(resolve(&root, "./sub/b.tar").unwrap(), root.join("sub/b.tar"));
+        assert_eq!(
+            resolve(&root, "./sub/b.tar").unwrap(),
+            root.join("sub/b.tar")
+        );
         let absolute = root.join("sub/b.tar");
         assert_eq!(
             resolve(&root, absolute.to_str().unwrap()).unwrap(),
