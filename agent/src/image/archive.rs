@@ -73,6 +73,9 @@ pub(crate) fn apply(layer: impl Read, dest: &Path, name: &str) -> Result<Applied
             continue;
         }
         if let Some(hidden) = file_name_text.strip_prefix(WHITEOUT) {
+            if matches!(hidden, "" | "." | "..") {
+                return Err(bad(format!("bad whiteout {:?}", rel.display())));
+            }
             if let Some(parent) = existing_dir(dest, &parent_rel).map_err(&bad)? {
                 remove_any(&parent.join(hidden))?;
             }
@@ -424,6 +427,13 @@ pub(crate) mod tests {
         // A hard link to something outside is refused.
         let hard = tar_of(&[E::Hard("h", "../victim")]);
         assert!(apply(&hard[..], &dest, "img").is_err());
+
+        // A whiteout of ".." would remove the directory above the image.
+        fs::create_dir(outer.path().join("keep")).unwrap();
+        let up = tar_of(&[E::File(".wh...", b"")]);
+        let e = apply(&up[..], &dest, "img").unwrap_err();
+        assert!(e.to_string().contains("whiteout"), "{e}");
+        assert!(outer.path().join("keep").is_dir() && dest.is_dir());
 
         let garbage = b"this is not a tar archive at all, not even close".repeat(20);
         let e = apply(&garbage[..], &dest, "img").unwrap_err();
