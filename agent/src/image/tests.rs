@@ -200,6 +200,9 @@ fn enter_pivots_into_the_image() {
         text.contains(CHILD_OK),
         "child did not run its checks: {text}"
     );
+    if let Some(at) = text.find("child: enter took") {
+        eprintln!("{}", text[at..].lines().next().unwrap_or_default());
+    }
     // The task's writes went to its own layer and its sandbox, never to the cached image.
     assert!(plan.upper.join("written-by-task").is_file());
     assert!(!plan.lower.join("written-by-task").exists());
@@ -227,7 +230,9 @@ fn enter_child(spec: &str) {
         None::<&str>,
     )
     .unwrap();
+    let started = std::time::Instant::now();
     enter(&plan).unwrap();
+    println!("child: enter took {:?}", started.elapsed());
     assert!(
         !marker.exists(),
         "the host's file is visible inside the image"
