@@ -181,6 +181,23 @@ impl AgentConfig {
             allow_root_tasks: true,
         }
     }
+
+    /// The image store of [`AgentConfig::image_root`], caching into `WORK_DIR/images`; `None`
+    /// when the agent runs no images.
+    pub fn image_store(&self) -> Result<Option<crate::image::ImageStore>, ConfigError> {
+        let Some(root) = &self.image_root else {
+            return Ok(None);
+        };
+        crate::image::ImageStore::new(root.clone(), self.work_dir.join("images"))
+            .map(Some)
+            .map_err(|e| ConfigError::ImageRoot {
+                path: root.clone(),
+                reason: match e {
+                    crate::image::ImageError::Io(io) => io.to_string(),
+                    other => other.to_string(),
+                },
+            })
+    }
 }
 
 /// Configuration of a fleet of simulated agents in one process.
@@ -233,25 +250,6 @@ impl SimConfig {
             token: None,
             api_token: None,
         }
-    }
-}
-
-impl AgentConfig {
-    /// The image store of [`AgentConfig::image_root`], caching into `WORK_DIR/images`; `None`
-    /// when the agent runs no images.
-    pub fn image_store(&self) -> Result<Option<crate::image::ImageStore>, ConfigError> {
-        let Some(root) = &self.image_root else {
-            return Ok(None);
-        };
-        crate::image::ImageStore::new(root.clone(), self.work_dir.join("images"))
-            .map(Some)
-            .map_err(|e| ConfigError::ImageRoot {
-                path: root.clone(),
-                reason: match e {
-                    crate::image::ImageError::Io(io) => io.to_string(),
-                    other => other.to_string(),
-                },
-            })
     }
 }
 
