@@ -137,6 +137,11 @@ impl ImageStore {
             cache::ensure(&self.cache, &format!("oci-{}", image.manifest), |dest| {
                 oci::unpack(&image, dest, name)
             })?
+        } else if !path.is_file() {
+            return Err(ImageError::Bad {
+                name: name.into(),
+                reason: "neither a regular file nor a directory".into(),
+            });
         } else {
             let sha = digest::sha256_file_remembered(&path, &self.cache.join("stamps"))?;
             cache::ensure(&self.cache, &format!("tar-{sha}"), |dest| {

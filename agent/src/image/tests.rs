@@ -107,6 +107,13 @@ fn failures_leave_nothing_behind() {
     std::fs::create_dir(store.root.join("plain-dir")).unwrap();
     let e = store.prepare("plain-dir", &sb, &task).unwrap_err();
     assert!(e.to_string().contains("oci-layout"), "{e}");
+    nix::unistd::mkfifo(
+        &store.root.join("fifo.tar"),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    let e = store.prepare("fifo.tar", &sb, &task).unwrap_err();
+    assert!(e.to_string().contains("regular file"), "{e}");
     assert!(!task.exists());
     assert_eq!(entries(&store.cache.join("rootfs")), 0);
     assert_eq!(entries(&store.cache.join("tmp")), 0);
