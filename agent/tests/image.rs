@@ -94,7 +94,7 @@ fn launch(fw: FrameworkId, task_id: &str, shell: &str, image: &str) -> serde_jso
         "command": {"shell": shell}, "isolation": {"image": image}}]})
 }
 
-/// Every directory named `rootfs` under `dir`.
+/// Every task root filesystem directory (`.rootfs-*`) under `dir`.
 fn rootfs_dirs(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -103,7 +103,7 @@ fn rootfs_dirs(dir: &Path) -> Vec<PathBuf> {
     for e in entries.flatten() {
         let path = e.path();
         if e.file_type().is_ok_and(|t| t.is_dir()) {
-            if e.file_name() == "rootfs" {
+            if e.file_name().to_string_lossy().starts_with(".rootfs-") {
                 out.push(path.clone());
             }
             out.extend(rootfs_dirs(&path));
@@ -204,7 +204,7 @@ async fn a_task_runs_in_its_image_and_a_missing_image_fails_it() {
     );
     // Nothing is left: no task root filesystem, no half-unpacked image.
     wait_for("task root filesystems removed", UNPACK, || {
-        rootfs_dirs(&work.join("sandboxes")).is_empty()
+        rootfs_dirs(&work).is_empty()
     })
     .await;
     let tmp = work.join("images/tmp");

@@ -88,8 +88,9 @@ impl ImageStore {
     }
 
     /// Resolves `name` inside the root, unpacks it into the cache unless already there, and
-    /// returns the task's root filesystem plan: its overlay directories under `task_dir` (beside
-    /// the sandbox, not inside it; one `task_dir` per task) and `sandbox` bound inside. On error
+    /// returns the task's root filesystem plan: its overlay directories in
+    /// `task_dir/.rootfs-SANDBOX_NAME/` (beside the sandbox, not inside it: `task_dir` may be
+    /// the sandbox's parent) and `sandbox` bound inside. On error
     /// nothing new is left behind (not in the cache, not under `task_dir`).
     pub fn prepare(
         &self,
@@ -98,7 +99,13 @@ impl ImageStore {
         task_dir: &Path,
     ) -> Result<RootfsPlan, ImageError> {
         let lower = self.unpacked(name)?;
-        let base = task_dir.join("rootfs");
+        // `.rootfs-SANDBOX`: unique per sandbox even in a shared `task_dir`, and no task id
+        // (which starts with a letter or digit) can name it.
+        let sandbox_name = sandbox
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "task".into());
+        let base = task_dir.join(format!(".rootfs-{sandbox_name}"));
         let plan = RootfsPlan {
             lower,
             upper: base.join("upper"),

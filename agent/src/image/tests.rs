@@ -58,8 +58,12 @@ fn prepare_unpacks_once_and_cleanup_leaves_nothing() {
 
     plan.cleanup().unwrap();
     again.cleanup().unwrap();
-    assert!(!dir.path().join("t1/rootfs").exists());
-    assert!(!dir.path().join("t2/rootfs").exists());
+    assert_eq!(
+        entries(&dir.path().join("t1")),
+        1,
+        "only the sandbox is left"
+    );
+    assert!(!dir.path().join("t2").exists() || entries(&dir.path().join("t2")) == 0);
     assert!(sandbox.is_dir(), "the sandbox is not the image's to remove");
     assert!(plan.lower.is_dir(), "the cache stays");
     plan.cleanup().unwrap();
@@ -79,6 +83,14 @@ fn an_oci_layout_prepares_from_its_layers() {
         .unwrap();
     assert_eq!(std::fs::read(plan.lower.join("etc/os")).unwrap(), b"two");
     assert!(!plan.lower.join("etc/old").exists());
+    // Two tasks whose sandboxes share a parent, given as their task_dir, get layers of their own.
+    let shared = dir.path().join("fw");
+    let a = store.prepare("app", &shared.join("a"), &shared).unwrap();
+    let b = store.prepare("app", &shared.join("b"), &shared).unwrap();
+    assert_ne!(a.upper, b.upper);
+    assert!(!a.upper.starts_with(shared.join("a")));
+    a.cleanup().unwrap();
+    assert!(b.upper.is_dir());
     assert!(plan
         .lower
         .file_name()
@@ -218,7 +230,11 @@ fn enter_pivots_into_the_image() {
         b"written inside"
     );
     plan.cleanup().unwrap();
-    assert!(!task.join("rootfs").exists());
+    let left: Vec<_> = std::fs::read_dir(&task)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("sandbox")]);
 }
 
 /// The child: makes mounts private, enters the image, and checks what it sees.
