@@ -39,6 +39,14 @@ pub enum ConfigError {
     /// The task user cannot be used.
     #[error(transparent)]
     TaskUser(#[from] crate::task_user::TaskUserError),
+    /// The image root cannot be used.
+    #[error("--image-root {path}: {reason}")]
+    ImageRoot {
+        /// The directory.
+        path: PathBuf,
+        /// What failed.
+        reason: String,
+    },
     /// The agent runs as root and would run tasks as root.
     #[error("the agent runs as root: give --task-user USER for its tasks, or --allow-root-tasks")]
     RootTasks,
@@ -128,6 +136,10 @@ pub struct AgentConfig {
     pub api_token: Option<String>,
     /// The user tasks run as; the agent's own when `None`.
     pub task_user: Option<crate::task_user::TaskUser>,
+    /// The directory under which tasks may name images (`isolation.image`): OCI image layouts
+    /// and root filesystem tarballs, unpacked into `WORK_DIR/images`; advertised as the attribute
+    /// `image_root` (its canonical path). No images when `None`.
+    pub image_root: Option<PathBuf>,
     /// Whether an agent running as root may run tasks as root (without a `task_user`).
     /// [`AgentConfig::new`] allows it, so code that embeds the agent (tests, `--dev`) decides;
     /// the `agent` binary refuses unless given `--allow-root-tasks`.
@@ -165,8 +177,26 @@ impl AgentConfig {
             token: None,
             api_token: None,
             task_user: None,
+            image_root: None,
             allow_root_tasks: true,
         }
+    }
+
+    /// The image store of [`AgentConfig::image_root`], caching into `WORK_DIR/images`; `None`
+    /// when the agent runs no images.
+    pub fn image_store(&self) -> Result<Option<crate::image::ImageStore>, ConfigError> {
+        let Some(root) = &self.image_root else {
+            return Ok(None);
+        };
+        crate::image::ImageStore::new(root.clone(), self.work_dir.join("images"))
+            .map(Some)
+            .map_err(|e| ConfigError::ImageRoot {
+                path: root.clone(),
+                reason: match e {
+                    crate::image::ImageError::Io(io) => io.to_string(),
+                    other => other.to_string(),
+                },
+            })
     }
 }
 
@@ -284,6 +314,24 @@ mod tests {
             parse_attributes("a=1,a=2").unwrap_err(),
             ConfigError::DuplicateAttribute("a".into())
         );
+    }
+
+    #[test]
+    fn the_image_root_is_checked_and_canonical() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = AgentConfig::new("http://127.0.0.1:1", dir.path().join("work"));
+        assert!(config.image_store().unwrap().is_none());
+        config.image_root = Some(dir.path().join("missing"));
+        let e = config.image_store().unwrap_err();
+        assert!(e.to_string().starts_with("--image-root "), "{e}");
+        std::fs::create_dir(dir.path().join("images")).unwrap();
+        config.image_root = Some(dir.path().join("./images"));
+        let store = config.image_store().unwrap().unwrap();
+        assert_eq!(
+            store.root,
+            std::fs::canonicalize(dir.path().join("images")).unwrap()
+        );
+        assert_eq!(store.cache, dir.path().join("work/images"));
     }
 
     #[test]

@@ -157,6 +157,14 @@ pub async fn run(
         return Err(ConfigError::RootTasks.into());
     }
     prepare_work_dir(&config.work_dir)?;
+    // Images (`--image-root`): checked here, advertised as the `image_root` attribute.
+    if let Some(store) = config.image_store()? {
+        config.attributes.insert(
+            protocol::isolation::ATTR_IMAGE_ROOT.into(),
+            store.root.display().to_string(),
+        );
+        tracing::info!(root = %store.root.display(), cache = %store.cache.display(), "images from the image root");
+    }
     let api_token = auth::load_or_create(config.api_token.as_deref(), &config.work_dir)?;
     let (tls, http) = tls_and_client(config.tls.as_ref(), config.ca_file.as_deref())?;
     let http = client::with_token(http, config.token.as_deref())

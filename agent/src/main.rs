@@ -88,6 +88,11 @@ struct Cli {
     /// Run tasks as this user (NAME, UID or UID:GID); needed when the agent runs as root.
     #[arg(long)]
     task_user: Option<String>,
+    /// Let tasks name images (isolation.image) under this directory: OCI image layouts and
+    /// root filesystem tarballs, unpacked once into WORK_DIR/images (advertised as the
+    /// attribute image_root).
+    #[arg(long, value_name = "DIR")]
+    image_root: Option<PathBuf>,
     /// Let an agent running as root run tasks as root (without --task-user).
     #[arg(long)]
     allow_root_tasks: bool,
@@ -222,6 +227,7 @@ fn plan(cli: Cli) -> anyhow::Result<Plan> {
         .transpose()
         .context("--task-user")?;
     config.allow_root_tasks = cli.allow_root_tasks;
+    config.image_root = cli.image_root;
     Ok(Plan::Real(config, cli.listen))
 }
 

@@ -82,6 +82,10 @@ fn unusable_tls_files_are_errors_naming_them_at_start() {
             &["--simulate", "2", "--ca-file", "/nonexistent/ca.pem"],
             "cannot read CA file",
         ),
+        (
+            &["--image-root", "/nonexistent/images"],
+            "--image-root /nonexistent/images: No such file or directory",
+        ),
     ] {
         let args: Vec<&str> = listen.iter().chain(args).copied().collect();
         let (code, stderr) = run(&args);
