@@ -128,6 +128,15 @@ pub struct AgentConfig {
     pub api_token: Option<String>,
     /// The user tasks run as; the agent's own when `None`.
     pub task_user: Option<crate::task_user::TaskUser>,
+    /// Whether to isolate tasks (a cgroup and namespaces each) where the machine allows it
+    /// (`--isolation auto|none`; see [`crate::isolation`]).
+    pub isolation: crate::isolation::IsolationChoice,
+    /// The `agent` binary the task wrapper re-executes as the isolated launcher; the running
+    /// executable when `None` and it is the `agent` binary. A program embedding the agent
+    /// (tests, `parley --dev`) runs tasks without isolation unless it names one.
+    pub launcher: Option<PathBuf>,
+    /// `pids.max` of an isolated task that does not set `isolation.pids` (`--default-pids`).
+    pub default_pids: u64,
     /// Whether an agent running as root may run tasks as root (without a `task_user`).
     /// [`AgentConfig::new`] allows it, so code that embeds the agent (tests, `--dev`) decides;
     /// the `agent` binary refuses unless given `--allow-root-tasks`.
@@ -165,6 +174,9 @@ impl AgentConfig {
             token: None,
             api_token: None,
             task_user: None,
+            isolation: crate::isolation::IsolationChoice::Auto,
+            launcher: None,
+            default_pids: crate::isolation::DEFAULT_PIDS,
             allow_root_tasks: true,
         }
     }

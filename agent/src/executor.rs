@@ -36,6 +36,8 @@ pub use crate::task_user::TaskUser;
 
 pub use crate::engine::code_outcome;
 use crate::engine::{Exit, Process, LIMIT_FAILED};
+use crate::isolation::launch::{self, LaunchSpec};
+use crate::isolation::{Isolator, Limits, TaskCgroup, Usage};
 use crate::reaper;
 
 /// The file (inside the sandbox) where the wrapper writes the task's exit code.
@@ -104,13 +106,15 @@ fn build_command(
     limits: &MemoryLimits,
     cgroup: Option<&Path>,
     user: Option<&TaskUser>,
+    isolated: Option<&Isolated>,
 ) -> std::io::Result<tokio::process::Command> {
     // The wrapper catches SIGTERM (a caught signal is reset to the default in the task it
     // execs), so a kill's SIGTERM reaches the task and the wrapper outlives it: the grace
     // period is the task's, not cut short by the wrapper dying first.
     let mut script = String::from("trap : TERM; ");
     let mem_millis = spec.resources.millis("mem");
-    if mem_millis > 0 {
+    // An isolated task's memory is its cgroup's; the launcher joins it.
+    if mem_millis > 0 && isolated.is_none() {
         match (limits, cgroup) {
             (MemoryLimits::CgroupV2(_), Some(_)) => {
                 script.push_str("echo $$ > \"$PARLEY_CGROUP_PROCS\" || exit 125; ");
@@ -129,11 +133,27 @@ fn build_command(
     // An absolute path: the task's own PATH must not choose the wrapper.
     let mut cmd = tokio::process::Command::new("/bin/sh");
     cmd.arg("-c").arg(script).arg("parley-task");
-    match &spec.command {
+    let argv: Vec<std::ffi::OsString> = match &spec.command {
         protocol::CommandSpec::Shell(line) => {
-            cmd.arg("sh").arg("-c").arg(line);
+            vec!["sh".into(), "-c".into(), line.into()]
         }
-        protocol::CommandSpec::Argv(argv) => {
+        protocol::CommandSpec::Argv(argv) => argv.iter().map(Into::into).collect(),
+    };
+    match isolated {
+        Some(iso) => {
+            let launch = LaunchSpec {
+                hostname: spec.task_id.to_string(),
+                procs: iso.cgroup.procs_files(),
+                user: user.map(|u| (u.uid, u.gid)),
+                image: iso.image.clone(),
+                argv,
+            };
+            cmd.arg(&iso.launcher)
+                .arg(launch::LAUNCH_ARG)
+                .arg("outer")
+                .args(launch.to_args());
+        }
+        None => {
             cmd.args(argv);
         }
     }
@@ -148,7 +168,10 @@ fn build_command(
     cmd.env("PATH", BASE_PATH);
     cmd.env("HOME", sandbox);
     if let Some(user) = user {
-        cmd.uid(user.uid).gid(user.gid);
+        // An isolated task's launcher switches user itself, after its set-up as root.
+        if isolated.is_none() {
+            cmd.uid(user.uid).gid(user.gid);
+        }
         if let Some(name) = &user.name {
             cmd.env("USER", name).env("LOGNAME", name);
         }
@@ -312,6 +335,73 @@ pub struct Running {
     /// Its pid and start time.
     pub process: Process,
     cgroup: Option<PathBuf>,
+    isolated: Option<(TaskCgroup, Option<u64>)>,
+}
+
+/// An isolated task's launch: its cgroup (created), the launcher, its image plan (JSON).
+#[derive(Debug)]
+struct Isolated {
+    cgroup: TaskCgroup,
+    launcher: PathBuf,
+    image: Option<String>,
+}
+
+/// The limits of an isolated task's cgroup: `mem` (MiB) in bytes, `cpus`, `isolation.pids` or
+/// the agent's default.
+pub fn limits_of(spec: &TaskSpec, default_pids: u64) -> Limits {
+    let mem = spec.resources.millis("mem");
+    Limits {
+        memory_bytes: (mem > 0).then(|| (mem * 1024 * 1024).div_ceil(1000)),
+        cpu_millis: spec.resources.millis("cpus"),
+        pids: spec
+            .isolation
+            .as_ref()
+            .and_then(|i| i.pids)
+            .and_then(|p| u64::try_from(p).ok())
+            .unwrap_or(default_pids),
+        devices: Vec::new(),
+    }
+}
+
+/// Ends an isolated task's cgroup: kills every process left in it, reads what the task used,
+/// removes it (retrying for up to two seconds). Blocking: call off the async threads.
+pub fn finish_cgroup(cgroup: &TaskCgroup) -> Usage {
+    cgroup.kill_all();
+    let usage = cgroup.usage();
+    if let Err(e) = cgroup.remove(std::time::Duration::from_secs(2)) {
+        tracing::warn!("cannot remove the task's cgroup: {e}");
+    }
+    usage
+}
+
+/// How an isolated task's end reads, with what its cgroup says: an OOM kill is `memory_limit`
+/// naming the limit, and the usage goes into the message.
+pub fn measured(exit: Exit, usage: &Usage, memory_bytes: Option<u64>) -> Exit {
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    let secs = |ns: u64| ns as f64 / 1e9;
+    let mut parts = Vec::new();
+    if let Some(p) = usage.peak_bytes {
+        parts.push(format!("peak memory {:.1} MiB", mib(p)));
+    }
+    if let Some(c) = usage.cpu_ns {
+        parts.push(format!("CPU {:.2} s", secs(c)));
+    }
+    if let Some(t) = usage.throttled_ns {
+        parts.push(format!("throttled {:.2} s", secs(t)));
+    }
+    let memory_limit = (usage.oom_kills > 0).then(|| match memory_bytes {
+        Some(b) => format!(
+            "memory_limit: the task reached its memory limit of {:.0} MiB (mem) and the kernel killed it ({} OOM kill(s))",
+            mib(b),
+            usage.oom_kills
+        ),
+        None => "memory_limit: the kernel's OOM killer killed the task".to_string(),
+    });
+    Exit::Measured {
+        exit: Box::new(exit),
+        memory_limit,
+        usage: parts.join(", "),
+    }
 }
 
 /// Why a task's process did not start (the message of the task's `failed` status).
@@ -323,6 +413,9 @@ pub enum SpawnError {
     /// It started and was gone before its pid could be read.
     #[error("process vanished at start")]
     Vanished,
+    /// Its isolation could not be set up.
+    #[error("cannot isolate: {0}")]
+    Isolation(String),
 }
 
 /// Starts the task's process in its sandbox, under the wrapper (memory limit, exit file), as
@@ -332,9 +425,24 @@ pub fn spawn(
     sandbox: &Path,
     limits: &MemoryLimits,
     user: Option<&TaskUser>,
+    isolator: Option<&Isolator>,
 ) -> Result<Running, SpawnError> {
-    let cgroup = make_cgroup(limits, spec, sandbox, user);
-    let built = build_command(spec, sandbox, limits, cgroup.as_deref(), user);
+    let isolated = match isolator {
+        Some(iso) => Some(isolate(iso, spec, sandbox)?),
+        None => None,
+    };
+    let cgroup = match isolated {
+        Some(_) => None,
+        None => make_cgroup(limits, spec, sandbox, user),
+    };
+    let built = build_command(
+        spec,
+        sandbox,
+        limits,
+        cgroup.as_deref(),
+        user,
+        isolated.as_ref(),
+    );
     let spawned = built.and_then(|mut cmd| {
         // Registered before the reaper can see it exit, so the reaper leaves it to tokio.
         let mut tracked = reaper::tracked();
@@ -344,7 +452,15 @@ pub fn spawn(
         }
         Ok(child)
     });
-    let child = spawned?;
+    let child = match spawned {
+        Ok(child) => child,
+        Err(e) => {
+            if let Some(iso) = &isolated {
+                finish_cgroup(&iso.cgroup);
+            }
+            return Err(e.into());
+        }
+    };
     let pid = child.id().ok_or(SpawnError::Vanished)?;
     let start_time = proc_stat(pid).map(|(_, t)| t);
     Ok(Running {
@@ -355,6 +471,29 @@ pub fn spawn(
             boot_id: boot_id(),
         },
         cgroup,
+        isolated: isolated.map(|i| (i.cgroup, limits_of(spec, 0).memory_bytes)),
+    })
+}
+
+/// Creates an isolated task's cgroup with its limits (and refuses an image, which this agent
+/// cannot prepare yet: [`crate::image::ImageStore`] comes with `--image-root`).
+fn isolate(iso: &Isolator, spec: &TaskSpec, sandbox: &Path) -> Result<Isolated, SpawnError> {
+    if let Some(name) = spec.isolation.as_ref().and_then(|i| i.image.as_deref()) {
+        let e = crate::image::ImageError::Unsupported;
+        return Err(SpawnError::Isolation(format!(
+            "isolation.image {name:?}: {e}"
+        )));
+    }
+    let cgroup = iso
+        .task_cgroup(sandbox)
+        .ok_or_else(|| SpawnError::Isolation("no cgroup for this sandbox".into()))?;
+    cgroup
+        .create(&limits_of(spec, iso.default_pids))
+        .map_err(|e| SpawnError::Isolation(format!("cannot create the task's cgroup: {e}")))?;
+    Ok(Isolated {
+        cgroup,
+        launcher: iso.launcher.clone(),
+        image: None,
     })
 }
 
@@ -373,7 +512,16 @@ impl Running {
         if let Some(cg) = self.cgroup {
             let _ = std::fs::remove_dir(cg);
         }
-        exit
+        match self.isolated {
+            // The whole cgroup, and what it says about the task's end.
+            Some((cgroup, memory)) => {
+                match tokio::task::spawn_blocking(move || finish_cgroup(&cgroup)).await {
+                    Ok(usage) => measured(exit, &usage, memory),
+                    Err(_) => exit,
+                }
+            }
+            None => exit,
+        }
     }
 }
 
