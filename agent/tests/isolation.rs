@@ -190,6 +190,8 @@ async fn the_seven_probes_hold() {
                 "mem=256",
             )
             .await;
+    } else if std::env::var("PARLEY_CI").as_deref() == Ok("1") {
+        panic!("PARLEY_CI=1 and no /usr/bin/python3 for the 4 GiB reservation probe");
     } else {
         eprintln!("no /usr/bin/python3: the 4 GiB reservation probe is skipped");
     }
@@ -213,7 +215,7 @@ async fn the_seven_probes_hold() {
         .launch(
             fw,
             "pids",
-            "ls /proc | grep -c '^[0-9]'; hostname",
+            "ls /proc | grep -c '^[0-9]'; cat /proc/sys/kernel/hostname",
             "cpus=0.1",
         )
         .await;
