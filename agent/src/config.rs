@@ -131,8 +131,9 @@ pub struct AgentConfig {
     /// Whether to isolate tasks (a cgroup and namespaces each) where the machine allows it
     /// (`--isolation auto|none`; see [`crate::isolation`]).
     pub isolation: crate::isolation::IsolationChoice,
-    /// The `agent` binary the task wrapper re-executes as the isolated launcher; the running
-    /// executable when `None` and it is the `agent` binary. A program embedding the agent
+    /// The launcher binary the task wrapper re-executes (`parley-launch`, or the `agent`
+    /// binary); when `None` and the running executable is the `agent` binary, the
+    /// `parley-launch` beside it, else the agent itself. A program embedding the agent
     /// (tests, `parley --dev`) runs tasks without isolation unless it names one.
     pub launcher: Option<PathBuf>,
     /// `pids.max` of an isolated task that does not set `isolation.pids` (`--default-pids`).

@@ -1,4 +1,4 @@
-//! Task isolation end to end: a real agent (the `agent` binary as its launcher) against the fake
+//! Task isolation end to end: a real agent (with the `parley-launch` binary) against the fake
 //! coordinator, as root with cgroups (v1 here, v2 where the machine has it). Skipped with a
 //! printed reason when not root or without cgroups, unless `PARLEY_CI=1`.
 //!
@@ -64,7 +64,7 @@ impl Agent {
             ..Timing::fast()
         };
         config.api_token = Some(TOKEN.into());
-        config.launcher = Some(PathBuf::from(env!("CARGO_BIN_EXE_agent")));
+        config.launcher = Some(PathBuf::from(env!("CARGO_BIN_EXE_parley-launch")));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let stop = CancellationToken::new();

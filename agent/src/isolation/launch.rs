@@ -107,6 +107,12 @@ impl LaunchSpec {
 /// Runs the launcher for `args` (everything after [`LAUNCH_ARG`]) and returns the process's
 /// exit code; the init stage returns only when the exec failed.
 pub fn main(args: &[OsString]) -> i32 {
+    // `parley-launch __parley-launch init ...` (as the outer stage runs itself) or
+    // `parley-launch outer ...`.
+    let args = match args.split_first() {
+        Some((first, rest)) if first == LAUNCH_ARG => rest,
+        _ => args,
+    };
     let (stage, rest) = match args.split_first() {
         Some((s, rest)) => (s.to_string_lossy().into_owned(), rest),
         None => return fail("no stage"),

@@ -3,7 +3,8 @@
 //!
 //! - [`cgroup`]: per-task cgroups on v1 and v2: limits, kill of the whole cgroup, removal,
 //!   usage (OOM kills, peak memory, CPU and throttled time).
-//! - [`launch`]: the launcher the task's wrapper re-executes (`agent __parley-launch`): new
+//! - [`launch`]: the launcher the task's wrapper re-executes (`parley-launch`, or
+//!   `agent __parley-launch`): new
 //!   pid, mount, ipc and uts namespaces, the cgroup joined by the task's init, `/proc`, `/tmp`,
 //!   hostname, `no_new_privs`, the task's user.
 //!
@@ -106,7 +107,11 @@ pub fn detect(
             root.then(|| Cgroups::v1(Path::new("/sys/fs/cgroup")))
                 .flatten()
         });
-    let launcher = launcher.map(Path::to_path_buf).or_else(own_launcher);
+    // Absolute: the wrapper runs in the task's sandbox.
+    let launcher = launcher
+        .map(|l| std::fs::canonicalize(l).unwrap_or_else(|_| l.to_path_buf()))
+        .or_else(own_launcher)
+        .filter(|l| l.is_absolute() && l.is_file());
     match (root, cgroups, launcher) {
         (true, Some(cgroups), Some(launcher)) => {
             tracing::info!(mode = cgroups.name(), namespaces = NAMESPACES, launcher = %launcher.display(), "tasks are isolated: a cgroup and namespaces each");
@@ -132,11 +137,16 @@ pub fn detect(
     }
 }
 
-/// The running executable when it is the `agent` binary (an embedding program, e.g. a test,
-/// is not a launcher).
+/// For the `agent` binary: the small `parley-launch` beside it (two execs per launch are
+/// cheaper with it), else the agent itself (`agent __parley-launch`). An embedding program,
+/// e.g. a test, is not a launcher.
 fn own_launcher() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
-    (exe.file_name()? == "agent").then_some(exe)
+    if exe.file_name()? != "agent" {
+        return None;
+    }
+    let small = exe.with_file_name("parley-launch");
+    Some(if small.is_file() { small } else { exe })
 }
 
 /// A short stable tag of the work directory (FNV-1a, 64 bits, hex).
