@@ -1,5 +1,5 @@
 //! Task isolation: what the agent can enforce, detected at start ([`detect`]), and what it
-//! advertises ([`Isolator::attributes`]).
+//! advertises ([`advertise`]).
 //!
 //! - [`cgroup`]: per-task cgroups on v1 and v2: limits, kill of the whole cgroup, removal,
 //!   usage (OOM kills, peak memory, CPU and throttled time).
