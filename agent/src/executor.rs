@@ -146,6 +146,8 @@ fn build_command(
                 procs: iso.cgroup.procs_files(),
                 user: user.map(|u| (u.uid, u.gid)),
                 image: iso.image.clone(),
+                net_loopback: iso.net_loopback,
+                ip: iso.ip.clone(),
                 argv,
             };
             cmd.arg(&iso.launcher)
@@ -344,6 +346,8 @@ struct Isolated {
     cgroup: TaskCgroup,
     launcher: PathBuf,
     image: Option<String>,
+    net_loopback: bool,
+    ip: Option<PathBuf>,
 }
 
 /// The limits of an isolated task's cgroup: `mem` (MiB) in bytes, `cpus`, `isolation.pids` or
@@ -490,10 +494,20 @@ fn isolate(iso: &Isolator, spec: &TaskSpec, sandbox: &Path) -> Result<Isolated, 
     cgroup
         .create(&limits_of(spec, iso.default_pids))
         .map_err(|e| SpawnError::Isolation(format!("cannot create the task's cgroup: {e}")))?;
+    let net_loopback = spec.isolation.as_ref().and_then(|i| i.network)
+        == Some(protocol::isolation::NetworkMode::Loopback);
+    if net_loopback && iso.ip.is_none() {
+        finish_cgroup(&cgroup);
+        return Err(SpawnError::Isolation(
+            "isolation.network=loopback: this agent has no ip binary".into(),
+        ));
+    }
     Ok(Isolated {
         cgroup,
         launcher: iso.launcher.clone(),
         image: None,
+        net_loopback,
+        ip: iso.ip.clone(),
     })
 }
 

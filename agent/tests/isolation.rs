@@ -175,7 +175,14 @@ async fn the_seven_probes_hold() {
     fake.wait_registered().await;
     let attrs = fake.books().registrations[0].attributes.clone();
     assert_eq!(attrs["isolation"], cgroups.name());
-    assert_eq!(attrs["namespaces"], "pid,mount,ipc,uts");
+    let ip = agent::isolation::IP_PATHS
+        .iter()
+        .find(|p| Path::new(p).is_file())
+        .copied();
+    match ip {
+        Some(_) => assert_eq!(attrs["namespaces"], "pid,mount,ipc,uts,net"),
+        None => assert_eq!(attrs["namespaces"], "pid,mount,ipc,uts"),
+    }
     assert_eq!(attrs["rack"], "r1", "the operator's attributes stay");
 
     let fw = FrameworkId::new();
@@ -248,6 +255,32 @@ async fn the_seven_probes_hold() {
         )
         .await;
 
+    match ip {
+        Some(ip) => {
+            let shell = format!("grep -c : /proc/net/dev; {ip} -o link show up");
+            let body = json!({"framework_id": fw, "tasks": [{
+                "task_id": "net", "agent_id": AgentId::new(),
+                "resources": {"cpus": 0.1}, "command": {"shell": shell},
+                "isolation": {"network": "loopback"}}]});
+            let r = common::client_with_token(TOKEN)
+                .post(format!("{}/api/v1/tasks", agent.url))
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            assert!(r.status().is_success());
+            fake.wait_state("net", TaskState::Finished).await;
+            let out = agent.stdout("net").await;
+            let mut lines = out.lines();
+            assert_eq!(lines.next(), Some("1"), "only lo: {out}");
+            let lo = lines.next().unwrap_or_default();
+            assert!(lo.contains("lo:") && lo.contains("UP"), "lo is up: {out}");
+        }
+        None if std::env::var("PARLEY_CI").as_deref() == Ok("1") => {
+            panic!("PARLEY_CI=1 and no ip binary (iproute2) for the loopback network probe")
+        }
+        None => eprintln!("no ip binary (iproute2): the loopback network probe is skipped"),
+    }
     if python {
         fake.wait_state("reserve", TaskState::Finished).await;
     }

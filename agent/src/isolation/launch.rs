@@ -44,6 +44,11 @@ pub struct LaunchSpec {
     pub user: Option<(u32, u32)>,
     /// The root filesystem plan, as JSON, when the task has an image.
     pub image: Option<String>,
+    /// A network namespace of its own with only the loopback interface (brought up with
+    /// [`LaunchSpec::ip`]).
+    pub net_loopback: bool,
+    /// The `ip` binary (iproute2) that brings `lo` up in a new network namespace.
+    pub ip: Option<PathBuf>,
     /// The task's program and arguments.
     pub argv: Vec<OsString>,
 }
@@ -63,6 +68,13 @@ impl LaunchSpec {
         if let Some(image) = &self.image {
             out.push("--image".into());
             out.push(image.into());
+        }
+        if self.net_loopback {
+            out.push("--net-loopback".into());
+        }
+        if let Some(ip) = &self.ip {
+            out.push("--ip".into());
+            out.push(ip.into());
         }
         out.push("--".into());
         out.extend(self.argv.iter().cloned());
@@ -90,6 +102,8 @@ impl LaunchSpec {
                     spec.user = Some(parsed.ok_or_else(|| format!("bad --user {v:?}"))?);
                 }
                 Some("--image") => spec.image = Some(value()?.to_string_lossy().into_owned()),
+                Some("--net-loopback") => spec.net_loopback = true,
+                Some("--ip") => spec.ip = Some(value()?.into()),
                 Some("--") => {
                     spec.argv = it.cloned().collect();
                     break;
@@ -147,12 +161,15 @@ fn outer(spec: &LaunchSpec) -> i32 {
     if let Err(e) = sigprocmask(SigmaskHow::SIG_BLOCK, Some(&sigterm()), None) {
         return fail(&format!("cannot block SIGTERM: {e}"));
     }
-    let flags = CloneFlags::CLONE_NEWPID
+    let mut flags = CloneFlags::CLONE_NEWPID
         | CloneFlags::CLONE_NEWNS
         | CloneFlags::CLONE_NEWIPC
         | CloneFlags::CLONE_NEWUTS;
+    if spec.net_loopback {
+        flags |= CloneFlags::CLONE_NEWNET;
+    }
     if let Err(e) = unshare(flags) {
-        return fail(&format!("unshare(pid, mount, ipc, uts): {e}"));
+        return fail(&format!("unshare({flags:?}): {e}"));
     }
     let exe = match std::env::current_exe() {
         Ok(exe) => exe,
@@ -177,6 +194,17 @@ fn init(spec: &LaunchSpec) -> Result<std::convert::Infallible, String> {
     for procs in &spec.procs {
         std::fs::write(procs, "0")
             .map_err(|e| format!("cannot join the cgroup {}: {e}", procs.display()))?;
+    }
+    if spec.net_loopback {
+        let ip = spec.ip.as_ref().ok_or("no ip binary to bring lo up")?;
+        let up = Command::new(ip)
+            .args(["link", "set", "lo", "up"])
+            .env_clear()
+            .status()
+            .map_err(|e| format!("cannot run {}: {e}", ip.display()))?;
+        if !up.success() {
+            return Err(format!("{} link set lo up: {up}", ip.display()));
+        }
     }
     mount(
         None::<&str>,
@@ -235,6 +263,8 @@ mod tests {
             procs: vec!["/a/cgroup.procs".into(), "/b/cgroup.procs".into()],
             user: Some((65534, 65534)),
             image: Some("{}".into()),
+            net_loopback: true,
+            ip: Some("/usr/sbin/ip".into()),
             argv: vec!["sh".into(), "-c".into(), "echo --procs".into()],
         };
         assert_eq!(LaunchSpec::parse(&spec.to_args()).unwrap(), spec);

@@ -28,6 +28,10 @@ pub use cgroup::{Cgroups, Limits, TaskCgroup, Usage};
 /// The namespaces every isolated task gets (the `namespaces` attribute).
 pub const NAMESPACES: &str = "pid,mount,ipc,uts";
 
+/// Where the agent looks for iproute2's `ip`, which brings `lo` up in a task's own network
+/// namespace (`isolation.network: loopback`); without it the agent gives no `net` namespace.
+pub const IP_PATHS: [&str; 3] = ["/usr/sbin/ip", "/sbin/ip", "/bin/ip"];
+
 /// The agent's default `pids.max` of a task (`--default-pids`).
 pub const DEFAULT_PIDS: u64 = 4096;
 
@@ -67,17 +71,29 @@ pub struct Isolator {
     /// This agent's own part of the hierarchies: `parley/AGENT` where `AGENT` is a hash of the
     /// work directory, so agents sharing a machine never touch each other's cgroups.
     pub prefix: PathBuf,
+    /// iproute2's `ip`, when found: tasks may then ask for a loopback-only network.
+    pub ip: Option<PathBuf>,
+}
+
+impl Isolator {
+    /// The `namespaces` attribute: [`NAMESPACES`], and `net` when `ip` was found.
+    pub fn namespaces(&self) -> String {
+        match self.ip {
+            Some(_) => format!("{NAMESPACES},net"),
+            None => NAMESPACES.to_string(),
+        }
+    }
 }
 
 /// The agent attributes saying what is enforced: `isolation` and `namespaces`, merged over the
 /// operator's own attributes (only these keys are replaced).
 pub fn advertise(isolator: Option<&Isolator>, attributes: &mut BTreeMap<String, String>) {
     let (mode, namespaces) = match isolator {
-        Some(i) => (i.cgroups.name(), NAMESPACES),
-        None => ("none", ""),
+        Some(i) => (i.cgroups.name(), i.namespaces()),
+        None => ("none", String::new()),
     };
     attributes.insert(ATTR_ISOLATION.into(), mode.into());
-    attributes.insert(ATTR_NAMESPACES.into(), namespaces.into());
+    attributes.insert(ATTR_NAMESPACES.into(), namespaces);
 }
 
 /// Finds what the agent can enforce. `cgroup_root` is a delegated v2 directory
@@ -114,13 +130,15 @@ pub fn detect(
         .filter(|l| l.is_absolute() && l.is_file());
     match (root, cgroups, launcher) {
         (true, Some(cgroups), Some(launcher)) => {
-            tracing::info!(mode = cgroups.name(), namespaces = NAMESPACES, launcher = %launcher.display(), "tasks are isolated: a cgroup and namespaces each");
-            Some(Isolator {
+            let isolator = Isolator {
                 cgroups,
                 launcher,
                 default_pids,
                 prefix: Path::new("parley").join(agent_tag(work_dir)),
-            })
+                ip: IP_PATHS.iter().map(PathBuf::from).find(|p| p.is_file()),
+            };
+            tracing::info!(mode = isolator.cgroups.name(), namespaces = isolator.namespaces(), launcher = %isolator.launcher.display(), "tasks are isolated: a cgroup and namespaces each");
+            Some(isolator)
         }
         (false, _, _) => {
             tracing::warn!("not root: tasks are not isolated (no namespaces); memory by RLIMIT_AS, no CPU or pids limits (isolation=none)");
@@ -216,10 +234,17 @@ mod tests {
             launcher: "/bin/agent".into(),
             default_pids: 8,
             prefix: "parley/abc".into(),
+            ip: None,
         };
         advertise(Some(&i), &mut a);
         assert_eq!(a["isolation"], "cgroups-v1");
         assert_eq!(a["namespaces"], NAMESPACES);
+        let with_ip = Isolator {
+            ip: Some("/usr/sbin/ip".into()),
+            ..i.clone()
+        };
+        advertise(Some(&with_ip), &mut a);
+        assert_eq!(a["namespaces"], "pid,mount,ipc,uts,net");
         let cg = i.task_cgroup(Path::new("/w/sandboxes/fw1/t1.2")).unwrap();
         assert_eq!(cg.dirs()[0], Path::new("/x/memory/parley/abc/fw1/t1.2"));
     }
