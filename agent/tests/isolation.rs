@@ -210,23 +210,11 @@ async fn the_seven_probes_hold() {
             "mem=64",
         )
         .await;
-    // The task prints its own CFS quota: on a loaded machine the spin may get less than half
-    // a core anyway, so the limit is checked where it is set too.
-    let (quota, expected) = match &cgroups {
-        Cgroups::V1 { .. } => (
-            "cat /sys/fs/cgroup/cpu$(grep ':cpu:' /proc/self/cgroup | cut -d: -f3)/cpu.cfs_quota_us",
-            "50000",
-        ),
-        Cgroups::V2 { .. } => (
-            "cat /sys/fs/cgroup$(grep '^0::' /proc/self/cgroup | cut -d: -f3)/cpu.max",
-            "50000 100000",
-        ),
-    };
     agent
         .launch(
             fw,
             "spin",
-            &format!("{quota}; timeout 3 sh -c 'while :; do :; done'; true"),
+            "timeout 3 sh -c 'while :; do :; done'; true",
             "cpus=0.5",
         )
         .await;
@@ -234,7 +222,7 @@ async fn the_seven_probes_hold() {
         .launch(
             fw,
             "pids",
-            "ls /proc | grep -c '^[0-9]'; cat /proc/sys/kernel/hostname",
+            "ls /proc | grep -c '^[0-9]'; cat /proc/sys/kernel/hostname; grep CapEff /proc/self/status; ls /sys/fs/cgroup | wc -l",
             "cpus=0.1",
         )
         .await;
@@ -281,6 +269,24 @@ async fn the_seven_probes_hold() {
         }
         None => eprintln!("no ip binary (iproute2): the loopback network probe is skipped"),
     }
+    // isolation.user: the task runs as that user, without capabilities.
+    let body = json!({"framework_id": fw, "tasks": [{
+        "task_id": "user", "agent_id": AgentId::new(), "resources": {"cpus": 0.1},
+        "command": {"shell": "id -u; grep CapEff /proc/self/status; echo x > mine"},
+        "isolation": {"user": "65534"}}]});
+    let r = common::client_with_token(TOKEN)
+        .post(format!("{}/api/v1/tasks", agent.url))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    fake.wait_state("user", TaskState::Finished).await;
+    let out = agent.stdout("user").await;
+    let mut lines = out.lines();
+    assert_eq!(lines.next(), Some("65534"), "{out}");
+    assert!(lines.next().unwrap().ends_with("0000000000000000"), "{out}");
+
     if python {
         fake.wait_state("reserve", TaskState::Finished).await;
     }
@@ -290,13 +296,24 @@ async fn the_seven_probes_hold() {
     assert!(message.starts_with("memory_limit"), "{message}");
     assert!(message.contains("64 MiB"), "{message}");
 
-    fake.wait_state("spin", TaskState::Finished).await;
-    let spin = fake.status_of("spin", TaskState::Finished).unwrap();
+    // On a loaded machine the spin may get less than half a core anyway: the quota is checked
+    // where it is set too, while the task runs.
+    fake.wait_state("spin", TaskState::Running).await;
+    let (controller, file, expected) = match &cgroups {
+        Cgroups::V1 { .. } => ("/cpu/", "cpu.cfs_quota_us", "50000"),
+        Cgroups::V2 { .. } => ("", "cpu.max", "50000 100000"),
+    };
+    let quota = framework_cgroups(&cgroups, fw)
+        .into_iter()
+        .filter(|p| p.to_string_lossy().contains(controller))
+        .find_map(|p| std::fs::read_to_string(p.join("spin").join(file)).ok());
     assert_eq!(
-        agent.stdout("spin").await.trim(),
-        expected,
+        quota.as_deref().map(str::trim),
+        Some(expected),
         "the task's CPU quota"
     );
+    fake.wait_state("spin", TaskState::Finished).await;
+    let spin = fake.status_of("spin", TaskState::Finished).unwrap();
     let cpu = cpu_seconds(spin.message.as_deref().unwrap());
     assert!(cpu <= 2.0 && cpu > 0.2, "cpus=0.5 over 3 s used {cpu} s");
 
@@ -306,6 +323,16 @@ async fn the_seven_probes_hold() {
     let visible: u32 = lines.next().unwrap().trim().parse().unwrap();
     assert!(visible <= 10, "{visible} pids visible");
     assert_eq!(lines.next(), Some("pids"), "hostname = task id");
+    let caps = lines.next().unwrap();
+    assert!(
+        caps.ends_with("0000000000000000"),
+        "a root task has no capabilities: {caps}"
+    );
+    assert_eq!(
+        lines.next(),
+        Some("0"),
+        "the cgroup files are hidden from a root task"
+    );
 
     fake.wait_state("tmp", TaskState::Finished).await;
     assert_eq!(agent.stdout("tmp").await.trim(), "secret");

@@ -17,7 +17,7 @@
 
 use std::ffi::OsString;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use nix::mount::{mount, MsFlags};
@@ -32,6 +32,10 @@ pub const LAUNCH_ARG: &str = "__parley-launch";
 /// The exit code of a launcher that could not set the task up (its message is on stderr, the
 /// task's `stderr` file).
 pub const SETUP_FAILED: i32 = 125;
+
+/// Where util-linux's `setpriv` is looked for (tasks running as root drop their capabilities
+/// through it).
+pub const SETPRIV: [&str; 2] = ["/usr/bin/setpriv", "/bin/setpriv"];
 
 /// What the launcher is told, as arguments after [`LAUNCH_ARG`] and the stage.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -236,13 +240,40 @@ fn init(spec: &LaunchSpec) -> Result<std::convert::Infallible, String> {
         Some("mode=1777"),
     )
     .map_err(|e| format!("cannot mount a private /tmp: {e}"))?;
+    // A task that stays root must not reach the cgroup files (it could move itself out of its
+    // cgroup): an empty read-only tmpfs hides them, and it loses every capability below, so it
+    // cannot unmount it.
+    let root_task = spec.user.is_none_or(|(uid, _)| uid == 0);
+    if root_task && Path::new("/sys/fs/cgroup").is_dir() {
+        mount(
+            Some("tmpfs"),
+            "/sys/fs/cgroup",
+            Some("tmpfs"),
+            nodev | MsFlags::MS_NOEXEC | MsFlags::MS_RDONLY,
+            Some("size=0"),
+        )
+        .map_err(|e| format!("cannot hide /sys/fs/cgroup: {e}"))?;
+    }
     let host: String = spec.hostname.chars().take(64).collect();
     nix::unistd::sethostname(&host).map_err(|e| format!("cannot set the hostname: {e}"))?;
     nix::sys::prctl::set_no_new_privs().map_err(|e| format!("no_new_privs: {e}"))?;
     sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&sigterm()), None)
         .map_err(|e| format!("cannot unblock SIGTERM: {e}"))?;
     let (program, args) = spec.argv.split_first().ok_or("no command")?;
-    let mut cmd = Command::new(program);
+    // A task user loses every capability when the exec changes its uid from 0; a root task
+    // loses them through util-linux's setpriv (an empty bounding set: nothing at exec).
+    let mut cmd = if root_task {
+        let setpriv =
+            SETPRIV.iter().map(Path::new).find(|p| p.is_file()).ok_or(
+                "a task running as root needs util-linux's setpriv to drop its capabilities",
+            )?;
+        let mut c = Command::new(setpriv);
+        c.args(["--bounding-set=-all", "--inh-caps=-all", "--"]);
+        c.arg(program);
+        c
+    } else {
+        Command::new(program)
+    };
     cmd.args(args);
     if let Some((uid, gid)) = spec.user {
         cmd.uid(uid).gid(gid);
