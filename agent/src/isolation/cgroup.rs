@@ -251,7 +251,16 @@ impl TaskCgroup {
     /// gets the controllers enabled in its `cgroup.subtree_control`. A failure removes what
     /// was made.
     pub fn create(&self, limits: &Limits) -> std::io::Result<()> {
-        let made = self.create_dirs().and_then(|()| self.apply(limits));
+        // A parent (`FRAMEWORK`, `AGENT`) may be removed by another task's end between the
+        // creation of one level and the next: try again.
+        let mut dirs = self.create_dirs();
+        for _ in 0..3 {
+            match &dirs {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => dirs = self.create_dirs(),
+                _ => break,
+            }
+        }
+        let made = dirs.and_then(|()| self.apply(limits));
         if made.is_err() {
             let _ = self.remove(Duration::ZERO);
         }
@@ -385,7 +394,7 @@ impl TaskCgroup {
 
     /// Kills what is left and removes every directory of the cgroup, retrying until the
     /// kernel has let go of the dead processes or `deadline` has passed. Empty parents
-    /// (`FRAMEWORK`) are removed too, best effort.
+    /// (`FRAMEWORK`, `AGENT`) are removed too, best effort.
     pub fn remove(&self, deadline: Duration) -> std::io::Result<()> {
         let until = Instant::now() + deadline;
         let mut last = Ok(());
@@ -407,8 +416,11 @@ impl TaskCgroup {
                     }
                 }
             }
-            if let Some(parent) = dir.parent() {
-                let _ = std::fs::remove_dir(parent);
+            // Empty parents go too (`FRAMEWORK`, then `AGENT`); a non-empty one stays.
+            for parent in dir.ancestors().skip(1).take(2) {
+                if std::fs::remove_dir(parent).is_err() {
+                    break;
+                }
             }
         }
         last
@@ -577,12 +589,15 @@ mod tests {
             std::fs::remove_file(f.unwrap().path()).unwrap();
         }
         std::fs::remove_file(t.path().join("parley/a/fw/cgroup.subtree_control")).unwrap();
+        std::fs::remove_file(t.path().join("parley/a/cgroup.subtree_control")).unwrap();
         task.remove(Duration::from_millis(100)).unwrap();
         assert!(!dir.exists());
         assert!(
             !t.path().join("parley/a/fw").exists(),
             "empty parent removed"
         );
+        assert!(!t.path().join("parley/a").exists(), "and the agent's");
+        assert!(t.path().join("parley").exists(), "but no further");
     }
 
     #[test]
