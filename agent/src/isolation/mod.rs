@@ -250,6 +250,32 @@ mod tests {
     }
 
     #[test]
+    fn a_restart_sweeps_the_cgroups_of_tasks_that_are_gone_and_keeps_the_live_ones() {
+        let t = tempfile::tempdir().unwrap();
+        let i = Isolator {
+            cgroups: Cgroups::V2 {
+                root: t.path().into(),
+            },
+            launcher: "/bin/agent".into(),
+            default_pids: 8,
+            prefix: "parley/me".into(),
+            ip: None,
+        };
+        for task in ["live", "gone"] {
+            std::fs::create_dir_all(t.path().join("parley/me/fw").join(task)).unwrap();
+        }
+        std::fs::create_dir_all(t.path().join("parley/other/fw/gone")).unwrap();
+        let live = std::collections::HashSet::from([PathBuf::from("/w/sandboxes/fw/live")]);
+        i.sweep(&live);
+        assert!(t.path().join("parley/me/fw/live").exists());
+        assert!(!t.path().join("parley/me/fw/gone").exists());
+        assert!(
+            t.path().join("parley/other/fw/gone").exists(),
+            "another agent's cgroups are not this agent's to sweep"
+        );
+    }
+
+    #[test]
     fn none_is_none_and_tags_are_stable() {
         let t = tempfile::tempdir().unwrap();
         assert_eq!(detect(IsolationChoice::None, None, None, 8, t.path()), None);
