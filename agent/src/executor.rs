@@ -37,7 +37,8 @@ pub use crate::task_user::TaskUser;
 pub use crate::engine::code_outcome;
 use crate::engine::{Exit, Process, LIMIT_FAILED};
 use crate::isolation::launch::{self, LaunchSpec};
-use crate::isolation::{Isolator, Limits, TaskCgroup, Usage};
+use crate::isolation::task::{finish_cgroup, limits_of, measured};
+use crate::isolation::{Isolator, TaskCgroup};
 use crate::reaper;
 
 /// The file (inside the sandbox) where the wrapper writes the task's exit code.
@@ -348,64 +349,6 @@ struct Isolated {
     image: Option<String>,
     net_loopback: bool,
     ip: Option<PathBuf>,
-}
-
-/// The limits of an isolated task's cgroup: `mem` (MiB) in bytes, `cpus`, `isolation.pids` or
-/// the agent's default.
-pub fn limits_of(spec: &TaskSpec, default_pids: u64) -> Limits {
-    let mem = spec.resources.millis("mem");
-    Limits {
-        memory_bytes: (mem > 0).then(|| (mem * 1024 * 1024).div_ceil(1000)),
-        cpu_millis: spec.resources.millis("cpus"),
-        pids: spec
-            .isolation
-            .as_ref()
-            .and_then(|i| i.pids)
-            .and_then(|p| u64::try_from(p).ok())
-            .unwrap_or(default_pids),
-        devices: Vec::new(),
-    }
-}
-
-/// Ends an isolated task's cgroup: kills every process left in it, reads what the task used,
-/// removes it (retrying for up to two seconds). Blocking: call off the async threads.
-pub fn finish_cgroup(cgroup: &TaskCgroup) -> Usage {
-    cgroup.kill_all();
-    let usage = cgroup.usage();
-    if let Err(e) = cgroup.remove(std::time::Duration::from_secs(2)) {
-        tracing::warn!("cannot remove the task's cgroup: {e}");
-    }
-    usage
-}
-
-/// How an isolated task's end reads, with what its cgroup says: an OOM kill is `memory_limit`
-/// naming the limit, and the usage goes into the message.
-pub fn measured(exit: Exit, usage: &Usage, memory_bytes: Option<u64>) -> Exit {
-    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
-    let secs = |ns: u64| ns as f64 / 1e9;
-    let mut parts = Vec::new();
-    if let Some(p) = usage.peak_bytes {
-        parts.push(format!("peak memory {:.1} MiB", mib(p)));
-    }
-    if let Some(c) = usage.cpu_ns {
-        parts.push(format!("CPU {:.2} s", secs(c)));
-    }
-    if let Some(t) = usage.throttled_ns {
-        parts.push(format!("throttled {:.2} s", secs(t)));
-    }
-    let memory_limit = (usage.oom_kills > 0).then(|| match memory_bytes {
-        Some(b) => format!(
-            "memory_limit: the task reached its memory limit of {:.0} MiB (mem) and the kernel killed it ({} OOM kill(s))",
-            mib(b),
-            usage.oom_kills
-        ),
-        None => "memory_limit: the kernel's OOM killer killed the task".to_string(),
-    });
-    Exit::Measured {
-        exit: Box::new(exit),
-        memory_limit,
-        usage: parts.join(", "),
-    }
 }
 
 /// Why a task's process did not start (the message of the task's `failed` status).

@@ -339,7 +339,8 @@ impl RealAgent {
                     // SIGKILL reaches the whole cgroup: children that left the process group
                     // (setsid) too.
                     if let (Signal::Kill, Some(cgroup)) = (signal, self.task_cgroup(&task)) {
-                        cgroup.kill_all();
+                        // The freezer may take a moment: off the async threads.
+                        self.tracker.spawn_blocking(move || cgroup.kill_all());
                     }
                 }
             }
@@ -443,11 +444,12 @@ async fn watch_adopted(agent: Arc<RealAgent>, task_id: TaskKey, process: Process
                     .lock()
                     .core
                     .spec(&task_id)
-                    .and_then(|spec| executor::limits_of(spec, 0).memory_bytes);
+                    .and_then(|spec| isolation::task::limits_of(spec, 0).memory_bytes);
                 if let Ok(usage) =
-                    tokio::task::spawn_blocking(move || executor::finish_cgroup(&cgroup)).await
+                    tokio::task::spawn_blocking(move || isolation::task::finish_cgroup(&cgroup))
+                        .await
                 {
-                    exit = executor::measured(exit, &usage, spec_mem);
+                    exit = isolation::task::measured(exit, &usage, spec_mem);
                 }
             }
             agent.feed(|core, now, out| core.exited(&task_id, exit, now, out));

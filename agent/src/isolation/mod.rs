@@ -7,6 +7,7 @@
 //!   `agent __parley-launch`): new
 //!   pid, mount, ipc and uts namespaces, the cgroup joined by the task's init, `/proc`, `/tmp`,
 //!   hostname, `no_new_privs`, the task's user.
+//! - [`task`]: an isolated task's limits from its spec, and how its end reads (OOM kills).
 //!
 //! Detection ([`detect`], `--isolation auto`): as root (or with a writable delegated v2
 //! directory, `--cgroup-root`), cgroup v2 where the unified tree has `memory`, `cpu` and
@@ -17,6 +18,7 @@
 
 pub mod cgroup;
 pub mod launch;
+pub mod task;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
