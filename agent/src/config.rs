@@ -140,6 +140,16 @@ pub struct AgentConfig {
     /// and root filesystem tarballs, unpacked into `WORK_DIR/images`; advertised as the attribute
     /// `image_root` (its canonical path). No images when `None`.
     pub image_root: Option<PathBuf>,
+    /// Whether to isolate tasks (a cgroup and namespaces each) where the machine allows it
+    /// (`--isolation auto|none`; see [`crate::isolation`]).
+    pub isolation: crate::isolation::IsolationChoice,
+    /// The launcher binary the task wrapper re-executes (`parley-launch`, or the `agent`
+    /// binary); when `None` and the running executable is the `agent` binary, the
+    /// `parley-launch` beside it, else the agent itself. A program embedding the agent
+    /// (tests, `parley --dev`) runs tasks without isolation unless it names one.
+    pub launcher: Option<PathBuf>,
+    /// `pids.max` of an isolated task that does not set `isolation.pids` (`--default-pids`).
+    pub default_pids: u64,
     /// Whether an agent running as root may run tasks as root (without a `task_user`).
     /// [`AgentConfig::new`] allows it, so code that embeds the agent (tests, `--dev`) decides;
     /// the `agent` binary refuses unless given `--allow-root-tasks`.
@@ -178,6 +188,9 @@ impl AgentConfig {
             api_token: None,
             task_user: None,
             image_root: None,
+            isolation: crate::isolation::IsolationChoice::Auto,
+            launcher: None,
+            default_pids: crate::isolation::DEFAULT_PIDS,
             allow_root_tasks: true,
         }
     }

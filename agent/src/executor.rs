@@ -36,6 +36,10 @@ pub use crate::task_user::TaskUser;
 
 pub use crate::engine::code_outcome;
 use crate::engine::{Exit, Process, LIMIT_FAILED};
+use crate::image::RootfsPlan;
+use crate::isolation::launch::{self, LaunchSpec};
+use crate::isolation::task::{finish_cgroup, limits_of, measured};
+use crate::isolation::{Isolator, TaskCgroup};
 use crate::reaper;
 
 /// The file (inside the sandbox) where the wrapper writes the task's exit code.
@@ -104,13 +108,15 @@ fn build_command(
     limits: &MemoryLimits,
     cgroup: Option<&Path>,
     user: Option<&TaskUser>,
+    isolated: Option<&Isolated>,
 ) -> std::io::Result<tokio::process::Command> {
     // The wrapper catches SIGTERM (a caught signal is reset to the default in the task it
     // execs), so a kill's SIGTERM reaches the task and the wrapper outlives it: the grace
     // period is the task's, not cut short by the wrapper dying first.
     let mut script = String::from("trap : TERM; ");
     let mem_millis = spec.resources.millis("mem");
-    if mem_millis > 0 {
+    // An isolated task's memory is its cgroup's; the launcher joins it.
+    if mem_millis > 0 && isolated.is_none() {
         match (limits, cgroup) {
             (MemoryLimits::CgroupV2(_), Some(_)) => {
                 script.push_str("echo $$ > \"$PARLEY_CGROUP_PROCS\" || exit 125; ");
@@ -129,11 +135,29 @@ fn build_command(
     // An absolute path: the task's own PATH must not choose the wrapper.
     let mut cmd = tokio::process::Command::new("/bin/sh");
     cmd.arg("-c").arg(script).arg("parley-task");
-    match &spec.command {
+    let argv: Vec<std::ffi::OsString> = match &spec.command {
         protocol::CommandSpec::Shell(line) => {
-            cmd.arg("sh").arg("-c").arg(line);
+            vec!["sh".into(), "-c".into(), line.into()]
         }
-        protocol::CommandSpec::Argv(argv) => {
+        protocol::CommandSpec::Argv(argv) => argv.iter().map(Into::into).collect(),
+    };
+    match isolated {
+        Some(iso) => {
+            let launch = LaunchSpec {
+                hostname: spec.task_id.to_string(),
+                procs: iso.cgroup.procs_files(),
+                user: user.map(|u| (u.uid, u.gid)),
+                image: iso.image.clone(),
+                net_loopback: iso.net_loopback,
+                ip: iso.ip.clone(),
+                argv,
+            };
+            cmd.arg(&iso.launcher)
+                .arg(launch::LAUNCH_ARG)
+                .arg("outer")
+                .args(launch.to_args());
+        }
+        None => {
             cmd.args(argv);
         }
     }
@@ -148,7 +172,10 @@ fn build_command(
     cmd.env("PATH", BASE_PATH);
     cmd.env("HOME", sandbox);
     if let Some(user) = user {
-        cmd.uid(user.uid).gid(user.gid);
+        // An isolated task's launcher switches user itself, after its set-up as root.
+        if isolated.is_none() {
+            cmd.uid(user.uid).gid(user.gid);
+        }
         if let Some(name) = &user.name {
             cmd.env("USER", name).env("LOGNAME", name);
         }
@@ -312,6 +339,19 @@ pub struct Running {
     /// Its pid and start time.
     pub process: Process,
     cgroup: Option<PathBuf>,
+    isolated: Option<(TaskCgroup, Option<u64>)>,
+    rootfs: Option<RootfsPlan>,
+}
+
+/// An isolated task's launch: its cgroup (created), the launcher, its image plan (JSON).
+#[derive(Debug)]
+struct Isolated {
+    cgroup: TaskCgroup,
+    launcher: PathBuf,
+    image: Option<String>,
+    rootfs: Option<RootfsPlan>,
+    net_loopback: bool,
+    ip: Option<PathBuf>,
 }
 
 /// Why a task's process did not start (the message of the task's `failed` status).
@@ -323,6 +363,9 @@ pub enum SpawnError {
     /// It started and was gone before its pid could be read.
     #[error("process vanished at start")]
     Vanished,
+    /// Its isolation could not be set up.
+    #[error("cannot isolate: {0}")]
+    Isolation(String),
 }
 
 /// Starts the task's process in its sandbox, under the wrapper (memory limit, exit file), as
@@ -332,9 +375,24 @@ pub fn spawn(
     sandbox: &Path,
     limits: &MemoryLimits,
     user: Option<&TaskUser>,
+    isolator: Option<&Isolator>,
 ) -> Result<Running, SpawnError> {
-    let cgroup = make_cgroup(limits, spec, sandbox, user);
-    let built = build_command(spec, sandbox, limits, cgroup.as_deref(), user);
+    let mut isolated = match isolator {
+        Some(iso) => Some(isolate(iso, spec, sandbox)?),
+        None => None,
+    };
+    let cgroup = match isolated {
+        Some(_) => None,
+        None => make_cgroup(limits, spec, sandbox, user),
+    };
+    let built = build_command(
+        spec,
+        sandbox,
+        limits,
+        cgroup.as_deref(),
+        user,
+        isolated.as_ref(),
+    );
     let spawned = built.and_then(|mut cmd| {
         // Registered before the reaper can see it exit, so the reaper leaves it to tokio.
         let mut tracked = reaper::tracked();
@@ -344,7 +402,18 @@ pub fn spawn(
         }
         Ok(child)
     });
-    let child = spawned?;
+    let child = match spawned {
+        Ok(child) => child,
+        Err(e) => {
+            if let Some(iso) = &isolated {
+                finish_cgroup(&iso.cgroup);
+                if let Some(plan) = &iso.rootfs {
+                    let _ = plan.cleanup();
+                }
+            }
+            return Err(e.into());
+        }
+    };
     let pid = child.id().ok_or(SpawnError::Vanished)?;
     let start_time = proc_stat(pid).map(|(_, t)| t);
     Ok(Running {
@@ -355,6 +424,74 @@ pub fn spawn(
             boot_id: boot_id(),
         },
         cgroup,
+        rootfs: isolated.as_mut().and_then(|i| i.rootfs.take()),
+        isolated: isolated.map(|i| (i.cgroup, limits_of(spec, 0).memory_bytes)),
+    })
+}
+
+/// Prepares an isolated task's root filesystem when it names an image (unpacked once into the
+/// cache; its overlay directories beside the sandbox).
+fn rootfs(
+    iso: &Isolator,
+    spec: &TaskSpec,
+    sandbox: &Path,
+) -> Result<Option<RootfsPlan>, SpawnError> {
+    let Some(name) = spec.isolation.as_ref().and_then(|i| i.image.as_deref()) else {
+        return Ok(None);
+    };
+    let fail = |e: crate::image::ImageError| SpawnError::Isolation(format!("isolation.image: {e}"));
+    let store = iso
+        .images
+        .as_ref()
+        .ok_or_else(|| fail(crate::image::ImageError::Unsupported))?;
+    let task_dir = sandbox.parent().unwrap_or(sandbox);
+    store
+        .prepare(name, sandbox, task_dir)
+        .map(Some)
+        .map_err(fail)
+}
+
+/// Creates an isolated task's cgroup with its limits, and its root filesystem when it names an
+/// image.
+fn isolate(iso: &Isolator, spec: &TaskSpec, sandbox: &Path) -> Result<Isolated, SpawnError> {
+    let rootfs = rootfs(iso, spec, sandbox)?;
+    let image = match &rootfs {
+        Some(plan) => Some(serde_json::to_string(plan).map_err(|e| {
+            SpawnError::Isolation(format!("isolation.image: cannot write the plan: {e}"))
+        })?),
+        None => None,
+    };
+    let undo = |plan: &Option<RootfsPlan>| {
+        if let Some(p) = plan {
+            let _ = p.cleanup();
+        }
+    };
+    let Some(cgroup) = iso.task_cgroup(sandbox) else {
+        undo(&rootfs);
+        return Err(SpawnError::Isolation("no cgroup for this sandbox".into()));
+    };
+    if let Err(e) = cgroup.create(&limits_of(spec, iso.default_pids)) {
+        undo(&rootfs);
+        return Err(SpawnError::Isolation(format!(
+            "cannot create the task's cgroup: {e}"
+        )));
+    }
+    let net_loopback = spec.isolation.as_ref().and_then(|i| i.network)
+        == Some(protocol::isolation::NetworkMode::Loopback);
+    if net_loopback && iso.ip.is_none() {
+        finish_cgroup(&cgroup);
+        undo(&rootfs);
+        return Err(SpawnError::Isolation(
+            "isolation.network=loopback: this agent has no ip binary".into(),
+        ));
+    }
+    Ok(Isolated {
+        cgroup,
+        launcher: iso.launcher.clone(),
+        image,
+        rootfs,
+        net_loopback,
+        ip: iso.ip.clone(),
     })
 }
 
@@ -372,6 +509,23 @@ impl Running {
         signal_task(&self.process, Signal::SIGKILL);
         if let Some(cg) = self.cgroup {
             let _ = std::fs::remove_dir(cg);
+        }
+        let rootfs = self.rootfs.take();
+        let exit = match self.isolated {
+            // The whole cgroup, and what it says about the task's end.
+            Some((cgroup, memory)) => {
+                match tokio::task::spawn_blocking(move || finish_cgroup(&cgroup)).await {
+                    Ok(usage) => measured(exit, &usage, memory),
+                    Err(_) => exit,
+                }
+            }
+            None => exit,
+        };
+        if let Some(plan) = rootfs {
+            // The task's writable layer; the cached image stays.
+            if let Err(e) = tokio::task::spawn_blocking(move || plan.cleanup()).await {
+                tracing::warn!(error = %e, "cannot remove a task's root filesystem layer");
+            }
         }
         exit
     }

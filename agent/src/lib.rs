@@ -17,6 +17,8 @@
 //! - [`journal`]: append-only, fsync'd JSON lines in the work dir; replay and compaction.
 //! - [`executor`]: task processes: the wrapper, environment, memory limits, process-group
 //!   signals, exit status, `/proc` checks for re-adoption.
+//! - [`isolation`]: per-task cgroups (v1 and v2) and namespaces, detected at start; the
+//!   launcher (`agent __parley-launch`) the wrapper re-executes; kill of the whole cgroup.
 //! - [`image`]: task root filesystems from images on the agent's disk (`isolation.image`):
 //!   unpacked once into a cache, an overlay per task.
 //! - `gc`: deletes finished tasks' sandboxes after `AgentConfig::sandbox_retention`.
@@ -101,6 +103,7 @@ pub mod config;
 pub mod engine;
 pub mod executor;
 pub mod image;
+pub mod isolation;
 pub mod journal;
 pub mod resources;
 pub mod simulated;

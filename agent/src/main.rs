@@ -96,9 +96,24 @@ struct Cli {
     /// Let an agent running as root run tasks as root (without --task-user).
     #[arg(long)]
     allow_root_tasks: bool,
+    /// Task isolation: auto (a cgroup, v1 or v2, and pid/mount/ipc/uts namespaces per task,
+    /// where the agent runs as root and finds cgroups) or none (RLIMIT_AS only).
+    #[arg(long, default_value = "auto")]
+    isolation: String,
+    /// pids.max of an isolated task that does not set isolation.pids.
+    #[arg(long, default_value = "4096", allow_hyphen_values = true)]
+    default_pids: String,
 }
 
 fn main() {
+    // The isolated launcher the task wrapper re-executes (see agent::isolation::launch).
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args
+        .get(1)
+        .is_some_and(|a| a == agent::isolation::launch::LAUNCH_ARG)
+    {
+        std::process::exit(agent::isolation::launch::main(&args[2..]));
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => match e.kind() {
@@ -228,6 +243,19 @@ fn plan(cli: Cli) -> anyhow::Result<Plan> {
         .context("--task-user")?;
     config.allow_root_tasks = cli.allow_root_tasks;
     config.image_root = cli.image_root;
+    config.isolation = cli.isolation.parse().map_err(anyhow::Error::msg)?;
+    config.default_pids = cli
+        .default_pids
+        .parse::<u64>()
+        .ok()
+        .filter(|n| (1..=protocol::isolation::MAX_PIDS as u64).contains(n))
+        .with_context(|| {
+            format!(
+                "--default-pids {:?}: expected a number from 1 to {}",
+                cli.default_pids,
+                protocol::isolation::MAX_PIDS
+            )
+        })?;
     Ok(Plan::Real(config, cli.listen))
 }
 

@@ -17,7 +17,8 @@ use crate::engine::{
     self, Command, Core, CoreConfig, Durability, Exit, Launch, Now, Probe, Process, Restored,
     Signal, TaskKey, UnknownTask,
 };
-use crate::executor::{self, MemoryLimits};
+use crate::executor::{self, MemoryLimits, TaskUser};
+use crate::isolation::{self, Isolator};
 use crate::journal::{Journal, JournalError, Replay};
 
 /// The file in the work dir holding the agent id the coordinator gave.
@@ -60,6 +61,8 @@ pub(crate) struct RealAgent {
     /// The token the coordinator presents ([`crate::auth`]).
     pub api_token: String,
     limits: MemoryLimits,
+    /// Cgroups and namespaces per task, when this agent can enforce them.
+    isolator: Option<Isolator>,
     /// Held briefly, never across an `.await`.
     books: Mutex<Books>,
     http: reqwest::Client,
@@ -91,14 +94,32 @@ impl RealAgent {
         };
         let core_config = CoreConfig::real(config.timing.clone());
         let core = Core::restore(core_config, restored, probe, now, &mut out);
+        let mut isolator = isolation::detect(
+            config.isolation,
+            config.cgroup_root.as_deref(),
+            config.launcher.as_deref(),
+            config.default_pids,
+            &config.work_dir,
+        );
+        if let Some(iso) = &mut isolator {
+            // Checked at start (`run`); an error here leaves the agent without images.
+            iso.images = config.image_store().ok().flatten();
+        }
+        let mut attributes = config.attributes.clone();
+        isolation::advertise(isolator.as_ref(), &mut attributes);
+        if let Some(iso) = &isolator {
+            // Cgroups of tasks that ended while the agent was down.
+            iso.sweep(&core.live_sandboxes());
+        }
         let agent = Arc::new(RealAgent {
             identity: Identity {
                 hostname,
                 endpoint,
                 resources,
-                attributes: config.attributes.clone(),
+                attributes,
                 api_token: Some(api_token.clone()),
             },
+            isolator,
             api_token,
             limits: MemoryLimits::choose(config.cgroup_root.as_deref()),
             config,
@@ -147,11 +168,10 @@ impl RealAgent {
             let mut launches = Vec::with_capacity(specs.len());
             for spec in specs {
                 let sandbox = self.fresh_sandbox(&framework_id, &spec.task_id);
-                make_sandbox(&sandbox, self.config.task_user.as_ref()).map_err(|source| {
-                    LaunchError::Sandbox {
-                        path: sandbox.clone(),
-                        source,
-                    }
+                let user = task_user(&self.config, &spec).ok().flatten();
+                make_sandbox(&sandbox, user.as_ref()).map_err(|source| LaunchError::Sandbox {
+                    path: sandbox.clone(),
+                    source,
                 })?;
                 launches.push(Launch {
                     spec,
@@ -309,18 +329,46 @@ impl RealAgent {
                         .spawn(watch_adopted(Arc::clone(self), task_id, process));
                 }
                 Command::Signal {
-                    process, signal, ..
+                    task,
+                    process,
+                    signal,
                 } => {
                     if let Some(p) = process {
-                        let signal = match signal {
+                        let os_signal = match signal {
                             Signal::Terminate => OsSignal::SIGTERM,
                             Signal::Kill => OsSignal::SIGKILL,
                         };
-                        executor::signal_task(&p, signal);
+                        executor::signal_task(&p, os_signal);
+                    }
+                    // SIGKILL reaches the whole cgroup: children that left the process group
+                    // (setsid) too.
+                    if let (Signal::Kill, Some(cgroup)) = (signal, self.task_cgroup(&task)) {
+                        // The freezer may take a moment: off the async threads.
+                        self.tracker.spawn_blocking(move || cgroup.kill_all());
                     }
                 }
             }
         }
+    }
+}
+
+impl RealAgent {
+    /// The cgroup of a task of this agent, when it is isolated and the cgroup exists.
+    fn task_cgroup(&self, task: &TaskKey) -> Option<isolation::TaskCgroup> {
+        let iso = self.isolator.as_ref()?;
+        let sandbox = self.lock().core.sandbox(task).map(Path::to_path_buf)?;
+        iso.task_cgroup(&sandbox).filter(|cg| cg.exists())
+    }
+}
+
+/// The user a task runs as: its `isolation.user`, else the agent's `--task-user`, else the
+/// agent's own.
+fn task_user(config: &AgentConfig, spec: &TaskSpec) -> Result<Option<TaskUser>, String> {
+    match spec.isolation.as_ref().and_then(|i| i.user.as_deref()) {
+        Some(name) => TaskUser::parse(name)
+            .map(Some)
+            .map_err(|e| format!("isolation.user: {e}")),
+        None => Ok(config.task_user.clone()),
     }
 }
 
@@ -346,8 +394,21 @@ async fn run_task(agent: Arc<RealAgent>, task_id: TaskKey) {
     else {
         return;
     };
-    let user = agent.config.task_user.as_ref();
-    let running = match executor::spawn(&spec, &sandbox, &agent.limits, user) {
+    let user = match task_user(&agent.config, &spec) {
+        Ok(user) => user,
+        Err(e) => {
+            agent.feed(|core, now, out| core.exited(&task_id, Exit::Error(e), now, out));
+            return;
+        }
+    };
+    let spawned = executor::spawn(
+        &spec,
+        &sandbox,
+        &agent.limits,
+        user.as_ref(),
+        agent.isolator.as_ref(),
+    );
+    let running = match spawned {
         Ok(running) => running,
         Err(e) => {
             let exit = Exit::Error(e.to_string());
@@ -376,12 +437,25 @@ async fn watch_adopted(agent: Arc<RealAgent>, task_id: TaskKey, process: Process
         if !executor::same_process_alive(&process) {
             // Its leftovers, if the group is provably the task's (see `executor::may_signal`).
             executor::signal_task(&process, OsSignal::SIGKILL);
-            let exit = match executor::read_exit_file(&sandbox) {
+            let mut exit = match executor::read_exit_file(&sandbox) {
                 Some(code) => Exit::Code(code),
                 None => {
                     Exit::Unknown("the process ended without an exit status (killed by a signal?)")
                 }
             };
+            if let Some(cgroup) = agent.task_cgroup(&task_id) {
+                let spec_mem = agent
+                    .lock()
+                    .core
+                    .spec(&task_id)
+                    .and_then(|spec| isolation::task::limits_of(spec, 0).memory_bytes);
+                if let Ok(usage) =
+                    tokio::task::spawn_blocking(move || isolation::task::finish_cgroup(&cgroup))
+                        .await
+                {
+                    exit = isolation::task::measured(exit, &usage, spec_mem);
+                }
+            }
             agent.feed(|core, now, out| core.exited(&task_id, exit, now, out));
             return;
         }

@@ -38,6 +38,12 @@ fn bad_values_are_one_line_errors_naming_them() {
         (&["--listen", "nowhere"], &["--listen", "nowhere"]),
         (&["--kill-grace-s", "-2"], &["--kill-grace-s", "-2"]),
         (&["--simulate", "0"], &["--simulate", "at least 1"]),
+        (
+            &["--isolation", "full"],
+            &["--isolation", "full", "auto or none"],
+        ),
+        (&["--default-pids", "0"], &["--default-pids", "0"]),
+        (&["--default-pids", "-5"], &["--default-pids", "-5"]),
         (&["--api-token", "short"], &["--api-token", "16 to 512"]),
         (
             &["--task-user", "no-such-user-here"],

@@ -3,8 +3,8 @@
 //! `/etc/debian_version`, cannot see the host's files); a missing image fails the task clearly
 //! and leaves nothing behind.
 //!
-//! Running a task in its image needs the isolated launcher (the agent's `mount` namespace): while
-//! the agent advertises none, that test prints why it skips. It needs root and the Debian image
+//! Running a task in its image needs the isolated launcher (the agent's `mount` namespace): where
+//! the agent cannot isolate (no usable cgroups), that test prints why it skips. It needs root and the Debian image
 //! `.ci/run` builds (`PARLEY_TEST_IMAGE`), and skips with a printed reason without them unless
 //! `PARLEY_CI=1`.
 
@@ -36,6 +36,8 @@ async fn start(coordinator: &str, work_dir: &Path, image_root: &Path) -> Agent {
     config.resources = Some("cpus=4,mem=1024".parse().unwrap());
     config.timing = Timing::fast();
     config.image_root = Some(image_root.to_path_buf());
+    // An embedded agent isolates only with a launcher binary: the one cargo built.
+    config.launcher = Some(PathBuf::from(env!("CARGO_BIN_EXE_parley-launch")));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let stop = CancellationToken::new();
@@ -144,9 +146,13 @@ async fn a_task_runs_in_its_image_and_a_missing_image_fails_it() {
         .cloned()
         .unwrap_or_default();
     if !namespaces.split(',').any(|n| n.trim() == "mount") {
+        assert!(
+            !ci(),
+            "the agent gives no mount namespace (attribute namespaces={namespaces:?}): no cgroups here?"
+        );
         eprintln!(
-            "skipping: the agent gives no mount namespace (attribute namespaces={namespaces:?}), \
-             so it runs no task in an image yet (the isolated launcher is not in this build)"
+            "skipping: the agent gives no mount namespace (attribute namespaces={namespaces:?}): \
+             it found no usable cgroups"
         );
         agent.shutdown().await;
         return;

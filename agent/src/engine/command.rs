@@ -177,4 +177,14 @@ pub enum Exit {
     Error(String),
     /// A simulated task's `duration_s` is over.
     Elapsed,
+    /// An isolated task's end, told by its cgroup: how it ended, and what it used (appended
+    /// to the status message).
+    Measured {
+        /// How the process ended.
+        exit: Box<Exit>,
+        /// The kernel's OOM killer ended it: the message says `memory_limit` and the limit.
+        memory_limit: Option<String>,
+        /// What it used, e.g. `peak memory 12.0 MiB, CPU 1.02 s, throttled 0.98 s`.
+        usage: String,
+    },
 }

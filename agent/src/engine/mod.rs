@@ -279,6 +279,11 @@ impl Core {
         self.tasks.get(task)?.sandbox.as_deref()
     }
 
+    /// The spec of a task the agent knows.
+    pub fn spec(&self, task: &TaskKey) -> Option<&TaskSpec> {
+        Some(&self.tasks.get(task)?.spec)
+    }
+
     /// The sandboxes of tasks that have not ended.
     pub fn live_sandboxes(&self) -> HashSet<PathBuf> {
         self.tasks

@@ -152,6 +152,25 @@ pub(crate) fn outcome(
     kill_requested: bool,
 ) -> (TaskState, Option<String>, Option<i32>) {
     match exit {
+        Exit::Measured {
+            exit,
+            memory_limit,
+            usage,
+        } => {
+            let (state, message, code) = match memory_limit {
+                Some(limit) if !kill_requested => (TaskState::Failed, Some(limit), None),
+                _ => outcome(*exit.clone(), kill_requested),
+            };
+            let code = code.or(match *exit {
+                Exit::Code(c) => Some(c),
+                _ => None,
+            });
+            let message = match message {
+                Some(m) if !usage.is_empty() => Some(format!("{m} ({usage})")),
+                m => m,
+            };
+            (state, message, code)
+        }
         Exit::Error(message) => (TaskState::Failed, Some(message), None),
         Exit::Code(code) if kill_requested => (
             TaskState::Killed,
@@ -227,5 +246,19 @@ mod tests {
             (TaskState::Failed, Some("cannot start: x"))
         );
         assert_eq!(outcome(Exit::Elapsed, false).0, TaskState::Finished);
+        let measured = |code, limit: Option<&str>| Exit::Measured {
+            exit: Box::new(Exit::Code(code)),
+            memory_limit: limit.map(String::from),
+            usage: "CPU 1.00 s".into(),
+        };
+        let (s, m, c) = outcome(measured(137, Some("memory_limit: 64 MiB")), false);
+        assert_eq!(s, TaskState::Failed);
+        assert_eq!(m.unwrap(), "memory_limit: 64 MiB (CPU 1.00 s)");
+        assert_eq!(c, Some(137));
+        let (s, m, _) = outcome(measured(0, None), false);
+        assert_eq!(s, TaskState::Finished);
+        assert_eq!(m.unwrap(), "exited with code 0 (CPU 1.00 s)");
+        let (s, _, _) = outcome(measured(137, Some("memory_limit")), true);
+        assert_eq!(s, TaskState::Killed);
     }
 }
