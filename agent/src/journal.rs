@@ -340,6 +340,8 @@ mod tests {
             update_id: UpdateId::new(),
             timestamp: protocol::now(),
             resources: None,
+            reason: None,
+            usage: None,
         }
     }
 

@@ -292,6 +292,18 @@ async fn the_seven_probes_hold() {
     }
     fake.wait_state("hog", TaskState::Failed).await;
     let hog = fake.status_of("hog", TaskState::Failed).unwrap();
+    assert_eq!(hog.reason.as_deref(), Some("memory_limit"), "{hog:?}");
+    let usage = hog
+        .usage
+        .clone()
+        .expect("an isolated task's end carries its usage");
+    assert!(
+        usage
+            .peak_memory_bytes
+            .is_some_and(|p| p > 32 << 20 && p <= 64 << 20),
+        "{usage:?}"
+    );
+    assert!(usage.cpu_seconds.is_some(), "{usage:?}");
     let message = hog.message.unwrap();
     assert!(message.starts_with("memory_limit"), "{message}");
     assert!(message.contains("64 MiB"), "{message}");

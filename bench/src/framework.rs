@@ -333,6 +333,8 @@ mod tests {
             timestamp: protocol::now(),
             exit_code: None,
             resources: None,
+            reason: None,
+            usage: None,
         }
     }
 

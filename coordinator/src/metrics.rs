@@ -91,6 +91,12 @@ pub struct Metrics {
     loop_panics: [AtomicU64; LOOPS.len()],
     streams_overflowed: AtomicU64,
     rate_limited: AtomicU64,
+    /// Isolated tasks' ends with usage, and their sums (micro-units).
+    tasks_measured: AtomicU64,
+    tasks_memory_limit: AtomicU64,
+    task_cpu_micros: AtomicU64,
+    task_throttled_micros: AtomicU64,
+    task_peak_memory_bytes: AtomicU64,
 }
 
 /// The supervised background loops, as named in `parley_loop_panics_total{loop=...}`.
@@ -151,6 +157,25 @@ impl Metrics {
     /// Counts a framework stream closed because its queue overflowed.
     pub fn count_stream_overflow(&self) {
         self.streams_overflowed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts the end of a task as its agent measured it: its `usage` (isolated tasks) and a
+    /// `memory_limit` reason. Call once per task, for its first terminal status.
+    pub fn count_task_end(&self, status: &protocol::TaskStatus) {
+        if status.reason.as_deref() == Some(protocol::task::REASON_MEMORY_LIMIT) {
+            self.tasks_memory_limit.fetch_add(1, Ordering::Relaxed);
+        }
+        let Some(u) = &status.usage else {
+            return;
+        };
+        let micros = |s: Option<f64>| (s.unwrap_or(0.0).max(0.0) * 1e6) as u64;
+        self.tasks_measured.fetch_add(1, Ordering::Relaxed);
+        self.task_cpu_micros
+            .fetch_add(micros(u.cpu_seconds), Ordering::Relaxed);
+        self.task_throttled_micros
+            .fetch_add(micros(u.throttled_seconds), Ordering::Relaxed);
+        self.task_peak_memory_bytes
+            .fetch_add(u.peak_memory_bytes.unwrap_or(0), Ordering::Relaxed);
     }
 
     /// Counts a request refused by the rate limit.
@@ -226,6 +251,21 @@ impl Metrics {
                 load(&self.rate_limited),
             ),
             (
+                "parley_tasks_memory_limit_total",
+                "Tasks the kernel killed at their memory limit (reason memory_limit).",
+                load(&self.tasks_memory_limit),
+            ),
+            (
+                "parley_tasks_measured_total",
+                "Ended isolated tasks whose usage their agent measured.",
+                load(&self.tasks_measured),
+            ),
+            (
+                "parley_task_peak_memory_bytes_total",
+                "Sum over measured tasks of each one's peak memory (divide by parley_tasks_measured_total).",
+                load(&self.task_peak_memory_bytes),
+            ),
+            (
                 "parley_ledger_mismatches_total",
                 "Disagreements found in the books (offered/used vs the allocator): always a bug.",
                 g.ledger_mismatches,
@@ -235,6 +275,24 @@ impl Metrics {
             let _ = writeln!(
                 out,
                 "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
+            );
+        }
+        for (name, help, micros) in [
+            (
+                "parley_task_cpu_seconds_total",
+                "CPU time used by measured tasks, counted when each ended.",
+                load(&self.task_cpu_micros),
+            ),
+            (
+                "parley_task_throttled_seconds_total",
+                "Time measured tasks were held back by their CPU quota, counted when each ended.",
+                load(&self.task_throttled_micros),
+            ),
+        ] {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {:.6}",
+                micros as f64 / 1e6
             );
         }
         let _ = writeln!(

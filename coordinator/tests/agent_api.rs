@@ -252,3 +252,59 @@ async fn bad_agent_requests_are_refused_without_changing_state() {
     assert!(api.tasks().await.is_empty());
     let _ = TaskStatus::clone;
 }
+
+#[tokio::test]
+async fn a_measured_end_is_relayed_with_its_reason_and_usage_and_counted_once() {
+    let c = TestCoordinator::start(fast_config()).await;
+    let agent = FakeAgent::start().await;
+    let (agent_id, fw) = (AgentId::new(), FrameworkId::new());
+    let (status, body) = c
+        .post(
+            "/api/v1/agents",
+            json!({"hostname": "fake", "endpoint": agent.endpoint, "resources": {"cpus": 2},
+                   "agent_id": agent_id, "tasks": [status_json(agent_id, fw, "hog", "running")]}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = c
+        .post(
+            "/api/v1/frameworks",
+            json!({"name": "f", "role": "eng", "framework_id": fw}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let mut events = c.subscribe(fw).await;
+    events.update("hog", TaskState::Running).await;
+
+    let mut end = status_json(agent_id, fw, "hog", "failed");
+    end["message"] = json!("memory_limit: the task reached its memory limit of 64 MiB");
+    end["reason"] = json!("memory_limit");
+    end["usage"] = json!({"peak_memory_bytes": 67108864, "cpu_seconds": 1.5,
+                          "throttled_seconds": 0.25});
+    // Sent twice (an agent resends until acknowledged): relayed, counted once.
+    for _ in 0..2 {
+        let (status, body) = c
+            .post(&format!("/api/v1/agents/{agent_id}/status"), end.clone())
+            .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let update = events.update("hog", TaskState::Failed).await;
+    assert_eq!(update.reason.as_deref(), Some("memory_limit"));
+    let usage = update.usage.unwrap();
+    assert_eq!(usage.peak_memory_bytes, Some(64 << 20));
+    assert_eq!(usage.cpu_seconds, Some(1.5));
+
+    let (status, text) = c.get_text("/metrics").await;
+    assert_eq!(status, 200);
+    let value = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .unwrap_or_else(|| panic!("{name} missing from /metrics"))
+            .to_string()
+    };
+    assert_eq!(value("parley_tasks_memory_limit_total"), "1");
+    assert_eq!(value("parley_tasks_measured_total"), "1");
+    assert_eq!(value("parley_task_peak_memory_bytes_total"), "67108864");
+    assert_eq!(value("parley_task_cpu_seconds_total"), "1.500000");
+    assert_eq!(value("parley_task_throttled_seconds_total"), "0.250000");
+}

@@ -34,6 +34,8 @@ pub(crate) fn status(spec: &TaskSpec, state: TaskState) -> TaskStatus {
         update_id: UpdateId::new(),
         timestamp: protocol::now(),
         resources: Some(spec.resources.clone()),
+        reason: None,
+        usage: None,
     }
 }
 

@@ -38,7 +38,7 @@ pub use isolation::{Isolation, NetworkMode};
 pub use offer::Offer;
 pub use resources::{ResourceError, ResourceName, Resources};
 pub use role::{RolePath, Weight};
-pub use task::{CommandSpec, TaskSpec, TaskState, TaskStatus};
+pub use task::{CommandSpec, TaskSpec, TaskState, TaskStatus, TaskUsage};
 
 /// Timestamps on the wire: RFC 3339 strings in UTC.
 pub type Timestamp = chrono::DateTime<chrono::Utc>;

@@ -142,6 +142,30 @@ pub struct TaskStatus {
     /// adopted tasks. Optional on the wire: absent means unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<Resources>,
+    /// Why, in one word for programs, when the agent knows: `memory_limit` when the kernel
+    /// killed the task at its memory limit (Mesos' `REASON_CONTAINER_LIMITATION_MEMORY`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// What an isolated task used, measured by its cgroup, on its terminal status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<TaskUsage>,
+}
+
+/// The reason of a task the kernel killed at its memory limit.
+pub const REASON_MEMORY_LIMIT: &str = "memory_limit";
+
+/// What an isolated task used over its life, as its cgroup counted it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TaskUsage {
+    /// The most memory it held at once, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_memory_bytes: Option<u64>,
+    /// CPU time used, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_seconds: Option<f64>,
+    /// Time its CPU quota held it back, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttled_seconds: Option<f64>,
 }
 
 #[cfg(test)]

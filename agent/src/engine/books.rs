@@ -9,7 +9,19 @@ impl Core {
     pub(super) fn record(
         &mut self,
         key: &TaskKey,
+        end: (TaskState, Option<String>, Option<i32>),
+        now: Now,
+        out: &mut Vec<Command>,
+    ) {
+        self.record_end(key, end, (None, None), now, out);
+    }
+
+    /// [`Self::record`] with the status's `reason` and `usage` (a measured end).
+    pub(super) fn record_end(
+        &mut self,
+        key: &TaskKey,
         (state, message, exit_code): (TaskState, Option<String>, Option<i32>),
+        (reason, usage): (Option<String>, Option<protocol::TaskUsage>),
         now: Now,
         out: &mut Vec<Command>,
     ) {
@@ -31,6 +43,8 @@ impl Core {
             update_id: self.config.update_ids.next(),
             timestamp: now.wall,
             resources: Some(t.spec.resources.clone()),
+            reason,
+            usage,
         };
         if self.config.journaling == Journaling::On {
             let record = Record::Status {

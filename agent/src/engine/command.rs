@@ -165,7 +165,7 @@ pub struct Process {
 }
 
 /// How a task's process ended (or failed to run), as the shell saw it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Exit {
     /// It exited with this code.
     Code(i32),
@@ -186,5 +186,7 @@ pub enum Exit {
         memory_limit: Option<String>,
         /// What it used, e.g. `peak memory 12.0 MiB, CPU 1.02 s, throttled 0.98 s`.
         usage: String,
+        /// The same, for the status's `usage`.
+        report: protocol::TaskUsage,
     },
 }

@@ -33,6 +33,8 @@ impl Core {
                 update_id: core.config.update_ids.next(),
                 timestamp: now.wall,
                 resources: Some(t.spec.resources.clone()),
+                reason: None,
+                usage: None,
             });
             let stage = match t.process {
                 Some(process) => Stage::Started(Some(process)),
@@ -130,6 +132,8 @@ impl Core {
                 update_id: self.config.update_ids.next(),
                 timestamp: now.wall,
                 resources: Some(spec.resources.clone()),
+                reason: None,
+                usage: None,
             };
             if self.config.journaling == Journaling::On {
                 if let Some(sandbox) = &sandbox {
@@ -227,8 +231,20 @@ impl Core {
         let Some(t) = self.tasks.get(task_id) else {
             return;
         };
+        let (reason, usage) = match &exit {
+            Exit::Measured {
+                memory_limit,
+                report,
+                ..
+            } => (
+                (memory_limit.is_some() && !t.kill_requested)
+                    .then(|| protocol::task::REASON_MEMORY_LIMIT.to_string()),
+                Some(report.clone()),
+            ),
+            _ => (None, None),
+        };
         let end = outcome(exit, t.kill_requested);
-        self.record(task_id, end, now, out);
+        self.record_end(task_id, end, (reason, usage), now, out);
     }
 
     /// A kill request for the task [`Core::find`] names: SIGTERM now and SIGKILL after the

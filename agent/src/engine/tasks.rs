@@ -156,6 +156,7 @@ pub(crate) fn outcome(
             exit,
             memory_limit,
             usage,
+            ..
         } => {
             let (state, message, code) = match memory_limit {
                 Some(limit) if !kill_requested => (TaskState::Failed, Some(limit), None),
@@ -250,6 +251,7 @@ mod tests {
             exit: Box::new(Exit::Code(code)),
             memory_limit: limit.map(String::from),
             usage: "CPU 1.00 s".into(),
+            report: Default::default(),
         };
         let (s, m, c) = outcome(measured(137, Some("memory_limit: 64 MiB")), false);
         assert_eq!(s, TaskState::Failed);

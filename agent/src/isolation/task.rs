@@ -62,6 +62,11 @@ pub fn measured(exit: Exit, usage: &Usage, memory_bytes: Option<u64>) -> Exit {
         exit: Box::new(exit),
         memory_limit,
         usage: parts.join(", "),
+        report: protocol::TaskUsage {
+            peak_memory_bytes: usage.peak_bytes,
+            cpu_seconds: usage.cpu_ns.map(secs),
+            throttled_seconds: usage.throttled_ns.map(secs),
+        },
     }
 }
 
@@ -107,6 +112,7 @@ mod tests {
             exit,
             memory_limit,
             usage,
+            report,
         } = measured(Exit::Code(137), &usage, Some(64 << 20))
         else {
             panic!("not measured");
@@ -115,6 +121,9 @@ mod tests {
         let m = memory_limit.unwrap();
         assert!(m.starts_with("memory_limit") && m.contains("64 MiB"), "{m}");
         assert_eq!(usage, "peak memory 64.0 MiB, CPU 1.50 s, throttled 0.25 s");
+        assert_eq!(report.peak_memory_bytes, Some(64 << 20));
+        assert_eq!(report.cpu_seconds, Some(1.5));
+        assert_eq!(report.throttled_seconds, Some(0.25));
         let quiet = measured(Exit::Code(0), &Usage::default(), None);
         assert!(matches!(
             quiet,

@@ -77,10 +77,13 @@ async fn status(
     Id(id): Id<AgentId>,
     Body(status): Body<TaskStatus>,
 ) -> Result<Json<Empty>, ApiError> {
-    c.run(|s, now, fx| {
+    let ended = c.run(|s, now, fx| {
         caller.agent(s, id)?;
-        Ok::<_, ApiError>(s.agent_status(id, status, now, fx)?)
+        let ended = s.first_ends(std::slice::from_ref(&status));
+        s.agent_status(id, status, now, fx)?;
+        Ok::<_, ApiError>(ended)
     })?;
+    ended.iter().for_each(|st| c.metrics().count_task_end(st));
     Ok(Json(Empty {}))
 }
 
@@ -90,9 +93,12 @@ async fn statuses(
     Id(id): Id<AgentId>,
     Body(batch): Body<StatusBatch>,
 ) -> Result<Json<Empty>, ApiError> {
-    c.run(|s, now, fx| {
+    let ended = c.run(|s, now, fx| {
         caller.agent(s, id)?;
-        Ok::<_, ApiError>(s.agent_statuses(id, batch.statuses, now, fx)?)
+        let ended = s.first_ends(&batch.statuses);
+        s.agent_statuses(id, batch.statuses, now, fx)?;
+        Ok::<_, ApiError>(ended)
     })?;
+    ended.iter().for_each(|st| c.metrics().count_task_end(st));
     Ok(Json(Empty {}))
 }

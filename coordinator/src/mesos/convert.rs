@@ -266,6 +266,10 @@ pub fn status_json(s: &TaskStatus) -> Value {
     if let Some(m) = &s.message {
         v["message"] = json!(m);
     }
+    if s.reason.as_deref() == Some(protocol::task::REASON_MEMORY_LIMIT) {
+        v["reason"] = json!("REASON_CONTAINER_LIMITATION_MEMORY");
+        v["source"] = json!("SOURCE_AGENT");
+    }
     v
 }
 
@@ -398,6 +402,28 @@ mod tests {
             ("eng/batch", "eng/batch")
         );
         assert!(role(&info(json!({"role": "Bad Role"}))).is_err());
+    }
+
+    #[test]
+    fn a_memory_limit_end_reads_as_mesos_container_limitation() {
+        let mut st = TaskStatus {
+            task_id: protocol::TaskId::new("hog").unwrap(),
+            framework_id: protocol::FrameworkId::new(),
+            agent_id: AgentId::new(),
+            state: TaskState::Failed,
+            message: Some("memory_limit: 64 MiB".into()),
+            exit_code: None,
+            update_id: UpdateId::new(),
+            timestamp: protocol::now(),
+            resources: None,
+            reason: Some("memory_limit".into()),
+            usage: None,
+        };
+        let v = status_json(&st);
+        assert_eq!(v["state"], "TASK_FAILED");
+        assert_eq!(v["reason"], "REASON_CONTAINER_LIMITATION_MEMORY");
+        st.reason = None;
+        assert!(status_json(&st).get("reason").is_none());
     }
 
     #[test]

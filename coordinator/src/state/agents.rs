@@ -242,6 +242,8 @@ impl State {
                 update_id: self.ids.update_id(),
                 timestamp: now.wall,
                 resources: t.known_resources(),
+                reason: None,
+                usage: None,
             };
             t.set_latest(status.clone());
             t.lost_by_coordinator = true;

@@ -211,6 +211,8 @@ impl State {
                 update_id: self.ids.update_id(),
                 timestamp: now.wall,
                 resources: Some(task.resources.clone()),
+                reason: None,
+                usage: None,
             };
             self.tasks.insert(
                 (fw, task.task_id.clone()),

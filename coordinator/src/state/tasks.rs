@@ -271,6 +271,8 @@ impl State {
             update_id: self.ids.update_id(),
             timestamp: now.wall,
             resources: t.known_resources(),
+            reason: None,
+            usage: None,
         })
     }
 

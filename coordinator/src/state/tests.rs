@@ -191,6 +191,8 @@ fn a_lost_agent_rescinds_offers_and_loses_tasks() {
         update_id: update_id(2),
         timestamp: at(75_001).wall,
         resources: Some("cpus=1".parse().unwrap()),
+        reason: None,
+        usage: None,
     };
     assert_eq!(rest.offer_id, offer_id(2));
     assert_eq!(
@@ -287,6 +289,8 @@ fn a_task_that_ended_during_a_coordinator_restart_is_kept_for_its_framework() {
         update_id: UpdateId::new(),
         timestamp: protocol::now(),
         resources: None,
+        reason: None,
+        usage: None,
     };
     let mut fx = Vec::new();
     s.register_agent(
@@ -348,6 +352,8 @@ fn running(id: &str, fw: FrameworkId, agent: AgentId, res: Option<&str>) -> Task
         update_id: UpdateId::new(),
         timestamp: protocol::now(),
         resources: res.map(|r| r.parse().unwrap()),
+        reason: None,
+        usage: None,
     }
 }
 
@@ -1253,6 +1259,8 @@ fn a_lost_agent_loses_its_tasks_with_a_status_made_by_the_coordinator() {
         update_id: update_id(2),
         timestamp: at(3).wall,
         resources: Some("cpus=1,mem=10".parse().unwrap()),
+        reason: None,
+        usage: None,
     };
     assert_eq!(
         fx,

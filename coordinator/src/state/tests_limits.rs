@@ -64,6 +64,8 @@ fn running(id: &str, fw: FrameworkId, agent: AgentId) -> TaskStatus {
         update_id: protocol::UpdateId::new(),
         timestamp: protocol::now(),
         resources: Some("a0=1".parse().unwrap()),
+        reason: None,
+        usage: None,
     }
 }
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use protocol::messages::{AgentInfo, ClusterState, FrameworkInfo, RoleNode, TaskInfo};
-use protocol::{AgentId, FrameworkId, Offer, TaskId};
+use protocol::{AgentId, FrameworkId, Offer, TaskId, TaskStatus};
 
 use super::{AgentRecord, AgentState, Connection, State, TaskRecord};
 
@@ -162,6 +162,22 @@ impl State {
                 active_tasks: f.active_tasks,
                 registered_at: f.registered_at,
             })
+            .collect()
+    }
+
+    /// The statuses in `statuses` that would end a task the books hold as not yet ended, and
+    /// that carry what metrics count (a reason or usage): each task's end is counted once,
+    /// however often its agent resends it.
+    pub fn first_ends(&self, statuses: &[TaskStatus]) -> Vec<TaskStatus> {
+        statuses
+            .iter()
+            .filter(|st| st.state.is_terminal() && (st.reason.is_some() || st.usage.is_some()))
+            .filter(|st| {
+                self.tasks
+                    .get(&(st.framework_id, st.task_id.clone()))
+                    .is_some_and(|t| !t.latest.state.is_terminal())
+            })
+            .cloned()
             .collect()
     }
 

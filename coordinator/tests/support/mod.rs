@@ -225,5 +225,7 @@ pub fn status_of(agent: AgentId, fw: FrameworkId, task: &str, state: TaskState) 
         update_id: protocol::UpdateId::new(),
         timestamp: protocol::now(),
         resources: None,
+        reason: None,
+        usage: None,
     }
 }

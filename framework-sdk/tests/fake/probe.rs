@@ -140,5 +140,7 @@ pub fn status(framework_id: FrameworkId, task: &str, state: TaskState) -> TaskSt
         update_id: UpdateId::new(),
         timestamp: protocol::now(),
         resources: None,
+        reason: None,
+        usage: None,
     }
 }

@@ -121,6 +121,8 @@ impl Rig {
             update_id: uid(n),
             timestamp: self.wall,
             resources: Some(spec(task).resources),
+            reason: None,
+            usage: None,
         }
     }
 
