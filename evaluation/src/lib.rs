@@ -1,0 +1,10 @@
+//! The evaluation behind `docs/evaluation.md` (issue #11): reproduces the H-DRF and Tetris
+//! papers' findings on seeded workloads, plots them, and checks the live coordinator against the
+//! pure allocator. Run it with `cargo run --release -p evaluation --bin evaluate`.
+//!
+//! # Layout
+//!
+//! - `trees`: the paper-style role trees of part 1.
+//! - `fairness`: part 1, H-DRF vs flattened DRF vs plain-sum DRF, static and with churn.
+pub mod fairness;
+pub mod trees;
