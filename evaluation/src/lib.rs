@@ -4,7 +4,15 @@
 //!
 //! # Layout
 //!
-//! - `trees`: the paper-style role trees of part 1.
-//! - `fairness`: part 1, H-DRF vs flattened DRF vs plain-sum DRF, static and with churn.
+//! - [`trees`]: the paper-style role trees of part 1.
+//! - [`fairness`]: part 1, H-DRF vs flattened DRF vs plain-sum DRF, static and with churn
+//!   (violations of the hierarchical share guarantee, starvation).
+//! - [`workload`]: part 2's seeded trace-like batch workload.
+//! - [`packing`]: part 2's event-driven packing simulator with the contention model.
+//! - [`plot`]: SVG line charts.
+
 pub mod fairness;
+pub mod packing;
+pub mod plot;
 pub mod trees;
+pub mod workload;
