@@ -68,7 +68,12 @@ fn resources(v: &[f64; 4], view: View) -> Resources {
 }
 
 /// Simulates `jobs` on the agents of `spec` with `policy` seeing `view`.
-pub fn simulate(jobs: &[Job], spec: &WorkloadSpec, policy: &dyn Placement, view: View) -> PackingRun {
+pub fn simulate(
+    jobs: &[Job],
+    spec: &WorkloadSpec,
+    policy: &dyn Placement,
+    view: View,
+) -> PackingRun {
     let cap = spec.agent;
     let n_agents = spec.agents;
     let ids: Vec<AgentId> = (0..n_agents)
@@ -88,7 +93,13 @@ pub fn simulate(jobs: &[Job], spec: &WorkloadSpec, policy: &dyn Placement, view:
     let views: Vec<Resources> = jobs.iter().map(|j| resources(&j.demand, view)).collect();
     let mut left: Vec<usize> = jobs
         .iter()
-        .map(|j| if fits(&j.demand) { j.durations.len() } else { 0 })
+        .map(|j| {
+            if fits(&j.demand) {
+                j.durations.len()
+            } else {
+                0
+            }
+        })
         .collect();
     let mut done_at: Vec<Option<f64>> = vec![None; jobs.len()];
     let mut queue: Vec<(usize, f64)> = Vec::new();
@@ -283,7 +294,10 @@ fn place(
         placed.push((a.task, j, agent, d));
     }
     for &(_, j, agent, d) in &placed {
-        job_usage.entry(j as JobId).or_default().add_assign(&views[j]);
+        job_usage
+            .entry(j as JobId)
+            .or_default()
+            .add_assign(&views[j]);
         running.push(Task {
             job: j,
             agent,
@@ -310,7 +324,11 @@ fn deviation(queue: &[(usize, f64)], job_true: &[[f64; 4]], total: &[f64]) -> Op
     }
     let shares: Vec<f64> = waiting
         .iter()
-        .map(|&j| (0..4).map(|k| job_true[j][k] / total[k]).fold(0.0, f64::max))
+        .map(|&j| {
+            (0..4)
+                .map(|k| job_true[j][k] / total[k])
+                .fold(0.0, f64::max)
+        })
         .collect();
     let mean = shares.iter().sum::<f64>() / shares.len() as f64;
     if mean <= 0.0 {
@@ -354,13 +372,20 @@ mod tests {
         // share the disk at half speed (20 s); an aware one runs them one after the other.
         let jobs = [job([1.0, 1.0, 2.0, 0.1], 2)];
         let blind = simulate(&jobs, &spec(), &FirstFit, View::Blind);
-        assert!((blind.makespan_s - 20.0).abs() < 1e-6, "{}", blind.makespan_s);
+        assert!(
+            (blind.makespan_s - 20.0).abs() < 1e-6,
+            "{}",
+            blind.makespan_s
+        );
         assert!((blind.slowdown - 2.0).abs() < 1e-6);
         let aware = simulate(&jobs, &spec(), &FirstFit, View::Aware);
         assert!((aware.makespan_s - 20.0).abs() < 1e-6);
         assert!((aware.avg_jct_s - 20.0).abs() < 1e-6);
         assert!((aware.slowdown - 1.0).abs() < 1e-6);
-        assert!(blind.samples.iter().any(|s| s.1[2] > 1.5), "disk over-subscribed");
+        assert!(
+            blind.samples.iter().any(|s| s.1[2] > 1.5),
+            "disk over-subscribed"
+        );
     }
 
     #[test]
@@ -370,6 +395,9 @@ mod tests {
         assert!((r.makespan_s - 20.0).abs() < 1e-6, "{}", r.makespan_s);
         assert!(r.utilisation[0] > 0.99);
         let big = [job([9.0, 1.0, 0.1, 0.1], 1)];
-        assert_eq!(simulate(&big, &spec(), &FirstFit, View::Aware).unplaceable, 1);
+        assert_eq!(
+            simulate(&big, &spec(), &FirstFit, View::Aware).unplaceable,
+            1
+        );
     }
 }

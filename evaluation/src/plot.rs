@@ -55,7 +55,9 @@ pub fn line_chart(
             .draw_series(LineSeries::new(pts.iter().copied(), colour.stroke_width(2)))
             .map_err(|e| anyhow::anyhow!("{e}"))?
             .label(name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], colour.stroke_width(2)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 16, y)], colour.stroke_width(2))
+            });
     }
     chart
         .configure_series_labels()

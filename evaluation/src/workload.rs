@@ -105,7 +105,8 @@ pub fn generate(spec: &WorkloadSpec) -> Vec<Job> {
                 1 => (light(&mut rng), heavy(&mut rng)),
                 _ => (light(&mut rng), light(&mut rng)),
             };
-            let base = pareto(&mut rng, spec.min_duration_s, spec.duration_alpha).min(spec.max_duration_s);
+            let base =
+                pareto(&mut rng, spec.min_duration_s, spec.duration_alpha).min(spec.max_duration_s);
             let durations = (0..n)
                 .map(|_| round1(base * rng.gen_range(0.8..1.2)))
                 .collect();
