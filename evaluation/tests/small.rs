@@ -13,11 +13,23 @@ async fn small_evaluation_writes_the_document_and_keeps_the_claims() {
     // H-DRF: no violations, no starvation; the baselines: both, on the paper's examples.
     assert_eq!(summary.violation_steps[0], 0, "{summary:?}");
     assert_eq!(summary.starvation[0], 0, "{summary:?}");
-    assert!(summary.violation_steps[1] > 0, "flattened DRF breaks eng's half: {summary:?}");
-    assert!(summary.violation_steps[2] > 0, "plain sums break n22's: {summary:?}");
-    assert!(summary.starvation[2] > 0, "plain sums starve n22 under churn: {summary:?}");
+    assert!(
+        summary.violation_steps[1] > 0,
+        "flattened DRF breaks eng's half: {summary:?}"
+    );
+    assert!(
+        summary.violation_steps[2] > 0,
+        "plain sums break n22's: {summary:?}"
+    );
+    assert!(
+        summary.starvation[2] > 0,
+        "plain sums starve n22 under churn: {summary:?}"
+    );
     // Tetris improves job completion over first-fit in both settings.
-    assert!(summary.blind_gain.1 < 0.0 && summary.aware_gain.1 < 0.0, "{summary:?}");
+    assert!(
+        summary.blind_gain.1 < 0.0 && summary.aware_gain.1 < 0.0,
+        "{summary:?}"
+    );
     // The live coordinator allocates as the pure allocator does.
     assert!(summary.online_deviation < 1e-9, "{summary:?}");
 
@@ -44,5 +56,9 @@ async fn small_evaluation_writes_the_document_and_keeps_the_claims() {
         assert!(svg.contains("<svg"), "{file}");
         linked += 1;
     }
-    assert_eq!(linked, 3 * 3 + 3, "nine fairness plots and three utilisation plots");
+    assert_eq!(
+        linked,
+        3 * 3 + 3,
+        "nine fairness plots and three utilisation plots"
+    );
 }
