@@ -211,3 +211,19 @@ pub async fn compare(tree: &Tree, timeout: Duration) -> anyhow::Result<OnlineRun
         seconds,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trees::paper_trees;
+
+    #[test]
+    fn leaves_get_their_role_paths() {
+        let mut out = HashMap::new();
+        paths(&paper_trees(1)[0].top, "", &mut out);
+        assert_eq!(out.len(), 3);
+        assert_eq!(out["sci"], "sci");
+        assert_eq!(out["dev"], "eng/dev");
+        assert_eq!(out["prod"], "eng/prod");
+    }
+}
