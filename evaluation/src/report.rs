@@ -152,6 +152,10 @@ pub async fn evaluate(config: &Config, dir: &Path, bar: &ProgressBar) -> anyhow:
             );
         }
     }
+    let _ = writeln!(
+        part1,
+        "\n**Reading the tables.** Flattened DRF is DRF over the leaves with the products of the weights on each path, so it never starves a leaf: every leaf keeps its weighted DRF share. What it breaks is the guarantee of interior nodes: `eng` gets a third of the cluster instead of half on `sci_eng`, and `n22` a third instead of half of `n2`'s share on `starve`, from the first fill on. Plain sums match H-DRF from an empty cluster on `sci_eng`, but under churn a subtree whose one child holds much of one resource (`n21` with all the CPUs, `n31`) looks rich, so its other children lose every freed task to their uncles: `n22` falls to a few tasks and stays there, and `n31` falls well below its share. H-DRF rescales the siblings as if they had started together from an empty cluster, so it returns every freed task to where the guarantee needs it: no violation beyond one task's rounding, no starvation, in every tree and mode."
+    );
     // Part 2.
     let jobs = workload::generate(&config.workload);
     let tasks: usize = jobs.iter().map(|j| j.durations.len()).sum();
