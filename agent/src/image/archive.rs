@@ -206,35 +206,19 @@ pub(crate) fn clean(raw: &Path) -> Option<PathBuf> {
 
 /// Walks `rel` under `dest` through real directories only, creating missing ones (0755).
 fn make_dirs(dest: &Path, rel: &Path) -> Result<PathBuf, String> {
-    let mut here = dest.to_path_buf();
-    for part in rel.components() {
-        here.push(part);
-        match fs::symlink_metadata(&here) {
-            Ok(m) if m.is_dir() => {}
-            Ok(m) if m.file_type().is_symlink() => {
-                return Err(format!(
-                    "archive entry under {} goes through a symbolic link",
-                    rel.display()
-                ))
-            }
-            Ok(_) => {
-                return Err(format!(
-                    "archive entry under {} goes through a file",
-                    rel.display()
-                ))
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                fs::create_dir(&here).map_err(|e| format!("{}: {e}", here.display()))?;
-            }
-            Err(e) => return Err(format!("{}: {e}", here.display())),
-        }
-    }
-    Ok(here)
+    walk_dirs(dest, rel, true).map(|found| found.unwrap_or_else(|| dest.join(rel)))
 }
 
 /// `rel` under `dest` when it is a real directory reached through real directories only;
 /// `None` when it is missing or not a directory.
 fn existing_dir(dest: &Path, rel: &Path) -> Result<Option<PathBuf>, String> {
+    walk_dirs(dest, rel, false)
+}
+
+/// Walks `rel` under `dest` one component at a time, refusing symbolic links on the way. A
+/// missing directory is created when `create` is set; otherwise a missing one, or a file, ends
+/// the walk with `None` (with `create`, a file on the way is an error).
+fn walk_dirs(dest: &Path, rel: &Path, create: bool) -> Result<Option<PathBuf>, String> {
     let mut here = dest.to_path_buf();
     for part in rel.components() {
         here.push(part);
@@ -246,6 +230,16 @@ fn existing_dir(dest: &Path, rel: &Path) -> Result<Option<PathBuf>, String> {
                     rel.display()
                 ))
             }
+            Ok(_) if create => {
+                return Err(format!(
+                    "archive entry under {} goes through a file",
+                    rel.display()
+                ))
+            }
+            Err(e) if create && e.kind() == io::ErrorKind::NotFound => {
+                fs::create_dir(&here).map_err(|e| format!("{}: {e}", here.display()))?;
+            }
+            Err(e) if create => return Err(format!("{}: {e}", here.display())),
             _ => return Ok(None),
         }
     }
