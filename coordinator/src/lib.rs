@@ -44,6 +44,7 @@
 pub mod api;
 pub mod auth;
 pub mod config;
+pub mod ha;
 pub mod history;
 pub mod http;
 pub mod mesos;
@@ -56,4 +57,4 @@ pub mod store;
 pub use allocator;
 pub use config::{Config, ConfigError, Layer, Overrides};
 pub use runtime::Coordinator;
-pub use server::{serve, ServeError};
+pub use server::{serve, serve_ha, ServeError};

@@ -73,6 +73,15 @@ pub trait Registry: Send + 'static {
     fn apply(&self, changes: &[Change]) -> Result<(), StoreError>;
 }
 
+impl Registry for Box<dyn Registry> {
+    fn load(&self) -> Result<Snapshot, StoreError> {
+        (**self).load()
+    }
+    fn apply(&self, changes: &[Change]) -> Result<(), StoreError> {
+        (**self).apply(changes)
+    }
+}
+
 impl Registry for Store {
     fn load(&self) -> Result<Snapshot, StoreError> {
         Store::load(self)
@@ -171,7 +180,9 @@ pub enum StoreError {
     Etcd(String),
     /// An etcd write failed its fencing compare: this coordinator is no longer the leader and
     /// wrote nothing.
-    #[error("registry on etcd: this coordinator is no longer the leader (fenced); nothing written")]
+    #[error(
+        "registry on etcd: this coordinator is no longer the leader (fenced); nothing written"
+    )]
     Fenced,
     /// The file was written by a coordinator with another layout.
     #[error(
