@@ -493,3 +493,53 @@ async fn a_deposed_leader_cannot_write_and_steps_down() {
     assert_eq!(keys, vec![format!("/fence/registry/frameworks/{id}")]);
     assert_eq!(c.health().await.unwrap()["role"], "leader");
 }
+
+#[test]
+fn bad_ha_flags_are_one_line_errors_naming_the_flag() {
+    for (args, flag) in [
+        (vec!["--etcd", "http://127.0.0.1:1"], "--advertise-url"),
+        (
+            vec!["--advertise-url", "http://127.0.0.1:5050"],
+            "--advertise-url",
+        ),
+        (
+            vec!["--etcd", "127.0.0.1:2379", "--advertise-url", "http://a:1"],
+            "--etcd",
+        ),
+        (
+            vec![
+                "--etcd",
+                "http://e:1",
+                "--advertise-url",
+                "http://a:1",
+                "--leader-lease-s",
+                "0",
+            ],
+            "--leader-lease-s",
+        ),
+        (
+            vec![
+                "--etcd",
+                "http://e:1",
+                "--advertise-url",
+                "http://a:1",
+                "--etcd-prefix",
+                "x",
+            ],
+            "--etcd-prefix",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_coordinator"))
+            .args(["--listen", "127.0.0.1:0", "--in-memory"])
+            .args(&args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(flag),
+            "{args:?} should name {flag}: {stderr}"
+        );
+    }
+}
