@@ -71,13 +71,8 @@ impl Election {
             coordinator.clone(),
             watch.clone(),
         ));
-        let campaign = self.client.campaign(
-            name.as_bytes(),
-            self.lease.id,
-            options.advertise_url.as_bytes(),
-        );
         let key = tokio::select! {
-            k = campaign => k,
+            k = self.campaign(&name, &options.advertise_url, &lost) => k,
             _ = stop.cancelled() => { watch.cancel(); return Ok(()); }
         };
         watch.cancel();
@@ -132,6 +127,34 @@ impl Election {
         Ok(())
     }
 
+    /// Campaigns until elected. A campaign cut short (the etcd member it waited on went away)
+    /// is started again on the same lease, which resumes the same candidate key, for as long
+    /// as the lease lives.
+    async fn campaign(
+        &self,
+        name: &str,
+        url: &str,
+        lost: &CancellationToken,
+    ) -> Result<LeaderKey, EtcdError> {
+        loop {
+            match self
+                .client
+                .campaign(name.as_bytes(), self.lease.id, url.as_bytes())
+                .await
+            {
+                Ok(key) => return Ok(key),
+                Err(e) if !lost.is_cancelled() => {
+                    tracing::warn!(error = %e, "campaign interrupted; campaigning again");
+                    tokio::select! {
+                        _ = lost.cancelled() => return Err(e),
+                        _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     /// Hands the leadership over (resign) and revokes the lease, so another coordinator takes
     /// over at once instead of after the TTL.
     pub async fn resign(&self) {
@@ -169,12 +192,15 @@ async fn keep_alive(election: Arc<Election>, lost: CancellationToken) {
             lost.cancel();
             return;
         }
+        // Counted from the request, not the answer: etcd renewed the lease no earlier than
+        // this, so the local deadline stays ahead of etcd's expiry whatever the latency.
+        let sent = Instant::now();
         match election
             .client
             .lease_keepalive(election.lease.id, left)
             .await
         {
-            Ok(ttl) if ttl > 0 => last_ok = Instant::now(),
+            Ok(ttl) if ttl > 0 => last_ok = sent,
             Ok(_) => {
                 tracing::error!(
                     lease = election.lease.id,
