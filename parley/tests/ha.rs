@@ -453,9 +453,10 @@ async fn a_deposed_leader_cannot_write_and_steps_down() {
     let etcd = Etcd::start(1).await;
     let http = client();
 
-    // 1. The lease revoked behind the leader's back (it renews only every 3 s): its next write
+    // 1. The lease revoked behind the leader's back (it renews only every 10 s): its next write
     //    fails the fencing compare, is answered 503, writes nothing, and the process exits 3.
-    let mut a = Coord::start(&etcd, "/fence", 9);
+    //    (A 30 s lease: its keep-alive, every 10 s, does not notice first.)
+    let mut a = Coord::start(&etcd, "/fence", 30);
     a.wait_role("leader", Duration::from_secs(20)).await;
     let leader = etcd
         .post(
