@@ -165,6 +165,11 @@ struct Coord {
 
 impl Coord {
     fn start(etcd: &Etcd, prefix: &str, lease_s: u64) -> Coord {
+        Self::start_with(etcd, prefix, lease_s, &[])
+    }
+
+    /// As [`Coord::start`], with `extra` flags.
+    fn start_with(etcd: &Etcd, prefix: &str, lease_s: u64, extra: &[&str]) -> Coord {
         let port = free_port();
         let base = format!("http://127.0.0.1:{port}");
         let mut child = Command::new(env!("CARGO_BIN_EXE_coordinator"))
@@ -173,6 +178,7 @@ impl Coord {
             .args(["--advertise-url", &base])
             .args(["--leader-lease-s", &lease_s.to_string()])
             .args(["--reregister-grace-s", "2"])
+            .args(extra)
             .env("RUST_LOG", "info")
             .env("NO_COLOR", "1")
             .stdout(Stdio::piped())
@@ -285,9 +291,16 @@ async fn one_leader_the_follower_redirects_and_a_graceful_stop_hands_over_at_onc
     }
     let etcd = Etcd::start(1).await;
     let http = client();
-    let a = Coord::start(&etcd, "/t1", 6);
+    // Agents are lost after 1 s without heartbeats (or, after a take-over, re-registration).
+    let fast = [
+        "--agent-heartbeat-interval",
+        "0.5",
+        "--max-missed-heartbeats",
+        "2",
+    ];
+    let a = Coord::start_with(&etcd, "/t1", 6, &fast);
     a.wait_role("leader", Duration::from_secs(20)).await;
-    let b = Coord::start(&etcd, "/t1", 6);
+    let b = Coord::start_with(&etcd, "/t1", 6, &fast);
     b.wait_role("follower", Duration::from_secs(20)).await;
     // A follower learns who leads from etcd within a poll or two.
     testkit::wait_for(
@@ -326,6 +339,21 @@ async fn one_leader_the_follower_redirects_and_a_graceful_stop_hands_over_at_onc
     assert_eq!(resp.status().as_u16(), 200);
     // The leader serves; the redirect followed by a client lands there.
     let id = register_framework(&http, &a).await;
+    // An agent the registry keeps, which will not come back after the hand-over.
+    let (status, body, _) = send(http.post(a.url("/api/v1/agents")).json(&json!({
+        "hostname": "gone", "endpoint": "http://127.0.0.1:9", "resources": {"cpus": 1}
+    })))
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let agent = body["agent_id"].as_str().unwrap().to_owned();
+    testkit::wait_for(Duration::from_secs(10), "the agent in etcd", || async {
+        etcd.keys("/t1/registry/agents/")
+            .await
+            .iter()
+            .any(|k| k.ends_with(&agent))
+    })
+    .await
+    .unwrap();
 
     // SIGTERM: the leader resigns and revokes its lease, so the follower leads well before
     // the 6 s lease would have expired.
@@ -338,6 +366,23 @@ async fn one_leader_the_follower_redirects_and_a_graceful_stop_hands_over_at_onc
     let (status, body, _) = send(http.get(b.url("/api/v1/frameworks"))).await;
     assert_eq!(status, 200);
     assert_eq!(body["frameworks"][0]["framework_id"], json!(id), "{body}");
+    // The agent that never re-registers is reported lost by the new leader, not forgotten.
+    testkit::wait_for(
+        Duration::from_secs(10),
+        "the stored agent reported lost",
+        || async {
+            let (_, body, _) = send(http.get(b.url("/api/v1/agents"))).await;
+            body["agents"].as_array().is_some_and(|agents| {
+                agents.iter().any(|x| {
+                    x["agent_id"] == json!(agent)
+                        && x["state"] == "lost"
+                        && x["endpoint"] == "http://127.0.0.1:9"
+                })
+            })
+        },
+    )
+    .await
+    .unwrap();
 }
 
 /// One failover: returns (kill → new leader's /health, kill → first offer).
