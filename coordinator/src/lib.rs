@@ -24,8 +24,11 @@
 //!   settings (the TOML file or the command line); validation.
 //! - [`state`]: the registry, the one owner of the books (agents, frameworks, tasks, offers,
 //!   the allocator). Synchronous; methods validate before mutating and return effects.
-//! - [`store`]: the durable registry in an embedded redb file: frameworks, removed framework
-//!   ids, run-time role weights; written through [`state::Effect::Persist`], read at start.
+//! - [`store`]: the durable registry behind [`store::Registry`], by default an embedded redb
+//!   file: frameworks, removed framework ids, run-time role weights, agents; written through
+//!   [`state::Effect::Persist`], read at start.
+//! - [`ha`]: high availability on etcd: the etcd client and registry backend (fenced writes),
+//!   leader election, and the follower's redirect middleware; [`serve_ha`] runs it.
 //! - [`runtime`]: [`Coordinator`], the async shell: the lock around the state, effect dispatch
 //!   (stream events, launches and kills sent to agents, allocation kicks).
 //! - [`api`]: the axum routers (framework, agent, operator), SSE streams, error bodies.
@@ -44,6 +47,7 @@
 pub mod api;
 pub mod auth;
 pub mod config;
+pub mod ha;
 pub mod history;
 pub mod http;
 pub mod mesos;
@@ -56,4 +60,4 @@ pub mod store;
 pub use allocator;
 pub use config::{Config, ConfigError, Layer, Overrides};
 pub use runtime::Coordinator;
-pub use server::{serve, ServeError};
+pub use server::{serve, serve_ha, ServeError};

@@ -15,7 +15,7 @@
 //! error bodies cut to a short excerpt.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -27,11 +27,12 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
+use crate::ha::{HaStatus, Role};
 use crate::history::History;
 use crate::metrics::Metrics;
 use crate::server::ServeError;
 use crate::state::{AgentToken, Effect, Effects, Now, State, StateError};
-use crate::store::{Change, Store, WriteFailures, Writer};
+use crate::store::{Change, Registry, Snapshot, Store, WriteFailures, Writer};
 
 pub mod agent_call;
 pub mod task_output;
@@ -79,6 +80,11 @@ struct Shared {
     durable_lane: Arc<tokio::sync::Mutex<()>>,
     /// Test hook: the registry's switch for failing writes ([`Coordinator::fail_registry_writes`]).
     write_failures: Option<WriteFailures>,
+    /// Leader, follower or standalone, and who leads (`crate::ha`).
+    ha: HaStatus,
+    /// Whether the allocation loop makes offers: always when standalone; for an HA leader once
+    /// the agents had their time to re-register.
+    offering: AtomicBool,
 }
 
 struct Inner {
@@ -179,8 +185,53 @@ impl Coordinator {
                 injected_panics: AtomicU8::new(0),
                 durable_lane: Arc::new(tokio::sync::Mutex::new(())),
                 write_failures,
+                ha: HaStatus::new(Role::Standalone),
+                offering: AtomicBool::new(true),
             }),
         })
+    }
+
+    /// This coordinator's role and the leader's URL (`crate::ha`).
+    pub fn ha_status(&self) -> &HaStatus {
+        &self.shared.ha
+    }
+
+    /// Whether the allocation loop makes offers.
+    pub fn offering(&self) -> bool {
+        self.shared.offering.load(Ordering::SeqCst)
+    }
+
+    /// Starts or stops offers (an HA coordinator offers only as leader, after the
+    /// re-registration grace).
+    pub fn set_offering(&self, on: bool) {
+        self.shared.offering.store(on, Ordering::SeqCst);
+        if on {
+            self.kick();
+        }
+    }
+
+    /// Takes over as leader: puts `snapshot` (read from `registry`) into the books, which must
+    /// be empty (a follower's are: it redirects every request), and writes every later change
+    /// to `registry` through a new writer thread.
+    pub fn take_over(
+        &self,
+        registry: Box<dyn Registry>,
+        snapshot: Snapshot,
+    ) -> Result<(), ServeError> {
+        let counted = Arc::clone(&self.shared.metrics);
+        let writer = Writer::spawn(registry, move |_, _| counted.count_registry_write_error())
+            .map_err(ServeError::RegistryWriter)?;
+        let now = self.now();
+        let old = {
+            let mut inner = self.lock();
+            inner.state.restore(snapshot, &now);
+            inner.store.replace(writer)
+        };
+        if let Some(old) = old {
+            old.close();
+        }
+        self.kick();
+        Ok(())
     }
 
     /// The settings.

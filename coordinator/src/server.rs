@@ -48,6 +48,16 @@ pub enum ServeError {
     /// Serving the listener failed.
     #[error("serving HTTP")]
     Io(#[source] std::io::Error),
+    /// A high-availability setting is invalid (the message names the flag).
+    #[error(transparent)]
+    Ha(#[from] crate::ha::HaOptionsError),
+    /// etcd could not be used (at start: unreachable, refused the lease).
+    #[error(transparent)]
+    Etcd(#[from] crate::ha::etcd::EtcdError),
+    /// This coordinator lost the leadership (or its lease) and stopped serving; start it again
+    /// to rejoin as a follower.
+    #[error("lost the leadership (lease expired or a fenced write failed): stopped; restart to rejoin as a follower")]
+    LeadershipLost,
 }
 
 impl From<reqwest::Error> for ServeError {
@@ -66,6 +76,58 @@ pub async fn serve(
     config.validate()?;
     let coordinator = Coordinator::new(config, CancellationToken::new())?;
     serve_coordinator(coordinator, listener, shutdown).await
+}
+
+/// Serves one of several coordinators on etcd (`crate::ha`): a follower at first (redirecting),
+/// campaigning; once elected it loads the registry from etcd and leads. Returns
+/// [`ServeError::LeadershipLost`] when the lease or a fenced write says another leads (the
+/// caller exits and is restarted as a follower); on `shutdown` it resigns and revokes its
+/// lease, so another takes over at once. Needs a multi-threaded tokio runtime (the registry's
+/// writer thread blocks on etcd requests driven by it).
+pub async fn serve_ha(
+    mut config: Config,
+    options: crate::ha::HaOptions,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    use std::sync::Arc;
+
+    use crate::ha::{election::Election, etcd::EtcdClient, Role};
+
+    config.validate()?;
+    options.validate()?;
+    // The registry is etcd's, installed on election.
+    config.registry = None;
+    let coordinator = Coordinator::new(config, CancellationToken::new())?;
+    coordinator.ha_status().set(Role::Follower, None);
+    coordinator.set_offering(false);
+    let client = Arc::new(EtcdClient::new(options.endpoints.clone())?);
+    let lost = CancellationToken::new();
+    let election = Election::start(client, &options, lost.clone()).await?;
+    let stop = coordinator.shutdown_token().clone();
+    {
+        let (election, c, lost) = (Arc::clone(&election), coordinator.clone(), lost.clone());
+        tokio::spawn(async move {
+            if let Err(e) = election.lead(c, options, lost.clone(), stop).await {
+                tracing::error!(error = %e, "taking over as leader failed: stepping down");
+                lost.cancel();
+            }
+        });
+    }
+    let lost_watch = lost.clone();
+    let until = async move {
+        tokio::select! {
+            _ = shutdown => {}
+            _ = lost_watch.cancelled() => {}
+        }
+    };
+    let result = serve_coordinator(coordinator, listener, until).await;
+    if lost.is_cancelled() {
+        return Err(ServeError::LeadershipLost);
+    }
+    lost.cancel();
+    election.resign().await;
+    result
 }
 
 /// Serves an already built coordinator (its books loaded from the registry) on `listener`
@@ -220,6 +282,10 @@ async fn allocation_loop(c: Coordinator) {
             }
         }
         c.maybe_injected_panic("allocation");
+        if !c.offering() {
+            // An HA follower, or a new leader still waiting for its agents.
+            continue;
+        }
         let started = Instant::now();
         let (made, waits) = c.run(|state, now, fx| {
             let made = state.allocate(now, fx);

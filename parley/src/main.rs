@@ -12,7 +12,9 @@
 //! ```
 //!
 //! The durable registry is `--data-dir`/registry.redb (default `data/registry.redb`) unless
-//! `--in-memory`. Settings: defaults, then the TOML file, then flags. A bad flag or setting is a one-line
+//! `--in-memory`; with `--etcd URL[,URL...] --advertise-url URL` it is on etcd instead, and
+//! several coordinators elect a leader (`coordinator::ha`; exit code 3 when this one loses the
+//! leadership: restart it and it rejoins as a follower). Settings: defaults, then the TOML file, then flags. A bad flag or setting is a one-line
 //! error naming it, before anything starts. Ctrl-C or SIGTERM shut down gracefully.
 
 /// mimalloc instead of the system allocator: the request path allocates many small objects
@@ -57,9 +59,50 @@ struct Args {
     /// (agents and their tasks still come back by re-registering).
     #[arg(long)]
     in_memory: bool,
+    /// High availability: etcd client URLs (comma-separated). Several coordinators started
+    /// with the same etcd and prefix elect one leader; the others redirect to it.
+    #[arg(long, value_name = "URL[,URL...]")]
+    etcd: Option<String>,
+    /// With --etcd: the key prefix of this cluster's registry and election.
+    #[arg(long, value_name = "P", default_value = "/parley")]
+    etcd_prefix: String,
+    /// With --etcd (required): the base URL at which the others reach this coordinator.
+    #[arg(long, value_name = "URL")]
+    advertise_url: Option<String>,
+    /// With --etcd: the leader lease in seconds (failover takes about this long).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    leader_lease_s: u64,
+    /// With --etcd: how long a new leader waits for the agents it knew to re-register before
+    /// offering.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    reregister_grace_s: u64,
     /// Helpers for credentials files (nothing is served).
     #[command(subcommand)]
     command: Option<secrets::Command>,
+}
+
+/// The HA options of `--etcd`, if given (validated).
+fn ha_options(args: &Args) -> anyhow::Result<Option<coordinator::ha::HaOptions>> {
+    let Some(etcd) = &args.etcd else {
+        anyhow::ensure!(
+            args.advertise_url.is_none(),
+            "--advertise-url needs --etcd (it is how the other coordinators' followers reach this one)"
+        );
+        return Ok(None);
+    };
+    anyhow::ensure!(!args.dev, "--etcd is not supported with --dev");
+    let Some(advertise_url) = args.advertise_url.clone() else {
+        anyhow::bail!("--etcd needs --advertise-url URL (how the others reach this coordinator)");
+    };
+    let options = coordinator::ha::HaOptions {
+        endpoints: coordinator::ha::HaOptions::parse_endpoints(etcd),
+        prefix: args.etcd_prefix.clone(),
+        advertise_url,
+        lease_ttl: std::time::Duration::from_secs(args.leader_lease_s),
+        reregister_grace: std::time::Duration::from_secs(args.reregister_grace_s),
+    };
+    options.validate()?;
+    Ok(Some(options))
 }
 
 /// Builds the config from defaults, the file and the flags; validates it (as
@@ -147,7 +190,8 @@ fn main() -> ExitCode {
     if let Some(command) = &args.command {
         return secrets::run(command);
     }
-    let (config, listen) = match load(&args) {
+    let loaded = load(&args).and_then(|(c, l)| Ok((c, l, ha_options(&args)?)));
+    let (config, listen, ha) = match loaded {
         Ok(x) => x,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -177,12 +221,26 @@ fn main() -> ExitCode {
                 data_dir: args.data_dir.clone(),
             };
             dev::run(config, listener, options, shutdown_signal()).await
+        } else if let Some(ha) = ha {
+            // The registry is on etcd, not in --data-dir.
+            Ok(coordinator::serve_ha(config, ha, listener, shutdown_signal()).await?)
         } else {
             Ok(coordinator::serve(config, listener, shutdown_signal()).await?)
         }
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e)
+            if matches!(
+                e.downcast_ref::<coordinator::ServeError>(),
+                Some(coordinator::ServeError::LeadershipLost)
+            ) =>
+        {
+            // Stepping down by exiting: the supervisor starts this coordinator again, as a
+            // follower with fresh books.
+            eprintln!("error: {e:#}");
+            ExitCode::from(3)
+        }
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE

@@ -35,6 +35,11 @@ async fn register(
         if let Some(owner) = owner {
             s.set_agent_owner(id, owner);
         }
+        // Kept so that an agent that never comes back after a restart or failover is
+        // reported lost (see `crate::store`).
+        if let Some(change) = s.stored_agent(id, now) {
+            fx.push(crate::state::Effect::Persist(change));
+        }
         Ok::<_, ApiError>((id, new, s.agent_heartbeat_s()))
     })?;
     let status = if created {

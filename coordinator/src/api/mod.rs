@@ -73,6 +73,11 @@ pub fn app(coordinator: Coordinator) -> Router {
         )),
         None => router,
     };
+    // HA (issue #14): a follower redirects to the leader before anything else runs.
+    let router = router.layer(axum::middleware::from_fn_with_state(
+        coordinator.clone(),
+        crate::ha::redirect::redirect,
+    ));
     router.with_state(coordinator)
 }
 

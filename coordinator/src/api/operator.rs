@@ -142,6 +142,8 @@ async fn metrics(State(c): State<Coordinator>) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
-async fn health() -> Json<Empty> {
-    Json(Empty {})
+/// `{"role": "leader" | "follower" | "standalone", "leader": URL | null}`.
+async fn health(State(c): State<Coordinator>) -> Json<serde_json::Value> {
+    let (role, leader) = c.ha_status().get();
+    Json(serde_json::json!({ "role": role.as_str(), "leader": leader }))
 }

@@ -5,6 +5,7 @@ use protocol::{AgentId, TaskState, TaskStatus};
 use super::{
     AgentRecord, AgentRegistration, AgentState, AgentToken, Effect, Effects, Now, State, StateError,
 };
+use crate::store::{Change, StoredAgent};
 
 impl State {
     /// Registers an agent, or re-registers a known (or, after a coordinator restart, unknown) one
@@ -55,6 +56,7 @@ impl State {
             }
         }
         self.ledger.add_agent(id, &req.resources);
+        self.awaited_agents.remove(&id);
         let record = self.agents.entry(id).or_insert_with(|| AgentRecord {
             hostname: String::new(),
             endpoint: String::new(),
@@ -174,12 +176,62 @@ impl State {
         }
     }
 
-    /// Declares lost every active agent that missed `max_missed_heartbeats` heartbeats.
+    /// The registry change that records agent `id` as registered now (the runtime queues it
+    /// after a successful registration).
+    pub fn stored_agent(&self, id: AgentId, now: &Now) -> Option<Change> {
+        let a = self.agents.get(&id)?;
+        Some(Change::PutAgent(StoredAgent {
+            id,
+            hostname: a.hostname.clone(),
+            endpoint: a.endpoint.clone(),
+            last_seen: now.wall,
+        }))
+    }
+
+    /// How many agents the registry knew at load have not re-registered yet (and are not yet
+    /// reported lost).
+    pub fn awaited_agents(&self) -> usize {
+        self.awaited_agents.len()
+    }
+
+    /// Declares lost every active agent that missed `max_missed_heartbeats` heartbeats, and
+    /// every agent loaded from the registry that did not re-register within as long; forgets
+    /// agents lost for longer than `lost_agent_retention` (and removes them from the registry).
     pub fn check_agents(&mut self, now: &Now, fx: &mut Effects) {
         let limit = self
             .timing
             .agent_heartbeat_interval_ms
             .saturating_mul(self.timing.max_missed_heartbeats);
+        let gone: Vec<AgentId> = self
+            .awaited_agents
+            .iter()
+            .filter(|(_, (_, since))| now.ms.saturating_sub(*since) > limit)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in gone {
+            let Some((stored, _)) = self.awaited_agents.remove(&id) else {
+                continue;
+            };
+            // Lost as one that missed its heartbeats: listed as `lost`, in no capacity (it
+            // was never in the ledger), forgotten after the retention; it may still
+            // re-register with its id.
+            tracing::warn!(agent = %id, endpoint = %stored.endpoint, "agent known to the registry did not re-register: lost");
+            self.agents.insert(
+                id,
+                AgentRecord {
+                    hostname: stored.hostname,
+                    endpoint: stored.endpoint,
+                    api_token: None,
+                    total: Default::default(),
+                    attributes: Default::default(),
+                    state: AgentState::Lost,
+                    registered_at: stored.last_seen,
+                    last_heartbeat_at: stored.last_seen,
+                    last_heartbeat_ms: now.ms,
+                    owner: None,
+                },
+            );
+        }
         let lost: Vec<AgentId> = self
             .agents
             .iter()
@@ -197,9 +249,19 @@ impl State {
         // back later registers as a new agent would after a restart.
         let retention = self.timing.lost_agent_retention_ms;
         let before = self.agents.len();
-        self.agents.retain(|_, a| {
-            a.state != AgentState::Lost || now.ms.saturating_sub(a.last_heartbeat_ms) <= retention
-        });
+        let forgotten: Vec<AgentId> = self
+            .agents
+            .iter()
+            .filter(|(_, a)| {
+                a.state == AgentState::Lost
+                    && now.ms.saturating_sub(a.last_heartbeat_ms) > retention
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in forgotten {
+            self.agents.remove(&id);
+            fx.push(Effect::Persist(Change::RemoveAgent(id)));
+        }
         if self.agents.len() != before {
             let agents = &self.agents;
             self.freed_at.retain(|id, _| agents.contains_key(id));

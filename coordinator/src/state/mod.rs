@@ -358,6 +358,9 @@ pub struct State {
     pub(crate) freed_at: HashMap<AgentId, u64>,
     /// Milliseconds from freeing to offer, of the last allocation run's offers.
     pub(crate) offer_waits: Vec<u64>,
+    /// Agents the durable registry knew at load that have not re-registered yet, with when
+    /// they were loaded (see [`State::check_agents`]).
+    pub(crate) awaited_agents: BTreeMap<AgentId, (crate::store::StoredAgent, u64)>,
 }
 
 impl std::fmt::Debug for State {
@@ -418,6 +421,7 @@ impl State {
             ended_order: VecDeque::new(),
             freed_at: HashMap::new(),
             offer_waits: Vec::new(),
+            awaited_agents: BTreeMap::new(),
         }
     }
 
@@ -465,8 +469,13 @@ impl State {
     /// Puts back what the durable registry kept (call once, on empty books, before serving):
     /// run-time role weights, removed framework ids, and every stored framework, disconnected in
     /// its role with its failover timeout starting `now`. Agents and their tasks come back by
-    /// re-registering; their tasks are then accounted under these frameworks.
+    /// re-registering; their tasks are then accounted under these frameworks. Stored agents
+    /// are awaited from `now`: one that does not re-register within the agent timeout is
+    /// reported lost ([`State::check_agents`]).
     pub fn restore(&mut self, snapshot: crate::store::Snapshot, now: &Now) {
+        for agent in snapshot.agents {
+            self.awaited_agents.insert(agent.id, (agent, now.ms));
+        }
         for (role, weight) in &snapshot.weights {
             self.ledger.set_role_weight(role, *weight);
         }

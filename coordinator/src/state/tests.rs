@@ -687,6 +687,11 @@ fn snapshot_of(changes: &[crate::store::Change]) -> crate::store::Snapshot {
                 snap.weights.push((r.clone(), *w));
             }
             Change::ForgetFramework(id) => snap.frameworks.retain(|g| g.id != *id),
+            Change::PutAgent(a) => {
+                snap.agents.retain(|b| b.id != a.id);
+                snap.agents.push(a.clone());
+            }
+            Change::RemoveAgent(id) => snap.agents.retain(|b| b.id != *id),
         }
     }
     snap
@@ -1393,4 +1398,56 @@ fn agent_pages_and_an_agents_tasks() {
         Some("cpus=2,mem=20".parse().unwrap())
     );
     assert!(s.agent(AgentId::new()).is_none());
+}
+
+#[test]
+fn a_stored_agent_that_does_not_come_back_is_lost_then_forgotten_and_one_that_does_is_not() {
+    use crate::store::{Change, Snapshot, StoredAgent};
+    let config = Config::default();
+    let limit = ms(config.agent_heartbeat_interval) * u64::from(config.max_missed_heartbeats);
+    let retention = ms(config.lost_agent_retention);
+    let stored = |id: AgentId| StoredAgent {
+        id,
+        hostname: "h".into(),
+        endpoint: "http://127.0.0.1:1".into(),
+        last_seen: at(0).wall,
+    };
+    let (gone, back) = (AgentId::new(), AgentId::new());
+    let mut s = State::new(&config);
+    s.restore(
+        Snapshot {
+            agents: vec![stored(gone), stored(back)],
+            ..Snapshot::default()
+        },
+        &at(1_000),
+    );
+    assert_eq!(s.awaited_agents(), 2);
+    let mut fx = Vec::new();
+    s.register_agent(
+        reregister(back, "cpus=4,mem=100", vec![]),
+        &at(1_500),
+        &mut fx,
+    )
+    .unwrap();
+    assert_eq!(s.awaited_agents(), 1);
+    // Within the agent timeout nothing happens; past it the other is listed lost.
+    s.check_agents(&at(1_000 + limit), &mut fx);
+    assert_eq!(s.awaited_agents(), 1);
+    s.agent_heartbeat(back, &at(1_000 + limit)).unwrap();
+    s.check_agents(&at(1_001 + limit), &mut fx);
+    assert_eq!(s.awaited_agents(), 0);
+    let states: Vec<_> = s
+        .agents()
+        .into_iter()
+        .map(|a| (a.agent_id, a.state))
+        .collect();
+    assert!(states.contains(&(gone, "lost".to_string())), "{states:?}");
+    assert!(states.contains(&(back, "active".to_string())), "{states:?}");
+    // After the retention it is forgotten, in the books and the registry.
+    let mut fx = Vec::new();
+    s.agent_heartbeat(back, &at(2_002 + limit + retention))
+        .unwrap();
+    s.check_agents(&at(2_002 + limit + retention), &mut fx);
+    assert_eq!(persisted(&fx), vec![Change::RemoveAgent(gone)]);
+    assert!(s.agents().iter().all(|a| a.agent_id != gone));
 }

@@ -10,9 +10,13 @@
 //!   re-register with its id and keep its tasks, and if it does not come back in time it is
 //!   removed and its tasks are killed, exactly as if the coordinator had never stopped;
 //! - **removed framework ids**: a removed framework stays refused after a restart;
-//! - **role weights** set at run time (`PUT /api/v1/roles/{path}`): they override the config's.
+//! - **role weights** set at run time (`PUT /api/v1/roles/{path}`): they override the config's;
+//! - **agents**: id, hostname, endpoint, and when they last registered. After a restart or a
+//!   failover each is *awaited*: if it does not re-register within the agent timeout
+//!   (heartbeat interval × missed heartbeats, counted from the load) it is reported lost, and
+//!   forgotten after `lost_agent_retention`, instead of being silently forgotten at once.
 //!
-//! Agents and tasks are not stored: agents keep their ids and task journals on their own disks
+//! Tasks are not stored: agents keep their ids and task journals on their own disks
 //! and re-register with their running tasks (each with its resources) when the coordinator comes
 //! back; the tasks are then accounted under their framework's real role. Offers and decline
 //! filters are soft state and are not kept (an offer outstanding at a crash was never accepted).
@@ -29,7 +33,15 @@
 //! client that was told "registered" is registered durably; if the write fails it is answered
 //! 503 and nothing changed. Values are JSON, keyed by
 //! id or role path; a `meta` table holds the schema version, and a file with a version this
-//! coordinator does not know is refused at start rather than misread.
+//! coordinator does not know is refused at start rather than misread. The `agents` table was
+//! added without a version bump: a version-1 file without it is read as having no agents, and
+//! an older coordinator ignores it.
+//!
+//! # Backends
+//!
+//! [`Registry`] is what the [`Writer`] needs: [`Registry::load`] and [`Registry::apply`].
+//! [`Store`] (this file, the redb file) is the default; `crate::ha::EtcdRegistry` keeps the same
+//! records under an etcd key prefix, one key each, every write fenced by the leadership.
 
 mod writer;
 
@@ -37,7 +49,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use protocol::{FrameworkId, RolePath, Timestamp, Weight};
+use protocol::{AgentId, FrameworkId, RolePath, Timestamp, Weight};
 use redb::{Database, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 
@@ -50,6 +62,48 @@ const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const FRAMEWORKS: TableDefinition<&str, &[u8]> = TableDefinition::new("frameworks");
 const REMOVED: TableDefinition<&str, u64> = TableDefinition::new("removed_frameworks");
 const WEIGHTS: TableDefinition<&str, f64> = TableDefinition::new("role_weights");
+const AGENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("agents");
+
+/// A durable registry backend: read everything once at start, then apply changes in order.
+/// The [`Writer`] thread is its one user.
+pub trait Registry: Send + 'static {
+    /// Reads everything.
+    fn load(&self) -> Result<Snapshot, StoreError>;
+    /// Applies `changes` in order; `Ok` once they are durable.
+    fn apply(&self, changes: &[Change]) -> Result<(), StoreError>;
+}
+
+impl Registry for Box<dyn Registry> {
+    fn load(&self) -> Result<Snapshot, StoreError> {
+        (**self).load()
+    }
+    fn apply(&self, changes: &[Change]) -> Result<(), StoreError> {
+        (**self).apply(changes)
+    }
+}
+
+impl Registry for Store {
+    fn load(&self) -> Result<Snapshot, StoreError> {
+        Store::load(self)
+    }
+    fn apply(&self, changes: &[Change]) -> Result<(), StoreError> {
+        Store::apply(self, changes)
+    }
+}
+
+/// A stored agent: enough to report it lost if it never comes back after a restart.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredAgent {
+    /// Its id.
+    pub id: AgentId,
+    /// Its hostname.
+    pub hostname: String,
+    /// Its base URL.
+    pub endpoint: String,
+    /// When it last registered (heartbeats are not written: one write per heartbeat would
+    /// cost more than the timeout it bounds is worth).
+    pub last_seen: Timestamp,
+}
 
 /// A stored framework.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -83,6 +137,10 @@ pub enum Change {
     /// registration that was written but could not be applied to the books (see
     /// [`crate::runtime::Coordinator::run_write_first`]).
     ForgetFramework(FrameworkId),
+    /// An agent registered or re-registered.
+    PutAgent(StoredAgent),
+    /// An agent was forgotten (lost for longer than the retention).
+    RemoveAgent(AgentId),
 }
 
 /// Everything the store holds, as read at start.
@@ -94,6 +152,8 @@ pub struct Snapshot {
     pub removed_frameworks: Vec<FrameworkId>,
     /// Role weights set at run time.
     pub weights: Vec<(RolePath, Weight)>,
+    /// The agents last known.
+    pub agents: Vec<StoredAgent>,
 }
 
 /// The store could not be opened, read or written.
@@ -115,6 +175,15 @@ pub enum StoreError {
         /// What went wrong.
         error: Box<redb::Error>,
     },
+    /// The etcd backend failed (unreachable, an error answer, a bad value).
+    #[error("registry on etcd: {0}")]
+    Etcd(String),
+    /// An etcd write failed its fencing compare: this coordinator is no longer the leader and
+    /// wrote nothing.
+    #[error(
+        "registry on etcd: this coordinator is no longer the leader (fenced); nothing written"
+    )]
+    Fenced,
     /// The file was written by a coordinator with another layout.
     #[error(
         "registry {path}: schema version {found}, this coordinator reads version {SCHEMA_VERSION}"
@@ -237,6 +306,7 @@ impl Store {
             txn.open_table(FRAMEWORKS).map_err(|e| self.err(e))?;
             txn.open_table(REMOVED).map_err(|e| self.err(e))?;
             txn.open_table(WEIGHTS).map_err(|e| self.err(e))?;
+            txn.open_table(AGENTS).map_err(|e| self.err(e))?;
         }
         txn.commit().map_err(|e| self.err(e))
     }
@@ -272,6 +342,14 @@ impl Store {
             let weight = Weight::new(value.value()).map_err(|e| self.corrupt(what(), e))?;
             snap.weights.push((role, weight));
         }
+
+        let table = txn.open_table(AGENTS).map_err(|e| self.err(e))?;
+        for entry in table.iter().map_err(|e| self.err(e))? {
+            let (key, value) = entry.map_err(|e| self.err(e))?;
+            let agent: StoredAgent = serde_json::from_slice(value.value())
+                .map_err(|e| self.corrupt(format!("agent {}", key.value()), e))?;
+            snap.agents.push(agent);
+        }
         Ok(snap)
     }
 
@@ -298,6 +376,7 @@ impl Store {
             let mut frameworks = txn.open_table(FRAMEWORKS).map_err(|e| self.err(e))?;
             let mut removed = txn.open_table(REMOVED).map_err(|e| self.err(e))?;
             let mut weights = txn.open_table(WEIGHTS).map_err(|e| self.err(e))?;
+            let mut agents = txn.open_table(AGENTS).map_err(|e| self.err(e))?;
             for change in changes {
                 match change {
                     Change::PutFramework(fw) => {
@@ -320,6 +399,18 @@ impl Store {
                     Change::SetWeight(role, weight) => {
                         weights
                             .insert(role.as_str(), weight.get())
+                            .map_err(|e| self.err(e))?;
+                    }
+                    Change::PutAgent(agent) => {
+                        let value = serde_json::to_vec(agent)
+                            .map_err(|e| self.corrupt(format!("agent {}", agent.id), e))?;
+                        agents
+                            .insert(agent.id.to_string().as_str(), value.as_slice())
+                            .map_err(|e| self.err(e))?;
+                    }
+                    Change::RemoveAgent(id) => {
+                        agents
+                            .remove(id.to_string().as_str())
                             .map_err(|e| self.err(e))?;
                     }
                 }
@@ -376,6 +467,35 @@ mod tests {
         assert_eq!(snap.frameworks[0].role, a.role);
         assert_eq!(snap.removed_frameworks, vec![b.id]);
         assert_eq!(snap.weights, vec![(RolePath::new("eng").unwrap(), weight)]);
+    }
+
+    #[test]
+    fn agents_are_kept_and_removed_and_a_file_without_their_table_has_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("registry.redb");
+        let agent = |host: &str| StoredAgent {
+            id: AgentId::new(),
+            hostname: host.into(),
+            endpoint: format!("http://{host}:5051"),
+            last_seen: protocol::now(),
+        };
+        let (a, b) = (agent("a"), agent("b"));
+        {
+            let store = Store::open(&path).unwrap();
+            // A version-1 file written before agents were kept has no `agents` table.
+            let txn = store.db.begin_write().unwrap();
+            txn.delete_table(AGENTS).unwrap();
+            txn.commit().unwrap();
+        }
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.load().unwrap().agents, vec![]);
+        store
+            .apply(&[Change::PutAgent(a.clone()), Change::PutAgent(b.clone())])
+            .unwrap();
+        store.apply(&[Change::RemoveAgent(a.id)]).unwrap();
+        drop(store);
+        let snap = Store::open(&path).unwrap().load().unwrap();
+        assert_eq!(snap.agents, vec![b]);
     }
 
     #[test]

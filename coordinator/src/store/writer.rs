@@ -14,7 +14,7 @@ use std::thread::JoinHandle;
 
 use tokio::sync::oneshot;
 
-use super::{Change, Store, StoreError};
+use super::{Change, Registry, StoreError};
 
 /// One state call's changes, and who to tell when they are durable.
 struct Job {
@@ -36,9 +36,10 @@ impl std::fmt::Debug for Writer {
 }
 
 impl Writer {
-    /// Starts the thread that owns `store`. `on_error` runs on it after each failed commit.
+    /// Starts the thread that owns `store` (any [`Registry`] backend). `on_error` runs on it
+    /// after each failed commit.
     pub fn spawn(
-        store: Store,
+        store: impl Registry,
         on_error: impl Fn(&StoreError, &[Change]) + Send + 'static,
     ) -> std::io::Result<Self> {
         let (tx, rx) = mpsc::channel::<Job>();
@@ -87,7 +88,7 @@ impl Drop for Writer {
     }
 }
 
-fn run(store: Store, rx: mpsc::Receiver<Job>, on_error: impl Fn(&StoreError, &[Change])) {
+fn run(store: impl Registry, rx: mpsc::Receiver<Job>, on_error: impl Fn(&StoreError, &[Change])) {
     while let Ok(first) = rx.recv() {
         let mut changes = first.changes;
         let mut waiting = vec![first.done];
@@ -116,7 +117,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::store::StoredFramework;
+    use crate::store::{Store, StoredFramework};
     use protocol::FrameworkId;
 
     fn framework() -> StoredFramework {

@@ -1,0 +1,238 @@
+//! The election: a lease kept alive every TTL/3, a campaign on `<prefix>/leader` with this
+//! coordinator's advertised URL, and, once elected, the take-over: load the registry from
+//! etcd, install it (every later write fenced by the leader key's create revision), wait up
+//! to `reregister_grace` for the loaded agents to re-register, then offer.
+//!
+//! While not leading, the leader's URL is polled from `/v3/election/leader` a few times a
+//! second for the redirect middleware. The lease is lost (and `lost` cancelled) when a
+//! keep-alive says it is gone, or no renewal lands within two thirds of the TTL (a local
+//! deadline shorter than the TTL, so a coordinator stalled or cut off from etcd steps down
+//! before etcd lets another take over).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use super::etcd::{EtcdClient, EtcdError, LeaderKey, Lease};
+use super::{EtcdRegistry, HaOptions, Role};
+use crate::runtime::Coordinator;
+use crate::store::Registry;
+
+/// How often a follower asks etcd who leads.
+const OBSERVE_PERIOD: Duration = Duration::from_millis(200);
+
+/// A running election: what shutdown needs to hand the leadership over.
+#[derive(Debug)]
+pub struct Election {
+    client: Arc<EtcdClient>,
+    lease: Lease,
+    leader: tokio::sync::Mutex<Option<LeaderKey>>,
+}
+
+impl Election {
+    /// Grants the lease and starts keeping it alive (cancelling `lost` when it cannot).
+    pub async fn start(
+        client: Arc<EtcdClient>,
+        options: &HaOptions,
+        lost: CancellationToken,
+    ) -> Result<Arc<Self>, EtcdError> {
+        let ttl = i64::try_from(options.lease_ttl.as_secs()).unwrap_or(10);
+        let lease = client.lease_grant(ttl).await?;
+        tracing::info!(lease = lease.id, ttl_s = lease.ttl_s, "etcd lease granted");
+        let this = Arc::new(Self {
+            client,
+            lease,
+            leader: tokio::sync::Mutex::new(None),
+        });
+        tokio::spawn(keep_alive(Arc::clone(&this), lost));
+        Ok(this)
+    }
+
+    /// The lease.
+    pub fn lease(&self) -> Lease {
+        self.lease
+    }
+
+    /// Campaigns until elected (meanwhile telling `coordinator` who leads), then takes over.
+    /// Returns when this coordinator leads and offers, or `stop` is cancelled.
+    pub async fn lead(
+        self: Arc<Self>,
+        coordinator: Coordinator,
+        options: HaOptions,
+        lost: CancellationToken,
+        stop: CancellationToken,
+    ) -> Result<(), EtcdError> {
+        let name = options.election_name();
+        let watch = CancellationToken::new();
+        tokio::spawn(observe(
+            Arc::clone(&self.client),
+            name.clone(),
+            coordinator.clone(),
+            watch.clone(),
+        ));
+        let key = tokio::select! {
+            k = self.campaign(&name, &options.advertise_url, &lost) => k,
+            _ = stop.cancelled() => { watch.cancel(); return Ok(()); }
+        };
+        watch.cancel();
+        let key = key?;
+        let elected = Instant::now();
+        tracing::info!(rev = key.rev, url = %options.advertise_url, "elected leader");
+        *self.leader.lock().await = Some(key.clone());
+        let registry = EtcdRegistry::new(
+            Arc::clone(&self.client),
+            &options.prefix,
+            key,
+            lost,
+            tokio::runtime::Handle::current(),
+        );
+        let snapshot = registry
+            .load_async()
+            .await
+            .map_err(|e| EtcdError::BadAnswer {
+                path: "registry".into(),
+                reason: e.to_string(),
+            })?;
+        tracing::info!(
+            frameworks = snapshot.frameworks.len(),
+            agents = snapshot.agents.len(),
+            "registry loaded from etcd"
+        );
+        coordinator
+            .take_over(Box::new(registry) as Box<dyn Registry>, snapshot)
+            .map_err(|e| EtcdError::BadAnswer {
+                path: "registry".into(),
+                reason: e.to_string(),
+            })?;
+        coordinator
+            .ha_status()
+            .set(Role::Leader, Some(options.advertise_url.clone()));
+        // Wait for the loaded agents to re-register (bounded), so nothing is offered twice
+        // while the views merge.
+        let deadline = elected + options.reregister_grace;
+        while Instant::now() < deadline && coordinator.read(|s| s.awaited_agents()) > 0 {
+            tokio::select! {
+                _ = stop.cancelled() => return Ok(()),
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+            }
+        }
+        let awaited = coordinator.read(|s| s.awaited_agents());
+        tracing::info!(
+            waited_ms = elected.elapsed().as_millis() as u64,
+            still_awaited = awaited,
+            "offering as leader"
+        );
+        coordinator.set_offering(true);
+        Ok(())
+    }
+
+    /// Campaigns until elected. A campaign cut short (the etcd member it waited on went away)
+    /// is started again on the same lease, which resumes the same candidate key, for as long
+    /// as the lease lives.
+    async fn campaign(
+        &self,
+        name: &str,
+        url: &str,
+        lost: &CancellationToken,
+    ) -> Result<LeaderKey, EtcdError> {
+        loop {
+            match self
+                .client
+                .campaign(name.as_bytes(), self.lease.id, url.as_bytes())
+                .await
+            {
+                Ok(key) => return Ok(key),
+                Err(e) if !lost.is_cancelled() => {
+                    tracing::warn!(error = %e, "campaign interrupted; campaigning again");
+                    tokio::select! {
+                        _ = lost.cancelled() => return Err(e),
+                        _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Hands the leadership over (resign) and revokes the lease, so another coordinator takes
+    /// over at once instead of after the TTL.
+    pub async fn resign(&self) {
+        if let Some(key) = self.leader.lock().await.take() {
+            if let Err(e) = self.client.resign(&key).await {
+                tracing::warn!(error = %e, "resign failed");
+            }
+        }
+        if let Err(e) = self.client.lease_revoke(self.lease.id).await {
+            tracing::warn!(error = %e, "lease revoke failed");
+        } else {
+            tracing::info!(lease = self.lease.id, "lease revoked");
+        }
+    }
+}
+
+/// Renews the lease every TTL/3; cancels `lost` at once when etcd says the lease is gone or
+/// no renewal landed within 2/3 of the TTL.
+async fn keep_alive(election: Arc<Election>, lost: CancellationToken) {
+    let ttl = Duration::from_secs(u64::try_from(election.lease.ttl_s).unwrap_or(1).max(1));
+    let period = ttl / 3;
+    let deadline = ttl * 2 / 3;
+    let mut last_ok = Instant::now();
+    loop {
+        tokio::select! {
+            _ = lost.cancelled() => return,
+            _ = tokio::time::sleep(period.saturating_sub(last_ok.elapsed().min(period))) => {}
+        }
+        let left = deadline.saturating_sub(last_ok.elapsed());
+        if left.is_zero() {
+            tracing::error!(
+                lease = election.lease.id,
+                "no lease renewal within the deadline: stepping down"
+            );
+            lost.cancel();
+            return;
+        }
+        // Counted from the request, not the answer: etcd renewed the lease no earlier than
+        // this, so the local deadline stays ahead of etcd's expiry whatever the latency.
+        let sent = Instant::now();
+        match election
+            .client
+            .lease_keepalive(election.lease.id, left)
+            .await
+        {
+            Ok(ttl) if ttl > 0 => last_ok = sent,
+            Ok(_) => {
+                tracing::error!(
+                    lease = election.lease.id,
+                    "the lease is gone (expired or revoked): stepping down"
+                );
+                lost.cancel();
+                return;
+            }
+            Err(e) => {
+                // Retried until the deadline passes.
+                tracing::warn!(error = %e, "lease keep-alive failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+/// Polls who leads and tells `coordinator` (as a follower) until `stop`.
+async fn observe(client: Arc<EtcdClient>, name: String, c: Coordinator, stop: CancellationToken) {
+    loop {
+        match client.leader(name.as_bytes()).await {
+            Ok(url) => {
+                let url = url.map(|u| String::from_utf8_lossy(&u).into_owned());
+                if c.ha_status().get().0 != Role::Leader {
+                    c.ha_status().set(Role::Follower, url);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot ask etcd who leads"),
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(OBSERVE_PERIOD) => {}
+        }
+    }
+}

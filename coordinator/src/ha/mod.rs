@@ -1,0 +1,247 @@
+//! High availability: several coordinators on etcd, one leader at a time.
+//!
+//! - [`etcd`]: a small typed client for etcd's JSON gateway (no `protoc`).
+//! - [`registry`]: [`EtcdRegistry`], the durable registry under a key prefix, every write
+//!   fenced by the leadership.
+//! - [`election`]: the lease, its keep-alive, the campaign, watching who leads, and taking
+//!   over as leader (load the registry, wait for agents, then offer).
+//! - [`redirect`]: the middleware with which a follower answers `307` to the leader (`503`
+//!   while there is none).
+//!
+//! The shared state is [`HaStatus`]: this coordinator's [`Role`] and the leader's URL, read by
+//! `GET /health` and the redirect middleware. A coordinator without etcd is
+//! [`Role::Standalone`] and behaves as it always did.
+//!
+//! Stepping down: when the lease cannot be renewed in time or a fenced write fails its
+//! compare, the election cancels its `lost` token and [`crate::server::serve_ha`] returns
+//! [`crate::ServeError::LeadershipLost`]; the binary exits (code 3) with a clear log line and
+//! its supervisor starts it again, as a follower. Simple and correct: no state of the old
+//! term survives into the next.
+
+pub mod election;
+pub mod etcd;
+pub mod redirect;
+pub mod registry;
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+pub use registry::EtcdRegistry;
+
+/// What this coordinator is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// No etcd: the only coordinator.
+    Standalone,
+    /// Elected: serves the API.
+    Leader,
+    /// Not elected: redirects to the leader.
+    Follower,
+}
+
+impl Role {
+    /// As `GET /health` shows it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Standalone => "standalone",
+            Role::Leader => "leader",
+            Role::Follower => "follower",
+        }
+    }
+}
+
+/// The role and the leader's URL, shared by the election, the middleware and `/health`.
+#[derive(Debug, Clone)]
+pub struct HaStatus(Arc<RwLock<(Role, Option<String>)>>);
+
+impl HaStatus {
+    /// A status starting as `role`, no leader known.
+    pub fn new(role: Role) -> Self {
+        Self(Arc::new(RwLock::new((role, None))))
+    }
+
+    /// The role and the leader's URL (`None` while there is none, and when standalone).
+    pub fn get(&self) -> (Role, Option<String>) {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Sets both.
+    pub fn set(&self, role: Role, leader: Option<String>) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = (role, leader);
+    }
+}
+
+/// The HA settings (the `--etcd` flags).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HaOptions {
+    /// etcd client URLs.
+    pub endpoints: Vec<String>,
+    /// Key prefix, e.g. `/parley`.
+    pub prefix: String,
+    /// How the others reach this coordinator (its base URL).
+    pub advertise_url: String,
+    /// The leader lease's TTL.
+    pub lease_ttl: Duration,
+    /// How long a new leader waits for the agents it loaded to re-register before offering.
+    pub reregister_grace: Duration,
+}
+
+/// A bad HA setting (the message names the flag).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct HaOptionsError(pub String);
+
+impl HaOptions {
+    /// Checks every setting; the error names the flag.
+    pub fn validate(&self) -> Result<(), HaOptionsError> {
+        let bad = |m: String| Err(HaOptionsError(m));
+        if self.endpoints.is_empty() {
+            return bad("--etcd: give at least one URL".into());
+        }
+        for e in &self.endpoints {
+            if !is_base_url(e) {
+                return bad(format!(
+                    "--etcd: {e:?} is not an http:// or https:// URL like http://127.0.0.1:2379"
+                ));
+            }
+        }
+        if !is_base_url(&self.advertise_url) {
+            return bad(format!(
+                "--advertise-url: {:?} is not an http:// or https:// URL (how others reach this coordinator)",
+                self.advertise_url
+            ));
+        }
+        if !self.prefix.starts_with('/')
+            || self.prefix.ends_with('/')
+            || self.prefix.contains(char::is_whitespace)
+        {
+            return bad(format!(
+                "--etcd-prefix: {:?} must start with '/', not end with '/', and have no spaces",
+                self.prefix
+            ));
+        }
+        let ttl = self.lease_ttl.as_secs();
+        if !(2..=3600).contains(&ttl) {
+            return bad(format!("--leader-lease-s: {ttl} is not within 2..=3600"));
+        }
+        if self.reregister_grace > Duration::from_secs(3600) {
+            return bad("--reregister-grace-s: at most 3600".into());
+        }
+        Ok(())
+    }
+
+    /// Splits `--etcd`'s comma-separated URLs.
+    pub fn parse_endpoints(raw: &str) -> Vec<String> {
+        raw.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| s.trim_end_matches('/').to_owned())
+            .collect()
+    }
+
+    /// The election's name (its keys are `<prefix>/leader/<lease>`).
+    pub fn election_name(&self) -> String {
+        format!("{}/leader", self.prefix)
+    }
+}
+
+fn is_base_url(s: &str) -> bool {
+    let rest = s
+        .strip_prefix("http://")
+        .or_else(|| s.strip_prefix("https://"));
+    rest.is_some_and(|r| !r.is_empty() && !r.contains(char::is_whitespace) && !r.contains('?'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options() -> HaOptions {
+        HaOptions {
+            endpoints: HaOptions::parse_endpoints("http://127.0.0.1:2379, http://127.0.0.1:22379/"),
+            prefix: "/parley".into(),
+            advertise_url: "http://10.0.0.1:5050".into(),
+            lease_ttl: Duration::from_secs(10),
+            reregister_grace: Duration::from_secs(10),
+        }
+    }
+
+    #[test]
+    fn good_options_pass_and_endpoints_are_split() {
+        let o = options();
+        assert_eq!(
+            o.endpoints,
+            vec!["http://127.0.0.1:2379", "http://127.0.0.1:22379"]
+        );
+        o.validate().unwrap();
+        assert_eq!(o.election_name(), "/parley/leader");
+    }
+
+    #[test]
+    fn each_bad_option_names_its_flag() {
+        let cases: Vec<(HaOptions, &str)> = vec![
+            (
+                HaOptions {
+                    endpoints: vec![],
+                    ..options()
+                },
+                "--etcd",
+            ),
+            (
+                HaOptions {
+                    endpoints: vec!["127.0.0.1:2379".into()],
+                    ..options()
+                },
+                "--etcd",
+            ),
+            (
+                HaOptions {
+                    advertise_url: "me".into(),
+                    ..options()
+                },
+                "--advertise-url",
+            ),
+            (
+                HaOptions {
+                    prefix: "parley".into(),
+                    ..options()
+                },
+                "--etcd-prefix",
+            ),
+            (
+                HaOptions {
+                    prefix: "/parley/".into(),
+                    ..options()
+                },
+                "--etcd-prefix",
+            ),
+            (
+                HaOptions {
+                    lease_ttl: Duration::from_secs(1),
+                    ..options()
+                },
+                "--leader-lease-s",
+            ),
+            (
+                HaOptions {
+                    reregister_grace: Duration::from_secs(7200),
+                    ..options()
+                },
+                "--reregister-grace-s",
+            ),
+        ];
+        for (o, flag) in cases {
+            let e = o.validate().unwrap_err();
+            assert!(e.to_string().starts_with(flag), "{e} should name {flag}");
+        }
+    }
+
+    #[test]
+    fn the_status_is_shared() {
+        let s = HaStatus::new(Role::Follower);
+        let t = s.clone();
+        t.set(Role::Leader, Some("http://a".into()));
+        assert_eq!(s.get(), (Role::Leader, Some("http://a".into())));
+        assert_eq!(Role::Standalone.as_str(), "standalone");
+    }
+}
