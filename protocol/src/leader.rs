@@ -38,7 +38,9 @@ pub enum UrlListError {
     #[error("no coordinator URL given")]
     Empty,
     /// One entry is not an `http://` or `https://` base URL.
-    #[error("invalid coordinator URL {0:?}: expected http://HOST:PORT (several separated by commas)")]
+    #[error(
+        "invalid coordinator URL {0:?}: expected http://HOST:PORT (several separated by commas)"
+    )]
     Bad(String),
 }
 
@@ -161,6 +163,15 @@ impl LeaderTracker {
     /// (the first answer counts as a change from none).
     pub fn generation(&self) -> u64 {
         self.generation
+    }
+
+    /// A call to the current coordinator failed in a way that is not retried (it timed out or
+    /// broke mid-call, so it may have been carried out): the next call goes to the next URL.
+    /// With one URL and no leader learned from a redirect, nothing changes.
+    pub fn skip(&mut self) {
+        if !(self.urls.len() == 1 && self.current == self.urls[0]) {
+            self.rotate();
+        }
     }
 
     fn rotate(&mut self) {
@@ -335,8 +346,14 @@ mod tests {
     #[test]
     fn no_leader_bodies_in_both_forms() {
         assert!(is_no_leader(503, r#"{"code":"no_leader","message":"x"}"#));
-        assert!(is_no_leader(503, r#"{"error":{"code":"no_leader","message":"x"}}"#));
-        assert!(!is_no_leader(503, r#"{"error":{"code":"registry_unavailable"}}"#));
+        assert!(is_no_leader(
+            503,
+            r#"{"error":{"code":"no_leader","message":"x"}}"#
+        ));
+        assert!(!is_no_leader(
+            503,
+            r#"{"error":{"code":"registry_unavailable"}}"#
+        ));
         assert!(!is_no_leader(500, r#"{"code":"no_leader"}"#));
         assert!(!is_no_leader(503, "not json"));
         assert!(is_redirect(307) && is_redirect(308) && !is_redirect(302));
@@ -377,7 +394,10 @@ mod tests {
         let mut t = LeaderTracker::parse("http://f:1").unwrap();
         let mut a = Attempt::new("/p", BUDGET);
         for _ in 0..MAX_REDIRECTS {
-            assert_eq!(a.redirected(&mut t, "http://g:2/p"), Step::Retry(Duration::ZERO));
+            assert_eq!(
+                a.redirected(&mut t, "http://g:2/p"),
+                Step::Retry(Duration::ZERO)
+            );
         }
         assert_eq!(a.redirected(&mut t, "http://f:1/p"), Step::GiveUp);
     }
@@ -398,7 +418,12 @@ mod tests {
         assert_eq!(waits, [100, 200, 400, 800, 1600, 2000, 2000]);
         assert_eq!(
             seen[..4],
-            ["http://b:2/p", "http://c:3/p", "http://a:1/p", "http://b:2/p"]
+            [
+                "http://b:2/p",
+                "http://c:3/p",
+                "http://a:1/p",
+                "http://b:2/p"
+            ]
         );
         // Past the budget: give up.
         assert_eq!(a.unavailable(&mut t, true, BUDGET), Step::GiveUp);
@@ -430,6 +455,11 @@ mod tests {
             Step::Retry(_)
         ));
         assert_eq!(c.url(&t), "http://a:1/p");
+        t.skip();
+        assert_eq!(t.current(), "http://a:1");
+        let mut two = LeaderTracker::parse("http://a:1,http://b:2").unwrap();
+        two.skip();
+        assert_eq!(two.current(), "http://b:2");
     }
 
     #[test]
