@@ -255,7 +255,7 @@ async fn post_json<T: Serialize + ?Sized>(
             Err(e) => {
                 // It may have been carried out: not sent again; the next call tries the next
                 // coordinator.
-                to.leader.tracker().skip();
+                attempt.abandoned(&mut to.leader.tracker());
                 return Err(Failure::Unreachable(e.to_string()));
             }
         };

@@ -217,7 +217,7 @@ impl CoordinatorClient {
                 Err(e) => {
                     // Timed out or broke mid-call: it may have been carried out, so it is not
                     // sent again; the next call tries the next coordinator.
-                    self.tracker().skip();
+                    attempt.abandoned(&mut self.tracker());
                     return Err(e.into());
                 }
             };

@@ -165,18 +165,18 @@ impl LeaderTracker {
         self.generation
     }
 
-    /// A call to the current coordinator failed in a way that is not retried (it timed out or
-    /// broke mid-call, so it may have been carried out): the next call goes to the next URL.
-    /// With one URL and no leader learned from a redirect, nothing changes.
-    pub fn skip(&mut self) {
-        if !(self.urls.len() == 1 && self.current == self.urls[0]) {
-            self.rotate();
-        }
+    /// True with one URL and no leader learned from a redirect: nowhere else to go.
+    fn alone(&self) -> bool {
+        self.urls.len() == 1 && self.current == self.urls[0]
     }
 
-    fn rotate(&mut self) {
-        self.index = (self.index + 1) % self.urls.len();
-        self.current.clone_from(&self.urls[self.index]);
+    /// Moves to the next URL of the list, unless another call already moved away from
+    /// `failed` (calls in flight at once fail together; each must not move on again).
+    fn rotate_from(&mut self, failed: &str) {
+        if self.current == failed {
+            self.index = (self.index + 1) % self.urls.len();
+            self.current.clone_from(&self.urls[self.index]);
+        }
     }
 }
 
@@ -193,6 +193,8 @@ pub enum Step {
 #[derive(Debug, Clone)]
 pub struct Attempt {
     path_and_query: String,
+    /// The coordinator the last try went to.
+    tried: String,
     /// The URL of the next try when a redirect named it exactly.
     redirected_to: Option<String>,
     redirects: u32,
@@ -206,6 +208,7 @@ impl Attempt {
     pub fn new(path_and_query: impl Into<String>, budget: Duration) -> Self {
         Self {
             path_and_query: path_and_query.into(),
+            tried: String::new(),
             redirected_to: None,
             redirects: 0,
             unavailable: 0,
@@ -214,7 +217,8 @@ impl Attempt {
     }
 
     /// The full URL of the next try.
-    pub fn url(&self, tracker: &LeaderTracker) -> String {
+    pub fn url(&mut self, tracker: &LeaderTracker) -> String {
+        self.tried.clone_from(&tracker.current);
         match &self.redirected_to {
             Some(url) => url.clone(),
             None => format!("{}{}", tracker.current, self.path_and_query),
@@ -253,16 +257,26 @@ impl Attempt {
         no_leader: bool,
         elapsed: Duration,
     ) -> Step {
-        let alone = tracker.urls.len() == 1 && tracker.current == tracker.urls[0];
-        if elapsed >= self.budget || (alone && !no_leader) {
+        if elapsed >= self.budget || (tracker.alone() && !no_leader) {
             return Step::GiveUp;
         }
         self.redirected_to = None;
         self.redirects = 0;
-        tracker.rotate();
+        if !tracker.alone() {
+            tracker.rotate_from(&self.tried);
+        }
         let delay = backoff(self.unavailable);
         self.unavailable = self.unavailable.saturating_add(1);
         Step::Retry(delay.min(self.budget.saturating_sub(elapsed)))
+    }
+
+    /// The try failed in a way that is not retried (it timed out or broke mid-call, so it may
+    /// have been carried out): the next call goes to the next URL. With one URL and no leader
+    /// learned from a redirect, nothing changes.
+    pub fn abandoned(&mut self, tracker: &mut LeaderTracker) {
+        if !tracker.alone() {
+            tracker.rotate_from(&self.tried);
+        }
     }
 
     /// A coordinator answered (anything but a redirect or an unavailable): it is the one calls
@@ -408,6 +422,7 @@ mod tests {
         let mut a = Attempt::new("/p", BUDGET);
         let mut waits = Vec::new();
         let mut seen = Vec::new();
+        a.url(&t);
         for _ in 0..7 {
             match a.unavailable(&mut t, false, Duration::ZERO) {
                 Step::Retry(d) => waits.push(d.as_millis()),
@@ -450,16 +465,31 @@ mod tests {
         b.redirected(&mut t, "http://leader:2/p");
         b.answered(&mut t);
         let mut c = Attempt::new("/p", BUDGET);
+        assert_eq!(c.url(&t), "http://leader:2/p");
         assert!(matches!(
             c.unavailable(&mut t, false, Duration::ZERO),
             Step::Retry(_)
         ));
         assert_eq!(c.url(&t), "http://a:1/p");
-        t.skip();
+        c.abandoned(&mut t);
         assert_eq!(t.current(), "http://a:1");
         let mut two = LeaderTracker::parse("http://a:1,http://b:2").unwrap();
-        two.skip();
+        let mut d = Attempt::new("/p", BUDGET);
+        d.url(&two);
+        d.abandoned(&mut two);
         assert_eq!(two.current(), "http://b:2");
+    }
+
+    #[test]
+    fn calls_failing_together_move_on_once() {
+        let mut t = LeaderTracker::parse("http://a:1,http://b:2").unwrap();
+        let (mut one, mut two) = (Attempt::new("/p", BUDGET), Attempt::new("/q", BUDGET));
+        assert_eq!(one.url(&t), "http://a:1/p");
+        assert_eq!(two.url(&t), "http://a:1/q");
+        one.unavailable(&mut t, false, Duration::ZERO);
+        two.unavailable(&mut t, false, Duration::ZERO);
+        assert_eq!(t.current(), "http://b:2");
+        assert_eq!(two.url(&t), "http://b:2/q");
     }
 
     #[test]
@@ -469,13 +499,16 @@ mod tests {
         a.answered(&mut t);
         assert_eq!((t.generation(), t.answered_by()), (1, Some("http://a:1")));
         let mut b = Attempt::new("/p", BUDGET);
+        b.url(&t);
         b.unavailable(&mut t, false, Duration::ZERO);
         b.answered(&mut t);
         assert_eq!((t.generation(), t.answered_by()), (2, Some("http://b:2")));
         // Tries that come back to the same coordinator are no change.
         let mut c = Attempt::new("/p", BUDGET);
-        c.unavailable(&mut t, false, Duration::ZERO);
-        c.unavailable(&mut t, false, Duration::ZERO);
+        for _ in 0..2 {
+            c.url(&t);
+            c.unavailable(&mut t, false, Duration::ZERO);
+        }
         c.answered(&mut t);
         assert_eq!(t.generation(), 2);
     }
