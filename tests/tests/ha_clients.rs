@@ -200,6 +200,7 @@ async fn a_new_leader_on_the_same_registry_gets_the_framework_and_the_agent_back
     // X goes away; Y, on the same registry, is listed second.
     cluster.stop_coordinator().await.unwrap();
     cluster.start_coordinator_at(y_addr).await.unwrap();
+    let y_started = std::time::Instant::now();
     assert_eq!(cluster.url, y);
 
     // The framework registers again with Y under its id.
@@ -212,6 +213,7 @@ async fn a_new_leader_on_the_same_registry_gets_the_framework_and_the_agent_back
     })
     .await
     .unwrap();
+    let framework_back = y_started.elapsed();
     let registrations = seen.lock().unwrap().registrations.clone();
     assert!(
         registrations.iter().all(|(fid, _)| *fid == id),
@@ -224,6 +226,11 @@ async fn a_new_leader_on_the_same_registry_gets_the_framework_and_the_agent_back
         .await
         .unwrap();
     assert_eq!((task.framework_id, task.agent_id), (id, agent_id));
+    eprintln!(
+        "switch: framework re-registered {} ms, agent's task back {} ms after Y started",
+        framework_back.as_millis(),
+        y_started.elapsed().as_millis()
+    );
     assert_eq!(cluster.agent_info(0).await.unwrap().agent_id, agent_id);
 
     // The task ends now; its update reaches the framework through Y.
