@@ -2,14 +2,16 @@
 //! follower answering `307` to the real coordinator, one answering `503 no_leader`, and a dead
 //! URL are listed first; the SDK driver and a real agent find the real coordinator and work as
 //! usual. Then a switch: coordinator X stops and a new one, Y, starts on another port (listed
-//! second) on the same registry file; the framework keeps its id and gets the update of its task
-//! that was running, and the agent keeps that task.
+//! second) on the same registry file; the framework keeps its id and gets the updates of its
+//! tasks that were running (one ended while no coordinator was up), and the agent keeps the
+//! task still running.
 #![allow(clippy::unwrap_used)]
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use framework_sdk::prelude::*;
+use framework_sdk::CoordinatorClient;
 use tests::fake_leader::{dead_url, free_addr, FakeFollower};
 use tests::{wait_until, Cluster, WITHIN};
 use tokio::task::JoinHandle;
@@ -143,6 +145,39 @@ async fn the_sdk_and_an_agent_follow_a_followers_redirect_to_the_leader() {
     assert_eq!(tasks.len(), 2, "{tasks:?}");
     assert!(tasks.iter().all(|t| t.state == TaskState::Finished));
     stop_framework(running).await;
+
+    // The client re-sends a registration's body, then the event stream's GET, to the leader.
+    let client = CoordinatorClient::new(&follower.url, Duration::from_secs(2)).unwrap();
+    let hits = follower.hits();
+    let request = protocol::messages::RegisterFramework {
+        name: "probe".into(),
+        role: "eng".parse().unwrap(),
+        failover_timeout_s: None,
+        framework_id: None,
+        demand: None,
+    };
+    let probe = client
+        .register(&request)
+        .await
+        .unwrap()
+        .registered
+        .framework_id;
+    assert_eq!(client.current_url(), cluster.url);
+    let fresh = CoordinatorClient::new(&follower.url, Duration::from_secs(2)).unwrap();
+    let mut stream = fresh.events(probe).await.unwrap();
+    let first = tokio::time::timeout(WITHIN, stream.chunk())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&first).contains("subscribed"),
+        "{first:?}"
+    );
+    assert_eq!(follower.hits(), hits + 2);
+    drop(stream);
+    fresh.unregister(probe).await.unwrap();
+    assert_eq!(cluster.framework_named("probe").await.unwrap(), None);
     cluster.shutdown().await.unwrap();
 }
 
@@ -186,19 +221,39 @@ async fn a_new_leader_on_the_same_registry_gets_the_framework_and_the_agent_back
         })
         .await
         .unwrap();
-    let agent_id = cluster.agent_info(0).await.unwrap().agent_id;
+    let agent = cluster.agent_info(0).await.unwrap();
+    let agent_id = agent.agent_id;
 
-    // A task that runs until the test creates its flag file.
+    // Tasks that run until the test creates a file named after them (the sandbox, their
+    // working directory, is named after the task).
     let dir = tempfile::tempdir().unwrap();
-    let flag = dir.path().join("go");
-    let shell = format!("while [ ! -e {} ]; do sleep 0.05; done", flag.display());
-    let running = start_framework(&[&x, &y], &shell, &["long"]);
+    let flags = dir.path().to_owned();
+    let shell = format!(
+        "while [ ! -e {}/$(basename $PWD) ]; do sleep 0.05; done",
+        flags.display()
+    );
+    let running = start_framework(&[&x, &y], &shell, &["long", "early"]);
     let seen = running.0.clone();
     wait_state(&seen, "long", TaskState::Running).await;
+    wait_state(&seen, "early", TaskState::Running).await;
     let id = seen.lock().unwrap().registrations[0].0;
 
     // X goes away; Y, on the same registry, is listed second.
     cluster.stop_coordinator().await.unwrap();
+    // While no coordinator is up, "early" ends: its update waits in the agent's queue.
+    std::fs::write(flags.join("early"), b"").unwrap();
+    let agent_tasks = format!("{}/api/v1/tasks", agent.endpoint);
+    wait_until(WITHIN, "early finished on the agent", || {
+        let (http, url) = (cluster.http.clone(), agent_tasks.clone());
+        async move {
+            let list: protocol::messages::TaskStatusList =
+                http.get(url).send().await.ok()?.json().await.ok()?;
+            let early = list.tasks.iter().find(|t| t.task_id.as_str() == "early")?;
+            (early.state == TaskState::Finished).then_some(())
+        }
+    })
+    .await
+    .unwrap();
     cluster.start_coordinator_at(y_addr).await.unwrap();
     let y_started = std::time::Instant::now();
     assert_eq!(cluster.url, y);
@@ -232,9 +287,11 @@ async fn a_new_leader_on_the_same_registry_gets_the_framework_and_the_agent_back
         y_started.elapsed().as_millis()
     );
     assert_eq!(cluster.agent_info(0).await.unwrap().agent_id, agent_id);
+    // The update sent while there was no coordinator reaches the framework through Y.
+    wait_state(&seen, "early", TaskState::Finished).await;
 
-    // The task ends now; its update reaches the framework through Y.
-    std::fs::write(&flag, b"").unwrap();
+    // "long" ends now; its update reaches the framework through Y.
+    std::fs::write(flags.join("long"), b"").unwrap();
     wait_state(&seen, "long", TaskState::Finished).await;
     cluster
         .wait_for_task_state("long", TaskState::Finished)
