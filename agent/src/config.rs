@@ -99,7 +99,8 @@ impl Timing {
 /// Configuration of one real agent.
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
-    /// Base URL of the coordinator, e.g. `http://127.0.0.1:5050`.
+    /// Base URL of the coordinator, e.g. `http://127.0.0.1:5050`; or several, separated by
+    /// commas, of which the agent follows the leader.
     pub coordinator: String,
     /// The resources to advertise; detected from the machine when `None`.
     pub resources: Option<Resources>,
@@ -216,7 +217,8 @@ impl AgentConfig {
 /// Configuration of a fleet of simulated agents in one process.
 #[derive(Debug, Clone)]
 pub struct SimConfig {
-    /// Base URL of the coordinator.
+    /// Base URL of the coordinator; or several, separated by commas (see
+    /// [`AgentConfig::coordinator`]).
     pub coordinator: String,
     /// How many agents to simulate.
     pub count: usize,
@@ -281,6 +283,19 @@ pub(crate) fn normalize_url(url: &str) -> Option<String> {
 /// Checks the coordinator URL; returns it without a trailing slash.
 pub fn parse_coordinator_url(url: &str) -> Result<String, ConfigError> {
     normalize_url(url).ok_or_else(|| ConfigError::BadCoordinator(url.to_string()))
+}
+
+/// Checks a comma-separated list of coordinator URLs (one URL is a list of one; the agent
+/// follows the leader among several); returns them normalized, joined by commas. The error
+/// names the bad entry.
+pub fn parse_coordinator_urls(text: &str) -> Result<String, ConfigError> {
+    match protocol::leader::parse_coordinator_urls(text) {
+        Ok(urls) => Ok(urls.join(",")),
+        Err(protocol::leader::UrlListError::Bad(url)) => Err(ConfigError::BadCoordinator(url)),
+        Err(protocol::leader::UrlListError::Empty) => {
+            Err(ConfigError::BadCoordinator(text.to_owned()))
+        }
+    }
 }
 
 /// Parses `rack=r1,zone=a` (an empty string is no attributes).
@@ -353,5 +368,14 @@ mod tests {
         assert!(parse_coordinator_url("h:1").is_err());
         assert!(parse_coordinator_url("http://").is_err());
         assert!(parse_coordinator_url("ftp://h").is_err());
+        assert_eq!(
+            parse_coordinator_urls("http://a:1/, http://b:2").unwrap(),
+            "http://a:1,http://b:2"
+        );
+        assert_eq!(
+            parse_coordinator_urls("http://a:1,b:2").unwrap_err(),
+            ConfigError::BadCoordinator("b:2".into())
+        );
+        assert!(parse_coordinator_urls("").is_err());
     }
 }

@@ -23,7 +23,9 @@
 //!   unpacked once into a cache, an overlay per task.
 //! - `gc`: deletes finished tasks' sandboxes after `AgentConfig::sandbox_retention`.
 //! - `reaper`: makes the agent a child subreaper and reaps orphaned task processes.
-//! - `client`: HTTP to the coordinator for both shells: a core request in, a core reply out.
+//! - `client`: HTTP to the coordinator for both shells: a core request in, a core reply out;
+//!   several coordinators (`--coordinator a,b,c`): follows the leader, and tells the shell when
+//!   another coordinator answers, so the agent registers again with its running tasks.
 //! - `api`: the agent's HTTP API (axum router).
 //! - [`simulated`]: the simulated agents' shell: many cores in one process, one listener, one
 //!   driver loop, fake tasks.
@@ -155,7 +157,8 @@ pub async fn run(
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), AgentError> {
-    config.coordinator = config::parse_coordinator_url(&config.coordinator)?;
+    config.coordinator = config::parse_coordinator_urls(&config.coordinator)?;
+    let leader = client::Leader::new(&config.coordinator)?;
     if config.task_user.is_none() && !config.allow_root_tasks && task_user::running_as_root() {
         return Err(ConfigError::RootTasks.into());
     }
@@ -195,6 +198,7 @@ pub async fn run(
         endpoint,
         http,
         api_token,
+        leader,
     };
     let agent = real::RealAgent::restore(parts, journal, replay);
     if agent.config.reap_orphans && reaper::become_subreaper() {
@@ -247,7 +251,8 @@ pub fn machine_hostname() -> String {
 }
 
 /// The listener's TLS (loaded and checked, or `None` for plain HTTP) and a client builder for
-/// calls to the coordinator that trusts `ca_file` (or the built-in roots).
+/// calls to the coordinator that trusts `ca_file` (or the built-in roots) and follows no
+/// redirect by itself.
 pub(crate) fn tls_and_client(
     tls: Option<&TlsFiles>,
     ca_file: Option<&std::path::Path>,
@@ -255,7 +260,10 @@ pub(crate) fn tls_and_client(
     let server = tls
         .map(|f| parley_tls::ServerTls::from_pem_files(&f.cert, &f.key))
         .transpose()?;
-    Ok((server, parley_tls::client_builder(ca_file)?))
+    // Redirects are followed by the client module, which sends the same body and token to the
+    // leader a follower names; reqwest would drop the token on the way.
+    let client = parley_tls::client_builder(ca_file)?.redirect(reqwest::redirect::Policy::none());
+    Ok((server, client))
 }
 
 /// The URL the coordinator uses to reach a listener: the given one (checked), or

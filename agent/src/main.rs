@@ -25,7 +25,8 @@ use protocol::Resources;
 #[derive(Debug, Parser)]
 #[command(name = "agent", version)]
 struct Cli {
-    /// Base URL of the coordinator.
+    /// Base URL of the coordinator; or several, separated by commas (the coordinators of a
+    /// highly available cluster: the agent follows the leader among them).
     #[arg(
         long,
         env = "PARLEY_COORDINATOR",
@@ -166,7 +167,7 @@ enum Plan {
 
 fn plan(cli: Cli) -> anyhow::Result<Plan> {
     let coordinator =
-        agent::config::parse_coordinator_url(&cli.coordinator).context("--coordinator")?;
+        agent::config::parse_coordinator_urls(&cli.coordinator).context("--coordinator")?;
     let resources: Option<Resources> = cli
         .resources
         .as_deref()

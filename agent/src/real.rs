@@ -4,6 +4,7 @@
 //! requests, task processes, signals, timers.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use nix::sys::signal::Signal as OsSignal;
@@ -52,6 +53,8 @@ pub(crate) struct Parts {
     pub endpoint: String,
     pub http: reqwest::Client,
     pub api_token: String,
+    /// The coordinators, and which of them leads.
+    pub leader: client::Leader,
 }
 
 /// One real agent.
@@ -66,6 +69,11 @@ pub(crate) struct RealAgent {
     /// Held briefly, never across an `.await`.
     books: Mutex<Books>,
     http: reqwest::Client,
+    /// The coordinators, and which of them leads.
+    leader: client::Leader,
+    /// The [`client::Leader::generation`] of the last registration: another coordinator
+    /// answering means registering again.
+    registered_at: AtomicU64,
     /// Cancelled on shutdown; every background task watches it.
     pub cancel: CancellationToken,
     /// Requests, timers, process watchers: awaited on shutdown.
@@ -83,6 +91,7 @@ impl RealAgent {
             endpoint,
             http,
             api_token,
+            leader,
         } = parts;
         let agent_id = read_agent_id(&config.work_dir);
         let now = now();
@@ -125,6 +134,8 @@ impl RealAgent {
             config,
             books: Mutex::new(Books { core, journal }),
             http,
+            leader,
+            registered_at: AtomicU64::new(0),
             cancel: CancellationToken::new(),
             tracker: TaskTracker::new(),
         });
@@ -295,15 +306,22 @@ impl RealAgent {
                     }
                 }
                 Command::Send(request) => {
-                    let call =
-                        Call::new(&self.config.coordinator, request, || self.identity.clone());
+                    let call = Call::new(request, || self.identity.clone());
                     let agent = Arc::clone(self);
                     self.tracker.spawn(async move {
                         let timeout = agent.config.timing.request_timeout;
                         tokio::select! {
-                            reply = call.send(&agent.http, timeout) => {
+                            (mut reply, generation) = call.send(&agent.http, &agent.leader, timeout) => {
+                                let mut at = agent.registered_at.load(Ordering::Relaxed);
+                                let changed = client::changed_coordinator(&mut reply, generation, &mut at);
+                                agent.registered_at.store(at, Ordering::Relaxed);
                                 client::log_failure(&reply, LogLevel::Warn);
-                                agent.feed(|core, now, out| core.reply(reply, now, out));
+                                agent.feed(|core, now, out| {
+                                    if changed {
+                                        core.coordinator_changed(now, out);
+                                    }
+                                    core.reply(reply, now, out);
+                                });
                             }
                             () = agent.cancel.cancelled() => {}
                         }

@@ -59,7 +59,7 @@ struct Event {
     finishes: Vec<(TaskKey, Duration)>,
 }
 
-type Pending = Pin<Box<dyn Future<Output = (usize, Reply)> + Send>>;
+type Pending = Pin<Box<dyn Future<Output = (usize, (Reply, u64))> + Send>>;
 
 /// The fleet, shared by the driver and the HTTP handlers.
 struct Sim {
@@ -70,6 +70,8 @@ struct Sim {
     /// Held briefly, never across an `.await`.
     cores: Mutex<Vec<Core>>,
     events: mpsc::UnboundedSender<Event>,
+    /// The coordinators, and which of them leads (one for the fleet).
+    leader: client::Leader,
 }
 
 impl Sim {
@@ -106,7 +108,8 @@ pub async fn run_simulated(
     if config.count == 0 {
         return Err(config::ConfigError::NoAgents.into());
     }
-    config.coordinator = config::parse_coordinator_url(&config.coordinator)?;
+    config.coordinator = config::parse_coordinator_urls(&config.coordinator)?;
+    let leader = client::Leader::new(&config.coordinator)?;
     let (tls, http) = crate::tls_and_client(config.tls.as_ref(), config.ca_file.as_deref())?;
     let hostname = crate::machine_hostname();
     let base_url = crate::advertised_url(
@@ -141,6 +144,7 @@ pub async fn run_simulated(
         api_token,
         cores: Mutex::new(cores),
         events,
+        leader,
     });
     let cancel = CancellationToken::new();
     let driver = tokio::spawn(drive(sim.clone(), http, rx, cancel.clone()));
@@ -168,6 +172,8 @@ struct Driver {
     http: reqwest::Client,
     heap: BinaryHeap<Reverse<(Instant, Due)>>,
     in_flight: FuturesUnordered<Pending>,
+    /// Per agent, the [`client::Leader::generation`] of its last registration.
+    registered_at: Vec<u64>,
 }
 
 /// The one loop behind every simulated agent.
@@ -184,6 +190,7 @@ async fn drive(
         http,
         heap: BinaryHeap::new(),
         in_flight: FuturesUnordered::new(),
+        registered_at: vec![0; cfg.count],
     };
     let start = now().at;
     let count = cfg.count as u32;
@@ -209,9 +216,18 @@ async fn drive(
         let can_start = d.in_flight.len() < max_in_flight;
         tokio::select! {
             () = cancel.cancelled() => return,
-            Some((i, reply)) = d.in_flight.next(), if !d.in_flight.is_empty() => {
+            Some((i, (mut reply, generation))) = d.in_flight.next(), if !d.in_flight.is_empty() => {
+                let changed = d
+                    .registered_at
+                    .get_mut(i)
+                    .is_some_and(|at| client::changed_coordinator(&mut reply, generation, at));
                 client::log_failure(&reply, LogLevel::Debug);
-                d.feed(i, self::now(), |core, now, out| core.reply(reply, now, out));
+                d.feed(i, self::now(), |core, now, out| {
+                    if changed {
+                        core.coordinator_changed(now, out);
+                    }
+                    core.reply(reply, now, out);
+                });
             }
             event = events.recv(), if events_open => match event {
                 Some(Event { agent, commands, finishes }) => {
@@ -258,14 +274,13 @@ impl Driver {
         for c in out {
             match c {
                 Command::Send(request) => {
-                    let call = Call::new(&self.sim.config.coordinator, request, || {
-                        self.sim.identity(i)
-                    });
+                    let call = Call::new(request, || self.sim.identity(i));
                     let http = self.http.clone();
+                    let sim = Arc::clone(&self.sim);
                     let timeout = self.sim.config.timing.request_timeout;
-                    self.in_flight.push(Box::pin(
-                        async move { (i, call.send(&http, timeout).await) },
-                    ));
+                    self.in_flight.push(Box::pin(async move {
+                        (i, call.send(&http, &sim.leader, timeout).await)
+                    }));
                 }
                 Command::SetTimer { at, timer } => {
                     self.heap.push(Reverse((at, Due::Core(i, timer))));

@@ -8,7 +8,8 @@ use framework_sdk::{BearerToken, DriverConfig, FrameworkId, RolePath};
 /// Flags every example takes.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CommonArgs {
-    /// The coordinator's base URL.
+    /// The coordinator's base URL; or several, separated by commas (the coordinators of a
+    /// highly available cluster: the framework follows the leader among them).
     #[arg(
         long,
         env = "PARLEY_COORDINATOR",
@@ -58,6 +59,8 @@ impl CommonArgs {
 
     /// The driver configuration for a framework called `name`.
     pub fn driver_config(&self, name: &str) -> anyhow::Result<DriverConfig> {
+        framework_sdk::protocol::leader::parse_coordinator_urls(&self.coordinator)
+            .map_err(|e| anyhow::anyhow!("--coordinator: {e}"))?;
         let mut config = DriverConfig::new(&self.coordinator, name, self.role.clone());
         config.ca_file = self.ca_file.clone();
         config.framework_id = self.framework_id;
@@ -91,5 +94,29 @@ pub fn init_logging() {
 pub async fn ctrl_c() {
     if tokio::signal::ctrl_c().await.is_err() {
         std::future::pending::<()>().await;
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn several_coordinators_are_accepted_and_a_bad_one_is_named() {
+        let role: RolePath = "a".parse().unwrap();
+        let args = CommonArgs::new("http://a:1,http://b:2/", role.clone());
+        assert_eq!(
+            args.driver_config("x").unwrap().coordinator,
+            "http://a:1,http://b:2/"
+        );
+        let err = CommonArgs::new("http://a:1,b:2", role)
+            .driver_config("x")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("--coordinator") && err.contains("\"b:2\""),
+            "{err}"
+        );
     }
 }

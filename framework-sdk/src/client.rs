@@ -2,9 +2,19 @@
 //!
 //! Every call maps a non-success answer to [`SdkError`] (a 4xx keeps the coordinator's code and
 //! message). The driver uses it; frameworks and tests may use it directly as well.
+//!
+//! The client may be given several coordinators (`http://a:5050,http://b:5050`) and follows
+//! the leader among them ([`protocol::leader`]): it follows no redirect automatically, so a
+//! follower's `307` is answered by sending the same request (method, body, bearer token) again
+//! to the leader named in `Location`, streams included; a connection error or `503 no_leader`
+//! moves to the next URL, round-robin, with a short bounded backoff, for at most the request
+//! timeout. [`CoordinatorClient::leader_generation`] changes when another coordinator answers.
 
 use std::path::Path;
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use protocol::leader::{self, Attempt, LeaderTracker, Step};
 
 use protocol::messages::{
     AcceptRequest, AcceptResponse, AcknowledgeBatch, AcknowledgeBatchResponse, AcknowledgeRequest,
@@ -36,16 +46,19 @@ pub struct Connection {
     pub token: Option<crate::BearerToken>,
 }
 
-/// A client of the coordinator's framework API (`/api/v1/frameworks/...`).
+/// A client of the coordinator's framework API (`/api/v1/frameworks/...`). Clones share the
+/// leader they follow.
 #[derive(Debug, Clone)]
 pub struct CoordinatorClient {
     http: reqwest::Client,
     base: String,
+    tracker: Arc<Mutex<LeaderTracker>>,
     request_timeout: Duration,
 }
 
 impl CoordinatorClient {
-    /// A client for the coordinator at `base` (e.g. `http://127.0.0.1:5050`). Each call except
+    /// A client for the coordinator at `base` (e.g. `http://127.0.0.1:5050`, or several
+    /// separated by commas: see the [module docs](self)). Each call except
     /// the event stream gives up after `request_timeout`. An `https://` coordinator must have a
     /// certificate from a publicly trusted CA; see [`CoordinatorClient::with_ca_file`].
     pub fn new(base: &str, request_timeout: Duration) -> Result<Self, SdkError> {
@@ -87,14 +100,13 @@ impl CoordinatorClient {
         request_timeout: Duration,
         connection: &Connection,
     ) -> Result<Self, SdkError> {
-        let base = base.trim_end_matches('/').to_owned();
-        if !(base.starts_with("http://") || base.starts_with("https://")) {
-            return Err(SdkError::InvalidConfig(format!(
-                "coordinator URL {base:?} must start with http:// or https://"
-            )));
-        }
+        let tracker = LeaderTracker::parse(base)
+            .map_err(|e| SdkError::InvalidConfig(format!("coordinator: {e}")))?;
+        let base = tracker.current().to_owned();
+        // Redirects are followed by `execute`, which keeps the method, body and token.
         let mut builder = parley_tls::client_builder(connection.ca_file.as_deref())
             .map_err(|e| SdkError::InvalidConfig(e.to_string()))?
+            .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(request_timeout);
         if let Some(token) = &connection.token {
             let mut headers = reqwest::header::HeaderMap::new();
@@ -108,17 +120,119 @@ impl CoordinatorClient {
         Ok(Self {
             http,
             base,
+            tracker: Arc::new(Mutex::new(tracker)),
             request_timeout,
         })
     }
 
-    /// The coordinator's base URL.
+    /// The first coordinator's base URL (see [`CoordinatorClient::current_url`] for the one
+    /// calls go to now).
     pub fn base_url(&self) -> &str {
         &self.base
     }
 
+    /// The base URL calls go to now: the leader, once one answered or was named by a redirect.
+    pub fn current_url(&self) -> String {
+        self.tracker().current().to_owned()
+    }
+
+    /// Changes each time a different coordinator answers than the one before (a new leader).
+    pub fn leader_generation(&self) -> u64 {
+        self.tracker().generation()
+    }
+
+    fn tracker(&self) -> std::sync::MutexGuard<'_, LeaderTracker> {
+        self.tracker.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The URL of an API path on the current coordinator; [`CoordinatorClient::execute`] sends
+    /// it wherever the leader is.
     fn url(&self, path: &str) -> String {
-        format!("{}/api/v1{path}", self.base)
+        format!("{}/api/v1{path}", self.tracker().current())
+    }
+
+    /// Sends `request`, following the leader: a `307`/`308` sends it again where `Location`
+    /// says; a connection error or `503 no_leader` tries the next coordinator after a short
+    /// wait, for at most the request timeout (with one coordinator, a connection error is
+    /// returned at once). Any other answer is returned as it is.
+    async fn execute(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, SdkError> {
+        let request = request.build()?;
+        let url = request.url();
+        let path = match url.query() {
+            Some(q) => format!("{}?{q}", url.path()),
+            None => url.path().to_owned(),
+        };
+        let mut attempt = Attempt::new(path, self.request_timeout);
+        let started = Instant::now();
+        loop {
+            let target = attempt.url(&self.tracker());
+            let mut next = request
+                .try_clone()
+                .ok_or_else(|| SdkError::Protocol("a streaming body cannot be re-sent".into()))?;
+            *next.url_mut() = reqwest::Url::parse(&target)
+                .map_err(|e| SdkError::Protocol(format!("coordinator URL {target:?}: {e}")))?;
+            let step = match self.http.execute(next).await {
+                Ok(resp) if leader::is_redirect(resp.status().as_u16()) => {
+                    let location = resp
+                        .headers()
+                        .get(reqwest::header::LOCATION)
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_owned);
+                    let step = match &location {
+                        Some(l) => attempt.redirected(&mut self.tracker(), l),
+                        None => Step::GiveUp,
+                    };
+                    if step == Step::GiveUp {
+                        return Ok(resp);
+                    }
+                    tracing::debug!(from = %target, to = ?location, "following the leader");
+                    step
+                }
+                Ok(resp) if resp.status() == reqwest::StatusCode::SERVICE_UNAVAILABLE => {
+                    let body = resp.text().await.unwrap_or_default();
+                    if !leader::is_no_leader(503, &body) {
+                        attempt.answered(&mut self.tracker());
+                        return Err(SdkError::from_response(503, &body));
+                    }
+                    let step = attempt.unavailable(&mut self.tracker(), true, started.elapsed());
+                    if step == Step::GiveUp {
+                        return Err(SdkError::from_response(503, &body));
+                    }
+                    step
+                }
+                Ok(resp) => {
+                    attempt.answered(&mut self.tracker());
+                    return Ok(resp);
+                }
+                Err(e) if e.is_connect() => {
+                    let step = attempt.unavailable(&mut self.tracker(), false, started.elapsed());
+                    if step == Step::GiveUp {
+                        return Err(e.into());
+                    }
+                    step
+                }
+                Err(e) => {
+                    // Timed out or broke mid-call: it may have been carried out, so it is not
+                    // sent again; the next call tries the next coordinator.
+                    attempt.abandoned(&mut self.tracker());
+                    return Err(e.into());
+                }
+            };
+            if let Step::Retry(delay) = step {
+                if !delay.is_zero() {
+                    tracing::info!(
+                        unreachable = %target,
+                        next = %self.tracker().current(),
+                        wait_ms = delay.as_millis() as u64,
+                        "no leader there; trying the next coordinator"
+                    );
+                    tokio::time::sleep(delay).await;
+                }
+            }
+        }
     }
 
     fn framework_url(&self, id: FrameworkId, action: &str) -> String {
@@ -131,9 +245,8 @@ impl CoordinatorClient {
             .http
             .post(self.url("/frameworks"))
             .timeout(self.request_timeout)
-            .json(request)
-            .send()
-            .await?;
+            .json(request);
+        let response = self.execute(response).await?;
         let reregistered = response.status() == reqwest::StatusCode::OK;
         let registered = read_json(response).await?;
         Ok(Registration {
@@ -149,9 +262,8 @@ impl CoordinatorClient {
         let response = self
             .http
             .get(self.url(&format!("/frameworks/{id}/events")))
-            .header("accept", "text/event-stream")
-            .send()
-            .await?;
+            .header("accept", "text/event-stream");
+        let response = self.execute(response).await?;
         check(response).await
     }
 
@@ -230,9 +342,8 @@ impl CoordinatorClient {
         let response = self
             .http
             .get(self.url("/agents"))
-            .timeout(self.request_timeout)
-            .send()
-            .await?;
+            .timeout(self.request_timeout);
+        let response = self.execute(response).await?;
         read_json(response).await
     }
 
@@ -241,9 +352,8 @@ impl CoordinatorClient {
         let response = self
             .http
             .delete(self.url(&format!("/frameworks/{id}")))
-            .timeout(self.request_timeout)
-            .send()
-            .await?;
+            .timeout(self.request_timeout);
+        let response = self.execute(response).await?;
         check(response).await.map(drop)
     }
 
@@ -252,24 +362,14 @@ impl CoordinatorClient {
         url: String,
         body: &B,
     ) -> Result<T, SdkError> {
-        let response = self
-            .http
-            .post(url)
-            .timeout(self.request_timeout)
-            .json(body)
-            .send()
-            .await?;
+        let response = self.http.post(url).timeout(self.request_timeout).json(body);
+        let response = self.execute(response).await?;
         read_json(response).await
     }
 
     async fn post_empty<B: Serialize>(&self, url: String, body: &B) -> Result<(), SdkError> {
-        let response = self
-            .http
-            .post(url)
-            .timeout(self.request_timeout)
-            .json(body)
-            .send()
-            .await?;
+        let response = self.http.post(url).timeout(self.request_timeout).json(body);
+        let response = self.execute(response).await?;
         check(response).await.map(drop)
     }
 }

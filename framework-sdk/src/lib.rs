@@ -24,7 +24,8 @@
 //!   placed on offers with [`Task::on`].
 //! - [`driver`]: [`Driver`] and [`DriverConfig`]: registration, the event loop, reconnection,
 //!   suppress/revive, offer hold timeout, [`Driver::run_until`] a shutdown future.
-//! - [`client`]: [`CoordinatorClient`], the framework HTTP API as typed calls.
+//! - [`client`]: [`CoordinatorClient`], the framework HTTP API as typed calls, following the
+//!   leader when given several coordinators (`307` re-sent, round-robin on `503 no_leader`).
 //! - [`sse`]: an incremental Server-Sent Events parser.
 //! - [`placement`]: the `placement` crate (pure, no async runtime or HTTP), re-exported:
 //!   [`placement::Placement`] and the policies `FirstFit`, `BestFit`, `Tetris`.

@@ -22,7 +22,8 @@ pub const TASK_STATES: [&str; 8] = [
     after_help = "Exit codes: 0 ok, 1 the coordinator answered an error (or named no such thing), 2 usage, 3 the coordinator could not be reached."
 )]
 pub struct Cli {
-    /// The coordinator's base URL.
+    /// The coordinator's base URL; or several, separated by commas (the coordinators of a
+    /// highly available cluster: requests go to the leader among them).
     #[arg(
         long,
         global = true,

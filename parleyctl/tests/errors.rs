@@ -1,11 +1,13 @@
 //! The real binary's errors and exit codes: an unreachable coordinator (3), bad arguments (2),
-//! 401 without a token and 403 with too weak a one when credentials are on, 404 (1).
+//! 401 without a token and 403 with too weak a one when credentials are on, 404 (1); several
+//! coordinators, of which the leader is found.
 #![allow(clippy::unwrap_used)]
 
 mod support;
 
 use coordinator::auth::{Credentials, SecretHash};
 use support::{binary, texts};
+use tests::fake_leader::FakeFollower;
 use tests::Cluster;
 
 const NODES: &str = "ctl-token-nodes-0123456789abcdef";
@@ -170,5 +172,76 @@ async fn with_credentials_a_token_is_needed_and_its_rights_apply() {
         assert_eq!(resp.status(), status, "{token}");
     }
     assert_eq!(http.get(&output).send().await.unwrap().status(), 401);
+    cluster.shutdown().await.unwrap();
+}
+
+/// Several coordinators: requests reach the leader past a dead URL, a follower's `307` (the
+/// token and a POST body go with it) and a coordinator without a leader; a bad entry in the
+/// list is a usage error naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leader_is_found_among_several_coordinators() {
+    let cluster = Cluster::builder()
+        .agent("cpus=1,mem=256")
+        .credentials(credentials(), NODES, READ)
+        .start()
+        .await
+        .unwrap();
+    let url = cluster.url.as_str();
+    let agent = cluster.agent_info(0).await.unwrap();
+    let dead = closed_port_url().await;
+    let follower = FakeFollower::redirecting_to(url).await.unwrap();
+    let leaderless = FakeFollower::without_leader().await.unwrap();
+
+    let list = format!("{dead},{},{url}", follower.url);
+    let out = binary(
+        &["--coordinator", &list, "agents"],
+        &[("PARLEY_TOKEN", READ)],
+    )
+    .await;
+    let (stdout, stderr) = texts(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stdout.starts_with("AGENT"), "{stdout}");
+    assert!(stdout.contains(&agent.agent_id.to_string()), "{stdout}");
+    assert!(stderr.contains("trying"), "a progress line: {stderr}");
+    assert_eq!(
+        follower.hits(),
+        1,
+        "the dead URL is skipped, the follower redirects"
+    );
+
+    let list = format!("{},{url}", leaderless.url);
+    let out = binary(
+        &["--coordinator", &list, "--json", "agents"],
+        &[("PARLEY_TOKEN", READ)],
+    )
+    .await;
+    let (stdout, stderr) = texts(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let agents: protocol::messages::AgentList = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(agents.agents.len(), 1);
+    assert!(leaderless.hits() >= 1);
+
+    // A POST through the follower: its body and the admin token reach the leader.
+    let out = binary(
+        &[
+            "--coordinator",
+            &follower.url,
+            "--token",
+            ADMIN,
+            "weight",
+            "eng",
+            "3",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+    assert_eq!(texts(&out).0, "role eng: weight 3\n");
+    assert_eq!(follower.hits(), 2);
+
+    let out = binary(&["--coordinator", &format!("{url},nope"), "agents"], &[]).await;
+    let (_, stderr) = texts(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("\"nope\""), "{stderr}");
     cluster.shutdown().await.unwrap();
 }

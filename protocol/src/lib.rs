@@ -15,6 +15,8 @@
 //! - [`events`]: the framework SSE stream ([`FrameworkEvent`]) and the operator offer stream
 //!   ([`OfferEvent`]).
 //! - [`error`]: the error body every endpoint returns (`{"error": {"code", "message"}}`).
+//! - [`leader`]: several coordinator URLs and finding the leader among them (follow `307`,
+//!   round-robin on `503 no_leader` or a dead URL): the pure logic every client shares.
 //!
 //! Nothing here does I/O. Every type that crosses a boundary validates itself on deserialization,
 //! so a value of one of these types is known to be well-formed.
@@ -25,6 +27,7 @@ pub mod error;
 pub mod events;
 pub mod ids;
 pub mod isolation;
+pub mod leader;
 pub mod messages;
 pub mod offer;
 pub mod resources;

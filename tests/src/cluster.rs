@@ -142,6 +142,7 @@ impl ClusterBuilder {
             config,
             reap_orphans: self.reap_orphans,
             coordinator: None,
+            agent_coordinators: None,
             agents: Vec::new(),
             fleet: None,
             _dirs: dirs,
@@ -179,6 +180,8 @@ pub struct Cluster {
     config: coordinator::Config,
     reap_orphans: bool,
     coordinator: Option<Running>,
+    /// The coordinator list real agents started from now on are given (default: `url`).
+    agent_coordinators: Option<String>,
     agents: Vec<AgentSlot>,
     fleet: Option<Running>,
     _dirs: tempfile::TempDir,
@@ -252,7 +255,8 @@ impl Cluster {
         if slot.running.is_some() {
             bail!("agent {index} is already running");
         }
-        let mut config = agent::AgentConfig::new(self.url.clone(), slot.work_dir.clone());
+        let coordinators = self.agent_coordinators.as_ref().unwrap_or(&self.url);
+        let mut config = agent::AgentConfig::new(coordinators.clone(), slot.work_dir.clone());
         config.resources = Some(slot.resources.clone());
         config.hostname = Some(format!("agent-{index}"));
         config.timing = agent::Timing::fast();
@@ -264,6 +268,23 @@ impl Cluster {
         let join = tokio::spawn(async move { Ok(agent::run(config, listener, stopped).await?) });
         slot.running = Some((token, join));
         Ok(())
+    }
+
+    /// The coordinator URLs (comma-separated) that real agents started from now on are given,
+    /// instead of the cluster's URL: e.g. a follower first, then the real coordinator.
+    pub fn set_agent_coordinators(&mut self, coordinators: impl Into<String>) {
+        self.agent_coordinators = Some(coordinators.into());
+    }
+
+    /// Starts a new coordinator (same settings and registry) on another address, which becomes
+    /// the cluster's URL: a new leader after the old one stopped.
+    pub async fn start_coordinator_at(&mut self, addr: SocketAddr) -> anyhow::Result<()> {
+        if self.coordinator.is_some() {
+            bail!("the coordinator is already running");
+        }
+        self.addr = addr;
+        self.url = format!("http://{addr}");
+        self.start_coordinator().await
     }
 
     /// Stops agent `index` gracefully (its tasks keep running) and waits for it.

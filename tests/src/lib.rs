@@ -11,11 +11,14 @@
 //! - [`fast_coordinator_config`]: coordinator settings with short intervals for tests.
 //! - [`framework`]: [`framework::TestFramework`], a tiny raw-HTTP framework client (register,
 //!   event stream, accept / decline / kill / acknowledge / remove) with a log of its events.
+//! - [`fake_leader`]: coordinators that are not the leader (a follower answering `307` to the
+//!   real one, one answering `503 no_leader`) and dead URLs, for the clients' leader-following.
 //! - re-exported from `testkit`: [`wait_until`], [`wait_for`], [`deadline_in`], [`SseReader`].
 //!
 //! The tests themselves live in `tests/tests/`, one file per subject.
 
 pub mod cluster;
+pub mod fake_leader;
 pub mod framework;
 
 use std::time::Duration;

@@ -181,6 +181,18 @@ impl Core {
         }
     }
 
+    /// Another coordinator answered than the one the agent registered with (a new leader):
+    /// register again with the running tasks; unacknowledged updates go to it afterwards.
+    pub fn coordinator_changed(&mut self, now: Now, out: &mut Vec<Command>) {
+        if self.session.phase == Phase::Registered {
+            tracing::info!(
+                "another coordinator leads now; registering again with the running tasks"
+            );
+        }
+        self.reregister(now, out);
+        self.flush(now, out);
+    }
+
     /// Sends the oldest unacknowledged updates, unless a request is in flight, a backoff runs,
     /// or the agent is not registered.
     pub fn flush(&mut self, now: Now, out: &mut Vec<Command>) {

@@ -14,7 +14,11 @@ pub const DEFAULT_FAILOVER_TIMEOUT: Duration = Duration::from_secs(3600);
 /// The driver's configuration. Build it with [`DriverConfig::new`] and adjust fields.
 #[derive(Debug, Clone)]
 pub struct DriverConfig {
-    /// The coordinator's base URL, e.g. `http://127.0.0.1:5050` (or `https://...`).
+    /// The coordinator's base URL, e.g. `http://127.0.0.1:5050` (or `https://...`); or several
+    /// coordinators of a highly available cluster, separated by commas
+    /// (`http://a:5050,http://b:5050`, see [`DriverConfig::with_coordinators`]): the driver
+    /// follows the leader among them and registers again with a new one under the same
+    /// framework id.
     pub coordinator: String,
     /// A PEM file of the CA certificates to trust for an `https://` coordinator (only those);
     /// `None` trusts the built-in Mozilla roots. Default `None`.
@@ -92,8 +96,24 @@ impl DriverConfig {
         }
     }
 
+    /// As [`DriverConfig::new`], with several coordinators (the leader is found among them).
+    pub fn with_coordinators<I, U>(coordinators: I, name: impl Into<String>, role: RolePath) -> Self
+    where
+        I: IntoIterator<Item = U>,
+        U: AsRef<str>,
+    {
+        let list: Vec<String> = coordinators
+            .into_iter()
+            .map(|u| u.as_ref().to_owned())
+            .collect();
+        Self::new(list.join(","), name, role)
+    }
+
     /// Checks the values are usable; the message names the bad field.
     pub fn validate(&self) -> Result<(), String> {
+        if let Err(e) = protocol::leader::parse_coordinator_urls(&self.coordinator) {
+            return Err(format!("coordinator: {e}"));
+        }
         if self.name.trim().is_empty() {
             return Err("name is empty; give the framework a name".into());
         }
@@ -112,5 +132,28 @@ impl DriverConfig {
             return Err("max_concurrent_requests must be at least 1".into());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn several_coordinators_are_one_field_and_bad_ones_are_named() {
+        let role: RolePath = "a".parse().unwrap();
+        let c = DriverConfig::with_coordinators(["http://a:1", "http://b:2"], "f", role.clone());
+        assert_eq!(c.coordinator, "http://a:1,http://b:2");
+        assert!(c.validate().is_ok());
+        let c = DriverConfig::with_coordinators(["http://a:1", "b:2"], "f", role.clone());
+        let e = c.validate().unwrap_err();
+        assert!(
+            e.starts_with("coordinator: ") && e.contains("\"b:2\""),
+            "{e}"
+        );
+        assert!(DriverConfig::new("http://a:1", "f", role)
+            .validate()
+            .is_ok());
     }
 }

@@ -110,6 +110,7 @@ impl<S: Scheduler> Driver<S> {
             framework_id: None,
             offers: OfferBook::default(),
             heartbeat: DEFAULT_HEARTBEAT,
+            session_generation: 0,
             acks: Vec::new(),
             stopping: false,
             revive_at: None,
@@ -143,6 +144,10 @@ struct Runner<S> {
     offers: OfferBook,
     demand: DemandState,
     heartbeat: Duration,
+    /// The client's leader generation when the current stream opened: when another
+    /// coordinator answers a call, the stream is on a deposed leader and the driver registers
+    /// again.
+    session_generation: u64,
     /// Updates the scheduler has seen, to acknowledge once the current chunk of events is done.
     acks: Vec<(TaskId, UpdateId)>,
     stopping: bool,
@@ -230,8 +235,17 @@ impl<S: Scheduler> Runner<S> {
         self.framework_id = Some(id);
         self.ctx.set_framework_id(id);
         self.heartbeat = heartbeat_interval(registered.heartbeat_interval_s);
+        let generation = self.client.leader_generation();
         let stream = self.client.events(id).await?;
-        tracing::info!(framework_id = %id, reregistered, "registered");
+        if self.client.leader_generation() != generation {
+            // Registered with one coordinator, subscribed on another: register again there.
+            return Err(SdkError::Server {
+                status: 503,
+                message: "the leader changed while subscribing".into(),
+            });
+        }
+        self.session_generation = generation;
+        tracing::info!(framework_id = %id, reregistered, coordinator = %self.client.current_url(), "registered");
         self.demand
             .registered(reregistered, self.scheduler.pending_tasks());
         self.scheduler
@@ -254,6 +268,12 @@ impl<S: Scheduler> Runner<S> {
         loop {
             if self.stopping {
                 return Ok(SessionEnd::Stopped);
+            }
+            if self.client.leader_generation() != self.session_generation {
+                return Ok(SessionEnd::Lost(format!(
+                    "another coordinator answers now ({})",
+                    self.client.current_url()
+                )));
             }
             let silence_limit = self.heartbeat * self.config.missed_heartbeats;
             let heartbeat_deadline = tokio::time::Instant::from_std(last_seen + silence_limit);

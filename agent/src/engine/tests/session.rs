@@ -100,3 +100,35 @@ fn registers_heartbeats_and_registers_again_after_a_404() {
     let fx = rig.at(1200, |c, now, out| c.timer(Timer::Heartbeat(1), now, out));
     assert_eq!(fx, []);
 }
+
+#[test]
+fn a_new_leader_gets_a_registration_with_the_running_tasks() {
+    let mut rig = Rig::sim();
+    rig.at(0, |c, now, out| c.start(now, out));
+    let registered = rig.registered();
+    rig.at(1, |c, now, out| c.reply(registered, now, out));
+    rig.launch(2, &["a"]);
+    let agent_id = rig.agent;
+    // Another coordinator answered: register again at once, with the running task.
+    let fx = rig.at(10, |c, now, out| c.coordinator_changed(now, out));
+    assert_eq!(
+        fx,
+        [Command::SetTimer {
+            at: rig.now(10).at,
+            timer: Timer::Register
+        }]
+    );
+    let fx = rig.at(10, |c, now, out| c.timer(Timer::Register, now, out));
+    let mut a = rig.status("a", TaskState::Starting, 1);
+    a.agent_id = agent_id;
+    assert_eq!(
+        fx,
+        [Command::Send(Request::Register {
+            agent_id: Some(agent_id),
+            tasks: vec![a]
+        })]
+    );
+    // Told again while the registration is in flight: nothing more is sent.
+    let fx = rig.at(11, |c, now, out| c.coordinator_changed(now, out));
+    assert_eq!(fx, []);
+}
