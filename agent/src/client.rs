@@ -74,6 +74,7 @@ impl Call {
                         agent_id,
                         tasks,
                         api_token: me.api_token,
+                        gpu_devices: Vec::new(),
                     }),
                 }
             }

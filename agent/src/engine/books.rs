@@ -45,6 +45,7 @@ impl Core {
             resources: Some(t.spec.resources.clone()),
             reason,
             usage,
+            gpu_devices: None,
         };
         if self.config.journaling == Journaling::On {
             let record = Record::Status {

@@ -35,6 +35,7 @@ impl Core {
                 resources: Some(t.spec.resources.clone()),
                 reason: None,
                 usage: None,
+                gpu_devices: None,
             });
             let stage = match t.process {
                 Some(process) => Stage::Started(Some(process)),
@@ -134,6 +135,7 @@ impl Core {
                 resources: Some(spec.resources.clone()),
                 reason: None,
                 usage: None,
+                gpu_devices: None,
             };
             if self.config.journaling == Journaling::On {
                 if let Some(sandbox) = &sandbox {

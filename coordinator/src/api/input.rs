@@ -53,6 +53,49 @@ pub fn framework_registration(req: RegisterFramework) -> Result<FrameworkRegistr
 }
 
 /// An agent's registration; its endpoint loses any trailing `/`.
+/// The most GPUs one agent may list.
+const MAX_GPU_DEVICES: usize = 256;
+
+/// An agent's `gpu_devices`: at most [`MAX_GPU_DEVICES`], one per device its `gpus` resource
+/// counts, each with a distinct index and a distinct, non-empty UUID of sane length.
+fn check_gpu_devices(req: &RegisterAgent) -> Result<(), ApiError> {
+    let devices = &req.gpu_devices;
+    if devices.is_empty() {
+        return Ok(());
+    }
+    let gpus = req.resources.millis(protocol::gpu::GPUS);
+    if devices.len() > MAX_GPU_DEVICES || gpus != devices.len() as u64 * 1000 {
+        return Err(invalid(
+            "gpu_devices",
+            format!(
+                "list one entry per GPU the agent's resources count (gpus={}, {} listed, at most {MAX_GPU_DEVICES})",
+                req.resources.units(protocol::gpu::GPUS),
+                devices.len()
+            ),
+        ));
+    }
+    let mut indices = std::collections::HashSet::new();
+    let mut uuids = std::collections::HashSet::new();
+    for d in devices {
+        if d.uuid.trim().is_empty() || d.uuid.len() > 256 || d.model.len() > MAX_TEXT {
+            return Err(invalid(
+                "gpu_devices",
+                "each device needs a uuid (1 to 256 characters) and a model of at most 1024",
+            ));
+        }
+        if !indices.insert(d.index) || !uuids.insert(d.uuid.as_str()) {
+            return Err(invalid(
+                "gpu_devices",
+                format!(
+                    "device index {} or uuid {:?} is listed twice",
+                    d.index, d.uuid
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 pub fn agent_registration(req: RegisterAgent) -> Result<AgentRegistration, ApiError> {
     if req.hostname.trim().is_empty() || req.hostname.len() > MAX_TEXT {
         return Err(invalid(
@@ -95,6 +138,7 @@ pub fn agent_registration(req: RegisterAgent) -> Result<AgentRegistration, ApiEr
             "at most 64 attributes with non-empty keys",
         ));
     }
+    check_gpu_devices(&req)?;
     if !req.tasks.is_empty() && req.agent_id.is_none() {
         return Err(invalid("tasks", "reported tasks need the agent's agent_id"));
     }
@@ -104,6 +148,7 @@ pub fn agent_registration(req: RegisterAgent) -> Result<AgentRegistration, ApiEr
         endpoint: req.endpoint.trim_end_matches('/').to_owned(),
         resources: req.resources,
         attributes: req.attributes,
+        gpu_devices: req.gpu_devices,
         tasks: req.tasks,
         api_token: req
             .api_token
@@ -190,6 +235,7 @@ mod tests {
             agent_id: None,
             tasks: vec![],
             api_token: None,
+            gpu_devices: Vec::new(),
         }
     }
 

@@ -123,6 +123,7 @@ impl Rig {
             resources: Some(spec(task).resources),
             reason: None,
             usage: None,
+            gpu_devices: None,
         }
     }
 
