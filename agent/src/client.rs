@@ -42,6 +42,8 @@ pub(crate) struct Identity {
     pub attributes: std::collections::BTreeMap<String, String>,
     /// The token the coordinator must present to the agent.
     pub api_token: Option<String>,
+    /// Its GPUs (empty without).
+    pub gpu_devices: Vec<protocol::gpu::GpuDevice>,
 }
 
 /// A request ready to go: its URL and body.
@@ -74,7 +76,7 @@ impl Call {
                         agent_id,
                         tasks,
                         api_token: me.api_token,
-                        gpu_devices: Vec::new(),
+                        gpu_devices: me.gpu_devices,
                     }),
                 }
             }

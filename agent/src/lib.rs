@@ -21,6 +21,8 @@
 //!   launcher (`agent __parley-launch`) the wrapper re-executes; kill of the whole cgroup.
 //! - [`image`]: task root filesystems from images on the agent's disk (`isolation.image`):
 //!   unpacked once into a cache, an overlay per task.
+//! - [`gpu`]: GPUs: discovery behind a trait (NVML, or a fake), `--gpus`, the variables that
+//!   tell a task its devices, and the cgroup v1 device rules of a GPU task.
 //! - `gc`: deletes finished tasks' sandboxes after `AgentConfig::sandbox_retention`.
 //! - `reaper`: makes the agent a child subreaper and reaps orphaned task processes.
 //! - `client`: HTTP to the coordinator for both shells: a core request in, a core reply out.
@@ -102,6 +104,7 @@ pub mod auth;
 pub mod config;
 pub mod engine;
 pub mod executor;
+pub mod gpu;
 pub mod image;
 pub mod isolation;
 pub mod journal;
@@ -177,6 +180,18 @@ pub async fn run(
         Some(r) => r.clone(),
         None => resources::detect(&config.work_dir)?,
     };
+    // GPUs: `gpus=N` is the number of devices found and chosen, whatever `--resources` says.
+    let gpu_discovery = gpu::discovery(config.gpu_discovery.as_ref());
+    let gpus = gpu::select(&config.gpus, gpu_discovery.as_ref()).map_err(ConfigError::from)?;
+    let given = resources.millis(protocol::gpu::GPUS);
+    if config.resources.is_some() && given != 0 && given != gpus.len() as u64 * 1000 {
+        tracing::warn!(
+            given = resources.units(protocol::gpu::GPUS),
+            found = gpus.len(),
+            "--resources names gpus; the agent advertises the GPUs it found instead"
+        );
+    }
+    let resources = gpu::with_gpus(&resources, gpus.len());
     let hostname = config.hostname.clone().unwrap_or_else(machine_hostname);
     let endpoint = advertised_url(
         config.advertise_url.as_deref(),
@@ -195,6 +210,8 @@ pub async fn run(
         endpoint,
         http,
         api_token,
+        gpus,
+        gpu_discovery,
     };
     let agent = real::RealAgent::restore(parts, journal, replay);
     if agent.config.reap_orphans && reaper::become_subreaper() {
@@ -204,6 +221,9 @@ pub async fn run(
         ));
     }
     agent.tracker.spawn(gc::gc_loop(agent.clone()));
+    if agent.has_gpus() {
+        agent.tracker.spawn(real::gpu_sampler(agent.clone()));
+    }
     agent.feed(|core, now, out| core.start(now, out));
 
     let on_shutdown = agent.clone();
