@@ -157,7 +157,9 @@ pub struct AgentConfig {
     /// [`AgentConfig::new`] allows it, so code that embeds the agent (tests, `--dev`) decides;
     /// the `agent` binary refuses unless given `--allow-root-tasks`.
     pub allow_root_tasks: bool,
-    /// Which GPUs the agent uses (`--gpus auto|none|0,2`; see [`crate::gpu`]).
+    /// Which GPUs the agent uses (`--gpus auto|none|0,2`; see [`crate::gpu`]). [`AgentConfig::new`]
+    /// says `None`, so agents embedded in tests leave a GPU machine's devices alone; the
+    /// `agent` binary's default is `auto`.
     pub gpus: crate::gpu::GpuChoice,
     /// Where the GPUs come from: NVML when `None`; tests inject
     /// [`crate::gpu::fake::FakeGpus`].
@@ -202,7 +204,8 @@ impl AgentConfig {
             launcher: None,
             default_pids: crate::isolation::DEFAULT_PIDS,
             allow_root_tasks: true,
-            gpus: crate::gpu::GpuChoice::Auto,
+            // Code embedding the agent (tests, `--dev`) opts in; the binary's `--gpus` is `auto`.
+            gpus: crate::gpu::GpuChoice::None,
             gpu_discovery: None,
             gpu_sample: Duration::from_secs(1),
         }

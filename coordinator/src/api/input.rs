@@ -52,7 +52,6 @@ pub fn framework_registration(req: RegisterFramework) -> Result<FrameworkRegistr
     })
 }
 
-/// An agent's registration; its endpoint loses any trailing `/`.
 /// The most GPUs one agent may list.
 const MAX_GPU_DEVICES: usize = 256;
 
@@ -96,6 +95,7 @@ fn check_gpu_devices(req: &RegisterAgent) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// An agent's registration; its endpoint loses any trailing `/`.
 pub fn agent_registration(req: RegisterAgent) -> Result<AgentRegistration, ApiError> {
     if req.hostname.trim().is_empty() || req.hostname.len() > MAX_TEXT {
         return Err(invalid(
