@@ -283,4 +283,32 @@ mod tests {
         assert_eq!(field_of(err), "name");
         assert!(framework_registration(req("f", "eng")).is_ok());
     }
+
+    #[test]
+    fn gpu_devices_must_match_the_gpus_resource_and_be_distinct() {
+        let gpu = |index: u32, uuid: &str| protocol::gpu::GpuDevice {
+            index,
+            uuid: uuid.into(),
+            model: "m".into(),
+            memory_mib: 1,
+        };
+        let with = |gpus: &str, devices: Vec<protocol::gpu::GpuDevice>| {
+            let mut a = agent("http://h:1");
+            a.resources = format!("cpus=1{gpus}").parse().unwrap();
+            a.gpu_devices = devices;
+            agent_registration(a)
+        };
+        let ok = with(",gpus=2", vec![gpu(0, "GPU-a"), gpu(1, "GPU-b")]).unwrap();
+        assert_eq!(ok.gpu_devices.len(), 2);
+        assert!(with(",gpus=1", vec![]).is_ok(), "the list is optional");
+        for bad in [
+            with(",gpus=1", vec![gpu(0, "GPU-a"), gpu(1, "GPU-b")]),
+            with("", vec![gpu(0, "GPU-a")]),
+            with(",gpus=2", vec![gpu(0, "GPU-a"), gpu(0, "GPU-b")]),
+            with(",gpus=2", vec![gpu(0, "GPU-a"), gpu(1, "GPU-a")]),
+            with(",gpus=1", vec![gpu(0, " ")]),
+        ] {
+            assert_eq!(field_of(bad.unwrap_err()), "gpu_devices");
+        }
+    }
 }
