@@ -118,7 +118,16 @@ pub fn select(choice: &GpuChoice, discovery: &dyn GpuDiscovery) -> Result<Vec<Lo
             tracing::info!("no GPUs: {e}");
             return Ok(Vec::new());
         }
-        Err(e) => return Err(e),
+        Err(e) => {
+            let index = match choice {
+                GpuChoice::Indices(want) => want.first().copied().unwrap_or(0),
+                _ => 0,
+            };
+            return Err(GpuError::NoSuchDevice {
+                index,
+                found: format!("no readable GPUs ({e})"),
+            });
+        }
     };
     let chosen = match choice {
         GpuChoice::Indices(want) => {
@@ -275,7 +284,12 @@ mod tests {
             return;
         }
         assert!(select(&GpuChoice::Auto, &nvml).unwrap().is_empty());
-        assert!(select(&GpuChoice::Indices(vec![0]), &nvml).is_err());
+        let err = select(&GpuChoice::Indices(vec![0]), &nvml).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("--gpus names device 0, but this machine has no readable GPUs"),
+            "{err}"
+        );
     }
 
     #[test]
