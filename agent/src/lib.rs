@@ -40,7 +40,9 @@
 //! `?framework_id=` on the output), and without it is answered `409` when the id is ambiguous.
 //!
 //! Its environment is built from nothing: `PATH` ([`executor::BASE_PATH`]), `HOME` (the
-//! sandbox), then the task's `env`, then `PARLEY_TASK_ID`, `PARLEY_SANDBOX` and one
+//! sandbox), then the task's `env`, then, on an agent with GPUs, `CUDA_VISIBLE_DEVICES` and
+//! `NVIDIA_VISIBLE_DEVICES` naming its own devices by UUID (or none: empty and `void`; see
+//! [`gpu`]), then `PARLEY_TASK_ID`, `PARLEY_SANDBOX` and one
 //! `PARLEY_<NAME>` per resource (`PARLEY_CPUS=2`, `PARLEY_MEM=4096`, ...); nothing of the
 //! agent's own environment. With `AgentConfig::task_user` (`--task-user`) it runs as that uid
 //! and gid, without supplementary groups, in a sandbox (0700) it owns; the work dir and

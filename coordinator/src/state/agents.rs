@@ -246,7 +246,7 @@ impl State {
                 resources: t.known_resources(),
                 reason: None,
                 usage: None,
-                gpu_devices: None,
+                gpu_devices: t.latest.gpu_devices.clone(),
             };
             t.set_latest(status.clone());
             t.lost_by_coordinator = true;
