@@ -34,7 +34,7 @@ pub enum GpuRequestError {
 /// negative (`Resources` refuses them when parsed); a fraction is refused here.
 pub fn requested(resources: &Resources) -> Result<u32, GpuRequestError> {
     let millis = resources.millis(GPUS);
-    if millis % 1000 != 0 {
+    if !millis.is_multiple_of(1000) {
         return Err(GpuRequestError::NotWhole(format!(
             "{}",
             millis as f64 / 1000.0
