@@ -130,10 +130,12 @@ impl Core {
         for Launch { spec, sandbox } in launches {
             let key = (framework_id, spec.task_id.clone());
             // GPUs: whole devices, chosen here; a task that cannot have them fails, unlaunched.
+            // An agent that manages no GPUs leaves a whole `gpus` a plain counted name.
             let gpu_devices = match protocol::gpu::requested(&spec.resources)
                 .map_err(|e| e.to_string())
                 .and_then(|n| match n {
                     0 => Ok(None),
+                    _ if !self.gpus.has_devices() => Ok(None),
                     n => self.gpus.assign(&key, n).map(Some),
                 }) {
                 Ok(devices) => devices,

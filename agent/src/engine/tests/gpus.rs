@@ -66,7 +66,7 @@ fn each_task_gets_its_own_devices_until_it_ends() {
 }
 
 #[test]
-fn fractional_gpus_and_gpus_on_an_agent_without_them_are_refused() {
+fn fractional_gpus_are_refused_and_an_agent_without_gpus_leaves_them_alone() {
     let mut rig = Rig::new(gpu_config(2));
     rig.register();
     let fx = launch(&mut rig, 1, "half", "0.5");
@@ -80,13 +80,18 @@ fn fractional_gpus_and_gpus_on_an_agent_without_them_are_refused() {
     assert_eq!(s.gpu_devices, None);
     assert!(rig.core.gpu_devices(&key("half")).is_empty());
 
+    // An agent that manages no GPUs (`--gpus none`): `gpus` is only a counted name, as it
+    // was before GPUs were devices; a fraction is still refused.
     let mut plain = Rig::new(config(Journaling::Off, Retention::ForgetWhenAcked));
     plain.register();
-    launch(&mut plain, 1, "x", "1");
+    assert!(launch(&mut plain, 1, "x", "1").contains(&Command::Spawn(key("x"))));
     let s = &plain.core.statuses()[0];
-    assert_eq!(s.state, TaskState::Failed);
-    assert!(s.message.as_deref().unwrap().contains("has none"), "{s:?}");
+    assert_eq!(
+        (s.state, s.gpu_devices.clone()),
+        (TaskState::Starting, None)
+    );
     assert!(!plain.core.has_gpus());
+    assert!(!launch(&mut plain, 2, "y", "1.5").contains(&Command::Spawn(key("y"))));
 }
 
 #[test]
