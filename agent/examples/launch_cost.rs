@@ -39,8 +39,15 @@ async fn run(
         let sandbox = work.join("sandboxes").join(label).join(format!("t{i}"));
         std::fs::create_dir_all(&sandbox).expect("sandbox");
         let start = Instant::now();
-        let running = executor::spawn(&spec(i), &sandbox, &MemoryLimits::Rlimit, None, isolator)
-            .expect("spawn");
+        let running = executor::spawn(
+            &spec(i),
+            &sandbox,
+            &MemoryLimits::Rlimit,
+            None,
+            isolator,
+            &Default::default(),
+        )
+        .expect("spawn");
         let exit = running.wait().await;
         times.push(start.elapsed());
         let text = format!("{exit:?}");

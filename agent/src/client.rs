@@ -52,6 +52,8 @@ pub(crate) struct Identity {
     pub attributes: std::collections::BTreeMap<String, String>,
     /// The token the coordinator must present to the agent.
     pub api_token: Option<String>,
+    /// Its GPUs (empty without).
+    pub gpu_devices: Vec<protocol::gpu::GpuDevice>,
 }
 
 /// The coordinators an agent (or a simulated fleet) talks to, and which of them leads.
@@ -138,6 +140,7 @@ impl Call {
                         agent_id,
                         tasks,
                         api_token: me.api_token,
+                        gpu_devices: me.gpu_devices,
                     }),
                 }
             }

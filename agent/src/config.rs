@@ -47,6 +47,9 @@ pub enum ConfigError {
         /// What failed.
         reason: String,
     },
+    /// `--gpus` cannot be used (a bad value, or a device the machine does not have).
+    #[error(transparent)]
+    Gpus(#[from] crate::gpu::GpuError),
     /// The agent runs as root and would run tasks as root.
     #[error("the agent runs as root: give --task-user USER for its tasks, or --allow-root-tasks")]
     RootTasks,
@@ -155,6 +158,15 @@ pub struct AgentConfig {
     /// [`AgentConfig::new`] allows it, so code that embeds the agent (tests, `--dev`) decides;
     /// the `agent` binary refuses unless given `--allow-root-tasks`.
     pub allow_root_tasks: bool,
+    /// Which GPUs the agent uses (`--gpus auto|none|0,2`; see [`crate::gpu`]). [`AgentConfig::new`]
+    /// says `None`, so agents embedded in tests leave a GPU machine's devices alone; the
+    /// `agent` binary's default is `auto`.
+    pub gpus: crate::gpu::GpuChoice,
+    /// Where the GPUs come from: NVML when `None`; tests inject
+    /// [`crate::gpu::fake::FakeGpus`].
+    pub gpu_discovery: Option<std::sync::Arc<dyn crate::gpu::GpuDiscovery>>,
+    /// How often the GPU usage of running GPU tasks is sampled (default one second).
+    pub gpu_sample: Duration,
 }
 
 /// A server certificate chain and its private key, as PEM files (read when serving starts).
@@ -193,6 +205,10 @@ impl AgentConfig {
             launcher: None,
             default_pids: crate::isolation::DEFAULT_PIDS,
             allow_root_tasks: true,
+            // Code embedding the agent (tests, `--dev`) opts in; the binary's `--gpus` is `auto`.
+            gpus: crate::gpu::GpuChoice::None,
+            gpu_discovery: None,
+            gpu_sample: Duration::from_secs(1),
         }
     }
 

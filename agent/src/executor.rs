@@ -36,6 +36,7 @@ pub use crate::task_user::TaskUser;
 
 pub use crate::engine::code_outcome;
 use crate::engine::{Exit, Process, LIMIT_FAILED};
+use crate::gpu::TaskGpus;
 use crate::image::RootfsPlan;
 use crate::isolation::launch::{self, LaunchSpec};
 use crate::isolation::task::{finish_cgroup, limits_of, measured};
@@ -109,6 +110,7 @@ fn build_command(
     cgroup: Option<&Path>,
     user: Option<&TaskUser>,
     isolated: Option<&Isolated>,
+    gpu_env: &[(&'static str, String)],
 ) -> std::io::Result<tokio::process::Command> {
     // The wrapper catches SIGTERM (a caught signal is reset to the default in the task it
     // execs), so a kill's SIGTERM reaches the task and the wrapper outlives it: the grace
@@ -181,6 +183,8 @@ fn build_command(
         }
     }
     cmd.envs(&spec.env);
+    // Its GPUs (or none, on an agent with GPUs), after its own env: a task cannot widen them.
+    cmd.envs(gpu_env.iter().map(|(k, v)| (*k, v)));
     for (name, millis) in spec.resources.iter() {
         cmd.env(resource_env_name(name.as_str()), format_units(millis));
     }
@@ -376,9 +380,10 @@ pub fn spawn(
     limits: &MemoryLimits,
     user: Option<&TaskUser>,
     isolator: Option<&Isolator>,
+    gpus: &TaskGpus,
 ) -> Result<Running, SpawnError> {
     let mut isolated = match isolator {
-        Some(iso) => Some(isolate(iso, spec, sandbox)?),
+        Some(iso) => Some(isolate(iso, spec, sandbox, &gpus.device_rules)?),
         None => None,
     };
     let cgroup = match isolated {
@@ -392,6 +397,7 @@ pub fn spawn(
         cgroup.as_deref(),
         user,
         isolated.as_ref(),
+        &gpus.env,
     );
     let spawned = built.and_then(|mut cmd| {
         // Registered before the reaper can see it exit, so the reaper leaves it to tokio.
@@ -453,7 +459,12 @@ fn rootfs(
 
 /// Creates an isolated task's cgroup with its limits, and its root filesystem when it names an
 /// image.
-fn isolate(iso: &Isolator, spec: &TaskSpec, sandbox: &Path) -> Result<Isolated, SpawnError> {
+fn isolate(
+    iso: &Isolator,
+    spec: &TaskSpec,
+    sandbox: &Path,
+    device_rules: &[String],
+) -> Result<Isolated, SpawnError> {
     let rootfs = rootfs(iso, spec, sandbox)?;
     let image = match &rootfs {
         Some(plan) => Some(serde_json::to_string(plan).map_err(|e| {
@@ -470,7 +481,9 @@ fn isolate(iso: &Isolator, spec: &TaskSpec, sandbox: &Path) -> Result<Isolated, 
         undo(&rootfs);
         return Err(SpawnError::Isolation("no cgroup for this sandbox".into()));
     };
-    if let Err(e) = cgroup.create(&limits_of(spec, iso.default_pids)) {
+    let mut limits = limits_of(spec, iso.default_pids);
+    limits.devices = device_rules.to_vec();
+    if let Err(e) = cgroup.create(&limits) {
         undo(&rootfs);
         return Err(SpawnError::Isolation(format!(
             "cannot create the task's cgroup: {e}"

@@ -21,6 +21,8 @@
 //!   launcher (`agent __parley-launch`) the wrapper re-executes; kill of the whole cgroup.
 //! - [`image`]: task root filesystems from images on the agent's disk (`isolation.image`):
 //!   unpacked once into a cache, an overlay per task.
+//! - [`gpu`]: GPUs: discovery behind a trait (NVML, or a fake), `--gpus`, the variables that
+//!   tell a task its devices, and the cgroup v1 device rules of a GPU task.
 //! - `gc`: deletes finished tasks' sandboxes after `AgentConfig::sandbox_retention`.
 //! - `reaper`: makes the agent a child subreaper and reaps orphaned task processes.
 //! - `client`: HTTP to the coordinator for both shells: a core request in, a core reply out;
@@ -40,7 +42,9 @@
 //! `?framework_id=` on the output), and without it is answered `409` when the id is ambiguous.
 //!
 //! Its environment is built from nothing: `PATH` ([`executor::BASE_PATH`]), `HOME` (the
-//! sandbox), then the task's `env`, then `PARLEY_TASK_ID`, `PARLEY_SANDBOX` and one
+//! sandbox), then the task's `env`, then, on an agent with GPUs, `CUDA_VISIBLE_DEVICES` and
+//! `NVIDIA_VISIBLE_DEVICES` naming its own devices by UUID (or none: empty and `void`; see
+//! [`gpu`]), then `PARLEY_TASK_ID`, `PARLEY_SANDBOX` and one
 //! `PARLEY_<NAME>` per resource (`PARLEY_CPUS=2`, `PARLEY_MEM=4096`, ...); nothing of the
 //! agent's own environment. With `AgentConfig::task_user` (`--task-user`) it runs as that uid
 //! and gid, without supplementary groups, in a sandbox (0700) it owns; the work dir and
@@ -104,6 +108,7 @@ pub mod auth;
 pub mod config;
 pub mod engine;
 pub mod executor;
+pub mod gpu;
 pub mod image;
 pub mod isolation;
 pub mod journal;
@@ -180,6 +185,18 @@ pub async fn run(
         Some(r) => r.clone(),
         None => resources::detect(&config.work_dir)?,
     };
+    // GPUs: `gpus=N` is the number of devices found and chosen, whatever `--resources` says.
+    let gpu_discovery = gpu::discovery(config.gpu_discovery.as_ref());
+    let gpus = gpu::select(&config.gpus, gpu_discovery.as_ref()).map_err(ConfigError::from)?;
+    let given = resources.millis(protocol::gpu::GPUS);
+    if config.resources.is_some() && given != 0 && given != gpus.len() as u64 * 1000 {
+        tracing::warn!(
+            given = resources.units(protocol::gpu::GPUS),
+            found = gpus.len(),
+            "--resources names gpus; the agent advertises the GPUs it found instead"
+        );
+    }
+    let resources = gpu::with_gpus(&resources, gpus.len());
     let hostname = config.hostname.clone().unwrap_or_else(machine_hostname);
     let endpoint = advertised_url(
         config.advertise_url.as_deref(),
@@ -199,6 +216,8 @@ pub async fn run(
         http,
         api_token,
         leader,
+        gpus,
+        gpu_discovery,
     };
     let agent = real::RealAgent::restore(parts, journal, replay);
     if agent.config.reap_orphans && reaper::become_subreaper() {
@@ -208,6 +227,9 @@ pub async fn run(
         ));
     }
     agent.tracker.spawn(gc::gc_loop(agent.clone()));
+    if agent.has_gpus() {
+        agent.tracker.spawn(real::gpu_sampler(agent.clone()));
+    }
     agent.feed(|core, now, out| core.start(now, out));
 
     let on_shutdown = agent.clone();

@@ -104,6 +104,10 @@ struct Cli {
     /// pids.max of an isolated task that does not set isolation.pids.
     #[arg(long, default_value = "4096", allow_hyphen_values = true)]
     default_pids: String,
+    /// GPUs: auto (every NVIDIA device NVML finds; none found: no gpus resource), none, or
+    /// device indices like 0,2. Simulated agents take gpus=N from --resources instead.
+    #[arg(long, default_value = "auto", allow_hyphen_values = true)]
+    gpus: String,
 }
 
 fn main() {
@@ -175,6 +179,7 @@ fn plan(cli: Cli) -> anyhow::Result<Plan> {
         .transpose()
         .context("--resources")?;
     let attributes = agent::config::parse_attributes(&cli.attributes).context("--attributes")?;
+    let gpus: agent::gpu::GpuChoice = cli.gpus.parse()?;
     let kill_grace = seconds(&cli.kill_grace_s).context("--kill-grace-s")?;
     let stagger = seconds(&cli.stagger_s).context("--stagger-s")?;
     let sandbox_retention = seconds(&cli.sandbox_retention_s).context("--sandbox-retention-s")?;
@@ -245,6 +250,7 @@ fn plan(cli: Cli) -> anyhow::Result<Plan> {
     config.allow_root_tasks = cli.allow_root_tasks;
     config.image_root = cli.image_root;
     config.isolation = cli.isolation.parse().map_err(anyhow::Error::msg)?;
+    config.gpus = gpus;
     config.default_pids = cli
         .default_pids
         .parse::<u64>()

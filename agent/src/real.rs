@@ -19,6 +19,7 @@ use crate::engine::{
     Signal, TaskKey, UnknownTask,
 };
 use crate::executor::{self, MemoryLimits, TaskUser};
+use crate::gpu::{GpuDiscovery, LocalGpu, TaskGpus};
 use crate::isolation::{self, Isolator};
 use crate::journal::{Journal, JournalError, Replay};
 
@@ -55,6 +56,10 @@ pub(crate) struct Parts {
     pub api_token: String,
     /// The coordinators, and which of them leads.
     pub leader: client::Leader,
+    /// The GPUs the agent uses.
+    pub gpus: Vec<LocalGpu>,
+    /// Where their usage is read.
+    pub gpu_discovery: Arc<dyn GpuDiscovery>,
 }
 
 /// One real agent.
@@ -66,6 +71,10 @@ pub(crate) struct RealAgent {
     limits: MemoryLimits,
     /// Cgroups and namespaces per task, when this agent can enforce them.
     isolator: Option<Isolator>,
+    /// The GPUs the agent uses (their minor numbers name their device nodes).
+    gpus: Vec<LocalGpu>,
+    /// Where the GPUs' usage is read.
+    gpu_discovery: Arc<dyn GpuDiscovery>,
     /// Held briefly, never across an `.await`.
     books: Mutex<Books>,
     http: reqwest::Client,
@@ -92,6 +101,8 @@ impl RealAgent {
             http,
             api_token,
             leader,
+            gpus,
+            gpu_discovery,
         } = parts;
         let agent_id = read_agent_id(&config.work_dir);
         let now = now();
@@ -101,7 +112,8 @@ impl RealAgent {
             replay,
             journal_lines: journal.lines(),
         };
-        let core_config = CoreConfig::real(config.timing.clone());
+        let core_config = CoreConfig::real(config.timing.clone())
+            .with_gpus(gpus.iter().map(|g| g.device.uuid.clone()).collect());
         let core = Core::restore(core_config, restored, probe, now, &mut out);
         let mut isolator = isolation::detect(
             config.isolation,
@@ -127,8 +139,11 @@ impl RealAgent {
                 resources,
                 attributes,
                 api_token: Some(api_token.clone()),
+                gpu_devices: gpus.iter().map(|g| g.device.clone()).collect(),
             },
             isolator,
+            gpus,
+            gpu_discovery,
             api_token,
             limits: MemoryLimits::choose(config.cgroup_root.as_deref()),
             config,
@@ -371,6 +386,31 @@ impl RealAgent {
 }
 
 impl RealAgent {
+    /// True when the agent uses GPUs.
+    pub fn has_gpus(&self) -> bool {
+        !self.gpus.is_empty()
+    }
+
+    /// What a task is told of its GPUs, and which device nodes its cgroup may open.
+    fn task_gpus(&self, task: &TaskKey) -> TaskGpus {
+        let (devices, has) = {
+            let books = self.lock();
+            (books.core.gpu_devices(task), books.core.has_gpus())
+        };
+        let minors: Vec<u32> = devices
+            .iter()
+            .filter_map(|u| self.gpus.iter().find(|g| &g.device.uuid == u))
+            .map(|g| g.minor)
+            .collect();
+        TaskGpus {
+            env: crate::gpu::task_env(&devices, has),
+            device_rules: match self.isolator {
+                Some(_) => crate::gpu::devices::host_rules(&minors),
+                None => Vec::new(),
+            },
+        }
+    }
+
     /// The cgroup of a task of this agent, when it is isolated and the cgroup exists.
     fn task_cgroup(&self, task: &TaskKey) -> Option<isolation::TaskCgroup> {
         let iso = self.isolator.as_ref()?;
@@ -419,12 +459,14 @@ async fn run_task(agent: Arc<RealAgent>, task_id: TaskKey) {
             return;
         }
     };
+    let gpus = agent.task_gpus(&task_id);
     let spawned = executor::spawn(
         &spec,
         &sandbox,
         &agent.limits,
         user.as_ref(),
         agent.isolator.as_ref(),
+        &gpus,
     );
     let running = match spawned {
         Ok(running) => running,
@@ -441,6 +483,45 @@ async fn run_task(agent: Arc<RealAgent>, task_id: TaskKey) {
             agent.feed(|core, now, out| core.exited(&task_id, exit, now, out));
         }
         () = agent.cancel.cancelled() => {}
+    }
+}
+
+/// Samples the GPU usage of running GPU tasks every `AgentConfig::gpu_sample` (NVML off the
+/// async threads), until shutdown; each task's terminal status carries its peak memory and mean
+/// utilisation.
+pub(crate) async fn gpu_sampler(agent: Arc<RealAgent>) {
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(agent.config.gpu_sample) => {}
+            () = agent.cancel.cancelled() => return,
+        }
+        let tasks = agent.lock().core.gpu_tasks();
+        if tasks.is_empty() {
+            continue;
+        }
+        let discovery = Arc::clone(&agent.gpu_discovery);
+        let read = tokio::task::spawn_blocking(move || {
+            tasks
+                .into_iter()
+                .filter_map(|(task, devices)| {
+                    let usage: Vec<_> = devices.iter().filter_map(|d| discovery.usage(d)).collect();
+                    if usage.is_empty() {
+                        return None;
+                    }
+                    let memory = usage.iter().map(|u| u.memory_used_bytes).sum::<u64>();
+                    let util = usage.iter().map(|u| u.utilization_percent).sum::<f64>()
+                        / usage.len() as f64;
+                    Some((task, memory, util))
+                })
+                .collect::<Vec<_>>()
+        })
+        .await;
+        if let Ok(samples) = read {
+            let mut books = agent.lock();
+            for (task, memory, util) in samples {
+                books.core.gpu_sample(&task, memory, util);
+            }
+        }
     }
 }
 

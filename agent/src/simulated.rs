@@ -90,7 +90,14 @@ impl Sim {
             resources: cfg.resources.clone(),
             attributes,
             api_token: Some(self.api_token.clone()),
+            gpu_devices: self.gpus(i),
         }
+    }
+
+    /// The GPUs agent `i` invents for the `gpus` of its resources (whole devices).
+    fn gpus(&self, i: usize) -> Vec<protocol::gpu::GpuDevice> {
+        let n = self.config.resources.millis(protocol::gpu::GPUS) / 1000;
+        crate::gpu::fake::simulated(i, u32::try_from(n).unwrap_or(0))
     }
 }
 
@@ -119,9 +126,22 @@ pub async fn run_simulated(
         tls.is_some(),
     )?;
     let seed: u64 = rand::random();
+    // `gpus=N`: N invented devices per agent; a fraction is refused.
+    let gpu_count = match protocol::gpu::requested(&config.resources) {
+        Ok(n) => n,
+        Err(e) => {
+            return Err(
+                config::ConfigError::Gpus(crate::gpu::GpuError::Resources(e.to_string())).into(),
+            )
+        }
+    };
     let cores = (0..config.count)
         .map(|i| {
-            let core = CoreConfig::simulated(config.timing.clone(), seed ^ i as u64);
+            let gpus = (0..gpu_count)
+                .map(|g| crate::gpu::fake::simulated_uuid(i, g))
+                .collect();
+            let core =
+                CoreConfig::simulated(config.timing.clone(), seed ^ i as u64).with_gpus(gpus);
             Core::new(core, None)
         })
         .collect();

@@ -335,6 +335,7 @@ mod tests {
             resources: None,
             reason: None,
             usage: None,
+            gpu_devices: None,
         }
     }
 

@@ -97,6 +97,11 @@ pub struct Metrics {
     task_cpu_micros: AtomicU64,
     task_throttled_micros: AtomicU64,
     task_peak_memory_bytes: AtomicU64,
+    /// GPU tasks' ends with GPU usage (issue #16), and their sums (utilisation in
+    /// micro-percent).
+    tasks_gpu_measured: AtomicU64,
+    task_gpu_memory_bytes: AtomicU64,
+    task_gpu_utilization_micros: AtomicU64,
 }
 
 /// The supervised background loops, as named in `parley_loop_panics_total{loop=...}`.
@@ -169,6 +174,21 @@ impl Metrics {
             return;
         };
         let micros = |s: Option<f64>| (s.unwrap_or(0.0).max(0.0) * 1e6) as u64;
+        let gpu = u.gpu_memory_bytes.is_some() || u.gpu_utilization_percent.is_some();
+        if gpu {
+            self.tasks_gpu_measured.fetch_add(1, Ordering::Relaxed);
+            self.task_gpu_memory_bytes
+                .fetch_add(u.gpu_memory_bytes.unwrap_or(0), Ordering::Relaxed);
+            self.task_gpu_utilization_micros
+                .fetch_add(micros(u.gpu_utilization_percent), Ordering::Relaxed);
+        }
+        let cgroup = u.peak_memory_bytes.is_some()
+            || u.cpu_seconds.is_some()
+            || u.throttled_seconds.is_some();
+        if gpu && !cgroup {
+            // GPU usage only (a task that was not isolated): not a cgroup measurement.
+            return;
+        }
         self.tasks_measured.fetch_add(1, Ordering::Relaxed);
         self.task_cpu_micros
             .fetch_add(micros(u.cpu_seconds), Ordering::Relaxed);
@@ -266,6 +286,16 @@ impl Metrics {
                 load(&self.task_peak_memory_bytes),
             ),
             (
+                "parley_tasks_gpu_measured_total",
+                "Ended GPU tasks whose GPU usage their agent read from NVML.",
+                load(&self.tasks_gpu_measured),
+            ),
+            (
+                "parley_task_gpu_memory_bytes_total",
+                "Sum over GPU-measured tasks of each one's peak GPU memory (divide by parley_tasks_gpu_measured_total).",
+                load(&self.task_gpu_memory_bytes),
+            ),
+            (
                 "parley_ledger_mismatches_total",
                 "Disagreements found in the books (offered/used vs the allocator): always a bug.",
                 g.ledger_mismatches,
@@ -287,6 +317,11 @@ impl Metrics {
                 "parley_task_throttled_seconds_total",
                 "Time measured tasks were held back by their CPU quota, counted when each ended.",
                 load(&self.task_throttled_micros),
+            ),
+            (
+                "parley_task_gpu_utilization_percent_total",
+                "Sum over GPU-measured tasks of each one's mean GPU utilisation (divide by parley_tasks_gpu_measured_total).",
+                load(&self.task_gpu_utilization_micros),
             ),
         ] {
             let _ = writeln!(
@@ -545,6 +580,38 @@ mod tests {
         for i in 1..FINE_BUCKETS {
             let ratio = fine_bound(i) / fine_bound(i - 1);
             assert!((ratio - 2f64.powf(0.25)).abs() < 1e-9);
+        }
+    }
+
+    #[test]
+    fn gpu_usage_is_counted_apart_from_cgroup_usage() {
+        let m = Metrics::default();
+        let end = |usage: serde_json::Value| -> protocol::TaskStatus {
+            serde_json::from_value(serde_json::json!({
+                "task_id": "t", "framework_id": protocol::FrameworkId::new(),
+                "agent_id": protocol::AgentId::new(), "state": "finished",
+                "update_id": protocol::UpdateId::new(), "timestamp": "2026-01-01T00:00:00Z",
+                "usage": usage, "gpu_devices": ["GPU-a"]
+            }))
+            .unwrap()
+        };
+        // A plain GPU task (not isolated): GPU usage only.
+        m.count_task_end(&end(
+            serde_json::json!({"gpu_memory_bytes": 1000, "gpu_utilization_percent": 50.0}),
+        ));
+        // An isolated GPU task: both.
+        m.count_task_end(&end(
+            serde_json::json!({"cpu_seconds": 1.0, "gpu_memory_bytes": 500,
+            "gpu_utilization_percent": 25.5}),
+        ));
+        let text = m.render(&Gauges::default());
+        for line in [
+            "parley_tasks_gpu_measured_total 2",
+            "parley_task_gpu_memory_bytes_total 1500",
+            "parley_task_gpu_utilization_percent_total 75.500000",
+            "parley_tasks_measured_total 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in {text}");
         }
     }
 }

@@ -36,6 +36,7 @@ pub(crate) fn status(spec: &TaskSpec, state: TaskState) -> TaskStatus {
         resources: Some(spec.resources.clone()),
         reason: None,
         usage: None,
+        gpu_devices: None,
     }
 }
 

@@ -12,6 +12,9 @@ use crate::{AgentId, FrameworkId, Offer, OfferId, TaskStatus};
 /// An event on a framework's stream (`GET /api/v1/frameworks/{id}/events`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", content = "data", rename_all = "snake_case")]
+// A status (with its usage and GPUs) makes `Update` the large variant; events are built one at
+// a time and serialized at once, so boxing it would only cost an allocation per update.
+#[allow(clippy::large_enum_variant)]
 pub enum FrameworkEvent {
     /// First event of every stream.
     Subscribed(FrameworkRegistered),

@@ -165,6 +165,10 @@ pub struct RegisterAgent {
     /// register again with the same one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_token: Option<String>,
+    /// The agent's GPUs, one entry per device its `gpus` resource counts (an addition to
+    /// API.md; empty, and absent on the wire, for an agent without GPUs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_devices: Vec<crate::gpu::GpuDevice>,
 }
 
 /// Answer to [`RegisterAgent`].
@@ -276,6 +280,9 @@ pub struct AgentInfo {
     pub registered_at: Timestamp,
     /// When it last heartbeated.
     pub last_heartbeat_at: Timestamp,
+    /// Its GPUs, as it registered them (empty, and absent on the wire, without GPUs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_devices: Vec<crate::gpu::GpuDevice>,
 }
 
 /// A framework, as operators see it.
@@ -334,6 +341,9 @@ pub struct TaskInfo {
     pub exit_code: Option<i32>,
     /// When the state last changed.
     pub updated_at: Timestamp,
+    /// The GPUs its agent gave it (UUIDs), when it asked for `gpus`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_devices: Option<Vec<String>>,
 }
 
 /// `GET /api/v1/agents`.

@@ -149,6 +149,10 @@ pub struct TaskStatus {
     /// What an isolated task used, measured by its cgroup, on its terminal status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<TaskUsage>,
+    /// The GPUs the agent gave the task (their UUIDs), when it asked for `gpus`; absent for a
+    /// task without GPUs and from older agents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_devices: Option<Vec<String>>,
 }
 
 /// The reason of a task the kernel killed at its memory limit.
@@ -166,6 +170,12 @@ pub struct TaskUsage {
     /// Time its CPU quota held it back, in seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub throttled_seconds: Option<f64>,
+    /// The most GPU memory its devices held at once, in bytes (NVML, sampled while it ran).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_memory_bytes: Option<u64>,
+    /// The mean utilisation of its GPUs while it ran, in percent (NVML, sampled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_utilization_percent: Option<f64>,
 }
 
 #[cfg(test)]

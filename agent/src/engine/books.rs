@@ -33,6 +33,11 @@ impl Core {
         if t.latest.state.is_terminal() {
             return;
         }
+        let usage = match state.is_terminal() {
+            true => t.gpu_samples.into_usage(usage),
+            false => usage,
+        };
+        let gpu_devices = t.latest.gpu_devices.clone();
         let status = TaskStatus {
             task_id: task_id.clone(),
             framework_id: t.latest.framework_id,
@@ -45,7 +50,11 @@ impl Core {
             resources: Some(t.spec.resources.clone()),
             reason,
             usage,
+            gpu_devices,
         };
+        if state.is_terminal() {
+            self.gpus.release(key);
+        }
         if self.config.journaling == Journaling::On {
             let record = Record::Status {
                 status: status.clone(),

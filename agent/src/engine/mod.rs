@@ -11,7 +11,8 @@
 //!   `404`, heartbeats, backoff;
 //! - the task table and each task's state machine ([`tasks`]): `starting` → `running` → a
 //!   terminal state, kills (SIGTERM, then SIGKILL after the grace period);
-//! - the queue of unacknowledged updates ([`updates`]): batching, retries, refusals.
+//! - the queue of unacknowledged updates ([`updates`]): batching, retries, refusals;
+//! - the GPU books ([`gpus`]): which task holds which device, rebuilt from the journal.
 //!
 //! Every state change is recorded by one function, which journals it (when journaling is on)
 //! before queueing it, so the journal order is the send order.
@@ -21,6 +22,7 @@
 //! flushes once, so updates that happen together go in one request.
 
 pub mod command;
+pub mod gpus;
 pub mod session;
 pub mod tasks;
 pub mod updates;
@@ -131,6 +133,8 @@ pub struct CoreConfig {
     pub jitter: Jitter,
     /// Source of update ids.
     pub update_ids: UpdateIds,
+    /// The agent's GPUs (UUIDs, in index order); empty without GPUs.
+    pub gpus: Vec<String>,
 }
 
 impl CoreConfig {
@@ -143,7 +147,14 @@ impl CoreConfig {
             max_batch: MAX_STATUS_BATCH,
             jitter: Jitter::Random(rand::random()),
             update_ids: UpdateIds::Random,
+            gpus: Vec::new(),
         }
+    }
+
+    /// The same configuration with these GPUs (UUIDs in index order).
+    pub fn with_gpus(mut self, gpus: Vec<String>) -> Self {
+        self.gpus = gpus;
+        self
     }
 
     /// A simulated agent's core: in memory, forgets tasks once their end is acknowledged.
@@ -155,6 +166,7 @@ impl CoreConfig {
             max_batch: MAX_STATUS_BATCH,
             jitter: Jitter::Random(seed),
             update_ids: UpdateIds::Random,
+            gpus: Vec::new(),
         }
     }
 }
@@ -224,6 +236,7 @@ pub struct Core {
     session: Session,
     tasks: Table,
     updates: Updates,
+    gpus: gpus::GpuBooks,
     accepting: Accepting,
     /// Lines in the journal (to decide when to compact it).
     journal_lines: usize,
@@ -233,6 +246,7 @@ impl Core {
     /// A fresh core, not registered yet (`agent_id`: the id from an earlier run, if any).
     pub fn new(config: CoreConfig, agent_id: Option<AgentId>) -> Self {
         Self {
+            gpus: gpus::GpuBooks::new(config.gpus.clone()),
             config,
             session: Session::new(agent_id),
             tasks: Table::default(),
@@ -305,6 +319,36 @@ impl Core {
                 s
             })
             .collect()
+    }
+
+    /// True when the agent has GPUs (its tasks' environments then name theirs, or none).
+    pub fn has_gpus(&self) -> bool {
+        self.gpus.has_devices()
+    }
+
+    /// The GPUs (UUIDs) a task holds.
+    pub fn gpu_devices(&self, task: &TaskKey) -> Vec<String> {
+        self.gpus.held_by(task)
+    }
+
+    /// The tasks that hold GPUs and run, with their devices (what a sampler reads).
+    pub fn gpu_tasks(&self) -> Vec<(TaskKey, Vec<String>)> {
+        self.tasks
+            .in_order()
+            .filter(|t| t.latest.state == TaskState::Running)
+            .map(|t| (t.key(), self.gpus.held_by(&t.key())))
+            .filter(|(_, d)| !d.is_empty())
+            .collect()
+    }
+
+    /// One GPU sample of a running task: memory used on its devices together (bytes) and their
+    /// mean utilisation (percent); its terminal status carries the peak and the mean.
+    pub fn gpu_sample(&mut self, task: &TaskKey, memory_bytes: u64, utilization_percent: f64) {
+        if let Some(t) = self.tasks.get_mut(task) {
+            if !t.latest.state.is_terminal() {
+                t.gpu_samples.add(memory_bytes, utilization_percent);
+            }
+        }
     }
 
     /// Updates not yet acknowledged.

@@ -35,11 +35,16 @@ impl Core {
                 resources: Some(t.spec.resources.clone()),
                 reason: None,
                 usage: None,
+                gpu_devices: None,
             });
             let stage = match t.process {
                 Some(process) => Stage::Started(Some(process)),
                 None => Stage::Accepted,
             };
+            let key = (latest.framework_id, t.spec.task_id.clone());
+            if let (false, Some(devices)) = (latest.state.is_terminal(), &latest.gpu_devices) {
+                core.gpus.hold(&key, devices);
+            }
             core.tasks.insert(t.spec, Some(t.sandbox), stage, latest);
         }
         core.updates.queue = replay.unacked;
@@ -121,7 +126,24 @@ impl Core {
         let agent_id = self.session.stamp();
         let mut records = Vec::new();
         let mut accepted = Vec::with_capacity(launches.len());
+        let mut refused = Vec::new();
         for Launch { spec, sandbox } in launches {
+            let key = (framework_id, spec.task_id.clone());
+            // GPUs: whole devices, chosen here; a task that cannot have them fails, unlaunched.
+            // An agent that manages no GPUs leaves a whole `gpus` a plain counted name.
+            let gpu_devices = match protocol::gpu::requested(&spec.resources)
+                .map_err(|e| e.to_string())
+                .and_then(|n| match n {
+                    0 => Ok(None),
+                    _ if !self.gpus.has_devices() => Ok(None),
+                    n => self.gpus.assign(&key, n).map(Some),
+                }) {
+                Ok(devices) => devices,
+                Err(message) => {
+                    refused.push((key, message));
+                    None
+                }
+            };
             let status = TaskStatus {
                 task_id: spec.task_id.clone(),
                 framework_id,
@@ -134,6 +156,7 @@ impl Core {
                 resources: Some(spec.resources.clone()),
                 reason: None,
                 usage: None,
+                gpu_devices,
             };
             if self.config.journaling == Journaling::On {
                 if let Some(sandbox) = &sandbox {
@@ -154,7 +177,13 @@ impl Core {
             let key = (framework_id, spec.task_id.clone());
             self.updates.queue.push_back(status.clone());
             self.tasks.insert(spec, sandbox, Stage::Accepted, status);
-            out.push(Command::Spawn(key));
+            if !refused.iter().any(|(k, _)| k == &key) {
+                out.push(Command::Spawn(key));
+            }
+        }
+        for (key, message) in refused {
+            let end = (TaskState::Failed, Some(message), None);
+            self.record(&key, end, now, out);
         }
         self.prune();
         Ok(())
@@ -165,6 +194,7 @@ impl Core {
     pub fn forget_launch(&mut self, tasks: &[TaskKey]) {
         for key in tasks {
             self.tasks.remove(key);
+            self.gpus.release(key);
         }
         let keys: HashSet<&TaskKey> = tasks.iter().collect();
         self.updates

@@ -33,6 +33,8 @@ pub(crate) struct Task {
     pub stage: Stage,
     pub latest: TaskStatus,
     pub kill_requested: bool,
+    /// Its GPU usage samples so far.
+    pub gpu_samples: super::gpus::GpuSamples,
     /// Its place in launch order.
     seq: u64,
 }
@@ -110,6 +112,7 @@ impl Table {
             stage,
             latest,
             kill_requested: false,
+            gpu_samples: Default::default(),
             seq,
         };
         if let Some(old) = self.tasks.insert(id, task) {

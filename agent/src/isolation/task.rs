@@ -66,6 +66,7 @@ pub fn measured(exit: Exit, usage: &Usage, memory_bytes: Option<u64>) -> Exit {
             peak_memory_bytes: usage.peak_bytes,
             cpu_seconds: usage.cpu_ns.map(secs),
             throttled_seconds: usage.throttled_ns.map(secs),
+            ..Default::default()
         },
     }
 }

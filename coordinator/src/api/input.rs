@@ -52,6 +52,49 @@ pub fn framework_registration(req: RegisterFramework) -> Result<FrameworkRegistr
     })
 }
 
+/// The most GPUs one agent may list.
+const MAX_GPU_DEVICES: usize = 256;
+
+/// An agent's `gpu_devices`: at most [`MAX_GPU_DEVICES`], one per device its `gpus` resource
+/// counts, each with a distinct index and a distinct, non-empty UUID of sane length.
+fn check_gpu_devices(req: &RegisterAgent) -> Result<(), ApiError> {
+    let devices = &req.gpu_devices;
+    if devices.is_empty() {
+        return Ok(());
+    }
+    let gpus = req.resources.millis(protocol::gpu::GPUS);
+    if devices.len() > MAX_GPU_DEVICES || gpus != devices.len() as u64 * 1000 {
+        return Err(invalid(
+            "gpu_devices",
+            format!(
+                "list one entry per GPU the agent's resources count (gpus={}, {} listed, at most {MAX_GPU_DEVICES})",
+                req.resources.units(protocol::gpu::GPUS),
+                devices.len()
+            ),
+        ));
+    }
+    let mut indices = std::collections::HashSet::new();
+    let mut uuids = std::collections::HashSet::new();
+    for d in devices {
+        if d.uuid.trim().is_empty() || d.uuid.len() > 256 || d.model.len() > MAX_TEXT {
+            return Err(invalid(
+                "gpu_devices",
+                "each device needs a uuid (1 to 256 characters) and a model of at most 1024",
+            ));
+        }
+        if !indices.insert(d.index) || !uuids.insert(d.uuid.as_str()) {
+            return Err(invalid(
+                "gpu_devices",
+                format!(
+                    "device index {} or uuid {:?} is listed twice",
+                    d.index, d.uuid
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// An agent's registration; its endpoint loses any trailing `/`.
 pub fn agent_registration(req: RegisterAgent) -> Result<AgentRegistration, ApiError> {
     if req.hostname.trim().is_empty() || req.hostname.len() > MAX_TEXT {
@@ -95,6 +138,7 @@ pub fn agent_registration(req: RegisterAgent) -> Result<AgentRegistration, ApiEr
             "at most 64 attributes with non-empty keys",
         ));
     }
+    check_gpu_devices(&req)?;
     if !req.tasks.is_empty() && req.agent_id.is_none() {
         return Err(invalid("tasks", "reported tasks need the agent's agent_id"));
     }
@@ -104,6 +148,7 @@ pub fn agent_registration(req: RegisterAgent) -> Result<AgentRegistration, ApiEr
         endpoint: req.endpoint.trim_end_matches('/').to_owned(),
         resources: req.resources,
         attributes: req.attributes,
+        gpu_devices: req.gpu_devices,
         tasks: req.tasks,
         api_token: req
             .api_token
@@ -190,6 +235,7 @@ mod tests {
             agent_id: None,
             tasks: vec![],
             api_token: None,
+            gpu_devices: Vec::new(),
         }
     }
 
@@ -236,5 +282,33 @@ mod tests {
         let err = framework_registration(req(" ", "eng")).unwrap_err();
         assert_eq!(field_of(err), "name");
         assert!(framework_registration(req("f", "eng")).is_ok());
+    }
+
+    #[test]
+    fn gpu_devices_must_match_the_gpus_resource_and_be_distinct() {
+        let gpu = |index: u32, uuid: &str| protocol::gpu::GpuDevice {
+            index,
+            uuid: uuid.into(),
+            model: "m".into(),
+            memory_mib: 1,
+        };
+        let with = |gpus: &str, devices: Vec<protocol::gpu::GpuDevice>| {
+            let mut a = agent("http://h:1");
+            a.resources = format!("cpus=1{gpus}").parse().unwrap();
+            a.gpu_devices = devices;
+            agent_registration(a)
+        };
+        let ok = with(",gpus=2", vec![gpu(0, "GPU-a"), gpu(1, "GPU-b")]).unwrap();
+        assert_eq!(ok.gpu_devices.len(), 2);
+        assert!(with(",gpus=1", vec![]).is_ok(), "the list is optional");
+        for bad in [
+            with(",gpus=1", vec![gpu(0, "GPU-a"), gpu(1, "GPU-b")]),
+            with("", vec![gpu(0, "GPU-a")]),
+            with(",gpus=2", vec![gpu(0, "GPU-a"), gpu(0, "GPU-b")]),
+            with(",gpus=2", vec![gpu(0, "GPU-a"), gpu(1, "GPU-a")]),
+            with(",gpus=1", vec![gpu(0, " ")]),
+        ] {
+            assert_eq!(field_of(bad.unwrap_err()), "gpu_devices");
+        }
     }
 }

@@ -418,6 +418,7 @@ mod tests {
             resources: None,
             reason: Some("memory_limit".into()),
             usage: None,
+            gpu_devices: None,
         };
         let v = status_json(&st);
         assert_eq!(v["state"], "TASK_FAILED");

@@ -63,6 +63,7 @@ impl State {
             api_token: None,
             total: Default::default(),
             attributes: Default::default(),
+            gpu_devices: Vec::new(),
             state: AgentState::Active,
             registered_at: now.wall,
             last_heartbeat_at: now.wall,
@@ -74,6 +75,7 @@ impl State {
         record.api_token = req.api_token;
         record.total = req.resources;
         record.attributes = req.attributes;
+        record.gpu_devices = req.gpu_devices;
         record.state = AgentState::Active;
         record.registered_at = now.wall;
         record.last_heartbeat_at = now.wall;
@@ -306,6 +308,7 @@ impl State {
                 resources: t.known_resources(),
                 reason: None,
                 usage: None,
+                gpu_devices: t.latest.gpu_devices.clone(),
             };
             t.set_latest(status.clone());
             t.lost_by_coordinator = true;

@@ -41,6 +41,8 @@ pub struct AgentRegistration {
     pub resources: Resources,
     /// Its attributes.
     pub attributes: BTreeMap<String, String>,
+    /// Its GPUs, as it listed them (checked: one per `gpus` it counts).
+    pub gpu_devices: Vec<protocol::gpu::GpuDevice>,
     /// The tasks it still runs (or ran while the coordinator was away).
     pub tasks: Vec<TaskStatus>,
     /// The token the coordinator presents when it calls the agent.

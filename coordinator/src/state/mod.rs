@@ -221,6 +221,8 @@ pub(crate) struct AgentRecord {
     pub(crate) api_token: Option<AgentToken>,
     pub(crate) total: Resources,
     pub(crate) attributes: BTreeMap<String, String>,
+    /// Its GPUs, as it registered them (shown in the views).
+    pub(crate) gpu_devices: Vec<protocol::gpu::GpuDevice>,
     pub(crate) state: AgentState,
     pub(crate) registered_at: Timestamp,
     pub(crate) last_heartbeat_at: Timestamp,

@@ -213,6 +213,7 @@ impl State {
                 resources: Some(task.resources.clone()),
                 reason: None,
                 usage: None,
+                gpu_devices: None,
             };
             self.tasks.insert(
                 (fw, task.task_id.clone()),

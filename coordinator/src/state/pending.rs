@@ -168,6 +168,7 @@ mod tests {
             resources: None,
             reason: None,
             usage: None,
+            gpu_devices: None,
         }
     }
 

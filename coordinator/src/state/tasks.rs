@@ -273,6 +273,7 @@ impl State {
             resources: t.known_resources(),
             reason: None,
             usage: None,
+            gpu_devices: t.latest.gpu_devices.clone(),
         })
     }
 

@@ -56,6 +56,7 @@ fn setup_with(config: &Config) -> (State, FrameworkId, AgentId, Offer) {
                 agent_id: None,
                 tasks: vec![],
                 api_token: None,
+                gpu_devices: Vec::new(),
             },
             &at(0),
             &mut fx,
@@ -193,6 +194,7 @@ fn a_lost_agent_rescinds_offers_and_loses_tasks() {
         resources: Some("cpus=1".parse().unwrap()),
         reason: None,
         usage: None,
+        gpu_devices: None,
     };
     assert_eq!(rest.offer_id, offer_id(2));
     assert_eq!(
@@ -291,6 +293,7 @@ fn a_task_that_ended_during_a_coordinator_restart_is_kept_for_its_framework() {
         resources: None,
         reason: None,
         usage: None,
+        gpu_devices: None,
     };
     let mut fx = Vec::new();
     s.register_agent(
@@ -302,6 +305,7 @@ fn a_task_that_ended_during_a_coordinator_restart_is_kept_for_its_framework() {
             agent_id: Some(agent),
             tasks: vec![status.clone()],
             api_token: None,
+            gpu_devices: Vec::new(),
         },
         &at(0),
         &mut fx,
@@ -354,6 +358,7 @@ fn running(id: &str, fw: FrameworkId, agent: AgentId, res: Option<&str>) -> Task
         resources: res.map(|r| r.parse().unwrap()),
         reason: None,
         usage: None,
+        gpu_devices: None,
     }
 }
 
@@ -367,6 +372,7 @@ fn reregister(agent: AgentId, total: &str, tasks: Vec<TaskStatus>) -> AgentRegis
         agent_id: Some(agent),
         tasks,
         api_token: None,
+        gpu_devices: Vec::new(),
     }
 }
 
@@ -1083,6 +1089,7 @@ fn an_allocation_run_makes_exactly_one_offer_event_and_one_offers_event() {
                 agent_id: None,
                 tasks: vec![],
                 api_token: None,
+                gpu_devices: Vec::new(),
             },
             &at(0),
             &mut fx,
@@ -1266,6 +1273,7 @@ fn a_lost_agent_loses_its_tasks_with_a_status_made_by_the_coordinator() {
         resources: Some("cpus=1,mem=10".parse().unwrap()),
         reason: None,
         usage: None,
+        gpu_devices: None,
     };
     assert_eq!(
         fx,

@@ -38,6 +38,7 @@ fn agent(total: Resources, id: Option<AgentId>, tasks: Vec<TaskStatus>) -> Agent
         agent_id: id,
         tasks,
         api_token: None,
+        gpu_devices: Vec::new(),
     }
 }
 
@@ -66,6 +67,7 @@ fn running(id: &str, fw: FrameworkId, agent: AgentId) -> TaskStatus {
         resources: Some("a0=1".parse().unwrap()),
         reason: None,
         usage: None,
+        gpu_devices: None,
     }
 }
 

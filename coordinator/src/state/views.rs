@@ -21,6 +21,7 @@ fn task_info(fw: FrameworkId, id: &TaskId, t: &TaskRecord) -> TaskInfo {
         message: t.latest.message.clone(),
         exit_code: t.latest.exit_code,
         updated_at: t.latest.timestamp,
+        gpu_devices: t.latest.gpu_devices.clone(),
     }
 }
 
@@ -139,6 +140,7 @@ impl State {
             state: agent_state_name(a.state).into(),
             registered_at: a.registered_at,
             last_heartbeat_at: a.last_heartbeat_at,
+            gpu_devices: a.gpu_devices.clone(),
         }
     }
 

@@ -227,5 +227,6 @@ pub fn status_of(agent: AgentId, fw: FrameworkId, task: &str, state: TaskState) 
         resources: None,
         reason: None,
         usage: None,
+        gpu_devices: None,
     }
 }

@@ -142,5 +142,6 @@ pub fn status(framework_id: FrameworkId, task: &str, state: TaskState) -> TaskSt
         resources: None,
         reason: None,
         usage: None,
+        gpu_devices: None,
     }
 }

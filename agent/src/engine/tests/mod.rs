@@ -32,6 +32,7 @@ pub(super) fn config(journaling: Journaling, retention: Retention) -> CoreConfig
         max_batch: 2,
         jitter: Jitter::Off,
         update_ids: UpdateIds::Sequential(0),
+        gpus: Vec::new(),
     }
 }
 
@@ -123,6 +124,7 @@ impl Rig {
             resources: Some(spec(task).resources),
             reason: None,
             usage: None,
+            gpu_devices: None,
         }
     }
 
@@ -151,6 +153,7 @@ pub(super) fn reply(result: Result<(), Failure>) -> impl FnOnce(&mut Core, Now, 
 }
 
 mod books;
+mod gpus;
 mod session;
 mod task_events;
 mod updates;
