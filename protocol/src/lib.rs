@@ -11,6 +11,8 @@
 //! - [`offer`]: the [`Offer`] type.
 //! - [`isolation`]: a task's isolation options ([`Isolation`]) and the agent attributes that say
 //!   what an agent enforces; the checks the coordinator makes at accept time.
+//! - [`maintenance`]: draining agents (issue #17): the drain request, the `agent_draining`
+//!   event, the agent state names.
 //! - [`messages`]: request and response bodies of the framework, agent and operator APIs.
 //! - [`events`]: the framework SSE stream ([`FrameworkEvent`]) and the operator offer stream
 //!   ([`OfferEvent`]).
@@ -25,6 +27,7 @@ pub mod error;
 pub mod events;
 pub mod ids;
 pub mod isolation;
+pub mod maintenance;
 pub mod messages;
 pub mod offer;
 pub mod resources;

@@ -270,12 +270,15 @@ pub struct AgentInfo {
     pub offered: Resources,
     /// Attributes.
     pub attributes: BTreeMap<String, String>,
-    /// `active` or `lost`.
+    /// `active`, `lost`, `draining` or `drained` (see [`crate::maintenance`]).
     pub state: String,
     /// When it (last) registered.
     pub registered_at: Timestamp,
     /// When it last heartbeated.
     pub last_heartbeat_at: Timestamp,
+    /// While draining or drained: when its remaining tasks are (were) killed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_deadline: Option<Timestamp>,
 }
 
 /// A framework, as operators see it.
@@ -400,6 +403,10 @@ pub struct ExplainAgents {
     /// Agents it could be offered: H-DRF picks it there when it has the lowest share among the
     /// frameworks that can use the agent.
     pub eligible: usize,
+    /// Agents being drained or drained (issue #17): they make no offers until reactivated
+    /// (not counted in `active`).
+    #[serde(default)]
+    pub draining: usize,
 }
 
 /// `GET /api/v1/state`.
