@@ -33,12 +33,16 @@ pub struct DrainAgent {
 }
 
 impl DrainAgent {
-    /// Checks the deadline; the error names the field and says what is accepted.
+    /// The field [`DrainAgent::validate`] checks.
+    pub const FIELD: &'static str = "deadline_s";
+
+    /// Checks the deadline; the error says what is accepted (the field is
+    /// [`DrainAgent::FIELD`]).
     pub fn validate(&self) -> Result<(), String> {
         let d = self.deadline_s;
         if !d.is_finite() || !(0.0..=MAX_DRAIN_DEADLINE_S).contains(&d) {
             return Err(format!(
-                "deadline_s: {d} is not a number of seconds between 0 and {MAX_DRAIN_DEADLINE_S}"
+                "{d} is not a number of seconds between 0 and {MAX_DRAIN_DEADLINE_S}"
             ));
         }
         Ok(())
@@ -86,7 +90,7 @@ mod tests {
         }
         for bad in [-1.0, f64::NAN, f64::INFINITY, MAX_DRAIN_DEADLINE_S + 1.0] {
             let e = DrainAgent { deadline_s: bad }.validate().unwrap_err();
-            assert!(e.starts_with("deadline_s:"), "{e}");
+            assert!(e.contains("between 0 and"), "{e}");
         }
         assert!(serde_json::from_str::<DrainAgent>(r#"{"deadline_s":"10"}"#).is_err());
         assert!(serde_json::from_str::<DrainAgent>(r#"{"deadline":10}"#).is_err());
