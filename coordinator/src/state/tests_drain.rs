@@ -261,3 +261,16 @@ fn a_drain_outlives_the_agents_re_registration() {
     assert_eq!(state_of(&s, ag), "draining");
     assert_eq!(s.ledger_mismatches(), 0);
 }
+
+#[test]
+fn explain_counts_draining_agents_and_names_them_when_they_are_the_reason() {
+    let (mut s, fw, ag) = running_task();
+    let mut fx = Vec::new();
+    s.drain_agent(ag, 60.0, &at(10), &mut fx).unwrap();
+    let e = s.explain(fw, &at(20)).unwrap();
+    assert_eq!((e.agents.active, e.agents.draining), (0, 1));
+    assert!(e.summary.contains("draining"), "{}", e.summary);
+    s.reactivate_agent(ag, &mut fx).unwrap();
+    let e = s.explain(fw, &at(30)).unwrap();
+    assert_eq!((e.agents.active, e.agents.draining), (1, 0));
+}
