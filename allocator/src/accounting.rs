@@ -24,6 +24,7 @@ impl Allocator {
             filters: AgentFilters::new(),
             version: 0,
             all_blocked_at: None,
+            paused: false,
         };
         let slot = match self.free_agent_slots.pop() {
             Some(s) => {
@@ -38,6 +39,23 @@ impl Allocator {
         self.agent_index.insert(agent, slot);
         self.capacity_changed();
         Ok(())
+    }
+
+    /// Pauses (`true`) or resumes an agent: a paused agent is skipped by [`Allocator::cycle`]
+    /// (a draining agent makes no offers) at the cost of one flag test per agent; its holdings,
+    /// releases and capacity are unchanged.
+    pub fn set_agent_paused(&mut self, agent: AgentId, paused: bool) -> Result<(), AllocatorError> {
+        let slot = self.agent_of(agent)?;
+        if let Some(Some(record)) = self.agents.get_mut(slot as usize) {
+            record.paused = paused;
+        }
+        Ok(())
+    }
+
+    /// Whether the agent is paused (`None` for an unknown agent).
+    pub fn agent_paused(&self, agent: AgentId) -> Option<bool> {
+        let slot = *self.agent_index.get(&agent)?;
+        self.agents.get(slot as usize)?.as_ref().map(|a| a.paused)
     }
 
     /// Removes the agent, releasing everything allocated on it; returns what each framework lost

@@ -80,7 +80,8 @@ impl Allocator {
             let Some(Some(agent)) = self.agents.get(slot as usize) else {
                 continue;
             };
-            if is_zero(&agent.free)
+            if agent.paused
+                || is_zero(&agent.free)
                 || agent.all_blocked_at == Some((memo_key.0, memo_key.1, agent.version))
             {
                 continue;

@@ -146,6 +146,9 @@ pub(crate) struct Agent {
     /// `(shape, eligibility, agent version)` at which every framework was found blocked for this
     /// agent's free resources: while all three are unchanged, a cycle skips the agent in O(1).
     pub(crate) all_blocked_at: Option<(u64, u64, u64)>,
+    /// Paused (the agent is draining, issue #17): `cycle` offers nothing of it; what it holds
+    /// stays booked and counts in the capacity.
+    pub(crate) paused: bool,
 }
 
 /// The allocator. See the module docs.

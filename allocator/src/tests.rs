@@ -478,3 +478,29 @@ fn a_flood_of_new_resource_names_is_refused_and_changes_nothing() {
         Err(AllocatorError::TooManyKinds { known: 3, max: 3 })
     );
 }
+
+#[test]
+fn a_paused_agent_is_skipped_by_cycles_until_resumed() {
+    let mut a = two();
+    a.add_agent(ag(2), &r("cpus=2")).unwrap();
+    a.set_agent_paused(ag(1), true).unwrap();
+    assert_eq!(a.agent_paused(ag(1)), Some(true));
+    let d = a.cycle(None, 0);
+    let agents: Vec<_> = d.iter().map(|d| d.agent).collect();
+    assert_eq!(agents, vec![ag(2)], "the paused agent offers nothing");
+    assert_eq!(
+        a.agent_free(ag(1)),
+        Some(r("cpus=10,mem=10")),
+        "nothing booked"
+    );
+    assert!(a.cycle(None, 0).is_empty());
+    a.set_agent_paused(ag(1), false).unwrap();
+    let d = a.cycle(None, 0);
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].agent, ag(1));
+    assert_eq!(
+        a.set_agent_paused(ag(9), true),
+        Err(AllocatorError::UnknownAgent(ag(9)))
+    );
+    assert_eq!(a.agent_paused(ag(9)), None);
+}

@@ -116,6 +116,9 @@ impl Metrics {
             OfferEvent::OfferDeclined(_) => &self.offers_declined,
             OfferEvent::OfferRescinded(_) => &self.offers_rescinded,
             OfferEvent::OfferExpired(_) => &self.offers_expired,
+            // Not an offer's end (drains are counted by `parley_agents{state}` and
+            // `parley_drain_kills_total`).
+            OfferEvent::AgentDraining(_) => return,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
@@ -299,6 +302,11 @@ impl Metrics {
                 "parley_ledger_mismatches_total",
                 "Disagreements found in the books (offered/used vs the allocator): always a bug.",
                 g.ledger_mismatches,
+            ),
+            (
+                "parley_drain_kills_total",
+                "Tasks killed because their agent's drain deadline passed (reason agent_drained).",
+                g.drain_kills,
             ),
         ];
         for (name, help, v) in counters {

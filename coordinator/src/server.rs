@@ -329,6 +329,7 @@ async fn maintenance_loop(c: Coordinator) {
         c.run(|state, now, fx| {
             state.expire_offers(now, fx);
             state.check_agents(now, fx);
+            state.check_drains(now, fx);
             state.check_failover(now, fx);
             state.resend_updates(now, fx);
         });

@@ -27,6 +27,10 @@
 //! - [`client`]: [`CoordinatorClient`], the framework HTTP API as typed calls, following the
 //!   leader when given several coordinators (`307` re-sent, round-robin on `503 no_leader`).
 //! - [`sse`]: an incremental Server-Sent Events parser.
+//! - [`constraints`]: placement constraints over agent attributes (`==`, `!=`, spread, at most
+//!   N per value), [`constraints::TaskPlaces`] (where the framework's tasks run, for the
+//!   counts) and [`constraints::place`] (a policy run with both). Drained agents reach the
+//!   scheduler as [`Scheduler::agent_draining`].
 //! - [`placement`]: the `placement` crate (pure, no async runtime or HTTP), re-exported:
 //!   [`placement::Placement`] and the policies `FirstFit`, `BestFit`, `Tetris`.
 //! - [`error`]: the error type, [`SdkError`].
@@ -83,6 +87,7 @@
 #![deny(missing_docs)]
 
 pub mod client;
+pub mod constraints;
 pub mod context;
 pub mod decisions;
 pub mod driver;

@@ -33,6 +33,19 @@ pub trait Scheduler: Send {
         let _ = (ctx, offer_id);
     }
 
+    /// An agent where the framework has tasks is being drained (issue #17): it makes no more
+    /// offers, and `draining.task_ids` still running at `draining.deadline` are killed (their
+    /// update says `killed`, reason `agent_drained`). A service may start replacements
+    /// elsewhere and kill the old tasks itself ([`Context::kill`]) once they run. The default
+    /// does nothing.
+    async fn agent_draining(
+        &mut self,
+        ctx: &mut Context,
+        draining: &protocol::maintenance::AgentDraining,
+    ) {
+        let _ = (ctx, draining);
+    }
+
     /// A task changed state. Updates arrive at least once (the same state may repeat after a
     /// reconnect); the driver acknowledges the update after this returns.
     async fn status_update(&mut self, ctx: &mut Context, status: &TaskStatus);

@@ -90,6 +90,20 @@ pub enum Command {
         /// The framework (its id or its unique name).
         framework: String,
     },
+    /// Drains an agent for maintenance: no new offers, its offers rescinded, its frameworks
+    /// told; tasks still running after the deadline are killed. Needs an admin token.
+    Drain {
+        /// The agent (its id or its unique hostname).
+        agent: String,
+        /// Seconds until the tasks still running there are killed (0 kills them now).
+        #[arg(long, value_name = "N", allow_negative_numbers = true)]
+        deadline_s: f64,
+    },
+    /// Ends an agent's drain: it is offered again. Needs an admin token.
+    Reactivate {
+        /// The agent (its id or its unique hostname).
+        agent: String,
+    },
     /// A task's output (stdout, or stderr), read from its agent through the coordinator.
     Logs {
         /// The task's id.

@@ -5,8 +5,8 @@
 //! - [`cli`]: the command line (clap): `--coordinator` / `PARLEY_COORDINATOR`, `--token` /
 //!   `PARLEY_TOKEN`, `--ca-file`, `--json`, and the subcommands.
 //! - [`client`]: [`client::Api`], HTTP to the coordinator, failures as [`CtlError`].
-//! - [`commands`]: one file per kind of subcommand (lists, roles, explain, changes, logs, the
-//!   offer watch).
+//! - [`commands`]: one file per kind of subcommand (lists, roles, explain, changes, drain and
+//!   reactivate, logs, the offer watch).
 //! - [`table`]: the aligned table writer; [`format`](mod@format): how values read in a table.
 //! - [`error`]: [`CtlError`] and the exit codes.
 //!
@@ -48,6 +48,12 @@ pub async fn run(cli: &Cli, out: &mut (dyn Write + Send)) -> Result<(), CtlError
         }
         Command::Teardown { framework } => {
             commands::change::teardown(&api, framework, json, out).await
+        }
+        Command::Drain { agent, deadline_s } => {
+            commands::maintenance::drain(&api, agent, *deadline_s, json, out).await
+        }
+        Command::Reactivate { agent } => {
+            commands::maintenance::reactivate(&api, agent, json, out).await
         }
         Command::Logs {
             task,

@@ -4,6 +4,10 @@
 //! - `place_1000_offers_5000_tasks`: the queue of issue #8: 100 jobs of 50 tasks (each job two
 //!   groups of 25 equal tasks, demands up to 4 cpus / 4 GiB) onto 1,000 partially free offers of
 //!   agents with cpus=24, mem=65536.
+//! - `place_1000_offers_5000_tasks_constrained`: the same with constraints (issue #17): the
+//!   offers' agents in 3 zones and 50 racks; of the 100 jobs, a quarter need `zone != a`, a
+//!   quarter at most 5 tasks per rack, a quarter `zone == b` and spread over racks, a quarter
+//!   none; 20 tasks of each constrained job already run.
 //!
 //! Run with: `cargo bench -p placement --bench placement` (add a filter such as
 //! `place_1000` to run one group).
@@ -15,7 +19,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use placement::{BestFit, FirstFit, OfferSlot, PendingTask, Placement, PlacementInput, Tetris};
+use placement::{
+    BestFit, Constraint, ConstraintInput, FirstFit, OfferSlot, PendingTask, Placement,
+    PlacementInput, Tetris,
+};
 use protocol::{AgentId, OfferId, Resources};
 use rand::{Rng, SeedableRng};
 
@@ -148,5 +155,50 @@ fn big(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, small, big);
+fn big_constrained(c: &mut Criterion) {
+    let (offers, tasks, cluster) = big_workload(1000, 100, 50);
+    let usage = BTreeMap::new();
+    let attributes: Vec<BTreeMap<String, String>> = (0..offers.len())
+        .map(|o| {
+            BTreeMap::from([
+                ("zone".to_owned(), ["a", "b", "c"][o % 3].to_owned()),
+                ("rack".to_owned(), format!("r{}", o % 50)),
+            ])
+        })
+        .collect();
+    let mut jobs = BTreeMap::new();
+    let mut running = BTreeMap::new();
+    for job in 0..100u64 {
+        let constraints = match job % 4 {
+            0 => vec![Constraint::not_equals("zone", "a")],
+            1 => vec![Constraint::max_per_value("rack", 5)],
+            2 => vec![Constraint::equals("zone", "b"), Constraint::spread("rack")],
+            _ => continue,
+        };
+        jobs.insert(job, constraints);
+        running.insert(job, attributes[..20].to_vec());
+    }
+    let input = PlacementInput {
+        offers: &offers,
+        tasks: &tasks,
+        job_usage: &usage,
+        cluster_total: &cluster,
+    };
+    let constraints = ConstraintInput {
+        offer_attributes: &attributes,
+        jobs: &jobs,
+        running: &running,
+    };
+    let mut group = c.benchmark_group("place_1000_offers_5000_tasks_constrained");
+    group.sample_size(10);
+    group.warm_up_time(Duration::from_secs(1));
+    for policy in &policies() {
+        group.bench_function(policy.name(), |b| {
+            b.iter(|| policy.place_constrained(&input, &constraints))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, small, big, big_constrained);
 criterion_main!(benches);

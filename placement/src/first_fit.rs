@@ -6,7 +6,7 @@
 //! placement costs a few set operations rather than a scan of the queue.
 
 use super::problem::Problem;
-use super::{Assignment, Placement, PlacementInput};
+use super::{Assignment, ConstraintInput, Placement, PlacementInput};
 
 /// DRF-ordered first fit: repeatedly take the job furthest below its fair share that has a task
 /// fitting some offer, and put its first such task on the first offer (in input order) it fits.
@@ -19,34 +19,47 @@ impl Placement for FirstFit {
     }
 
     fn place(&self, input: &PlacementInput<'_>) -> Vec<Assignment> {
-        let mut p = Problem::new(input);
-        // Per class, the first offer it may fit: offers only shrink, so an offer a class did not
-        // fit stays unfit and the pointer only moves forward.
-        let mut first_fit = vec![0usize; p.classes.len()];
-        while let Some(j) = p.first_job() {
-            // The job's first unplaced task that fits some offer is the head of its first live
-            // class (in head order) that fits one; classes that fit nothing die.
-            let mut choice = None;
-            while let Some(&(_, c)) = p.jobs[j].live.first() {
-                let at = &mut first_fit[c];
-                while *at < p.offers && !p.fits(c, *at) {
-                    *at += 1;
-                }
-                if *at < p.offers {
-                    choice = Some((c, *at));
-                    break;
-                }
-                p.kill_class(c);
-            }
-            match choice {
-                Some((c, o)) => {
-                    p.place(c, o);
-                }
-                None => p.retire(j),
-            }
-        }
-        p.assignments
+        run(Problem::new(input))
     }
+
+    fn place_constrained(
+        &self,
+        input: &PlacementInput<'_>,
+        constraints: &ConstraintInput<'_>,
+    ) -> Vec<Assignment> {
+        run(Problem::constrained(input, constraints))
+    }
+}
+
+/// First fit on a prepared problem. `Problem::fits` includes the constraint stage; counts only
+/// grow, so an offer a class may not use stays so and the pointers stay valid.
+fn run(mut p: Problem) -> Vec<Assignment> {
+    // Per class, the first offer it may fit: offers only shrink, so an offer a class did not
+    // fit stays unfit and the pointer only moves forward.
+    let mut first_fit = vec![0usize; p.classes.len()];
+    while let Some(j) = p.first_job() {
+        // The job's first unplaced task that fits some offer is the head of its first live
+        // class (in head order) that fits one; classes that fit nothing die.
+        let mut choice = None;
+        while let Some(&(_, c)) = p.jobs[j].live.first() {
+            let at = &mut first_fit[c];
+            while *at < p.offers && !p.fits(c, *at) {
+                *at += 1;
+            }
+            if *at < p.offers {
+                choice = Some((c, *at));
+                break;
+            }
+            p.kill_class(c);
+        }
+        match choice {
+            Some((c, o)) => {
+                p.place(c, o);
+            }
+            None => p.retire(j),
+        }
+    }
+    p.assignments
 }
 
 #[cfg(test)]

@@ -12,7 +12,12 @@
 //! - this file: the input and output types ([`OfferSlot`], [`PendingTask`], [`PlacementInput`],
 //!   [`Assignment`]) and the [`Placement`] trait.
 //! - `problem.rs`: the dense working state every policy shares (resource vectors, tasks grouped
-//!   into classes of equal demand, jobs in DRF order).
+//!   into classes of equal demand, jobs in DRF order), and `Problem::fits`, the one filter
+//!   every policy asks (resources, then the constraint stage).
+//! - `constraints.rs`: [`Constraint`]s over agent attributes (`==`, `!=`, spread, at most N
+//!   per value) and the filter stage that applies them, prepared once per call
+//!   ([`Placement::place_constrained`] with a [`ConstraintInput`]); [`violations`] checks a
+//!   result independently.
 //! - `first_fit.rs`: [`FirstFit`], jobs in DRF order, each task to the first offer it fits (the
 //!   fair baseline).
 //! - `best_fit.rs`: [`BestFit`], jobs in DRF order, each task to the offer it leaves the least
@@ -21,11 +26,13 @@
 //!   knob, as in `ALGORITHMS.md`.
 //! - tests only: `reference.rs` (straightforward versions of each policy, to check the fast
 //!   ones against), `proptests.rs` (properties every policy keeps, on random input),
+//!   `tests_constraints.rs` (each constraint under each policy; no placement violates one),
 //!   `tests_support.rs` (builders).
 
 #![deny(missing_docs)]
 
 mod best_fit;
+mod constraints;
 mod first_fit;
 mod problem;
 mod tetris;
@@ -35,6 +42,7 @@ use std::collections::BTreeMap;
 use protocol::{AgentId, Offer, OfferId, Resources};
 
 pub use best_fit::BestFit;
+pub use constraints::{violations, Constraint, ConstraintInput};
 pub use first_fit::FirstFit;
 pub use tetris::{alignment, remaining_work, Tetris, TetrisError};
 
@@ -109,6 +117,15 @@ pub trait Placement: Send + Sync {
 
     /// Chooses assignments, in the order they were made.
     fn place(&self, input: &PlacementInput<'_>) -> Vec<Assignment>;
+
+    /// Chooses assignments that also keep every job's [`Constraint`]s (issue #17): the same
+    /// policy, with the shared constraint stage in its fit test. With no constraints it
+    /// chooses exactly what [`Placement::place`] does.
+    fn place_constrained(
+        &self,
+        input: &PlacementInput<'_>,
+        constraints: &ConstraintInput<'_>,
+    ) -> Vec<Assignment>;
 }
 
 /// Sums the totals of the distinct agents of `offers`: the best estimate of the cluster when the
@@ -128,5 +145,7 @@ pub fn agents_total(offers: &[OfferSlot]) -> Resources {
 mod proptests;
 #[cfg(test)]
 mod reference;
+#[cfg(test)]
+mod tests_constraints;
 #[cfg(test)]
 mod tests_support;

@@ -12,6 +12,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use protocol::{ResourceName, Resources};
 
+use super::constraints::{ConstraintInput, Stage};
 use super::{agents_total, Assignment, JobId, PlacementInput};
 
 /// Alignment scores are summed exactly, as integers in units of `1 / ALIGN_SCALE`, so a sum kept
@@ -161,6 +162,11 @@ pub(crate) struct Problem {
     /// Jobs with unplaced tasks, retired or not.
     pub(crate) with_unplaced: usize,
     pub(crate) assignments: Vec<Assignment>,
+    /// The constraint filter stage (`constraints.rs`); `None` when the call has none.
+    stage: Option<Stage>,
+    /// Set by [`Problem::place`]: the last placement brought one of its job's counts to its
+    /// limit, so offers the job's classes could use before may be closed to them now.
+    pub(crate) tightened: bool,
 }
 
 impl Problem {
@@ -252,6 +258,8 @@ impl Problem {
             jobs,
             order: BTreeSet::new(),
             assignments: Vec::new(),
+            stage: None,
+            tightened: false,
         };
         for j in 0..p.jobs.len() {
             let share = p.share_of(&p.jobs[j].usage);
@@ -259,6 +267,25 @@ impl Problem {
             p.order.insert((Share(share), p.jobs[j].id, j));
         }
         p
+    }
+
+    /// The problem with the constraint stage of `constraints` prepared (once, for this call).
+    pub(crate) fn constrained(
+        input: &PlacementInput<'_>,
+        constraints: &ConstraintInput<'_>,
+    ) -> Self {
+        let mut p = Self::new(input);
+        if !constraints.jobs.is_empty() {
+            let ids: Vec<JobId> = p.jobs.iter().map(|j| j.id).collect();
+            p.stage = Some(Stage::new(&ids, p.offers, constraints));
+        }
+        p
+    }
+
+    /// Whether the constraints let a task of dense job `j` go on offer `o` now.
+    #[inline]
+    pub(crate) fn allows(&self, j: usize, o: usize) -> bool {
+        self.stage.as_ref().is_none_or(|s| s.allows(j, o))
     }
 
     /// A dominant share of the cluster (resources the cluster lacks are ignored).
@@ -280,9 +307,11 @@ impl Problem {
         &self.total[o * self.r..(o + 1) * self.r]
     }
 
-    /// True when class `c`'s demand fits offer `o`.
+    /// True when class `c`'s demand fits offer `o` and the constraints allow it there: the
+    /// one filter every policy asks.
     pub(crate) fn fits(&self, c: usize, o: usize) -> bool {
-        fits(&self.classes[c].demand, self.free_of(o))
+        let class = &self.classes[c];
+        fits(&class.demand, self.free_of(o)) && self.allows(class.job, o)
     }
 
     /// The job furthest below its fair share that is not retired.
@@ -339,6 +368,7 @@ impl Problem {
         } else {
             self.order.insert((Share(share), job.id, j));
         }
+        self.tightened = self.stage.as_mut().is_some_and(|s| s.record(j, o));
         self.assignments.push(Assignment { task, offer: o });
         task
     }

@@ -20,6 +20,7 @@
 //! pair only in floating-point rounding.
 
 use super::problem::{fits, quantize_align, remaining_score, work, Problem, ALIGN_SCALE};
+use super::ConstraintInput;
 use super::{Assignment, Placement, PlacementInput};
 
 /// Alignment `A(t, o) = sum_j (d_j / T_j) * (W_j / T_j)` of a demand `d` with an offer's free
@@ -240,10 +241,9 @@ fn scan(
     s: &mut ClassScore,
     all: &mut Vec<Scored>,
 ) {
-    let demand = &p.classes[c].demand;
     all.clear();
     for (o, &version) in versions.iter().enumerate() {
-        if fits(demand, p.free_of(o)) {
+        if p.fits(c, o) {
             all.push(Scored {
                 a: norm.align(c, o),
                 offer: o as u32,
@@ -273,7 +273,6 @@ fn best_offer(
     s: &mut ClassScore,
     scratch: &mut Vec<Scored>,
 ) -> Option<(f64, usize)> {
-    let demand = &p.classes[c].demand;
     loop {
         let Some(&top) = s.top.last() else {
             s.floor?;
@@ -285,7 +284,7 @@ fn best_offer(
             return Some((top.a, o));
         }
         s.top.pop();
-        if fits(demand, p.free_of(o)) {
+        if p.fits(c, o) {
             let now = Scored {
                 a: norm.align(c, o),
                 offer: top.offer,
@@ -313,7 +312,48 @@ impl Placement for Tetris {
     /// ordered set. The choices are those of scoring every pair (`reference::tetris` in the
     /// tests checks so on random inputs).
     fn place(&self, input: &PlacementInput<'_>) -> Vec<Assignment> {
-        let mut p = Problem::new(input);
+        self.run(Problem::new(input))
+    }
+
+    fn place_constrained(
+        &self,
+        input: &PlacementInput<'_>,
+        constraints: &ConstraintInput<'_>,
+    ) -> Vec<Assignment> {
+        self.run(Problem::constrained(input, constraints))
+    }
+}
+
+/// Counts the offers class `c` fits (the constraint stage included) and sums its alignments
+/// there, from scratch, then fills its best offers. False when it fits none.
+fn score_class(
+    p: &Problem,
+    norm: &Norm,
+    versions: &[u32],
+    c: usize,
+    s: &mut ClassScore,
+    scratch: &mut Vec<Scored>,
+) -> bool {
+    s.fits = 0;
+    s.sum_a = 0;
+    for o in 0..p.offers {
+        if p.fits(c, o) {
+            s.fits += 1;
+            s.sum_a = s.sum_a.wrapping_add(quantize_align(norm.align(c, o)));
+        }
+    }
+    if s.fits == 0 {
+        s.top.clear();
+        s.floor = None;
+        return false;
+    }
+    scan(p, norm, versions, c, s, scratch);
+    true
+}
+
+impl Tetris {
+    /// Tetris on a prepared problem (`Problem::fits` includes the constraint stage).
+    fn run(&self, mut p: Problem) -> Vec<Assignment> {
         if p.offers > u32::MAX as usize {
             return p.assignments;
         }
@@ -329,18 +369,10 @@ impl Placement for Tetris {
                 top: Vec::new(),
                 floor: None,
             };
-            let demand = &p.classes[c].demand;
-            for o in 0..p.offers {
-                if fits(demand, p.free_of(o)) {
-                    s.fits += 1;
-                    s.sum_a = s.sum_a.wrapping_add(quantize_align(norm.align(c, o)));
-                }
-            }
-            if s.fits == 0 {
-                p.kill_class(c);
-            } else {
-                scan(&p, &norm, &versions, c, &mut s, &mut scratch);
+            if score_class(&p, &norm, &versions, c, &mut s, &mut scratch) {
                 live.push(c);
+            } else {
+                p.kill_class(c);
             }
             scores.push(s);
         }
@@ -440,20 +472,28 @@ impl Placement for Tetris {
             versions[o] = versions[o].wrapping_add(1);
             // Offer `o` shrank: move each live class's count and sum by its terms.
             norm.refresh(&p, o);
-            let new_free = p.free_of(o);
             let mut died = Vec::new();
+            // A count of job `j` reached its limit: its classes are scored again from scratch
+            // below (other jobs' constraints did not change).
+            let mut rescore = Vec::new();
+            let tightened = p.tightened;
             live.retain(|&l| {
                 let class = &p.classes[l];
                 if class.left() == 0 {
                     return false;
                 }
-                if !fits(&class.demand, &old_free) {
+                if tightened && class.job == j {
+                    rescore.push(l);
+                    return true;
+                }
+                // The constraints on offer `o` are as they were for this class.
+                if !(fits(&class.demand, &old_free) && p.allows(class.job, o)) {
                     return true;
                 }
                 let s = &mut scores[l];
                 let before = quantize_align(norm.align_with(l, o, &old_norm));
                 s.sum_a = s.sum_a.wrapping_sub(before);
-                if fits(&class.demand, new_free) {
+                if p.fits(l, o) {
                     let after = quantize_align(norm.align(l, o));
                     s.sum_a = s.sum_a.wrapping_add(after);
                     true
@@ -467,6 +507,12 @@ impl Placement for Tetris {
                     }
                 }
             });
+            for l in rescore {
+                if !score_class(&p, &norm, &versions, l, &mut scores[l], &mut scratch) {
+                    live.retain(|&x| x != l);
+                    died.push(l);
+                }
+            }
             for l in died {
                 p.kill_class(l);
             }

@@ -40,6 +40,9 @@ pub enum FrameworkEvent {
         /// Why.
         message: String,
     },
+    /// An agent where the framework has tasks is being drained (issue #17): it makes no more
+    /// offers, and the tasks still running at the deadline are killed.
+    AgentDraining(crate::maintenance::AgentDraining),
 }
 
 /// An event on the operator offer stream (`GET /api/v1/offers/events`).
@@ -56,6 +59,8 @@ pub enum OfferEvent {
     OfferRescinded(OfferOutcome),
     /// An offer expired unanswered.
     OfferExpired(OfferOutcome),
+    /// An agent is being drained: one event per framework with tasks there (issue #17).
+    AgentDraining(crate::maintenance::AgentDraining),
 }
 
 /// How an offer ended.

@@ -13,6 +13,8 @@
 //!   what an agent enforces; the checks the coordinator makes at accept time.
 //! - [`gpu`]: GPUs: the devices an agent reports ([`gpu::GpuDevice`]) and the whole-device
 //!   count a task asks for.
+//! - [`maintenance`]: draining agents (issue #17): the drain request, the `agent_draining`
+//!   event, the agent state names.
 //! - [`messages`]: request and response bodies of the framework, agent and operator APIs.
 //! - [`events`]: the framework SSE stream ([`FrameworkEvent`]) and the operator offer stream
 //!   ([`OfferEvent`]).
@@ -31,6 +33,7 @@ pub mod gpu;
 pub mod ids;
 pub mod isolation;
 pub mod leader;
+pub mod maintenance;
 pub mod messages;
 pub mod offer;
 pub mod resources;

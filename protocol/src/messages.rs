@@ -274,7 +274,7 @@ pub struct AgentInfo {
     pub offered: Resources,
     /// Attributes.
     pub attributes: BTreeMap<String, String>,
-    /// `active` or `lost`.
+    /// `active`, `lost`, `draining` or `drained` (see [`crate::maintenance`]).
     pub state: String,
     /// When it (last) registered.
     pub registered_at: Timestamp,
@@ -283,6 +283,9 @@ pub struct AgentInfo {
     /// Its GPUs, as it registered them (empty, and absent on the wire, without GPUs).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpu_devices: Vec<crate::gpu::GpuDevice>,
+    /// While draining or drained: when its remaining tasks are (were) killed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_deadline: Option<Timestamp>,
 }
 
 /// A framework, as operators see it.
@@ -410,6 +413,10 @@ pub struct ExplainAgents {
     /// Agents it could be offered: H-DRF picks it there when it has the lowest share among the
     /// frameworks that can use the agent.
     pub eligible: usize,
+    /// Agents being drained or drained (issue #17): they make no offers until reactivated
+    /// (not counted in `active`).
+    #[serde(default)]
+    pub draining: usize,
 }
 
 /// `GET /api/v1/state`.

@@ -158,6 +158,10 @@ pub struct TaskStatus {
 /// The reason of a task the kernel killed at its memory limit.
 pub const REASON_MEMORY_LIMIT: &str = "memory_limit";
 
+/// The reason of a task killed because its agent was drained and the drain deadline passed
+/// (issue #17).
+pub const REASON_AGENT_DRAINED: &str = "agent_drained";
+
 /// What an isolated task used over its life, as its cgroup counted it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TaskUsage {

@@ -26,6 +26,8 @@ type Running = (CancellationToken, JoinHandle<anyhow::Result<()>>);
 /// One real agent of a [`Cluster`].
 struct AgentSlot {
     resources: Resources,
+    /// Its `--attributes` (e.g. `zone`, `rack`).
+    attributes: std::collections::BTreeMap<String, String>,
     work_dir: PathBuf,
     running: Option<Running>,
 }
@@ -39,7 +41,8 @@ struct FleetSpec {
 /// How to build a [`Cluster`]; from [`Cluster::builder`].
 pub struct ClusterBuilder {
     config: coordinator::Config,
-    agents: Vec<String>,
+    /// Each real agent's resources and attributes.
+    agents: Vec<(String, Vec<(String, String)>)>,
     fleet: Option<FleetSpec>,
     durable: bool,
     reap_orphans: bool,
@@ -81,14 +84,27 @@ impl ClusterBuilder {
 
     /// One more real agent with these resources (`cpus=2,mem=1024` form).
     pub fn agent(mut self, resources: &str) -> Self {
-        self.agents.push(resources.to_owned());
+        self.agents.push((resources.to_owned(), Vec::new()));
+        self
+    }
+
+    /// One more real agent with these resources and attributes (`[("zone", "b")]`), as
+    /// `agent --attributes` sets them.
+    pub fn agent_with_attributes(mut self, resources: &str, attributes: &[(&str, &str)]) -> Self {
+        let attributes = attributes
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        self.agents.push((resources.to_owned(), attributes));
         self
     }
 
     /// `count` more real agents with these resources.
     pub fn agents(mut self, count: usize, resources: &str) -> Self {
-        self.agents
-            .extend(std::iter::repeat_n(resources.to_owned(), count));
+        self.agents.extend(std::iter::repeat_n(
+            (resources.to_owned(), Vec::new()),
+            count,
+        ));
         self
     }
 
@@ -148,8 +164,10 @@ impl ClusterBuilder {
             _dirs: dirs,
         };
         cluster.serve(listener);
-        for resources in &self.agents {
-            cluster.add_agent(resources).await?;
+        for (resources, attributes) in &self.agents {
+            cluster
+                .add_agent_with_attributes(resources, attributes.iter().cloned().collect())
+                .await?;
         }
         let mut want = self.agents.len();
         if let Some(fleet) = self.fleet {
@@ -237,11 +255,22 @@ impl Cluster {
 
     /// Starts one more real agent with the given resources; returns its index.
     pub async fn add_agent(&mut self, resources: &str) -> anyhow::Result<usize> {
+        self.add_agent_with_attributes(resources, Default::default())
+            .await
+    }
+
+    /// Starts one more real agent with the given resources and attributes; returns its index.
+    pub async fn add_agent_with_attributes(
+        &mut self,
+        resources: &str,
+        attributes: std::collections::BTreeMap<String, String>,
+    ) -> anyhow::Result<usize> {
         let resources: Resources = resources.parse().context("agent resources")?;
         let index = self.agents.len();
         let work_dir = self._dirs.path().join(format!("agent-{index}"));
         self.agents.push(AgentSlot {
             resources,
+            attributes,
             work_dir,
             running: None,
         });
@@ -258,6 +287,7 @@ impl Cluster {
         let coordinators = self.agent_coordinators.as_ref().unwrap_or(&self.url);
         let mut config = agent::AgentConfig::new(coordinators.clone(), slot.work_dir.clone());
         config.resources = Some(slot.resources.clone());
+        config.attributes.extend(slot.attributes.clone());
         config.hostname = Some(format!("agent-{index}"));
         config.timing = agent::Timing::fast();
         config.reap_orphans = self.reap_orphans;

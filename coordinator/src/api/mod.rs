@@ -8,6 +8,7 @@
 //!   and route) and the ownership checks handlers run.
 //! - [`frameworks`]: the framework (scheduler) API and its SSE stream.
 //! - [`agents`]: the agent API on the coordinator.
+//! - [`drain`]: draining and reactivating agents (issue #17), for admin operators.
 //! - [`output`]: a task's stdout / stderr, read from its agent for operators.
 //! - [`operator`]: offers, offer events, state, roles, metrics, health.
 //! - [`ui`]: the dashboard page and the reads it polls (history, agent pages, detail views).
@@ -19,6 +20,7 @@
 
 pub mod agents;
 pub mod auth;
+pub mod drain;
 pub mod error;
 pub mod extract;
 pub mod frameworks;
@@ -53,6 +55,7 @@ pub fn app(coordinator: Coordinator) -> Router {
     let router = Router::new()
         .merge(frameworks::router())
         .merge(agents::router())
+        .merge(drain::router())
         .merge(operator::router())
         .merge(output::router())
         .merge(ui::router())

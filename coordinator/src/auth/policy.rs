@@ -14,6 +14,7 @@
 //! | `GET /api/v1/frameworks/{id}/explain` | operators, and the framework's own principal |
 //! | every other `GET` (state, offers, offer stream, tasks, roles, metrics, dashboard) | operators |
 //! | `PUT /api/v1/roles/{path}` | admin operators |
+//! | `POST /api/v1/agents/{id}/drain`, `POST /api/v1/agents/{id}/reactivate` | admin operators |
 
 use axum::http::Method;
 
@@ -91,6 +92,9 @@ pub fn check_route(
             principal.is_framework() || principal.is_admin()
         }
         (&Method::PUT, "/api/v1/roles/{*path}") => principal.is_admin(),
+        // Maintenance (issue #17), before the agents' own POST routes.
+        (&Method::POST, "/api/v1/agents/{id}/drain")
+        | (&Method::POST, "/api/v1/agents/{id}/reactivate") => principal.is_admin(),
         (&Method::POST, r) if r.starts_with("/api/v1/frameworks") => principal.is_framework(),
         // The Mesos scheduler API: its calls act as the principal's frameworks.
         (&Method::POST, "/api/v1/scheduler") => principal.is_framework(),
@@ -131,7 +135,7 @@ mod tests {
         let admin = principal(Kind::Operator(Access::Admin));
         let (get, post, put, delete) = (Method::GET, Method::POST, Method::PUT, Method::DELETE);
         // (method, route, [framework, agent, read, admin])
-        let table: [(&Method, &str, [bool; 4]); 13] = [
+        let table: [(&Method, &str, [bool; 4]); 15] = [
             (&post, "/api/v1/frameworks", [true, false, false, false]),
             (
                 &post,
@@ -165,6 +169,16 @@ mod tests {
             (&get, "/metrics", [false, false, true, true]),
             (&put, "/api/v1/roles/{*path}", [false, false, false, true]),
             (&post, "/api/v1/scheduler", [true, false, false, false]),
+            (
+                &post,
+                "/api/v1/agents/{id}/drain",
+                [false, false, false, true],
+            ),
+            (
+                &post,
+                "/api/v1/agents/{id}/reactivate",
+                [false, false, false, true],
+            ),
         ];
         for (method, route, expected) in table {
             for (p, want) in [&fw, &agent, &read, &admin].into_iter().zip(expected) {

@@ -324,6 +324,9 @@ pub fn events(event: &FrameworkEvent, shape: &Shape) -> Vec<Value> {
         FrameworkEvent::Error { message } => {
             vec![json!({"type": "ERROR", "error": {"message": message}})]
         }
+        // Drains (issue #17) are not mapped to inverse offers: Mesos frameworks see the
+        // rescinds of the agent's offers and, at the deadline, their tasks' kills.
+        FrameworkEvent::AgentDraining(_) => Vec::new(),
     }
 }
 

@@ -69,6 +69,7 @@ impl State {
             last_heartbeat_at: now.wall,
             last_heartbeat_ms: now.ms,
             owner: None,
+            drain: None,
         });
         record.hostname = req.hostname;
         record.endpoint = req.endpoint;
@@ -80,6 +81,10 @@ impl State {
         record.registered_at = now.wall;
         record.last_heartbeat_at = now.wall;
         record.last_heartbeat_ms = now.ms;
+        if record.drain.is_some() {
+            // A drain outlives the agent's re-registration: it still makes no offers.
+            self.ledger.pause_agent(id, true);
+        }
         // Re-account the non-terminal tasks the books place on this agent.
         let keys: Vec<_> = self
             .tasks
@@ -231,6 +236,8 @@ impl State {
                     last_heartbeat_at: stored.last_seen,
                     last_heartbeat_ms: now.ms,
                     owner: None,
+                    gpu_devices: Vec::new(),
+                    drain: None,
                 },
             );
         }

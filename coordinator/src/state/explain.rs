@@ -32,6 +32,10 @@ impl State {
             if agent.state != AgentState::Active {
                 continue;
             }
+            if agent.drain.is_some() {
+                agents.draining += 1;
+                continue;
+            }
             agents.active += 1;
             if holding.contains(agent_id) {
                 agents.offered_to_it += 1;
@@ -86,6 +90,13 @@ fn summarize(
     if suppressed {
         return "suppressed: it asked for no offers; POST .../revive to get them again".into();
     }
+    if a.active == 0 && a.draining > 0 {
+        return format!(
+            "no active agents: {} agent(s) are draining or drained and make no offers until \
+             reactivated (POST /api/v1/agents/{{id}}/reactivate)",
+            a.draining
+        );
+    }
     if a.active == 0 {
         return "no active agents in the cluster".into();
     }
@@ -123,6 +134,12 @@ fn summarize(
         parts.push(format!(
             "{} agent(s) have too little free for its demand hint",
             a.demand_does_not_fit
+        ));
+    }
+    if a.draining > 0 {
+        parts.push(format!(
+            "{} agent(s) are draining or drained and make no offers",
+            a.draining
         ));
     }
     format!("no agent can be offered to it now: {}", parts.join("; "))

@@ -211,6 +211,12 @@ impl Ledger {
         }
     }
 
+    /// Pauses (a draining agent: no new offers) or resumes an agent in the allocator.
+    pub fn pause_agent(&mut self, id: AgentId, paused: bool) {
+        let r = self.allocator.set_agent_paused(id, paused);
+        self.check("pause_agent", r);
+    }
+
     /// The agent leaves the capacity. Its offers must have ended; what its tasks held leaves
     /// their frameworks' `used` (the tasks no longer hold anything).
     pub fn remove_agent(&mut self, id: AgentId) {

@@ -73,6 +73,8 @@
 //! - `owners.rs`: which principal owns a framework or agent id (for `crate::api::auth`).
 //! - `tasks.rs`: status updates, kill, acknowledgements and re-sends, reconciliation, adoption.
 //! - `views.rs`: the operator views and metric gauges.
+//! - `drain.rs`: draining agents for maintenance (issue #17): pause, rescind, tell, kill at the
+//!   deadline, reactivate.
 //! - `ledger.rs`: holdings and eligibility, the one caller of the allocator's changes.
 //! - `ids.rs`: [`IdSource`], where offer, update, framework and agent ids come from.
 //! - `input.rs`: the domain inputs of registration, accept and decline.
@@ -82,6 +84,7 @@
 mod agent_token;
 mod agents;
 mod dashboard;
+mod drain;
 mod error;
 mod explain;
 mod frameworks;
@@ -94,6 +97,8 @@ mod pending;
 mod tasks;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_drain;
 #[cfg(test)]
 mod tests_limits;
 #[cfg(test)]
@@ -229,6 +234,8 @@ pub(crate) struct AgentRecord {
     pub(crate) last_heartbeat_ms: u64,
     /// The agent principal that registered it, with credentials configured (`crate::auth`).
     pub(crate) owner: Option<Arc<str>>,
+    /// Its drain, while draining or drained (`drain.rs`).
+    pub(crate) drain: Option<drain::Drain>,
 }
 
 /// Whether a framework's event stream is open.
@@ -286,6 +293,9 @@ pub(crate) struct TaskRecord {
     pub(crate) lost_by_coordinator: bool,
     /// In its framework's FIFO of completed tasks.
     pub(crate) completed: bool,
+    /// Killed because its agent's drain deadline passed: its `killed` update gets reason
+    /// `agent_drained`.
+    pub(crate) drain_killed: bool,
     /// The task as operators see it ([`protocol::messages::TaskInfo`]) in JSON, made on the
     /// first read after a change and shared by every read until the next, so a large
     /// `GET /api/v1/state` copies bytes instead of serializing every task again.
@@ -308,6 +318,7 @@ impl TaskRecord {
             latest,
             lost_by_coordinator: false,
             completed: false,
+            drain_killed: false,
             view: OnceLock::new(),
         }
     }
@@ -363,6 +374,8 @@ pub struct State {
     /// Agents the durable registry knew at load that have not re-registered yet, with when
     /// they were loaded (see [`State::check_agents`]).
     pub(crate) awaited_agents: BTreeMap<AgentId, (crate::store::StoredAgent, u64)>,
+    /// Tasks killed by drain deadlines since the start (`drain.rs`).
+    pub(crate) drain_kills: u64,
 }
 
 impl std::fmt::Debug for State {
@@ -424,6 +437,7 @@ impl State {
             freed_at: HashMap::new(),
             offer_waits: Vec::new(),
             awaited_agents: BTreeMap::new(),
+            drain_kills: 0,
         }
     }
 

@@ -112,13 +112,16 @@ impl State {
 
     /// Records a new status of a known, non-terminal task and relays it; a terminal state frees
     /// the task's resources.
-    pub(crate) fn record_status(&mut self, status: TaskStatus, now: &Now, fx: &mut Effects) {
+    pub(crate) fn record_status(&mut self, mut status: TaskStatus, now: &Now, fx: &mut Effects) {
         let fw = status.framework_id;
         let Some(t) = self.tasks.get_mut(&(fw, status.task_id.clone())) else {
             return;
         };
         if t.state().is_terminal() {
             return;
+        }
+        if t.drain_killed && status.state == TaskState::Killed && status.reason.is_none() {
+            status.reason = Some(protocol::task::REASON_AGENT_DRAINED.into());
         }
         t.set_latest(status.clone());
         if status.state.is_terminal() {

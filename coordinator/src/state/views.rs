@@ -94,7 +94,7 @@ pub struct Gauges {
     pub outstanding_offers: usize,
     /// Tasks by state name.
     pub tasks_by_state: BTreeMap<&'static str, usize>,
-    /// Agents by state (`active`, `lost`).
+    /// Agents by state (`active`, `lost`, `draining`, `drained`).
     pub agents_by_state: BTreeMap<&'static str, usize>,
     /// Frameworks by state (`connected`, `disconnected`).
     pub frameworks_by_state: BTreeMap<&'static str, usize>,
@@ -105,6 +105,8 @@ pub struct Gauges {
     /// Disagreements the ledger found in the books since start (always a bug; see
     /// [`State::ledger_mismatches`]).
     pub ledger_mismatches: u64,
+    /// Tasks killed by drain deadlines since the start.
+    pub drain_kills: u64,
 }
 
 impl State {
@@ -137,10 +139,11 @@ impl State {
             used: held.used,
             offered: held.offered,
             attributes: a.attributes.clone(),
-            state: agent_state_name(a.state).into(),
+            state: super::drain::agent_view_state(a).into(),
             registered_at: a.registered_at,
             last_heartbeat_at: a.last_heartbeat_at,
             gpu_devices: a.gpu_devices.clone(),
+            drain_deadline: a.drain.as_ref().map(|d| d.deadline),
         }
     }
 
@@ -240,6 +243,7 @@ impl State {
         let mut g = Gauges {
             outstanding_offers: self.offers.len(),
             ledger_mismatches: self.ledger_mismatches(),
+            drain_kills: self.drain_kills,
             ..Gauges::default()
         };
         for t in self.tasks.values() {
@@ -247,7 +251,7 @@ impl State {
         }
         for a in self.agents.values() {
             *g.agents_by_state
-                .entry(agent_state_name(a.state))
+                .entry(super::drain::agent_view_state(a))
                 .or_default() += 1;
         }
         for f in self.frameworks.values() {

@@ -362,6 +362,12 @@ impl<S: Scheduler> Runner<S> {
                 self.after_callback().await?;
                 self.acks.push((status.task_id, status.update_id));
             }
+            FrameworkEvent::AgentDraining(draining) => {
+                self.scheduler
+                    .agent_draining(&mut self.ctx, &draining)
+                    .await;
+                self.after_callback().await?;
+            }
             FrameworkEvent::Heartbeat {} => {}
             FrameworkEvent::Error { message } => return Err(SdkError::FrameworkRemoved(message)),
         }

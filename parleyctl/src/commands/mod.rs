@@ -6,12 +6,14 @@
 //! - [`explain`]: why a framework is or is not offered.
 //! - [`change`]: `weight`, `teardown`.
 //! - [`logs`]: a task's output.
+//! - [`maintenance`]: `drain`, `reactivate` (issue #17).
 //! - [`watch`]: `offers --watch`, the offer event stream as lines.
 
 pub mod change;
 pub mod explain;
 pub mod list;
 pub mod logs;
+pub mod maintenance;
 pub mod roles;
 pub mod watch;
 

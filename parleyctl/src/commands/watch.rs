@@ -91,6 +91,16 @@ pub fn text_line(event: &str, data: &str) -> String {
             }
             text
         }
+        Some(OfferEvent::AgentDraining(d)) => {
+            let tasks: Vec<String> = d.task_ids.iter().map(ToString::to_string).collect();
+            format!(
+                "agent={} framework={} deadline={} tasks={}",
+                d.agent_id,
+                d.framework_id,
+                d.deadline.format("%H:%M:%S"),
+                tasks.join(",")
+            )
+        }
         None => data.to_owned(),
     };
     format!("{time} {event:<15} {fields}")

@@ -1,0 +1,279 @@
+//! Unit tests of draining (`drain.rs`): effects asserted directly, no network, no clock.
+
+#![allow(clippy::unwrap_used)]
+
+use protocol::maintenance::AgentDraining;
+use protocol::{CommandSpec, FrameworkEvent, TaskSpec, TaskState};
+
+use super::*;
+
+fn at(ms: u64) -> Now {
+    let start = chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+    Now {
+        ms,
+        wall: start + chrono::Duration::milliseconds(i64::try_from(ms).unwrap()),
+    }
+}
+
+fn agent(s: &mut State, fx: &mut Effects) -> AgentId {
+    s.register_agent(
+        AgentRegistration {
+            hostname: "h".into(),
+            endpoint: "http://127.0.0.1:1".into(),
+            resources: "cpus=4,mem=100".parse().unwrap(),
+            attributes: Default::default(),
+            agent_id: None,
+            tasks: vec![],
+            api_token: None,
+            gpu_devices: Vec::new(),
+        },
+        &at(0),
+        fx,
+    )
+    .unwrap()
+    .0
+}
+
+/// One subscribed framework with task `a` (cpus=1) on one agent, and an outstanding offer of
+/// the rest of that agent.
+fn running_task() -> (State, FrameworkId, AgentId) {
+    let mut s = State::with_ids(&Config::default(), IdSource::sequential());
+    let mut fx = Vec::new();
+    let reg = FrameworkRegistration {
+        name: "f".into(),
+        role: "eng".parse().unwrap(),
+        failover_timeout_s: None,
+        framework_id: None,
+        demand: None,
+        owner: None,
+    };
+    let (fw, _) = s.register_framework(reg, &at(0), &mut fx).unwrap();
+    s.subscribe(fw, &at(0), &mut fx).unwrap();
+    let ag = agent(&mut s, &mut fx);
+    assert_eq!(s.allocate(&at(1), &mut fx), 1);
+    let offer = s.offers(None, None).remove(0);
+    let spec = TaskSpec {
+        task_id: "a".parse().unwrap(),
+        name: "a".into(),
+        agent_id: ag,
+        resources: "cpus=1".parse().unwrap(),
+        command: CommandSpec::Shell("sleep 100".into()),
+        env: Default::default(),
+        duration_s: None,
+        isolation: None,
+    };
+    let accept = Accept {
+        offer_ids: vec![offer.offer_id],
+        tasks: vec![spec],
+        refuse: Some(std::time::Duration::ZERO),
+    };
+    s.accept(fw, accept, &at(2), &mut fx).unwrap();
+    assert_eq!(s.allocate(&at(3), &mut fx), 1, "the rest is offered again");
+    (s, fw, ag)
+}
+
+fn status(fw: FrameworkId, ag: AgentId, state: TaskState, n: u128, ms: u64) -> TaskStatus {
+    TaskStatus {
+        task_id: "a".parse().unwrap(),
+        framework_id: fw,
+        agent_id: ag,
+        state,
+        message: None,
+        exit_code: None,
+        update_id: UpdateId(uuid::Uuid::from_u128(0xd_0000 + n)),
+        timestamp: at(ms).wall,
+        resources: Some("cpus=1".parse().unwrap()),
+        reason: None,
+        usage: None,
+        gpu_devices: None,
+    }
+}
+
+fn state_of(s: &State, ag: AgentId) -> String {
+    s.agents()
+        .into_iter()
+        .find(|a| a.agent_id == ag)
+        .unwrap()
+        .state
+}
+
+#[test]
+fn a_drain_rescinds_tells_then_kills_at_the_deadline_and_reactivate_offers_again() {
+    let (mut s, fw, ag) = running_task();
+    let mut fx = Vec::new();
+    s.agent_status(
+        ag,
+        status(fw, ag, TaskState::Running, 1, 4),
+        &at(4),
+        &mut fx,
+    )
+    .unwrap();
+    let mut fx = Vec::new();
+    let answer = s.drain_agent(ag, 10.0, &at(100), &mut fx).unwrap();
+    assert_eq!(answer.state, "draining");
+    assert_eq!(answer.rescinded_offers, 1);
+    assert_eq!(answer.deadline, Some(at(10_100).wall));
+    assert!(s.offers(None, None).is_empty(), "its offer is rescinded");
+    let event = AgentDraining {
+        agent_id: ag,
+        framework_id: fw,
+        deadline: at(10_100).wall,
+        task_ids: vec!["a".parse().unwrap()],
+    };
+    let rescind = fx
+        .iter()
+        .position(|e| matches!(e, Effect::ToFramework(_, FrameworkEvent::Rescind { .. })))
+        .unwrap();
+    let told = fx
+        .iter()
+        .position(|e| *e == Effect::ToFramework(fw, FrameworkEvent::AgentDraining(event.clone())))
+        .unwrap();
+    assert!(rescind < told);
+    assert!(fx.contains(&Effect::Offer(OfferEvent::AgentDraining(event))));
+    assert!(
+        !fx.iter().any(|e| matches!(e, Effect::Kill { .. })),
+        "no kill before the deadline"
+    );
+
+    let mut fx = Vec::new();
+    assert_eq!(
+        s.allocate(&at(200), &mut fx),
+        0,
+        "a draining agent makes no offers"
+    );
+    s.check_drains(&at(10_099), &mut fx);
+    assert!(fx.is_empty(), "{fx:?}");
+    assert_eq!(state_of(&s, ag), "draining");
+
+    s.check_drains(&at(10_100), &mut fx);
+    assert_eq!(
+        fx,
+        vec![Effect::Kill {
+            agent_id: ag,
+            framework_id: fw,
+            endpoint: "http://127.0.0.1:1".into(),
+            task_id: "a".parse().unwrap(),
+        }]
+    );
+    assert_eq!(s.drain_kills(), 1);
+    let mut fx = Vec::new();
+    s.check_drains(&at(10_200), &mut fx);
+    assert!(
+        fx.is_empty(),
+        "kills are not sent again before the re-send interval"
+    );
+
+    s.agent_status(
+        ag,
+        status(fw, ag, TaskState::Killed, 2, 10_300),
+        &at(10_300),
+        &mut fx,
+    )
+    .unwrap();
+    let relayed = fx
+        .iter()
+        .find_map(|e| match e {
+            Effect::ToFramework(_, FrameworkEvent::Update { status }) => Some(status.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(relayed.state, TaskState::Killed);
+    assert_eq!(
+        relayed.reason.as_deref(),
+        Some(protocol::task::REASON_AGENT_DRAINED)
+    );
+    assert_eq!(state_of(&s, ag), "draining", "drained on the next tick");
+    let mut fx = Vec::new();
+    s.check_drains(&at(10_400), &mut fx);
+    assert!(fx.is_empty());
+    assert_eq!(state_of(&s, ag), "drained");
+    assert_eq!(
+        s.allocate(&at(10_500), &mut fx),
+        0,
+        "drained: still no offers"
+    );
+    assert_eq!(s.gauges().agents_by_state.get("drained"), Some(&1));
+
+    let mut fx = Vec::new();
+    let answer = s.reactivate_agent(ag, &mut fx).unwrap();
+    assert_eq!(answer.state, "active");
+    assert_eq!(fx, vec![Effect::Allocate]);
+    assert_eq!(s.allocate(&at(10_600), &mut fx), 1, "offered again");
+    assert_eq!(state_of(&s, ag), "active");
+    assert_eq!(s.ledger_mismatches(), 0);
+
+    let mut fx = Vec::new();
+    let again = s.reactivate_agent(ag, &mut fx).unwrap();
+    assert_eq!(again.state, "active");
+    assert!(
+        fx.is_empty(),
+        "reactivating an active agent changes nothing"
+    );
+}
+
+#[test]
+fn draining_an_idle_agent_drains_it_at_once_and_unknown_agents_change_nothing() {
+    let mut s = State::with_ids(&Config::default(), IdSource::sequential());
+    let mut fx = Vec::new();
+    let ag = agent(&mut s, &mut fx);
+    let before = s.agents();
+    let unknown = AgentId(uuid::Uuid::from_u128(99));
+    let mut fx = Vec::new();
+    assert_eq!(
+        s.drain_agent(unknown, 1.0, &at(1), &mut fx),
+        Err(StateError::UnknownAgent(unknown))
+    );
+    assert_eq!(
+        s.reactivate_agent(unknown, &mut fx),
+        Err(StateError::UnknownAgent(unknown))
+    );
+    assert!(fx.is_empty());
+    assert_eq!(s.agents(), before);
+
+    let answer = s.drain_agent(ag, 0.0, &at(1), &mut fx).unwrap();
+    assert_eq!(answer.state, "drained");
+    assert_eq!(answer.rescinded_offers, 0);
+    assert!(
+        fx.is_empty(),
+        "no offers, no tasks: nothing to tell: {fx:?}"
+    );
+}
+
+#[test]
+fn a_drain_outlives_the_agents_re_registration() {
+    let (mut s, fw, ag) = running_task();
+    let mut fx = Vec::new();
+    s.drain_agent(ag, 60.0, &at(10), &mut fx).unwrap();
+    let reg = AgentRegistration {
+        hostname: "h".into(),
+        endpoint: "http://127.0.0.1:1".into(),
+        resources: "cpus=4,mem=100".parse().unwrap(),
+        attributes: Default::default(),
+        agent_id: Some(ag),
+        tasks: vec![status(fw, ag, TaskState::Running, 3, 20)],
+        api_token: None,
+        gpu_devices: Vec::new(),
+    };
+    s.register_agent(reg, &at(20), &mut fx).unwrap();
+    let mut fx = Vec::new();
+    assert_eq!(
+        s.allocate(&at(30), &mut fx),
+        0,
+        "still draining after re-registering"
+    );
+    assert_eq!(state_of(&s, ag), "draining");
+    assert_eq!(s.ledger_mismatches(), 0);
+}
+
+#[test]
+fn explain_counts_draining_agents_and_names_them_when_they_are_the_reason() {
+    let (mut s, fw, ag) = running_task();
+    let mut fx = Vec::new();
+    s.drain_agent(ag, 60.0, &at(10), &mut fx).unwrap();
+    let e = s.explain(fw, &at(20)).unwrap();
+    assert_eq!((e.agents.active, e.agents.draining), (0, 1));
+    assert!(e.summary.contains("draining"), "{}", e.summary);
+    s.reactivate_agent(ag, &mut fx).unwrap();
+    let e = s.explain(fw, &at(30)).unwrap();
+    assert_eq!((e.agents.active, e.agents.draining), (1, 0));
+}
