@@ -15,12 +15,15 @@
 //! - [`events`]: the framework SSE stream ([`FrameworkEvent`]) and the operator offer stream
 //!   ([`OfferEvent`]).
 //! - [`error`]: the error body every endpoint returns (`{"error": {"code", "message"}}`).
+//! - [`capability`]: framework capabilities (`gpu_resources`) and the whole-device rule for
+//!   `gpus` ([`capability::check_whole_gpus`]).
 //!
 //! Nothing here does I/O. Every type that crosses a boundary validates itself on deserialization,
 //! so a value of one of these types is known to be well-formed.
 
 #![deny(missing_docs)]
 
+pub mod capability;
 pub mod error;
 pub mod events;
 pub mod ids;
