@@ -65,6 +65,7 @@ impl TestFramework {
             failover_timeout_s: None,
             framework_id: None,
             demand: None,
+            capabilities: Vec::new(),
         };
         Self::register_with(url, request, true).await
     }

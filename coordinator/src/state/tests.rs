@@ -32,6 +32,7 @@ fn registration(
         framework_id,
         demand: None,
         owner: None,
+        gpu_resources: false,
     }
 }
 

@@ -161,6 +161,11 @@ impl State {
                 dominant_share: self.ledger.allocator().dominant_share(*id).unwrap_or(0.0),
                 active_tasks: f.active_tasks,
                 registered_at: f.registered_at,
+                capabilities: if f.gpu_resources {
+                    vec![protocol::capability::GPU_RESOURCES.to_owned()]
+                } else {
+                    Vec::new()
+                },
             })
             .collect()
     }
