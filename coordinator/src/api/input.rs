@@ -289,6 +289,7 @@ mod tests {
         let task = |res: &str| -> TaskSpec {
             serde_json::from_value(serde_json::json!({
                 "task_id": "t1", "name": "t1",
+                "agent_id": protocol::AgentId::new(),
                 "command": {"shell": "true"},
                 "resources": serde_json::from_str::<serde_json::Value>(res).unwrap(),
             }))

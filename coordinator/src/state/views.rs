@@ -104,7 +104,16 @@ pub struct Gauges {
     /// Disagreements the ledger found in the books since start (always a bug; see
     /// [`State::ledger_mismatches`]).
     pub ledger_mismatches: u64,
+    /// Per active agent with GPUs, by agent id: `(agent, gpus total, gpus used by tasks)`;
+    /// at most [`MAX_AGENT_GPU_SERIES`] agents (the cluster's sums are in
+    /// [`Gauges::resources`] under `gpus` however many there are).
+    pub agent_gpus: Vec<(AgentId, f64, f64)>,
 }
+
+/// The most agents with their own GPU series on `/metrics` (`parley_agent_gpus{agent}`): two
+/// series per agent, so a fleet of 10k GPU agents does not add 20k series; past it, the first
+/// agents by id are shown and the cluster's `parley_resources_*{resource="gpus"}` count them all.
+pub const MAX_AGENT_GPU_SERIES: usize = 500;
 
 impl State {
     /// Outstanding offers, optionally only one framework's and/or one agent's.
@@ -266,6 +275,19 @@ impl State {
         }
         walk(&self.roles(), &mut g.role_shares);
         g.resources = self.resource_use();
+        for (id, a) in &self.agents {
+            let total = a.total.units(protocol::capability::GPUS);
+            if a.state == AgentState::Active && total > 0.0 {
+                let used = self
+                    .ledger
+                    .agent(*id)
+                    .used
+                    .units(protocol::capability::GPUS);
+                g.agent_gpus.push((*id, total, used));
+            }
+        }
+        g.agent_gpus.sort_by_key(|(id, _, _)| *id);
+        g.agent_gpus.truncate(MAX_AGENT_GPU_SERIES);
         g
     }
 }
