@@ -21,7 +21,8 @@
 //!   knob, as in `ALGORITHMS.md`.
 //! - tests only: `reference.rs` (straightforward versions of each policy, to check the fast
 //!   ones against), `proptests.rs` (properties every policy keeps, on random input),
-//!   `tests_support.rs` (builders).
+//!   `tests_gpus.rs` (`gpus` as one more dimension to each policy), `tests_support.rs`
+//!   (builders).
 
 #![deny(missing_docs)]
 
@@ -128,5 +129,7 @@ pub fn agents_total(offers: &[OfferSlot]) -> Resources {
 mod proptests;
 #[cfg(test)]
 mod reference;
+#[cfg(test)]
+mod tests_gpus;
 #[cfg(test)]
 mod tests_support;
