@@ -326,3 +326,34 @@ async fn gpu_jobs_runs_its_tasks_on_gpu_agents() {
     assert_eq!(outcome.reports.len(), 2);
     c.shutdown().await.unwrap();
 }
+
+/// `scripts/gpu-check.sh` on a machine without a GPU (CI, this one) says so and exits 2 before
+/// it starts anything. Where a GPU is present this is not the case to check: it says why and
+/// returns (the script itself is the check there).
+#[test]
+fn gpu_check_script_says_no_gpu_found_without_a_gpu() {
+    let has_gpu = std::process::Command::new("nvidia-smi")
+        .arg("-L")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("GPU "))
+        || std::fs::read_dir("/dev").is_ok_and(|d| {
+            d.flatten().any(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.strip_prefix("nvidia")
+                    .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            })
+        });
+    if has_gpu {
+        eprintln!("skipped: this machine has a GPU; run scripts/gpu-check.sh itself");
+        return;
+    }
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/gpu-check.sh");
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .env("PARLEY_BIN", "/nonexistent")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("no GPU found"), "{stderr}");
+}
