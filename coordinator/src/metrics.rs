@@ -430,7 +430,9 @@ fn render_resources(out: &mut String, g: &Gauges) {
 /// Writes the per-agent GPU gauges (agents with GPUs only, capped: see
 /// [`crate::state::MAX_AGENT_GPU_SERIES`]).
 fn render_agent_gpus(out: &mut String, g: &Gauges) {
-    let series: [(&str, &str, fn(&(protocol::AgentId, f64, f64)) -> f64); 2] = [
+    /// One gauge: its name, help, and how to read it from `(agent, total, used)`.
+    type Series = (&'static str, &'static str, fn(&(protocol::AgentId, f64, f64)) -> f64);
+    let series: [Series; 2] = [
         (
             "parley_agent_gpus",
             "GPUs of each active agent that has any.",

@@ -57,7 +57,7 @@ pub fn check_capabilities(capabilities: &[String]) -> Result<(), String> {
 /// error names the field as `field.gpus` (e.g. `resources.gpus`).
 pub fn check_whole_gpus(field: &str, resources: &Resources) -> Result<(), String> {
     let millis = resources.millis(GPUS);
-    if millis % MILLIS_PER_UNIT != 0 {
+    if !millis.is_multiple_of(MILLIS_PER_UNIT) {
         return Err(format!(
             "{field}.{GPUS} must be a whole number of devices, got {}",
             millis as f64 / MILLIS_PER_UNIT as f64
