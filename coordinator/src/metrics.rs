@@ -431,7 +431,11 @@ fn render_resources(out: &mut String, g: &Gauges) {
 /// [`crate::state::MAX_AGENT_GPU_SERIES`]).
 fn render_agent_gpus(out: &mut String, g: &Gauges) {
     /// One gauge: its name, help, and how to read it from `(agent, total, used)`.
-    type Series = (&'static str, &'static str, fn(&(protocol::AgentId, f64, f64)) -> f64);
+    type Series = (
+        &'static str,
+        &'static str,
+        fn(&(protocol::AgentId, f64, f64)) -> f64,
+    );
     let series: [Series; 2] = [
         (
             "parley_agent_gpus",
