@@ -357,3 +357,48 @@ fn gpu_check_script_says_no_gpu_found_without_a_gpu() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("no GPU found"), "{stderr}");
 }
+
+/// The Mesos API's `{"type": "GPU_RESOURCES"}` capability is Parley's `gpu_resources`: such a
+/// framework is listed with it, and one without it is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mesos_framework_declares_gpu_resources_with_its_capability() {
+    let c = Cluster::builder()
+        .config(tests::fast_coordinator_config())
+        .simulated_agents(1, GPU_AGENT)
+        .start()
+        .await
+        .unwrap();
+    let subscribe = |name: &str, caps: serde_json::Value| {
+        let body = serde_json::json!({"type": "SUBSCRIBE", "subscribe": {"framework_info": {
+            "name": name, "roles": ["eng"], "capabilities": caps}}});
+        c.http
+            .post(format!("{}/api/v1/scheduler", c.url))
+            .header("content-type", "application/json")
+            .header("accept", "application/json")
+            .json(&body)
+            .send()
+    };
+    let gpu = subscribe(
+        "mesos-gpu",
+        serde_json::json!([{"type": "MULTI_ROLE"}, {"type": "GPU_RESOURCES"}]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(gpu.status(), StatusCode::OK);
+    let plain = subscribe("mesos-plain", serde_json::json!([{"type": "MULTI_ROLE"}]))
+        .await
+        .unwrap();
+    assert_eq!(plain.status(), StatusCode::OK);
+    let list = c.frameworks().await.unwrap().frameworks;
+    let caps = |name: &str| {
+        list.iter()
+            .find(|f| f.name == name)
+            .unwrap()
+            .capabilities
+            .clone()
+    };
+    assert_eq!(caps("mesos-gpu"), vec!["gpu_resources".to_string()]);
+    assert!(caps("mesos-plain").is_empty());
+    drop((gpu, plain));
+    c.shutdown().await.unwrap();
+}
