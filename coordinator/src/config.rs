@@ -743,6 +743,21 @@ mod tests {
     }
 
     #[test]
+    fn gpu_gating_is_on_by_default_and_the_file_and_flags_turn_it_off() {
+        assert!(Config::default().gpu_gating);
+        let file = Overrides::from_toml("gpu_gating = false").unwrap();
+        let c = Config::from_layers(Some(&file), &Overrides::default()).unwrap();
+        assert!(!c.gpu_gating);
+        let flags = Overrides {
+            gpu_gating: Some(true),
+            ..Overrides::default()
+        };
+        assert!(Config::from_layers(Some(&file), &flags).unwrap().gpu_gating);
+        assert_eq!(parse_on_off("off"), Ok(false));
+        assert!(parse_on_off("maybe").unwrap_err().contains("maybe"));
+    }
+
+    #[test]
     fn limits_are_read_and_checked() {
         let file = Overrides::from_toml(
             "max_resource_kinds = 8\nmax_frameworks = 3\nmax_failover_timeout_s = 10\n\
