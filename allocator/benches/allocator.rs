@@ -8,7 +8,9 @@
 //!   its own top-level role) instead of 10 top roles x 10 sub-roles; `ALLOC_BENCH_ROUNDS=n` to
 //!   override the number of rounds; `ALLOC_BENCH_WINDOW=n` for the window size of the per-window
 //!   summaries (default 100 rounds); `ALLOC_BENCH_FILTERS=exact` for `FilterMode::Exact` (default:
-//!   the allocator's default, `SkipOnly`).
+//!   the allocator's default, `SkipOnly`); `ALLOC_BENCH_GPUS=P` to give P % of the agents
+//!   `gpus=4` (every (100/P)-th agent), turn GPU gating on and let every 10th framework declare
+//!   the `gpu_resources` capability.
 //!
 //! The rounds follow Apache Mesos' `DeclineOffers` benchmark: agents of `cpus:24, mem:4096,
 //! disk:4096` with 16 cpus already in use (allocated round-robin to the frameworks); each round
@@ -83,13 +85,29 @@ fn setup(size: Size, flat: bool) -> (Allocator, Vec<AgentId>, Vec<FrameworkId>) 
             .unwrap_or_else(|e| panic!("{e}"));
     }
     let total = res("cpus=24,mem=4096,disk=4096");
+    let gpu_total = res("cpus=24,mem=4096,disk=4096,gpus=4");
+    // Every `gpu_every`-th agent has GPUs (`ALLOC_BENCH_GPUS` percent of them).
+    let gpu_every = std::env::var("ALLOC_BENCH_GPUS")
+        .ok()
+        .and_then(|p| p.parse::<usize>().ok())
+        .filter(|p| (1..=100).contains(p))
+        .map(|p| 100 / p);
+    if gpu_every.is_some() {
+        alloc.set_gpu_gating(true);
+        for fw in fws.iter().step_by(10) {
+            alloc
+                .set_gpu_capable(*fw, true)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
     let used = res("cpus=16");
     let agents: Vec<AgentId> = (0..size.agents)
         .map(|i| AgentId(Uuid::from_u128(1 << 64 | i as u128)))
         .collect();
     for (i, agent) in agents.iter().enumerate() {
+        let has_gpus = gpu_every.is_some_and(|n| i % n == 0);
         alloc
-            .add_agent(*agent, &total)
+            .add_agent(*agent, if has_gpus { &gpu_total } else { &total })
             .unwrap_or_else(|e| panic!("{e}"));
         alloc
             .allocate(fws[i % fws.len()], *agent, &used)
@@ -134,10 +152,12 @@ fn rounds(size: Size, flat: bool, rounds: usize, every: usize) {
     let t0 = Instant::now();
     let (mut alloc, _agents, _fws) = setup(size, flat);
     println!(
-        "== DeclineOffers {} agents x {} frameworks ({shape}, filters {:?}), {rounds} rounds",
+        "== DeclineOffers {} agents x {} frameworks ({shape}, filters {:?}, GPU gating {}), \
+         {rounds} rounds",
         size.agents,
         size.frameworks,
-        alloc.filter_mode()
+        alloc.filter_mode(),
+        alloc.gpu_gating()
     );
     println!("setup {:.1} ms", ms(t0.elapsed()));
     let mut all = Vec::with_capacity(rounds);

@@ -14,6 +14,7 @@ impl Allocator {
             return Err(AllocatorError::DuplicateAgent(agent));
         }
         self.kinds.check(total)?;
+        let has_gpus = protocol::capability::has_gpus(total);
         let total = self.kinds.dense(total);
         add_into(&mut self.capacity, &total);
         let record = Agent {
@@ -25,6 +26,7 @@ impl Allocator {
             version: 0,
             all_blocked_at: None,
             paused: false,
+            has_gpus,
         };
         let slot = match self.free_agent_slots.pop() {
             Some(s) => {

@@ -22,7 +22,8 @@ impl Allocator {
             None => None,
         };
         let (w, unknown) = self.kinds.dense_lookup(free);
-        let ctx = Ctx::new(slot, &w, unknown, now);
+        let mut ctx = Ctx::new(slot, &w, unknown, now);
+        ctx.gated = self.gated(slot);
         let leaf = self.pick_leaf(&ctx)?;
         self.framework_at(leaf)
     }
@@ -40,7 +41,8 @@ impl Allocator {
             None => None,
         };
         let (w, unknown) = self.kinds.dense_lookup(free);
-        let ctx = Ctx::new(slot, &w, unknown, now);
+        let mut ctx = Ctx::new(slot, &w, unknown, now);
+        ctx.gated = self.gated(slot);
         let leaf = self.reference_pick(&ctx)?;
         self.framework_at(leaf)
     }
@@ -88,7 +90,8 @@ impl Allocator {
             }
             let w = agent.free.clone();
             let agent_id = agent.id;
-            let ctx = Ctx::new(Some(slot), &w, false, now);
+            let mut ctx = Ctx::new(Some(slot), &w, false, now);
+            ctx.gated = self.gated(Some(slot));
             let Some(leaf) = self.pick_leaf(&ctx) else {
                 if let Some(Some(agent)) = self.agents.get_mut(slot as usize) {
                     agent.all_blocked_at = Some((memo_key.0, memo_key.1, agent.version));
@@ -163,7 +166,8 @@ impl Allocator {
             return Some(BlockReason::UnknownAgent);
         };
         let record = self.agents.get(slot as usize)?.as_ref()?;
-        let ctx = Ctx::new(Some(slot), &record.free, false, now);
+        let mut ctx = Ctx::new(Some(slot), &record.free, false, now);
+        ctx.gated = self.gated(Some(slot));
         why(leaf, &ctx, &record.free)
     }
 }

@@ -70,6 +70,8 @@ pub enum BlockReason {
     },
     /// The framework's demand hint does not fit in the agent's free resources.
     DemandDoesNotFit,
+    /// GPU gating: the agent has GPUs and the framework did not declare `gpu_resources`.
+    GpuGated,
 }
 
 impl std::fmt::Display for BlockReason {
@@ -88,6 +90,9 @@ impl std::fmt::Display for BlockReason {
             }
             Self::DemandDoesNotFit => f.write_str(
                 "the framework's demand hint does not fit in the agent's free resources",
+            ),
+            Self::GpuGated => f.write_str(
+                "the agent has GPUs and the framework did not declare the gpu_resources capability",
             ),
         }
     }

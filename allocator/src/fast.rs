@@ -42,8 +42,8 @@ use super::{Allocator, FilterMode};
 
 /// The most kinds in `Y` the fast path handles (more falls back to the reference).
 pub(crate) const MAX_KY: usize = 4;
-/// How many mask caches are kept.
-const MAX_CACHES: usize = 4;
+/// How many mask caches are kept (a kind set with and without GPU gating are two).
+const MAX_CACHES: usize = 6;
 
 type Vk = [u64; MAX_KY];
 type Wk = [u128; MAX_KY];
@@ -51,8 +51,9 @@ type Wk = [u128; MAX_KY];
 /// The cached values for one kind set `Y`.
 #[derive(Debug, Clone)]
 struct MaskCache {
-    /// (Y as a bit mask of kinds, shape version, eligibility version, capacity version).
-    key: (u64, u64, u64, u64),
+    /// (Y as a bit mask of kinds, shape version, eligibility version, capacity version, GPU
+    /// gating applies: leaves without the capability are blocked like inactive ones).
+    key: (u64, u64, u64, u64, bool),
     /// The kind indices of Y.
     y: Vec<usize>,
     ky: usize,
@@ -164,14 +165,20 @@ impl Allocator {
         // Should the decision panic, the allocator is left without caches, and the next pick
         // builds them afresh.
         let mut fast = self.fast.take().unwrap_or_default();
-        let picked = self.fast_pick_with(&mut fast, ymask, ctx);
+        let picked = self.fast_pick_with(&mut fast, ymask, ctx.gated, ctx);
         self.fast = Some(fast);
         picked
     }
 
     /// [`Allocator::fast_pick`] for the kind set `ymask`, with the caches taken out of `self`.
-    fn fast_pick_with(&self, fast: &mut Fast, ymask: u64, ctx: &Ctx<'_>) -> Option<u32> {
-        let ci = self.cache_for(fast, ymask);
+    fn fast_pick_with(
+        &self,
+        fast: &mut Fast,
+        ymask: u64,
+        gated: bool,
+        ctx: &Ctx<'_>,
+    ) -> Option<u32> {
+        let ci = self.cache_for(fast, ymask, gated);
         let Fast {
             caches, scratch, ..
         } = fast;
@@ -282,12 +289,13 @@ impl Allocator {
     }
 
     /// The index of an up-to-date cache for `y`, building or refreshing one.
-    fn cache_for(&self, fast: &mut Fast, ymask: u64) -> usize {
+    fn cache_for(&self, fast: &mut Fast, ymask: u64, gated: bool) -> usize {
         let key = (
             ymask,
             self.tree.shape_version,
             self.eligibility_version,
             self.capacity_version,
+            gated,
         );
         fast.uses += 1;
         let uses = fast.uses;
@@ -341,7 +349,7 @@ impl Allocator {
     }
 
     /// Builds a cache from scratch.
-    fn build(&self, key: (u64, u64, u64, u64), seen: u64) -> MaskCache {
+    fn build(&self, key: (u64, u64, u64, u64, bool), seen: u64) -> MaskCache {
         let n = self.tree.nodes.len();
         let y: Vec<usize> = (0..64).filter(|j| key.0 & (1 << j) != 0).collect();
         let ky = y.len();
@@ -391,7 +399,7 @@ impl Allocator {
                     let x = self.leaf_x(&c, node);
                     c.x[i] = x;
                     c.rawx[i] = x;
-                    c.gblocked[i] = !leaf.active || leaf.suppressed;
+                    c.gblocked[i] = !leaf.active || leaf.suppressed || (key.4 && !leaf.gpu_capable);
                     c.elig[i] = u32::from(!c.gblocked[i]);
                     c.nleaves[i] = 1;
                 }

@@ -149,6 +149,8 @@ pub(crate) struct Agent {
     /// Paused (the agent is draining, issue #17): `cycle` offers nothing of it; what it holds
     /// stays booked and counts in the capacity.
     pub(crate) paused: bool,
+    /// Its total has `gpus > 0` (GPU gating applies to it while gating is on).
+    pub(crate) has_gpus: bool,
 }
 
 /// The allocator. See the module docs.
@@ -173,6 +175,8 @@ pub struct Allocator {
     pub(crate) demand_leaves: Vec<u32>,
     /// The fast path's caches (`None` before the first pick).
     pub(crate) fast: Option<Box<fast::Fast>>,
+    /// GPU gating: agents with GPUs go only to frameworks that declared `gpu_resources`.
+    pub(crate) gpu_gating: bool,
 }
 
 impl Allocator {
@@ -192,7 +196,45 @@ impl Allocator {
             capacity_version: 0,
             demand_leaves: Vec::new(),
             fast: None,
+            gpu_gating: false,
         }
+    }
+
+    /// Turns GPU gating on or off (off by default): while on, an agent whose total has
+    /// `gpus > 0` is offered only to frameworks marked with [`Allocator::set_gpu_capable`]
+    /// (Mesos' `GPU_RESOURCES` capability). Others are blocked there
+    /// ([`BlockReason::GpuGated`]) exactly as an inactive framework is.
+    pub fn set_gpu_gating(&mut self, on: bool) {
+        if self.gpu_gating != on {
+            self.gpu_gating = on;
+            self.eligibility_version += 1;
+        }
+    }
+
+    /// Whether GPU gating is on.
+    pub fn gpu_gating(&self) -> bool {
+        self.gpu_gating
+    }
+
+    /// Marks whether the framework declared the `gpu_resources` capability (frameworks start
+    /// without it).
+    pub fn set_gpu_capable(
+        &mut self,
+        fw: FrameworkId,
+        capable: bool,
+    ) -> Result<(), AllocatorError> {
+        self.leaf_mut(fw)?.gpu_capable = capable;
+        Ok(())
+    }
+
+    /// Whether GPU gating applies to decisions on agent `slot` (gating on, the agent has GPUs).
+    #[inline]
+    pub(crate) fn gated(&self, slot: Option<u32>) -> bool {
+        self.gpu_gating
+            && slot
+                .and_then(|s| self.agents.get(s as usize))
+                .and_then(Option::as_ref)
+                .is_some_and(|a| a.has_gpus)
     }
 
     /// Caps the distinct resource kinds (default [`DEFAULT_MAX_KINDS`]): a change that would

@@ -17,6 +17,9 @@ pub(crate) struct Ctx<'a> {
     pub(crate) now: u64,
     /// `W` has some non-zero amount.
     pub(crate) nonempty: bool,
+    /// GPU gating applies: gating is on and the agent's total has GPUs, so leaves without the
+    /// capability are blocked (set by [`Allocator::gated`] after `new`).
+    pub(crate) gated: bool,
 }
 
 impl<'a> Ctx<'a> {
@@ -28,6 +31,7 @@ impl<'a> Ctx<'a> {
             w_unknown,
             now,
             nonempty,
+            gated: false,
         }
     }
 }
@@ -68,10 +72,13 @@ impl Allocator {
         self.leaf_agent_block(leaf, ctx)
     }
 
-    /// The agent-specific part of [`Allocator::leaf_block`]: a decline filter covering `W`, or a
-    /// demand hint that does not fit in it.
+    /// The agent-specific part of [`Allocator::leaf_block`]: GPU gating, a decline filter
+    /// covering `W`, or a demand hint that does not fit in it.
     pub(crate) fn leaf_agent_block(&self, leaf: u32, ctx: &Ctx<'_>) -> Option<BlockReason> {
         let l = self.tree.nodes[leaf as usize].leaf.as_ref()?;
+        if ctx.gated && !l.gpu_capable {
+            return Some(BlockReason::GpuGated);
+        }
         if let Some(slot) = ctx.agent {
             if let Some(Some(agent)) = self.agents.get(slot as usize) {
                 if let Some(f) = agent.filters.get(leaf) {
@@ -100,7 +107,10 @@ impl Allocator {
                 let Some(l) = self.tree.nodes[leaf as usize].leaf.as_ref() else {
                     return true;
                 };
-                !l.active || l.suppressed || l.demand.as_ref().is_some_and(|d| !fits(d, ctx.w))
+                !l.active
+                    || l.suppressed
+                    || (ctx.gated && !l.gpu_capable)
+                    || l.demand.as_ref().is_some_and(|d| !fits(d, ctx.w))
             }
         }
     }

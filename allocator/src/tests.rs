@@ -504,3 +504,87 @@ fn a_paused_agent_is_skipped_by_cycles_until_resumed() {
     );
     assert_eq!(a.agent_paused(ag(9)), None);
 }
+
+/// GPU gating: an agent whose total has `gpus` goes only to frameworks that declared the
+/// capability while gating is on; plain agents go to everyone; off, gating changes nothing.
+#[test]
+fn gpu_gating_keeps_gpu_agents_for_capable_frameworks() {
+    let mut a = Allocator::new(Policy::Hdrf);
+    a.add_framework(fw(1), &role("a")).unwrap();
+    a.add_framework(fw(2), &role("b")).unwrap();
+    a.add_agent(ag(1), &r("cpus=8,mem=8,gpus=2")).unwrap();
+    a.add_agent(ag(2), &r("cpus=8,mem=8")).unwrap();
+    // fw(1) holds less (nothing) and is first in tie order: it would win everywhere.
+    a.allocate(fw(2), ag(2), &r("cpus=1")).unwrap();
+    assert_eq!(
+        pick(&mut a, Some(ag(1)), "cpus=7,mem=8,gpus=2", 0),
+        Some(fw(1))
+    );
+    a.set_gpu_gating(true);
+    assert!(a.gpu_gating());
+    // Nobody declared the capability: the GPU agent goes to no one, the plain one as before.
+    assert_eq!(pick(&mut a, Some(ag(1)), "cpus=8,mem=8,gpus=2", 0), None);
+    assert_eq!(a.explain(fw(1), ag(1), 0), Some(BlockReason::GpuGated));
+    assert_eq!(
+        a.explain_agent(fw(1), ag(1), 0),
+        Some(BlockReason::GpuGated)
+    );
+    assert_eq!(pick(&mut a, Some(ag(2)), "cpus=7,mem=8", 0), Some(fw(1)));
+    // A GPU agent whose GPUs are all in use still gates its CPUs (they would strand its GPUs).
+    assert_eq!(pick(&mut a, Some(ag(1)), "cpus=1", 0), None);
+    // No agent: no gating.
+    assert_eq!(pick(&mut a, None, "cpus=1,gpus=1", 0), Some(fw(1)));
+    a.set_gpu_capable(fw(2), true).unwrap();
+    assert_eq!(
+        pick(&mut a, Some(ag(1)), "cpus=8,mem=8,gpus=2", 0),
+        Some(fw(2))
+    );
+    assert_eq!(a.explain(fw(2), ag(1), 0), None);
+    let got = a.cycle(None, 0);
+    assert_eq!(got.len(), 2);
+    assert_eq!((got[0].agent, got[0].framework), (ag(1), fw(2)));
+    assert_eq!((got[1].agent, got[1].framework), (ag(2), fw(1)));
+    // Off again: the capability no longer matters.
+    a.set_gpu_gating(false);
+    a.release(fw(2), ag(1), &r("cpus=8,mem=8,gpus=2")).unwrap();
+    a.release(fw(1), ag(2), &r("cpus=7,mem=8")).unwrap();
+    a.set_gpu_capable(fw(2), false).unwrap();
+    assert_eq!(
+        pick(&mut a, Some(ag(1)), "cpus=8,mem=8,gpus=2", 0),
+        Some(fw(1))
+    );
+    assert_eq!(a.explain(fw(1), ag(1), 0), None);
+    assert_eq!(
+        a.set_gpu_capable(fw(9), true),
+        Err(AllocatorError::UnknownFramework(fw(9)))
+    );
+}
+
+/// The H-DRF slides' running example: `<3 CPUs, 2 GPUs>` tasks against `<2 CPUs, 3 GPUs>` ones
+/// on `<100 CPUs, 100 GPUs>`: DRF equalises dominant shares at 60 % each (20 tasks apiece),
+/// with `gpus` counted exactly as any other kind.
+#[test]
+fn slides_cpu_gpu_example_equalises_dominant_shares() {
+    let mut a = Allocator::new(Policy::Hdrf);
+    a.add_framework(fw(1), &role("user1")).unwrap();
+    a.add_framework(fw(2), &role("user2")).unwrap();
+    a.add_agent(ag(1), &r("cpus=100,gpus=100")).unwrap();
+    let demand = [r("cpus=3,gpus=2"), r("cpus=2,gpus=3")];
+    loop {
+        let free = a.agent_free(ag(1)).unwrap();
+        let Some(f) = pick(&mut a, Some(ag(1)), &free.to_string(), 0) else {
+            break;
+        };
+        let d = &demand[usize::from(f == fw(2))];
+        if !d.fits_in(&free) {
+            break;
+        }
+        a.allocate(f, ag(1), d).unwrap();
+    }
+    assert_eq!(a.allocation(fw(1)).unwrap(), r("cpus=60,gpus=40"));
+    assert_eq!(a.allocation(fw(2)).unwrap(), r("cpus=40,gpus=60"));
+    for f in [fw(1), fw(2)] {
+        let share = a.dominant_share(f).unwrap();
+        assert!((share - 0.6).abs() < 1e-9, "{share}");
+    }
+}

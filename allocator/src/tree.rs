@@ -22,6 +22,8 @@ pub(crate) struct Leaf {
     pub(crate) suppressed: bool,
     /// Demand hint: blocked for a `W` it does not fit in.
     pub(crate) demand: Option<Dense>,
+    /// Declared `gpu_resources`: may be picked on agents with GPUs while gating is on.
+    pub(crate) gpu_capable: bool,
 }
 
 /// A role or a framework leaf.
@@ -144,6 +146,7 @@ impl Tree {
             active: true,
             suppressed: false,
             demand: None,
+            gpu_capable: false,
         };
         let i = self.alloc_slot(Node::new(parent, 1.0, String::new(), Some(leaf), depth));
         self.nodes[parent as usize].children.push(i);

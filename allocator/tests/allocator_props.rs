@@ -1,5 +1,6 @@
 //! Property tests of the allocator on random trees and random operation sequences:
-//! the fast decision path equals the reference (decision for decision, in both filter modes),
+//! the fast decision path equals the reference (decision for decision, in both filter modes, with
+//! GPU gating switched on and off and frameworks declaring the capability or not),
 //! capacity is never exceeded, a flat tree under H-DRF equals weighted DRF, the hierarchical share
 //! guarantee holds within one task, a demanding leaf that fits is not starved, and results do not
 //! depend on the order the tree was built in.
@@ -46,6 +47,10 @@ enum Op {
     Weight(usize, u8),
     Cycle(u64),
     RemoveFramework(usize),
+    /// GPU gating on or off.
+    Gating(bool),
+    /// A framework declares (or drops) the `gpu_resources` capability.
+    GpuCapable(usize, bool),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -61,6 +66,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (any::<usize>(), 1u8..5).prop_map(|(r, w)| Op::Weight(r, w)),
         3 => (0u64..50).prop_map(Op::Cycle),
         1 => any::<usize>().prop_map(Op::RemoveFramework),
+        1 => any::<bool>().prop_map(Op::Gating),
+        2 => (any::<usize>(), any::<bool>()).prop_map(|(f, b)| Op::GpuCapable(f, b)),
     ]
 }
 
@@ -183,6 +190,10 @@ fn apply(
             if fws.len() > 1 {
                 let _ = a.remove_framework(f(*fi));
             }
+        }
+        Op::Gating(on) => a.set_gpu_gating(*on),
+        Op::GpuCapable(fi, on) => {
+            let _ = a.set_gpu_capable(f(*fi), *on);
         }
     }
 }

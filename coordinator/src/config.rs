@@ -105,6 +105,10 @@ pub struct Config {
     /// The principals allowed in ([`crate::auth`]); `None` (the default) leaves the API open,
     /// as without authentication.
     pub credentials: Option<std::sync::Arc<crate::auth::Credentials>>,
+    /// GPU gating, as Mesos does it: offers from agents whose total has `gpus > 0` go only to
+    /// frameworks that declared the `gpu_resources` capability, so CPU-only frameworks cannot
+    /// strand GPU machines (default on; `--gpu-gating off` turns it off).
+    pub gpu_gating: bool,
 }
 
 impl Default for Config {
@@ -140,6 +144,7 @@ impl Default for Config {
             tls_key: None,
             agent_ca_file: None,
             credentials: None,
+            gpu_gating: true,
         }
     }
 }
@@ -348,6 +353,15 @@ pub fn check_role_not_reserved(path: &RolePath) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// `on` / `off` (also `true` / `false`) for a switch given as a flag value.
+fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" | "true" => Ok(true),
+        "off" | "false" => Ok(false),
+        other => Err(format!("{other:?} is not on or off")),
+    }
+}
+
 fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
@@ -474,6 +488,10 @@ pub struct Overrides {
     /// Burst of the per-client rate limit (default 1000).
     #[arg(long, value_name = "N")]
     pub rate_limit_burst: Option<u32>,
+    /// GPU gating: `on` (the default) offers agents with GPUs only to frameworks that declared
+    /// `gpu_resources`; `off` offers them to everyone (file: `gpu_gating = false`).
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
+    pub gpu_gating: Option<bool>,
     /// A role weight, e.g. `--role eng/batch=2` (repeatable; overrides the file).
     // In the file: a `[roles]` table of path = weight, checked when applied.
     #[arg(long = "role", value_name = "PATH=WEIGHT", value_parser = parse_role)]
@@ -662,6 +680,9 @@ impl Overrides {
         if let Some(n) = self.rate_limit_burst {
             config.rate_limit_burst = n;
         }
+        if let Some(on) = self.gpu_gating {
+            config.gpu_gating = on;
+        }
         for (path, weight) in &self.roles {
             let (role, weight) =
                 role_weight(path, *weight).map_err(|reason| ConfigError::Role {
@@ -719,6 +740,21 @@ mod tests {
         assert_eq!(c.max_stream_queue, 10_000);
         assert_eq!(c.max_failover_timeout, Duration::from_secs(604_800));
         assert_eq!(c.rate_limit_per_s, 0.0, "off by default");
+    }
+
+    #[test]
+    fn gpu_gating_is_on_by_default_and_the_file_and_flags_turn_it_off() {
+        assert!(Config::default().gpu_gating);
+        let file = Overrides::from_toml("gpu_gating = false").unwrap();
+        let c = Config::from_layers(Some(&file), &Overrides::default()).unwrap();
+        assert!(!c.gpu_gating);
+        let flags = Overrides {
+            gpu_gating: Some(true),
+            ..Overrides::default()
+        };
+        assert!(Config::from_layers(Some(&file), &flags).unwrap().gpu_gating);
+        assert_eq!(parse_on_off("off"), Ok(false));
+        assert!(parse_on_off("maybe").unwrap_err().contains("maybe"));
     }
 
     #[test]

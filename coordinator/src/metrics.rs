@@ -467,6 +467,36 @@ fn render_resources(out: &mut String, g: &Gauges) {
             let _ = writeln!(out, "{name}{{resource=\"{resource}\"}} {}", value(r));
         }
     }
+    render_agent_gpus(out, g);
+}
+
+/// Writes the per-agent GPU gauges (agents with GPUs only, capped: see
+/// [`crate::state::MAX_AGENT_GPU_SERIES`]).
+fn render_agent_gpus(out: &mut String, g: &Gauges) {
+    /// One gauge: its name, help, and how to read it from `(agent, total, used)`.
+    type Series = (
+        &'static str,
+        &'static str,
+        fn(&(protocol::AgentId, f64, f64)) -> f64,
+    );
+    let series: [Series; 2] = [
+        (
+            "parley_agent_gpus",
+            "GPUs of each active agent that has any.",
+            |a| a.1,
+        ),
+        (
+            "parley_agent_gpus_used",
+            "GPUs of each active agent held by non-terminal tasks.",
+            |a| a.2,
+        ),
+    ];
+    for (name, help, value) in series {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+        for a in &g.agent_gpus {
+            let _ = writeln!(out, "{name}{{agent=\"{}\"}} {}", a.0, value(a));
+        }
+    }
 }
 
 /// Writes one fine histogram in Prometheus text.
@@ -511,9 +541,21 @@ mod tests {
                 offered: 1.5,
             },
         );
+        let gpu_agent = protocol::AgentId(uuid::Uuid::from_u128(7));
+        g.agent_gpus.push((gpu_agent, 2.0, 1.0));
         let text = m.render(&g);
         assert!(
             text.contains("parley_resources_total{resource=\"cpus\"} 8\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("parley_agent_gpus{{agent=\"{gpu_agent}\"}} 2\n")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "parley_agent_gpus_used{{agent=\"{gpu_agent}\"}} 1\n"
+            )),
             "{text}"
         );
         assert!(

@@ -62,7 +62,10 @@ pub async fn run(args: Args, shutdown: impl Future<Output = ()>) -> anyhow::Resu
         ended: 0,
         framework_id: None,
     };
-    let config = args.common.driver_config("hello")?;
+    let mut config = args.common.driver_config("hello")?;
+    // Tasks that ask for GPUs need offers from GPU agents, which (with GPU gating on) go only to
+    // frameworks that declare the capability.
+    config.gpu_resources = framework_sdk::protocol::capability::has_gpus(hello.task.resources());
     let hello = Driver::new(config, hello)?.run_until(shutdown).await?;
     Ok(Outcome {
         framework_id: hello.framework_id,

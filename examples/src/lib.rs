@@ -14,8 +14,11 @@
 //! - [`placement_sim`]: an offline discrete-event simulation comparing placement policies on
 //!   makespan and job completion time (`placement-sim` binary).
 //! - [`service`]: keeps K replicas of a long-running command alive, replacing any that end.
+//! - [`gpu_jobs`]: N one-GPU tasks (with the `gpu_resources` capability), each printing the
+//!   device it was given; fails fast when `explain` says no agent offers `gpus`.
 
 pub mod common;
+pub mod gpu_jobs;
 pub mod hello;
 pub mod placement_sim;
 pub mod service;

@@ -18,8 +18,8 @@ use protocol::leader::{self, Attempt, LeaderTracker, Step};
 
 use protocol::messages::{
     AcceptRequest, AcceptResponse, AcknowledgeBatch, AcknowledgeBatchResponse, AcknowledgeRequest,
-    AgentList, DeclineRequest, Empty, FrameworkRegistered, KillRequest, ReconcileRequest,
-    RegisterFramework, ReviveRequest,
+    AgentList, DeclineRequest, Empty, FrameworkExplanation, FrameworkRegistered, KillRequest,
+    ReconcileRequest, RegisterFramework, ReviveRequest,
 };
 use protocol::{FrameworkId, TaskId, UpdateId};
 use serde::de::DeserializeOwned;
@@ -345,6 +345,31 @@ impl CoordinatorClient {
             .timeout(self.request_timeout);
         let response = self.execute(response).await?;
         read_json(response).await
+    }
+
+    /// `GET /frameworks/{id}/explain`: why the framework is, or is not, getting offers (e.g.
+    /// `no_agent_offers: ["gpus"]` when its demand asks for a resource no agent has).
+    pub async fn explain(&self, id: FrameworkId) -> Result<FrameworkExplanation, SdkError> {
+        let response = self
+            .http
+            .get(self.framework_url(id, "explain"))
+            .timeout(self.request_timeout)
+            .send()
+            .await?;
+        read_json(response).await
+    }
+
+    /// `GET /frameworks/{id}/tasks/{task_id}/output?file=stdout` (an operator route where
+    /// credentials are configured): the start of the task's stdout, as text.
+    pub async fn task_stdout(&self, id: FrameworkId, task_id: &TaskId) -> Result<String, SdkError> {
+        let response = self
+            .http
+            .get(self.framework_url(id, &format!("tasks/{task_id}/output?file=stdout")))
+            .timeout(self.request_timeout)
+            .send()
+            .await?;
+        let response = check(response).await?;
+        Ok(response.text().await?)
     }
 
     /// `DELETE /frameworks/{id}`: kills the framework's tasks and forgets it.

@@ -27,6 +27,9 @@ pub enum TaskError {
     /// The simulated duration is not a finite number of seconds >= 0.
     #[error("duration_s is {0}; use a finite number of seconds >= 0")]
     Duration(f64),
+    /// `gpus` is not a whole number: GPUs are handed out as whole devices.
+    #[error("{0}")]
+    FractionalGpus(String),
 }
 
 /// What [`TaskBuilder::resources`] accepts: [`Resources`], or text such as `"cpus=1,mem=128"`.
@@ -177,6 +180,8 @@ impl TaskBuilder {
         if resources.iter().all(|(_, millis)| millis == 0) {
             return Err(TaskError::NoResources);
         }
+        protocol::capability::check_whole_gpus("resources", &resources)
+            .map_err(TaskError::FractionalGpus)?;
         if let Some(d) = self.duration_s {
             if !(d.is_finite() && d >= 0.0) {
                 return Err(TaskError::Duration(d));
@@ -274,5 +279,19 @@ mod tests {
             err(Task::shell("true").resources("cpus=1").duration_s(f64::NAN)).to_string(),
             "duration_s is NaN; use a finite number of seconds >= 0"
         );
+    }
+
+    #[test]
+    fn a_fraction_of_a_gpu_is_refused_before_sending() {
+        let err = Task::shell("nvidia-smi -L")
+            .resources("cpus=1,gpus=0.5")
+            .build()
+            .unwrap_err();
+        assert!(matches!(err, TaskError::FractionalGpus(_)));
+        assert!(err.to_string().contains("resources.gpus"), "{err}");
+        assert!(Task::shell("nvidia-smi -L")
+            .resources("cpus=1,gpus=1")
+            .build()
+            .is_ok());
     }
 }

@@ -27,7 +27,8 @@
 //! - tests only: `reference.rs` (straightforward versions of each policy, to check the fast
 //!   ones against), `proptests.rs` (properties every policy keeps, on random input),
 //!   `tests_constraints.rs` (each constraint under each policy; no placement violates one),
-//!   `tests_support.rs` (builders).
+//!   `tests_gpus.rs` (`gpus` as one more dimension to each policy), `tests_support.rs`
+//!   (builders).
 
 #![deny(missing_docs)]
 
@@ -147,5 +148,7 @@ mod proptests;
 mod reference;
 #[cfg(test)]
 mod tests_constraints;
+#[cfg(test)]
+mod tests_gpus;
 #[cfg(test)]
 mod tests_support;

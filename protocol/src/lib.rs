@@ -21,12 +21,15 @@
 //! - [`error`]: the error body every endpoint returns (`{"error": {"code", "message"}}`).
 //! - [`leader`]: several coordinator URLs and finding the leader among them (follow `307`,
 //!   round-robin on `503 no_leader` or a dead URL): the pure logic every client shares.
+//! - [`capability`]: framework capabilities (`gpu_resources`) and the whole-device rule for
+//!   `gpus` ([`capability::check_whole_gpus`]).
 //!
 //! Nothing here does I/O. Every type that crosses a boundary validates itself on deserialization,
 //! so a value of one of these types is known to be well-formed.
 
 #![deny(missing_docs)]
 
+pub mod capability;
 pub mod error;
 pub mod events;
 pub mod gpu;

@@ -34,6 +34,11 @@ pub struct RegisterFramework {
     /// offered to this framework.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub demand: Option<Resources>,
+    /// What the framework can handle, as Mesos' capabilities: `gpu_resources` lets it be offered
+    /// agents with GPUs while GPU gating is on. Unknown strings are ignored
+    /// (see [`crate::capability`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capabilities: Vec<String>,
 }
 
 /// Answer to [`RegisterFramework`], and the `subscribed` event.
@@ -319,6 +324,9 @@ pub struct FrameworkInfo {
     pub active_tasks: usize,
     /// When it registered.
     pub registered_at: Timestamp,
+    /// The capabilities it declared that the coordinator knows (`gpu_resources`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capabilities: Vec<String>,
 }
 
 /// A task, as operators see it.
@@ -392,6 +400,10 @@ pub struct FrameworkExplanation {
     pub agents: ExplainAgents,
     /// Seconds until the soonest of its decline filters ends, if any blocks an agent.
     pub next_filter_ends_in_s: Option<f64>,
+    /// Resource kinds its demand hint asks for that no active agent has at all (e.g. `gpus` on
+    /// a cluster without GPUs): waiting will not help.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub no_agent_offers: Vec<String>,
     /// One sentence: the main reason, and what to do about it.
     pub summary: String,
 }
@@ -410,6 +422,9 @@ pub struct ExplainAgents {
     pub filtered: usize,
     /// Agents whose free resources do not hold its demand hint.
     pub demand_does_not_fit: usize,
+    /// Agents with GPUs held back from it by GPU gating (it did not declare `gpu_resources`).
+    #[serde(default)]
+    pub gpu_gated: usize,
     /// Agents it could be offered: H-DRF picks it there when it has the lowest share among the
     /// frameworks that can use the agent.
     pub eligible: usize,

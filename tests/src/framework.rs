@@ -59,12 +59,29 @@ impl TestFramework {
     /// Registers `name` in `role` (acknowledging every update automatically) and opens its
     /// stream; returns once the `subscribed` event arrived.
     pub async fn register(url: &str, name: &str, role: &str) -> anyhow::Result<Self> {
+        Self::register_capable(url, name, role, Vec::new()).await
+    }
+
+    /// As [`TestFramework::register`], declaring the `gpu_resources` capability (so GPU agents
+    /// are offered to it under the coordinator's GPU gating).
+    pub async fn register_gpu(url: &str, name: &str, role: &str) -> anyhow::Result<Self> {
+        let capabilities = vec![protocol::capability::GPU_RESOURCES.to_owned()];
+        Self::register_capable(url, name, role, capabilities).await
+    }
+
+    async fn register_capable(
+        url: &str,
+        name: &str,
+        role: &str,
+        capabilities: Vec<String>,
+    ) -> anyhow::Result<Self> {
         let request = RegisterFramework {
             name: name.to_owned(),
             role: RolePath::new(role).context("role")?,
             failover_timeout_s: None,
             framework_id: None,
             demand: None,
+            capabilities,
         };
         Self::register_with(url, request, true).await
     }

@@ -73,7 +73,7 @@ async fn simulated_gpus_one_device_per_task_and_the_third_waits() {
     assert_eq!(agent.gpu_devices[1].index, 1);
     assert_eq!(agent.gpu_devices[0].model, "Simulated GPU");
 
-    let mut fw = TestFramework::register(&cluster.url, "gpu-batch", "gpu")
+    let mut fw = TestFramework::register_gpu(&cluster.url, "gpu-batch", "gpu")
         .await
         .unwrap();
     let task = |id: &str| {
@@ -161,7 +161,7 @@ async fn a_real_agents_tasks_see_exactly_their_devices_and_report_usage() {
     assert_eq!(info[0].gpu_devices.len(), 2);
     assert_eq!(info[0].gpu_devices[0].memory_mib, 16384);
 
-    let mut fw = TestFramework::register(&cluster.url, "env", "gpu")
+    let mut fw = TestFramework::register_gpu(&cluster.url, "env", "gpu")
         .await
         .unwrap();
     // Waits until a sample was taken, then prints its environment.
@@ -228,7 +228,7 @@ async fn a_restarted_agent_keeps_both_assignments_and_gives_only_the_free_device
     let fake = Arc::new(FakeGpus::new(3));
     let (token, join) = start_gpu_agent(&cluster.url, dir.path(), fake.clone()).await;
     let agent_id = gpu_agent_id(&cluster, 3.0).await;
-    let mut fw = TestFramework::register(&cluster.url, "long", "gpu")
+    let mut fw = TestFramework::register_gpu(&cluster.url, "long", "gpu")
         .await
         .unwrap();
     for id in ["a", "b"] {

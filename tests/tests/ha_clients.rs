@@ -155,6 +155,7 @@ async fn the_sdk_and_an_agent_follow_a_followers_redirect_to_the_leader() {
         failover_timeout_s: None,
         framework_id: None,
         demand: None,
+        capabilities: Vec::new(),
     };
     let probe = client
         .register(&request)

@@ -64,6 +64,7 @@ async fn a_restarted_coordinator_remembers_frameworks_weights_and_removals() {
         failover_timeout_s: None,
         framework_id: Some(gone.id),
         demand: None,
+        capabilities: Vec::new(),
     };
     gone.remove().await.unwrap();
 
@@ -138,6 +139,7 @@ async fn a_framework_that_does_not_come_back_after_a_restart_is_removed_with_its
         failover_timeout_s: Some(1.0),
         framework_id: None,
         demand: None,
+        capabilities: Vec::new(),
     };
     let mut fw = TestFramework::register_with(&cluster.url, request, true)
         .await

@@ -154,6 +154,7 @@ async fn clients_without_the_ca_or_without_tls_are_refused() {
         framework_id: None,
         failover_timeout_s: None,
         demand: None,
+        capabilities: Vec::new(),
     };
     let err = untrusting.register(&request).await.unwrap_err();
     let chain = format!("{err:?}");

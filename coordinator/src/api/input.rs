@@ -42,6 +42,12 @@ pub fn framework_registration(req: RegisterFramework) -> Result<FrameworkRegistr
             ));
         }
     }
+    if let Some(demand) = &req.demand {
+        protocol::capability::check_whole_gpus("demand", demand)
+            .map_err(|reason| invalid("demand", reason))?;
+    }
+    protocol::capability::check_capabilities(&req.capabilities)
+        .map_err(|reason| invalid("capabilities", reason))?;
     Ok(FrameworkRegistration {
         framework_id: req.framework_id,
         name: req.name,
@@ -49,6 +55,7 @@ pub fn framework_registration(req: RegisterFramework) -> Result<FrameworkRegistr
         failover_timeout_s: req.failover_timeout_s,
         demand: req.demand,
         owner: None,
+        gpu_resources: protocol::capability::declares_gpu_resources(&req.capabilities),
     })
 }
 
@@ -194,8 +201,9 @@ fn refuse(seconds: Option<f64>) -> Result<Option<Duration>, ApiError> {
 }
 
 /// What a task's type cannot rule out: a bad command, no resources, a long name, a bad
-/// duration.
-fn check_task(task: &TaskSpec) -> Result<(), ApiError> {
+/// duration, a fraction of a GPU (`gpus` counts whole devices). Public to the crate: the Mesos
+/// API's LAUNCH runs the same check.
+pub(crate) fn check_task(task: &TaskSpec) -> Result<(), ApiError> {
     let invalid = |reason: String| ApiError::InvalidTask {
         task: task.task_id.clone(),
         reason,
@@ -212,6 +220,7 @@ fn check_task(task: &TaskSpec) -> Result<(), ApiError> {
     if task.name.len() > MAX_TEXT {
         return Err(invalid("name is longer than 1024 characters".into()));
     }
+    protocol::capability::check_whole_gpus("resources", &task.resources).map_err(invalid)?;
     if let Some(d) = task.duration_s {
         if !d.is_finite() || d < 0.0 {
             return Err(invalid("duration_s must be a finite number >= 0".into()));
@@ -276,6 +285,7 @@ mod tests {
             failover_timeout_s: None,
             framework_id: None,
             demand: None,
+            capabilities: vec![],
         };
         let err = framework_registration(req("f", "_orphans")).unwrap_err();
         assert_eq!(field_of(err), "role");
@@ -309,6 +319,62 @@ mod tests {
             with(",gpus=1", vec![gpu(0, " ")]),
         ] {
             assert_eq!(field_of(bad.unwrap_err()), "gpu_devices");
+        }
+    }
+
+    #[test]
+    fn capabilities_map_to_gpu_resources_and_unknown_ones_are_ignored() {
+        let req = |caps: &[&str], demand: Option<&str>| RegisterFramework {
+            name: "f".into(),
+            role: "eng".parse().unwrap(),
+            failover_timeout_s: None,
+            framework_id: None,
+            demand: demand.map(|d| d.parse().unwrap()),
+            capabilities: caps.iter().map(|c| c.to_string()).collect(),
+        };
+        assert!(
+            framework_registration(req(&["gpu_resources"], None))
+                .unwrap()
+                .gpu_resources
+        );
+        assert!(
+            framework_registration(req(&["GPU_RESOURCES", "x"], None))
+                .unwrap()
+                .gpu_resources
+        );
+        assert!(
+            !framework_registration(req(&["partition_aware"], None))
+                .unwrap()
+                .gpu_resources
+        );
+        assert!(
+            !framework_registration(req(&[], None))
+                .unwrap()
+                .gpu_resources
+        );
+        let err = framework_registration(req(&[""], None)).unwrap_err();
+        assert_eq!(field_of(err), "capabilities");
+        let err = framework_registration(req(&[], Some("cpus=1,gpus=0.5"))).unwrap_err();
+        assert_eq!(field_of(err), "demand");
+    }
+
+    #[test]
+    fn a_task_asking_for_part_of_a_gpu_is_refused_naming_the_field() {
+        let task = |res: &str| -> TaskSpec {
+            serde_json::from_value(serde_json::json!({
+                "task_id": "t1", "name": "t1",
+                "agent_id": protocol::AgentId::new(),
+                "command": {"shell": "true"},
+                "resources": serde_json::from_str::<serde_json::Value>(res).unwrap(),
+            }))
+            .unwrap()
+        };
+        assert!(check_task(&task(r#"{"cpus": 1, "gpus": 1}"#)).is_ok());
+        match check_task(&task(r#"{"cpus": 1, "gpus": 0.5}"#)).unwrap_err() {
+            ApiError::InvalidTask { reason, .. } => {
+                assert!(reason.contains("resources.gpus"), "{reason}")
+            }
+            other => panic!("{other}"),
         }
     }
 }

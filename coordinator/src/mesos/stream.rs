@@ -148,6 +148,13 @@ pub async fn subscribe(m: &Mesos, caller: &Caller, call: Call) -> Result<Respons
             failover_timeout_s: info.failover_timeout.map(|s| s.min(MAX_FAILOVER_S)),
             framework_id: top.or(inner),
             demand: None,
+            // `{"type": "GPU_RESOURCES"}` is Parley's `gpu_resources`; other capabilities are
+            // handled above or ignored, as Mesos ignores unknown ones.
+            capabilities: if has("GPU_RESOURCES") {
+                vec![protocol::capability::GPU_RESOURCES.to_owned()]
+            } else {
+                Vec::new()
+            },
         },
     )
     .await?;

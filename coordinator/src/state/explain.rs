@@ -48,6 +48,7 @@ impl State {
                     next_filter_end = Some(next_filter_end.map_or(until, |t| t.min(until)));
                 }
                 Some(BlockReason::DemandDoesNotFit) => agents.demand_does_not_fit += 1,
+                Some(BlockReason::GpuGated) => agents.gpu_gated += 1,
                 // Unknown framework or agent: the books and the allocator disagree, which is a
                 // bug; count the agent as nothing to offer rather than invent a reason.
                 Some(_) => agents.nothing_free += 1,
@@ -56,8 +57,19 @@ impl State {
         }
         let next_filter_ends_in_s =
             next_filter_end.map(|until| until.saturating_sub(now.ms) as f64 / 1000.0);
+        let no_agent_offers = self.kinds_no_agent_has(fw.demand.as_ref());
         let connected = matches!(fw.connection, Connection::Connected { .. });
-        let summary = summarize(id, connected, fw.suppressed, &agents, next_filter_ends_in_s);
+        let summary = if connected && !fw.suppressed && !no_agent_offers.is_empty() {
+            format!(
+                "no agent offers {}: its demand hint asks for {} and no active agent has any, \
+                 so waiting will not help; add agents that have it (for gpus: agents started \
+                 with --gpus on GPU machines)",
+                no_agent_offers.join(", "),
+                no_agent_offers.join(", ")
+            )
+        } else {
+            summarize(id, connected, fw.suppressed, &agents, next_filter_ends_in_s)
+        };
         Ok(FrameworkExplanation {
             framework_id: id,
             role: fw.role.clone(),
@@ -68,8 +80,28 @@ impl State {
             outstanding_offers: its_offers.len(),
             agents,
             next_filter_ends_in_s,
+            no_agent_offers,
             summary,
         })
+    }
+
+    /// The kinds `demand` asks for (a positive amount) that no active agent's total has.
+    fn kinds_no_agent_has(&self, demand: Option<&protocol::Resources>) -> Vec<String> {
+        let Some(demand) = demand else {
+            return Vec::new();
+        };
+        demand
+            .iter()
+            .filter(|(_, v)| *v > 0)
+            .map(|(name, _)| name.as_str())
+            .filter(|name| {
+                !self
+                    .agents
+                    .values()
+                    .any(|a| a.state == AgentState::Active && a.total.millis(name) > 0)
+            })
+            .map(str::to_owned)
+            .collect()
     }
 }
 
@@ -140,6 +172,13 @@ fn summarize(
         parts.push(format!(
             "{} agent(s) are draining or drained and make no offers",
             a.draining
+        ));
+    }
+    if a.gpu_gated > 0 {
+        parts.push(format!(
+            "{} agent(s) have GPUs and are held back by GPU gating: register with \
+             \"capabilities\": [\"gpu_resources\"] to be offered them",
+            a.gpu_gated
         ));
     }
     format!("no agent can be offered to it now: {}", parts.join("; "))

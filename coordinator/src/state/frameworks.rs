@@ -87,6 +87,7 @@ impl State {
                 failover_timeout_s,
                 registered_at,
                 owner: owner.as_deref().map(str::to_owned),
+                gpu_resources: req.gpu_resources,
             },
         })
     }
@@ -140,6 +141,12 @@ impl State {
             if req.owner.is_some() {
                 fw.owner = req.owner;
             }
+            // A re-registration states the capabilities anew (as a Mesos re-subscribe does).
+            let gpu_changed = fw.gpu_resources != req.gpu_resources;
+            fw.gpu_resources = req.gpu_resources;
+            if gpu_changed {
+                self.ledger.set_gpu_capable(id, req.gpu_resources);
+            }
             let move_role = fw.placeholder || fw.role != req.role;
             fw.placeholder = false;
             if move_role {
@@ -162,6 +169,10 @@ impl State {
         if let Some(fw) = self.frameworks.get_mut(&id) {
             fw.owner = req.owner;
             fw.registered_at = plan.record.registered_at;
+            fw.gpu_resources = req.gpu_resources;
+        }
+        if req.gpu_resources {
+            self.ledger.set_gpu_capable(id, true);
         }
     }
 
@@ -187,6 +198,7 @@ impl State {
                 failover_timeout_s: fw.failover_timeout_s,
                 registered_at: fw.registered_at,
                 owner: fw.owner.as_deref().map(str::to_owned),
+                gpu_resources: fw.gpu_resources,
             })));
         }
     }
@@ -207,6 +219,7 @@ impl State {
             active: false,
             suppressed: false,
             demand: demand.clone(),
+            gpu_capable: false,
         };
         self.ledger.add_framework(id, &role, &eligibility);
         self.frameworks.insert(
@@ -228,6 +241,7 @@ impl State {
                 completed: VecDeque::new(),
                 placeholder,
                 owner: None,
+                gpu_resources: false,
             },
         );
     }
@@ -278,6 +292,7 @@ impl State {
             active: matches!(fw.connection, Connection::Connected { .. }),
             suppressed: fw.suppressed,
             demand: fw.demand.clone(),
+            gpu_capable: fw.gpu_resources,
         };
         let held: Vec<_> = self
             .tasks

@@ -26,6 +26,8 @@ pub struct FrameworkRegistration {
     /// The principal registering it (with credentials configured); it then owns the framework
     /// id. `None` keeps the current owner.
     pub owner: Option<Arc<str>>,
+    /// It declared the `gpu_resources` capability (offered agents with GPUs under gating).
+    pub gpu_resources: bool,
 }
 
 /// An agent registering, or re-registering with its id and the tasks it still runs.

@@ -107,6 +107,8 @@ pub struct Eligibility {
     pub suppressed: bool,
     /// Its demand hint.
     pub demand: Option<Resources>,
+    /// It declared `gpu_resources` (GPU gating lets it have agents with GPUs).
+    pub gpu_capable: bool,
 }
 
 /// Holdings and eligibility, over the allocator. See the module docs.
@@ -273,6 +275,15 @@ impl Ledger {
             let r = self.allocator.suppress(id);
             self.check("suppress", r);
         }
+        if e.gpu_capable {
+            self.set_gpu_capable(id, true);
+        }
+    }
+
+    /// Whether the framework declared `gpu_resources`.
+    pub fn set_gpu_capable(&mut self, id: FrameworkId, capable: bool) {
+        let r = self.allocator.set_gpu_capable(id, capable);
+        self.check("set_gpu_capable", r);
     }
 
     /// The framework leaves; it must hold nothing (its offers ended, its tasks released).

@@ -126,7 +126,7 @@ pub use frameworks::RegistrationPlan;
 pub use ids::IdSource;
 pub use input::{Accept, AgentRegistration, Decline, FrameworkRegistration};
 pub use ledger::{Holder, LedgerError};
-pub use views::{task_list_json, ClusterSnapshot, Gauges};
+pub use views::{task_list_json, ClusterSnapshot, Gauges, MAX_AGENT_GPU_SERIES};
 
 /// The role under which tasks of frameworks the coordinator does not know are kept.
 pub const ORPHAN_ROLE: &str = "_orphans";
@@ -269,6 +269,8 @@ pub(crate) struct FrameworkRecord {
     pub(crate) placeholder: bool,
     /// The principal that registered it, with credentials configured (`crate::auth`).
     pub(crate) owner: Option<Arc<str>>,
+    /// It declared the `gpu_resources` capability.
+    pub(crate) gpu_resources: bool,
 }
 
 impl FrameworkRecord {
@@ -400,6 +402,7 @@ impl State {
     pub fn with_ids(config: &Config, ids: IdSource) -> Self {
         let mut allocator = Allocator::new(Policy::Hdrf);
         allocator.set_max_kinds(config.max_resource_kinds);
+        allocator.set_gpu_gating(config.gpu_gating);
         for (role, weight) in &config.roles {
             allocator.set_role_weight(role, *weight);
         }
@@ -516,11 +519,15 @@ impl State {
             if let Some(record) = self.frameworks.get_mut(&fw.id) {
                 record.registered_at = fw.registered_at;
                 record.owner = fw.owner.map(Arc::from);
+                record.gpu_resources = fw.gpu_resources;
                 // It was registered before: the full failover timeout applies, no grace.
                 record.connection = Connection::Disconnected {
                     since_ms: now.ms,
                     ever: true,
                 };
+            }
+            if fw.gpu_resources {
+                self.ledger.set_gpu_capable(fw.id, true);
             }
         }
     }

@@ -32,6 +32,7 @@ fn registration(
         framework_id,
         demand: None,
         owner: None,
+        gpu_resources: false,
     }
 }
 
@@ -1458,4 +1459,39 @@ fn a_stored_agent_that_does_not_come_back_is_lost_then_forgotten_and_one_that_do
     s.check_agents(&at(2_002 + limit + retention), &mut fx);
     assert_eq!(persisted(&fx), vec![Change::RemoveAgent(gone)]);
     assert!(s.agents().iter().all(|a| a.agent_id != gone));
+}
+
+/// The `gpu_resources` capability is kept in the registry: a restored framework is still offered
+/// GPU agents under gating, and one without it is still held back from them.
+#[test]
+fn the_gpu_capability_survives_a_restore() {
+    let mut s = State::new(&Config::default());
+    let mut fx = Vec::new();
+    let mut req = registration("gpu", "eng", Some(10.0), None);
+    req.gpu_resources = true;
+    let (gpu, _) = s.register_framework(req, &at(0), &mut fx).unwrap();
+    let (plain, _) = s
+        .register_framework(
+            registration("plain", "eng", Some(10.0), None),
+            &at(0),
+            &mut fx,
+        )
+        .unwrap();
+    let mut t = State::new(&Config::default());
+    t.restore(snapshot_of(&persisted(&fx)), &at(0));
+    let caps = |st: &State, id| {
+        st.frameworks()
+            .into_iter()
+            .find(|f| f.framework_id == id)
+            .unwrap()
+            .capabilities
+    };
+    assert_eq!(caps(&t, gpu), vec!["gpu_resources".to_string()]);
+    assert!(caps(&t, plain).is_empty());
+    let agent = AgentId::new();
+    let mut fx = Vec::new();
+    t.register_agent(reregister(agent, "cpus=4,gpus=1", vec![]), &at(1), &mut fx)
+        .unwrap();
+    assert_eq!(t.explain(gpu, &at(2)).unwrap().agents.gpu_gated, 0);
+    assert_eq!(t.explain(plain, &at(2)).unwrap().agents.gpu_gated, 1);
 }

@@ -46,6 +46,7 @@ fn running_task() -> (State, FrameworkId, AgentId) {
         framework_id: None,
         demand: None,
         owner: None,
+        gpu_resources: false,
     };
     let (fw, _) = s.register_framework(reg, &at(0), &mut fx).unwrap();
     s.subscribe(fw, &at(0), &mut fx).unwrap();

@@ -26,6 +26,7 @@ fn registration(id: Option<FrameworkId>) -> FrameworkRegistration {
         framework_id: id,
         demand: None,
         owner: None,
+        gpu_resources: false,
     }
 }
 

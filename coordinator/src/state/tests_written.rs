@@ -22,6 +22,7 @@ fn registration(name: &str, role: &str, id: Option<FrameworkId>) -> FrameworkReg
         framework_id: id,
         demand: None,
         owner: None,
+        gpu_resources: false,
     }
 }
 

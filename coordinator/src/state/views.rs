@@ -107,7 +107,16 @@ pub struct Gauges {
     pub ledger_mismatches: u64,
     /// Tasks killed by drain deadlines since the start.
     pub drain_kills: u64,
+    /// Per active agent with GPUs, by agent id: `(agent, gpus total, gpus used by tasks)`;
+    /// at most [`MAX_AGENT_GPU_SERIES`] agents (the cluster's sums are in
+    /// [`Gauges::resources`] under `gpus` however many there are).
+    pub agent_gpus: Vec<(AgentId, f64, f64)>,
 }
+
+/// The most agents with their own GPU series on `/metrics` (`parley_agent_gpus{agent}`): two
+/// series per agent, so a fleet of 10k GPU agents does not add 20k series; past it, the first
+/// agents by id are shown and the cluster's `parley_resources_*{resource="gpus"}` count them all.
+pub const MAX_AGENT_GPU_SERIES: usize = 500;
 
 impl State {
     /// Outstanding offers, optionally only one framework's and/or one agent's.
@@ -166,6 +175,11 @@ impl State {
                 dominant_share: self.ledger.allocator().dominant_share(*id).unwrap_or(0.0),
                 active_tasks: f.active_tasks,
                 registered_at: f.registered_at,
+                capabilities: if f.gpu_resources {
+                    vec![protocol::capability::GPU_RESOURCES.to_owned()]
+                } else {
+                    Vec::new()
+                },
             })
             .collect()
     }
@@ -267,6 +281,19 @@ impl State {
         }
         walk(&self.roles(), &mut g.role_shares);
         g.resources = self.resource_use();
+        for (id, a) in &self.agents {
+            let total = a.total.units(protocol::capability::GPUS);
+            if a.state == AgentState::Active && total > 0.0 {
+                let used = self
+                    .ledger
+                    .agent(*id)
+                    .used
+                    .units(protocol::capability::GPUS);
+                g.agent_gpus.push((*id, total, used));
+            }
+        }
+        g.agent_gpus.sort_by_key(|(id, _, _)| *id);
+        g.agent_gpus.truncate(MAX_AGENT_GPU_SERIES);
         g
     }
 }

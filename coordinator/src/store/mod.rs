@@ -122,6 +122,10 @@ pub struct StoredFramework {
     /// written before authentication existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// It declared the `gpu_resources` capability; absent (false) in files written before GPU
+    /// gating existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gpu_resources: bool,
 }
 
 /// One change to the stored facts.
@@ -432,6 +436,7 @@ mod tests {
             failover_timeout_s: 30.0,
             registered_at: protocol::now(),
             owner: None,
+            gpu_resources: false,
         }
     }
 

@@ -128,6 +128,7 @@ mod tests {
             failover_timeout_s: 30.0,
             registered_at: protocol::now(),
             owner: None,
+            gpu_resources: false,
         }
     }
 

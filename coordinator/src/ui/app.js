@@ -263,10 +263,17 @@ async function explainText(id) {
     const n = x.agents;
     return x.summary + " [agents: " + n.active + " active, " + n.offered_to_it + " offered to it, " +
       n.nothing_free + " nothing free, " + n.filtered + " filtered, " + n.demand_does_not_fit +
-      " too small for its demand, " + n.eligible + " eligible]";
+      " too small for its demand, " + (n.gpu_gated ? n.gpu_gated + " held back by GPU gating, " : "") +
+      n.eligible + " eligible]";
   } catch (err) {
     return "no answer (" + err.message + ")";
   }
+}
+
+// An agent's GPUs as "used / total" ("" for an agent without GPUs).
+function gpus(a) {
+  const total = (a.resources || {}).gpus || 0;
+  return total > 0 ? fmt((a.used || {}).gpus || 0) + " / " + fmt(total) : "";
 }
 
 async function refreshOverview() {
@@ -287,9 +294,9 @@ async function refreshOverview() {
       " of " + agents.total + ")";
     $("agents-prev").disabled = agents.offset === 0;
     $("agents-next").disabled = agents.offset + agents.agents.length >= agents.total;
-    fill("agents", ["host", "state", "total", "used", "offered"],
-      agents.agents.map((a) => [link(a.hostname, "#agent/" + a.agent_id), a.state, res(a.resources),
-        res(a.used), res(a.offered)]));
+    fill("agents", ["host", "state", "GPUs used", "total", "used", "offered"],
+      agents.agents.map((a) => [link(a.hostname, "#agent/" + a.agent_id), a.state, gpus(a),
+        res(a.resources), res(a.used), res(a.offered)]));
   } catch (e) {
     // Try again on the next tick.
   }

@@ -44,6 +44,17 @@ impl<S: Scheduler> Runner<S> {
                     if self.framework_id.is_none() || offer_ids.is_empty() {
                         let e = SdkError::Protocol("a launch must name at least one offer".into());
                         failed.push((tasks, e));
+                    } else if let Some(reason) = tasks.iter().find_map(|t| {
+                        protocol::capability::check_whole_gpus("resources", &t.resources)
+                            .err()
+                            .map(|r| format!("task {}: {r}", t.task_id))
+                    }) {
+                        // Refused here, before sending: the coordinator would answer 422.
+                        for offer_id in offer_ids {
+                            self.offers.remove(offer_id);
+                            declines.push((offer_id, None));
+                        }
+                        failed.push((tasks, SdkError::Protocol(reason)));
                     } else if let Some(gone) = offer_ids.iter().find(|o| !self.offers.contains(**o))
                     {
                         // Rescinded, expired, already answered, or never ours: the coordinator

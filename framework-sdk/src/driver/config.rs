@@ -68,6 +68,9 @@ pub struct DriverConfig {
     /// The framework principal's token, for a coordinator with a credentials file (`None`:
     /// send no `Authorization`). Default `None`.
     pub token: Option<crate::BearerToken>,
+    /// Declare the `gpu_resources` capability: with GPU gating on (the coordinator's default),
+    /// only frameworks that declare it are offered agents with GPUs. Default false.
+    pub gpu_resources: bool,
 }
 
 impl DriverConfig {
@@ -93,6 +96,7 @@ impl DriverConfig {
             unregister_on_stop: true,
             reconcile_on_reregister: true,
             token: None,
+            gpu_resources: false,
         }
     }
 
@@ -107,6 +111,12 @@ impl DriverConfig {
             .map(|u| u.as_ref().to_owned())
             .collect();
         Self::new(list.join(","), name, role)
+    }
+
+    /// Sets [`DriverConfig::gpu_resources`] (builder style).
+    pub fn gpu_resources(mut self, on: bool) -> Self {
+        self.gpu_resources = on;
+        self
     }
 
     /// Checks the values are usable; the message names the bad field.

@@ -212,6 +212,11 @@ impl<S: Scheduler> Runner<S> {
             failover_timeout_s: Some(self.config.failover_timeout.as_secs_f64()),
             framework_id: self.framework_id,
             demand: self.scheduler.demand_hint(),
+            capabilities: if self.config.gpu_resources {
+                vec![protocol::capability::GPU_RESOURCES.to_owned()]
+            } else {
+                Vec::new()
+            },
         };
         let registration = match self.client.register(&request).await {
             Ok(r) => r,
