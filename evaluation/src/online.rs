@@ -133,6 +133,9 @@ pub async fn compare(tree: &Tree, timeout: Duration) -> anyhow::Result<OnlineRun
             .map_err(|e| anyhow::anyhow!("role of {}: {e}", leaf.name))?;
         let mut config =
             DriverConfig::new(cluster.url.clone(), format!("eval-{}", leaf.name), role);
+        // The paper trees count GPUs; every leaf takes part in them as in the pure allocator,
+        // so every framework declares the capability the coordinator's GPU gating asks for.
+        config = config.gpu_resources(true);
         config.accept_refuse = Duration::ZERO;
         config.decline_refuse = Duration::from_millis(100);
         let running = Arc::new(AtomicU64::new(0));
