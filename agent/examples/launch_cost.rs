@@ -25,6 +25,7 @@ fn spec(i: usize) -> TaskSpec {
         env: Default::default(),
         duration_s: None,
         isolation: None,
+        health_check: None,
     }
 }
 

@@ -111,6 +111,11 @@ pub(crate) fn parse_launch(body: &[u8]) -> Result<LaunchTasks, ApiError> {
                 )));
             }
         }
+        if let Some(check) = &spec.health_check {
+            check
+                .validate(spec.isolation.as_ref())
+                .map_err(|e| ApiError::bad_request(format!("task {id}: {e}")))?;
+        }
     }
     Ok(launch)
 }

@@ -326,6 +326,7 @@ mod tests {
             env: Default::default(),
             duration_s: None,
             isolation: None,
+            health_check: None,
         }
     }
 
@@ -343,6 +344,7 @@ mod tests {
             reason: None,
             usage: None,
             gpu_devices: None,
+            healthy: None,
         }
     }
 

@@ -23,6 +23,8 @@
 //!   unpacked once into a cache, an overlay per task.
 //! - [`gpu`]: GPUs: discovery behind a trait (NVML, or a fake), `--gpus`, the variables that
 //!   tell a task its devices, and the cgroup v1 device rules of a GPU task.
+//! - [`health`]: task health checks (issue #17): the per-task state machine (grace,
+//!   consecutive failures, recovery) and running one command or HTTP check.
 //! - `gc`: deletes finished tasks' sandboxes after `AgentConfig::sandbox_retention`.
 //! - `reaper`: makes the agent a child subreaper and reaps orphaned task processes.
 //! - `client`: HTTP to the coordinator for both shells: a core request in, a core reply out;
@@ -109,6 +111,7 @@ pub mod config;
 pub mod engine;
 pub mod executor;
 pub mod gpu;
+pub mod health;
 pub mod image;
 pub mod isolation;
 pub mod journal;

@@ -20,6 +20,7 @@ use crate::engine::{
 };
 use crate::executor::{self, MemoryLimits, TaskUser};
 use crate::gpu::{GpuDiscovery, LocalGpu, TaskGpus};
+use crate::health;
 use crate::isolation::{self, Isolator};
 use crate::journal::{Journal, JournalError, Replay};
 
@@ -478,11 +479,45 @@ async fn run_task(agent: Arc<RealAgent>, task_id: TaskKey) {
     };
     let process = running.process;
     agent.feed(|core, now, out| core.started(&task_id, Some(process), now, out));
+    let checks = health_checks(&agent, &task_id, &spec, &sandbox, user.as_ref());
     tokio::select! {
         exit = running.wait() => {
             agent.feed(|core, now, out| core.exited(&task_id, exit, now, out));
         }
+        () = checks => {}
         () = agent.cancel.cancelled() => {}
+    }
+}
+
+/// Runs the task's health check every interval while it runs (forever; dropped when the task
+/// ends), and records each change of its health ([`Core::health_changed`]). Nothing without a
+/// health check.
+async fn health_checks(
+    agent: &Arc<RealAgent>,
+    task_id: &TaskKey,
+    spec: &TaskSpec,
+    sandbox: &Path,
+    user: Option<&TaskUser>,
+) {
+    let Some(check) = &spec.health_check else {
+        return std::future::pending().await;
+    };
+    let started = tokio::time::Instant::now();
+    let interval =
+        std::time::Duration::try_from_secs_f64(check.interval()).unwrap_or(std::time::Duration::from_secs(10));
+    let ctx = health::probe::CheckContext {
+        sandbox,
+        user,
+        env: &spec.env,
+    };
+    let mut checker = health::Checker::new(check);
+    loop {
+        let passed = health::probe::run(check, &ctx).await;
+        if let Some(healthy) = checker.observe(passed, started.elapsed()) {
+            tracing::info!(task_id = %task_id.1, healthy, "task health changed");
+            agent.feed(|core, now, out| core.health_changed(task_id, healthy, now, out));
+        }
+        tokio::time::sleep(interval).await;
     }
 }
 

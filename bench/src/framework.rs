@@ -212,6 +212,7 @@ impl BenchFramework {
             env: Default::default(),
             duration_s: self.work.duration_s,
             isolation: None,
+            health_check: None,
         }
     }
 }
@@ -336,6 +337,7 @@ mod tests {
             reason: None,
             usage: None,
             gpu_devices: None,
+            healthy: None,
         }
     }
 

@@ -369,6 +369,12 @@ impl Metrics {
              # TYPE parley_outstanding_offers gauge\nparley_outstanding_offers {}",
             g.outstanding_offers
         );
+        let _ = writeln!(
+            out,
+            "# HELP parley_tasks_unhealthy Tasks not ended whose health check reports them \
+             unhealthy.\n# TYPE parley_tasks_unhealthy gauge\nparley_tasks_unhealthy {}",
+            g.tasks_unhealthy
+        );
         let labelled = [
             ("parley_tasks", "Tasks by state.", &g.tasks_by_state),
             ("parley_agents", "Agents by state.", &g.agents_by_state),

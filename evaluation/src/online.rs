@@ -67,6 +67,7 @@ impl Scheduler for OneAtATime {
                 env: Default::default(),
                 duration_s: None,
                 isolation: None,
+                health_check: None,
             }]
         })
     }

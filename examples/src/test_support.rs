@@ -37,6 +37,7 @@ pub(crate) fn status(spec: &TaskSpec, state: TaskState) -> TaskStatus {
         reason: None,
         usage: None,
         gpu_devices: None,
+        healthy: None,
     }
 }
 

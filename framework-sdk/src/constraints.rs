@@ -173,6 +173,7 @@ mod tests {
             reason: None,
             usage: None,
             gpu_devices: None,
+            healthy: None,
         };
         assert!(places.status(&ended));
         assert_eq!(places.len(), 1);

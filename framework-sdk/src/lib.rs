@@ -111,8 +111,8 @@ pub use decisions::{Answer, Decisions};
 pub use driver::{Driver, DriverConfig, DEFAULT_FAILOVER_TIMEOUT};
 pub use error::SdkError;
 pub use protocol::{
-    AgentId, CommandSpec, FrameworkId, Offer, OfferId, Resources, RolePath, TaskId, TaskSpec,
-    TaskState, TaskStatus,
+    AgentId, CommandSpec, FrameworkId, HealthCheck, Offer, OfferId, Resources, RolePath, TaskId,
+    TaskSpec, TaskState, TaskStatus,
 };
 pub use scheduler::Scheduler;
 pub use task::{IntoResources, Task, TaskBuilder, TaskError};
@@ -122,7 +122,7 @@ pub use token::BearerToken;
 pub mod prelude {
     pub use crate::{
         async_trait, AgentId, Answer, CommandSpec, Context, Decisions, Driver, DriverConfig,
-        FrameworkId, Offer, OfferId, Resources, RolePath, Scheduler, SdkError, Task, TaskId,
+        FrameworkId, HealthCheck, Offer, OfferId, Resources, RolePath, Scheduler, SdkError, Task, TaskId,
         TaskSpec, TaskState, TaskStatus,
     };
 }

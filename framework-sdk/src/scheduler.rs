@@ -130,6 +130,7 @@ mod tests {
             env: Default::default(),
             duration_s: None,
             isolation: None,
+            health_check: None,
         }
     }
 

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use protocol::{CommandSpec, Offer, Resources, TaskId, TaskSpec};
+use protocol::{CommandSpec, HealthCheck, Offer, Resources, TaskId, TaskSpec};
 
 /// Why a [`TaskBuilder`] could not build its [`Task`]. Each message names the bad part.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -30,6 +30,9 @@ pub enum TaskError {
     /// `gpus` is not a whole number: GPUs are handed out as whole devices.
     #[error("{0}")]
     FractionalGpus(String),
+    /// The health check is not valid (the message names the field).
+    #[error("{0}")]
+    HealthCheck(String),
 }
 
 /// What [`TaskBuilder::resources`] accepts: [`Resources`], or text such as `"cpus=1,mem=128"`.
@@ -75,6 +78,7 @@ pub struct Task {
     name: String,
     env: BTreeMap<String, String>,
     duration_s: Option<f64>,
+    health_check: Option<HealthCheck>,
 }
 
 impl Task {
@@ -122,7 +126,13 @@ impl Task {
             env: self.env.clone(),
             duration_s: self.duration_s,
             isolation: None,
+            health_check: self.health_check.clone(),
         }
+    }
+
+    /// The task's health check, if it has one.
+    pub fn health_check(&self) -> Option<&HealthCheck> {
+        self.health_check.as_ref()
     }
 }
 
@@ -135,6 +145,7 @@ pub struct TaskBuilder {
     name: String,
     env: BTreeMap<String, String>,
     duration_s: Option<f64>,
+    health_check: Option<HealthCheck>,
 }
 
 impl TaskBuilder {
@@ -145,7 +156,17 @@ impl TaskBuilder {
             name: String::new(),
             env: BTreeMap::new(),
             duration_s: None,
+            health_check: None,
         }
+    }
+
+    /// A health check the task's agent runs while it runs (e.g.
+    /// `HealthCheck::command(CommandSpec::Shell("test -f ready".into()))`, or
+    /// `HealthCheck::http(8080, "/healthz")` with its timing fields set); the scheduler then
+    /// sees `healthy` on [`TaskStatus`](protocol::TaskStatus) updates when the health changes.
+    pub fn health_check(mut self, check: HealthCheck) -> Self {
+        self.health_check = Some(check);
+        self
     }
 
     /// What the task needs: [`Resources`], or text such as `"cpus=1,mem=128"`. Required.
@@ -187,12 +208,16 @@ impl TaskBuilder {
                 return Err(TaskError::Duration(d));
             }
         }
+        if let Some(check) = &self.health_check {
+            check.validate(None).map_err(TaskError::HealthCheck)?;
+        }
         Ok(Task {
             command: self.command,
             resources,
             name: self.name,
             env: self.env,
             duration_s: self.duration_s,
+            health_check: self.health_check,
         })
     }
 }
@@ -242,6 +267,7 @@ mod tests {
                 env: BTreeMap::from([("GREETING".into(), "hi".into())]),
                 duration_s: Some(2.5),
                 isolation: None,
+                health_check: None,
             }
         );
     }

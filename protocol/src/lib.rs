@@ -11,6 +11,8 @@
 //! - [`offer`]: the [`Offer`] type.
 //! - [`isolation`]: a task's isolation options ([`Isolation`]) and the agent attributes that say
 //!   what an agent enforces; the checks the coordinator makes at accept time.
+//! - [`health`]: task health checks (issue #17): a command or an HTTP GET, with timing, and
+//!   the check of their form.
 //! - [`gpu`]: GPUs: the devices an agent reports ([`gpu::GpuDevice`]) and the whole-device
 //!   count a task asks for.
 //! - [`maintenance`]: draining agents (issue #17): the drain request, the `agent_draining`
@@ -33,6 +35,7 @@ pub mod capability;
 pub mod error;
 pub mod events;
 pub mod gpu;
+pub mod health;
 pub mod ids;
 pub mod isolation;
 pub mod leader;
@@ -46,6 +49,7 @@ pub mod task;
 pub use error::{ErrorBody, ErrorDetail};
 pub use events::{FrameworkEvent, OfferEvent};
 pub use ids::{AgentId, FrameworkId, OfferId, TaskId, UpdateId};
+pub use health::HealthCheck;
 pub use isolation::{Isolation, NetworkMode};
 pub use offer::Offer;
 pub use resources::{ResourceError, ResourceName, Resources};

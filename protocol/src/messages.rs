@@ -355,6 +355,9 @@ pub struct TaskInfo {
     /// The GPUs its agent gave it (UUIDs), when it asked for `gpus`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_devices: Option<Vec<String>>,
+    /// The latest health its agent reported, for a task with a health check (issue #17).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthy: Option<bool>,
 }
 
 /// `GET /api/v1/agents`.

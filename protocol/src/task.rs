@@ -59,6 +59,9 @@ pub struct TaskSpec {
     /// How the task is isolated on its agent: pids limit, network, user, image.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isolation: Option<crate::Isolation>,
+    /// How the agent checks that the running task is healthy (issue #17); none when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_check: Option<crate::HealthCheck>,
 }
 
 /// The states of a task. `finished`, `failed`, `killed`, `lost` and `error` are terminal.
@@ -153,6 +156,12 @@ pub struct TaskStatus {
     /// task without GPUs and from older agents.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_devices: Option<Vec<String>>,
+    /// The task's health, for a task with a health check, once known: `true` after its first
+    /// passing check, `false` after `consecutive_failures` failing ones. Agents send a
+    /// `running` update when it changes and carry the latest value on later updates; absent
+    /// for tasks without a health check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthy: Option<bool>,
 }
 
 /// The reason of a task the kernel killed at its memory limit.

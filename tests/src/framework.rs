@@ -52,6 +52,7 @@ pub fn shell_task(task_id: &str, agent: AgentId, resources: &str, shell: &str) -
         env: Default::default(),
         duration_s: None,
         isolation: None,
+        health_check: None,
     }
 }
 

@@ -16,12 +16,39 @@ impl Core {
         self.record_end(key, end, (None, None), now, out);
     }
 
+    /// Records a change of a running task's health (issue #17): a `running` update carrying
+    /// `healthy`, journaled and sent like every other. Nothing for a task that is not running
+    /// or whose health is already this.
+    pub fn health_changed(&mut self, key: &TaskKey, healthy: bool, now: Now, out: &mut Vec<Command>) {
+        let Some(t) = self.tasks.get(key) else {
+            return;
+        };
+        if t.latest.state != TaskState::Running || t.latest.healthy == Some(healthy) {
+            return;
+        }
+        let end = (TaskState::Running, None, None);
+        self.record_full(key, end, (None, None), Some(healthy), now, out);
+    }
+
     /// [`Self::record`] with the status's `reason` and `usage` (a measured end).
     pub(super) fn record_end(
         &mut self,
         key: &TaskKey,
+        end: (TaskState, Option<String>, Option<i32>),
+        extras: (Option<String>, Option<protocol::TaskUsage>),
+        now: Now,
+        out: &mut Vec<Command>,
+    ) {
+        self.record_full(key, end, extras, None, now, out);
+    }
+
+    /// [`Self::record_end`] with a new health (`None`: the task's latest carries over).
+    fn record_full(
+        &mut self,
+        key: &TaskKey,
         (state, message, exit_code): (TaskState, Option<String>, Option<i32>),
         (reason, usage): (Option<String>, Option<protocol::TaskUsage>),
+        health: Option<bool>,
         now: Now,
         out: &mut Vec<Command>,
     ) {
@@ -38,6 +65,7 @@ impl Core {
             false => usage,
         };
         let gpu_devices = t.latest.gpu_devices.clone();
+        let healthy = health.or(t.latest.healthy);
         let status = TaskStatus {
             task_id: task_id.clone(),
             framework_id: t.latest.framework_id,
@@ -51,6 +79,7 @@ impl Core {
             reason,
             usage,
             gpu_devices,
+            healthy,
         };
         if state.is_terminal() {
             self.gpus.release(key);

@@ -36,6 +36,7 @@ impl Core {
                 reason: None,
                 usage: None,
                 gpu_devices: None,
+                healthy: None,
             });
             let stage = match t.process {
                 Some(process) => Stage::Started(Some(process)),
@@ -157,6 +158,7 @@ impl Core {
                 reason: None,
                 usage: None,
                 gpu_devices,
+                healthy: None,
             };
             if self.config.journaling == Journaling::On {
                 if let Some(sandbox) = &sandbox {

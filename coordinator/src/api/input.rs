@@ -212,6 +212,9 @@ pub(crate) fn check_task(task: &TaskSpec) -> Result<(), ApiError> {
     if let Some(iso) = &task.isolation {
         iso.validate().map_err(invalid)?;
     }
+    if let Some(check) = &task.health_check {
+        check.validate(task.isolation.as_ref()).map_err(invalid)?;
+    }
     if task.resources.is_empty() {
         return Err(invalid(
             "resources are empty; a task must use something".into(),

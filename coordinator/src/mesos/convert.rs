@@ -232,6 +232,7 @@ pub fn task_spec(t: &types::TaskInfo) -> Result<TaskSpec, ApiError> {
         env,
         duration_s: None,
         isolation: None,
+        health_check: None,
     })
 }
 
@@ -265,6 +266,12 @@ pub fn status_json(s: &TaskStatus) -> Value {
     });
     if let Some(m) = &s.message {
         v["message"] = json!(m);
+    }
+    if let Some(healthy) = s.healthy {
+        v["healthy"] = json!(healthy);
+        if s.state == TaskState::Running {
+            v["reason"] = json!("REASON_TASK_HEALTH_CHECK_STATUS_UPDATED");
+        }
     }
     if s.reason.as_deref() == Some(protocol::task::REASON_MEMORY_LIMIT) {
         v["reason"] = json!("REASON_CONTAINER_LIMITATION_MEMORY");
@@ -422,6 +429,7 @@ mod tests {
             reason: Some("memory_limit".into()),
             usage: None,
             gpu_devices: None,
+            healthy: None,
         };
         let v = status_json(&st);
         assert_eq!(v["state"], "TASK_FAILED");

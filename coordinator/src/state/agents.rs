@@ -316,6 +316,7 @@ impl State {
                 reason: None,
                 usage: None,
                 gpu_devices: t.latest.gpu_devices.clone(),
+                healthy: t.latest.healthy,
             };
             t.set_latest(status.clone());
             t.lost_by_coordinator = true;

@@ -214,6 +214,7 @@ impl State {
                 reason: None,
                 usage: None,
                 gpu_devices: None,
+                healthy: None,
             };
             self.tasks.insert(
                 (fw, task.task_id.clone()),

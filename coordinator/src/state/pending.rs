@@ -169,6 +169,7 @@ mod tests {
             reason: None,
             usage: None,
             gpu_devices: None,
+            healthy: None,
         }
     }
 

@@ -277,6 +277,7 @@ impl State {
             reason: None,
             usage: None,
             gpu_devices: t.latest.gpu_devices.clone(),
+            healthy: t.latest.healthy,
         })
     }
 

@@ -86,6 +86,7 @@ fn task(id: &str, agent: AgentId, res: &str) -> TaskSpec {
         env: Default::default(),
         duration_s: None,
         isolation: None,
+        health_check: None,
     }
 }
 
@@ -196,6 +197,7 @@ fn a_lost_agent_rescinds_offers_and_loses_tasks() {
         reason: None,
         usage: None,
         gpu_devices: None,
+        healthy: None,
     };
     assert_eq!(rest.offer_id, offer_id(2));
     assert_eq!(
@@ -295,6 +297,7 @@ fn a_task_that_ended_during_a_coordinator_restart_is_kept_for_its_framework() {
         reason: None,
         usage: None,
         gpu_devices: None,
+        healthy: None,
     };
     let mut fx = Vec::new();
     s.register_agent(
@@ -360,6 +363,7 @@ fn running(id: &str, fw: FrameworkId, agent: AgentId, res: Option<&str>) -> Task
         reason: None,
         usage: None,
         gpu_devices: None,
+        healthy: None,
     }
 }
 
@@ -1275,6 +1279,7 @@ fn a_lost_agent_loses_its_tasks_with_a_status_made_by_the_coordinator() {
         reason: None,
         usage: None,
         gpu_devices: None,
+        healthy: None,
     };
     assert_eq!(
         fx,

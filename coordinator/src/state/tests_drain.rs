@@ -62,6 +62,7 @@ fn running_task() -> (State, FrameworkId, AgentId) {
         env: Default::default(),
         duration_s: None,
         isolation: None,
+        health_check: None,
     };
     let accept = Accept {
         offer_ids: vec![offer.offer_id],
@@ -87,6 +88,7 @@ fn status(fw: FrameworkId, ag: AgentId, state: TaskState, n: u128, ms: u64) -> T
         reason: None,
         usage: None,
         gpu_devices: None,
+        healthy: None,
     }
 }
 

@@ -69,6 +69,7 @@ fn running(id: &str, fw: FrameworkId, agent: AgentId) -> TaskStatus {
         reason: None,
         usage: None,
         gpu_devices: None,
+        healthy: None,
     }
 }
 

@@ -22,6 +22,7 @@ fn task_info(fw: FrameworkId, id: &TaskId, t: &TaskRecord) -> TaskInfo {
         exit_code: t.latest.exit_code,
         updated_at: t.latest.timestamp,
         gpu_devices: t.latest.gpu_devices.clone(),
+        healthy: t.latest.healthy,
     }
 }
 
@@ -94,6 +95,8 @@ pub struct Gauges {
     pub outstanding_offers: usize,
     /// Tasks by state name.
     pub tasks_by_state: BTreeMap<&'static str, usize>,
+    /// Tasks not ended whose latest status says `healthy: false` (issue #17).
+    pub tasks_unhealthy: usize,
     /// Agents by state (`active`, `lost`, `draining`, `drained`).
     pub agents_by_state: BTreeMap<&'static str, usize>,
     /// Frameworks by state (`connected`, `disconnected`).
@@ -262,6 +265,9 @@ impl State {
         };
         for t in self.tasks.values() {
             *g.tasks_by_state.entry(t.state().as_str()).or_default() += 1;
+            if t.latest.healthy == Some(false) && !t.state().is_terminal() {
+                g.tasks_unhealthy += 1;
+            }
         }
         for a in self.agents.values() {
             *g.agents_by_state

@@ -228,5 +228,6 @@ pub fn status_of(agent: AgentId, fw: FrameworkId, task: &str, state: TaskState) 
         reason: None,
         usage: None,
         gpu_devices: None,
+        healthy: None,
     }
 }

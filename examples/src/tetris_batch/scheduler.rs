@@ -134,6 +134,7 @@ impl Batch {
             env: BTreeMap::new(),
             duration_s: self.simulated.then_some(task.duration_s),
             isolation: None,
+            health_check: None,
         })
     }
 

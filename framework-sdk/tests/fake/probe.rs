@@ -126,6 +126,7 @@ pub fn spec(id: &str, agent_id: AgentId) -> TaskSpec {
         env: Default::default(),
         duration_s: None,
         isolation: None,
+        health_check: None,
     }
 }
 
@@ -143,5 +144,6 @@ pub fn status(framework_id: FrameworkId, task: &str, state: TaskState) -> TaskSt
         reason: None,
         usage: None,
         gpu_devices: None,
+        healthy: None,
     }
 }

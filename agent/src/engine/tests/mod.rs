@@ -59,6 +59,7 @@ pub(super) fn spec(task: &str) -> TaskSpec {
         env: Default::default(),
         duration_s: None,
         isolation: None,
+        health_check: None,
     }
 }
 
@@ -125,6 +126,7 @@ impl Rig {
             reason: None,
             usage: None,
             gpu_devices: None,
+            healthy: None,
         }
     }
 
