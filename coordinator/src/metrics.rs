@@ -535,6 +535,7 @@ mod tests {
         let mut g = Gauges {
             outstanding_offers: 3,
             ledger_mismatches: 1,
+            tasks_unhealthy: 4,
             ..Gauges::default()
         };
         g.tasks_by_state.insert("running", 2);
@@ -577,6 +578,7 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("parley_outstanding_offers 3"), "{text}");
+        assert!(text.contains("parley_tasks_unhealthy 4\n"), "{text}");
         assert!(text.contains("parley_tasks{state=\"running\"} 2"), "{text}");
         assert!(
             text.contains("parley_role_dominant_share{role=\"eng\"} 0.5"),

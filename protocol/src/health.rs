@@ -79,6 +79,7 @@ impl HealthCheck {
     pub fn command(command: CommandSpec) -> Self {
         Self {
             command: Some(command),
+            http: None,
             ..Self::http(0, "/")
         }
     }
@@ -205,6 +206,8 @@ mod tests {
         assert!(c.validate(None).is_ok());
         let h = parse(r#"{"http": {"port": 8080}}"#).unwrap();
         assert_eq!(h, HealthCheck::http(8080, "/"));
+        let built = HealthCheck::command(CommandSpec::Shell("true".into()));
+        assert!(matches!(built.probe(), Some(Probe::Command(_))));
         let back: HealthCheck = serde_json::from_value(serde_json::to_value(&h).unwrap()).unwrap();
         assert_eq!(back, h);
     }

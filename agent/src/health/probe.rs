@@ -76,8 +76,15 @@ async fn command(spec: &CommandSpec, ctx: &CheckContext<'_>, timeout: Duration) 
         }
     }
     // Registered before the reaper can see it exit, so the reaper leaves it to tokio.
-    let mut tracked = crate::reaper::tracked();
-    let mut child = match cmd.spawn() {
+    let spawned = {
+        let mut tracked = crate::reaper::tracked();
+        let spawned = cmd.spawn();
+        if let Some(pid) = spawned.as_ref().ok().and_then(|c| c.id()) {
+            tracked.insert(pid);
+        }
+        spawned
+    };
+    let mut child = match spawned {
         Ok(child) => child,
         Err(e) => {
             tracing::debug!("health check command did not start: {e}");
@@ -85,10 +92,6 @@ async fn command(spec: &CommandSpec, ctx: &CheckContext<'_>, timeout: Duration) 
         }
     };
     let pid = child.id();
-    if let Some(pid) = pid {
-        tracked.insert(pid);
-    }
-    drop(tracked);
     let passed = match tokio::time::timeout(timeout, child.wait()).await {
         Ok(Ok(status)) => status.success(),
         Ok(Err(_)) => false,

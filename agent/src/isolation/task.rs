@@ -89,6 +89,7 @@ mod tests {
                 pids: Some(p),
                 ..Default::default()
             }),
+            health_check: None,
         }
     }
 

@@ -380,4 +380,40 @@ mod tests {
             other => panic!("{other}"),
         }
     }
+
+    #[test]
+    fn a_bad_health_check_is_refused_naming_the_field() {
+        let task = |check: serde_json::Value, isolation: serde_json::Value| -> TaskSpec {
+            serde_json::from_value(serde_json::json!({
+                "task_id": "t1", "agent_id": protocol::AgentId::new(),
+                "command": {"shell": "true"}, "resources": {"cpus": 1},
+                "health_check": check, "isolation": isolation,
+            }))
+            .unwrap()
+        };
+        let none = serde_json::Value::Null;
+        let ok = serde_json::json!({"command": {"shell": "test -f ok"}, "interval_s": 1});
+        assert!(check_task(&task(ok, none.clone())).is_ok());
+        let cases = [
+            (serde_json::json!({"http": {"port": 0}}), none.clone(), "health_check.http.port"),
+            (
+                serde_json::json!({"command": {"shell": "x"}, "consecutive_failures": 0}),
+                none.clone(),
+                "health_check.consecutive_failures",
+            ),
+            (
+                serde_json::json!({"http": {"port": 80}}),
+                serde_json::json!({"network": "loopback"}),
+                "health_check.http",
+            ),
+        ];
+        for (check, isolation, field) in cases {
+            match check_task(&task(check, isolation)).unwrap_err() {
+                ApiError::InvalidTask { reason, .. } => {
+                    assert!(reason.contains(field), "{field}: {reason}")
+                }
+                other => panic!("{other}"),
+            }
+        }
+    }
 }

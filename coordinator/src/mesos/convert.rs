@@ -439,6 +439,32 @@ mod tests {
     }
 
     #[test]
+    fn health_changes_read_as_mesos_healthy() {
+        let mut st = TaskStatus {
+            task_id: protocol::TaskId::new("web").unwrap(),
+            framework_id: protocol::FrameworkId::new(),
+            agent_id: AgentId::new(),
+            state: TaskState::Running,
+            message: None,
+            exit_code: None,
+            update_id: UpdateId::new(),
+            timestamp: protocol::now(),
+            resources: None,
+            reason: None,
+            usage: None,
+            gpu_devices: None,
+            healthy: None,
+        };
+        assert!(status_json(&st).get("healthy").is_none());
+        st.healthy = Some(false);
+        let v = status_json(&st);
+        assert_eq!(v["healthy"], false);
+        assert_eq!(v["reason"], "REASON_TASK_HEALTH_CHECK_STATUS_UPDATED");
+        st.healthy = Some(true);
+        assert_eq!(status_json(&st)["healthy"], true);
+    }
+
+    #[test]
     fn commands_become_shell_lines_or_argument_vectors() {
         let agent = AgentId::new();
         let task = |cmd: Value| {

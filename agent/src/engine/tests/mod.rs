@@ -156,6 +156,7 @@ pub(super) fn reply(result: Result<(), Failure>) -> impl FnOnce(&mut Core, Now, 
 
 mod books;
 mod gpus;
+mod health;
 mod session;
 mod task_events;
 mod updates;
