@@ -1,5 +1,8 @@
 //! `service`: keeps K replicas of a long-running command alive. A replica whose task ends for any
-//! reason (failed, killed, lost, even finished) is replaced by a new task, until shutdown.
+//! reason (failed, killed, lost, even finished) is replaced by a new task, until shutdown. With
+//! `--health-check SHELL`, each task carries a command health check (run by its agent in the
+//! task's sandbox); a task reported unhealthy is killed and replaced at once, keeping the replica
+//! count (its late updates are ignored, as an old generation's).
 
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -28,6 +31,39 @@ pub struct Args {
     /// The service's name; task ids are `<name>-<replica>-<generation>`.
     #[arg(long, default_value = "svc")]
     pub name: String,
+    /// The replicas' health check.
+    #[command(flatten)]
+    pub health: HealthArgs,
+}
+
+/// The health check flags of `service`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct HealthArgs {
+    /// A shell line each replica's agent runs in the task's sandbox as its health check (exit 0:
+    /// healthy); a replica reported unhealthy is replaced. None by default.
+    #[arg(long)]
+    pub health_check: Option<String>,
+    /// Seconds between health checks (default 10).
+    #[arg(long)]
+    pub health_interval_s: Option<f64>,
+    /// Failing checks in a row that make a replica unhealthy (default 3).
+    #[arg(long)]
+    pub health_failures: Option<u32>,
+    /// Seconds after a replica starts during which failing checks are ignored (default 0).
+    #[arg(long)]
+    pub health_grace_s: Option<f64>,
+}
+
+impl HealthArgs {
+    /// The health check these flags describe, if any.
+    pub fn check(&self) -> Option<HealthCheck> {
+        let line = self.health_check.as_ref()?;
+        let mut check = HealthCheck::command(CommandSpec::Shell(line.clone()));
+        check.interval_s = self.health_interval_s;
+        check.consecutive_failures = self.health_failures;
+        check.grace_period_s = self.health_grace_s;
+        Some(check)
+    }
 }
 
 /// How the service ran.
@@ -46,6 +82,10 @@ pub struct Progress {
     pub running: Arc<AtomicUsize>,
     /// Replacements started so far.
     pub replacements: Arc<AtomicUsize>,
+    /// Replicas whose current task was last reported healthy.
+    pub healthy: Arc<AtomicUsize>,
+    /// Tasks killed and replaced because they were reported unhealthy.
+    pub unhealthy_replaced: Arc<AtomicUsize>,
 }
 
 /// Runs the service until `shutdown` resolves.
@@ -59,9 +99,11 @@ pub async fn run_with_progress(
     progress: Progress,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<Outcome> {
-    let task = Task::shell(&args.command)
-        .resources(args.resources)
-        .build()?;
+    let mut task = Task::shell(&args.command).resources(args.resources);
+    if let Some(check) = args.health.check() {
+        task = task.health_check(check);
+    }
+    let task = task.build()?;
     // The name becomes part of task ids, so check it makes valid ones.
     TaskId::new(format!("{}-0-0", args.name))
         .map_err(|e| anyhow::anyhow!("--name {:?} cannot name tasks: {e}", args.name))?;
@@ -75,6 +117,7 @@ pub async fn run_with_progress(
             .map(|_| Replica {
                 generation: 0,
                 task: None,
+                healthy: None,
             })
             .collect(),
         progress,
@@ -96,6 +139,8 @@ struct Replica {
     generation: u32,
     /// The current task and its latest state; `None` while a launch is wanted.
     task: Option<(TaskId, TaskState)>,
+    /// The current task's latest reported health.
+    healthy: Option<bool>,
 }
 
 struct Service {
@@ -115,6 +160,12 @@ impl Service {
             .filter(|r| matches!(r.task, Some((_, TaskState::Running))))
             .count();
         self.progress.running.store(running, Ordering::Relaxed);
+        let healthy = self
+            .replicas
+            .iter()
+            .filter(|r| r.task.is_some() && r.healthy == Some(true))
+            .count();
+        self.progress.healthy.store(healthy, Ordering::Relaxed);
     }
 
     fn wanted(&self) -> impl Iterator<Item = usize> + '_ {
@@ -124,6 +175,7 @@ impl Service {
     /// Marks replica `i` as wanting a new task.
     fn replace(&mut self, i: usize) {
         self.replicas[i].task = None;
+        self.replicas[i].healthy = None;
         self.replicas[i].generation += 1;
     }
 }
@@ -172,7 +224,7 @@ impl Scheduler for Service {
         decisions
     }
 
-    async fn status_update(&mut self, _ctx: &mut Context, status: &TaskStatus) {
+    async fn status_update(&mut self, ctx: &mut Context, status: &TaskStatus) {
         let Some(i) = self
             .replicas
             .iter()
@@ -181,7 +233,15 @@ impl Scheduler for Service {
             return; // An old generation, already replaced.
         };
         println!("{}: {}", status.task_id, status.state);
-        if status.state.is_terminal() {
+        if !status.state.is_terminal() && status.healthy == Some(false) {
+            println!("replica {i} is unhealthy; killing it and starting a replacement");
+            ctx.kill(status.task_id.clone());
+            self.replace(i);
+            self.progress.replacements.fetch_add(1, Ordering::Relaxed);
+            self.progress
+                .unhealthy_replaced
+                .fetch_add(1, Ordering::Relaxed);
+        } else if status.state.is_terminal() {
             println!(
                 "replica {i} ended ({}); starting a replacement",
                 status.state
@@ -190,6 +250,9 @@ impl Scheduler for Service {
             self.progress.replacements.fetch_add(1, Ordering::Relaxed);
         } else if let Some((_, state)) = &mut self.replicas[i].task {
             *state = status.state;
+            if status.healthy.is_some() {
+                self.replicas[i].healthy = status.healthy;
+            }
         }
         self.publish();
     }
@@ -231,6 +294,7 @@ mod tests {
                 .map(|_| Replica {
                     generation: 0,
                     task: None,
+                    healthy: None,
                 })
                 .collect(),
             progress: Progress::default(),
@@ -268,5 +332,49 @@ mod tests {
             "web-0-1",
             "next generation of replica 0"
         );
+    }
+
+    #[tokio::test]
+    async fn an_unhealthy_replica_is_killed_and_replaced() {
+        let check = HealthArgs {
+            health_check: Some("test -f ok".into()),
+            health_interval_s: Some(1.0),
+            ..HealthArgs::default()
+        }
+        .check()
+        .unwrap();
+        let mut s = Service {
+            name: "web".into(),
+            task: Task::shell("sleep 600")
+                .resources("cpus=1,mem=100")
+                .health_check(check.clone())
+                .build()
+                .unwrap(),
+            replicas: vec![Replica {
+                generation: 0,
+                task: None,
+                healthy: None,
+            }],
+            progress: Progress::default(),
+            framework_id: None,
+        };
+        let mut ctx = Context::new(None);
+        let (launches, _) = launched(&s.offers(&mut ctx, vec![offer("cpus=4,mem=1000")]).await);
+        let spec = &launches[0][0];
+        assert_eq!(spec.health_check.as_ref(), Some(&check), "the check travels");
+        let mut up = status(spec, TaskState::Running);
+        up.healthy = Some(true);
+        s.status_update(&mut ctx, &up).await;
+        assert_eq!(s.progress.healthy.load(Ordering::Relaxed), 1);
+        assert_eq!(s.pending_tasks(), 0);
+        up.healthy = Some(false);
+        s.status_update(&mut ctx, &up).await;
+        assert_eq!(s.pending_tasks(), 1, "a replacement is wanted");
+        assert_eq!(s.progress.unhealthy_replaced.load(Ordering::Relaxed), 1);
+        assert_eq!(s.progress.healthy.load(Ordering::Relaxed), 0);
+        // The kill's own update changes nothing more.
+        s.status_update(&mut ctx, &status(spec, TaskState::Killed))
+            .await;
+        assert_eq!(s.progress.replacements.load(Ordering::Relaxed), 1);
     }
 }
