@@ -4,13 +4,11 @@
 //! the replacement runs healthy; a bad `health_check` is refused at accept and launches nothing.
 #![allow(clippy::unwrap_used)]
 
-use std::time::Duration;
-
 use protocol::health::HealthCheck;
 use protocol::{CommandSpec, FrameworkId, TaskState};
 use reqwest::StatusCode;
 use tests::framework::{shell_task, TestFramework};
-use tests::{wait_for, Cluster, WITHIN};
+use tests::{Cluster, WITHIN};
 use tokio_util::sync::CancellationToken;
 
 /// Creates `healthy` in its sandbox, removes it after `after_s`, then sleeps.
@@ -41,6 +39,19 @@ async fn metric(c: &Cluster, series: &str) -> Option<f64> {
         .ok()?;
     text.lines()
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// The coordinator's record of a framework's task.
+async fn task_named(
+    c: &Cluster,
+    id: FrameworkId,
+    name: &str,
+) -> Option<protocol::messages::TaskInfo> {
+    c.tasks_of(id)
+        .await
+        .ok()?
+        .into_iter()
+        .find(|t| t.task_id.as_str() == name)
 }
 
 async fn one_agent() -> Cluster {
@@ -119,36 +130,29 @@ async fn the_service_example_replaces_an_unhealthy_replica() {
         progress.clone(),
         stop.clone().cancelled_owned(),
     ));
-    let id: FrameworkId = wait_for(WITHIN, "service registered", || async {
-        c.framework_named("service-web").await.ok().flatten()
-    })
-    .await
-    .unwrap();
-    let task = |name: &'static str| {
-        let c = &c;
-        async move {
-            c.tasks_of(id)
+    let id: FrameworkId = c
+        .wait_for("service registered", |c| async move {
+            c.framework_named("service-web").await.ok().flatten()
+        })
+        .await
+        .unwrap();
+    let first = c
+        .wait_for("web-0-0 killed as unhealthy", |c| async move {
+            task_named(c, id, "web-0-0")
                 .await
-                .ok()?
-                .into_iter()
-                .find(|t| t.task_id.as_str() == name)
-        }
-    };
-    let first = wait_for(WITHIN, "web-0-0 killed as unhealthy", || async {
-        task("web-0-0")
-            .await
-            .filter(|t| t.state == TaskState::Killed)
-    })
-    .await
-    .unwrap();
+                .filter(|t| t.state == TaskState::Killed)
+        })
+        .await
+        .unwrap();
     assert_eq!(first.healthy, Some(false), "{first:?}");
-    let second = wait_for(WITHIN, "web-0-1 running and healthy", || async {
-        task("web-0-1")
-            .await
-            .filter(|t| t.state == TaskState::Running && t.healthy == Some(true))
-    })
-    .await
-    .unwrap();
+    let second = c
+        .wait_for("web-0-1 running and healthy", |c| async move {
+            task_named(c, id, "web-0-1")
+                .await
+                .filter(|t| t.state == TaskState::Running && t.healthy == Some(true))
+        })
+        .await
+        .unwrap();
     assert_eq!(second.healthy, Some(true));
     let running = c
         .tasks_of(id)
