@@ -4,7 +4,9 @@
 //! Each simulated agent registers and heartbeats like a real one, and serves the agent API under
 //! `/sim/{i}` of one shared listener (agent `i` registers the endpoint `{base}/sim/{i}`). A
 //! simulated task runs no process: it goes `starting` → `running` at once and `finished` after
-//! its `duration_s` (without one, it runs until killed; a kill ends it at once).
+//! its `duration_s` (without one, it runs until killed; a kill ends it at once). A task with a
+//! `health_check` (its form checked as on a real agent) runs no check: there is no process to
+//! probe, so it is reported healthy once, with its `running` update (`healthy: true`).
 //!
 //! Cost per agent is kept tiny: no tokio task per agent. One driver loop owns a timer heap of
 //! everything due (the cores' timers and the tasks' ends), starts due requests through one
@@ -329,7 +331,13 @@ fn settle(core: &mut Core, mut commands: Vec<Command>, now: Now) -> Vec<Command>
         let mut more = Vec::new();
         for c in commands {
             match c {
-                Command::Spawn(task_id) => core.started(&task_id, None, now, &mut more),
+                Command::Spawn(task_id) => {
+                    core.started(&task_id, None, now, &mut more);
+                    // Nothing to probe: a simulated task with a health check is healthy.
+                    if core.spec(&task_id).is_some_and(|s| s.health_check.is_some()) {
+                        core.health_changed(&task_id, true, now, &mut more);
+                    }
+                }
                 Command::Signal {
                     task: task_id,
                     signal: Signal::Terminate,

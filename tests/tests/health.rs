@@ -241,3 +241,27 @@ async fn a_bad_health_check_is_refused_and_nothing_is_launched() {
     assert_eq!(status, StatusCode::OK, "{body}");
     c.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_simulated_task_with_a_check_is_reported_healthy() {
+    let c = Cluster::builder()
+        .config(tests::fast_coordinator_config())
+        .simulated_agents(1, "cpus=2,mem=512")
+        .start()
+        .await
+        .unwrap();
+    let mut fw = TestFramework::register(&c.url, "sim", "eng").await.unwrap();
+    let mut task = shell_task("s1", protocol::AgentId::new(), "cpus=0.5,mem=32", "sleep 60");
+    task.health_check = Some(file_check());
+    fw.launch(WITHIN, task).await.unwrap();
+    let status = fw
+        .wait_update(WITHIN, "s1 healthy", |s| s.healthy == Some(true))
+        .await
+        .unwrap();
+    assert_eq!(status.state, TaskState::Running);
+    let plain = shell_task("s2", protocol::AgentId::new(), "cpus=0.5,mem=32", "sleep 60");
+    fw.launch(WITHIN, plain).await.unwrap();
+    let running = fw.wait_state(WITHIN, "s2", TaskState::Running).await.unwrap();
+    assert_eq!(running.healthy, None, "no check, no health");
+    c.shutdown().await.unwrap();
+}
