@@ -296,6 +296,13 @@ mod tests {
                 "duration_s",
             ),
             (ok.replace(r#"{"cpus":1}"#, r#"{"cpus":-1}"#), "negative"),
+            (
+                ok.replace(
+                    r#""resources""#,
+                    r#""health_check":{"http":{"port":0}},"resources""#,
+                ),
+                "health_check.http.port",
+            ),
         ] {
             let err = parse_launch(bad.as_bytes()).unwrap_err();
             assert_eq!(err.status, StatusCode::BAD_REQUEST, "{bad}");

@@ -503,8 +503,8 @@ async fn health_checks(
         return std::future::pending().await;
     };
     let started = tokio::time::Instant::now();
-    let interval =
-        std::time::Duration::try_from_secs_f64(check.interval()).unwrap_or(std::time::Duration::from_secs(10));
+    let interval = std::time::Duration::try_from_secs_f64(check.interval())
+        .unwrap_or(std::time::Duration::from_secs(10));
     let ctx = health::probe::CheckContext {
         sandbox,
         user,

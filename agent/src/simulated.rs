@@ -334,7 +334,10 @@ fn settle(core: &mut Core, mut commands: Vec<Command>, now: Now) -> Vec<Command>
                 Command::Spawn(task_id) => {
                     core.started(&task_id, None, now, &mut more);
                     // Nothing to probe: a simulated task with a health check is healthy.
-                    if core.spec(&task_id).is_some_and(|s| s.health_check.is_some()) {
+                    if core
+                        .spec(&task_id)
+                        .is_some_and(|s| s.health_check.is_some())
+                    {
                         core.health_changed(&task_id, true, now, &mut more);
                     }
                 }

@@ -361,7 +361,11 @@ mod tests {
         let mut ctx = Context::new(None);
         let (launches, _) = launched(&s.offers(&mut ctx, vec![offer("cpus=4,mem=1000")]).await);
         let spec = &launches[0][0];
-        assert_eq!(spec.health_check.as_ref(), Some(&check), "the check travels");
+        assert_eq!(
+            spec.health_check.as_ref(),
+            Some(&check),
+            "the check travels"
+        );
         let mut up = status(spec, TaskState::Running);
         up.healthy = Some(true);
         s.status_update(&mut ctx, &up).await;

@@ -122,7 +122,7 @@ pub use token::BearerToken;
 pub mod prelude {
     pub use crate::{
         async_trait, AgentId, Answer, CommandSpec, Context, Decisions, Driver, DriverConfig,
-        FrameworkId, HealthCheck, Offer, OfferId, Resources, RolePath, Scheduler, SdkError, Task, TaskId,
-        TaskSpec, TaskState, TaskStatus,
+        FrameworkId, HealthCheck, Offer, OfferId, Resources, RolePath, Scheduler, SdkError, Task,
+        TaskId, TaskSpec, TaskState, TaskStatus,
     };
 }

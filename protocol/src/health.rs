@@ -154,8 +154,7 @@ impl HealthCheck {
         };
         match probe {
             Probe::Command(c) => {
-                c.validate()
-                    .map_err(|e| format!("health_check.{e}"))?;
+                c.validate().map_err(|e| format!("health_check.{e}"))?;
                 if isolation.is_some_and(|i| i.image.is_some()) {
                     return Err("health_check.command cannot be run for a task with isolation.image (the check runs on the agent's host, not in the image); use an http check".into());
                 }
@@ -225,11 +224,26 @@ mod tests {
     #[test]
     fn bad_values_name_their_field() {
         let cases = [
-            (r#"{"command": {"shell": "x"}, "interval_s": 0}"#, "interval_s"),
-            (r#"{"command": {"shell": "x"}, "interval_s": -1}"#, "interval_s"),
-            (r#"{"command": {"shell": "x"}, "timeout_s": 1e9}"#, "timeout_s"),
-            (r#"{"command": {"shell": "x"}, "grace_period_s": -0.5}"#, "grace_period_s"),
-            (r#"{"command": {"shell": "x"}, "consecutive_failures": 0}"#, "consecutive_failures"),
+            (
+                r#"{"command": {"shell": "x"}, "interval_s": 0}"#,
+                "interval_s",
+            ),
+            (
+                r#"{"command": {"shell": "x"}, "interval_s": -1}"#,
+                "interval_s",
+            ),
+            (
+                r#"{"command": {"shell": "x"}, "timeout_s": 1e9}"#,
+                "timeout_s",
+            ),
+            (
+                r#"{"command": {"shell": "x"}, "grace_period_s": -0.5}"#,
+                "grace_period_s",
+            ),
+            (
+                r#"{"command": {"shell": "x"}, "consecutive_failures": 0}"#,
+                "consecutive_failures",
+            ),
             (r#"{"command": {"shell": " "}}"#, "command.shell"),
             (r#"{"command": {"argv": []}}"#, "command.argv"),
             (r#"{"http": {"port": 0}}"#, "http.port"),

@@ -48,8 +48,8 @@ pub mod task;
 
 pub use error::{ErrorBody, ErrorDetail};
 pub use events::{FrameworkEvent, OfferEvent};
-pub use ids::{AgentId, FrameworkId, OfferId, TaskId, UpdateId};
 pub use health::HealthCheck;
+pub use ids::{AgentId, FrameworkId, OfferId, TaskId, UpdateId};
 pub use isolation::{Isolation, NetworkMode};
 pub use offer::Offer;
 pub use resources::{ResourceError, ResourceName, Resources};

@@ -19,7 +19,13 @@ impl Core {
     /// Records a change of a running task's health (issue #17): a `running` update carrying
     /// `healthy`, journaled and sent like every other. Nothing for a task that is not running
     /// or whose health is already this.
-    pub fn health_changed(&mut self, key: &TaskKey, healthy: bool, now: Now, out: &mut Vec<Command>) {
+    pub fn health_changed(
+        &mut self,
+        key: &TaskKey,
+        healthy: bool,
+        now: Now,
+        out: &mut Vec<Command>,
+    ) {
         let Some(t) = self.tasks.get(key) else {
             return;
         };

@@ -36,10 +36,9 @@ pub async fn run(check: &HealthCheck, ctx: &CheckContext<'_>) -> bool {
     let timeout = Duration::try_from_secs_f64(check.timeout()).unwrap_or(Duration::from_secs(5));
     match check.probe() {
         Some(Probe::Command(c)) => command(c, ctx, timeout).await,
-        Some(Probe::Http(h)) => matches!(
-            tokio::time::timeout(timeout, http(h)).await,
-            Ok(Ok(true))
-        ),
+        Some(Probe::Http(h)) => {
+            matches!(tokio::time::timeout(timeout, http(h)).await, Ok(Ok(true)))
+        }
         None => false,
     }
 }
@@ -136,7 +135,10 @@ fn status_passes(head: &[u8]) -> bool {
     let mut words = line.split(|b| *b == b' ');
     let proto_ok = words.next().is_some_and(|p| p.starts_with(b"HTTP/"));
     let code = words.next().unwrap_or_default();
-    proto_ok && code.len() == 3 && matches!(code[0], b'2' | b'3') && code.iter().all(u8::is_ascii_digit)
+    proto_ok
+        && code.len() == 3
+        && matches!(code[0], b'2' | b'3')
+        && code.iter().all(u8::is_ascii_digit)
 }
 
 #[cfg(test)]
@@ -174,7 +176,10 @@ mod tests {
         check.timeout_s = Some(0.2);
         let started = std::time::Instant::now();
         assert!(!run(&check, &ctx).await);
-        assert!(started.elapsed() < Duration::from_secs(10), "the timeout holds");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the timeout holds"
+        );
     }
 
     #[tokio::test]

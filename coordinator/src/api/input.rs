@@ -395,7 +395,11 @@ mod tests {
         let ok = serde_json::json!({"command": {"shell": "test -f ok"}, "interval_s": 1});
         assert!(check_task(&task(ok, none.clone())).is_ok());
         let cases = [
-            (serde_json::json!({"http": {"port": 0}}), none.clone(), "health_check.http.port"),
+            (
+                serde_json::json!({"http": {"port": 0}}),
+                none.clone(),
+                "health_check.http.port",
+            ),
             (
                 serde_json::json!({"command": {"shell": "x"}, "consecutive_failures": 0}),
                 none.clone(),

@@ -38,13 +38,17 @@ fn health_changes_are_journaled_sent_once_and_carried_on() {
     let fx = rig.at(8, |c, now, out| c.health_changed(&key("a"), true, now, out));
     assert!(fx.is_empty(), "no change, no update: {fx:?}");
 
-    let fx = rig.at(9, |c, now, out| c.health_changed(&key("a"), false, now, out));
+    let fx = rig.at(9, |c, now, out| {
+        c.health_changed(&key("a"), false, now, out)
+    });
     let mut unhealthy = rig.status("a", TaskState::Running, 4);
     unhealthy.healthy = Some(false);
     assert_eq!(fx.last(), Some(&rig.send(vec![unhealthy])));
     rig.at(10, reply(Ok(())));
 
-    let fx = rig.at(11, |c, now, out| c.kill(None, &id("a"), now, out).map(|_| ()).unwrap());
+    let fx = rig.at(11, |c, now, out| {
+        c.kill(None, &id("a"), now, out).map(|_| ()).unwrap()
+    });
     assert!(!fx.is_empty());
     let fx = rig.at(12, |c, now, out| {
         c.exited(&key("a"), Exit::Signal(15), now, out)
@@ -53,6 +57,10 @@ fn health_changes_are_journaled_sent_once_and_carried_on() {
         panic!("the end is sent: {fx:?}");
     };
     assert!(statuses[0].state.is_terminal());
-    assert_eq!(statuses[0].healthy, Some(false), "the latest health carries on");
+    assert_eq!(
+        statuses[0].healthy,
+        Some(false),
+        "the latest health carries on"
+    );
     assert_eq!(rig.core.statuses()[0].healthy, Some(false));
 }
