@@ -223,6 +223,10 @@ pub fn task_spec(t: &types::TaskInfo) -> Result<TaskSpec, ApiError> {
         }
         env.insert(var.name.clone(), var.value.clone().unwrap_or_default());
     }
+    let health_check = match &t.health_check {
+        Some(h) => Some(super::health::health_check(h).map_err(|e| task_err(&e))?),
+        None => None,
+    };
     Ok(TaskSpec {
         task_id: task_id.clone(),
         name: t.name.clone(),
@@ -232,7 +236,7 @@ pub fn task_spec(t: &types::TaskInfo) -> Result<TaskSpec, ApiError> {
         env,
         duration_s: None,
         isolation: None,
-        health_check: None,
+        health_check,
     })
 }
 

@@ -9,6 +9,7 @@
 //! - [`types`]: the JSON shapes of the calls read (unknown fields ignored).
 //! - [`convert`]: ids, roles, resources, attributes, task states, status uuids, commands and
 //!   events, both ways.
+//! - [`health`]: `TaskInfo.health_check` (`COMMAND`, `HTTP`) as a Parley health check.
 //! - [`recordio`]: the stream framing (and a decoder for clients and tests).
 //! - [`stream`]: SUBSCRIBE: registration, the `Mesos-Stream-Id`, the event stream with
 //!   heartbeats; [`Sessions`], the live streams by framework.
@@ -22,6 +23,7 @@
 
 pub mod calls;
 pub mod convert;
+pub mod health;
 pub mod recordio;
 pub mod stream;
 pub mod types;

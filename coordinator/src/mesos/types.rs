@@ -142,6 +142,9 @@ pub struct TaskInfo {
     /// A container (not supported: refused).
     #[serde(default)]
     pub container: Option<serde_json::Value>,
+    /// A health check (`COMMAND` or `HTTP`; see [`super::health`]).
+    #[serde(default)]
+    pub health_check: Option<super::health::MesosHealthCheck>,
 }
 
 /// `CommandInfo`.
