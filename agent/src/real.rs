@@ -561,12 +561,27 @@ pub(crate) async fn gpu_sampler(agent: Arc<RealAgent>) {
 }
 
 /// Watches a process that was started before the agent restarted, until it exits, then reports
-/// the exit code the wrapper left in the sandbox.
+/// the exit code the wrapper left in the sandbox; runs its health check meanwhile.
 async fn watch_adopted(agent: Arc<RealAgent>, task_id: TaskKey, process: Process) {
     let sandbox = agent.lock().core.sandbox(&task_id).map(Path::to_path_buf);
     let Some(sandbox) = sandbox else {
         return;
     };
+    // Its health check runs again (a fresh count; grace from the re-adoption) until this
+    // watch ends.
+    let checks_stop = agent.cancel.child_token();
+    let _stop_checks = checks_stop.clone().drop_guard();
+    let spec = agent.lock().core.spec(&task_id).cloned();
+    if let Some(spec) = spec.filter(|s| s.health_check.is_some()) {
+        let (agent, task_id, sandbox) = (Arc::clone(&agent), task_id.clone(), sandbox.clone());
+        let user = task_user(&agent.config, &spec).ok().flatten();
+        agent.tracker.clone().spawn(async move {
+            tokio::select! {
+                () = health_checks(&agent, &task_id, &spec, &sandbox, user.as_ref()) => {}
+                () = checks_stop.cancelled() => {}
+            }
+        });
+    }
     loop {
         if !executor::same_process_alive(&process) {
             // Its leftovers, if the group is provably the task's (see `executor::may_signal`).

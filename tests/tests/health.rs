@@ -1,7 +1,8 @@
 //! End to end (issue #17, acceptance 5): task health checks through real HTTP and a real agent.
 //! A task whose check starts failing is reported unhealthy (once, on the framework's stream, in
 //! `/api/v1/tasks` and `/metrics`); the `service` example kills and replaces such a task and
-//! the replacement runs healthy; a bad `health_check` is refused at accept and launches nothing.
+//! the replacement runs healthy; a bad `health_check` is refused at accept and launches nothing;
+//! simulated tasks with a check are healthy; a restarted agent checks the tasks it re-adopts.
 #![allow(clippy::unwrap_used)]
 
 use protocol::health::HealthCheck;
@@ -298,5 +299,53 @@ async fn a_simulated_task_with_a_check_is_reported_healthy() {
         .await
         .unwrap();
     assert_eq!(running.healthy, None, "no check, no health");
+    c.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_agent_checks_the_tasks_it_re_adopts() {
+    // As in `agent_reliability`: the restart must not make the agent lost on a slow machine.
+    let config = coordinator::Config {
+        max_missed_heartbeats: 100,
+        ..tests::fast_coordinator_config()
+    };
+    let mut c = Cluster::builder()
+        .config(config)
+        .agent("cpus=2,mem=512")
+        .reap_orphans(false)
+        .start()
+        .await
+        .unwrap();
+    let mut fw = TestFramework::register(&c.url, "adopt", "eng")
+        .await
+        .unwrap();
+    let mut task = shell_task(
+        "web",
+        protocol::AgentId::new(),
+        "cpus=0.5,mem=32",
+        "touch healthy; sleep 600",
+    );
+    task.health_check = Some(file_check());
+    fw.launch(WITHIN, task).await.unwrap();
+    fw.wait_update(WITHIN, "web healthy", |s| s.healthy == Some(true))
+        .await
+        .unwrap();
+    c.stop_agent(0).await.unwrap();
+    // The file goes while the agent is down; the task runs on.
+    std::fs::remove_file(c.sandbox(0, fw.id, "web").unwrap().join("healthy")).unwrap();
+    c.start_agent(0).await.unwrap();
+    let unhealthy = fw
+        .wait_update(WITHIN, "web unhealthy", |s| s.healthy == Some(false))
+        .await
+        .unwrap();
+    assert_eq!(
+        unhealthy.state,
+        TaskState::Running,
+        "re-adopted, still running"
+    );
+    fw.kill("web").await.unwrap();
+    fw.wait_state(WITHIN, "web", TaskState::Killed)
+        .await
+        .unwrap();
     c.shutdown().await.unwrap();
 }
