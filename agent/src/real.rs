@@ -509,6 +509,7 @@ async fn health_checks(
         sandbox,
         user,
         env: &spec.env,
+        task_id: spec.task_id.as_str(),
     };
     let mut checker = health::Checker::new(check);
     loop {

@@ -74,7 +74,7 @@ async fn a_failing_check_is_reported_unhealthy_once_and_counted() {
         "web",
         protocol::AgentId::new(),
         "cpus=0.5,mem=32",
-        &flaky(2),
+        &flaky(3),
     );
     task.health_check = Some(file_check());
     fw.launch(WITHIN, task).await.unwrap();
@@ -117,7 +117,7 @@ async fn the_service_example_replaces_an_unhealthy_replica() {
     // Replica 0's first task (`web-0-0`) removes its file after 2 s; later generations keep it.
     let command = format!(
         "case \"$PARLEY_TASK_ID\" in *-0-0) {} ;; *) touch healthy; sleep 600 ;; esac",
-        flaky(2)
+        flaky(3)
     );
     let args = examples::service::Args {
         common,

@@ -2,7 +2,8 @@
 //!
 //! - A **command** check runs like the task's own command but outside its isolation: as the
 //!   task's user (its `isolation.user`, else the agent's `--task-user`), with the sandbox as its
-//!   working directory, the task's environment, in a process group of its own that is killed
+//!   working directory and `HOME`, the task's environment (`PATH` as the task's, its `env`,
+//!   `PARLEY_TASK_ID`, `PARLEY_SANDBOX`; nothing of the agent's), in a process group of its own that is killed
 //!   when the timeout passes. It runs on the agent's host (not in the task's namespaces, cgroup
 //!   or image; a check for an image task is refused at accept). Exit 0 passes.
 //! - An **HTTP** check connects to `127.0.0.1:port` and sends `GET path HTTP/1.0`; a `2xx` or
@@ -29,6 +30,8 @@ pub struct CheckContext<'a> {
     pub user: Option<&'a TaskUser>,
     /// The task's extra environment.
     pub env: &'a std::collections::BTreeMap<String, String>,
+    /// The task's id (`PARLEY_TASK_ID`).
+    pub task_id: &'a str,
 }
 
 /// Runs the check once; `true` when it passed within its timeout.
@@ -60,8 +63,13 @@ async fn command(spec: &CommandSpec, ctx: &CheckContext<'_>, timeout: Duration) 
             c
         }
     };
+    // The task's environment as its own command gets it: nothing of the agent's.
     cmd.current_dir(ctx.sandbox)
+        .env_clear()
+        .env("PATH", executor::BASE_PATH)
+        .env("HOME", ctx.sandbox)
         .envs(ctx.env)
+        .env("PARLEY_TASK_ID", ctx.task_id)
         .env("PARLEY_SANDBOX", ctx.sandbox)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
@@ -167,11 +175,18 @@ mod tests {
             sandbox: dir.path(),
             user: None,
             env: &env,
+            task_id: "t1",
         };
         let mut check = HealthCheck::command(CommandSpec::Shell("test -f healthy".into()));
         assert!(!run(&check, &ctx).await);
         std::fs::write(dir.path().join("healthy"), "").unwrap();
         assert!(run(&check, &ctx).await, "the cwd is the sandbox");
+        let env_line = r#"test "$PARLEY_TASK_ID" = t1 && test "$HOME" = "$PWD" && test -z "$CARGO_MANIFEST_DIR""#;
+        let env_check = HealthCheck::command(CommandSpec::Shell(env_line.into()));
+        assert!(
+            run(&env_check, &ctx).await,
+            "the task's environment, not the agent's"
+        );
         check.command = Some(CommandSpec::Shell("sleep 30".into()));
         check.timeout_s = Some(0.2);
         let started = std::time::Instant::now();
@@ -200,6 +215,7 @@ mod tests {
             sandbox: Path::new("/"),
             user: None,
             env: &env,
+            task_id: "t1",
         };
         let check = HealthCheck::http(port, "/ready");
         assert!(run(&check, &ctx).await);
