@@ -47,7 +47,9 @@ pub trait Scheduler: Send {
     }
 
     /// A task changed state. Updates arrive at least once (the same state may repeat after a
-    /// reconnect); the driver acknowledges the update after this returns.
+    /// reconnect); the driver acknowledges the update after this returns. A task with a health
+    /// check also gets a `running` update when its health changes: `status.healthy` is
+    /// `Some(true)` or `Some(false)` (issue #17; see [`crate::TaskBuilder::health_check`]).
     async fn status_update(&mut self, ctx: &mut Context, status: &TaskStatus);
 
     /// Tasks of an accept that the coordinator did not launch (the offer was rescinded or had
