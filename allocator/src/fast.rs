@@ -226,6 +226,25 @@ impl Allocator {
                 any = true;
             }
         }
+        if self.has_quota() {
+            // Leaves under a role whose limit has no headroom in a kind of `W` are blocked for
+            // this decision exactly as a demand hint that does not fit.
+            for role in self.limit_blocked_roles(ctx.w) {
+                let mut stack = vec![role];
+                while let Some(n) = stack.pop() {
+                    let node = &nodes[n as usize];
+                    if node.leaf.is_some() {
+                        let i = n as usize;
+                        if !cache.gblocked[i] && scratch.stamp[i] != scratch.epoch {
+                            scratch.stamp_leaf(cache, n);
+                            any = true;
+                        }
+                    } else {
+                        stack.extend_from_slice(&node.children);
+                    }
+                }
+            }
+        }
         if skip_only {
             let filters = agent.map(|a| &a.filters);
             // When every filter on the agent is live and covers `W`, a role whose leaves all
