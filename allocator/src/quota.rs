@@ -239,3 +239,85 @@ impl Allocator {
             .map(|role| BlockReason::GuaranteeFirst { role })
     }
 }
+
+impl Allocator {
+    /// What an offer of `w` to `fw` is cut to under every limit on its role's path (`w` itself
+    /// with no limit); `None` for an unknown framework. `cycle` books exactly this.
+    pub fn limit_offer(&self, fw: protocol::FrameworkId, w: &Resources) -> Option<Resources> {
+        let leaf = self.leaf_of(fw).ok()?;
+        let (dense, _) = self.kinds.dense_lookup(w);
+        Some(self.kinds.resources(&self.limit_cut(leaf, &dense)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use protocol::{AgentId, FrameworkId, Resources, RolePath};
+    use uuid::Uuid;
+
+    use crate::{Allocator, AllocatorError, BlockReason, Policy};
+
+    fn r(s: &str) -> Resources {
+        s.parse().unwrap()
+    }
+
+    fn role(s: &str) -> RolePath {
+        RolePath::new(s).unwrap()
+    }
+
+    #[test]
+    fn a_limit_cuts_offers_and_then_blocks() {
+        let mut a = Allocator::new(Policy::Hdrf);
+        let f = FrameworkId(Uuid::from_u128(1));
+        a.add_framework(f, &role("a")).unwrap();
+        for i in 0..3 {
+            a.add_agent(AgentId(Uuid::from_u128(10 + i)), &r("cpus=8,mem=8"))
+                .unwrap();
+        }
+        a.set_role_quota(&role("a"), None, Some(&r("cpus=10")))
+            .unwrap();
+        let got = a.cycle(None, 0);
+        let cpus: u64 = got.iter().map(|d| d.resources.millis("cpus")).sum();
+        assert_eq!(cpus, 10_000, "{got:?}");
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[1].resources, r("cpus=2,mem=8"));
+        let third = AgentId(Uuid::from_u128(12));
+        assert_eq!(
+            a.explain(f, third, 0),
+            Some(BlockReason::LimitReached { role: "a".into() })
+        );
+        assert!(a.cycle(None, 1).is_empty());
+        assert_eq!(a.role_quota(&role("a")), (None, Some(r("cpus=10"))));
+    }
+
+    #[test]
+    fn a_guarantee_wins_over_hdrf_order_and_limits_refuse_below_it() {
+        let mut a = Allocator::new(Policy::Hdrf);
+        let (first, g) = (FrameworkId(Uuid::from_u128(1)), FrameworkId(Uuid::from_u128(2)));
+        a.add_framework(first, &role("first")).unwrap();
+        a.add_framework(g, &role("g")).unwrap();
+        let ag = AgentId(Uuid::from_u128(10));
+        a.add_agent(ag, &r("cpus=4,mem=4")).unwrap();
+        a.add_agent(AgentId(Uuid::from_u128(11)), &r("cpus=4,mem=4"))
+            .unwrap();
+        // Without quota, `first` (created first, equal shares) wins the first agent.
+        assert_eq!(a.pick(Some(ag), &r("cpus=4,mem=4"), 0), Some(first));
+        assert_eq!(
+            a.set_role_quota(&role("g"), Some(&r("cpus=8")), Some(&r("cpus=2"))),
+            Err(AllocatorError::LimitBelowGuarantee("cpus".into()))
+        );
+        assert_eq!(a.role_quota(&role("g")), (None, None), "nothing changed");
+        a.set_role_quota(&role("g"), Some(&r("cpus=8")), None).unwrap();
+        assert_eq!(a.pick(Some(ag), &r("cpus=4,mem=4"), 0), Some(g));
+        assert_eq!(
+            a.explain(first, ag, 0),
+            Some(BlockReason::GuaranteeFirst { role: "g".into() })
+        );
+        let got = a.cycle(None, 0);
+        assert!(got.iter().all(|d| d.framework == g), "{got:?}");
+        a.set_role_quota(&role("g"), None, None).unwrap();
+        assert!(!a.has_quota());
+    }
+}
