@@ -83,9 +83,30 @@ impl Allocator {
 
     /// A role's `(guarantee, limit)`; `None` where unset (or the role does not exist).
     pub fn role_quota(&self, role: &RolePath) -> (Option<Resources>, Option<Resources>) {
-        let Some(&node) = self.tree.roles.get(role.as_str()) else {
-            return (None, None);
-        };
+        match self.tree.roles.get(role.as_str()) {
+            Some(&node) => self.node_quota(node),
+            None => (None, None),
+        }
+    }
+
+    /// Why `guarantee` cannot be met now (a kind above the cluster's capacity), if so.
+    pub(crate) fn guarantee_unmet(&self, guarantee: &Resources) -> Option<String> {
+        let capacity = self.kinds.resources(&self.capacity);
+        let over: Vec<String> = guarantee
+            .iter()
+            .filter(|(n, g)| capacity.millis(n.as_str()) < *g)
+            .map(|(n, _)| n.to_string())
+            .collect();
+        (!over.is_empty()).then(|| {
+            format!(
+                "the guarantee exceeds the cluster's capacity ({capacity}) in {}: it cannot be met now",
+                over.join(", ")
+            )
+        })
+    }
+
+    /// The `(guarantee, limit)` of role node `node`.
+    pub(crate) fn node_quota(&self, node: u32) -> (Option<Resources>, Option<Resources>) {
         let Some(q) = self.quotas.iter().find(|q| q.node == node) else {
             return (None, None);
         };

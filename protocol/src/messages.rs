@@ -235,12 +235,37 @@ pub struct OfferList {
     pub offers: Vec<Offer>,
 }
 
-/// `PUT /api/v1/roles/{path}`.
+/// `PUT /api/v1/roles/{path}`: any of weight, guarantee and limit (at least one).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SetWeight {
-    /// The new weight.
-    pub weight: Weight,
+    /// The new weight; absent: the weight stays as it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<Weight>,
+    /// Quota (issue #17): the role's guarantee. Absent: unchanged; `null`: cleared.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub guarantee: Option<Option<Resources>>,
+    /// Quota (issue #17): the most the role's subtree may hold (allocations plus outstanding
+    /// offers). Absent: unchanged; `null`: cleared.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub limit: Option<Option<Resources>>,
+}
+
+/// A field that is present (`Some`, holding `None` for `null`); absent fields get the default.
+fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
 }
 
 /// A node of the role tree, as `GET /api/v1/roles` shows it.
@@ -260,6 +285,15 @@ pub struct RoleNode {
     pub children: Vec<RoleNode>,
     /// Frameworks registered directly under this role.
     pub frameworks: Vec<FrameworkId>,
+    /// Quota (issue #17): what the role is guaranteed, if set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guarantee: Option<Resources>,
+    /// Quota (issue #17): the most its subtree may hold (allocated above counts offers), if set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<Resources>,
+    /// Why the guarantee cannot be met now (it exceeds the cluster's capacity), if so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guarantee_unmet: Option<String>,
 }
 
 /// An agent, as operators see it.

@@ -693,6 +693,12 @@ fn snapshot_of(changes: &[crate::store::Change]) -> crate::store::Snapshot {
                 snap.weights.retain(|(q, _)| q != r);
                 snap.weights.push((r.clone(), *w));
             }
+            Change::SetQuota(r, q) => {
+                snap.quotas.retain(|(p, _)| p != r);
+                if !q.is_empty() {
+                    snap.quotas.push((r.clone(), q.clone()));
+                }
+            }
             Change::ForgetFramework(id) => snap.frameworks.retain(|g| g.id != *id),
             Change::PutAgent(a) => {
                 snap.agents.retain(|b| b.id != a.id);
