@@ -167,14 +167,19 @@ impl Allocator {
     }
 
     /// The agent-specific answer of [`Allocator::explain`] (nothing free, a decline filter, the
-    /// demand hint), whether or not the framework is subscribed or suppressed: what blocks it on
+    /// demand hint, a quota limit, another role's unmet guarantee), whether or not the framework is subscribed or suppressed: what blocks it on
     /// this agent, or would once it subscribes and revives. `None`: it can use the agent.
     pub fn explain_agent(&self, fw: FrameworkId, agent: AgentId, now: u64) -> Option<BlockReason> {
         self.explain_with(fw, agent, now, |leaf, ctx, free| {
             if is_zero(free) {
                 Some(BlockReason::NothingFree)
             } else {
-                self.leaf_agent_block(leaf, ctx)
+                self.leaf_agent_block(leaf, ctx).or_else(|| {
+                    self.has_quota()
+                        .then(|| self.guarantee_ahead(leaf, ctx))
+                        .flatten()
+                        .map(|role| BlockReason::GuaranteeFirst { role })
+                })
             }
         })
     }

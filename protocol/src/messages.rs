@@ -438,6 +438,10 @@ pub struct FrameworkExplanation {
     /// a cluster without GPUs): waiting will not help.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub no_agent_offers: Vec<String>,
+    /// Quota (issue #17): what holds it back, one entry per role, e.g. `limit of role a` or
+    /// `guarantee of role g`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held_back_by: Vec<String>,
     /// One sentence: the main reason, and what to do about it.
     pub summary: String,
 }
@@ -466,6 +470,13 @@ pub struct ExplainAgents {
     /// (not counted in `active`).
     #[serde(default)]
     pub draining: usize,
+    /// Quota (issue #17): agents held back because a limit on its role (or an ancestor) has no
+    /// headroom left in a resource they offer.
+    #[serde(default)]
+    pub limit_reached: usize,
+    /// Quota (issue #17): agents that go first to another role below its guarantee.
+    #[serde(default)]
+    pub guarantee_first: usize,
 }
 
 /// `GET /api/v1/state`.
