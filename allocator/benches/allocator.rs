@@ -109,7 +109,11 @@ fn setup(size: Size, flat: bool) -> (Allocator, Vec<AgentId>, Vec<FrameworkId>) 
         for t in 0..10 {
             let role = RolePath::new(format!("t{t}")).unwrap_or_else(|e| panic!("{e}"));
             let g = res(&format!("cpus={}", per_role / 2.0));
-            let l = res(&format!("cpus={},mem={}", per_role * 1.25, size.agents as f64 * 4096.0));
+            let l = res(&format!(
+                "cpus={},mem={}",
+                per_role * 1.25,
+                size.agents as f64 * 4096.0
+            ));
             alloc
                 .set_role_quota(&role, Some(&g), Some(&l))
                 .unwrap_or_else(|e| panic!("{e}"));

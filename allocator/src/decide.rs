@@ -43,7 +43,11 @@ impl Allocator {
         let (w, unknown) = self.kinds.dense_lookup(free);
         let mut ctx = Ctx::new(slot, &w, unknown, now);
         ctx.gated = self.gated(slot);
-        let leaf = match self.has_quota().then(|| self.guarantee_pick(&ctx)).flatten() {
+        let leaf = match self
+            .has_quota()
+            .then(|| self.guarantee_pick(&ctx))
+            .flatten()
+        {
             Some(l) => l,
             None => self.reference_pick(&ctx)?,
         };
@@ -116,7 +120,11 @@ impl Allocator {
                 let Some(fw) = self.framework_at(leaf) else {
                     break;
                 };
-                let give = if quota { self.limit_cut(leaf, &w) } else { w.clone() };
+                let give = if quota {
+                    self.limit_cut(leaf, &w)
+                } else {
+                    w.clone()
+                };
                 if is_zero(&give) {
                     break;
                 }

@@ -75,7 +75,8 @@ impl Allocator {
                 guarantee,
                 limit,
             });
-            self.quotas.sort_by_key(|q| self.tree.nodes[q.node as usize].role_ix);
+            self.quotas
+                .sort_by_key(|q| self.tree.nodes[q.node as usize].role_ix);
         }
         self.eligibility_version += 1;
         Ok(())
@@ -140,8 +141,7 @@ impl Allocator {
         while n != NONE {
             let node = &self.tree.nodes[n as usize];
             if let Some(q) = self.quota_of(n) {
-                if q
-                    .limit
+                if q.limit
                     .iter()
                     .any(|&(j, l)| at(w, j) > 0 && at(&node.raw, j) >= l)
                 {
@@ -156,7 +156,9 @@ impl Allocator {
     /// Whether role node `role` is limit-blocked for `W` itself.
     fn role_limit_blocked(&self, q: &RoleQuota, w: &[u64]) -> bool {
         let raw = &self.tree.nodes[q.node as usize].raw;
-        q.limit.iter().any(|&(j, l)| at(w, j) > 0 && at(raw, j) >= l)
+        q.limit
+            .iter()
+            .any(|&(j, l)| at(w, j) > 0 && at(raw, j) >= l)
     }
 
     /// The roles whose limit blocks every leaf below them for `W` (for the fast path's stamping).
@@ -171,7 +173,11 @@ impl Allocator {
     /// `W` cut, kind by kind, to the headroom under every limit on `leaf`'s path.
     pub(crate) fn limit_cut(&self, leaf: u32, w: &[u64]) -> Vec<u64> {
         let mut out = w.to_vec();
-        let mut n = self.tree.nodes.get(leaf as usize).map_or(NONE, |x| x.parent);
+        let mut n = self
+            .tree
+            .nodes
+            .get(leaf as usize)
+            .map_or(NONE, |x| x.parent);
         while n != NONE {
             let node = &self.tree.nodes[n as usize];
             if let Some(q) = self.quota_of(n) {
@@ -316,7 +322,10 @@ mod tests {
     #[test]
     fn a_guarantee_wins_over_hdrf_order_and_limits_refuse_below_it() {
         let mut a = Allocator::new(Policy::Hdrf);
-        let (first, g) = (FrameworkId(Uuid::from_u128(1)), FrameworkId(Uuid::from_u128(2)));
+        let (first, g) = (
+            FrameworkId(Uuid::from_u128(1)),
+            FrameworkId(Uuid::from_u128(2)),
+        );
         a.add_framework(first, &role("first")).unwrap();
         a.add_framework(g, &role("g")).unwrap();
         let ag = AgentId(Uuid::from_u128(10));
@@ -330,7 +339,8 @@ mod tests {
             Err(AllocatorError::LimitBelowGuarantee("cpus".into()))
         );
         assert_eq!(a.role_quota(&role("g")), (None, None), "nothing changed");
-        a.set_role_quota(&role("g"), Some(&r("cpus=8")), None).unwrap();
+        a.set_role_quota(&role("g"), Some(&r("cpus=8")), None)
+            .unwrap();
         assert_eq!(a.pick(Some(ag), &r("cpus=4,mem=4"), 0), Some(g));
         assert_eq!(
             a.explain(first, ag, 0),

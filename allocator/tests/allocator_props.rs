@@ -203,7 +203,11 @@ fn apply(
         Op::Quota(ri, g, l) => {
             let path = &roles[ri % roles.len()];
             // Quota on the framework's role or on its top-level ancestor.
-            let path = if ri % 2 == 0 { path.split('/').next().unwrap_or(path) } else { path };
+            let path = if ri % 2 == 0 {
+                path.split('/').next().unwrap_or(path)
+            } else {
+                path
+            };
             let _ = a.set_role_quota(&role(path), g.map(millis).as_ref(), l.map(millis).as_ref());
         }
     }

@@ -55,12 +55,20 @@ fn world() -> impl Strategy<Value = World> {
     (
         prop::collection::vec(0..ROLES.len(), 1..8),
         prop::collection::vec(
-            (1000u64..16000, 1000u64..16000, prop::sample::select(vec![0u64, 2000])),
+            (
+                1000u64..16000,
+                1000u64..16000,
+                prop::sample::select(vec![0u64, 2000]),
+            ),
             1..6,
         )
         .prop_map(|v| v.into_iter().map(|(a, b, c)| [a, b, c]).collect()),
         prop::collection::vec(
-            (0..ROLES.len(), prop::option::of(amount.clone()), prop::option::of(amount)),
+            (
+                0..ROLES.len(),
+                prop::option::of(amount.clone()),
+                prop::option::of(amount),
+            ),
             0..4,
         ),
         prop::collection::vec(

@@ -71,7 +71,11 @@ async fn a_limit_is_never_exceeded_by_a_framework_that_accepts_everything() {
         let left = deadline.saturating_duration_since(Instant::now());
         let offers = fw.next_offers(left).await.unwrap();
         for o in offers {
-            assert!(o.resources.millis("cpus") <= 10_000, "offer {}", o.resources);
+            assert!(
+                o.resources.millis("cpus") <= 10_000,
+                "offer {}",
+                o.resources
+            );
             n += 1;
             let task = shell_task(
                 &format!("t{n}"),
@@ -154,7 +158,10 @@ async fn a_guaranteed_role_is_served_before_a_role_that_registered_first() {
     assert!(f.offered.is_empty(), "first holds {}", f.offered);
     let roles = cluster.roles().await.unwrap();
     let node = find(&roles, "g").unwrap();
-    assert_eq!(node.guarantee.as_ref().map(|r| r.millis("cpus")), Some(8_000));
+    assert_eq!(
+        node.guarantee.as_ref().map(|r| r.millis("cpus")),
+        Some(8_000)
+    );
     assert!(node.guarantee_unmet.is_none());
     // A guarantee above the cluster is accepted and reported.
     let (status, body) = put_role(&cluster, "big", r#"{"guarantee": {"cpus": 100}}"#).await;
@@ -185,22 +192,26 @@ async fn bad_quotas_are_refused_naming_the_field_and_change_nothing() {
         (r#"{"limit": {"cpus": "NaN"}}"#, "cpus"),
         (r#"{"guarantee": {"bogus": 1}}"#, "guarantee.bogus"),
         (r#"{"limit": {"cpus": 1}}"#, "limit.cpus"),
-        (r#"{"guarantee": {"cpus": 1}, "limit": {"cpus": 0.5}}"#, "limit.cpus"),
+        (
+            r#"{"guarantee": {"cpus": 1}, "limit": {"cpus": 0.5}}"#,
+            "limit.cpus",
+        ),
         (r#"{"weight": 3, "limit": {"gpu": 1}}"#, "limit.gpu"),
         (r#"{"limit": {"cpus": 2}, "cap": 1}"#, "cap"),
         (r#"{}"#, "weight"),
     ];
     for (body, field) in cases {
         let (status, answer) = put_role(&cluster, "eng", body).await;
-        assert!(
-            (400..500).contains(&status),
-            "{body}: {status} {answer}"
-        );
+        assert!((400..500).contains(&status), "{body}: {status} {answer}");
         assert!(
             answer.to_string().contains(field),
             "{body}: the answer should name {field}: {answer}"
         );
-        assert_eq!(cluster.roles().await.unwrap(), before, "{body} changed the roles");
+        assert_eq!(
+            cluster.roles().await.unwrap(),
+            before,
+            "{body} changed the roles"
+        );
     }
     // `null` clears; an absent field keeps its value.
     let (status, body) = put_role(&cluster, "eng", r#"{"limit": null}"#).await;
@@ -209,7 +220,10 @@ async fn bad_quotas_are_refused_naming_the_field_and_change_nothing() {
     let eng = find(&roles, "eng").unwrap();
     assert_eq!(eng.limit, None);
     assert_eq!(eng.weight, 2.0);
-    assert_eq!(eng.guarantee.as_ref().map(|g| g.millis("cpus")), Some(2_000));
+    assert_eq!(
+        eng.guarantee.as_ref().map(|g| g.millis("cpus")),
+        Some(2_000)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -234,13 +248,22 @@ async fn quotas_survive_a_coordinator_restart() {
     cluster.stop_coordinator().await.unwrap();
     cluster.start_coordinator().await.unwrap();
     let roles = cluster
-        .wait_for("roles after restart", |c| async move { c.roles().await.ok() })
+        .wait_for(
+            "roles after restart",
+            |c| async move { c.roles().await.ok() },
+        )
         .await
         .unwrap();
     let batch = find(&roles, "eng/batch").unwrap();
-    assert_eq!(batch.guarantee.as_ref().map(|g| g.millis("cpus")), Some(1_000));
+    assert_eq!(
+        batch.guarantee.as_ref().map(|g| g.millis("cpus")),
+        Some(1_000)
+    );
     let limit = batch.limit.clone().unwrap();
-    assert_eq!((limit.millis("cpus"), limit.millis("mem")), (2_000, 256_000));
+    assert_eq!(
+        (limit.millis("cpus"), limit.millis("mem")),
+        (2_000, 256_000)
+    );
     assert!(find(&roles, "ops").is_none_or(|o| o.limit.is_none()));
     // The restored limit is enforced: a framework there is offered at most 2 cpus.
     let mut fw = TestFramework::register(&cluster.url, "batch", "eng/batch")

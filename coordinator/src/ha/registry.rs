@@ -253,11 +253,21 @@ mod tests {
                     Weight::new(2.5).unwrap(),
                 ),
                 Change::PutAgent(agent.clone()),
+                Change::SetQuota(
+                    RolePath::new("eng").unwrap(),
+                    StoredQuota {
+                        guarantee: None,
+                        limit: Some("cpus=10".parse().unwrap()),
+                    },
+                ),
+                Change::SetQuota(RolePath::new("ops").unwrap(), StoredQuota::default()),
             ])
             .unwrap();
         // The removed framework's key is deleted once, not put then deleted.
         assert_eq!(folded[&format!("/parley/registry/frameworks/{gone}")], None);
-        assert_eq!(folded.len(), 5);
+        // A cleared quota deletes its key.
+        assert_eq!(folded["/parley/registry/quotas/ops"], None);
+        assert_eq!(folded.len(), 7);
         let mut snap = Snapshot::default();
         for (k, v) in &folded {
             if let Some(v) = v {
@@ -269,6 +279,12 @@ mod tests {
         assert_eq!(snap.weights[0].0.as_str(), "eng/batch");
         assert_eq!(snap.weights[0].1.get(), 2.5);
         assert_eq!(snap.agents, vec![agent]);
+        assert_eq!(snap.quotas.len(), 1);
+        assert_eq!(snap.quotas[0].0.as_str(), "eng");
+        assert_eq!(
+            snap.quotas[0].1.limit.as_ref().map(|l| l.millis("cpus")),
+            Some(10_000)
+        );
     }
 
     #[test]

@@ -208,11 +208,9 @@ impl Ledger {
     /// Sets a role's quota (creating the role), checked by the caller; a refusal is a books
     /// mismatch and is logged.
     pub fn set_role_quota(&mut self, role: &RolePath, quota: &crate::store::StoredQuota) {
-        let r = self.allocator.set_role_quota(
-            role,
-            quota.guarantee.as_ref(),
-            quota.limit.as_ref(),
-        );
+        let r = self
+            .allocator
+            .set_role_quota(role, quota.guarantee.as_ref(), quota.limit.as_ref());
         self.check("set_role_quota", r);
     }
 

@@ -488,6 +488,31 @@ mod tests {
     }
 
     #[test]
+    fn quotas_are_stored_replaced_and_cleared() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("registry.redb");
+        let role = RolePath::new("eng/batch").unwrap();
+        let q = StoredQuota {
+            guarantee: Some("cpus=2".parse().unwrap()),
+            limit: Some("cpus=4,mem=512".parse().unwrap()),
+        };
+        let ops = RolePath::new("ops").unwrap();
+        {
+            let store = Store::open(&path).unwrap();
+            store
+                .apply(&[
+                    Change::SetQuota(role.clone(), StoredQuota::default()),
+                    Change::SetQuota(ops.clone(), q.clone()),
+                    Change::SetQuota(role.clone(), q.clone()),
+                    Change::SetQuota(ops.clone(), StoredQuota::default()),
+                ])
+                .unwrap();
+        }
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.load().unwrap().quotas, vec![(role, q)]);
+    }
+
+    #[test]
     fn changes_survive_reopening() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sub/registry.redb");
