@@ -90,16 +90,19 @@ impl Allocator {
         let mut out = Vec::new();
         for slot in slots {
             self.sweep_filters(slot, now);
-            let memo_key = (self.tree.shape_version, self.eligibility_version);
+            // Under quota, what roles hold (`quota_version`) also decides who is blocked; both
+            // counters only grow, so their sum changes whenever either does.
+            let memo_key = (
+                self.tree.shape_version,
+                self.eligibility_version.wrapping_add(self.quota_version),
+            );
             let Some(Some(agent)) = self.agents.get(slot as usize) else {
                 continue;
             };
-            // Under quota, whether a framework is blocked also depends on what its roles hold
-            // elsewhere: the all-blocked memo is not used.
             let quota = self.has_quota();
             if agent.paused
                 || is_zero(&agent.free)
-                || (!quota && agent.all_blocked_at == Some((memo_key.0, memo_key.1, agent.version)))
+                || agent.all_blocked_at == Some((memo_key.0, memo_key.1, agent.version))
             {
                 continue;
             }

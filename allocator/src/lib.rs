@@ -183,6 +183,9 @@ pub struct Allocator {
     /// Roles with a guarantee or a limit, by role creation order (empty: no quota anywhere,
     /// and every quota hook is one branch).
     pub(crate) quotas: Vec<quota::RoleQuota>,
+    /// Under quota, bumped on every allocation change (what roles hold decides which
+    /// frameworks a limit blocks); stays 0 without quota. Part of `cycle`'s all-blocked memo.
+    pub(crate) quota_version: u64,
 }
 
 impl Allocator {
@@ -204,6 +207,7 @@ impl Allocator {
             fast: None,
             gpu_gating: false,
             quotas: Vec::new(),
+            quota_version: 0,
         }
     }
 
