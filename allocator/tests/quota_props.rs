@@ -39,6 +39,9 @@ fn under(path: &str, top: &str) -> bool {
     path == top || path.starts_with(&format!("{top}/"))
 }
 
+/// A role (index into `ROLES`) with an optional guarantee and limit.
+type QuotaSpec = (usize, Option<[u64; 3]>, Option<[u64; 3]>);
+
 /// A cluster: each framework's role (index into `ROLES`), agent totals, quotas per role index,
 /// and steps: `Some((agent, release divisor))` releases part of a framework's holding, `None`
 /// runs a cycle.
@@ -46,7 +49,7 @@ fn under(path: &str, top: &str) -> bool {
 struct World {
     fws: Vec<usize>,
     agents: Vec<[u64; 3]>,
-    quotas: Vec<(usize, Option<[u64; 3]>, Option<[u64; 3]>)>,
+    quotas: Vec<QuotaSpec>,
     steps: Vec<Option<(usize, usize, bool)>>,
 }
 
@@ -111,7 +114,7 @@ fn step(a: &mut Allocator, fws: &[FrameworkId], agents: &[AgentId], s: (usize, u
         }
         let _ = a.release(f, g, &part);
     } else {
-        let _ = a.set_active(f, s.0 % 3 != 0);
+        let _ = a.set_active(f, !s.0.is_multiple_of(3));
     }
 }
 
@@ -171,7 +174,7 @@ proptest! {
             if let Some(s) = s {
                 step(&mut a, &fws, &agents, *s);
                 if !s.2 {
-                    active[s.0 % fws.len()] = s.0 % 3 != 0;
+                    active[s.0 % fws.len()] = !s.0.is_multiple_of(3);
                 }
                 continue;
             }
