@@ -10,7 +10,8 @@
 //!   summaries (default 100 rounds); `ALLOC_BENCH_FILTERS=exact` for `FilterMode::Exact` (default:
 //!   the allocator's default, `SkipOnly`); `ALLOC_BENCH_GPUS=P` to give P % of the agents
 //!   `gpus=4` (every (100/P)-th agent), turn GPU gating on and let every 10th framework declare
-//!   the `gpu_resources` capability.
+//!   the `gpu_resources` capability; `ALLOC_BENCH_QUOTA=1` to put the 10 top roles under quota
+//!   (a guarantee they meet, a cpus limit that binds; issue #17).
 //!
 //! The rounds follow Apache Mesos' `DeclineOffers` benchmark: agents of `cpus:24, mem:4096,
 //! disk:4096` with 16 cpus already in use (allocated round-robin to the frameworks); each round
@@ -97,6 +98,24 @@ fn setup(size: Size, flat: bool) -> (Allocator, Vec<AgentId>, Vec<FrameworkId>) 
         for fw in fws.iter().step_by(10) {
             alloc
                 .set_gpu_capable(*fw, true)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+    // `ALLOC_BENCH_QUOTA=1`: the 10 top roles (`t0`..`t9`) under quota, each guaranteed half of
+    // what it holds at the start (met) and limited to 2.5 of its 16 initial cpus per agent
+    // share (binding: a role's offers are cut, then it is blocked).
+    if std::env::var("ALLOC_BENCH_QUOTA").is_ok_and(|q| q == "1") && !flat {
+        let per_role = size.agents as f64 * 16.0 / 10.0;
+        for t in 0..10 {
+            let role = RolePath::new(format!("t{t}")).unwrap_or_else(|e| panic!("{e}"));
+            let g = res(&format!("cpus={}", per_role / 2.0));
+            let l = res(&format!(
+                "cpus={},mem={}",
+                per_role * 1.25,
+                size.agents as f64 * 4096.0
+            ));
+            alloc
+                .set_role_quota(&role, Some(&g), Some(&l))
                 .unwrap_or_else(|e| panic!("{e}"));
         }
     }

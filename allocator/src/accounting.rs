@@ -217,6 +217,9 @@ impl Allocator {
 
     /// Hook: a leaf's allocation changed (caches along its path are stale).
     pub(crate) fn allocation_changed(&mut self, leaf: u32) {
+        if !self.quotas.is_empty() {
+            self.quota_version += 1;
+        }
         let nodes = self.tree.nodes.len();
         if let Some(fast) = &mut self.fast {
             fast.allocation_changed(leaf, nodes);

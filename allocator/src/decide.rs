@@ -3,7 +3,7 @@
 
 use protocol::{AgentId, FrameworkId, Resources};
 
-use super::kinds::is_zero;
+use super::kinds::{is_zero, sub_from};
 use super::reference::Ctx;
 use super::{Allocator, BlockReason, Decision, Policy};
 
@@ -43,7 +43,14 @@ impl Allocator {
         let (w, unknown) = self.kinds.dense_lookup(free);
         let mut ctx = Ctx::new(slot, &w, unknown, now);
         ctx.gated = self.gated(slot);
-        let leaf = self.reference_pick(&ctx)?;
+        let leaf = match self
+            .has_quota()
+            .then(|| self.guarantee_pick(&ctx))
+            .flatten()
+        {
+            Some(l) => l,
+            None => self.reference_pick(&ctx)?,
+        };
         self.framework_at(leaf)
     }
 
@@ -58,6 +65,11 @@ impl Allocator {
 
     /// The decision procedure used by `pick` and `cycle`.
     pub(crate) fn pick_leaf(&mut self, ctx: &Ctx<'_>) -> Option<u32> {
+        if self.has_quota() {
+            if let Some(leaf) = self.guarantee_pick(ctx) {
+                return Some(leaf);
+            }
+        }
         match self.policy {
             Policy::Hdrf if ctx.nonempty => self.fast_pick(ctx),
             _ => self.reference_pick(ctx),
@@ -78,35 +90,61 @@ impl Allocator {
         let mut out = Vec::new();
         for slot in slots {
             self.sweep_filters(slot, now);
-            let memo_key = (self.tree.shape_version, self.eligibility_version);
+            // Under quota, what roles hold (`quota_version`) also decides who is blocked; both
+            // counters only grow, so their sum changes whenever either does.
+            let memo_key = (
+                self.tree.shape_version,
+                self.eligibility_version.wrapping_add(self.quota_version),
+            );
             let Some(Some(agent)) = self.agents.get(slot as usize) else {
                 continue;
             };
+            let quota = self.has_quota();
             if agent.paused
                 || is_zero(&agent.free)
                 || agent.all_blocked_at == Some((memo_key.0, memo_key.1, agent.version))
             {
                 continue;
             }
-            let w = agent.free.clone();
             let agent_id = agent.id;
-            let mut ctx = Ctx::new(Some(slot), &w, false, now);
-            ctx.gated = self.gated(Some(slot));
-            let Some(leaf) = self.pick_leaf(&ctx) else {
-                if let Some(Some(agent)) = self.agents.get_mut(slot as usize) {
-                    agent.all_blocked_at = Some((memo_key.0, memo_key.1, agent.version));
+            let mut w = agent.free.clone();
+            // One decision, or (under a limit that cut the offer) one per framework until the
+            // agent is empty or no one can take the rest: each cut leaves its role at its limit
+            // in some kind, so the loop ends.
+            loop {
+                let mut ctx = Ctx::new(Some(slot), &w, false, now);
+                ctx.gated = self.gated(Some(slot));
+                let Some(leaf) = self.pick_leaf(&ctx) else {
+                    if let Some(Some(agent)) = self.agents.get_mut(slot as usize) {
+                        agent.all_blocked_at = Some((memo_key.0, memo_key.1, agent.version));
+                    }
+                    break;
+                };
+                let Some(fw) = self.framework_at(leaf) else {
+                    break;
+                };
+                let give = if quota {
+                    self.limit_cut(leaf, &w)
+                } else {
+                    w.clone()
+                };
+                if is_zero(&give) {
+                    break;
                 }
-                continue;
-            };
-            let Some(fw) = self.framework_at(leaf) else {
-                continue;
-            };
-            self.book(leaf, slot, &w);
-            out.push(Decision {
-                agent: agent_id,
-                framework: fw,
-                resources: self.kinds.resources(&w),
-            });
+                self.book(leaf, slot, &give);
+                out.push(Decision {
+                    agent: agent_id,
+                    framework: fw,
+                    resources: self.kinds.resources(&give),
+                });
+                if give == w {
+                    break;
+                }
+                sub_from(&mut w, &give);
+                if is_zero(&w) {
+                    break;
+                }
+            }
         }
         out
     }
@@ -133,20 +171,26 @@ impl Allocator {
             match self.leaf_block(leaf, ctx) {
                 Some(r @ (BlockReason::Inactive | BlockReason::Suppressed)) => Some(r),
                 _ if is_zero(free) => Some(BlockReason::NothingFree),
+                None => self.quota_block(leaf, ctx),
                 other => other,
             }
         })
     }
 
     /// The agent-specific answer of [`Allocator::explain`] (nothing free, a decline filter, the
-    /// demand hint), whether or not the framework is subscribed or suppressed: what blocks it on
+    /// demand hint, a quota limit, another role's unmet guarantee), whether or not the framework is subscribed or suppressed: what blocks it on
     /// this agent, or would once it subscribes and revives. `None`: it can use the agent.
     pub fn explain_agent(&self, fw: FrameworkId, agent: AgentId, now: u64) -> Option<BlockReason> {
         self.explain_with(fw, agent, now, |leaf, ctx, free| {
             if is_zero(free) {
                 Some(BlockReason::NothingFree)
             } else {
-                self.leaf_agent_block(leaf, ctx)
+                self.leaf_agent_block(leaf, ctx).or_else(|| {
+                    self.has_quota()
+                        .then(|| self.guarantee_ahead(leaf, ctx))
+                        .flatten()
+                        .map(|role| BlockReason::GuaranteeFirst { role })
+                })
             }
         })
     }

@@ -48,6 +48,9 @@ pub enum AllocatorError {
         /// The cap.
         max: usize,
     },
+    /// A role's limit is below its guarantee in this resource (nothing was changed).
+    #[error("limit.{0} is below guarantee.{0}: a role's limit must be at least its guarantee")]
+    LimitBelowGuarantee(String),
 }
 
 /// Why a framework would not be chosen for an agent (the answer to "why was I not offered?").
@@ -72,6 +75,17 @@ pub enum BlockReason {
     DemandDoesNotFit,
     /// GPU gating: the agent has GPUs and the framework did not declare `gpu_resources`.
     GpuGated,
+    /// A limit on `role` (the framework's role or an ancestor) has no headroom left in a kind
+    /// the agent offers.
+    LimitReached {
+        /// The role path whose limit holds the framework back.
+        role: String,
+    },
+    /// Another role below its guarantee takes these resources first.
+    GuaranteeFirst {
+        /// The role path whose unmet guarantee comes first.
+        role: String,
+    },
 }
 
 impl std::fmt::Display for BlockReason {
@@ -93,6 +107,14 @@ impl std::fmt::Display for BlockReason {
             ),
             Self::GpuGated => f.write_str(
                 "the agent has GPUs and the framework did not declare the gpu_resources capability",
+            ),
+            Self::LimitReached { role } => write!(
+                f,
+                "role {role} is at its limit (allocation plus outstanding offers) in a resource this agent offers"
+            ),
+            Self::GuaranteeFirst { role } => write!(
+                f,
+                "role {role} is below its guarantee and is served first"
             ),
         }
     }

@@ -226,6 +226,17 @@ impl Allocator {
                 any = true;
             }
         }
+        if self.has_quota() {
+            // The leaves under a role whose limit has no headroom in a kind of `W` are blocked
+            // for this decision exactly as a demand hint that does not fit: the role is stamped
+            // fully blocked at once (O(depth), however many leaves it has).
+            for role in self.limit_blocked_roles(ctx.w) {
+                if cache.elig[role as usize] > 0 && !scratch.under_blocked(cache, role) {
+                    scratch.stamp_role_blocked(cache, role);
+                    any = true;
+                }
+            }
+        }
         if skip_only {
             let filters = agent.map(|a| &a.filters);
             // When every filter on the agent is live and covers `W`, a role whose leaves all
@@ -750,6 +761,56 @@ impl Scratch {
         let mut v = c.parent[pi];
         while v != NONE {
             self.count[v as usize] += 1;
+            v = c.parent[v as usize];
+        }
+    }
+
+    /// Whether `role` or one of its ancestors is stamped fully blocked for this decision.
+    fn under_blocked(&self, c: &MaskCache, role: u32) -> bool {
+        let mut v = role;
+        while v != NONE {
+            let i = v as usize;
+            if self.stamp[i] == self.epoch && self.count[i] >= c.elig[i] {
+                return true;
+            }
+            v = c.parent[i];
+        }
+        false
+    }
+
+    /// Stamps `role` (with eligible leaves, not under a fully blocked role) as fully blocked for
+    /// this decision: every eligible leaf below counts as blocked, and its parent takes its
+    /// `rawx` as a blocked child's vector. Leaves below stamped before are not counted twice.
+    fn stamp_role_blocked(&mut self, c: &MaskCache, role: u32) {
+        let epoch = self.epoch;
+        let ri = role as usize;
+        let before = if self.stamp[ri] == epoch {
+            self.count[ri]
+        } else {
+            self.touch(ri);
+            let mut child = role;
+            let mut v = c.parent[ri];
+            while v != NONE {
+                let i = v as usize;
+                let new = self.stamp[i] != epoch;
+                if new {
+                    self.touch(i);
+                }
+                self.next_sib[child as usize] = self.first_child[i];
+                self.first_child[i] = child;
+                if !new {
+                    break;
+                }
+                child = v;
+                v = c.parent[i];
+            }
+            0
+        };
+        let add = c.elig[ri].saturating_sub(before);
+        self.count[ri] = c.elig[ri];
+        let mut v = c.parent[ri];
+        while v != NONE {
+            self.count[v as usize] += add;
             v = c.parent[v as usize];
         }
     }

@@ -16,6 +16,8 @@
 //! - `decide`: `pick`, `cycle`, `explain` (blocking rules).
 //! - `fast`: the fast H-DRF decision (cached node vectors, per-decision work only where this
 //!   agent's blocking differs).
+//! - `quota`: per-role guarantees (served before H-DRF) and limits (blocking and cutting
+//!   offers), issue #17.
 //! - `numeric`: the exact, order-independent share arithmetic H-DRF is computed in.
 //! - `reference`: the straight-from-ALGORITHMS.md decision procedures (the oracle the fast path
 //!   is tested against).
@@ -74,6 +76,7 @@ mod filters;
 mod idhash;
 mod kinds;
 mod numeric;
+mod quota;
 mod reference;
 pub mod sim;
 #[cfg(test)]
@@ -177,6 +180,12 @@ pub struct Allocator {
     pub(crate) fast: Option<Box<fast::Fast>>,
     /// GPU gating: agents with GPUs go only to frameworks that declared `gpu_resources`.
     pub(crate) gpu_gating: bool,
+    /// Roles with a guarantee or a limit, by role creation order (empty: no quota anywhere,
+    /// and every quota hook is one branch).
+    pub(crate) quotas: Vec<quota::RoleQuota>,
+    /// Under quota, bumped on every allocation change (what roles hold decides which
+    /// frameworks a limit blocks); stays 0 without quota. Part of `cycle`'s all-blocked memo.
+    pub(crate) quota_version: u64,
 }
 
 impl Allocator {
@@ -197,6 +206,8 @@ impl Allocator {
             demand_leaves: Vec::new(),
             fast: None,
             gpu_gating: false,
+            quotas: Vec::new(),
+            quota_version: 0,
         }
     }
 

@@ -94,6 +94,11 @@ impl Allocator {
                 return Some(BlockReason::DemandDoesNotFit);
             }
         }
+        if self.has_quota() {
+            if let Some(role) = self.limit_block(leaf, ctx.w) {
+                return Some(BlockReason::LimitReached { role });
+            }
+        }
         None
     }
 
@@ -111,6 +116,7 @@ impl Allocator {
                     || l.suppressed
                     || (ctx.gated && !l.gpu_capable)
                     || l.demand.as_ref().is_some_and(|d| !fits(d, ctx.w))
+                    || (self.has_quota() && self.limit_block(leaf, ctx.w).is_some())
             }
         }
     }
@@ -138,12 +144,21 @@ impl Allocator {
     /// H-DRF straight from ALGORITHMS.md (UpdateS bottom-up, then Alloc top-down), in the share
     /// units of `numeric`.
     fn reference_hdrf(&self, ctx: &Ctx<'_>) -> Option<u32> {
+        self.reference_hdrf_from(ROOT, ctx)
+    }
+
+    /// H-DRF inside the subtree of `start` (the whole tree from the root; a guaranteed role's
+    /// subtree for the quota stage).
+    pub(crate) fn reference_hdrf_from(&self, start: u32, ctx: &Ctx<'_>) -> Option<u32> {
         let y = numeric::y_kinds(ctx.w, &self.capacity);
         let mut memo: Vec<Option<HdrfEval>> = vec![None; self.tree.nodes.len()];
-        self.reference_hdrf_eval(ROOT, ctx, &y, &mut memo);
+        self.reference_hdrf_eval(start, ctx, &y, &mut memo);
+        if memo[start as usize].as_ref().is_none_or(|e| e.blocked) {
+            return None;
+        }
         match self.filter_mode {
             FilterMode::Exact => {
-                let mut cur = ROOT;
+                let mut cur = start;
                 loop {
                     let node = &self.tree.nodes[cur as usize];
                     if node.leaf.is_some() {
@@ -162,7 +177,7 @@ impl Allocator {
                     cur = best?.0;
                 }
             }
-            FilterMode::SkipOnly => self.reference_skip_walk(ROOT, ctx, &memo),
+            FilterMode::SkipOnly => self.reference_skip_walk(start, ctx, &memo),
         }
     }
 

@@ -24,7 +24,16 @@ impl Allocator {
                 None => children.push(self.role_node(c)),
             }
         }
+        let (guarantee, limit) = if self.has_quota() && n != ROOT {
+            self.node_quota(n)
+        } else {
+            (None, None)
+        };
+        let guarantee_unmet = guarantee.as_ref().and_then(|g| self.guarantee_unmet(g));
         RoleNode {
+            guarantee,
+            limit,
+            guarantee_unmet,
             path: node.path.clone(),
             weight: node.weight,
             allocated: self.kinds.resources(&node.raw),

@@ -51,6 +51,9 @@ enum Op {
     Gating(bool),
     /// A framework declares (or drops) the `gpu_resources` capability.
     GpuCapable(usize, bool),
+    /// A role gets a guarantee and a limit (either may be absent; a limit below the guarantee
+    /// is refused and changes nothing).
+    Quota(usize, Option<[u64; 3]>, Option<[u64; 3]>),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -68,6 +71,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<usize>().prop_map(Op::RemoveFramework),
         1 => any::<bool>().prop_map(Op::Gating),
         2 => (any::<usize>(), any::<bool>()).prop_map(|(f, b)| Op::GpuCapable(f, b)),
+        2 => (any::<usize>(), prop::option::of(prop::array::uniform3(0u64..6000)), prop::option::of(prop::array::uniform3(0u64..12000)))
+            .prop_map(|(r, g, l)| Op::Quota(r, g, l)),
     ]
 }
 
@@ -195,6 +200,16 @@ fn apply(
         Op::GpuCapable(fi, on) => {
             let _ = a.set_gpu_capable(f(*fi), *on);
         }
+        Op::Quota(ri, g, l) => {
+            let path = &roles[ri % roles.len()];
+            // Quota on the framework's role or on its top-level ancestor.
+            let path = if ri % 2 == 0 {
+                path.split('/').next().unwrap_or(path)
+            } else {
+                path
+            };
+            let _ = a.set_role_quota(&role(path), g.map(millis).as_ref(), l.map(millis).as_ref());
+        }
     }
 }
 
@@ -247,9 +262,22 @@ proptest! {
                     if free.is_empty() {
                         continue;
                     }
-                    if let Some(f) = b.pick_reference(Some(ag), &free, now) {
-                        b.allocate(f, ag, &free).unwrap();
-                        want.push((ag, f, free));
+                    // Under a limit the offer is cut and the rest of the agent goes round again.
+                    let mut free = free;
+                    while let Some(f) = b.pick_reference(Some(ag), &free, now) {
+                        let give = b.limit_offer(f, &free).unwrap();
+                        if give.is_empty() {
+                            break;
+                        }
+                        b.allocate(f, ag, &give).unwrap();
+                        want.push((ag, f, give.clone()));
+                        if give == free {
+                            break;
+                        }
+                        free = free.checked_sub(&give).unwrap();
+                        if free.is_empty() {
+                            break;
+                        }
                     }
                 }
                 let got: Vec<_> = got.into_iter().map(|d| (d.agent, d.framework, d.resources)).collect();

@@ -235,12 +235,37 @@ pub struct OfferList {
     pub offers: Vec<Offer>,
 }
 
-/// `PUT /api/v1/roles/{path}`.
+/// `PUT /api/v1/roles/{path}`: any of weight, guarantee and limit (at least one).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SetWeight {
-    /// The new weight.
-    pub weight: Weight,
+    /// The new weight; absent: the weight stays as it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<Weight>,
+    /// Quota (issue #17): the role's guarantee. Absent: unchanged; `null`: cleared.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub guarantee: Option<Option<Resources>>,
+    /// Quota (issue #17): the most the role's subtree may hold (allocations plus outstanding
+    /// offers). Absent: unchanged; `null`: cleared.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub limit: Option<Option<Resources>>,
+}
+
+/// A field that is present (`Some`, holding `None` for `null`); absent fields get the default.
+fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
 }
 
 /// A node of the role tree, as `GET /api/v1/roles` shows it.
@@ -260,6 +285,15 @@ pub struct RoleNode {
     pub children: Vec<RoleNode>,
     /// Frameworks registered directly under this role.
     pub frameworks: Vec<FrameworkId>,
+    /// Quota (issue #17): what the role is guaranteed, if set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guarantee: Option<Resources>,
+    /// Quota (issue #17): the most its subtree may hold (allocated above counts offers), if set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<Resources>,
+    /// Why the guarantee cannot be met now (it exceeds the cluster's capacity), if so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guarantee_unmet: Option<String>,
 }
 
 /// An agent, as operators see it.
@@ -407,6 +441,10 @@ pub struct FrameworkExplanation {
     /// a cluster without GPUs): waiting will not help.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub no_agent_offers: Vec<String>,
+    /// Quota (issue #17): what holds it back, one entry per role, e.g. `limit of role a` or
+    /// `guarantee of role g`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held_back_by: Vec<String>,
     /// One sentence: the main reason, and what to do about it.
     pub summary: String,
 }
@@ -435,6 +473,13 @@ pub struct ExplainAgents {
     /// (not counted in `active`).
     #[serde(default)]
     pub draining: usize,
+    /// Quota (issue #17): agents held back because a limit on its role (or an ancestor) has no
+    /// headroom left in a resource they offer.
+    #[serde(default)]
+    pub limit_reached: usize,
+    /// Quota (issue #17): agents that go first to another role below its guarantee.
+    #[serde(default)]
+    pub guarantee_first: usize,
 }
 
 /// `GET /api/v1/state`.

@@ -116,6 +116,7 @@ pub fn state_status_and_code(e: &StateError) -> (StatusCode, &'static str) {
         TaskExists(_) => (StatusCode::CONFLICT, "task_exists"),
         FrameworkRemoved(_) => (StatusCode::CONFLICT, "framework_removed"),
         ReservedRole => (StatusCode::BAD_REQUEST, "invalid_field"),
+        InvalidQuota { .. } => (StatusCode::BAD_REQUEST, "invalid_field"),
         TooManyResourceKinds { .. } => {
             (StatusCode::UNPROCESSABLE_ENTITY, "too_many_resource_kinds")
         }

@@ -123,12 +123,13 @@ async fn set_weight(
     Body(req): Body<SetWeight>,
 ) -> Result<Json<Empty>, ApiError> {
     let role = RolePath::new(path).map_err(|e| ApiError::BadPath(e.to_string()))?;
-    let weight = req.weight;
-    // Written first, applied once durable (see `run_write_first`).
+    // Written first, applied once durable (see `run_write_first`). Weight, guarantee and limit
+    // are checked together: a refusal changes none of them.
+    let plan = req.clone();
     c.run_write_first(
-        |s, _| Ok::<_, ApiError>((role.clone(), vec![s.plan_role_weight(&role, weight)?])),
+        |s, _| Ok::<_, ApiError>((role.clone(), s.plan_role_update(&role, &plan)?)),
         move |s, role, _, fx| {
-            s.apply_role_weight(&role, weight, fx);
+            s.apply_role_update(&role, &req, fx);
             Ok(())
         },
     )

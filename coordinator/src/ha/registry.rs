@@ -2,7 +2,8 @@
 //! write fenced by the leadership.
 //!
 //! Layout under `<prefix>/registry/`: `frameworks/<id>` (the framework's JSON, as in the redb
-//! file), `removed/<id>` (`1`), `weights/<role path>` (the weight as text), `agents/<id>` (the
+//! file), `removed/<id>` (`1`), `weights/<role path>` (the weight as text), `quotas/<role path>` (the
+//! role's quota JSON, removed when cleared), `agents/<id>` (the
 //! agent's JSON). One key per record, not one blob: etcd bounds a request to about 1.5 MiB.
 //!
 //! Fencing: every write is one txn per at most [`MAX_OPS`] operations, each conditioned on
@@ -21,7 +22,9 @@ use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 
 use super::etcd::{EtcdClient, LeaderKey, Op};
-use crate::store::{Change, Registry, Snapshot, StoreError, StoredAgent, StoredFramework};
+use crate::store::{
+    Change, Registry, Snapshot, StoreError, StoredAgent, StoredFramework, StoredQuota,
+};
 
 /// Operations per txn (etcd's default `--max-txn-ops` is 128).
 pub const MAX_OPS: usize = 100;
@@ -104,6 +107,15 @@ impl EtcdRegistry {
                         Some(w.get().to_string().into_bytes()),
                     );
                 }
+                Change::SetQuota(role, q) => {
+                    let key = format!("{r}quotas/{}", role.as_str());
+                    if q.is_empty() {
+                        out.insert(key, None);
+                    } else {
+                        let v = json(format!("quota of role {role}"), serde_json::to_vec(q))?;
+                        out.insert(key, Some(v));
+                    }
+                }
                 Change::PutAgent(a) => {
                     let v = json(format!("agent {}", a.id), serde_json::to_vec(a))?;
                     out.insert(format!("{r}agents/{}", a.id), Some(v));
@@ -174,6 +186,10 @@ fn decode(rest: &str, value: &[u8], snap: &mut Snapshot) -> Result<(), String> {
         let w: f64 = text.parse().map_err(|e| format!("weight {text:?}: {e}"))?;
         snap.weights
             .push((role, Weight::new(w).map_err(|e| e.to_string())?));
+    } else if let Some(role) = rest.strip_prefix("quotas/") {
+        let role = RolePath::new(role).map_err(|e| e.to_string())?;
+        let quota: StoredQuota = serde_json::from_slice(value).map_err(|e| e.to_string())?;
+        snap.quotas.push((role, quota));
     } else if let Some(id) = rest.strip_prefix("agents/") {
         let agent: StoredAgent = serde_json::from_slice(value).map_err(|e| e.to_string())?;
         let _: AgentId = id.parse().map_err(|e| format!("{e}"))?;
@@ -237,11 +253,21 @@ mod tests {
                     Weight::new(2.5).unwrap(),
                 ),
                 Change::PutAgent(agent.clone()),
+                Change::SetQuota(
+                    RolePath::new("eng").unwrap(),
+                    StoredQuota {
+                        guarantee: None,
+                        limit: Some("cpus=10".parse().unwrap()),
+                    },
+                ),
+                Change::SetQuota(RolePath::new("ops").unwrap(), StoredQuota::default()),
             ])
             .unwrap();
         // The removed framework's key is deleted once, not put then deleted.
         assert_eq!(folded[&format!("/parley/registry/frameworks/{gone}")], None);
-        assert_eq!(folded.len(), 5);
+        // A cleared quota deletes its key.
+        assert_eq!(folded["/parley/registry/quotas/ops"], None);
+        assert_eq!(folded.len(), 7);
         let mut snap = Snapshot::default();
         for (k, v) in &folded {
             if let Some(v) = v {
@@ -253,6 +279,12 @@ mod tests {
         assert_eq!(snap.weights[0].0.as_str(), "eng/batch");
         assert_eq!(snap.weights[0].1.get(), 2.5);
         assert_eq!(snap.agents, vec![agent]);
+        assert_eq!(snap.quotas.len(), 1);
+        assert_eq!(snap.quotas[0].0.as_str(), "eng");
+        assert_eq!(
+            snap.quotas[0].1.limit.as_ref().map(|l| l.millis("cpus")),
+            Some(10_000)
+        );
     }
 
     #[test]

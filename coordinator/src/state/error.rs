@@ -99,6 +99,14 @@ pub enum StateError {
         "agent {0} is registered with another api_token; only that agent may register it again"
     )]
     AgentTokenMismatch(AgentId),
+    /// A role's quota (issue #17) is refused; nothing was changed.
+    #[error("invalid {field}: {reason}")]
+    InvalidQuota {
+        /// The request field at fault (`guarantee.cpus`, `limit.mem`, ...).
+        field: String,
+        /// Why.
+        reason: String,
+    },
     /// Roles starting with `_` belong to the coordinator (e.g. the orphans' role).
     #[error("invalid role: roles starting with '_' are reserved")]
     ReservedRole,

@@ -28,6 +28,12 @@ impl State {
         let holding: HashSet<_> = its_offers.iter().copied().collect();
         let mut agents = ExplainAgents::default();
         let mut next_filter_end: Option<u64> = None;
+        let mut held_back_by: Vec<String> = Vec::new();
+        let mut hold = |what: String| {
+            if !held_back_by.contains(&what) {
+                held_back_by.push(what);
+            }
+        };
         for (agent_id, agent) in &self.agents {
             if agent.state != AgentState::Active {
                 continue;
@@ -49,6 +55,14 @@ impl State {
                 }
                 Some(BlockReason::DemandDoesNotFit) => agents.demand_does_not_fit += 1,
                 Some(BlockReason::GpuGated) => agents.gpu_gated += 1,
+                Some(BlockReason::LimitReached { role }) => {
+                    agents.limit_reached += 1;
+                    hold(format!("limit of role {role}"));
+                }
+                Some(BlockReason::GuaranteeFirst { role }) => {
+                    agents.guarantee_first += 1;
+                    hold(format!("guarantee of role {role}"));
+                }
                 // Unknown framework or agent: the books and the allocator disagree, which is a
                 // bug; count the agent as nothing to offer rather than invent a reason.
                 Some(_) => agents.nothing_free += 1,
@@ -81,6 +95,7 @@ impl State {
             agents,
             next_filter_ends_in_s,
             no_agent_offers,
+            held_back_by,
             summary,
         })
     }
@@ -179,6 +194,19 @@ fn summarize(
             "{} agent(s) have GPUs and are held back by GPU gating: register with \
              \"capabilities\": [\"gpu_resources\"] to be offered them",
             a.gpu_gated
+        ));
+    }
+    if a.limit_reached > 0 {
+        parts.push(format!(
+            "{} agent(s) are held back by a quota limit: its role (or an ancestor) holds its limit \
+             in allocations plus outstanding offers (see held_back_by and GET /api/v1/roles)",
+            a.limit_reached
+        ));
+    }
+    if a.guarantee_first > 0 {
+        parts.push(format!(
+            "{} agent(s) go first to another role below its guarantee (see held_back_by)",
+            a.guarantee_first
         ));
     }
     format!("no agent can be offered to it now: {}", parts.join("; "))

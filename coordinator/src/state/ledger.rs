@@ -205,6 +205,15 @@ impl Ledger {
         self.allocator.set_role_weight(role, weight);
     }
 
+    /// Sets a role's quota (creating the role), checked by the caller; a refusal is a books
+    /// mismatch and is logged.
+    pub fn set_role_quota(&mut self, role: &RolePath, quota: &crate::store::StoredQuota) {
+        let r = self
+            .allocator
+            .set_role_quota(role, quota.guarantee.as_ref(), quota.limit.as_ref());
+        self.check("set_role_quota", r);
+    }
+
     /// An agent joins the capacity with `total`, holding nothing.
     pub fn add_agent(&mut self, id: AgentId, total: &Resources) {
         let r = self.allocator.add_agent(id, total);

@@ -94,6 +94,7 @@ mod ledger;
 mod offers;
 mod owners;
 mod pending;
+mod quota;
 mod tasks;
 #[cfg(test)]
 mod tests;
@@ -497,6 +498,9 @@ impl State {
         }
         for (role, weight) in &snapshot.weights {
             self.ledger.set_role_weight(role, *weight);
+        }
+        for (role, quota) in &snapshot.quotas {
+            self.restore_quota(role, quota);
         }
         for id in snapshot.removed_frameworks.iter().copied() {
             self.remember_removed(id);

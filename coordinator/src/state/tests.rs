@@ -697,6 +697,12 @@ fn snapshot_of(changes: &[crate::store::Change]) -> crate::store::Snapshot {
                 snap.weights.retain(|(q, _)| q != r);
                 snap.weights.push((r.clone(), *w));
             }
+            Change::SetQuota(r, q) => {
+                snap.quotas.retain(|(p, _)| p != r);
+                if !q.is_empty() {
+                    snap.quotas.push((r.clone(), q.clone()));
+                }
+            }
             Change::ForgetFramework(id) => snap.frameworks.retain(|g| g.id != *id),
             Change::PutAgent(a) => {
                 snap.agents.retain(|b| b.id != a.id);
@@ -1499,4 +1505,46 @@ fn the_gpu_capability_survives_a_restore() {
         .unwrap();
     assert_eq!(t.explain(gpu, &at(2)).unwrap().agents.gpu_gated, 0);
     assert_eq!(t.explain(plain, &at(2)).unwrap().agents.gpu_gated, 1);
+}
+
+#[test]
+fn a_role_update_is_checked_in_full_persisted_and_restored() {
+    use protocol::messages::SetWeight;
+    let (mut s, _fw, _agent, _offer) = setup();
+    let eng: RolePath = "eng".parse().unwrap();
+    let req = |body: &str| serde_json::from_str::<SetWeight>(body).unwrap();
+    let refused = |s: &State, body: &str, field: &str| match s.plan_role_update(&eng, &req(body)) {
+        Err(StateError::InvalidQuota { field: f, .. }) => assert_eq!(f, field, "{body}"),
+        other => panic!("{body}: {other:?}"),
+    };
+    refused(
+        &s,
+        r#"{"guarantee": {"cpus": 2}, "limit": {"cpus": 1}}"#,
+        "limit.cpus",
+    );
+    refused(&s, r#"{"weight": 2, "limit": {"disk": 1}}"#, "limit.disk");
+    refused(&s, r#"{}"#, "body");
+    assert_eq!(s.role_quota(&eng), crate::store::StoredQuota::default());
+
+    let body = req(r#"{"weight": 2, "guarantee": {"cpus": 1}, "limit": {"cpus": 2}}"#);
+    let changes = s.plan_role_update(&eng, &body).unwrap();
+    assert_eq!(changes.len(), 2, "{changes:?}");
+    let mut fx = Vec::new();
+    s.apply_role_update(&eng, &body, &mut fx);
+    assert_eq!(fx, vec![Effect::Allocate]);
+    let want = crate::store::StoredQuota {
+        guarantee: Some("cpus=1".parse().unwrap()),
+        limit: Some("cpus=2".parse().unwrap()),
+    };
+    assert_eq!(s.role_quota(&eng), want);
+    // The limit merged with the stored guarantee: a limit below it is refused.
+    refused(&s, r#"{"limit": {"cpus": 0.5}}"#, "limit.cpus");
+
+    let mut restored = State::with_ids(&Config::default(), IdSource::sequential());
+    restored.restore(snapshot_of(&changes), &at(0));
+    assert_eq!(restored.role_quota(&eng), want);
+    let node = restored.roles();
+    let eng_node = node.children.iter().find(|c| c.path == "eng").unwrap();
+    assert_eq!(eng_node.weight, 2.0);
+    assert_eq!(eng_node.limit, want.limit);
 }

@@ -11,6 +11,7 @@
 //!   removed and its tasks are killed, exactly as if the coordinator had never stopped;
 //! - **removed framework ids**: a removed framework stays refused after a restart;
 //! - **role weights** set at run time (`PUT /api/v1/roles/{path}`): they override the config's;
+//! - **role quotas** (guarantee and limit, issue #17), set at run time by the same endpoint;
 //! - **agents**: id, hostname, endpoint, and when they last registered. After a restart or a
 //!   failover each is *awaited*: if it does not re-register within the agent timeout
 //!   (heartbeat interval × missed heartbeats, counted from the load) it is reported lost, and
@@ -63,6 +64,8 @@ const FRAMEWORKS: TableDefinition<&str, &[u8]> = TableDefinition::new("framework
 const REMOVED: TableDefinition<&str, u64> = TableDefinition::new("removed_frameworks");
 const WEIGHTS: TableDefinition<&str, f64> = TableDefinition::new("role_weights");
 const AGENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("agents");
+/// Role path to its [`StoredQuota`] as JSON; added without a version bump, like `agents`.
+const QUOTAS: TableDefinition<&str, &[u8]> = TableDefinition::new("role_quotas");
 
 /// A durable registry backend: read everything once at start, then apply changes in order.
 /// The [`Writer`] thread is its one user.
@@ -137,6 +140,8 @@ pub enum Change {
     RemoveFramework(FrameworkId),
     /// A role's weight was set at run time.
     SetWeight(RolePath, Weight),
+    /// A role's quota was set at run time (both parts `None`: the record is removed).
+    SetQuota(RolePath, StoredQuota),
     /// Forget a framework's record without remembering its id as removed: takes back a
     /// registration that was written but could not be applied to the books (see
     /// [`crate::runtime::Coordinator::run_write_first`]).
@@ -145,6 +150,24 @@ pub enum Change {
     PutAgent(StoredAgent),
     /// An agent was forgotten (lost for longer than the retention).
     RemoveAgent(AgentId),
+}
+
+/// A role's quota as stored: what `PUT /api/v1/roles/{path}` last set.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StoredQuota {
+    /// What the role is guaranteed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guarantee: Option<protocol::Resources>,
+    /// What its subtree may hold at most (allocations plus outstanding offers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<protocol::Resources>,
+}
+
+impl StoredQuota {
+    /// Neither a guarantee nor a limit.
+    pub fn is_empty(&self) -> bool {
+        self.guarantee.is_none() && self.limit.is_none()
+    }
 }
 
 /// Everything the store holds, as read at start.
@@ -158,6 +181,8 @@ pub struct Snapshot {
     pub weights: Vec<(RolePath, Weight)>,
     /// The agents last known.
     pub agents: Vec<StoredAgent>,
+    /// Role quotas set at run time.
+    pub quotas: Vec<(RolePath, StoredQuota)>,
 }
 
 /// The store could not be opened, read or written.
@@ -311,6 +336,7 @@ impl Store {
             txn.open_table(REMOVED).map_err(|e| self.err(e))?;
             txn.open_table(WEIGHTS).map_err(|e| self.err(e))?;
             txn.open_table(AGENTS).map_err(|e| self.err(e))?;
+            txn.open_table(QUOTAS).map_err(|e| self.err(e))?;
         }
         txn.commit().map_err(|e| self.err(e))
     }
@@ -354,6 +380,16 @@ impl Store {
                 .map_err(|e| self.corrupt(format!("agent {}", key.value()), e))?;
             snap.agents.push(agent);
         }
+
+        let table = txn.open_table(QUOTAS).map_err(|e| self.err(e))?;
+        for entry in table.iter().map_err(|e| self.err(e))? {
+            let (key, value) = entry.map_err(|e| self.err(e))?;
+            let what = || format!("quota of role {}", key.value());
+            let role = RolePath::new(key.value()).map_err(|e| self.corrupt(what(), e))?;
+            let quota: StoredQuota =
+                serde_json::from_slice(value.value()).map_err(|e| self.corrupt(what(), e))?;
+            snap.quotas.push((role, quota));
+        }
         Ok(snap)
     }
 
@@ -381,6 +417,7 @@ impl Store {
             let mut removed = txn.open_table(REMOVED).map_err(|e| self.err(e))?;
             let mut weights = txn.open_table(WEIGHTS).map_err(|e| self.err(e))?;
             let mut agents = txn.open_table(AGENTS).map_err(|e| self.err(e))?;
+            let mut quotas = txn.open_table(QUOTAS).map_err(|e| self.err(e))?;
             for change in changes {
                 match change {
                     Change::PutFramework(fw) => {
@@ -403,6 +440,16 @@ impl Store {
                     Change::SetWeight(role, weight) => {
                         weights
                             .insert(role.as_str(), weight.get())
+                            .map_err(|e| self.err(e))?;
+                    }
+                    Change::SetQuota(role, quota) if quota.is_empty() => {
+                        quotas.remove(role.as_str()).map_err(|e| self.err(e))?;
+                    }
+                    Change::SetQuota(role, quota) => {
+                        let value = serde_json::to_vec(quota)
+                            .map_err(|e| self.corrupt(format!("quota of role {role}"), e))?;
+                        quotas
+                            .insert(role.as_str(), value.as_slice())
                             .map_err(|e| self.err(e))?;
                     }
                     Change::PutAgent(agent) => {
@@ -438,6 +485,31 @@ mod tests {
             owner: None,
             gpu_resources: false,
         }
+    }
+
+    #[test]
+    fn quotas_are_stored_replaced_and_cleared() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("registry.redb");
+        let role = RolePath::new("eng/batch").unwrap();
+        let q = StoredQuota {
+            guarantee: Some("cpus=2".parse().unwrap()),
+            limit: Some("cpus=4,mem=512".parse().unwrap()),
+        };
+        let ops = RolePath::new("ops").unwrap();
+        {
+            let store = Store::open(&path).unwrap();
+            store
+                .apply(&[
+                    Change::SetQuota(role.clone(), StoredQuota::default()),
+                    Change::SetQuota(ops.clone(), q.clone()),
+                    Change::SetQuota(role.clone(), q.clone()),
+                    Change::SetQuota(ops.clone(), StoredQuota::default()),
+                ])
+                .unwrap();
+        }
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.load().unwrap().quotas, vec![(role, q)]);
     }
 
     #[test]

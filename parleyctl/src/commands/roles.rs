@@ -16,9 +16,26 @@ pub async fn roles(api: &Api, json: bool, out: &mut dyn Write) -> Result<(), Ctl
     if json {
         return print_raw(out, &raw);
     }
-    let mut t = Table::new(&["ROLE", "WEIGHT", "SHARE", "FRAMEWORKS", "ALLOCATED"]);
+    let mut t = Table::new(&[
+        "ROLE",
+        "WEIGHT",
+        "SHARE",
+        "FRAMEWORKS",
+        "ALLOCATED",
+        "GUARANTEE",
+        "LIMIT",
+    ]);
     add(&mut t, &root, 0);
     Ok(t.write(out)?)
+}
+
+/// A guarantee or limit cell: `-` when unset, `(unmet)` appended when it exceeds the cluster.
+fn quota(r: Option<&protocol::Resources>, unmet: bool) -> String {
+    match r {
+        None => "-".to_owned(),
+        Some(r) if unmet => format!("{} (unmet)", format::resources(r)),
+        Some(r) => format::resources(r),
+    }
 }
 
 /// A node and its subtree: its last path segment, indented two spaces per level.
@@ -33,6 +50,8 @@ fn add(t: &mut Table, node: &RoleNode, depth: usize) {
         format::share(node.dominant_share),
         node.frameworks.len().to_string(),
         format::resources(&node.allocated),
+        quota(node.guarantee.as_ref(), node.guarantee_unmet.is_some()),
+        quota(node.limit.as_ref(), false),
     ]);
     for child in &node.children {
         add(t, child, depth + 1);
@@ -52,6 +71,9 @@ mod tests {
             dominant_share: 0.5,
             children,
             frameworks: vec![],
+            guarantee: None,
+            limit: Some("cpus=10".parse().unwrap()),
+            guarantee_unmet: None,
         }
     }
 
