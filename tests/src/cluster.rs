@@ -125,8 +125,10 @@ impl ClusterBuilder {
         self
     }
 
-    /// Whether real agents reap orphaned processes (default on). Several agents share the test
-    /// process, so a test whose tasks' exits matter to another agent turns it off.
+    /// Whether real agents reap orphaned processes (default off). The reaper reaps every
+    /// zombie child of the process that no agent waits for, and a test process has children of
+    /// its own (binaries, scripts, browsers) whose exit statuses it would steal (`ECHILD` in the
+    /// test's `wait`); a test of reaping itself turns it on.
     pub fn reap_orphans(mut self, on: bool) -> Self {
         self.reap_orphans = on;
         self
@@ -206,14 +208,14 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// A builder with [`fast_coordinator_config`], no agents, no registry, reaping on.
+    /// A builder with [`fast_coordinator_config`], no agents, no registry, reaping off.
     pub fn builder() -> ClusterBuilder {
         ClusterBuilder {
             config: fast_coordinator_config(),
             agents: Vec::new(),
             fleet: None,
             durable: false,
-            reap_orphans: true,
+            reap_orphans: false,
             tokens: Tokens::default(),
         }
     }
