@@ -48,13 +48,17 @@ enum Fault {
 
 /// Waits until `n` agents are active at `coord`.
 async fn wait_agents(coord: &Coord, n: usize) {
-    testkit::wait_for(Duration::from_secs(20), "the agents to register", || async {
-        let (s, body) = coord.get("/api/v1/agents").await;
-        s == 200
-            && body["agents"].as_array().is_some_and(|a| {
-                a.iter().filter(|x| x["state"] == "active").count() == n
-            })
-    })
+    testkit::wait_for(
+        Duration::from_secs(20),
+        "the agents to register",
+        || async {
+            let (s, body) = coord.get("/api/v1/agents").await;
+            s == 200
+                && body["agents"]
+                    .as_array()
+                    .is_some_and(|a| a.iter().filter(|x| x["state"] == "active").count() == n)
+        },
+    )
     .await
     .unwrap();
 }
@@ -77,7 +81,13 @@ async fn ha_run(etcd: &Etcd, prefix: &str, fault: Fault, rng: &mut StdRng) -> (D
     b.wait_role("follower", Duration::from_secs(20)).await;
     let urls = format!("{},{}", a.base, b.base);
     let agents: Vec<Agent> = (0..3)
-        .map(|i| Agent::start(&format!("node{i}"), &urls, &dir.path().join(format!("a{i}"))))
+        .map(|i| {
+            Agent::start(
+                &format!("node{i}"),
+                &urls,
+                &dir.path().join(format!("a{i}")),
+            )
+        })
         .collect();
     wait_agents(&a, 3).await;
 
@@ -320,7 +330,7 @@ async fn a_registry_on_a_full_disk_answers_503_and_loses_nothing_acknowledged() 
         match s {
             201 => acked.push(body["framework_id"].as_str().unwrap().to_owned()),
             503 => {
-                assert_eq!(body["code"], "registry_unavailable", "{body}");
+                assert_eq!(body["error"]["code"], "registry_unavailable", "{body}");
                 refused.push(name);
                 if refused.len() >= 3 {
                     break;

@@ -228,13 +228,11 @@ pub struct Coord {
 }
 
 /// Timings that make the tests fast: agents and framework streams heartbeat every 0.5 s.
-const FAST: [&str; 6] = [
+const FAST: [&str; 4] = [
     "--agent-heartbeat-interval",
     "0.5",
     "--framework-heartbeat-interval",
     "0.5",
-    "--reregister-grace-s",
-    "2",
 ];
 
 impl Coord {
@@ -248,6 +246,7 @@ impl Coord {
             .args(["--advertise-url", &base])
             .args(["--leader-lease-s", &lease_s.to_string()])
             .args(FAST)
+            .args(["--reregister-grace-s", "2"])
             .env("RUST_LOG", "info");
         Coord {
             proc: Proc::spawn(cmd),
