@@ -122,7 +122,14 @@ async fn ha_run(etcd: &Etcd, prefix: &str, fault: Fault, rng: &mut StdRng) -> (D
         assert_eq!(b.health().await.unwrap()["role"], "leader");
     }
 
-    wait_all_terminal(&seen, TASKS, Duration::from_secs(40)).await;
+    wait_all_terminal(
+        &seen,
+        TASKS,
+        Duration::from_secs(40),
+        &agents,
+        &[&a.proc, &b.proc],
+    )
+    .await;
     assert_tasks_as_agents_saw_them(&seen, &agents).await;
     assert_books_zero(&b, Duration::from_secs(15)).await;
     stop.cancel();
@@ -204,7 +211,14 @@ async fn single_node_run(rng: &mut StdRng) {
     wait_terminal_at_least(&seen, agent_at).await;
     agents[victim].crash_and_restart();
 
-    wait_all_terminal(&seen, TASKS, Duration::from_secs(40)).await;
+    wait_all_terminal(
+        &seen,
+        TASKS,
+        Duration::from_secs(40),
+        &agents,
+        &[&coord.proc],
+    )
+    .await;
     assert_tasks_as_agents_saw_them(&seen, &agents).await;
     assert_books_zero(&coord, Duration::from_secs(15)).await;
     stop.cancel();

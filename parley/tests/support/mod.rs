@@ -216,6 +216,39 @@ impl Etcd {
     pub fn endpoints(&self) -> String {
         self.urls.join(",")
     }
+
+    /// POSTs `body` to the JSON gateway of the first member; its answer.
+    pub async fn post(&self, path: &str, body: Value) -> Value {
+        let resp = reqwest::Client::new()
+            .post(format!("{}{path}", self.urls[0]))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        resp.json().await.unwrap()
+    }
+
+    /// The keys under `prefix`.
+    pub async fn keys(&self, prefix: &str) -> Vec<String> {
+        let mut end = prefix.as_bytes().to_vec();
+        *end.last_mut().unwrap() += 1;
+        let r = self
+            .post(
+                "/v3/kv/range",
+                json!({"key": B64.encode(prefix), "range_end": B64.encode(end)}),
+            )
+            .await;
+        r["kvs"]
+            .as_array()
+            .map(|kvs| {
+                kvs.iter()
+                    .map(|kv| {
+                        String::from_utf8(B64.decode(kv["key"].as_str().unwrap()).unwrap()).unwrap()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
 }
 
 /// A `coordinator` process on a fixed loopback port (so a restart comes back at the same URL).
@@ -534,24 +567,56 @@ pub fn driver_config(coordinators: &str) -> DriverConfig {
     c
 }
 
-/// Waits until the framework has a terminal state for all `total` tasks.
-pub async fn wait_all_terminal(seen: &Arc<Mutex<Seen>>, total: usize, timeout: Duration) {
+/// Waits until the framework has a terminal state for all `total` tasks. On failure it shows
+/// the stuck tasks as the agents see them and the coordinators' log lines naming them.
+pub async fn wait_all_terminal(
+    seen: &Arc<Mutex<Seen>>,
+    total: usize,
+    timeout: Duration,
+    agents: &[Agent],
+    coordinators: &[&Proc],
+) {
     let r = testkit::wait_for(timeout, "every task terminal in the framework", || {
         std::future::ready(seen.lock().unwrap().terminal() == total)
     })
     .await;
     if r.is_err() {
+        let stuck: Vec<(String, Option<String>)> = {
+            let seen = seen.lock().unwrap();
+            (0..total)
+                .map(|i| format!("t{i:03}"))
+                .filter(|id| !seen.last.get(id).is_some_and(|s| s.state.is_terminal()))
+                .map(|id| {
+                    let state = seen.last.get(&id).map(|s| s.state.to_string());
+                    (id, state)
+                })
+                .collect()
+        };
+        let mut detail = String::new();
+        for (id, state) in &stuck {
+            detail.push_str(&format!("{id}: framework {state:?}; agents:"));
+            for a in agents {
+                for t in a.tasks().await {
+                    if t.task_id.as_str() == id {
+                        detail.push_str(&format!(" {} {}", a.name, t.state));
+                    }
+                }
+            }
+            detail.push('\n');
+            for (i, c) in coordinators.iter().enumerate() {
+                for line in c.log().lines().filter(|l| l.contains(id.as_str())) {
+                    detail.push_str(&format!("  coordinator {i}: {line}\n"));
+                }
+            }
+            for a in agents {
+                for line in a.proc.log().lines().filter(|l| l.contains(id.as_str())) {
+                    detail.push_str(&format!("  {}: {line}\n", a.name));
+                }
+            }
+        }
         let seen = seen.lock().unwrap();
-        let stuck: Vec<String> = (0..total)
-            .map(|i| format!("t{i:03}"))
-            .filter(|id| !seen.last.get(id).is_some_and(|s| s.state.is_terminal()))
-            .map(|id| {
-                let state = seen.last.get(&id).map(|s| s.state.to_string());
-                format!("{id}: {state:?}")
-            })
-            .collect();
         panic!(
-            "{} of {total} tasks not terminal in the framework's view (launched {}, requeued {}): {stuck:?}",
+            "{} of {total} tasks not terminal in the framework's view (launched {}, requeued {}):\n{detail}",
             stuck.len(),
             seen.launched,
             seen.requeued
