@@ -137,10 +137,11 @@ async fn ha_run(etcd: &Etcd, prefix: &str, fault: Fault, rng: &mut StdRng) -> (D
     {
         let seen = seen.lock().unwrap();
         eprintln!(
-            "{prefix} {fault:?} after {kill_at} tasks: kill -> leader {to_leader:?}, -> first offer {to_offer:?}; {} updates, {} launches, {} requeued",
+            "{prefix} {fault:?} after {kill_at} tasks: kill -> leader {to_leader:?}, -> first offer {to_offer:?}; {} updates, {} launches, {} requeued, {} lost",
             seen.updates.len(),
             seen.launched,
-            seen.requeued
+            seen.requeued,
+            seen.lost()
         );
     }
     (to_leader, to_offer)
@@ -225,10 +226,11 @@ async fn single_node_run(rng: &mut StdRng) {
     let _ = tokio::time::timeout(Duration::from_secs(10), run).await;
     let seen = seen.lock().unwrap();
     eprintln!(
-        "single node: coordinator killed after {coord_at} tasks, node{victim} after {agent_at}: {} updates, {} launches, {} requeued",
+        "single node: coordinator killed after {coord_at} tasks, node{victim} after {agent_at}: {} updates, {} launches, {} requeued, {} lost",
         seen.updates.len(),
         seen.launched,
-        seen.requeued
+        seen.requeued,
+        seen.lost()
     );
 }
 

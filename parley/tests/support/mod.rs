@@ -469,6 +469,14 @@ impl Seen {
         self.last.values().filter(|s| s.state.is_terminal()).count()
     }
 
+    /// How many tasks ended `lost` in the framework's view.
+    pub fn lost(&self) -> usize {
+        self.last
+            .values()
+            .filter(|s| s.state == TaskState::Lost)
+            .count()
+    }
+
     /// The first offer at or after `t`.
     pub fn first_offer_after(&self, t: Instant) -> Option<Instant> {
         self.offers_at.iter().copied().find(|at| *at >= t)
