@@ -32,6 +32,10 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 use support::*;
 
+/// One chaos test at a time in this binary: each starts a dozen processes with leases of
+/// seconds, and two at once on a 2-core machine would test the machine, not Parley.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Tasks per run.
 const TASKS: usize = 200;
 /// One task released every this often: 200 tasks over about 4 s.
@@ -148,6 +152,7 @@ async fn ha_run(etcd: &Etcd, prefix: &str, fault: Fault, rng: &mut StdRng) -> (D
 }
 
 async fn ha_chaos(test: &str, fault: Fault) {
+    let _one = SERIAL.lock().await;
     if !have_etcd(test) {
         return;
     }
@@ -236,6 +241,7 @@ async fn single_node_run(rng: &mut StdRng) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_single_node_registry_survives_killed_coordinators_and_agents() {
+    let _one = SERIAL.lock().await;
     let mut rng = StdRng::seed_from_u64(seed("chaos_single"));
     let n = runs();
     for _ in 0..n {
@@ -301,6 +307,7 @@ fn fill(path: &std::path::Path) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_registry_on_a_full_disk_answers_503_and_loses_nothing_acknowledged() {
+    let _one = SERIAL.lock().await;
     let fs = match Tmpfs::mount("8m") {
         Ok(fs) => fs,
         Err(why) => {
