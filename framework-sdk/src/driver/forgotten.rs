@@ -54,7 +54,7 @@ impl Forgotten {
 
     /// At offers: the open tasks not heard of since the re-registration, once per
     /// re-registration (empty otherwise).
-    pub fn to_check(&mut self) -> Vec<TaskId> {
+    pub fn take_unheard(&mut self) -> Vec<TaskId> {
         if !std::mem::take(&mut self.check) {
             return Vec::new();
         }
@@ -112,26 +112,26 @@ mod tests {
             f.launched(t.clone(), AgentId::new());
         }
         // Nothing to check before a re-registration.
-        assert!(f.to_check().is_empty());
+        assert!(f.take_unheard().is_empty());
         f.heard(&status(&a, TaskState::Finished));
         f.reregistered();
         f.heard(&status(&b, TaskState::Running));
-        assert_eq!(f.to_check(), vec![c.clone()]);
+        assert_eq!(f.take_unheard(), vec![c.clone()]);
         // Once per re-registration.
-        assert!(f.to_check().is_empty());
+        assert!(f.take_unheard().is_empty());
         let lost = f.unknown(FrameworkId::new(), &c).unwrap();
         assert_eq!(lost.state, TaskState::Lost);
         assert_eq!(lost.task_id, c);
         assert!(f.unknown(FrameworkId::new(), &c).is_none());
         // b stays open (running); a finished is gone.
         f.reregistered();
-        assert_eq!(f.to_check(), vec![b]);
+        assert_eq!(f.take_unheard(), vec![b]);
     }
 
     #[test]
-    fn nothing_open_means_nothing_to_check() {
+    fn nothing_open_means_nothing_unheard() {
         let mut f = Forgotten::default();
         f.reregistered();
-        assert!(f.to_check().is_empty());
+        assert!(f.take_unheard().is_empty());
     }
 }

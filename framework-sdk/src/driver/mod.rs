@@ -394,7 +394,7 @@ impl<S: Scheduler> Runner<S> {
         let Some(id) = self.framework_id else {
             return Ok(());
         };
-        let check = self.forgotten.to_check();
+        let check = self.forgotten.take_unheard();
         if check.is_empty() {
             return Ok(());
         }
