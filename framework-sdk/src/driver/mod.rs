@@ -3,6 +3,8 @@
 //! One task does everything, in order: it registers, reads the event stream, calls the
 //! scheduler, carries out what the scheduler asked for, acknowledges updates, declines offers
 //! held too long, suppresses and revives, and reconnects with backoff when the stream breaks.
+//! After re-registering it reports launches the coordinator forgot (accepted just before a
+//! coordinator crash or failover, never sent to the agent) as `lost` (`forgotten`).
 
 mod actions;
 mod backoff;
