@@ -14,8 +14,9 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -23,138 +24,7 @@ use std::time::{Duration, Instant};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use serde_json::{json, Value};
-
-/// Whether etcd is here; prints why not (and fails under `PARLEY_CI=1`).
-fn have_etcd(test: &str) -> bool {
-    let ok = Command::new("etcd")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var("PARLEY_CI").as_deref() != Ok("1"),
-            "{test}: etcd is not installed (apt-get install etcd-server), and PARLEY_CI=1"
-        );
-        eprintln!("{test}: skipped: etcd is not installed (apt-get install etcd-server)");
-    }
-    ok
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// etcd members on loopback, killed on drop.
-struct Etcd {
-    members: Vec<Child>,
-    urls: Vec<String>,
-    _dir: tempfile::TempDir,
-}
-
-impl Etcd {
-    async fn start(n: usize) -> Etcd {
-        let dir = tempfile::tempdir().unwrap();
-        let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
-        let cluster: Vec<String> = ports
-            .iter()
-            .enumerate()
-            .map(|(i, (_, p))| format!("n{i}=http://127.0.0.1:{p}"))
-            .collect();
-        let mut members = Vec::new();
-        let mut urls = Vec::new();
-        for (i, (c, p)) in ports.iter().enumerate() {
-            let client = format!("http://127.0.0.1:{c}");
-            let peer = format!("http://127.0.0.1:{p}");
-            members.push(
-                Command::new("etcd")
-                    .args(["--name", &format!("n{i}"), "--data-dir"])
-                    .arg(dir.path().join(format!("n{i}")))
-                    .args(["--listen-client-urls", &client])
-                    .args(["--advertise-client-urls", &client])
-                    .args(["--listen-peer-urls", &peer])
-                    .args(["--initial-advertise-peer-urls", &peer])
-                    .args(["--initial-cluster", &cluster.join(",")])
-                    .args(["--initial-cluster-state", "new"])
-                    .args(["--initial-cluster-token", "parley-test"])
-                    .args(["--heartbeat-interval=50", "--election-timeout=500"])
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .spawn()
-                    .unwrap(),
-            );
-            urls.push(client);
-        }
-        let etcd = Etcd {
-            members,
-            urls,
-            _dir: dir,
-        };
-        let http = reqwest::Client::new();
-        for url in &etcd.urls {
-            testkit::wait_for(Duration::from_secs(30), "etcd writable", || async {
-                http.post(format!("{url}/v3/kv/put"))
-                    .json(&json!({"key": B64.encode("/probe"), "value": B64.encode("1")}))
-                    .send()
-                    .await
-                    .is_ok_and(|r| r.status().is_success())
-            })
-            .await
-            .unwrap();
-        }
-        etcd
-    }
-
-    fn endpoints(&self) -> String {
-        self.urls.join(",")
-    }
-
-    async fn post(&self, path: &str, body: Value) -> Value {
-        let resp = reqwest::Client::new()
-            .post(format!("{}{path}", self.urls[0]))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        resp.json().await.unwrap()
-    }
-
-    /// The keys under `prefix`.
-    async fn keys(&self, prefix: &str) -> Vec<String> {
-        let mut end = prefix.as_bytes().to_vec();
-        *end.last_mut().unwrap() += 1;
-        let r = self
-            .post(
-                "/v3/kv/range",
-                json!({"key": B64.encode(prefix), "range_end": B64.encode(end)}),
-            )
-            .await;
-        r["kvs"]
-            .as_array()
-            .map(|kvs| {
-                kvs.iter()
-                    .map(|kv| {
-                        String::from_utf8(B64.decode(kv["key"].as_str().unwrap()).unwrap()).unwrap()
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-}
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        for m in &mut self.members {
-            let _ = m.kill();
-            let _ = m.wait();
-        }
-    }
-}
+use support::{free_port, have_etcd, Etcd};
 
 /// A `coordinator --etcd ...` process.
 struct Coord {

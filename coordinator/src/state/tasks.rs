@@ -103,6 +103,8 @@ impl State {
             Some(t) if t.state().is_terminal() => {
                 if t.lost_by_coordinator && !status.state.is_terminal() {
                     self.revive_lost_task(status, now, fx);
+                } else if t.lost_by_coordinator && status.state != t.state() {
+                    self.correct_lost_task(status, now, fx);
                 }
             }
             Some(_) => self.record_status(status, now, fx),
@@ -161,6 +163,22 @@ impl State {
             }
         }
         self.rehold_task(fw, agent, &status.task_id, fx);
+        self.send_update(status, now, fx);
+    }
+
+    /// A task the coordinator declared lost (its agent missed heartbeats, or a launch could not
+    /// reach it) ended otherwise as its agent reports (e.g. `failed`: the agent journaled the
+    /// launch and restarted before starting it): the agent's word replaces the guess and is
+    /// relayed, so the framework's last state is the agent's. It holds nothing either way.
+    fn correct_lost_task(&mut self, status: TaskStatus, now: &Now, fx: &mut Effects) {
+        let Some(t) = self
+            .tasks
+            .get_mut(&(status.framework_id, status.task_id.clone()))
+        else {
+            return;
+        };
+        t.set_latest(status.clone());
+        t.lost_by_coordinator = false;
         self.send_update(status, now, fx);
     }
 
@@ -302,6 +320,12 @@ impl State {
             }
             if let Some(status) = self.coordinator_status(fw, task, state, message, now) {
                 self.record_status(status, now, fx);
+            }
+            // Unreachable is a guess: the agent may have the launch (see correct_lost_task).
+            if state == TaskState::Lost {
+                if let Some(t) = self.tasks.get_mut(&(fw, task.clone())) {
+                    t.lost_by_coordinator = true;
+                }
             }
         }
     }

@@ -1548,3 +1548,56 @@ fn a_role_update_is_checked_in_full_persisted_and_restored() {
     assert_eq!(eng_node.weight, 2.0);
     assert_eq!(eng_node.limit, want.limit);
 }
+
+#[test]
+fn a_task_lost_to_an_unreachable_launch_takes_the_terminal_state_its_agent_reports() {
+    let (mut s, fw, agent, offer) = setup();
+    let mut fx = Vec::new();
+    let req = Accept {
+        offer_ids: vec![offer.offer_id],
+        tasks: vec![task("a", agent, "cpus=1,mem=10")],
+        refuse: Some(Duration::ZERO),
+    };
+    s.accept(fw, req, &at(2), &mut fx).unwrap();
+    let id: TaskId = "a".parse().unwrap();
+    // The launch could not reach the agent (it died while being called): lost, a guess.
+    s.launch_failed(
+        fw,
+        std::slice::from_ref(&id),
+        TaskState::Lost,
+        "agent unreachable",
+        &at(3),
+        &mut fx,
+    );
+    assert_eq!(
+        s.tasks.get(&(fw, id.clone())).unwrap().state(),
+        TaskState::Lost
+    );
+    // The agent had journaled the launch; restarted, it reports the task failed.
+    let mut failed = running("a", fw, agent, Some("cpus=1,mem=10"));
+    failed.state = TaskState::Failed;
+    failed.message = Some("the agent restarted before the task's process started".into());
+    let mut fx = Vec::new();
+    s.register_agent(
+        reregister(agent, "cpus=4,mem=100", vec![failed.clone()]),
+        &at(4),
+        &mut fx,
+    )
+    .unwrap();
+    assert!(fx.iter().any(|e| matches!(
+        e,
+        Effect::ToFramework(f, FrameworkEvent::Update { status })
+            if *f == fw && status.task_id == id && status.state == TaskState::Failed
+    )));
+    assert_eq!(
+        s.tasks.get(&(fw, id.clone())).unwrap().state(),
+        TaskState::Failed
+    );
+    // It holds nothing, and a second report changes nothing more.
+    assert!(s.agents()[0].used.is_empty());
+    let mut fx = Vec::new();
+    s.apply_reported_status(agent, failed, &at(5), &mut fx);
+    assert!(!fx
+        .iter()
+        .any(|e| matches!(e, Effect::ToFramework(_, FrameworkEvent::Update { .. }))));
+}

@@ -91,6 +91,11 @@ impl<S: Scheduler> Runner<S> {
             for (request, result) in results {
                 match result {
                     Ok(answer) => {
+                        for t in &request.tasks {
+                            if answer.launched.contains(&t.task_id) {
+                                self.forgotten.launched(t.task_id.clone(), t.agent_id);
+                            }
+                        }
                         let missing: Vec<TaskSpec> = request
                             .tasks
                             .into_iter()

@@ -3,11 +3,14 @@
 //! One task does everything, in order: it registers, reads the event stream, calls the
 //! scheduler, carries out what the scheduler asked for, acknowledges updates, declines offers
 //! held too long, suppresses and revives, and reconnects with backoff when the stream breaks.
+//! After re-registering it reports launches the coordinator forgot (accepted just before a
+//! coordinator crash or failover, never sent to the agent) as `lost` (`forgotten`).
 
 mod actions;
 mod backoff;
 mod config;
 mod demand;
+mod forgotten;
 mod offer_book;
 
 use std::future::Future;
@@ -21,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use backoff::Backoff;
 pub use config::{DriverConfig, DEFAULT_FAILOVER_TIMEOUT};
 use demand::DemandState;
+use forgotten::Forgotten;
 use offer_book::OfferBook;
 
 use crate::client::{CoordinatorClient, Registration};
@@ -114,6 +118,7 @@ impl<S: Scheduler> Driver<S> {
             acks: Vec::new(),
             stopping: false,
             revive_at: None,
+            forgotten: Forgotten::default(),
         };
         runner.framework_id = runner.config.framework_id;
         match runner.run().await {
@@ -152,6 +157,8 @@ struct Runner<S> {
     acks: Vec<(TaskId, UpdateId)>,
     stopping: bool,
     revive_at: Option<Instant>,
+    /// Launched tasks not yet terminal, to find those a coordinator forgot (see [`forgotten`]).
+    forgotten: Forgotten,
 }
 
 impl<S: Scheduler> Runner<S> {
@@ -257,6 +264,7 @@ impl<S: Scheduler> Runner<S> {
             .registered(&mut self.ctx, id, reregistered)
             .await;
         if reregistered && self.config.reconcile_on_reregister {
+            self.forgotten.reregistered();
             if let Err(e) = self.client.reconcile(id, Vec::new()).await {
                 tracing::warn!(error = %e, "reconcile after re-registration failed");
             }
@@ -340,6 +348,7 @@ impl<S: Scheduler> Runner<S> {
                 if self.stopping {
                     return Ok(());
                 }
+                self.report_forgotten_launches().await?;
                 let decisions = self.scheduler.offers(&mut self.ctx, offers).await;
                 // The decisions come first, then whatever the scheduler asked through the context.
                 let mut commands: Vec<Command> = decisions
@@ -363,6 +372,7 @@ impl<S: Scheduler> Runner<S> {
                 self.after_callback().await?;
             }
             FrameworkEvent::Update { status } => {
+                self.forgotten.heard(&status);
                 self.scheduler.status_update(&mut self.ctx, &status).await;
                 self.after_callback().await?;
                 self.acks.push((status.task_id, status.update_id));
@@ -375,6 +385,46 @@ impl<S: Scheduler> Runner<S> {
             }
             FrameworkEvent::Heartbeat {} => {}
             FrameworkEvent::Error { message } => return Err(SdkError::FrameworkRemoved(message)),
+        }
+        Ok(())
+    }
+
+    /// After a re-registration, at the first offers: each launched, unfinished task not heard
+    /// of since is reconciled by id; those the coordinator does not know (`404
+    /// task_not_found`) reach the scheduler as `lost` (see [`forgotten`]).
+    async fn report_forgotten_launches(&mut self) -> Result<(), SdkError> {
+        let Some(id) = self.framework_id else {
+            return Ok(());
+        };
+        let check = self.forgotten.take_unheard();
+        if check.is_empty() {
+            return Ok(());
+        }
+        let client = &self.client;
+        let limit = self.config.max_concurrent_requests.max(1);
+        let results = futures::stream::iter(check.into_iter().map(|task| async move {
+            let r = client.reconcile(id, vec![task.clone()]).await;
+            (task, r)
+        }))
+        .buffered(limit)
+        .collect::<Vec<_>>()
+        .await;
+        for (task, result) in results {
+            match result {
+                Ok(()) => {}
+                Err(SdkError::Rejected {
+                    status: 404, code, ..
+                }) if code == "task_not_found" => {
+                    if let Some(status) = self.forgotten.unknown(id, &task) {
+                        tracing::warn!(task_id = %task, "the coordinator forgot a launch; reporting it lost");
+                        self.scheduler.status_update(&mut self.ctx, &status).await;
+                        self.after_callback().await?;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(task_id = %task, error = %e, "reconciling a launched task failed")
+                }
+            }
         }
         Ok(())
     }

@@ -1,0 +1,77 @@
+//! Real processes for the chaos tests (and `ha.rs`): etcd members, `coordinator` and `agent`
+//! processes (each in its own process group, killed with the group on drop, so no task
+//! outlives a test), an in-process framework driven by the SDK that records every update it
+//! receives, the seed, and the checks the chaos tests share (tasks as their agents saw them,
+//! books back to zero).
+//!
+//! - [`procs`]: [`Proc`], [`Etcd`], [`Coord`], [`Agent`];
+//! - [`framework`]: [`Sleeper`], [`Seen`], [`driver_config`];
+//! - [`checks`]: [`wait_all_terminal`], [`assert_tasks_as_agents_saw_them`],
+//!   [`assert_books_zero`].
+
+#![allow(clippy::unwrap_used, dead_code, unused_imports)]
+
+pub mod checks;
+pub mod framework;
+pub mod procs;
+
+pub use checks::*;
+pub use framework::*;
+pub use procs::*;
+
+use std::net::TcpListener;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// The token every test agent demands of callers of its API (the test reads `GET /tasks`).
+pub const AGENT_TOKEN: &str = "chaos-agent-token";
+
+/// Whether etcd is here; prints why not (and fails under `PARLEY_CI=1`).
+pub fn have_etcd(test: &str) -> bool {
+    let ok = Command::new("etcd")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            std::env::var("PARLEY_CI").as_deref() != Ok("1"),
+            "{test}: etcd is not installed (apt-get install etcd-server), and PARLEY_CI=1"
+        );
+        eprintln!("{test}: skipped: etcd is not installed (apt-get install etcd-server)");
+    }
+    ok
+}
+
+/// A free loopback port (bound and released at once).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The seed of this run: `PARLEY_CHAOS_SEED` to replay one, else the clock. Printed.
+pub fn seed(test: &str) -> u64 {
+    let seed = std::env::var("PARLEY_CHAOS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    eprintln!("{test}: seed {seed} (replay with PARLEY_CHAOS_SEED={seed})");
+    seed
+}
+
+/// How many times to repeat a chaos scenario in one test (`PARLEY_CHAOS_RUNS`, default 1).
+pub fn runs() -> usize {
+    std::env::var("PARLEY_CHAOS_RUNS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(1)
+}
