@@ -72,6 +72,11 @@ struct Args {
     /// With --etcd: the leader lease in seconds (failover takes about this long).
     #[arg(long, value_name = "N", default_value_t = 10)]
     leader_lease_s: u64,
+    /// With --etcd: a leader whose last lease renewal is older than this steps down
+    /// (Kubernetes' renew deadline); default two thirds of the lease. Renewals are sent every
+    /// third of the lease, and at least twice within this deadline.
+    #[arg(long, value_name = "MS")]
+    leader_renew_deadline_ms: Option<u64>,
     /// With --etcd: how long a new leader waits for the agents it knew to re-register before
     /// offering.
     #[arg(long, value_name = "N", default_value_t = 10)]
@@ -99,6 +104,9 @@ fn ha_options(args: &Args) -> anyhow::Result<Option<coordinator::ha::HaOptions>>
         prefix: args.etcd_prefix.clone(),
         advertise_url,
         lease_ttl: std::time::Duration::from_secs(args.leader_lease_s),
+        renew_deadline: args
+            .leader_renew_deadline_ms
+            .map(std::time::Duration::from_millis),
         reregister_grace: std::time::Duration::from_secs(args.reregister_grace_s),
     };
     options.validate()?;

@@ -444,6 +444,19 @@ fn bad_ha_flags_are_one_line_errors_naming_the_flag() {
             ],
             "--etcd-prefix",
         ),
+        (
+            vec![
+                "--etcd",
+                "http://e:1",
+                "--advertise-url",
+                "http://a:1",
+                "--leader-lease-s",
+                "3",
+                "--leader-renew-deadline-ms",
+                "3000",
+            ],
+            "--leader-renew-deadline-ms",
+        ),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_coordinator"))
             .args(["--listen", "127.0.0.1:0", "--in-memory"])

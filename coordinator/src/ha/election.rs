@@ -27,6 +27,9 @@ const OBSERVE_PERIOD: Duration = Duration::from_millis(200);
 pub struct Election {
     client: Arc<EtcdClient>,
     lease: Lease,
+    /// How often the lease is renewed, and how old the last renewal may get before this
+    /// coordinator steps down ([`HaOptions::renew_period`], [`HaOptions::renew_deadline`]).
+    renew: (Duration, Duration),
     leader: tokio::sync::Mutex<Option<LeaderKey>>,
 }
 
@@ -43,6 +46,7 @@ impl Election {
         let this = Arc::new(Self {
             client,
             lease,
+            renew: (options.renew_period(), options.renew_deadline()),
             leader: tokio::sync::Mutex::new(None),
         });
         tokio::spawn(keep_alive(Arc::clone(&this), lost));
@@ -171,12 +175,11 @@ impl Election {
     }
 }
 
-/// Renews the lease every TTL/3; cancels `lost` at once when etcd says the lease is gone or
-/// no renewal landed within 2/3 of the TTL.
+/// Renews the lease every renew period (TTL/3 by default); cancels `lost` at once when etcd
+/// says the lease is gone or no renewal landed within the renew deadline (2/3 of the TTL by
+/// default, `--leader-renew-deadline-ms`).
 async fn keep_alive(election: Arc<Election>, lost: CancellationToken) {
-    let ttl = Duration::from_secs(u64::try_from(election.lease.ttl_s).unwrap_or(1).max(1));
-    let period = ttl / 3;
-    let deadline = ttl * 2 / 3;
+    let (period, deadline) = election.renew;
     let mut last_ok = Instant::now();
     loop {
         tokio::select! {

@@ -82,6 +82,10 @@ pub struct HaOptions {
     pub advertise_url: String,
     /// The leader lease's TTL.
     pub lease_ttl: Duration,
+    /// The renew deadline: a leader whose last successful renewal is older than this steps
+    /// down (Kubernetes' `renewDeadline`); `None` means two thirds of the TTL. It must be
+    /// shorter than the TTL, so the leader stops before etcd lets another one in.
+    pub renew_deadline: Option<Duration>,
     /// How long a new leader waits for the agents it loaded to re-register before offering.
     pub reregister_grace: Duration,
 }
@@ -124,10 +128,30 @@ impl HaOptions {
         if !(2..=3600).contains(&ttl) {
             return bad(format!("--leader-lease-s: {ttl} is not within 2..=3600"));
         }
+        if let Some(deadline) = self.renew_deadline {
+            if deadline < Duration::from_millis(100) || deadline >= self.lease_ttl {
+                return bad(format!(
+                    "--leader-renew-deadline-ms: {} is not within 100 ms and the lease ({} s), exclusive",
+                    deadline.as_millis(),
+                    ttl
+                ));
+            }
+        }
         if self.reregister_grace > Duration::from_secs(3600) {
             return bad("--reregister-grace-s: at most 3600".into());
         }
         Ok(())
+    }
+
+    /// The renew deadline in force: [`HaOptions::renew_deadline`] or two thirds of the TTL.
+    pub fn renew_deadline(&self) -> Duration {
+        self.renew_deadline.unwrap_or(self.lease_ttl * 2 / 3)
+    }
+
+    /// How often the lease is renewed: a third of the TTL, and at least twice within the
+    /// renew deadline (so one failed renewal is retried before the deadline passes).
+    pub fn renew_period(&self) -> Duration {
+        (self.lease_ttl / 3).min(self.renew_deadline() / 2)
     }
 
     /// Splits `--etcd`'s comma-separated URLs.
@@ -162,6 +186,7 @@ mod tests {
             prefix: "/parley".into(),
             advertise_url: "http://10.0.0.1:5050".into(),
             lease_ttl: Duration::from_secs(10),
+            renew_deadline: None,
             reregister_grace: Duration::from_secs(10),
         }
     }
@@ -229,11 +254,39 @@ mod tests {
                 },
                 "--reregister-grace-s",
             ),
+            (
+                HaOptions {
+                    renew_deadline: Some(Duration::from_secs(10)),
+                    ..options()
+                },
+                "--leader-renew-deadline-ms",
+            ),
+            (
+                HaOptions {
+                    renew_deadline: Some(Duration::from_millis(50)),
+                    ..options()
+                },
+                "--leader-renew-deadline-ms",
+            ),
         ];
         for (o, flag) in cases {
             let e = o.validate().unwrap_err();
             assert!(e.to_string().starts_with(flag), "{e} should name {flag}");
         }
+    }
+
+    #[test]
+    fn the_renew_deadline_defaults_to_two_thirds_of_the_lease_and_paces_renewals() {
+        let o = options();
+        assert_eq!(o.renew_deadline().as_millis(), 6_666);
+        assert_eq!(o.renew_period().as_millis(), 3_333);
+        let tight = HaOptions {
+            renew_deadline: Some(Duration::from_secs(2)),
+            ..options()
+        };
+        tight.validate().unwrap();
+        assert_eq!(tight.renew_deadline(), Duration::from_secs(2));
+        assert_eq!(tight.renew_period(), Duration::from_secs(1));
     }
 
     #[test]
