@@ -22,8 +22,7 @@ impl Allocator {
             None => None,
         };
         let (w, unknown) = self.kinds.dense_lookup(free);
-        let mut ctx = Ctx::new(slot, &w, unknown, now);
-        ctx.gated = self.gated(slot);
+        let ctx = self.ctx(slot, &w, unknown, now);
         let leaf = self.pick_leaf(&ctx)?;
         self.framework_at(leaf)
     }
@@ -41,8 +40,7 @@ impl Allocator {
             None => None,
         };
         let (w, unknown) = self.kinds.dense_lookup(free);
-        let mut ctx = Ctx::new(slot, &w, unknown, now);
-        ctx.gated = self.gated(slot);
+        let ctx = self.ctx(slot, &w, unknown, now);
         let leaf = match self
             .has_quota()
             .then(|| self.guarantee_pick(&ctx))
@@ -61,6 +59,15 @@ impl Allocator {
             .leaf
             .as_ref()
             .map(|l| l.id)
+    }
+
+    /// The context of one decision on `w` (of agent `slot`, if any), with GPU gating as it
+    /// applies to that agent.
+    fn ctx<'w>(&self, slot: Option<u32>, w: &'w [u64], unknown: bool, now: u64) -> Ctx<'w> {
+        Ctx {
+            gated: self.gated(slot),
+            ..Ctx::new(slot, w, unknown, now)
+        }
     }
 
     /// The decision procedure used by `pick` and `cycle`.
@@ -112,8 +119,7 @@ impl Allocator {
             // agent is empty or no one can take the rest: each cut leaves its role at its limit
             // in some kind, so the loop ends.
             loop {
-                let mut ctx = Ctx::new(Some(slot), &w, false, now);
-                ctx.gated = self.gated(Some(slot));
+                let ctx = self.ctx(Some(slot), &w, false, now);
                 let Some(leaf) = self.pick_leaf(&ctx) else {
                     if let Some(Some(agent)) = self.agents.get_mut(slot as usize) {
                         agent.all_blocked_at = Some((memo_key.0, memo_key.1, agent.version));
@@ -210,8 +216,7 @@ impl Allocator {
             return Some(BlockReason::UnknownAgent);
         };
         let record = self.agents.get(slot as usize)?.as_ref()?;
-        let mut ctx = Ctx::new(Some(slot), &record.free, false, now);
-        ctx.gated = self.gated(Some(slot));
+        let ctx = self.ctx(Some(slot), &record.free, false, now);
         why(leaf, &ctx, &record.free)
     }
 }

@@ -165,20 +165,14 @@ impl Allocator {
         // Should the decision panic, the allocator is left without caches, and the next pick
         // builds them afresh.
         let mut fast = self.fast.take().unwrap_or_default();
-        let picked = self.fast_pick_with(&mut fast, ymask, ctx.gated, ctx);
+        let picked = self.fast_pick_with(&mut fast, ymask, ctx);
         self.fast = Some(fast);
         picked
     }
 
     /// [`Allocator::fast_pick`] for the kind set `ymask`, with the caches taken out of `self`.
-    fn fast_pick_with(
-        &self,
-        fast: &mut Fast,
-        ymask: u64,
-        gated: bool,
-        ctx: &Ctx<'_>,
-    ) -> Option<u32> {
-        let ci = self.cache_for(fast, ymask, gated);
+    fn fast_pick_with(&self, fast: &mut Fast, ymask: u64, ctx: &Ctx<'_>) -> Option<u32> {
+        let ci = self.cache_for(fast, ymask, ctx.gated);
         let Fast {
             caches, scratch, ..
         } = fast;
@@ -733,23 +727,7 @@ impl Scratch {
         }
         let pi = p as usize;
         if self.stamp[pi] != epoch {
-            self.touch(pi);
-            let mut child = p;
-            let mut v = c.parent[pi];
-            while v != NONE {
-                let i = v as usize;
-                let new = self.stamp[i] != epoch;
-                if new {
-                    self.touch(i);
-                }
-                self.next_sib[child as usize] = self.first_child[i];
-                self.first_child[i] = child;
-                if !new {
-                    break;
-                }
-                child = v;
-                v = c.parent[i];
-            }
+            self.touch_and_link(c, p);
         }
         self.count[pi] += 1;
         let (t, x) = (&c.t[li], &c.rawx[li]);
@@ -787,23 +765,7 @@ impl Scratch {
         let before = if self.stamp[ri] == epoch {
             self.count[ri]
         } else {
-            self.touch(ri);
-            let mut child = role;
-            let mut v = c.parent[ri];
-            while v != NONE {
-                let i = v as usize;
-                let new = self.stamp[i] != epoch;
-                if new {
-                    self.touch(i);
-                }
-                self.next_sib[child as usize] = self.first_child[i];
-                self.first_child[i] = child;
-                if !new {
-                    break;
-                }
-                child = v;
-                v = c.parent[i];
-            }
+            self.touch_and_link(c, role);
             0
         };
         let add = c.elig[ri].saturating_sub(before);
@@ -812,6 +774,30 @@ impl Scratch {
         while v != NONE {
             self.count[v as usize] += add;
             v = c.parent[v as usize];
+        }
+    }
+
+    /// Stamps `node` (not yet touched by this decision) as touched, and links it into its
+    /// parent's child list, touching and linking each ancestor in turn up to the first one
+    /// this decision had already touched.
+    fn touch_and_link(&mut self, c: &MaskCache, node: u32) {
+        let epoch = self.epoch;
+        self.touch(node as usize);
+        let mut child = node;
+        let mut v = c.parent[node as usize];
+        while v != NONE {
+            let i = v as usize;
+            let new = self.stamp[i] != epoch;
+            if new {
+                self.touch(i);
+            }
+            self.next_sib[child as usize] = self.first_child[i];
+            self.first_child[i] = child;
+            if !new {
+                break;
+            }
+            child = v;
+            v = c.parent[i];
         }
     }
 
