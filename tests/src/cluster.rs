@@ -394,6 +394,25 @@ impl Cluster {
         Ok(resp.json().await?)
     }
 
+    /// Sends `body` as JSON with `method` to `path` on the coordinator: the status code and
+    /// the JSON answer (`Null` when the answer is not JSON), whatever the status.
+    pub async fn send_json(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: &str,
+    ) -> anyhow::Result<(u16, serde_json::Value)> {
+        let resp = self
+            .http
+            .request(method, format!("{}{path}", self.url))
+            .header("content-type", "application/json")
+            .body(body.to_owned())
+            .send()
+            .await?;
+        let status = resp.status().as_u16();
+        Ok((status, resp.json().await.unwrap_or(serde_json::Value::Null)))
+    }
+
     /// The coordinator's agent list.
     pub async fn agents(&self) -> anyhow::Result<AgentList> {
         self.get("/api/v1/agents").await

@@ -18,16 +18,9 @@ use tests::framework::{shell_task, TestFramework};
 use tests::{deadline_in, Cluster, SseReader, WITHIN};
 
 async fn post(c: &Cluster, path: &str, body: &str) -> (u16, serde_json::Value) {
-    let resp = c
-        .http
-        .post(format!("{}{path}", c.url))
-        .header("content-type", "application/json")
-        .body(body.to_owned())
-        .send()
+    c.send_json(reqwest::Method::POST, path, body)
         .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap_or(serde_json::Value::Null))
+        .unwrap()
 }
 
 async fn agent_state(c: &Cluster, id: AgentId) -> Option<AgentInfo> {

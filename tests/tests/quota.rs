@@ -13,16 +13,9 @@ use tests::framework::{shell_task, TestFramework};
 use tests::{Cluster, WITHIN};
 
 async fn put_role(c: &Cluster, path: &str, body: &str) -> (u16, serde_json::Value) {
-    let resp = c
-        .http
-        .put(format!("{}/api/v1/roles/{path}", c.url))
-        .header("content-type", "application/json")
-        .body(body.to_owned())
-        .send()
+    c.send_json(reqwest::Method::PUT, &format!("/api/v1/roles/{path}"), body)
         .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap_or(serde_json::Value::Null))
+        .unwrap()
 }
 
 fn find<'a>(node: &'a RoleNode, path: &str) -> Option<&'a RoleNode> {
