@@ -38,9 +38,13 @@ impl Forgotten {
         self.open.insert(task, agent);
     }
 
-    /// An update for a task arrived.
+    /// An update for a task arrived. Who was heard of matters only between a
+    /// re-registration and the check at the next offers, so only then is it recorded (the
+    /// steady state keeps no per-update set).
     pub fn heard(&mut self, status: &TaskStatus) {
-        self.heard.insert(status.task_id.clone());
+        if self.check {
+            self.heard.insert(status.task_id.clone());
+        }
         if status.state.is_terminal() {
             self.open.remove(&status.task_id);
         }
@@ -58,10 +62,11 @@ impl Forgotten {
         if !std::mem::take(&mut self.check) {
             return Vec::new();
         }
+        let heard = std::mem::take(&mut self.heard);
         let mut ids: Vec<TaskId> = self
             .open
             .keys()
-            .filter(|t| !self.heard.contains(*t))
+            .filter(|t| !heard.contains(*t))
             .cloned()
             .collect();
         ids.sort();
