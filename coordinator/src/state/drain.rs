@@ -14,7 +14,7 @@
 //! restart forgets it and the agent comes back `active` when it re-registers (re-drain it).
 //! A drain survives the agent's own loss and re-registration.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use protocol::maintenance::{AgentDraining, AgentMaintenance, AGENT_DRAINED, AGENT_DRAINING};
 use protocol::{AgentId, FrameworkEvent, FrameworkId, OfferEvent, TaskId, Timestamp};
@@ -136,22 +136,18 @@ impl State {
 
     /// The maintenance tick's part for drains: kills what still runs on agents past their
     /// deadline (again every update re-send interval while it runs) and marks agents with no
-    /// task left `drained`. Costs nothing while no agent is draining, and one pass over the tasks
-    /// otherwise.
+    /// task left `drained`. One pass over the agents while none is draining, and one over the
+    /// tasks otherwise.
     pub fn check_drains(&mut self, now: &Now, fx: &mut Effects) {
-        if !self
-            .agents
-            .values()
-            .any(|a| a.drain.as_ref().is_some_and(|d| !d.drained))
-        {
-            return;
-        }
-        let draining: Vec<AgentId> = self
+        let draining: BTreeSet<AgentId> = self
             .agents
             .iter()
             .filter(|(_, a)| a.drain.as_ref().is_some_and(|d| !d.drained))
             .map(|(id, _)| *id)
             .collect();
+        if draining.is_empty() {
+            return;
+        }
         let mut left: BTreeMap<AgentId, Vec<(FrameworkId, TaskId)>> = BTreeMap::new();
         for ((fw, task), t) in &self.tasks {
             if !t.state().is_terminal() && draining.contains(&t.agent_id) {
