@@ -38,6 +38,9 @@ use protocol::{ErrorBody, Resources};
 use serde_json::Value;
 use tests::{deadline_in, fast_coordinator_config, Cluster, SseReader};
 
+/// The coordinator's request body limit (`Config::max_body_bytes`' default).
+const MAX_BODY_BYTES: usize = 1024 * 1024;
+
 /// Panics seen anywhere in the test process since the suite started.
 static PANICS: AtomicUsize = AtomicUsize::new(0);
 
@@ -173,6 +176,16 @@ enum Call {
     Delete(Pick),
     Explain(Pick),
     SetWeight(Index),
+    /// `PUT /api/v1/roles/{role}` with a guarantee and/or a limit (which of [`QUOTAS`] each).
+    SetQuota {
+        role: Index,
+        guarantee: Option<Index>,
+        limit: Option<Index>,
+    },
+    /// `POST /api/v1/agents/{id}/drain` with one of [`DRAIN_DEADLINES`].
+    Drain(Pick, Index),
+    /// `POST /api/v1/agents/{id}/reactivate`.
+    Reactivate(Pick),
     RegisterAgent {
         id: Option<Pick>,
         endpoint: Index,
@@ -295,6 +308,9 @@ const FIELDS: &[&str] = &[
     "command",
     "cpus",
     "mem",
+    "guarantee",
+    "limit",
+    "deadline_s",
 ];
 
 fn json_value() -> impl Strategy<Value = Value> {
@@ -370,6 +386,14 @@ fn call() -> impl Strategy<Value = Call> {
         1 => pick().prop_map(Call::Delete),
         1 => pick().prop_map(Call::Explain),
         1 => any::<Index>().prop_map(Call::SetWeight),
+        1 => (
+            any::<Index>(),
+            prop::option::weighted(0.7, any::<Index>()),
+            prop::option::weighted(0.7, any::<Index>()),
+        )
+            .prop_map(|(role, guarantee, limit)| Call::SetQuota { role, guarantee, limit }),
+        1 => (pick(), any::<Index>()).prop_map(|(a, d)| Call::Drain(a, d)),
+        1 => pick().prop_map(Call::Reactivate),
         2 => (
             prop::option::weighted(0.3, pick()),
             any::<Index>(),
@@ -555,6 +579,21 @@ const AGENT_RESOURCES: &[&str] = &[
     r#"{"cpus":0}"#,
     r#"{"cpus":4,"mem":4096,"disk":100,"gpus":1}"#,
 ];
+/// Guarantees and limits in quota calls: valid, null (clears), and a few the coordinator must
+/// refuse as a whole body (an unknown resource, a negative amount).
+const QUOTAS: &[&str] = &[
+    r#"{"cpus":1}"#,
+    r#"{"cpus":0.5,"mem":128}"#,
+    r#"{"cpus":100,"mem":100000}"#,
+    r#"{"cpus":0}"#,
+    "null",
+    r#"{"cpus":-1}"#,
+    r#"{"bogus":1}"#,
+    r#"{"mem":1e10}"#,
+];
+/// Drain deadlines in seconds: all valid (mutations make the bad ones), and all far beyond the
+/// suite's run, so that no deadline kill lands between a call and the snapshot after it.
+const DRAIN_DEADLINES: &[&str] = &["3600", "86400", "2592000"];
 const ENDPOINTS: &[&str] = &[
     "http://127.0.0.1:1",
     "http://127.0.0.1:1/",
@@ -783,6 +822,35 @@ impl Step {
                 reqwest::Method::PUT,
                 format!("/api/v1/roles/{}", ROLES[i.index(ROLES.len())]),
                 object(&[("weight", "2.5".into())]),
+            ),
+            Call::SetQuota {
+                role,
+                guarantee,
+                limit,
+            } => {
+                let mut body = vec![];
+                if let Some(g) = guarantee {
+                    body.push(("guarantee".into(), QUOTAS[g.index(QUOTAS.len())].into()));
+                }
+                if let Some(l) = limit {
+                    body.push(("limit".into(), QUOTAS[l.index(QUOTAS.len())].into()));
+                }
+                (
+                    reqwest::Method::PUT,
+                    format!("/api/v1/roles/{}", ROLES[role.index(ROLES.len())]),
+                    body,
+                )
+            }
+            Call::Drain(a, d) => post(
+                format!("/api/v1/agents/{}/drain", known.path_id(&agents, a)),
+                object(&[(
+                    "deadline_s",
+                    DRAIN_DEADLINES[d.index(DRAIN_DEADLINES.len())].into(),
+                )]),
+            ),
+            Call::Reactivate(a) => post(
+                format!("/api/v1/agents/{}/reactivate", known.path_id(&agents, a)),
+                vec![],
             ),
             Call::RegisterAgent {
                 id,
@@ -1132,7 +1200,9 @@ impl World {
             | Call::Heartbeat(_)
             | Call::Status { .. }
             | Call::Statuses { .. } => named("nodes"),
-            Call::SetWeight(_) => named("admin"),
+            Call::SetWeight(_) | Call::SetQuota { .. } | Call::Drain(..) | Call::Reactivate(_) => {
+                named("admin")
+            }
             Call::Read(..) => named("reader"),
             _ => match framework_in(path).and_then(|id| self.owners.get(id)) {
                 Some(owner) => named(owner),
@@ -1190,8 +1260,18 @@ impl World {
                 "only operators and frameworks list agents",
             ),
             (&Method::GET, _) => ok(operator, "only operators read"),
-            (_, p) if p.starts_with("/api/v1/roles") => {
-                ok(me.who == Who::Admin, "only admin changes weights")
+            (_, p) if p.starts_with("/api/v1/roles") => ok(
+                me.who == Who::Admin,
+                "only admin changes weights and quotas",
+            ),
+            (&Method::POST, p)
+                if p.starts_with("/api/v1/agents/")
+                    && (p.ends_with("/drain") || p.ends_with("/reactivate")) =>
+            {
+                ok(
+                    me.who == Who::Admin,
+                    "only admin drains and reactivates agents",
+                )
             }
             (_, p) if p.starts_with("/api/v1/agents") => ok(
                 me.who == Who::Agent,
@@ -1551,11 +1631,29 @@ impl World {
                 .as_ref()
                 .map(|b| String::from_utf8_lossy(&b[..b.len().min(300)]).into_owned())
         );
-        let response = builder
-            .timeout(Duration::from_secs(30))
-            .send()
-            .await
-            .map_err(|e| fail(format!("{what}: {e}")))?;
+        let oversized = request
+            .body
+            .as_ref()
+            .is_some_and(|b| b.len() > MAX_BODY_BYTES);
+        let response = match builder.timeout(Duration::from_secs(30)).send().await {
+            Ok(response) => response,
+            // A server may answer a body it will not read (over the size limit, or from a
+            // caller refused before the body is read) and close the connection while the
+            // client is still writing: the client then sees a broken connection instead of
+            // the answer. That is still a refusal, so it must have changed nothing.
+            Err(e) if oversized && !e.is_timeout() => {
+                self.calls += 1;
+                *self.by_status.entry(0).or_default() += 1;
+                let after = self.settled().await?;
+                if after.comparable != before.comparable {
+                    return Err(fail(format!(
+                        "{what}: the connection closed ({e}) but the state changed"
+                    )));
+                }
+                return self.check_alive().await;
+            }
+            Err(e) => return Err(fail(format!("{what}: {e}"))),
+        };
         let status = response.status().as_u16();
         self.calls += 1;
         *self.by_status.entry(status).or_default() += 1;
@@ -1628,7 +1726,7 @@ fn hostile_call_sequences_break_nothing() {
 /// with different roles, an agent principal, a read and an admin operator) and clients without
 /// a token or with a wrong one. Besides the checks above, after every call: a 2xx only where
 /// the caller's principal may (a framework's calls and stream only for its owner, an admin's
-/// delete aside; weights only for admin; agent calls only for the agent principal; reads only
+/// delete aside; weights, quotas, drains and reactivations only for admin; agent calls only for the agent principal; reads only
 /// for operators; nothing but `/health` without a valid token), every framework in the books
 /// registered by a principal whose roles cover its role, within `max_frameworks`, and every
 /// 401 with `WWW-Authenticate: Bearer`.
