@@ -1726,8 +1726,9 @@ fn hostile_call_sequences_break_nothing() {
 /// with different roles, an agent principal, a read and an admin operator) and clients without
 /// a token or with a wrong one. Besides the checks above, after every call: a 2xx only where
 /// the caller's principal may (a framework's calls and stream only for its owner, an admin's
-/// delete aside; weights, quotas, drains and reactivations only for admin; agent calls only for the agent principal; reads only
-/// for operators; nothing but `/health` without a valid token), every framework in the books
+/// delete aside; weights, quotas, drains and reactivations only for admin; agent calls only for
+/// the agent principal; reads only for operators; nothing but `/health` without a valid token),
+/// every framework in the books
 /// registered by a principal whose roles cover its role, within `max_frameworks`, and every
 /// 401 with `WWW-Authenticate: Bearer`.
 #[test]
