@@ -189,6 +189,70 @@ async fn a_drained_agent_stops_offering_its_tasks_die_at_the_deadline_and_reacti
     cluster.shutdown().await.unwrap();
 }
 
+/// A drain is kept in the durable registry: after a coordinator restart the agent comes back
+/// `draining` with the same deadline and makes no offers until it is reactivated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_survives_a_coordinator_restart() {
+    let mut cluster = Cluster::builder()
+        .agent("cpus=2,mem=256")
+        .durable_registry()
+        .start()
+        .await
+        .unwrap();
+    let agent = cluster
+        .wait_for("the agent", |c| async move {
+            c.agents().await.ok()?.agents.first().map(|a| a.agent_id)
+        })
+        .await
+        .unwrap();
+    let (status, body) = post(
+        &cluster,
+        &format!("/api/v1/agents/{agent}/drain"),
+        r#"{"deadline_s": 3600}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let deadline = agent_state(&cluster, agent).await.unwrap().drain_deadline;
+    assert!(deadline.is_some());
+
+    cluster.stop_coordinator().await.unwrap();
+    cluster.start_coordinator().await.unwrap();
+    let back = cluster
+        .wait_for("the agent back, draining", |c| async move {
+            agent_state(&c, agent)
+                .await
+                .filter(|a| a.state != "lost" && a.drain_deadline.is_some())
+        })
+        .await
+        .unwrap();
+    assert_eq!(back.state, "drained", "no task ran there");
+    assert_eq!(back.drain_deadline, deadline, "the same deadline");
+
+    // A framework that would take anything gets no offer from it; reactivated, it does.
+    let mut fw = TestFramework::register(&cluster.url, "after-restart", "eng")
+        .await
+        .unwrap();
+    let quiet = Instant::now() + Duration::from_millis(1500);
+    while Instant::now() < quiet {
+        let offers = cluster.offers().await.unwrap();
+        assert!(
+            offers.offers.is_empty(),
+            "a drained agent offered: {offers:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (status, body) = post(
+        &cluster,
+        &format!("/api/v1/agents/{agent}/reactivate"),
+        "{}",
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let offers = fw.next_offers(WITHIN).await.unwrap();
+    assert!(offers.iter().any(|o| o.agent_id == agent));
+    cluster.shutdown().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_drains_are_refused_with_a_clear_4xx_and_change_nothing() {
     let cluster = Cluster::builder()

@@ -239,6 +239,7 @@ mod tests {
             hostname: "h".into(),
             endpoint: "http://h:5051".into(),
             last_seen: protocol::now(),
+            drain_deadline: None,
         };
         let folded = r
             .fold(&[

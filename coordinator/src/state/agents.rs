@@ -56,7 +56,12 @@ impl State {
             }
         }
         self.ledger.add_agent(id, &req.resources);
-        self.awaited_agents.remove(&id);
+        // A drain the registry kept from before a coordinator restart is put back once the
+        // agent's tasks are accounted (below).
+        let stored_drain = self
+            .awaited_agents
+            .remove(&id)
+            .and_then(|(stored, _)| stored.drain_deadline);
         let record = self.agents.entry(id).or_insert_with(|| AgentRecord {
             hostname: String::new(),
             endpoint: String::new(),
@@ -102,6 +107,9 @@ impl State {
         }
         for status in req.tasks {
             self.apply_reported_status(id, status, now, fx);
+        }
+        if let Some(deadline) = stored_drain {
+            self.restore_drain(id, deadline, now, fx);
         }
         fx.push(Effect::Allocate);
         Ok((id, !known))
@@ -192,6 +200,7 @@ impl State {
             hostname: a.hostname.clone(),
             endpoint: a.endpoint.clone(),
             last_seen: now.wall,
+            drain_deadline: a.drain.as_ref().map(|d| d.deadline),
         }))
     }
 
@@ -237,7 +246,9 @@ impl State {
                     last_heartbeat_ms: now.ms,
                     owner: None,
                     gpu_devices: Vec::new(),
-                    drain: None,
+                    drain: stored
+                        .drain_deadline
+                        .map(|deadline| super::drain::Drain::restored(deadline, now)),
                 },
             );
         }

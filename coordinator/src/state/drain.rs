@@ -10,9 +10,12 @@
 //! re-send interval while a task still runs) and marks the agent `drained` once none of its
 //! tasks is left. [`State::reactivate_agent`] ends the drain and offers the agent again.
 //!
-//! A drain lives in the books only: the durable registry does not keep it, so a coordinator
-//! restart forgets it and the agent comes back `active` when it re-registers (re-drain it).
-//! A drain survives the agent's own loss and re-registration.
+//! The durable registry keeps each drain's deadline with the agent's record
+//! ([`crate::store::StoredAgent::drain_deadline`]; a reactivation clears it), so a drain
+//! survives a coordinator restart or failover: the agent comes back draining when it
+//! re-registers, its frameworks are told again, and the original deadline still holds (a
+//! deadline that passed meanwhile kills at once). A drain also survives the agent's own loss
+//! and re-registration.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -33,6 +36,24 @@ pub(crate) struct Drain {
     pub(crate) killed_at_ms: Option<u64>,
     /// No task of the agent is left: it is `drained`.
     pub(crate) drained: bool,
+}
+
+impl Drain {
+    /// A drain put back from the registry's `deadline` (wall clock) at `now`, for an agent whose
+    /// tasks are not known yet: not `drained` until the maintenance tick finds none left.
+    pub(crate) fn restored(deadline: Timestamp, now: &Now) -> Self {
+        Self {
+            deadline_ms: now.ms.saturating_add(ms_until(deadline, now)),
+            deadline,
+            killed_at_ms: None,
+            drained: false,
+        }
+    }
+}
+
+/// Milliseconds from `now` to the wall-clock `deadline` (0 once it passed).
+fn ms_until(deadline: Timestamp, now: &Now) -> u64 {
+    u64::try_from((deadline - now.wall).num_milliseconds()).unwrap_or(0)
 }
 
 /// The state name operators see for an agent: `lost`, `draining`, `drained` or `active`.
@@ -57,12 +78,25 @@ impl State {
         now: &Now,
         fx: &mut Effects,
     ) -> Result<AgentMaintenance, StateError> {
-        if !self.agents.contains_key(&id) {
-            return Err(StateError::UnknownAgent(id));
-        }
         let delay_ms = (deadline_s.max(0.0) * 1000.0) as u64;
         let deadline = now.wall
             + chrono::Duration::milliseconds(i64::try_from(delay_ms).unwrap_or(i64::MAX / 2));
+        self.drain_until(id, delay_ms, deadline, now, fx)
+    }
+
+    /// [`State::drain_agent`] with the deadline given both ways: `delay_ms` from `now` on the
+    /// monotonic clock and `deadline` on the wall clock.
+    fn drain_until(
+        &mut self,
+        id: AgentId,
+        delay_ms: u64,
+        deadline: Timestamp,
+        now: &Now,
+        fx: &mut Effects,
+    ) -> Result<AgentMaintenance, StateError> {
+        if !self.agents.contains_key(&id) {
+            return Err(StateError::UnknownAgent(id));
+        }
         if self.ledger.has_agent(id) {
             self.ledger.pause_agent(id, true);
         }
@@ -92,17 +126,53 @@ impl State {
             killed_at_ms: None,
             drained: tasks.is_empty(),
         };
-        tracing::info!(agent = %id, deadline_s, tasks = tasks.values().map(Vec::len).sum::<usize>(), "agent draining");
+        tracing::info!(agent = %id, %deadline, tasks = tasks.values().map(Vec::len).sum::<usize>(), "agent draining");
         let Some(agent) = self.agents.get_mut(&id) else {
             return Err(StateError::UnknownAgent(id));
         };
         agent.drain = Some(drain);
-        Ok(AgentMaintenance {
+        let answer = AgentMaintenance {
             agent_id: id,
             state: agent_view_state(agent).into(),
             deadline: Some(deadline),
             rescinded_offers,
-        })
+        };
+        self.persist_agent(id, fx);
+        Ok(answer)
+    }
+
+    /// Puts back a drain the registry kept (see the module docs) on agent `id`, which has just
+    /// re-registered with its tasks: the same as draining it again with the stored deadline.
+    pub(crate) fn restore_drain(
+        &mut self,
+        id: AgentId,
+        deadline: Timestamp,
+        now: &Now,
+        fx: &mut Effects,
+    ) {
+        if self.agents.get(&id).is_some_and(|a| a.drain.is_some()) {
+            return;
+        }
+        tracing::info!(agent = %id, %deadline, "drain restored from the registry");
+        if let Err(e) = self.drain_until(id, ms_until(deadline, now), deadline, now, fx) {
+            tracing::error!(agent = %id, error = %e, "could not restore the agent's drain");
+        }
+    }
+
+    /// Queues the agent's registry record with its drain (or without, once reactivated).
+    fn persist_agent(&self, id: AgentId, fx: &mut Effects) {
+        let Some(a) = self.agents.get(&id) else {
+            return;
+        };
+        fx.push(Effect::Persist(crate::store::Change::PutAgent(
+            crate::store::StoredAgent {
+                id,
+                hostname: a.hostname.clone(),
+                endpoint: a.endpoint.clone(),
+                last_seen: a.registered_at,
+                drain_deadline: a.drain.as_ref().map(|d| d.deadline),
+            },
+        )));
     }
 
     /// Ends an agent's drain: it is offered again (an allocation runs soon). Reactivating an
@@ -125,6 +195,7 @@ impl State {
                 self.ledger.pause_agent(id, false);
             }
             fx.push(Effect::Allocate);
+            self.persist_agent(id, fx);
         }
         Ok(AgentMaintenance {
             agent_id: id,

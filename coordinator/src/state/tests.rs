@@ -1431,6 +1431,7 @@ fn a_stored_agent_that_does_not_come_back_is_lost_then_forgotten_and_one_that_do
         hostname: "h".into(),
         endpoint: "http://127.0.0.1:1".into(),
         last_seen: at(0).wall,
+        drain_deadline: None,
     };
     let (gone, back) = (AgentId::new(), AgentId::new());
     let mut s = State::new(&config);

@@ -200,7 +200,13 @@ fn a_drain_rescinds_tells_then_kills_at_the_deadline_and_reactivate_offers_again
     let mut fx = Vec::new();
     let answer = s.reactivate_agent(ag, &mut fx).unwrap();
     assert_eq!(answer.state, "active");
-    assert_eq!(fx, vec![Effect::Allocate]);
+    assert_eq!(fx.len(), 2, "{fx:?}");
+    assert_eq!(fx[0], Effect::Allocate);
+    assert_eq!(
+        persisted(&fx)[0].drain_deadline,
+        None,
+        "the registry forgets the drain"
+    );
     assert_eq!(s.allocate(&at(10_600), &mut fx), 1, "offered again");
     assert_eq!(state_of(&s, ag), "active");
     assert_eq!(s.ledger_mismatches(), 0);
@@ -236,10 +242,12 @@ fn draining_an_idle_agent_drains_it_at_once_and_unknown_agents_change_nothing() 
     let answer = s.drain_agent(ag, 0.0, &at(1), &mut fx).unwrap();
     assert_eq!(answer.state, "drained");
     assert_eq!(answer.rescinded_offers, 0);
-    assert!(
-        fx.is_empty(),
-        "no offers, no tasks: nothing to tell: {fx:?}"
+    assert_eq!(
+        fx.len(),
+        1,
+        "no offers, no tasks: nothing to tell, only the registry to write: {fx:?}"
     );
+    assert_eq!(persisted(&fx)[0].drain_deadline, Some(at(1).wall));
 }
 
 #[test]
@@ -279,4 +287,139 @@ fn explain_counts_draining_agents_and_names_them_when_they_are_the_reason() {
     s.reactivate_agent(ag, &mut fx).unwrap();
     let e = s.explain(fw, &at(30)).unwrap();
     assert_eq!((e.agents.active, e.agents.draining), (1, 0));
+}
+
+/// The registry changes among the effects.
+fn persisted(fx: &Effects) -> Vec<crate::store::StoredAgent> {
+    fx.iter()
+        .filter_map(|e| match e {
+            Effect::Persist(crate::store::Change::PutAgent(a)) => Some(a.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_drain_is_kept_in_the_registry_and_put_back_when_the_agent_re_registers() {
+    let (mut s, _fw, ag) = running_task();
+    let mut fx = Vec::new();
+    s.drain_agent(ag, 60.0, &at(10), &mut fx).unwrap();
+    let written = persisted(&fx);
+    let deadline = at(10).wall + chrono::Duration::seconds(60);
+    assert_eq!(written.len(), 1);
+    assert_eq!(written[0].id, ag);
+    assert_eq!(written[0].drain_deadline, Some(deadline));
+
+    // A new coordinator on the same registry, 20 s later: the agent is awaited, then comes
+    // back (its task has ended meanwhile) and is draining again, with the same deadline.
+    let mut t = State::with_ids(&Config::default(), IdSource::sequential());
+    t.restore(
+        crate::store::Snapshot {
+            agents: written,
+            ..Default::default()
+        },
+        &at(20_000),
+    );
+    let mut fx = Vec::new();
+    let reg = FrameworkRegistration {
+        name: "other".into(),
+        role: "ops".parse().unwrap(),
+        failover_timeout_s: None,
+        framework_id: None,
+        demand: None,
+        owner: None,
+        gpu_resources: false,
+    };
+    let (other, _) = t.register_framework(reg, &at(20_000), &mut fx).unwrap();
+    t.subscribe(other, &at(20_000), &mut fx).unwrap();
+    t.register_agent(
+        AgentRegistration {
+            hostname: "h".into(),
+            endpoint: "http://127.0.0.1:1".into(),
+            resources: "cpus=4,mem=100".parse().unwrap(),
+            attributes: Default::default(),
+            agent_id: Some(ag),
+            tasks: vec![],
+            api_token: None,
+            gpu_devices: Vec::new(),
+        },
+        &at(20_001),
+        &mut fx,
+    )
+    .unwrap();
+    let view = t.agent(ag).unwrap();
+    assert_eq!(view.drain_deadline, Some(deadline));
+    assert!(
+        matches!(view.state.as_str(), "draining" | "drained"),
+        "{}",
+        view.state
+    );
+    assert_eq!(
+        t.allocate(&at(20_002), &mut fx),
+        0,
+        "a drained agent offers nothing"
+    );
+    // Its registration record, written again, still carries the drain.
+    assert_eq!(
+        persisted(&fx).last().and_then(|a| a.drain_deadline),
+        Some(deadline)
+    );
+
+    // Reactivating writes the record without the drain, and the agent is offered again.
+    let mut fx = Vec::new();
+    t.reactivate_agent(ag, &mut fx).unwrap();
+    assert_eq!(persisted(&fx).len(), 1);
+    assert_eq!(persisted(&fx)[0].drain_deadline, None);
+    assert_eq!(t.allocate(&at(20_003), &mut fx), 1);
+}
+
+#[test]
+fn a_stored_drain_whose_deadline_passed_kills_at_once_after_the_restart() {
+    let (mut s, fw, ag) = running_task();
+    let mut fx = Vec::new();
+    s.drain_agent(ag, 5.0, &at(10), &mut fx).unwrap();
+    let written = persisted(&fx);
+    // Restored 10 s later with the framework: the deadline passed while no coordinator ran.
+    let mut t = State::with_ids(&Config::default(), IdSource::sequential());
+    let framework = crate::store::StoredFramework {
+        id: fw,
+        name: "f".into(),
+        role: "eng".parse().unwrap(),
+        failover_timeout_s: 3600.0,
+        registered_at: at(0).wall,
+        owner: None,
+        gpu_resources: false,
+    };
+    t.restore(
+        crate::store::Snapshot {
+            agents: written,
+            frameworks: vec![framework],
+            ..Default::default()
+        },
+        &at(10_000),
+    );
+    let mut fx = Vec::new();
+    t.register_agent(
+        AgentRegistration {
+            hostname: "h".into(),
+            endpoint: "http://127.0.0.1:1".into(),
+            resources: "cpus=4,mem=100".parse().unwrap(),
+            attributes: Default::default(),
+            agent_id: Some(ag),
+            tasks: vec![status(fw, ag, TaskState::Running, 7, 10_000)],
+            api_token: None,
+            gpu_devices: Vec::new(),
+        },
+        &at(10_001),
+        &mut fx,
+    )
+    .unwrap();
+    assert_eq!(t.agent(ag).unwrap().state, "draining");
+    let mut fx = Vec::new();
+    t.check_drains(&at(10_002), &mut fx);
+    assert!(
+        fx.iter()
+            .any(|e| matches!(e, Effect::Kill { task_id, .. } if task_id.as_str() == "a")),
+        "the task is killed at once: {fx:?}"
+    );
 }

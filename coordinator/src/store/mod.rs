@@ -106,6 +106,10 @@ pub struct StoredAgent {
     /// When it last registered (heartbeats are not written: one write per heartbeat would
     /// cost more than the timeout it bounds is worth).
     pub last_seen: Timestamp,
+    /// The deadline of its drain, while an operator has it draining or drained (issue #17);
+    /// absent for an agent in service and in records written before drains were kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_deadline: Option<Timestamp>,
 }
 
 /// A stored framework.
@@ -555,6 +559,7 @@ mod tests {
             hostname: host.into(),
             endpoint: format!("http://{host}:5051"),
             last_seen: protocol::now(),
+            drain_deadline: None,
         };
         let (a, b) = (agent("a"), agent("b"));
         {
