@@ -219,7 +219,7 @@ async fn a_drain_survives_a_coordinator_restart() {
     cluster.start_coordinator().await.unwrap();
     let back = cluster
         .wait_for("the agent back, draining", |c| async move {
-            agent_state(&c, agent)
+            agent_state(c, agent)
                 .await
                 .filter(|a| a.state != "lost" && a.drain_deadline.is_some())
         })
