@@ -241,8 +241,10 @@ async function pollHistory() {
 
 function roleRows(node, depth, out) {
   const name = node.path === "" ? "(root)" : node.path;
+  const quota = (q) => (q ? res(q) : "");
+  const guarantee = quota(node.guarantee) + (node.guarantee_unmet ? " (cannot be met now)" : "");
   out.push(["\u00a0".repeat(depth * 3) + name, node.weight, res(node.allocated), bar(node.dominant_share),
-    node.frameworks.length]);
+    guarantee, quota(node.limit), node.frameworks.length]);
   for (const c of node.children) roleRows(c, depth + 1, out);
   return out;
 }
@@ -264,6 +266,9 @@ async function explainText(id) {
     return x.summary + " [agents: " + n.active + " active, " + n.offered_to_it + " offered to it, " +
       n.nothing_free + " nothing free, " + n.filtered + " filtered, " + n.demand_does_not_fit +
       " too small for its demand, " + (n.gpu_gated ? n.gpu_gated + " held back by GPU gating, " : "") +
+      (n.draining ? n.draining + " draining, " : "") +
+      (n.limit_reached ? n.limit_reached + " held back by a limit, " : "") +
+      (n.guarantee_first ? n.guarantee_first + " going first to another role's guarantee, " : "") +
       n.eligible + " eligible]";
   } catch (err) {
     return "no answer (" + err.message + ")";
@@ -288,14 +293,16 @@ async function refreshOverview() {
     fill("frameworks", ["name", "role", "state", "share", "tasks", "offers"],
       fws.frameworks.map((f) => [link(f.name || shortId(f.framework_id), "#framework/" + f.framework_id), f.role,
         f.state + (f.suppressed ? " (suppressed)" : ""), bar(f.dominant_share), f.active_tasks, why(f)]));
-    fill("roles", ["role", "weight", "allocated", "dominant share", "frameworks"], roleRows(roles, 0, []));
+    fill("roles", ["role", "weight", "allocated", "dominant share", "guarantee", "limit", "frameworks"],
+      roleRows(roles, 0, []));
     const first = agents.total === 0 ? 0 : agents.offset + 1;
     $("agents-count").textContent = "(" + first + "\u2013" + (agents.offset + agents.agents.length) +
       " of " + agents.total + ")";
     $("agents-prev").disabled = agents.offset === 0;
     $("agents-next").disabled = agents.offset + agents.agents.length >= agents.total;
     fill("agents", ["host", "state", "GPUs used", "total", "used", "offered"],
-      agents.agents.map((a) => [link(a.hostname, "#agent/" + a.agent_id), a.state, gpus(a),
+      agents.agents.map((a) => [link(a.hostname, "#agent/" + a.agent_id),
+        a.state + (a.drain_deadline ? " (deadline " + a.drain_deadline + ")" : ""), gpus(a),
         res(a.resources), res(a.used), res(a.offered)]));
   } catch (e) {
     // Try again on the next tick.
@@ -307,12 +314,20 @@ $("agents-next").onclick = () => { agentOffset += AGENT_PAGE; refreshOverview();
 
 // ---- detail views --------------------------------------------------------------------------
 
+// A task's health as its agent last reported it ("" for a task without a health check).
+function health(t) {
+  if (t.healthy === true) return "healthy";
+  if (t.healthy === false) return "unhealthy";
+  return "";
+}
+
 function taskRows(tasks, withAgent) {
   return tasks.map((t) => {
     const tr = row([t.task_id, t.name,
       withAgent ? link(shortId(t.agent_id), "#agent/" + t.agent_id)
         : link(fwName(t.framework_id), "#framework/" + t.framework_id),
-      t.state, res(t.resources), t.message || "", t.exit_code === null || t.exit_code === undefined ? "" : t.exit_code]);
+      t.state, health(t), res(t.resources), t.message || "",
+      t.exit_code === null || t.exit_code === undefined ? "" : t.exit_code]);
     tr.dataset.taskState = t.state;
     tr.dataset.taskId = t.task_id;
     return tr;
@@ -344,7 +359,7 @@ async function refreshDetail() {
           return [k, fmt(total), fmt(used), fmt(offered), fmt(Math.max(0, total - used - offered))];
         }));
       $("detail-tasks-count").textContent = "(" + d.task_count + ")";
-      fill("detail-tasks", ["task", "name", "framework", "state", "resources", "message", "exit"],
+      fill("detail-tasks", ["task", "name", "framework", "state", "health", "resources", "message", "exit"],
         taskRows(d.tasks, false), d.task_count);
       $("detail-offers-count").textContent = "(" + d.offers.length + ")";
       fill("detail-offers", ["offer", "framework", "resources"], offerRows(d.offers, false));
@@ -363,7 +378,7 @@ async function refreshDetail() {
           .sort().map((k) => [k, fmt((f.used || {})[k] || 0), fmt((f.offered || {})[k] || 0),
             (f.demand || {})[k] === undefined ? "" : fmt(f.demand[k])]));
       $("detail-tasks-count").textContent = "(" + d.task_count + ")";
-      fill("detail-tasks", ["task", "name", "agent", "state", "resources", "message", "exit"],
+      fill("detail-tasks", ["task", "name", "agent", "state", "health", "resources", "message", "exit"],
         taskRows(d.tasks, true), d.task_count);
       $("detail-offers-count").textContent = "(" + d.offers.length + ")";
       fill("detail-offers", ["offer", "agent", "resources"], offerRows(d.offers, true));
