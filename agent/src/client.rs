@@ -4,8 +4,9 @@
 //! With several coordinators (`--coordinator http://a:5050,http://b:5050`) every call follows
 //! the leader ([`Leader`], over [`protocol::leader`]): a follower's `307` sends the same POST
 //! again to the leader it names (the client follows no redirect by itself, so the body and the
-//! bearer token go with it); a connection error or `503 no_leader` tries the next coordinator
-//! after a short bounded wait, within the request timeout. [`changed_coordinator`] tells a
+//! bearer token go with it); a connection error, a try with no answer within
+//! [`protocol::leader::TRY_TIMEOUT`] (a stopped coordinator) or `503 no_leader` tries the next
+//! coordinator after a short bounded wait, within the request timeout. [`changed_coordinator`] tells a
 //! shell when another coordinator answers than the one the agent registered with.
 
 use std::sync::{Mutex, PoisonError};
@@ -206,11 +207,12 @@ async fn post_json<T: Serialize + ?Sized>(
     let started = Instant::now();
     let resp = loop {
         let url = attempt.url(&to.leader.tracker());
+        let try_timeout = attempt.try_timeout(&to.leader.tracker(), started.elapsed());
         let sent = to
             .http
             .post(&url)
             .json(body)
-            .timeout(to.timeout)
+            .timeout(try_timeout)
             .send()
             .await;
         let step = match sent {
@@ -248,7 +250,11 @@ async fn post_json<T: Serialize + ?Sized>(
                 attempt.answered(&mut to.leader.tracker());
                 break resp;
             }
-            Err(e) if e.is_connect() => {
+            // Every call of an agent is safe to send again (a registration with its id, a
+            // heartbeat, statuses with their update ids): a try that got no answer in time
+            // (a stopped coordinator) moves on to the next coordinator like a refused
+            // connection, within the call's budget.
+            Err(e) if e.is_connect() || e.is_timeout() => {
                 let step = attempt.unavailable(&mut to.leader.tracker(), false, started.elapsed());
                 if step == Step::GiveUp {
                     return Err(Failure::Unreachable(e.to_string()));

@@ -27,6 +27,11 @@ use std::time::Duration;
 pub const MIN_BACKOFF: Duration = Duration::from_millis(100);
 /// The longest wait between two tries of one call.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(2);
+/// With several coordinators, one try of a call waits at most this long for an answer before
+/// the call moves on to the next coordinator (see [`Attempt::try_timeout`]): a coordinator that
+/// is stopped (or partitioned) accepts connections and never answers, and must not cost the
+/// call's whole budget.
+pub const TRY_TIMEOUT: Duration = Duration::from_secs(3);
 /// One call follows at most this many redirects in a row (a loop between misconfigured
 /// followers ends here).
 pub const MAX_REDIRECTS: u32 = 8;
@@ -270,6 +275,22 @@ impl Attempt {
         Step::Retry(delay.min(self.budget.saturating_sub(elapsed)))
     }
 
+    /// How long the next try may wait for an answer, `elapsed` into the call: what is left of
+    /// the budget, and at most [`TRY_TIMEOUT`] when there are other coordinators to try (a
+    /// try that times out then is [`Attempt::unavailable`] for calls that are safe to send
+    /// again, [`Attempt::abandoned`] for the others). Never zero.
+    pub fn try_timeout(&self, tracker: &LeaderTracker, elapsed: Duration) -> Duration {
+        let left = self
+            .budget
+            .saturating_sub(elapsed)
+            .max(Duration::from_millis(1));
+        if tracker.urls.len() > 1 {
+            left.min(TRY_TIMEOUT)
+        } else {
+            left
+        }
+    }
+
     /// The try failed in a way that is not retried (it timed out or broke mid-call, so it may
     /// have been carried out): the next call goes to the next URL. With one URL and no leader
     /// learned from a redirect, nothing changes.
@@ -327,6 +348,22 @@ mod tests {
     use super::*;
 
     const BUDGET: Duration = Duration::from_secs(10);
+
+    #[test]
+    fn one_try_waits_at_most_try_timeout_only_when_there_is_another_coordinator() {
+        let one = LeaderTracker::parse("http://a:1").unwrap();
+        let two = LeaderTracker::parse("http://a:1,http://b:1").unwrap();
+        let attempt = Attempt::new("/x", BUDGET);
+        assert_eq!(attempt.try_timeout(&one, Duration::ZERO), BUDGET);
+        assert_eq!(attempt.try_timeout(&two, Duration::ZERO), TRY_TIMEOUT);
+        // Near the end of the budget, what is left (never zero).
+        let late = BUDGET - Duration::from_secs(1);
+        assert_eq!(attempt.try_timeout(&two, late), Duration::from_secs(1));
+        assert_eq!(
+            attempt.try_timeout(&one, BUDGET * 2),
+            Duration::from_millis(1)
+        );
+    }
 
     #[test]
     fn lists_are_checked_and_name_the_bad_entry() {
