@@ -7,9 +7,11 @@ tests/tests/pymesos.rs (the acceptance test of issue #10).
 MASTER is host:port of the coordinator. The scheduler launches shell tasks that finish
 (one reads an environment variable), one that fails, an argv task (shell: false) and a
 sleeper; kills the sleeper once it runs; declines every further offer with a filter;
-reconciles explicitly (a finished task and an unknown one) and implicitly. It writes REPORT
-(JSON) once all that is seen, then waits for GO_FILE to exist (the Rust test checks
-Parley's REST views meanwhile) and stops the driver, which tears the framework down.
+reconciles explicitly (a finished task and an unknown one) and implicitly. A "stayer" task
+keeps running. It writes REPORT (JSON) once all that is seen, then waits for GO_FILE to exist
+(the Rust test checks Parley's REST views and drains the stayer's agent meanwhile: the inverse
+offers that arrive are written to REPORT.inverse and accepted) and stops the driver, which
+tears the framework down.
 Exits 0 when everything was seen, 1 otherwise.
 """
 
@@ -42,6 +44,8 @@ TASKS = {
     "sleeper": ({"value": "sleep 600", "shell": True}, "TASK_KILLED"),
 }
 NEED = {"cpus": 0.1, "mem": 16}
+# Launched with the others; runs until the teardown (the drain's inverse offer is for its agent).
+STAYER = ("stayer", {"value": "sleep 600", "shell": True})
 
 
 class Test(Scheduler):
@@ -49,7 +53,7 @@ class Test(Scheduler):
         self.lock = threading.Lock()
         self.done = threading.Event()
         self.framework_id = None
-        self.to_launch = list(TASKS)
+        self.to_launch = list(TASKS) + [STAYER[0]]
         self.states = {}
         self.kill_sent = False
         self.declined = 0
@@ -75,7 +79,7 @@ class Test(Scheduler):
             with self.lock:
                 while self.to_launch and all(free.get(k, 0) >= v for k, v in NEED.items()):
                     task_id = self.to_launch.pop(0)
-                    command = TASKS[task_id][0]
+                    command = TASKS[task_id][0] if task_id in TASKS else STAYER[1]
                     tasks.append({
                         "task_id": {"value": task_id},
                         "agent_id": offer["agent_id"],
@@ -120,6 +124,16 @@ class Test(Scheduler):
         if done:
             self.done.set()
 
+    def inverseOffers(self, driver, offers):
+        with self.lock:
+            self.inverse = getattr(self, "inverse", []) + list(offers)
+            inverse = list(self.inverse)
+        with open(self.inverse_path + ".tmp", "w") as f:
+            json.dump(inverse, f)
+        os.rename(self.inverse_path + ".tmp", self.inverse_path)
+        for offer in offers:
+            driver.acceptInverseOffers(offer["id"])
+
     def error(self, driver, message):
         with self.lock:
             self.errors.append(message)
@@ -128,6 +142,7 @@ class Test(Scheduler):
 def main():
     master, report_path, go_file = sys.argv[1:4]
     sched = Test()
+    sched.inverse_path = report_path + ".inverse"
     framework = {"user": "root", "name": "pymesos-acceptance", "hostname": socket.gethostname(),
                  "role": "*", "failover_timeout": 60}
     driver = MesosSchedulerDriver(sched, framework, master, use_addict=False)

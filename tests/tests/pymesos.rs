@@ -145,6 +145,52 @@ async fn unmodified_pymesos_launches_kills_declines_reconciles_and_tears_down() 
     .await
     .unwrap();
 
+    // Draining the agent of its "stayer" task reaches it as a Mesos inverse offer for that
+    // agent whose unavailability starts at the drain's deadline; it accepts it (202).
+    let stayer_agent = wait_until(WITHIN, "the stayer task", || {
+        let cluster = &cluster;
+        async move {
+            let tasks = cluster.tasks_of(id).await.ok()?;
+            tasks
+                .iter()
+                .find(|t| t.task_id.as_str() == "stayer" && !t.state.is_terminal())
+                .map(|t| t.agent_id)
+        }
+    })
+    .await
+    .unwrap();
+    let (status, drained) = cluster
+        .send_json(
+            reqwest::Method::POST,
+            &format!("/api/v1/agents/{stayer_agent}/drain"),
+            r#"{"deadline_s": 3600}"#,
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{drained}");
+    let drained: protocol::maintenance::AgentMaintenance = serde_json::from_value(drained).unwrap();
+    let inverse_path = dir.path().join("report.json.inverse");
+    let inverse = wait_until(SCRIPT_WITHIN, "the inverse offer", || {
+        let path = inverse_path.clone();
+        async move {
+            let text = std::fs::read_to_string(&path).ok()?;
+            serde_json::from_str::<Vec<Value>>(&text).ok()
+        }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}; log:\n{}", stderr_of(dir.path())));
+    let offer = &inverse[0];
+    assert_eq!(
+        offer["agent_id"]["value"],
+        stayer_agent.to_string(),
+        "{offer}"
+    );
+    assert_eq!(
+        offer["unavailability"]["start"]["nanoseconds"].as_i64(),
+        drained.deadline.and_then(|d| d.timestamp_nanos_opt()),
+        "{offer}"
+    );
+
     // Let it stop: driver.stop() sends TEARDOWN, which removes the framework.
     std::fs::write(&go, b"").unwrap();
     let status = tokio::time::timeout(SCRIPT_WITHIN, child.wait())

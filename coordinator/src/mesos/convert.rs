@@ -313,6 +313,22 @@ pub fn update_event(status: Value) -> Value {
     json!({"type": "UPDATE", "update": {"status": status}})
 }
 
+/// The INVERSE_OFFERS event that tells a framework an agent it runs tasks on is being drained:
+/// one inverse offer for the whole agent (no `resources`, as Mesos sends for maintenance),
+/// whose `unavailability.start` is the drain's deadline. Its id is derived from the agent and the
+/// framework, so the same drain told again has the same id. ACCEPT_INVERSE_OFFERS and
+/// DECLINE_INVERSE_OFFERS are answered 202 and change nothing: the deadline holds either way.
+pub fn inverse_offers_event(d: &protocol::maintenance::AgentDraining) -> Value {
+    let start_ns = d.deadline.timestamp_nanos_opt().unwrap_or(i64::MAX);
+    json!({"type": "INVERSE_OFFERS", "inverse_offers": {"inverse_offers": [{
+        "id": {"value": format!("drain-{}-{}", d.agent_id, d.framework_id)},
+        "framework_id": {"value": d.framework_id.to_string()},
+        "agent_id": {"value": d.agent_id.to_string()},
+        "unavailability": {"start": {"nanoseconds": start_ns}},
+        "resources": [],
+    }]}})
+}
+
 /// A Parley framework event as the Mesos events it becomes (SUBSCRIBED is followed by a
 /// HEARTBEAT, as Mesos does).
 pub fn events(event: &FrameworkEvent, shape: &Shape) -> Vec<Value> {
@@ -335,9 +351,9 @@ pub fn events(event: &FrameworkEvent, shape: &Shape) -> Vec<Value> {
         FrameworkEvent::Error { message } => {
             vec![json!({"type": "ERROR", "error": {"message": message}})]
         }
-        // Drains (issue #17) are not mapped to inverse offers: Mesos frameworks see the
-        // rescinds of the agent's offers and, at the deadline, their tasks' kills.
-        FrameworkEvent::AgentDraining(_) => Vec::new(),
+        // A drain (issue #17) is Mesos maintenance: an inverse offer for the agent, whose
+        // unavailability starts at the drain's deadline (when the tasks still there are killed).
+        FrameworkEvent::AgentDraining(d) => vec![inverse_offers_event(d)],
     }
 }
 
@@ -351,6 +367,40 @@ mod tests {
     fn res(name: &str, kind: &str, value: f64) -> types::Resource {
         serde_json::from_value(json!({"name": name, "type": kind, "scalar": {"value": value}}))
             .unwrap()
+    }
+
+    #[test]
+    fn a_drain_becomes_one_inverse_offer_starting_at_its_deadline() {
+        let (agent, fw) = (AgentId::new(), FrameworkId::new());
+        let deadline = chrono::DateTime::from_timestamp(1_700_000_600, 5).unwrap();
+        let drain = protocol::maintenance::AgentDraining {
+            agent_id: agent,
+            framework_id: fw,
+            deadline,
+            task_ids: vec!["t".parse().unwrap()],
+        };
+        let out = events(
+            &FrameworkEvent::AgentDraining(drain.clone()),
+            &Shape::default(),
+        );
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0]["type"], "INVERSE_OFFERS");
+        let offers = out[0]["inverse_offers"]["inverse_offers"]
+            .as_array()
+            .unwrap();
+        assert_eq!(offers.len(), 1);
+        assert_eq!(offers[0]["agent_id"]["value"], agent.to_string());
+        assert_eq!(offers[0]["framework_id"]["value"], fw.to_string());
+        assert_eq!(
+            offers[0]["unavailability"]["start"]["nanoseconds"],
+            1_700_000_600_000_000_005i64
+        );
+        // Told again, the same id.
+        let again = events(&FrameworkEvent::AgentDraining(drain), &Shape::default());
+        assert_eq!(
+            again[0]["inverse_offers"]["inverse_offers"][0]["id"],
+            offers[0]["id"]
+        );
     }
 
     #[test]
