@@ -316,3 +316,74 @@ async fn logs_follow_a_running_task_and_say_when_its_agent_is_down() {
     assert_eq!(err.exit_code(), parleyctl::EXIT_API);
     cluster.shutdown().await.unwrap();
 }
+
+/// `offers --watch` outlives a coordinator restart: it says on stderr that the stream ended,
+/// connects again, and goes on printing the new coordinator's events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offers_watch_connects_again_after_the_coordinator_restarts() {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+    let mut cluster = Cluster::start(&["cpus=2,mem=1024"]).await.unwrap();
+    let url = cluster.url.clone();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_parleyctl"))
+        .args(["--coordinator", &url, "offers", "--watch", "--count", "2"])
+        .env_remove("PARLEY_COORDINATOR")
+        .env_remove("PARLEY_TOKEN")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+
+    // A framework's first offer is the first line (the watch is connected once it is printed).
+    let mut first_fw = TestFramework::register(&url, "before", "eng")
+        .await
+        .unwrap();
+    let first = tokio::time::timeout(WITHIN, lines.next_line())
+        .await
+        .expect("no first line")
+        .unwrap()
+        .unwrap();
+    assert!(first.contains(" offer_created "), "{first}");
+    let _ = first_fw.next_offers(WITHIN).await;
+
+    cluster.stop_coordinator().await.unwrap();
+    cluster.start_coordinator().await.unwrap();
+
+    // The new coordinator's books are empty: a framework registers again and declines its
+    // offers until the watch has printed its second line and exited.
+    let mut fw = tests::wait_until(WITHIN, "registering after the restart", || {
+        let url = url.clone();
+        async move { TestFramework::register(&url, "after", "eng").await.ok() }
+    })
+    .await
+    .unwrap();
+    let deadline = std::time::Instant::now() + WITHIN;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "offers --watch printed no second line within {WITHIN:?} of the restart"
+        );
+        if let Ok(offers) = fw.next_offers(std::time::Duration::from_millis(200)).await {
+            let ids: Vec<_> = offers.iter().map(|o| o.offer_id).collect();
+            let _ = fw.decline(&ids, Some(0.0)).await;
+        }
+    };
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .await
+        .unwrap();
+    assert!(status.success(), "{status}: {stderr}");
+    assert!(stderr.contains("connecting again"), "{stderr}");
+    let second = lines.next_line().await.unwrap().unwrap_or_default();
+    assert!(second.contains("offer_"), "{second}");
+    assert_eq!(lines.next_line().await.unwrap(), None, "exactly two lines");
+    cluster.shutdown().await.unwrap();
+}

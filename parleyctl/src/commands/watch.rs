@@ -1,8 +1,15 @@
 //! `parleyctl offers --watch`: `GET /api/v1/offers/events` as one line per event (or, with
-//! `--json`, one `{"event", "data"}` object per line), until the stream ends, `--count`
-//! events were shown, or the user interrupts.
+//! `--json`, one `{"event", "data"}` object per line), until `--count` events were shown or the
+//! user interrupts.
+//!
+//! When the stream ends or breaks (a coordinator restart, a leader change, a proxy timeout) the
+//! watch says so on stderr and connects again, waiting 100 ms, doubling up to 2 s, between
+//! tries; events sent while it was away are not replayed. It gives up (exit 3, unreachable)
+//! when no coordinator has answered for [`RECONNECT_FOR`]. The first connection is not retried:
+//! a wrong URL fails at once, as every other command does.
 
 use std::io::Write;
+use std::time::{Duration, Instant};
 
 use protocol::events::OfferEvent;
 
@@ -20,28 +27,67 @@ pub async fn watch(
     if count == Some(0) {
         return Ok(());
     }
-    let mut resp = api.stream("/api/v1/offers/events").await?;
-    let mut parser = SseParser::default();
+    let mut resp = api.stream(PATH).await?;
     let mut shown = 0u64;
-    while let Some(chunk) = api.chunk(&mut resp).await? {
-        for (event, data) in parser.push(&chunk) {
-            let line = if json {
-                json_line(&event, &data)
-            } else {
-                text_line(&event, &data)
+    loop {
+        // A fresh parser per connection: a half-read event of a broken stream is dropped.
+        let mut parser = SseParser::default();
+        let why = loop {
+            let chunk = match api.chunk(&mut resp).await {
+                Ok(Some(chunk)) => chunk,
+                Ok(None) => break "the offer event stream ended".to_owned(),
+                Err(e) => break e.to_string(),
             };
-            writeln!(out, "{line}")?;
-            out.flush()?;
-            shown += 1;
-            if count.is_some_and(|n| shown >= n) {
-                return Ok(());
+            for (event, data) in parser.push(&chunk) {
+                let line = if json {
+                    json_line(&event, &data)
+                } else {
+                    text_line(&event, &data)
+                };
+                writeln!(out, "{line}")?;
+                out.flush()?;
+                shown += 1;
+                if count.is_some_and(|n| shown >= n) {
+                    return Ok(());
+                }
             }
+        };
+        eprintln!("parleyctl: {why}; connecting again");
+        resp = reconnect(api, &why).await?;
+        eprintln!("parleyctl: watching offers again (events meanwhile are not shown)");
+    }
+}
+
+/// The offer event stream.
+const PATH: &str = "/api/v1/offers/events";
+
+/// How long the watch tries to connect again before it gives up.
+pub const RECONNECT_FOR: Duration = Duration::from_secs(30);
+
+/// Connects to the stream again, with a growing wait between tries, for at most
+/// [`RECONNECT_FOR`]; an API refusal (e.g. a revoked token) ends the watch at once.
+async fn reconnect(api: &Api, why: &str) -> Result<reqwest::Response, CtlError> {
+    let started = Instant::now();
+    let mut wait = Duration::from_millis(100);
+    loop {
+        tokio::time::sleep(wait).await;
+        match api.stream(PATH).await {
+            Ok(resp) => return Ok(resp),
+            Err(CtlError::Unreachable { .. }) if started.elapsed() < RECONNECT_FOR => {
+                wait = (wait * 2).min(Duration::from_secs(2));
+            }
+            Err(CtlError::Unreachable { url, reason }) => {
+                return Err(CtlError::Unreachable {
+                    url,
+                    reason: format!(
+                        "{why}, and no coordinator answered for {} s: {reason}",
+                        RECONNECT_FOR.as_secs()
+                    ),
+                })
+            }
+            Err(e) => return Err(e),
         }
     }
-    Err(CtlError::Unreachable {
-        url: api.base().to_owned(),
-        reason: "the offer event stream ended".into(),
-    })
 }
 
 /// `{"event": NAME, "data": DATA}` on one line (DATA as sent when it is not JSON).
