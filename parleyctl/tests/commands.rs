@@ -112,6 +112,25 @@ async fn every_command_against_a_live_cluster() {
     assert_eq!(listed.tasks[0].task_id.as_str(), "echo-1");
     let all: TaskList = serde_json::from_str(&ok(&url, &["--json", "tasks"]).await).unwrap();
     assert_eq!(all.tasks.len(), cluster.tasks().await.unwrap().tasks.len());
+    // The filters are the API's: `?state=` combines with `?framework_id=`; a bad state is 400.
+    let (status, body) = cluster
+        .send_json(
+            reqwest::Method::GET,
+            &format!("/api/v1/tasks?framework_id={}&state=running", fw.id),
+            "",
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    let running: TaskList = serde_json::from_value(body).unwrap();
+    let ids: Vec<&str> = running.tasks.iter().map(|t| t.task_id.as_str()).collect();
+    assert_eq!(ids, ["sleeper"]);
+    let (status, body) = cluster
+        .send_json(reqwest::Method::GET, "/api/v1/tasks?state=sleeping", "")
+        .await
+        .unwrap();
+    assert_eq!(status, 400, "{body}");
+    assert!(body.to_string().contains("state"), "{body}");
     let (err, _) = ctl(&url, &["tasks", "--framework", "no-such-framework"]).await;
     assert!(err
         .unwrap_err()

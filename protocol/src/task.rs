@@ -114,6 +114,35 @@ impl TaskState {
     }
 }
 
+impl TaskState {
+    /// Every state, in lifecycle order.
+    pub const ALL: [TaskState; 8] = [
+        TaskState::Staging,
+        TaskState::Starting,
+        TaskState::Running,
+        TaskState::Finished,
+        TaskState::Failed,
+        TaskState::Killed,
+        TaskState::Lost,
+        TaskState::Error,
+    ];
+}
+
+impl std::str::FromStr for TaskState {
+    type Err = String;
+
+    /// The wire name (`"running"`); anything else says which names exist.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|state| state.as_str() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Self::ALL.iter().map(|s| s.as_str()).collect();
+                format!("{s:?} is not a task state; one of {}", names.join(", "))
+            })
+    }
+}
+
 impl fmt::Display for TaskState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())

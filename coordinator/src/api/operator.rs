@@ -107,9 +107,14 @@ async fn tasks(
     State(c): State<Coordinator>,
     query: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let query = check_query(query, &["framework_id"])?;
+    let query = check_query(query, &["framework_id", "state"])?;
     let framework: Option<FrameworkId> = id_param(&query, "framework_id")?;
-    let body = task_list_json(&c.read(|s| s.tasks_json(framework)));
+    let state = query
+        .get("state")
+        .map(|raw| raw.parse::<protocol::TaskState>())
+        .transpose()
+        .map_err(|e| ApiError::BadQuery(format!("state: {e}")))?;
+    let body = task_list_json(&c.read(|s| s.tasks_json_in(framework, state)));
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 

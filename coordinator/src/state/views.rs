@@ -213,7 +213,17 @@ impl State {
     /// Every task the books hold, optionally of one framework, each as the JSON of its
     /// [`TaskInfo`]. Cheap for tasks unchanged since the last read: their JSON is cached.
     pub fn tasks_json(&self, framework: Option<FrameworkId>) -> Vec<Arc<str>> {
+        self.tasks_json_in(framework, None)
+    }
+
+    /// [`State::tasks_json`] of the tasks in `state` only (all with `None`).
+    pub fn tasks_json_in(
+        &self,
+        framework: Option<FrameworkId>,
+        state: Option<protocol::TaskState>,
+    ) -> Vec<Arc<str>> {
         self.framework_tasks(framework)
+            .filter(|(_, t)| state.is_none_or(|s| t.state() == s))
             .map(|((fw, id), t)| task_json(*fw, id, t))
             .collect()
     }

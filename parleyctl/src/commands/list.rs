@@ -67,8 +67,8 @@ pub async fn frameworks(api: &Api, json: bool, out: &mut dyn Write) -> Result<()
     Ok(t.write(out)?)
 }
 
-/// `parleyctl tasks [--framework F] [--state S]`. The state filter is applied here (the API
-/// filters by framework only); with `--json` too, keeping the API's shape: `{"tasks": [..]}`.
+/// `parleyctl tasks [--framework F] [--state S]`: both filters go to the API
+/// (`?framework_id=`, `?state=`); `--json` prints its answer as is.
 pub async fn tasks(
     api: &Api,
     framework: Option<&str>,
@@ -76,26 +76,22 @@ pub async fn tasks(
     json: bool,
     out: &mut dyn Write,
 ) -> Result<(), CtlError> {
-    let path = match framework {
-        Some(f) => format!(
-            "/api/v1/tasks?framework_id={}",
-            resolve_framework(api, f).await?
-        ),
-        None => "/api/v1/tasks".to_owned(),
-    };
-    let (raw, mut list): (_, TaskList) = api.get(&path).await?;
-    if let Some(state) = state {
-        list.tasks.retain(|t| t.state.as_str() == state);
+    let mut params = Vec::new();
+    if let Some(f) = framework {
+        params.push(format!("framework_id={}", resolve_framework(api, f).await?));
     }
+    if let Some(state) = state {
+        // Checked by the command line against the known states: no escaping needed.
+        params.push(format!("state={state}"));
+    }
+    let path = if params.is_empty() {
+        "/api/v1/tasks".to_owned()
+    } else {
+        format!("/api/v1/tasks?{}", params.join("&"))
+    };
+    let (raw, list): (_, TaskList) = api.get(&path).await?;
     if json {
-        return match state {
-            None => print_raw(out, &raw),
-            Some(_) => {
-                let text =
-                    serde_json::to_string(&list).map_err(|e| CtlError::Protocol(e.to_string()))?;
-                print_raw(out, &text)
-            }
-        };
+        return print_raw(out, &raw);
     }
     let mut t = Table::new(&[
         "TASK",
