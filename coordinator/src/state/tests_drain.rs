@@ -25,6 +25,7 @@ fn agent(s: &mut State, fx: &mut Effects) -> AgentId {
             agent_id: None,
             tasks: vec![],
             api_token: None,
+            reservations: Vec::new(),
             gpu_devices: Vec::new(),
         },
         &at(0),
@@ -255,6 +256,7 @@ fn a_drain_outlives_the_agents_re_registration() {
         agent_id: Some(ag),
         tasks: vec![status(fw, ag, TaskState::Running, 3, 20)],
         api_token: None,
+        reservations: Vec::new(),
         gpu_devices: Vec::new(),
     };
     s.register_agent(reg, &at(20), &mut fx).unwrap();
