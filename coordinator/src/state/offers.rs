@@ -260,13 +260,22 @@ impl State {
             .into_iter()
             .map(|r| r.offer.clone())
             .collect();
+        // One filter per agent covering every declined offer there (an agent may have made
+        // several: one per pool, reserved and unreserved, or cut by a limit); a filter per
+        // offer would replace the one before it.
+        let mut refused: BTreeMap<AgentId, Resources> = BTreeMap::new();
         for offer in offers {
             self.end_offer(offer.offer_id, Ending::Declined, None, &[], true, fx);
             self.freed(offer.agent_id, now.ms);
-            if refuse_ms > 0 {
-                let until = now.ms.saturating_add(refuse_ms);
-                self.ledger
-                    .add_filter(fw, offer.agent_id, &offer.resources, until);
+            refused
+                .entry(offer.agent_id)
+                .or_default()
+                .add_assign(&offer.resources);
+        }
+        if refuse_ms > 0 {
+            let until = now.ms.saturating_add(refuse_ms);
+            for (agent, res) in refused {
+                self.ledger.add_filter(fw, agent, &res, until);
             }
         }
         fx.push(Effect::Allocate);
