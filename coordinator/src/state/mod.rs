@@ -75,6 +75,8 @@
 //! - `views.rs`: the operator views and metric gauges.
 //! - `drain.rs`: draining agents for maintenance (issue #17): pause, rescind, tell, kill at the
 //!   deadline, reactivate.
+//! - `reservations.rs`: static and dynamic reservations (issue #17): checks at registration,
+//!   reserve / unreserve on offers, what is persisted and re-applied.
 //! - `ledger.rs`: holdings and eligibility, the one caller of the allocator's changes.
 //! - `ids.rs`: [`IdSource`], where offer, update, framework and agent ids come from.
 //! - `input.rs`: the domain inputs of registration, accept and decline.
@@ -103,6 +105,8 @@ mod tests;
 mod tests_drain;
 #[cfg(test)]
 mod tests_limits;
+#[cfg(test)]
+mod tests_reservations;
 #[cfg(test)]
 mod tests_written;
 mod views;
