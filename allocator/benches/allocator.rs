@@ -150,7 +150,7 @@ fn reserve(alloc: &mut Allocator, agents: &[AgentId]) {
     else {
         return;
     };
-    let reserved = res("cpus=4,mem=1024");
+    let reserved = res(&std::env::var("ALLOC_BENCH_RESERVE").unwrap_or_else(|_| "cpus=4,mem=1024,disk=1024".into()));
     for (i, agent) in agents.iter().enumerate() {
         if ((i + 1) as f64 * f).floor() > (i as f64 * f).floor() {
             let role = RolePath::new(format!("t{}", i % 10)).unwrap_or_else(|e| panic!("{e}"));
