@@ -12,8 +12,9 @@
 //!   `gpus=4` (every (100/P)-th agent), turn GPU gating on and let every 10th framework declare
 //!   the `gpu_resources` capability; `ALLOC_BENCH_QUOTA=1` to put the 10 top roles under quota
 //!   (a guarantee they meet, a cpus limit that binds; issue #17); `ALLOC_BENCH_RESERVED=F` to
-//!   reserve `cpus=4,mem=1024` on a fraction F (0 to 1, spread evenly) of the agents for top
-//!   role `t(i % 10)` (issue #17: those pools are decided inside that role's subtree).
+//!   reserve `cpus=4,mem=1024,disk=1024` (or `ALLOC_BENCH_RESERVE`) of their free resources on
+//!   a fraction F (0 to 1, spread evenly) of the agents for top role `t(i % 10)` (issue #17:
+//!   those pools are decided inside that role's subtree).
 //!
 //! The rounds follow Apache Mesos' `DeclineOffers` benchmark: agents of `cpus:24, mem:4096,
 //! disk:4096` with 16 cpus already in use (allocated round-robin to the frameworks); each round
@@ -141,7 +142,8 @@ fn setup(size: Size, flat: bool) -> (Allocator, Vec<AgentId>, Vec<FrameworkId>) 
 }
 
 /// `ALLOC_BENCH_RESERVED=F`: agent `i` of a fraction F of the agents (spread evenly) reserves
-/// `cpus=4,mem=1024` of its free resources for top role `t(i % 10)`.
+/// `cpus=4,mem=1024,disk=1024` (or `ALLOC_BENCH_RESERVE`) of its free resources for top role
+/// `t(i % 10)`.
 fn reserve(alloc: &mut Allocator, agents: &[AgentId]) {
     let Some(f) = std::env::var("ALLOC_BENCH_RESERVED")
         .ok()
@@ -150,7 +152,8 @@ fn reserve(alloc: &mut Allocator, agents: &[AgentId]) {
     else {
         return;
     };
-    let reserved = res(&std::env::var("ALLOC_BENCH_RESERVE").unwrap_or_else(|_| "cpus=4,mem=1024,disk=1024".into()));
+    let reserved = res(&std::env::var("ALLOC_BENCH_RESERVE")
+        .unwrap_or_else(|_| "cpus=4,mem=1024,disk=1024".into()));
     for (i, agent) in agents.iter().enumerate() {
         if ((i + 1) as f64 * f).floor() > (i as f64 * f).floor() {
             let role = RolePath::new(format!("t{}", i % 10)).unwrap_or_else(|e| panic!("{e}"));

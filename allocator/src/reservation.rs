@@ -73,7 +73,7 @@ impl Allocator {
             .as_ref()
             .ok_or(AllocatorError::UnknownAgent(agent))?;
         let existing = record.pools.iter().find(|p| p.role == *role);
-        let held = existing.map(|p| pool_held(p)).unwrap_or_default();
+        let held = existing.map(pool_held).unwrap_or_default();
         if !fits(&held, &want) {
             return Err(AllocatorError::ReservationHeld {
                 agent,
