@@ -277,6 +277,19 @@ impl State {
         for id in forgotten {
             self.agents.remove(&id);
             fx.push(Effect::Persist(Change::RemoveAgent(id)));
+            // Its dynamic reservations are forgotten with it (issue #17).
+            for role in self
+                .dynamic_reservations
+                .remove(&id)
+                .map(|d| d.into_keys().collect::<Vec<_>>())
+                .unwrap_or_default()
+            {
+                fx.push(Effect::Persist(Change::SetReservation(
+                    id,
+                    role,
+                    protocol::Resources::new(),
+                )));
+            }
         }
         if self.agents.len() != before {
             let agents = &self.agents;

@@ -272,3 +272,46 @@ fn a_restored_dynamic_reservation_is_applied_when_its_agent_registers() {
     assert_eq!(r[0].total, res("cpus=1"));
     assert_eq!(s.agents()[0].reservations[0].kind, ReservationKind::Dynamic);
 }
+
+#[test]
+fn a_forgotten_agent_takes_its_dynamic_reservations_with_it() {
+    use crate::store::{Change, Snapshot, StoredAgent};
+    let config = Config::default();
+    let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap();
+    let limit = ms(config.agent_heartbeat_interval) * u64::from(config.max_missed_heartbeats);
+    let retention = ms(config.lost_agent_retention);
+    let gone = AgentId::new();
+    let mut s = State::new(&config);
+    s.restore(
+        Snapshot {
+            agents: vec![StoredAgent {
+                id: gone,
+                hostname: "h".into(),
+                endpoint: "http://127.0.0.1:1".into(),
+                last_seen: at(0).wall,
+            }],
+            reservations: vec![(gone, "a".parse().unwrap(), res("cpus=1"))],
+            ..Snapshot::default()
+        },
+        &at(1_000),
+    );
+    let mut fx = Vec::new();
+    s.check_agents(&at(1_001 + limit), &mut fx);
+    let mut fx = Vec::new();
+    s.check_agents(&at(2_002 + limit + retention), &mut fx);
+    let persisted: Vec<_> = fx
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Persist(c) => Some(c.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        persisted,
+        vec![
+            Change::RemoveAgent(gone),
+            Change::SetReservation(gone, "a".parse().unwrap(), Resources::new())
+        ]
+    );
+    assert!(s.dynamic_reservations.is_empty());
+}
