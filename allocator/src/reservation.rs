@@ -96,8 +96,9 @@ impl Allocator {
             });
         }
         let want = self.kinds.dense(res);
+        // A new role bumps the tree's shape version (the caches see it); an existing one is
+        // unchanged: only this agent's pools change (its version is bumped below).
         let node = self.tree.ensure_role(role);
-        self.tree.shape_version += 1;
         if let Some(record) = self.agents[slot as usize].as_mut() {
             record.version += 1;
             match record.pools.iter().position(|p| p.role == *role) {

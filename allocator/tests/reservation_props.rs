@@ -75,6 +75,9 @@ fn op() -> impl Strategy<Value = Op> {
 struct World {
     fws: Vec<usize>,
     agents: Vec<[u64; 3]>,
+    /// Reservations made before any operation: (agent, role, per cent of each kind of the
+    /// agent's total).
+    reserves: Vec<(usize, usize, [u64; 3])>,
     ops: Vec<Op>,
 }
 
@@ -90,9 +93,22 @@ fn world() -> impl Strategy<Value = World> {
                 .prop_map(|(a, b, c)| [a, b, c]),
             1..5,
         ),
+        prop::collection::vec(
+            (
+                any::<usize>(),
+                any::<usize>(),
+                prop::array::uniform3(0u64..50),
+            ),
+            0..6,
+        ),
         prop::collection::vec(op(), 1..60),
     )
-        .prop_map(|(fws, agents, ops)| World { fws, agents, ops })
+        .prop_map(|(fws, agents, reserves, ops)| World {
+            fws,
+            agents,
+            reserves,
+            ops,
+        })
 }
 
 fn build(w: &World, mode: FilterMode) -> (Allocator, Vec<FrameworkId>, Vec<AgentId>) {
@@ -105,6 +121,20 @@ fn build(w: &World, mode: FilterMode) -> (Allocator, Vec<FrameworkId>, Vec<Agent
     let agents: Vec<AgentId> = (0..w.agents.len()).map(agent).collect();
     for (i, t) in w.agents.iter().enumerate() {
         a.add_agent(agents[i], &millis(*t)).unwrap();
+    }
+    for (ai, ri, pct) in &w.reserves {
+        let t = w.agents[ai % agents.len()];
+        let v = [
+            t[0] * pct[0] / 100,
+            t[1] * pct[1] / 100,
+            t[2] * pct[2] / 100,
+        ];
+        // Two reservations on one agent may not fit together: the second is then refused.
+        let _ = a.set_reservation(
+            agents[ai % agents.len()],
+            &role(ROLES[ri % ROLES.len()]),
+            &millis(v),
+        );
     }
     (a, fws, agents)
 }
@@ -310,6 +340,7 @@ proptest! {
     #[test]
     fn a_reservation_taken_back_changes_no_later_decision(w in world()) {
         // `a` makes (and at once takes back) every reservation; `b` never makes any.
+        let w = World { reserves: Vec::new(), ..w };
         let (mut a, fws, agents) = build(&w, FilterMode::default());
         let (mut b, _, _) = build(&w, FilterMode::default());
         let mut now = 0;
