@@ -55,6 +55,8 @@ pub(crate) struct Identity {
     pub api_token: Option<String>,
     /// Its GPUs (empty without).
     pub gpu_devices: Vec<protocol::gpu::GpuDevice>,
+    /// Its static reservations (empty without).
+    pub reservations: Vec<protocol::reservation::Reservation>,
 }
 
 /// The coordinators an agent (or a simulated fleet) talks to, and which of them leads.
@@ -142,6 +144,7 @@ impl Call {
                         tasks,
                         api_token: me.api_token,
                         gpu_devices: me.gpu_devices,
+                        reservations: me.reservations,
                     }),
                 }
             }

@@ -109,6 +109,8 @@ pub struct AgentConfig {
     pub resources: Option<Resources>,
     /// Attributes such as `rack` or `zone`.
     pub attributes: BTreeMap<String, String>,
+    /// Static reservations (`--reserve ROLE:resources`, issue #17), sent at registration.
+    pub reservations: Vec<protocol::reservation::Reservation>,
     /// Where the journal, the agent id and the task sandboxes live.
     pub work_dir: PathBuf,
     /// The hostname to advertise; the machine's when `None`.
@@ -188,6 +190,7 @@ impl AgentConfig {
             coordinator: coordinator.into(),
             resources: None,
             attributes: BTreeMap::new(),
+            reservations: Vec::new(),
             work_dir: work_dir.into(),
             hostname: None,
             advertise_url: None,
@@ -242,6 +245,11 @@ pub struct SimConfig {
     pub resources: Resources,
     /// Attributes of every simulated agent (each also gets `sim_index`).
     pub attributes: BTreeMap<String, String>,
+    /// Static reservations (issue #17) of the reserving agents (see `reserve_fraction`).
+    pub reservations: Vec<protocol::reservation::Reservation>,
+    /// The fraction of the agents (0 to 1, spread evenly: agent `i` reserves when
+    /// `floor((i + 1) x f) > floor(i x f)`) that send `reservations`.
+    pub reserve_fraction: f64,
     /// Hostname prefix; agent `i` is `{prefix}-{i}`.
     pub hostname_prefix: String,
     /// Base URL of the shared listener; agent `i` is reached at `{base}/sim/{i}`. Derived from
@@ -271,6 +279,8 @@ impl SimConfig {
             count,
             resources,
             attributes: BTreeMap::new(),
+            reservations: Vec::new(),
+            reserve_fraction: 1.0,
             hostname_prefix: "sim".into(),
             advertise_url: None,
             stagger: Duration::from_secs(1),
@@ -281,6 +291,14 @@ impl SimConfig {
             token: None,
             api_token: None,
         }
+    }
+}
+
+impl SimConfig {
+    /// Whether simulated agent `i` sends the reservations (see [`SimConfig::reserve_fraction`]).
+    pub fn reserves(&self, i: usize) -> bool {
+        let f = self.reserve_fraction.clamp(0.0, 1.0);
+        ((i + 1) as f64 * f).floor() > (i as f64 * f).floor()
     }
 }
 
@@ -339,6 +357,17 @@ pub fn parse_attributes(text: &str) -> Result<BTreeMap<String, String>, ConfigEr
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reserve_fraction_picks_that_share_of_the_simulated_agents() {
+        let mut c = SimConfig::new("http://x", 100, "cpus=1".parse().unwrap());
+        c.reserve_fraction = 0.1;
+        assert_eq!((0..100).filter(|&i| c.reserves(i)).count(), 10);
+        c.reserve_fraction = 1.0;
+        assert!((0..100).all(|i| c.reserves(i)));
+        c.reserve_fraction = 0.0;
+        assert!(!(0..100).any(|i| c.reserves(i)));
+    }
 
     #[test]
     fn attributes_parse_and_reject_bad_items() {

@@ -48,6 +48,14 @@ struct Cli {
     /// Attributes, e.g. rack=r1,zone=a.
     #[arg(long, default_value = "")]
     attributes: String,
+    /// Reserve resources for a role's subtree, e.g. eng:cpus=4,mem=8192 (repeatable; the role
+    /// must exist on the coordinator, the sum must fit in --resources).
+    #[arg(long = "reserve", value_name = "ROLE:RESOURCES")]
+    reserve: Vec<String>,
+    /// With --simulate: the fraction of the simulated agents (0 to 1, spread evenly) that send
+    /// the --reserve reservations.
+    #[arg(long, default_value = "1", allow_hyphen_values = true)]
+    reserve_fraction: String,
     /// Directory for the journal, the agent id and task sandboxes.
     #[arg(long, default_value = "./parley-agent")]
     work_dir: PathBuf,
@@ -179,6 +187,25 @@ fn plan(cli: Cli) -> anyhow::Result<Plan> {
         .transpose()
         .context("--resources")?;
     let attributes = agent::config::parse_attributes(&cli.attributes).context("--attributes")?;
+    let reservations = cli
+        .reserve
+        .iter()
+        .map(|r| {
+            r.parse::<protocol::reservation::Reservation>()
+                .with_context(|| format!("--reserve {r:?}"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let reserve_fraction: f64 = cli
+        .reserve_fraction
+        .parse()
+        .ok()
+        .filter(|f: &f64| (0.0..=1.0).contains(f))
+        .with_context(|| {
+            format!(
+                "--reserve-fraction {:?}: expected a number from 0 to 1",
+                cli.reserve_fraction
+            )
+        })?;
     let gpus: agent::gpu::GpuChoice = cli.gpus.parse()?;
     let kill_grace = seconds(&cli.kill_grace_s).context("--kill-grace-s")?;
     let stagger = seconds(&cli.stagger_s).context("--stagger-s")?;
@@ -214,6 +241,8 @@ fn plan(cli: Cli) -> anyhow::Result<Plan> {
         };
         let mut config = SimConfig::new(coordinator, count, resources);
         config.attributes = attributes;
+        config.reservations = reservations;
+        config.reserve_fraction = reserve_fraction;
         config.advertise_url = cli.advertise_url;
         config.stagger = stagger;
         config.timing = timing;
@@ -229,6 +258,7 @@ fn plan(cli: Cli) -> anyhow::Result<Plan> {
     let mut config = AgentConfig::new(coordinator, cli.work_dir);
     config.resources = resources;
     config.attributes = attributes;
+    config.reservations = reservations;
     config.hostname = cli.hostname;
     config.advertise_url = cli.advertise_url;
     config.cgroup_root = cli.cgroup_root;

@@ -141,6 +141,7 @@ impl RealAgent {
                 attributes,
                 api_token: Some(api_token.clone()),
                 gpu_devices: gpus.iter().map(|g| g.device.clone()).collect(),
+                reservations: config.reservations.clone(),
             },
             isolator,
             gpus,

@@ -93,6 +93,11 @@ impl Sim {
             attributes,
             api_token: Some(self.api_token.clone()),
             gpu_devices: self.gpus(i),
+            reservations: if cfg.reserves(i) {
+                cfg.reservations.clone()
+            } else {
+                Vec::new()
+            },
         }
     }
 

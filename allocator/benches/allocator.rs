@@ -11,7 +11,10 @@
 //!   the allocator's default, `SkipOnly`); `ALLOC_BENCH_GPUS=P` to give P % of the agents
 //!   `gpus=4` (every (100/P)-th agent), turn GPU gating on and let every 10th framework declare
 //!   the `gpu_resources` capability; `ALLOC_BENCH_QUOTA=1` to put the 10 top roles under quota
-//!   (a guarantee they meet, a cpus limit that binds; issue #17).
+//!   (a guarantee they meet, a cpus limit that binds; issue #17); `ALLOC_BENCH_RESERVED=F` to
+//!   reserve `cpus=4,mem=1024,disk=1024` (or `ALLOC_BENCH_RESERVE`) of their free resources on
+//!   a fraction F (0 to 1, spread evenly) of the agents for top role `t(i % 10)` (issue #17:
+//!   those pools are decided inside that role's subtree).
 //!
 //! The rounds follow Apache Mesos' `DeclineOffers` benchmark: agents of `cpus:24, mem:4096,
 //! disk:4096` with 16 cpus already in use (allocated round-robin to the frameworks); each round
@@ -132,7 +135,33 @@ fn setup(size: Size, flat: bool) -> (Allocator, Vec<AgentId>, Vec<FrameworkId>) 
             .allocate(fws[i % fws.len()], *agent, &used)
             .unwrap_or_else(|e| panic!("{e}"));
     }
+    if !flat {
+        reserve(&mut alloc, &agents);
+    }
     (alloc, agents, fws)
+}
+
+/// `ALLOC_BENCH_RESERVED=F`: agent `i` of a fraction F of the agents (spread evenly) reserves
+/// `cpus=4,mem=1024,disk=1024` (or `ALLOC_BENCH_RESERVE`) of its free resources for top role
+/// `t(i % 10)`.
+fn reserve(alloc: &mut Allocator, agents: &[AgentId]) {
+    let Some(f) = std::env::var("ALLOC_BENCH_RESERVED")
+        .ok()
+        .and_then(|f| f.parse::<f64>().ok())
+        .filter(|f| (0.0..=1.0).contains(f) && *f > 0.0)
+    else {
+        return;
+    };
+    let reserved = res(&std::env::var("ALLOC_BENCH_RESERVE")
+        .unwrap_or_else(|_| "cpus=4,mem=1024,disk=1024".into()));
+    for (i, agent) in agents.iter().enumerate() {
+        if ((i + 1) as f64 * f).floor() > (i as f64 * f).floor() {
+            let role = RolePath::new(format!("t{}", i % 10)).unwrap_or_else(|e| panic!("{e}"));
+            alloc
+                .set_reservation(*agent, &role, &reserved)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
 }
 
 fn vm_hwm_kib() -> Option<u64> {
@@ -193,7 +222,7 @@ fn rounds(size: Size, flat: bool, rounds: usize, every: usize) {
         let cycle_time = start.elapsed();
         for d in &decisions {
             alloc
-                .release(d.framework, d.agent, &d.resources)
+                .release_in(d.framework, d.agent, &d.resources, d.reservation.as_ref())
                 .unwrap_or_else(|e| panic!("{e}"));
             alloc
                 .add_filter(d.framework, d.agent, &d.resources, u64::MAX)

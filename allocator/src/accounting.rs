@@ -4,7 +4,7 @@
 use protocol::{AgentId, FrameworkId, Resources};
 
 use super::filters::AgentFilters;
-use super::kinds::{add_into, fits, is_zero, sub_from};
+use super::kinds::{add_into, sub_from};
 use super::{Agent, Allocator, AllocatorError};
 
 impl Allocator {
@@ -27,6 +27,7 @@ impl Allocator {
             all_blocked_at: None,
             paused: false,
             has_gpus,
+            pools: Vec::new(),
         };
         let slot = match self.free_agent_slots.pop() {
             Some(s) => {
@@ -87,67 +88,27 @@ impl Allocator {
         Ok(lost)
     }
 
-    /// Allocates `res` on `agent` to `fw` (an offer or a task). Fails, changing nothing, if `res`
-    /// does not fit in the agent's free resources.
+    /// Allocates `res` on `agent` to `fw` (an offer or a task) from the unreserved pool. Fails,
+    /// changing nothing, if `res` does not fit in the agent's unreserved free resources (see
+    /// [`Allocator::allocate_in`]).
     pub fn allocate(
         &mut self,
         fw: FrameworkId,
         agent: AgentId,
         res: &Resources,
     ) -> Result<(), AllocatorError> {
-        let leaf = self.leaf_of(fw)?;
-        let slot = self.agent_of(agent)?;
-        let (dense, unknown) = self.kinds.dense_lookup(res);
-        let record = self.agents[slot as usize]
-            .as_ref()
-            .ok_or(AllocatorError::UnknownAgent(agent))?;
-        if unknown || !fits(&dense, &record.free) {
-            return Err(AllocatorError::Overcommit {
-                agent,
-                requested: res.clone(),
-                free: self.kinds.resources(&record.free),
-            });
-        }
-        self.book(leaf, slot, &dense);
-        Ok(())
+        self.allocate_in(fw, agent, res, None)
     }
 
-    /// Returns `res` held by `fw` on `agent` to the agent's free pool. Fails, changing nothing, if
-    /// `fw` holds less than that there.
+    /// Returns `res` held by `fw` on `agent` to the unreserved pool. Fails, changing nothing, if
+    /// `fw` holds less than that there outside reserved pools (see [`Allocator::release_in`]).
     pub fn release(
         &mut self,
         fw: FrameworkId,
         agent: AgentId,
         res: &Resources,
     ) -> Result<(), AllocatorError> {
-        let leaf = self.leaf_of(fw)?;
-        let slot = self.agent_of(agent)?;
-        let (dense, unknown) = self.kinds.dense_lookup(res);
-        let record = self.agents[slot as usize]
-            .as_ref()
-            .ok_or(AllocatorError::UnknownAgent(agent))?;
-        let held = record.held.iter().find(|(l, _)| *l == leaf).map(|(_, h)| h);
-        let ok = !unknown && held.is_some_and(|h| fits(&dense, h));
-        if !ok {
-            return Err(AllocatorError::ReleaseMoreThanAllocated {
-                framework: fw,
-                agent,
-                requested: res.clone(),
-                allocated: held.map(|h| self.kinds.resources(h)).unwrap_or_default(),
-            });
-        }
-        if let Some(record) = self.agents[slot as usize].as_mut() {
-            if let Some(p) = record.held.iter().position(|(l, _)| *l == leaf) {
-                sub_from(&mut record.held[p].1, &dense);
-                if is_zero(&record.held[p].1) {
-                    record.held.swap_remove(p);
-                }
-            }
-            add_into(&mut record.free, &dense);
-            record.version += 1;
-        }
-        self.unbook_tree(leaf, &dense);
-        Ok(())
+        self.release_in(fw, agent, res, None)
     }
 
     /// The agent's free resources (total minus allocated).

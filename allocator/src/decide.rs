@@ -3,8 +3,9 @@
 
 use protocol::{AgentId, FrameworkId, Resources};
 
-use super::kinds::{is_zero, sub_from};
+use super::kinds::{is_zero, sub_from, Dense};
 use super::reference::Ctx;
+use super::tree::ROOT;
 use super::{Allocator, BlockReason, Decision, Policy};
 
 impl Allocator {
@@ -52,7 +53,7 @@ impl Allocator {
         self.framework_at(leaf)
     }
 
-    fn framework_at(&self, leaf: u32) -> Option<FrameworkId> {
+    pub(crate) fn framework_at(&self, leaf: u32) -> Option<FrameworkId> {
         self.tree
             .nodes
             .get(leaf as usize)?
@@ -63,7 +64,13 @@ impl Allocator {
 
     /// The context of one decision on `w` (of agent `slot`, if any), with GPU gating as it
     /// applies to that agent.
-    fn ctx<'w>(&self, slot: Option<u32>, w: &'w [u64], unknown: bool, now: u64) -> Ctx<'w> {
+    pub(crate) fn ctx<'w>(
+        &self,
+        slot: Option<u32>,
+        w: &'w [u64],
+        unknown: bool,
+        now: u64,
+    ) -> Ctx<'w> {
         Ctx {
             gated: self.gated(slot),
             ..Ctx::new(slot, w, unknown, now)
@@ -72,6 +79,14 @@ impl Allocator {
 
     /// The decision procedure used by `pick` and `cycle`.
     pub(crate) fn pick_leaf(&mut self, ctx: &Ctx<'_>) -> Option<u32> {
+        if ctx.start != ROOT {
+            // A reserved pool: H-DRF inside the role's subtree.
+            return match self.policy {
+                Policy::Hdrf if ctx.nonempty => self.fast_pick(ctx),
+                _ if ctx.nonempty => self.reference_hdrf_from(ctx.start, ctx),
+                _ => None,
+            };
+        }
         if self.has_quota() {
             if let Some(leaf) = self.guarantee_pick(ctx) {
                 return Some(leaf);
@@ -84,8 +99,10 @@ impl Allocator {
     }
 
     /// One allocation cycle over `agents` (in the order given; unknown ids are skipped), or over
-    /// all agents in slot order when `None`. For each agent with non-empty free resources, picks a
-    /// framework and allocates the agent's whole free vector to it. Returns the decisions in order.
+    /// all agents in slot order when `None`. For each agent, each reserved pool with free
+    /// resources goes to a framework in its role's subtree, then the unreserved free resources
+    /// to any framework: each decision allocates the pool's whole free vector (cut to a limit's
+    /// headroom under quota). Returns the decisions in order.
     pub fn cycle(&mut self, agents: Option<&[AgentId]>, now: u64) -> Vec<Decision> {
         let slots: Vec<u32> = match agents {
             Some(ids) => ids
@@ -106,53 +123,130 @@ impl Allocator {
             let Some(Some(agent)) = self.agents.get(slot as usize) else {
                 continue;
             };
-            let quota = self.has_quota();
-            if agent.paused
-                || is_zero(&agent.free)
-                || agent.all_blocked_at == Some((memo_key.0, memo_key.1, agent.version))
-            {
+            if agent.paused {
                 continue;
             }
             let agent_id = agent.id;
-            let mut w = agent.free.clone();
-            // One decision, or (under a limit that cut the offer) one per framework until the
-            // agent is empty or no one can take the rest: each cut leaves its role at its limit
-            // in some kind, so the loop ends.
-            loop {
-                let ctx = self.ctx(Some(slot), &w, false, now);
-                let Some(leaf) = self.pick_leaf(&ctx) else {
-                    if let Some(Some(agent)) = self.agents.get_mut(slot as usize) {
-                        agent.all_blocked_at = Some((memo_key.0, memo_key.1, agent.version));
-                    }
-                    break;
-                };
-                let Some(fw) = self.framework_at(leaf) else {
-                    break;
-                };
-                let give = if quota {
-                    self.limit_cut(leaf, &w)
-                } else {
-                    w.clone()
-                };
-                if is_zero(&give) {
-                    break;
+            let w = if agent.pools.is_empty() {
+                if is_zero(&agent.free)
+                    || agent.all_blocked_at == Some((memo_key.0, memo_key.1, agent.version))
+                {
+                    continue;
                 }
-                self.book(leaf, slot, &give);
-                out.push(Decision {
-                    agent: agent_id,
-                    framework: fw,
-                    resources: self.kinds.resources(&give),
-                });
-                if give == w {
-                    break;
+                agent.free.clone()
+            } else {
+                self.cycle_pools(slot, agent_id, memo_key, now, &mut out);
+                let w = self.unreserved_free_of(slot);
+                let Some(Some(agent)) = self.agents.get(slot as usize) else {
+                    continue;
+                };
+                if is_zero(&w)
+                    || agent.all_blocked_at == Some((memo_key.0, memo_key.1, agent.version))
+                {
+                    continue;
                 }
-                sub_from(&mut w, &give);
-                if is_zero(&w) {
-                    break;
-                }
-            }
+                w
+            };
+            self.decide_pool(slot, agent_id, None, w, memo_key, now, &mut out);
         }
         out
+    }
+
+    /// The reserved pools' decisions on agent `slot` (one pool after another, in the order the
+    /// reservations were made).
+    fn cycle_pools(
+        &mut self,
+        slot: u32,
+        agent_id: AgentId,
+        memo_key: (u64, u64),
+        now: u64,
+        out: &mut Vec<Decision>,
+    ) {
+        let n = self.agents[slot as usize]
+            .as_ref()
+            .map_or(0, |a| a.pools.len());
+        for p in 0..n {
+            let Some(Some(agent)) = self.agents.get(slot as usize) else {
+                return;
+            };
+            let Some(pool) = agent.pools.get(p) else {
+                return;
+            };
+            if is_zero(&pool.free)
+                || pool.all_blocked_at == Some((memo_key.0, memo_key.1, agent.version))
+            {
+                continue;
+            }
+            let w = pool.free.clone();
+            self.decide_pool(slot, agent_id, Some(p), w, memo_key, now, out);
+        }
+    }
+
+    /// Decides `w`, the free resources of pool `pool` (`None`: unreserved) of agent `slot`:
+    /// one decision, or (under a limit that cut the offer) one per framework until the pool is
+    /// empty or no one can take the rest. Each cut leaves its role at its limit in some kind,
+    /// so the loop ends.
+    #[allow(clippy::too_many_arguments)]
+    fn decide_pool(
+        &mut self,
+        slot: u32,
+        agent_id: AgentId,
+        pool: Option<usize>,
+        mut w: Dense,
+        memo_key: (u64, u64),
+        now: u64,
+        out: &mut Vec<Decision>,
+    ) {
+        let quota = self.has_quota();
+        let (start, reservation) = match pool.and_then(|p| {
+            self.agents[slot as usize]
+                .as_ref()
+                .and_then(|a| a.pools.get(p))
+        }) {
+            Some(p) => (p.node, Some(p.role.clone())),
+            None => (ROOT, None),
+        };
+        loop {
+            let ctx = Ctx {
+                start,
+                ..self.ctx(Some(slot), &w, false, now)
+            };
+            let Some(leaf) = self.pick_leaf(&ctx) else {
+                if let Some(Some(agent)) = self.agents.get_mut(slot as usize) {
+                    let memo = Some((memo_key.0, memo_key.1, agent.version));
+                    match pool.and_then(|p| agent.pools.get_mut(p)) {
+                        Some(pool) => pool.all_blocked_at = memo,
+                        None => agent.all_blocked_at = memo,
+                    }
+                }
+                break;
+            };
+            let Some(fw) = self.framework_at(leaf) else {
+                break;
+            };
+            let give = if quota {
+                self.limit_cut(leaf, &w)
+            } else {
+                w.clone()
+            };
+            if is_zero(&give) {
+                break;
+            }
+            self.book_in(leaf, slot, pool, &give);
+            out.push(Decision {
+                agent: agent_id,
+                framework: fw,
+                resources: self.kinds.resources(&give),
+                reservation: reservation.clone(),
+            });
+            if give == w {
+                break;
+            }
+            sub_from(&mut w, &give);
+            if is_zero(&w) {
+                break;
+            }
+        }
     }
 
     /// Drops agent `slot`'s filters that expired by `now`.
@@ -173,10 +267,10 @@ impl Allocator {
     /// Why `fw` would not be picked for `agent`'s free resources at `now`; `None` when it is
     /// eligible (it may still lose to a framework with a lower share).
     pub fn explain(&self, fw: FrameworkId, agent: AgentId, now: u64) -> Option<BlockReason> {
-        self.explain_with(fw, agent, now, |leaf, ctx, free| {
+        self.explain_with(fw, agent, now, |leaf, ctx, free, reserved| {
             match self.leaf_block(leaf, ctx) {
                 Some(r @ (BlockReason::Inactive | BlockReason::Suppressed)) => Some(r),
-                _ if is_zero(free) => Some(BlockReason::NothingFree),
+                _ if is_zero(free) => Some(nothing_free(reserved)),
                 None => self.quota_block(leaf, ctx),
                 other => other,
             }
@@ -187,12 +281,12 @@ impl Allocator {
     /// demand hint, a quota limit, another role's unmet guarantee), whether or not the framework is subscribed or suppressed: what blocks it on
     /// this agent, or would once it subscribes and revives. `None`: it can use the agent.
     pub fn explain_agent(&self, fw: FrameworkId, agent: AgentId, now: u64) -> Option<BlockReason> {
-        self.explain_with(fw, agent, now, |leaf, ctx, free| {
+        self.explain_with(fw, agent, now, |leaf, ctx, free, reserved| {
             if is_zero(free) {
-                Some(BlockReason::NothingFree)
+                Some(nothing_free(reserved))
             } else {
                 self.leaf_agent_block(leaf, ctx).or_else(|| {
-                    self.has_quota()
+                    (self.has_quota() && ctx.start == ROOT)
                         .then(|| self.guarantee_ahead(leaf, ctx))
                         .flatten()
                         .map(|role| BlockReason::GuaranteeFirst { role })
@@ -201,13 +295,16 @@ impl Allocator {
         })
     }
 
-    /// Looks up the framework's leaf and the agent's free resources, then asks `why`.
+    /// Looks up the framework's leaf and the free resources it could be offered on the agent
+    /// (the unreserved ones, or else a reserved pool of its role's subtree with something
+    /// free), then asks `why`; the last argument names a role whose reservation holds the
+    /// agent's free resources when none of them is open to the framework.
     fn explain_with(
         &self,
         fw: FrameworkId,
         agent: AgentId,
         now: u64,
-        why: impl FnOnce(u32, &Ctx<'_>, &[u64]) -> Option<BlockReason>,
+        why: impl FnOnce(u32, &Ctx<'_>, &[u64], Option<String>) -> Option<BlockReason>,
     ) -> Option<BlockReason> {
         let Some(&leaf) = self.tree.frameworks.get(&fw) else {
             return Some(BlockReason::UnknownFramework);
@@ -216,7 +313,36 @@ impl Allocator {
             return Some(BlockReason::UnknownAgent);
         };
         let record = self.agents.get(slot as usize)?.as_ref()?;
-        let ctx = self.ctx(Some(slot), &record.free, false, now);
-        why(leaf, &ctx, &record.free)
+        if record.pools.is_empty() {
+            let ctx = self.ctx(Some(slot), &record.free, false, now);
+            return why(leaf, &ctx, &record.free, None);
+        }
+        let unreserved = self.unreserved_free_of(slot);
+        let mine = record
+            .pools
+            .iter()
+            .find(|p| !is_zero(&p.free) && self.is_ancestor(p.node, leaf));
+        let (w, start) = match mine {
+            Some(p) if is_zero(&unreserved) => (p.free.clone(), p.node),
+            _ => (unreserved, ROOT),
+        };
+        let other = record
+            .pools
+            .iter()
+            .find(|p| !is_zero(&p.free) && !self.is_ancestor(p.node, leaf))
+            .map(|p| p.role.to_string());
+        let ctx = Ctx {
+            start,
+            ..self.ctx(Some(slot), &w, false, now)
+        };
+        why(leaf, &ctx, &w, other)
+    }
+}
+
+/// `NothingFree`, or `ReservedFor` when what is free is reserved for another role.
+fn nothing_free(reserved: Option<String>) -> BlockReason {
+    match reserved {
+        Some(role) => BlockReason::ReservedFor { role },
+        None => BlockReason::NothingFree,
     }
 }

@@ -51,6 +51,42 @@ pub enum AllocatorError {
     /// A role's limit is below its guarantee in this resource (nothing was changed).
     #[error("limit.{0} is below guarantee.{0}: a role's limit must be at least its guarantee")]
     LimitBelowGuarantee(String),
+    /// A reservation would shrink below what its pool's frameworks hold (nothing was changed).
+    #[error("agent {agent}'s reservation for role {role} cannot go below what is offered or used of it ({held})")]
+    ReservationHeld {
+        /// The agent.
+        agent: AgentId,
+        /// The reserved role.
+        role: String,
+        /// What the pool's frameworks hold.
+        held: Resources,
+    },
+    /// A reservation does not fit in the agent's unreserved free resources (nothing was changed).
+    #[error("agent {agent} cannot reserve that for role {role}: only {unreserved} is free and unreserved")]
+    ReservationDoesNotFit {
+        /// The agent.
+        agent: AgentId,
+        /// The reserved role.
+        role: String,
+        /// What is free and unreserved there.
+        unreserved: Resources,
+    },
+    /// The agent has no reservation for the role.
+    #[error("agent {agent} has no reservation for role {role}")]
+    NoReservation {
+        /// The agent.
+        agent: AgentId,
+        /// The role named.
+        role: String,
+    },
+    /// The framework is not in the subtree of the role the resources are reserved for.
+    #[error("framework {framework} is outside role {role}, which the resources are reserved for")]
+    OutsideReservation {
+        /// The framework.
+        framework: FrameworkId,
+        /// The reserved role.
+        role: String,
+    },
 }
 
 /// Why a framework would not be chosen for an agent (the answer to "why was I not offered?").
@@ -86,6 +122,11 @@ pub enum BlockReason {
         /// The role path whose unmet guarantee comes first.
         role: String,
     },
+    /// Everything free on the agent is reserved for roles the framework is not in.
+    ReservedFor {
+        /// The first such role.
+        role: String,
+    },
 }
 
 impl std::fmt::Display for BlockReason {
@@ -111,6 +152,10 @@ impl std::fmt::Display for BlockReason {
             Self::LimitReached { role } => write!(
                 f,
                 "role {role} is at its limit (allocation plus outstanding offers) in a resource this agent offers"
+            ),
+            Self::ReservedFor { role } => write!(
+                f,
+                "the agent's free resources are reserved for role {role}"
             ),
             Self::GuaranteeFirst { role } => write!(
                 f,

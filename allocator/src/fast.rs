@@ -151,14 +151,14 @@ impl Allocator {
         for (j, (&w, &r)) in ctx.w.iter().zip(&self.capacity).enumerate() {
             if w > 0 && r > 0 {
                 if j >= 64 {
-                    return self.reference_pick(ctx);
+                    return self.reference_pick_from(ctx);
                 }
                 ymask |= 1 << j;
                 ky += 1;
             }
         }
         if ky > MAX_KY {
-            return self.reference_pick(ctx);
+            return self.reference_pick_from(ctx);
         }
         // The caches are updated while the rest of the books are read: take them out for the
         // decision (moving one pointer; moving the whole `Fast` cost about 30 ns per pick).
@@ -177,7 +177,7 @@ impl Allocator {
             caches, scratch, ..
         } = fast;
         let cache = &caches[ci];
-        if cache.gblocked[ROOT as usize] {
+        if cache.gblocked[ROOT as usize] || cache.gblocked[ctx.start as usize] {
             return None;
         }
         let nodes = &self.tree.nodes;
@@ -225,6 +225,10 @@ impl Allocator {
             // for this decision exactly as a demand hint that does not fit: the role is stamped
             // fully blocked at once (O(depth), however many leaves it has).
             for role in self.limit_blocked_roles(ctx.w) {
+                if ctx.start != ROOT && self.is_ancestor(role, ctx.start) {
+                    // A reserved pool whose role (or an ancestor) is at its limit.
+                    return None;
+                }
                 if cache.elig[role as usize] > 0 && !scratch.under_blocked(cache, role) {
                     scratch.stamp_role_blocked(cache, role);
                     any = true;
@@ -255,9 +259,9 @@ impl Allocator {
                 alloc: self,
                 ctx,
             };
-            return walk.first_pickable(ROOT);
+            return walk.first_pickable(ctx.start);
         }
-        let mut cur = ROOT;
+        let mut cur = ctx.start;
         loop {
             let i = cur as usize;
             if nodes[i].leaf.is_some() {

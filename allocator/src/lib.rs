@@ -18,6 +18,8 @@
 //!   agent's blocking differs).
 //! - `quota`: per-role guarantees (served before H-DRF) and limits (blocking and cutting
 //!   offers), issue #17.
+//! - `reservation`: reserved pools per agent (static and dynamic reservations, issue #17): a
+//!   pool is decided by H-DRF walked from its role's node; the unreserved pool is the rest.
 //! - `numeric`: the exact, order-independent share arithmetic H-DRF is computed in.
 //! - `reference`: the straight-from-ALGORITHMS.md decision procedures (the oracle the fast path
 //!   is tested against).
@@ -78,6 +80,7 @@ mod kinds;
 mod numeric;
 mod quota;
 mod reference;
+mod reservation;
 pub mod sim;
 #[cfg(test)]
 mod tests;
@@ -86,6 +89,7 @@ mod views;
 
 pub use error::{AllocatorError, BlockReason};
 pub use kinds::DEFAULT_MAX_KINDS;
+pub use reservation::ReservationView;
 
 use protocol::{AgentId, FrameworkId, Resources, RolePath, Weight};
 
@@ -123,8 +127,8 @@ pub enum FilterMode {
     SkipOnly,
 }
 
-/// One decision of a cycle: `framework` gets `resources` (the agent's whole free vector) on
-/// `agent`.
+/// One decision of a cycle: `framework` gets `resources` (the whole free vector of one of the
+/// agent's pools) on `agent`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
     /// The agent.
@@ -133,6 +137,8 @@ pub struct Decision {
     pub framework: FrameworkId,
     /// What it gets (now allocated to it).
     pub resources: Resources,
+    /// The role the resources are reserved for; `None` for the unreserved pool.
+    pub reservation: Option<RolePath>,
 }
 
 /// One agent's books.
@@ -154,6 +160,8 @@ pub(crate) struct Agent {
     pub(crate) paused: bool,
     /// Its total has `gpus > 0` (GPU gating applies to it while gating is on).
     pub(crate) has_gpus: bool,
+    /// Its reserved pools (empty without reservations: every hook is one branch).
+    pub(crate) pools: Vec<reservation::Pool>,
 }
 
 /// The allocator. See the module docs.
@@ -382,6 +390,7 @@ impl Allocator {
                 None => None,
             };
             if let Some(held) = held {
+                self.drop_leaf_from_pools(leaf, slot);
                 self.unbook(leaf, slot as u32, &held);
             }
         }

@@ -20,6 +20,9 @@ pub(crate) struct Ctx<'a> {
     /// GPU gating applies: gating is on and the agent's total has GPUs, so leaves without the
     /// capability are blocked (set by [`Allocator::gated`] after `new`).
     pub(crate) gated: bool,
+    /// Where the H-DRF walk starts: the root, or a reserved pool's role node (only frameworks
+    /// in that subtree can be picked).
+    pub(crate) start: u32,
 }
 
 impl<'a> Ctx<'a> {
@@ -32,6 +35,7 @@ impl<'a> Ctx<'a> {
             now,
             nonempty,
             gated: false,
+            start: ROOT,
         }
     }
 }
@@ -127,6 +131,18 @@ impl Allocator {
             self.leaf_agent_block(leaf, ctx),
             Some(BlockReason::Filtered { .. })
         )
+    }
+
+    /// [`Allocator::reference_pick`], or H-DRF from a reserved pool's role node when `ctx` is
+    /// a pool's (the fast path's fallback).
+    pub(crate) fn reference_pick_from(&self, ctx: &Ctx<'_>) -> Option<u32> {
+        if ctx.start == ROOT {
+            self.reference_pick(ctx)
+        } else if ctx.nonempty {
+            self.reference_hdrf_from(ctx.start, ctx)
+        } else {
+            None
+        }
     }
 
     /// The reference decision for `ctx` under the allocator's policy.

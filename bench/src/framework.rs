@@ -320,6 +320,7 @@ mod tests {
             attributes: Default::default(),
             created_at: now,
             expires_at: now,
+            reservation: None,
         }
     }
 

@@ -19,6 +19,7 @@ pub(crate) fn offer(free: &str) -> Offer {
         attributes: BTreeMap::new(),
         created_at: now,
         expires_at: now,
+        reservation: None,
     }
 }
 

@@ -130,6 +130,7 @@ mod tests {
                 .collect(),
             created_at: protocol::now(),
             expires_at: protocol::now(),
+            reservation: None,
         }
     }
 

@@ -169,6 +169,7 @@ mod tests {
             attributes: Default::default(),
             created_at: Default::default(),
             expires_at: Default::default(),
+            reservation: None,
         }
     }
 

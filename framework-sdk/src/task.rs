@@ -240,6 +240,7 @@ mod tests {
             attributes: Default::default(),
             created_at: Default::default(),
             expires_at: Default::default(),
+            reservation: None,
         }
     }
 

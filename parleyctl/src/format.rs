@@ -12,6 +12,24 @@ pub fn resources(r: &Resources) -> String {
     }
 }
 
+/// An agent's reservations (issue #17): `eng: cpus=2 (static); ops: mem=512 (dynamic)`, or
+/// `-` without any.
+pub fn reservations(list: &[protocol::reservation::AgentReservation]) -> String {
+    if list.is_empty() {
+        return "-".to_owned();
+    }
+    list.iter()
+        .map(|r| {
+            let kind = match r.kind {
+                protocol::reservation::ReservationKind::Static => "static",
+                protocol::reservation::ReservationKind::Dynamic => "dynamic",
+            };
+            format!("{}: {} ({kind})", r.role, r.resources)
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// A dominant share as a percentage with one decimal: `25.0%`.
 pub fn share(share: f64) -> String {
     format!("{:.1}%", share * 100.0)
@@ -38,6 +56,28 @@ pub fn relative(at: &Timestamp, now: &Timestamp) -> String {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reservations_read_well() {
+        use protocol::reservation::{AgentReservation, ReservationKind};
+        assert_eq!(reservations(&[]), "-");
+        let list = [
+            AgentReservation {
+                role: "eng".parse().unwrap_or_else(|e| panic!("{e}")),
+                resources: "cpus=2".parse().unwrap_or_default(),
+                kind: ReservationKind::Static,
+            },
+            AgentReservation {
+                role: "ops".parse().unwrap_or_else(|e| panic!("{e}")),
+                resources: "mem=512".parse().unwrap_or_default(),
+                kind: ReservationKind::Dynamic,
+            },
+        ];
+        assert_eq!(
+            reservations(&list),
+            "eng: cpus=2 (static); ops: mem=512 (dynamic)"
+        );
+    }
 
     #[test]
     fn values_read_well() {

@@ -17,6 +17,8 @@
 //!   count a task asks for.
 //! - [`maintenance`]: draining agents (issue #17): the drain request, the `agent_draining`
 //!   event, the agent state names.
+//! - [`reservation`]: static and dynamic reservations (issue #17): the agent flag's
+//!   `ROLE:resources`, the mark on reserved offers, the reserve / unreserve body.
 //! - [`messages`]: request and response bodies of the framework, agent and operator APIs.
 //! - [`events`]: the framework SSE stream ([`FrameworkEvent`]) and the operator offer stream
 //!   ([`OfferEvent`]).
@@ -42,6 +44,7 @@ pub mod leader;
 pub mod maintenance;
 pub mod messages;
 pub mod offer;
+pub mod reservation;
 pub mod resources;
 pub mod role;
 pub mod task;

@@ -174,6 +174,11 @@ pub struct RegisterAgent {
     /// API.md; empty, and absent on the wire, for an agent without GPUs).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpu_devices: Vec<crate::gpu::GpuDevice>,
+    /// Static reservations (issue #17), from the agent's `--reserve ROLE:resources` flags (an
+    /// addition to API.md; empty, and absent on the wire, without any): their sum must fit in
+    /// `resources`, each role must exist.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reservations: Vec<crate::reservation::Reservation>,
 }
 
 /// Answer to [`RegisterAgent`].
@@ -294,6 +299,14 @@ pub struct RoleNode {
     /// Why the guarantee cannot be met now (it exceeds the cluster's capacity), if so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guarantee_unmet: Option<String>,
+    /// Reservations (issue #17): what agents reserve for this role itself, summed over the
+    /// agents (absent when nothing is).
+    #[serde(
+        default,
+        skip_serializing_if = "Resources::is_empty",
+        deserialize_with = "crate::resources::deserialize_sum"
+    )]
+    pub reserved: Resources,
 }
 
 /// An agent, as operators see it.
@@ -325,6 +338,10 @@ pub struct AgentInfo {
     /// While draining or drained: when its remaining tasks are (were) killed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drain_deadline: Option<Timestamp>,
+    /// Its reservations (issue #17), static and dynamic (empty, and absent on the wire,
+    /// without any).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reservations: Vec<crate::reservation::AgentReservation>,
 }
 
 /// A framework, as operators see it.
@@ -480,6 +497,10 @@ pub struct ExplainAgents {
     /// Quota (issue #17): agents that go first to another role below its guarantee.
     #[serde(default)]
     pub guarantee_first: usize,
+    /// Reservations (issue #17): agents whose free resources are all reserved for roles it is
+    /// not in.
+    #[serde(default)]
+    pub reserved_for_others: usize,
 }
 
 /// `GET /api/v1/state`.

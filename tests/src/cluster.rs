@@ -28,6 +28,8 @@ struct AgentSlot {
     resources: Resources,
     /// Its `--attributes` (e.g. `zone`, `rack`).
     attributes: std::collections::BTreeMap<String, String>,
+    /// Its `--reserve` static reservations (issue #17).
+    reservations: Vec<protocol::reservation::Reservation>,
     work_dir: PathBuf,
     running: Option<Running>,
 }
@@ -273,6 +275,33 @@ impl Cluster {
         self.agents.push(AgentSlot {
             resources,
             attributes,
+            reservations: Vec::new(),
+            work_dir,
+            running: None,
+        });
+        self.start_agent(index).await?;
+        Ok(index)
+    }
+
+    /// Starts one more real agent with the given resources and `--reserve` flags
+    /// (`["eng:cpus=2"]`, issue #17); returns its index. Its registration may be refused (a
+    /// role that does not exist): this does not wait for it to be active.
+    pub async fn add_agent_reserving(
+        &mut self,
+        resources: &str,
+        reserve: &[&str],
+    ) -> anyhow::Result<usize> {
+        let resources: Resources = resources.parse().context("agent resources")?;
+        let reservations = reserve
+            .iter()
+            .map(|r| r.parse().map_err(|e| anyhow::anyhow!("--reserve {r}: {e}")))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let index = self.agents.len();
+        let work_dir = self._dirs.path().join(format!("agent-{index}"));
+        self.agents.push(AgentSlot {
+            resources,
+            attributes: Default::default(),
+            reservations,
             work_dir,
             running: None,
         });
@@ -290,6 +319,7 @@ impl Cluster {
         let mut config = agent::AgentConfig::new(coordinators.clone(), slot.work_dir.clone());
         config.resources = Some(slot.resources.clone());
         config.attributes.extend(slot.attributes.clone());
+        config.reservations = slot.reservations.clone();
         config.hostname = Some(format!("agent-{index}"));
         config.timing = agent::Timing::fast();
         config.reap_orphans = self.reap_orphans;

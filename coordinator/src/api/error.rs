@@ -117,6 +117,8 @@ pub fn state_status_and_code(e: &StateError) -> (StatusCode, &'static str) {
         FrameworkRemoved(_) => (StatusCode::CONFLICT, "framework_removed"),
         ReservedRole => (StatusCode::BAD_REQUEST, "invalid_field"),
         InvalidQuota { .. } => (StatusCode::BAD_REQUEST, "invalid_field"),
+        InvalidReservation { .. } => (StatusCode::BAD_REQUEST, "invalid_field"),
+        TaskSpansPools(_) => (StatusCode::UNPROCESSABLE_ENTITY, "insufficient_resources"),
         TooManyResourceKinds { .. } => {
             (StatusCode::UNPROCESSABLE_ENTITY, "too_many_resource_kinds")
         }

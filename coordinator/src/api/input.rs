@@ -26,6 +26,11 @@ fn invalid(field: &'static str, reason: impl Into<String>) -> ApiError {
     }
 }
 
+/// [`invalid`] for a field named at run time (`reservations[2].role`).
+fn invalid_owned(field: String, reason: String) -> ApiError {
+    ApiError::State(crate::state::StateError::InvalidReservation { field, reason })
+}
+
 /// A framework's registration.
 pub fn framework_registration(req: RegisterFramework) -> Result<FrameworkRegistration, ApiError> {
     if req.name.trim().is_empty() || req.name.len() > MAX_NAME {
@@ -102,6 +107,55 @@ fn check_gpu_devices(req: &RegisterAgent) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// The most static reservations one agent may send.
+pub const MAX_RESERVATIONS: usize = 64;
+
+/// An agent's static reservations (issue #17): each non-empty, each role once, the sum within
+/// the agent's resources (role existence is the books' to check).
+fn check_reservations(req: &RegisterAgent) -> Result<(), ApiError> {
+    if req.reservations.len() > MAX_RESERVATIONS {
+        return Err(invalid(
+            "reservations",
+            format!("at most {MAX_RESERVATIONS} reservations"),
+        ));
+    }
+    let mut sum = protocol::Resources::new();
+    for (i, r) in req.reservations.iter().enumerate() {
+        if r.resources.is_empty() {
+            return Err(invalid_owned(
+                format!("reservations[{i}].resources"),
+                "a reservation must reserve something, e.g. {\"cpus\": 2}".into(),
+            ));
+        }
+        if req.reservations[..i].iter().any(|o| o.role == r.role) {
+            return Err(invalid_owned(
+                format!("reservations[{i}].role"),
+                format!(
+                    "role {} is reserved twice; give one reservation per role",
+                    r.role
+                ),
+            ));
+        }
+        if r.role.as_str().starts_with('_') {
+            return Err(invalid_owned(
+                format!("reservations[{i}].role"),
+                "roles starting with '_' belong to the coordinator".into(),
+            ));
+        }
+        sum.add_assign(&r.resources);
+    }
+    if !sum.fits_in(&req.resources) {
+        return Err(invalid(
+            "reservations",
+            format!(
+                "the reservations sum to {sum}, more than the agent's resources {}",
+                req.resources
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// An agent's registration; its endpoint loses any trailing `/`.
 pub fn agent_registration(req: RegisterAgent) -> Result<AgentRegistration, ApiError> {
     if req.hostname.trim().is_empty() || req.hostname.len() > MAX_TEXT {
@@ -146,6 +200,7 @@ pub fn agent_registration(req: RegisterAgent) -> Result<AgentRegistration, ApiEr
         ));
     }
     check_gpu_devices(&req)?;
+    check_reservations(&req)?;
     if !req.tasks.is_empty() && req.agent_id.is_none() {
         return Err(invalid("tasks", "reported tasks need the agent's agent_id"));
     }
@@ -156,6 +211,7 @@ pub fn agent_registration(req: RegisterAgent) -> Result<AgentRegistration, ApiEr
         resources: req.resources,
         attributes: req.attributes,
         gpu_devices: req.gpu_devices,
+        reservations: req.reservations,
         tasks: req.tasks,
         api_token: req
             .api_token
@@ -248,6 +304,7 @@ mod tests {
             tasks: vec![],
             api_token: None,
             gpu_devices: Vec::new(),
+            reservations: Vec::new(),
         }
     }
 

@@ -9,6 +9,8 @@
 //! - [`frameworks`]: the framework (scheduler) API and its SSE stream.
 //! - [`agents`]: the agent API on the coordinator.
 //! - [`drain`]: draining and reactivating agents (issue #17), for admin operators.
+//! - [`reservations`]: a framework's dynamic reserve / unreserve on an offer it holds (issue
+//!   #17).
 //! - [`output`]: a task's stdout / stderr, read from its agent for operators.
 //! - [`operator`]: offers, offer events, state, roles, metrics, health.
 //! - [`ui`]: the dashboard page and the reads it polls (history, agent pages, detail views).
@@ -28,6 +30,7 @@ pub mod input;
 pub mod limit;
 pub mod operator;
 pub mod output;
+pub mod reservations;
 pub mod sse;
 pub mod ui;
 
@@ -56,6 +59,7 @@ pub fn app(coordinator: Coordinator) -> Router {
         .merge(frameworks::router())
         .merge(agents::router())
         .merge(drain::router())
+        .merge(reservations::router())
         .merge(operator::router())
         .merge(output::router())
         .merge(ui::router())

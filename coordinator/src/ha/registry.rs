@@ -3,7 +3,8 @@
 //!
 //! Layout under `<prefix>/registry/`: `frameworks/<id>` (the framework's JSON, as in the redb
 //! file), `removed/<id>` (`1`), `weights/<role path>` (the weight as text), `quotas/<role path>` (the
-//! role's quota JSON, removed when cleared), `agents/<id>` (the
+//! role's quota JSON, removed when cleared), `reservations/<agent id>/<role path>` (an agent's
+//! dynamic reservation for a role as resources JSON, removed when cleared), `agents/<id>` (the
 //! agent's JSON). One key per record, not one blob: etcd bounds a request to about 1.5 MiB.
 //!
 //! Fencing: every write is one txn per at most [`MAX_OPS`] operations, each conditioned on
@@ -23,7 +24,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::etcd::{EtcdClient, LeaderKey, Op};
 use crate::store::{
-    Change, Registry, Snapshot, StoreError, StoredAgent, StoredFramework, StoredQuota,
+    parse_reservation_key, reservation_key, Change, Registry, Snapshot, StoreError, StoredAgent,
+    StoredFramework, StoredQuota,
 };
 
 /// Operations per txn (etcd's default `--max-txn-ops` is 128).
@@ -123,6 +125,15 @@ impl EtcdRegistry {
                 Change::RemoveAgent(id) => {
                     out.insert(format!("{r}agents/{id}"), None);
                 }
+                Change::SetReservation(agent, role, res) => {
+                    let key = format!("{r}reservations/{}", reservation_key(*agent, role));
+                    if res.is_empty() {
+                        out.insert(key, None);
+                    } else {
+                        let v = json(format!("reservation {key}"), serde_json::to_vec(res))?;
+                        out.insert(key, Some(v));
+                    }
+                }
             }
         }
         Ok(out)
@@ -190,6 +201,10 @@ fn decode(rest: &str, value: &[u8], snap: &mut Snapshot) -> Result<(), String> {
         let role = RolePath::new(role).map_err(|e| e.to_string())?;
         let quota: StoredQuota = serde_json::from_slice(value).map_err(|e| e.to_string())?;
         snap.quotas.push((role, quota));
+    } else if let Some(key) = rest.strip_prefix("reservations/") {
+        let (agent, role) = parse_reservation_key(key)?;
+        let res: protocol::Resources = serde_json::from_slice(value).map_err(|e| e.to_string())?;
+        snap.reservations.push((agent, role, res));
     } else if let Some(id) = rest.strip_prefix("agents/") {
         let agent: StoredAgent = serde_json::from_slice(value).map_err(|e| e.to_string())?;
         let _: AgentId = id.parse().map_err(|e| format!("{e}"))?;
@@ -262,13 +277,28 @@ mod tests {
                     },
                 ),
                 Change::SetQuota(RolePath::new("ops").unwrap(), StoredQuota::default()),
+                Change::SetReservation(
+                    agent.id,
+                    RolePath::new("eng/batch").unwrap(),
+                    "cpus=2".parse().unwrap(),
+                ),
+                Change::SetReservation(
+                    agent.id,
+                    RolePath::new("ops").unwrap(),
+                    protocol::Resources::new(),
+                ),
             ])
             .unwrap();
         // The removed framework's key is deleted once, not put then deleted.
         assert_eq!(folded[&format!("/parley/registry/frameworks/{gone}")], None);
         // A cleared quota deletes its key.
         assert_eq!(folded["/parley/registry/quotas/ops"], None);
-        assert_eq!(folded.len(), 7);
+        // A cleared reservation deletes its key.
+        assert_eq!(
+            folded[&format!("/parley/registry/reservations/{}/ops", agent.id)],
+            None
+        );
+        assert_eq!(folded.len(), 9);
         let mut snap = Snapshot::default();
         for (k, v) in &folded {
             if let Some(v) = v {
@@ -279,7 +309,15 @@ mod tests {
         assert_eq!(snap.removed_frameworks, vec![gone]);
         assert_eq!(snap.weights[0].0.as_str(), "eng/batch");
         assert_eq!(snap.weights[0].1.get(), 2.5);
-        assert_eq!(snap.agents, vec![agent]);
+        assert_eq!(snap.agents, vec![agent.clone()]);
+        assert_eq!(
+            snap.reservations,
+            vec![(
+                agent.id,
+                RolePath::new("eng/batch").unwrap(),
+                "cpus=2".parse().unwrap()
+            )]
+        );
         assert_eq!(snap.quotas.len(), 1);
         assert_eq!(snap.quotas[0].0.as_str(), "eng");
         assert_eq!(

@@ -46,6 +46,7 @@ impl State {
             }
         }
         self.ledger.check_kinds(&req.resources)?;
+        self.check_static_reservations(&req.reservations)?;
         let known = self.agents.contains_key(&id);
         // Take the agent out of the allocator (rescinding its offers) and put it back with the
         // possibly changed total, then re-account its tasks: one path for every case.
@@ -75,6 +76,7 @@ impl State {
             last_heartbeat_ms: now.ms,
             owner: None,
             drain: None,
+            static_reservations: Vec::new(),
         });
         record.hostname = req.hostname;
         record.endpoint = req.endpoint;
@@ -82,6 +84,7 @@ impl State {
         record.total = req.resources;
         record.attributes = req.attributes;
         record.gpu_devices = req.gpu_devices;
+        record.static_reservations = req.reservations;
         record.state = AgentState::Active;
         record.registered_at = now.wall;
         record.last_heartbeat_at = now.wall;
@@ -90,6 +93,8 @@ impl State {
             // A drain outlives the agent's re-registration: it still makes no offers.
             self.ledger.pause_agent(id, true);
         }
+        // Its pools before its tasks: a task goes back into a pool of its framework's role.
+        self.apply_reservations(id);
         // Re-account the non-terminal tasks the books place on this agent.
         let keys: Vec<_> = self
             .tasks
@@ -170,9 +175,10 @@ impl State {
         let Some(res) = self.tasks.get(&key).map(|t| t.resources.clone()) else {
             return;
         };
-        let held = self.hold_reported(fw, agent, task, &res, fx);
-        if held != res {
-            if let Some(t) = self.tasks.get_mut(&key) {
+        let (held, pool) = self.hold_reported(fw, agent, task, &res, fx);
+        if let Some(t) = self.tasks.get_mut(&key) {
+            t.pool = pool;
+            if held != res {
                 t.resources = held;
                 t.view = std::sync::OnceLock::new();
             }
@@ -249,6 +255,7 @@ impl State {
                     drain: stored
                         .drain_deadline
                         .map(|deadline| super::drain::Drain::restored(deadline, now)),
+                    static_reservations: Vec::new(),
                 },
             );
         }
@@ -281,6 +288,19 @@ impl State {
         for id in forgotten {
             self.agents.remove(&id);
             fx.push(Effect::Persist(Change::RemoveAgent(id)));
+            // Its dynamic reservations are forgotten with it (issue #17).
+            for role in self
+                .dynamic_reservations
+                .remove(&id)
+                .map(|d| d.into_keys().collect::<Vec<_>>())
+                .unwrap_or_default()
+            {
+                fx.push(Effect::Persist(Change::SetReservation(
+                    id,
+                    role,
+                    protocol::Resources::new(),
+                )));
+            }
         }
         if self.agents.len() != before {
             let agents = &self.agents;

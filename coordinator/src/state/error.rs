@@ -73,6 +73,18 @@ pub enum StateError {
         /// The sum of the offers.
         offered: Resources,
     },
+    /// A task fits in no single pool of the accepted offers (reserved and unreserved
+    /// resources are booked separately: each task draws from one pool).
+    #[error("task {0} fits in none of the accepted offers' pools on its own (reserved and unreserved offers are separate pools; each task draws from one)")]
+    TaskSpansPools(TaskId),
+    /// A reservation (static or dynamic, issue #17) is refused; nothing was changed.
+    #[error("invalid {field}: {reason}")]
+    InvalidReservation {
+        /// The request field at fault (`reservations[0].role`, `resources.cpus`, ...).
+        field: String,
+        /// Why.
+        reason: String,
+    },
     /// No task with this id in the framework.
     #[error("unknown task {0} in this framework")]
     UnknownTask(TaskId),

@@ -63,6 +63,10 @@ impl State {
                     agents.guarantee_first += 1;
                     hold(format!("guarantee of role {role}"));
                 }
+                Some(BlockReason::ReservedFor { role }) => {
+                    agents.reserved_for_others += 1;
+                    hold(format!("reserved for role {role}"));
+                }
                 // Unknown framework or agent: the books and the allocator disagree, which is a
                 // bug; count the agent as nothing to offer rather than invent a reason.
                 Some(_) => agents.nothing_free += 1,
@@ -207,6 +211,13 @@ fn summarize(
         parts.push(format!(
             "{} agent(s) go first to another role below its guarantee (see held_back_by)",
             a.guarantee_first
+        ));
+    }
+    if a.reserved_for_others > 0 {
+        parts.push(format!(
+            "{} agent(s) have free resources only in reservations for other roles (see \
+             held_back_by and the agents' reservations in GET /api/v1/agents)",
+            a.reserved_for_others
         ));
     }
     format!("no agent can be offered to it now: {}", parts.join("; "))

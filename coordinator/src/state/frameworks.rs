@@ -298,18 +298,25 @@ impl State {
             .tasks
             .iter()
             .filter(|((f, _), t)| *f == id && !t.state().is_terminal())
-            .map(|(_, t)| (t.agent_id, t.resources.clone()))
+            .map(|(k, t)| (k.1.clone(), t.agent_id, t.resources.clone(), t.pool.clone()))
             .collect();
-        // Off the old leaf, onto the new one: the same holdings on the same agents.
-        for (agent, res) in &held {
-            self.ledger.release(id, *agent, res);
+        // Off the old leaf, onto the new one: the same holdings on the same agents (in a pool
+        // reserved for the new role where one holds them, else unreserved).
+        for (_, agent, res, pool) in &held {
+            self.ledger.release(id, *agent, res, pool.as_ref());
         }
         self.ledger.remove_framework(id);
         self.ledger.add_framework(id, &role, &eligibility);
-        for (agent, res) in &held {
-            if let Err(e) = self.ledger.hold(id, *agent, res) {
-                // Just released on the same agent: cannot happen while the books are right.
-                tracing::error!(framework = %id, %agent, error = %e, "task does not fit");
+        for (task, agent, res, _) in held {
+            match self.ledger.hold(id, agent, &res) {
+                Ok(pool) => {
+                    if let Some(t) = self.tasks.get_mut(&(id, task)) {
+                        t.pool = pool;
+                    }
+                }
+                // Just released on the same agent: cannot happen while the books are right
+                // (unless it was reserved for the old role and the unreserved rest is short).
+                Err(e) => tracing::error!(framework = %id, %agent, error = %e, "task does not fit"),
             }
         }
     }
@@ -453,7 +460,8 @@ impl State {
             if task.state().is_terminal() {
                 continue;
             }
-            self.ledger.release(id, task.agent_id, &task.resources);
+            self.ledger
+                .release(id, task.agent_id, &task.resources, task.pool.as_ref());
             if let Some(agent) = self.agents.get(&task.agent_id) {
                 if agent.state == super::AgentState::Active {
                     fx.push(Effect::Kill {

@@ -355,22 +355,42 @@ impl Ledger {
         decisions
     }
 
-    /// An offer of `res` ended unused (declined, rescinded, expired): back to the pool.
-    pub fn end_offer(&mut self, fw: FrameworkId, agent: AgentId, res: &Resources) {
+    /// An offer of `res` ended unused (declined, rescinded, expired): back to the pool it came
+    /// from (`pool`: the reserved role, `None` unreserved).
+    pub fn end_offer(
+        &mut self,
+        fw: FrameworkId,
+        agent: AgentId,
+        res: &Resources,
+        pool: Option<&RolePath>,
+    ) {
         self.take(Holder::Agent(agent), Which::Offered, res);
         self.take(Holder::Framework(fw), Which::Offered, res);
-        let r = self.allocator.release(fw, agent, res);
+        let r = self.allocator.release_in(fw, agent, res, pool);
         self.check("end_offer", r);
     }
 
-    /// Offers holding `offered` were accepted for tasks needing `needed` (which fits in it):
-    /// `needed` moves from offered to used, the rest returns to the pool.
-    pub fn accept(
+    /// Sets what `agent` reserves for `role` (empty: none); refused, changing nothing, when it
+    /// does not fit (see [`Allocator::set_reservation`]).
+    pub fn set_reservation(
+        &mut self,
+        agent: AgentId,
+        role: &RolePath,
+        res: &Resources,
+    ) -> Result<(), AllocatorError> {
+        self.allocator.set_reservation(agent, role, res)
+    }
+
+    /// Offers holding `offered`, drawn from the pool reserved for `pool` (`None`:
+    /// unreserved), were accepted for tasks needing `needed` (which fits in it): `needed` moves
+    /// from offered to used, the rest returns to that pool.
+    pub fn accept_in(
         &mut self,
         fw: FrameworkId,
         agent: AgentId,
         offered: &Resources,
         needed: &Resources,
+        pool: Option<&RolePath>,
     ) {
         self.take(Holder::Agent(agent), Which::Offered, offered);
         self.take(Holder::Framework(fw), Which::Offered, offered);
@@ -387,7 +407,7 @@ impl Ledger {
             return;
         };
         if !unused.is_empty() {
-            let r = self.allocator.release(fw, agent, &unused);
+            let r = self.allocator.release_in(fw, agent, &unused, pool);
             self.check("accept", r);
         }
     }
@@ -395,29 +415,54 @@ impl Ledger {
     /// A task already running (adopted, or back after its agent re-registered) holds `res`.
     /// Refused, changing nothing, when it does not fit in the agent's free resources: the
     /// caller decides what the task holds then.
+    ///
+    /// The task is booked in the first pool reserved for a role of the framework's that holds it
+    /// whole, else in the unreserved pool; returns the pool (the reserved role, `None`:
+    /// unreserved).
     pub fn hold(
         &mut self,
         fw: FrameworkId,
         agent: AgentId,
         res: &Resources,
-    ) -> Result<(), AllocatorError> {
+    ) -> Result<Option<RolePath>, AllocatorError> {
         if !self.agents.contains_key(&agent) {
             return Err(AllocatorError::UnknownAgent(agent));
         }
-        self.allocator.allocate(fw, agent, res)?;
+        let mut pool = None;
+        for r in self.allocator.reservations(agent) {
+            if res.fits_in(&r.free)
+                && self
+                    .allocator
+                    .allocate_in(fw, agent, res, Some(&r.role))
+                    .is_ok()
+            {
+                pool = Some(r.role);
+                break;
+            }
+        }
+        if pool.is_none() {
+            self.allocator.allocate(fw, agent, res)?;
+        }
         self.give(Holder::Agent(agent), Which::Used, res);
         self.give(Holder::Framework(fw), Which::Used, res);
-        Ok(())
+        Ok(pool)
     }
 
-    /// A task holding `res` ended (or left the books): back to the pool.
-    pub fn release(&mut self, fw: FrameworkId, agent: AgentId, res: &Resources) {
+    /// A task holding `res` ended (or left the books): back to the pool it was booked in
+    /// (`pool`: the reserved role, `None` unreserved).
+    pub fn release(
+        &mut self,
+        fw: FrameworkId,
+        agent: AgentId,
+        res: &Resources,
+        pool: Option<&RolePath>,
+    ) {
         if res.is_empty() {
             return;
         }
         self.take(Holder::Agent(agent), Which::Used, res);
         self.take(Holder::Framework(fw), Which::Used, res);
-        let r = self.allocator.release(fw, agent, res);
+        let r = self.allocator.release_in(fw, agent, res, pool);
         self.check("release", r);
     }
 
@@ -524,7 +569,13 @@ mod tests {
         assert_eq!(d.len(), 1);
         assert_eq!(l.agent(agent).offered, res("cpus=4,mem=100"));
         assert_eq!(l.framework(fw).offered, res("cpus=4,mem=100"));
-        l.accept(fw, agent, &res("cpus=4,mem=100"), &res("cpus=1,mem=10"));
+        l.accept_in(
+            fw,
+            agent,
+            &res("cpus=4,mem=100"),
+            &res("cpus=1,mem=10"),
+            None,
+        );
         let want = Holdings {
             offered: Resources::new(),
             used: res("cpus=1,mem=10"),
@@ -532,7 +583,7 @@ mod tests {
         assert_eq!(l.agent(agent), want);
         assert_eq!(l.framework(fw), want);
         assert_eq!(l.allocator().agent_free(agent), Some(res("cpus=3,mem=90")));
-        l.release(fw, agent, &res("cpus=1,mem=10"));
+        l.release(fw, agent, &res("cpus=1,mem=10"), None);
         assert_eq!(l.agent(agent), Holdings::default());
         assert_eq!(l.mismatches(), 0);
     }
@@ -542,9 +593,9 @@ mod tests {
         let (mut l, fw, agent) = ledger();
         l.hold(fw, agent, &res("cpus=1")).unwrap();
         // A bug: the task is released twice.
-        l.release(fw, agent, &res("cpus=1"));
+        l.release(fw, agent, &res("cpus=1"), None);
         assert_eq!(l.mismatches(), 0);
-        l.release(fw, agent, &res("cpus=1"));
+        l.release(fw, agent, &res("cpus=1"), None);
         assert!(l.mismatches() >= 1);
         assert!(
             matches!(

@@ -75,6 +75,8 @@
 //! - `views.rs`: the operator views and metric gauges.
 //! - `drain.rs`: draining agents for maintenance (issue #17): pause, rescind, tell, kill at the
 //!   deadline, reactivate.
+//! - `reservations.rs`: static and dynamic reservations (issue #17): checks at registration,
+//!   reserve / unreserve on offers, what is persisted and re-applied.
 //! - `ledger.rs`: holdings and eligibility, the one caller of the allocator's changes.
 //! - `ids.rs`: [`IdSource`], where offer, update, framework and agent ids come from.
 //! - `input.rs`: the domain inputs of registration, accept and decline.
@@ -95,6 +97,7 @@ mod offers;
 mod owners;
 mod pending;
 mod quota;
+mod reservations;
 mod tasks;
 #[cfg(test)]
 mod tests;
@@ -102,6 +105,8 @@ mod tests;
 mod tests_drain;
 #[cfg(test)]
 mod tests_limits;
+#[cfg(test)]
+mod tests_reservations;
 #[cfg(test)]
 mod tests_written;
 mod views;
@@ -237,6 +242,8 @@ pub(crate) struct AgentRecord {
     pub(crate) owner: Option<Arc<str>>,
     /// Its drain, while draining or drained (`drain.rs`).
     pub(crate) drain: Option<drain::Drain>,
+    /// Its static reservations, as it registered them (`reservations.rs`).
+    pub(crate) static_reservations: Vec<protocol::reservation::Reservation>,
 }
 
 /// Whether a framework's event stream is open.
@@ -299,6 +306,8 @@ pub(crate) struct TaskRecord {
     /// Killed because its agent's drain deadline passed: its `killed` update gets reason
     /// `agent_drained`.
     pub(crate) drain_killed: bool,
+    /// The reserved pool its resources are booked in (the role; `None`: unreserved).
+    pub(crate) pool: Option<RolePath>,
     /// The task as operators see it ([`protocol::messages::TaskInfo`]) in JSON, made on the
     /// first read after a change and shared by every read until the next, so a large
     /// `GET /api/v1/state` copies bytes instead of serializing every task again.
@@ -322,6 +331,7 @@ impl TaskRecord {
             lost_by_coordinator: false,
             completed: false,
             drain_killed: false,
+            pool: None,
             view: OnceLock::new(),
         }
     }
@@ -379,6 +389,9 @@ pub struct State {
     pub(crate) awaited_agents: BTreeMap<AgentId, (crate::store::StoredAgent, u64)>,
     /// Tasks killed by drain deadlines since the start (`drain.rs`).
     pub(crate) drain_kills: u64,
+    /// Dynamic reservations by agent and role (`reservations.rs`), kept (and persisted) while
+    /// the agent is away and applied when it registers.
+    pub(crate) dynamic_reservations: BTreeMap<AgentId, BTreeMap<RolePath, Resources>>,
 }
 
 impl std::fmt::Debug for State {
@@ -442,6 +455,7 @@ impl State {
             offer_waits: Vec::new(),
             awaited_agents: BTreeMap::new(),
             drain_kills: 0,
+            dynamic_reservations: BTreeMap::new(),
         }
     }
 
@@ -501,6 +515,12 @@ impl State {
         }
         for (role, quota) in &snapshot.quotas {
             self.restore_quota(role, quota);
+        }
+        for (agent, role, res) in snapshot.reservations {
+            self.dynamic_reservations
+                .entry(agent)
+                .or_default()
+                .insert(role, res);
         }
         for id in snapshot.removed_frameworks.iter().copied() {
             self.remember_removed(id);

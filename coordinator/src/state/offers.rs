@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, HashSet};
 use protocol::events::{OfferEvent, OfferOutcome};
 use protocol::messages::LaunchTasks;
 use protocol::{
-    AgentId, FrameworkEvent, FrameworkId, Offer, OfferId, Resources, TaskId, TaskState, TaskStatus,
+    AgentId, FrameworkEvent, FrameworkId, Offer, OfferId, Resources, RolePath, TaskId, TaskState,
+    TaskStatus,
 };
 
 use super::{
@@ -56,7 +57,8 @@ impl State {
             let Some(agent) = self.agents.get_mut(&d.agent).filter(|_| usable) else {
                 // Cannot happen while the allocator mirrors the books; give the resources back.
                 tracing::error!(agent = %d.agent, framework = %d.framework, "stale decision");
-                self.ledger.end_offer(d.framework, d.agent, &d.resources);
+                self.ledger
+                    .end_offer(d.framework, d.agent, &d.resources, d.reservation.as_ref());
                 continue;
             };
             let offer = Offer {
@@ -69,6 +71,9 @@ impl State {
                 attributes: agent.attributes.clone(),
                 created_at: now.wall,
                 expires_at,
+                reservation: d
+                    .reservation
+                    .map(|role| protocol::reservation::OfferReservation { role }),
             };
             self.offers.insert(
                 offer.offer_id,
@@ -92,7 +97,7 @@ impl State {
     }
 
     /// Checks that every offer exists, is outstanding, and belongs to `fw`; returns them.
-    fn check_offers(
+    pub(crate) fn check_offers(
         &self,
         fw: FrameworkId,
         ids: &[OfferId],
@@ -176,14 +181,18 @@ impl State {
         let Some(unused) = offered.checked_sub(&needed) else {
             return Err(StateError::InsufficientResources { needed, offered });
         };
+        let (pools, task_pools) = assign_pools(&offers, &req.tasks)?;
 
         // Everything checked: change the books.
         let launched: Vec<TaskId> = req.tasks.iter().map(|t| t.task_id.clone()).collect();
         for id in &req.offer_ids {
             self.end_offer(*id, Ending::Accepted, None, &launched, false, fx);
         }
-        // Offered to used; the unused rest returns to the pool.
-        self.ledger.accept(fw, agent_id, &offered, &needed);
+        // Offered to used; the unused rest returns to the pool it came from.
+        for p in &pools {
+            self.ledger
+                .accept_in(fw, agent_id, &p.offered, &p.needed, p.role.as_ref());
+        }
         if !unused.is_empty() {
             self.freed(agent_id, now.ms);
             if refuse_ms > 0 {
@@ -200,7 +209,7 @@ impl State {
             .get(&agent_id)
             .map(|a| a.endpoint.clone())
             .unwrap_or_default();
-        for task in &req.tasks {
+        for (task, pool) in req.tasks.iter().zip(task_pools) {
             let latest = TaskStatus {
                 task_id: task.task_id.clone(),
                 framework_id: fw,
@@ -216,10 +225,10 @@ impl State {
                 gpu_devices: None,
                 healthy: None,
             };
-            self.tasks.insert(
-                (fw, task.task_id.clone()),
-                TaskRecord::new(task.name.clone(), agent_id, task.resources.clone(), latest),
-            );
+            let mut record =
+                TaskRecord::new(task.name.clone(), agent_id, task.resources.clone(), latest);
+            record.pool = pool;
+            self.tasks.insert((fw, task.task_id.clone()), record);
         }
         if let Some(f) = self.frameworks.get_mut(&fw) {
             f.active_tasks += req.tasks.len();
@@ -251,17 +260,39 @@ impl State {
             .into_iter()
             .map(|r| r.offer.clone())
             .collect();
+        // One filter per agent covering every declined offer there (an agent may have made
+        // several: one per pool, reserved and unreserved, or cut by a limit); a filter per
+        // offer would replace the one before it.
+        let mut refused: BTreeMap<AgentId, Resources> = BTreeMap::new();
         for offer in offers {
             self.end_offer(offer.offer_id, Ending::Declined, None, &[], true, fx);
             self.freed(offer.agent_id, now.ms);
-            if refuse_ms > 0 {
-                let until = now.ms.saturating_add(refuse_ms);
-                self.ledger
-                    .add_filter(fw, offer.agent_id, &offer.resources, until);
+            refused
+                .entry(offer.agent_id)
+                .or_default()
+                .add_assign(&offer.resources);
+        }
+        if refuse_ms > 0 {
+            let until = now.ms.saturating_add(refuse_ms);
+            for (agent, res) in refused {
+                self.ledger.add_filter(fw, agent, &res, until);
             }
         }
         fx.push(Effect::Allocate);
         Ok(())
+    }
+
+    /// Ends an offer consumed by a reserve or unreserve (published as accepted, with no
+    /// tasks): its resources return to the pool they were offered from.
+    pub(crate) fn end_offer_consumed(&mut self, id: OfferId, fx: &mut Effects) {
+        self.end_offer(
+            id,
+            Ending::Accepted,
+            Some("consumed by a reserve or unreserve operation"),
+            &[],
+            true,
+            fx,
+        );
     }
 
     /// Rescinds every offer whose time is up.
@@ -385,8 +416,12 @@ impl State {
         };
         let offer = rec.offer;
         if release {
-            self.ledger
-                .end_offer(offer.framework_id, offer.agent_id, &offer.resources);
+            self.ledger.end_offer(
+                offer.framework_id,
+                offer.agent_id,
+                &offer.resources,
+                offer.reservation.as_ref().map(|r| &r.role),
+            );
         }
         self.ended_offers.insert(id, how.as_str());
         self.ended_order.push_back(id);
@@ -416,4 +451,46 @@ impl State {
         }
         fx.push(Effect::Offer(event));
     }
+}
+
+/// The accepted offers of one pool of the agent, and what its tasks need of it.
+struct PoolDraw {
+    /// The reserved role (`None`: unreserved).
+    role: Option<RolePath>,
+    offered: Resources,
+    needed: Resources,
+}
+
+/// Books each task against one pool of the accepted offers: the first reserved pool (in
+/// offer order) with room for it whole, else the unreserved one. A task that fits in no single
+/// pool is refused ([`StateError::TaskSpansPools`]). Returns the pools and each task's pool.
+#[allow(clippy::type_complexity)]
+fn assign_pools(
+    offers: &[&OfferRecord],
+    tasks: &[protocol::TaskSpec],
+) -> Result<(Vec<PoolDraw>, Vec<Option<RolePath>>), StateError> {
+    let mut pools: Vec<PoolDraw> = Vec::new();
+    for rec in offers {
+        let role = rec.offer.reservation.as_ref().map(|r| r.role.clone());
+        match pools.iter_mut().find(|p| p.role == role) {
+            Some(p) => p.offered.add_assign(&rec.offer.resources),
+            None => pools.push(PoolDraw {
+                role,
+                offered: rec.offer.resources.clone(),
+                needed: Resources::new(),
+            }),
+        }
+    }
+    // Reserved pools first (stable: in offer order), the unreserved one last.
+    pools.sort_by_key(|p| p.role.is_none());
+    let mut out = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        let p = pools
+            .iter_mut()
+            .find(|p| p.needed.add(&task.resources).fits_in(&p.offered))
+            .ok_or_else(|| StateError::TaskSpansPools(task.task_id.clone()))?;
+        p.needed.add_assign(&task.resources);
+        out.push(p.role.clone());
+    }
+    Ok((pools, out))
 }

@@ -2,7 +2,8 @@
 //! acknowledged); kill; reconciliation; adoption of tasks the books do not know.
 
 use protocol::{
-    AgentId, FrameworkEvent, FrameworkId, Resources, TaskId, TaskState, TaskStatus, UpdateId,
+    AgentId, FrameworkEvent, FrameworkId, Resources, RolePath, TaskId, TaskState, TaskStatus,
+    UpdateId,
 };
 
 use super::{AgentState, Connection, Effect, Effects, Now, State, StateError, TaskRecord};
@@ -127,14 +128,14 @@ impl State {
         }
         t.set_latest(status.clone());
         if status.state.is_terminal() {
-            let (agent, res) = (t.agent_id, t.resources.clone());
+            let (agent, res, pool) = (t.agent_id, t.resources.clone(), t.pool.clone());
             let on_active_agent = self
                 .agents
                 .get(&agent)
                 .is_some_and(|a| a.state == AgentState::Active);
             // A non-terminal task is always on an active agent (a lost agent's tasks are
             // lost with it): the ledger reports it if not.
-            self.ledger.release(fw, agent, &res);
+            self.ledger.release(fw, agent, &res, pool.as_ref());
             if on_active_agent {
                 self.freed(agent, now.ms);
             }
@@ -210,16 +211,15 @@ impl State {
             }
             return;
         }
-        let resources = match &status.resources {
+        let (resources, pool) = match &status.resources {
             Some(reported) if !status.state.is_terminal() => {
                 self.hold_reported(fw, agent, &status.task_id, reported, fx)
             }
-            _ => Resources::new(),
+            _ => (Resources::new(), None),
         };
-        self.tasks.insert(
-            (fw, status.task_id.clone()),
-            TaskRecord::new(String::new(), agent, resources, status.clone()),
-        );
+        let mut record = TaskRecord::new(String::new(), agent, resources, status.clone());
+        record.pool = pool;
+        self.tasks.insert((fw, status.task_id.clone()), record);
         if !status.state.is_terminal() {
             if let Some(f) = self.frameworks.get_mut(&fw) {
                 f.active_tasks += 1;
@@ -242,9 +242,9 @@ impl State {
         task: &TaskId,
         reported: &Resources,
         fx: &mut Effects,
-    ) -> Resources {
+    ) -> (Resources, Option<RolePath>) {
         if reported.is_empty() {
-            return Resources::new();
+            return (Resources::new(), None);
         }
         let free = self.make_room(agent, reported, "resources in use by an adopted task", fx);
         // Per resource, min(reported, free).
@@ -260,14 +260,15 @@ impl State {
             );
         }
         if held.is_empty() {
-            return held;
+            return (held, None);
         }
         match self.ledger.hold(fw, agent, &held) {
-            Ok(()) => held,
+            Ok(pool) => (held, pool),
             Err(e) => {
-                // It fits what is free: cannot happen while the books are right.
+                // It fits what is free (unless reservations hold it: then it is a known
+                // limitation, logged).
                 tracing::error!(%fw, %agent, %task, error = %e, "task resources refused");
-                Resources::new()
+                (Resources::new(), None)
             }
         }
     }

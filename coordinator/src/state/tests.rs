@@ -57,6 +57,7 @@ fn setup_with(config: &Config) -> (State, FrameworkId, AgentId, Offer) {
                 agent_id: None,
                 tasks: vec![],
                 api_token: None,
+                reservations: Vec::new(),
                 gpu_devices: Vec::new(),
             },
             &at(0),
@@ -309,6 +310,7 @@ fn a_task_that_ended_during_a_coordinator_restart_is_kept_for_its_framework() {
             agent_id: Some(agent),
             tasks: vec![status.clone()],
             api_token: None,
+            reservations: Vec::new(),
             gpu_devices: Vec::new(),
         },
         &at(0),
@@ -377,6 +379,7 @@ fn reregister(agent: AgentId, total: &str, tasks: Vec<TaskStatus>) -> AgentRegis
         agent_id: Some(agent),
         tasks,
         api_token: None,
+        reservations: Vec::new(),
         gpu_devices: Vec::new(),
     }
 }
@@ -709,6 +712,12 @@ fn snapshot_of(changes: &[crate::store::Change]) -> crate::store::Snapshot {
                 snap.agents.push(a.clone());
             }
             Change::RemoveAgent(id) => snap.agents.retain(|b| b.id != *id),
+            Change::SetReservation(a, r, res) => {
+                snap.reservations.retain(|(b, q, _)| !(b == a && q == r));
+                if !res.is_empty() {
+                    snap.reservations.push((*a, r.clone(), res.clone()));
+                }
+            }
         }
     }
     snap
@@ -1100,6 +1109,7 @@ fn an_allocation_run_makes_exactly_one_offer_event_and_one_offers_event() {
                 agent_id: None,
                 tasks: vec![],
                 api_token: None,
+                reservations: Vec::new(),
                 gpu_devices: Vec::new(),
             },
             &at(0),
@@ -1119,6 +1129,7 @@ fn an_allocation_run_makes_exactly_one_offer_event_and_one_offers_event() {
         attributes: Default::default(),
         created_at: at(1).wall,
         expires_at: at(1).wall + chrono::Duration::from_std(config.offer_timeout).unwrap(),
+        reservation: None,
     };
     assert_eq!(
         fx,
@@ -1304,7 +1315,7 @@ fn books_that_drift_are_reported_not_floored_silently() {
     launch_a(&mut s, fw, agent, &offer);
     // A bug elsewhere releases the task's resources behind the task's back...
     s.ledger
-        .release(fw, agent, &"cpus=1,mem=10".parse().unwrap());
+        .release(fw, agent, &"cpus=1,mem=10".parse().unwrap(), None);
     assert_eq!(s.ledger_mismatches(), 0);
     // ...so when the task ends, releasing them again does not match the books.
     let finished = TaskStatus {

@@ -25,6 +25,7 @@ fn agent(s: &mut State, fx: &mut Effects) -> AgentId {
             agent_id: None,
             tasks: vec![],
             api_token: None,
+            reservations: Vec::new(),
             gpu_devices: Vec::new(),
         },
         &at(0),
@@ -263,6 +264,7 @@ fn a_drain_outlives_the_agents_re_registration() {
         agent_id: Some(ag),
         tasks: vec![status(fw, ag, TaskState::Running, 3, 20)],
         api_token: None,
+        reservations: Vec::new(),
         gpu_devices: Vec::new(),
     };
     s.register_agent(reg, &at(20), &mut fx).unwrap();
@@ -342,6 +344,7 @@ fn a_drain_is_kept_in_the_registry_and_put_back_when_the_agent_re_registers() {
             tasks: vec![],
             api_token: None,
             gpu_devices: Vec::new(),
+            reservations: Vec::new(),
         },
         &at(20_001),
         &mut fx,
@@ -409,6 +412,7 @@ fn a_stored_drain_whose_deadline_passed_kills_at_once_after_the_restart() {
             tasks: vec![status(fw, ag, TaskState::Running, 7, 10_000)],
             api_token: None,
             gpu_devices: Vec::new(),
+            reservations: Vec::new(),
         },
         &at(10_001),
         &mut fx,

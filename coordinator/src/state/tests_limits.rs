@@ -39,6 +39,7 @@ fn agent(total: Resources, id: Option<AgentId>, tasks: Vec<TaskStatus>) -> Agent
         agent_id: id,
         tasks,
         api_token: None,
+        reservations: Vec::new(),
         gpu_devices: Vec::new(),
     }
 }

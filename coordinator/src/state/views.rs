@@ -156,6 +156,7 @@ impl State {
             last_heartbeat_at: a.last_heartbeat_at,
             gpu_devices: a.gpu_devices.clone(),
             drain_deadline: a.drain.as_ref().map(|d| d.deadline),
+            reservations: self.agent_reservations(id),
         }
     }
 

@@ -66,6 +66,9 @@ const WEIGHTS: TableDefinition<&str, f64> = TableDefinition::new("role_weights")
 const AGENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("agents");
 /// Role path to its [`StoredQuota`] as JSON; added without a version bump, like `agents`.
 const QUOTAS: TableDefinition<&str, &[u8]> = TableDefinition::new("role_quotas");
+/// `{agent id}/{role path}` to the agent's dynamic reservation for the role (issue #17), as
+/// [`protocol::Resources`] JSON; added without a version bump, like `role_quotas`.
+const RESERVATIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("reservations");
 
 /// A durable registry backend: read everything once at start, then apply changes in order.
 /// The [`Writer`] thread is its one user.
@@ -154,6 +157,23 @@ pub enum Change {
     PutAgent(StoredAgent),
     /// An agent was forgotten (lost for longer than the retention).
     RemoveAgent(AgentId),
+    /// An agent's dynamic reservation for a role was set (empty resources: removed).
+    SetReservation(AgentId, RolePath, protocol::Resources),
+}
+
+/// The key of an agent's dynamic reservation for a role: `{agent id}/{role path}`.
+pub(crate) fn reservation_key(agent: AgentId, role: &RolePath) -> String {
+    format!("{agent}/{}", role.as_str())
+}
+
+/// `(agent, role)` of a [`reservation_key`].
+pub(crate) fn parse_reservation_key(key: &str) -> Result<(AgentId, RolePath), String> {
+    let (agent, role) = key
+        .split_once('/')
+        .ok_or_else(|| "expected AGENT_ID/ROLE".to_owned())?;
+    let agent: AgentId = agent.parse().map_err(|e| format!("agent id: {e}"))?;
+    let role = RolePath::new(role).map_err(|e| format!("role: {e}"))?;
+    Ok((agent, role))
 }
 
 /// A role's quota as stored: what `PUT /api/v1/roles/{path}` last set.
@@ -187,6 +207,8 @@ pub struct Snapshot {
     pub agents: Vec<StoredAgent>,
     /// Role quotas set at run time.
     pub quotas: Vec<(RolePath, StoredQuota)>,
+    /// Dynamic reservations: agent, role, what is reserved.
+    pub reservations: Vec<(AgentId, RolePath, protocol::Resources)>,
 }
 
 /// The store could not be opened, read or written.
@@ -341,6 +363,7 @@ impl Store {
             txn.open_table(WEIGHTS).map_err(|e| self.err(e))?;
             txn.open_table(AGENTS).map_err(|e| self.err(e))?;
             txn.open_table(QUOTAS).map_err(|e| self.err(e))?;
+            txn.open_table(RESERVATIONS).map_err(|e| self.err(e))?;
         }
         txn.commit().map_err(|e| self.err(e))
     }
@@ -394,6 +417,17 @@ impl Store {
                 serde_json::from_slice(value.value()).map_err(|e| self.corrupt(what(), e))?;
             snap.quotas.push((role, quota));
         }
+
+        let table = txn.open_table(RESERVATIONS).map_err(|e| self.err(e))?;
+        for entry in table.iter().map_err(|e| self.err(e))? {
+            let (key, value) = entry.map_err(|e| self.err(e))?;
+            let what = || format!("reservation {}", key.value());
+            let (agent, role) =
+                parse_reservation_key(key.value()).map_err(|e| self.corrupt(what(), e))?;
+            let res: protocol::Resources =
+                serde_json::from_slice(value.value()).map_err(|e| self.corrupt(what(), e))?;
+            snap.reservations.push((agent, role, res));
+        }
         Ok(snap)
     }
 
@@ -422,6 +456,7 @@ impl Store {
             let mut weights = txn.open_table(WEIGHTS).map_err(|e| self.err(e))?;
             let mut agents = txn.open_table(AGENTS).map_err(|e| self.err(e))?;
             let mut quotas = txn.open_table(QUOTAS).map_err(|e| self.err(e))?;
+            let mut reservations = txn.open_table(RESERVATIONS).map_err(|e| self.err(e))?;
             for change in changes {
                 match change {
                     Change::PutFramework(fw) => {
@@ -468,6 +503,19 @@ impl Store {
                             .remove(id.to_string().as_str())
                             .map_err(|e| self.err(e))?;
                     }
+                    Change::SetReservation(agent, role, res) if res.is_empty() => {
+                        reservations
+                            .remove(reservation_key(*agent, role).as_str())
+                            .map_err(|e| self.err(e))?;
+                    }
+                    Change::SetReservation(agent, role, res) => {
+                        let key = reservation_key(*agent, role);
+                        let value = serde_json::to_vec(res)
+                            .map_err(|e| self.corrupt(format!("reservation {key}"), e))?;
+                        reservations
+                            .insert(key.as_str(), value.as_slice())
+                            .map_err(|e| self.err(e))?;
+                    }
                 }
             }
         }
@@ -489,6 +537,32 @@ mod tests {
             owner: None,
             gpu_resources: false,
         }
+    }
+
+    #[test]
+    fn reservations_are_stored_replaced_and_cleared() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("registry.redb");
+        let (a, b) = (AgentId::new(), AgentId::new());
+        let eng = RolePath::new("eng/batch").unwrap();
+        let ops = RolePath::new("ops").unwrap();
+        let r = |s: &str| s.parse::<protocol::Resources>().unwrap();
+        {
+            let store = Store::open(&path).unwrap();
+            store
+                .apply(&[
+                    Change::SetReservation(a, eng.clone(), r("cpus=1")),
+                    Change::SetReservation(a, eng.clone(), r("cpus=2")),
+                    Change::SetReservation(b, ops.clone(), r("mem=10")),
+                    Change::SetReservation(b, ops.clone(), protocol::Resources::new()),
+                ])
+                .unwrap();
+        }
+        let store = Store::open(&path).unwrap();
+        assert_eq!(
+            store.load().unwrap().reservations,
+            vec![(a, eng, r("cpus=2"))]
+        );
     }
 
     #[test]

@@ -535,6 +535,7 @@ mod tests {
                 attributes: Default::default(),
                 created_at: Default::default(),
                 expires_at: Default::default(),
+                reservation: None,
             })
             .collect();
         FrameworkEvent::Offers { offers }

@@ -326,6 +326,7 @@ pub fn offer(framework_id: FrameworkId, resources: &str, total: &str) -> Offer {
         attributes: BTreeMap::new(),
         created_at: now,
         expires_at: now + std::time::Duration::from_secs(60),
+        reservation: None,
     }
 }
 

@@ -17,7 +17,15 @@ pub async fn agents(api: &Api, json: bool, out: &mut dyn Write) -> Result<(), Ct
     if json {
         return print_raw(out, &raw);
     }
-    let mut t = Table::new(&["AGENT", "HOSTNAME", "STATE", "RESOURCES", "USED", "OFFERED"]);
+    let mut t = Table::new(&[
+        "AGENT",
+        "HOSTNAME",
+        "STATE",
+        "RESOURCES",
+        "USED",
+        "OFFERED",
+        "RESERVED",
+    ]);
     for a in &list.agents {
         t.row(vec![
             a.agent_id.to_string(),
@@ -26,6 +34,7 @@ pub async fn agents(api: &Api, json: bool, out: &mut dyn Write) -> Result<(), Ct
             format::resources(&a.resources),
             format::resources(&a.used),
             format::resources(&a.offered),
+            format::reservations(&a.reservations),
         ]);
     }
     Ok(t.write(out)?)

@@ -74,6 +74,7 @@ mod tests {
             guarantee: None,
             limit: Some("cpus=10".parse().unwrap()),
             guarantee_unmet: None,
+            reserved: Default::default(),
         }
     }
 

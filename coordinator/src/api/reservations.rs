@@ -1,0 +1,48 @@
+//! Dynamic reservations (issue #17): `POST /api/v1/frameworks/{id}/reserve` and
+//! `POST /api/v1/frameworks/{id}/unreserve`, each `{"offer_id", "resources"}` on an offer the
+//! framework holds, answered with `{"role", "reserved"}` (the agent's dynamic reservation for
+//! the framework's role afterwards). The rules are in `crate::state` (`reservations.rs`).
+
+use axum::extract::State;
+use axum::routing::post;
+use axum::{Json, Router};
+use protocol::reservation::{ReserveRequest, ReserveResponse};
+use protocol::FrameworkId;
+
+use super::auth::Caller;
+use super::error::ApiError;
+use super::extract::{Body, Id};
+use crate::runtime::Coordinator;
+
+/// The reserve / unreserve routes (merged into the framework API).
+pub fn router() -> Router<Coordinator> {
+    Router::new()
+        .route("/api/v1/frameworks/{id}/reserve", post(reserve))
+        .route("/api/v1/frameworks/{id}/unreserve", post(unreserve))
+}
+
+async fn reserve(
+    State(c): State<Coordinator>,
+    caller: Caller,
+    Id(id): Id<FrameworkId>,
+    Body(req): Body<ReserveRequest>,
+) -> Result<Json<ReserveResponse>, ApiError> {
+    let out = c.run(|s, now, fx| {
+        caller.framework(s, id)?;
+        Ok::<_, ApiError>(s.reserve(id, req, now, fx)?)
+    })?;
+    Ok(Json(out))
+}
+
+async fn unreserve(
+    State(c): State<Coordinator>,
+    caller: Caller,
+    Id(id): Id<FrameworkId>,
+    Body(req): Body<ReserveRequest>,
+) -> Result<Json<ReserveResponse>, ApiError> {
+    let out = c.run(|s, now, fx| {
+        caller.framework(s, id)?;
+        Ok::<_, ApiError>(s.unreserve(id, req, now, fx)?)
+    })?;
+    Ok(Json(out))
+}

@@ -1,0 +1,276 @@
+//! Reservations (issue #17) in the books: static ones from the agent's registration, dynamic
+//! ones made and taken back by frameworks on offers they hold (persisted as
+//! [`Change::SetReservation`], re-applied when the agent registers again).
+//!
+//! Rules (README "Sharing a cluster → Reservations"):
+//! - a static reservation's role must exist (set by `PUT /api/v1/roles/{path}` or created by a
+//!   framework registering under it): unlike Mesos, which takes any role name, a typo is
+//!   refused at registration instead of setting resources aside for no one;
+//! - what an agent reserves for a role in the allocator is its static plus its dynamic
+//!   reservation for that role; a role's pool is offered only to frameworks in its subtree;
+//! - `reserve` takes part of an *unreserved* offer of the framework and reserves it for the
+//!   framework's own role; `unreserve` gives back part of an offer drawn from the pool of the
+//!   framework's own role, at most what was reserved dynamically (static reservations belong
+//!   to the agent's flags). Either consumes the offer: the resources come back in a later
+//!   offer, now reserved (or unreserved).
+
+use std::collections::BTreeMap;
+
+use protocol::reservation::{
+    AgentReservation, Reservation, ReservationKind, ReserveRequest, ReserveResponse,
+};
+use protocol::{AgentId, FrameworkId, Resources, RolePath};
+
+use super::{Effect, Effects, Now, State, StateError};
+use crate::store::Change;
+
+impl State {
+    /// Checks an agent's static reservations against the books (each role must exist);
+    /// changes nothing. Their form and sum were checked at the API edge.
+    pub(crate) fn check_static_reservations(&self, list: &[Reservation]) -> Result<(), StateError> {
+        for (i, r) in list.iter().enumerate() {
+            if self.ledger.allocator().role_weight(&r.role).is_none() {
+                return Err(StateError::InvalidReservation {
+                    field: format!("reservations[{i}].role"),
+                    reason: format!(
+                        "role {} does not exist; create it first (PUT /api/v1/roles/{}) or register a framework under it",
+                        r.role, r.role
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Puts the agent's reservations (static plus dynamic, per role) into the allocator. One
+    /// that no longer fits (the agent came back smaller) is applied without its dynamic part,
+    /// or not at all, and logged.
+    pub(crate) fn apply_reservations(&mut self, agent: AgentId) {
+        for (role, res) in self.reserved_per_role(agent) {
+            if let Err(e) = self.ledger.set_reservation(agent, &role, &res) {
+                tracing::error!(%agent, %role, error = %e, "reservation does not fit the agent");
+                let statics = self.static_reserved(agent, &role);
+                if let Err(e) = self.ledger.set_reservation(agent, &role, &statics) {
+                    tracing::error!(%agent, %role, error = %e, "static reservation does not fit");
+                }
+            }
+        }
+    }
+
+    /// Static plus dynamic reservation per role of `agent`.
+    fn reserved_per_role(&self, agent: AgentId) -> BTreeMap<RolePath, Resources> {
+        let mut out: BTreeMap<RolePath, Resources> = BTreeMap::new();
+        if let Some(a) = self.agents.get(&agent) {
+            for r in &a.static_reservations {
+                out.entry(r.role.clone())
+                    .or_default()
+                    .add_assign(&r.resources);
+            }
+        }
+        if let Some(d) = self.dynamic_reservations.get(&agent) {
+            for (role, res) in d {
+                out.entry(role.clone()).or_default().add_assign(res);
+            }
+        }
+        out
+    }
+
+    /// The agent's static reservation for `role`.
+    fn static_reserved(&self, agent: AgentId, role: &RolePath) -> Resources {
+        let mut sum = Resources::new();
+        for r in self
+            .agents
+            .get(&agent)
+            .into_iter()
+            .flat_map(|a| &a.static_reservations)
+            .filter(|r| r.role == *role)
+        {
+            sum.add_assign(&r.resources);
+        }
+        sum
+    }
+
+    /// The agent's dynamic reservation for `role`.
+    fn dynamic_reserved(&self, agent: AgentId, role: &RolePath) -> Resources {
+        self.dynamic_reservations
+            .get(&agent)
+            .and_then(|d| d.get(role))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The agent's reservations as operators see them: static ones, then dynamic ones.
+    pub(crate) fn agent_reservations(&self, agent: AgentId) -> Vec<AgentReservation> {
+        let mut out: Vec<AgentReservation> = self
+            .agents
+            .get(&agent)
+            .into_iter()
+            .flat_map(|a| &a.static_reservations)
+            .map(|r| AgentReservation {
+                role: r.role.clone(),
+                resources: r.resources.clone(),
+                kind: ReservationKind::Static,
+            })
+            .collect();
+        if let Some(d) = self.dynamic_reservations.get(&agent) {
+            out.extend(d.iter().map(|(role, res)| AgentReservation {
+                role: role.clone(),
+                resources: res.clone(),
+                kind: ReservationKind::Dynamic,
+            }));
+        }
+        out
+    }
+
+    /// `POST /api/v1/frameworks/{id}/reserve`: reserves `req.resources` of the framework's
+    /// unreserved offer `req.offer_id` for the framework's role. The offer is consumed; the
+    /// reservation is persisted (written behind, as failover removals are).
+    pub fn reserve(
+        &mut self,
+        fw: FrameworkId,
+        req: ReserveRequest,
+        now: &Now,
+        fx: &mut Effects,
+    ) -> Result<ReserveResponse, StateError> {
+        let role = self.live_framework_mut(fw)?.role.clone();
+        let offer = self.check_offers_one(fw, &req)?;
+        if let Some(r) = &offer.reservation {
+            return Err(StateError::InvalidReservation {
+                field: "offer_id".into(),
+                reason: format!(
+                    "offer {} is already reserved for role {}; reserve from an unreserved offer",
+                    offer.offer_id, r.role
+                ),
+            });
+        }
+        check_amounts(&req.resources, &offer.resources, "the offer holds")?;
+        let agent = offer.agent_id;
+        let mut dynamic = self.dynamic_reserved(agent, &role);
+        dynamic.add_assign(&req.resources);
+        self.consume_offer(&offer, now, fx);
+        self.set_dynamic(agent, &role, dynamic.clone(), fx);
+        Ok(ReserveResponse {
+            role,
+            reserved: dynamic,
+        })
+    }
+
+    /// `POST /api/v1/frameworks/{id}/unreserve`: gives back `req.resources` of offer
+    /// `req.offer_id`, drawn from the pool of the framework's own role, to the agent's
+    /// unreserved resources (at most what that role holds there dynamically). The offer is
+    /// consumed; the change is persisted.
+    pub fn unreserve(
+        &mut self,
+        fw: FrameworkId,
+        req: ReserveRequest,
+        now: &Now,
+        fx: &mut Effects,
+    ) -> Result<ReserveResponse, StateError> {
+        let role = self.live_framework_mut(fw)?.role.clone();
+        let offer = self.check_offers_one(fw, &req)?;
+        match &offer.reservation {
+            None => {
+                return Err(StateError::InvalidReservation {
+                    field: "offer_id".into(),
+                    reason: format!(
+                        "offer {} is not reserved; unreserve from an offer marked reservation",
+                        offer.offer_id
+                    ),
+                })
+            }
+            Some(r) if r.role != role => {
+                return Err(StateError::InvalidReservation {
+                    field: "offer_id".into(),
+                    reason: format!(
+                        "offer {} is reserved for role {}, not for this framework's role {role}",
+                        offer.offer_id, r.role
+                    ),
+                })
+            }
+            Some(_) => {}
+        }
+        check_amounts(&req.resources, &offer.resources, "the offer holds")?;
+        let agent = offer.agent_id;
+        let dynamic = self.dynamic_reserved(agent, &role);
+        check_amounts(
+            &req.resources,
+            &dynamic,
+            "the agent's dynamic reservation for this role is",
+        )?;
+        let left = dynamic.saturating_sub(&req.resources);
+        self.consume_offer(&offer, now, fx);
+        self.set_dynamic(agent, &role, left.clone(), fx);
+        Ok(ReserveResponse {
+            role,
+            reserved: left,
+        })
+    }
+
+    /// The one outstanding offer of `fw` a reserve / unreserve names, and the amounts' form.
+    fn check_offers_one(
+        &self,
+        fw: FrameworkId,
+        req: &ReserveRequest,
+    ) -> Result<protocol::Offer, StateError> {
+        if req.resources.is_empty() {
+            return Err(StateError::InvalidReservation {
+                field: "resources".into(),
+                reason: "name what to reserve or unreserve, e.g. {\"cpus\": 2}".into(),
+            });
+        }
+        let offers = self.check_offers(fw, &[req.offer_id])?;
+        Ok(offers[0].offer.clone())
+    }
+
+    /// Ends `offer` (consumed by a reserve / unreserve): its resources return to the pool
+    /// they were offered from.
+    fn consume_offer(&mut self, offer: &protocol::Offer, now: &Now, fx: &mut Effects) {
+        self.end_offer_consumed(offer.offer_id, fx);
+        self.freed(offer.agent_id, now.ms);
+        fx.push(Effect::Allocate);
+    }
+
+    /// Records `agent`'s dynamic reservation for `role` (empty: none), applies static plus
+    /// dynamic to the allocator, and persists it.
+    fn set_dynamic(&mut self, agent: AgentId, role: &RolePath, res: Resources, fx: &mut Effects) {
+        let entry = self.dynamic_reservations.entry(agent).or_default();
+        if res.is_empty() {
+            entry.remove(role);
+        } else {
+            entry.insert(role.clone(), res.clone());
+        }
+        if entry.is_empty() {
+            self.dynamic_reservations.remove(&agent);
+        }
+        let mut total = self.static_reserved(agent, role);
+        total.add_assign(&res);
+        if let Err(e) = self.ledger.set_reservation(agent, role, &total) {
+            // The offer just returned what changes to the pool: cannot happen while the books
+            // are right.
+            tracing::error!(%agent, %role, error = %e, "dynamic reservation refused");
+        }
+        fx.push(Effect::Persist(Change::SetReservation(
+            agent,
+            role.clone(),
+            res,
+        )));
+    }
+}
+
+/// Checks that every amount of `want` is at most the same amount of `have`, naming the field.
+fn check_amounts(want: &Resources, have: &Resources, what: &str) -> Result<(), StateError> {
+    for (name, v) in want.iter() {
+        let h = have.millis(name.as_str());
+        if v > h {
+            return Err(StateError::InvalidReservation {
+                field: format!("resources.{name}"),
+                reason: format!(
+                    "{} {name} asked for, but {what} {}",
+                    v as f64 / 1000.0,
+                    h as f64 / 1000.0
+                ),
+            });
+        }
+    }
+    Ok(())
+}
