@@ -18,6 +18,8 @@
 //!   agent's blocking differs).
 //! - `quota`: per-role guarantees (served before H-DRF) and limits (blocking and cutting
 //!   offers), issue #17.
+//! - [`preempt`]: preemption toward fair share, issue #17 (pure): fair shares by water-filling
+//!   down the tree, who is starved, and the plan of tasks to take back.
 //! - `numeric`: the exact, order-independent share arithmetic H-DRF is computed in.
 //! - `reference`: the straight-from-ALGORITHMS.md decision procedures (the oracle the fast path
 //!   is tested against).
@@ -76,6 +78,7 @@ mod filters;
 mod idhash;
 mod kinds;
 mod numeric;
+pub mod preempt;
 mod quota;
 mod reference;
 pub mod sim;
