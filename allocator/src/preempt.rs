@@ -44,6 +44,8 @@
 //! lowest `priority` first; then the branch furthest above its fair share; then, to take the
 //! fewest tasks, the smallest task that alone finishes the job, else the largest; ties by
 //! framework id and task id. Same inputs, same plan, whatever the order of the tasks given.
+//! A guarantee above the role's fair share is served only as far as the other roles' own fair
+//! shares allow.
 
 use std::collections::BTreeMap;
 

@@ -119,6 +119,8 @@ impl Metrics {
             // Not an offer's end (drains are counted by `parley_agents{state}` and
             // `parley_drain_kills_total`).
             OfferEvent::AgentDraining(_) => return,
+            // Counted by `parley_preemptions_total` from the books.
+            OfferEvent::Preemption(_) => return,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }

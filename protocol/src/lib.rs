@@ -17,6 +17,8 @@
 //!   count a task asks for.
 //! - [`maintenance`]: draining agents (issue #17): the drain request, the `agent_draining`
 //!   event, the agent state names.
+//! - [`preempt`]: preemption toward fair share (issue #17): a task's [`preempt::Priority`] and
+//!   the `preemption` event.
 //! - [`messages`]: request and response bodies of the framework, agent and operator APIs.
 //! - [`events`]: the framework SSE stream ([`FrameworkEvent`]) and the operator offer stream
 //!   ([`OfferEvent`]).
@@ -42,6 +44,7 @@ pub mod leader;
 pub mod maintenance;
 pub mod messages;
 pub mod offer;
+pub mod preempt;
 pub mod resources;
 pub mod role;
 pub mod task;

@@ -237,6 +237,7 @@ pub fn task_spec(t: &types::TaskInfo) -> Result<TaskSpec, ApiError> {
         duration_s: None,
         isolation: None,
         health_check,
+        priority: None,
     })
 }
 
@@ -280,6 +281,10 @@ pub fn status_json(s: &TaskStatus) -> Value {
     if s.reason.as_deref() == Some(protocol::task::REASON_MEMORY_LIMIT) {
         v["reason"] = json!("REASON_CONTAINER_LIMITATION_MEMORY");
         v["source"] = json!("SOURCE_AGENT");
+    }
+    if s.reason.as_deref() == Some(protocol::task::REASON_PREEMPTED) {
+        v["reason"] = json!("REASON_CONTAINER_PREEMPTED");
+        v["source"] = json!("SOURCE_MASTER");
     }
     v
 }
@@ -338,6 +343,9 @@ pub fn events(event: &FrameworkEvent, shape: &Shape) -> Vec<Value> {
         // Drains (issue #17) are not mapped to inverse offers: Mesos frameworks see the
         // rescinds of the agent's offers and, at the deadline, their tasks' kills.
         FrameworkEvent::AgentDraining(_) => Vec::new(),
+        // Preemption (issue #17) is not announced to Mesos frameworks (Mesos has no such
+        // event): at the deadline they get TASK_KILLED, reason REASON_CONTAINER_PREEMPTED.
+        FrameworkEvent::Preemption(_) => Vec::new(),
     }
 }
 

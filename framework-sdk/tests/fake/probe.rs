@@ -127,6 +127,7 @@ pub fn spec(id: &str, agent_id: AgentId) -> TaskSpec {
         duration_s: None,
         isolation: None,
         health_check: None,
+        priority: None,
     }
 }
 
