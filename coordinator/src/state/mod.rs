@@ -75,6 +75,8 @@
 //! - `views.rs`: the operator views and metric gauges.
 //! - `drain.rs`: draining agents for maintenance (issue #17): pause, rescind, tell, kill at the
 //!   deadline, reactivate.
+//! - `preempt.rs`: preemption toward fair share (issue #17): starvation timers, plans, the
+//!   `preemption` event, kills at the deadline.
 //! - `ledger.rs`: holdings and eligibility, the one caller of the allocator's changes.
 //! - `ids.rs`: [`IdSource`], where offer, update, framework and agent ids come from.
 //! - `input.rs`: the domain inputs of registration, accept and decline.
@@ -94,6 +96,7 @@ mod ledger;
 mod offers;
 mod owners;
 mod pending;
+mod preempt;
 mod quota;
 mod tasks;
 #[cfg(test)]
@@ -102,6 +105,8 @@ mod tests;
 mod tests_drain;
 #[cfg(test)]
 mod tests_limits;
+#[cfg(test)]
+mod tests_preempt;
 #[cfg(test)]
 mod tests_written;
 mod views;
@@ -299,6 +304,11 @@ pub(crate) struct TaskRecord {
     /// Killed because its agent's drain deadline passed: its `killed` update gets reason
     /// `agent_drained`.
     pub(crate) drain_killed: bool,
+    /// Killed because preemption took it back (`preempt.rs`): its `killed` update gets reason
+    /// `preempted`.
+    pub(crate) preempt_killed: bool,
+    /// Its priority for preemption (0 unless the TaskSpec set one).
+    pub(crate) priority: i32,
     /// The task as operators see it ([`protocol::messages::TaskInfo`]) in JSON, made on the
     /// first read after a change and shared by every read until the next, so a large
     /// `GET /api/v1/state` copies bytes instead of serializing every task again.
@@ -322,6 +332,8 @@ impl TaskRecord {
             lost_by_coordinator: false,
             completed: false,
             drain_killed: false,
+            preempt_killed: false,
+            priority: 0,
             view: OnceLock::new(),
         }
     }
@@ -379,6 +391,8 @@ pub struct State {
     pub(crate) awaited_agents: BTreeMap<AgentId, (crate::store::StoredAgent, u64)>,
     /// Tasks killed by drain deadlines since the start (`drain.rs`).
     pub(crate) drain_kills: u64,
+    /// Preemption toward fair share (`preempt.rs`).
+    pub(crate) preempt: preempt::Preemption,
 }
 
 impl std::fmt::Debug for State {
@@ -442,6 +456,7 @@ impl State {
             offer_waits: Vec::new(),
             awaited_agents: BTreeMap::new(),
             drain_kills: 0,
+            preempt: preempt::Preemption::new(config.preemption_grace),
         }
     }
 

@@ -216,10 +216,10 @@ impl State {
                 gpu_devices: None,
                 healthy: None,
             };
-            self.tasks.insert(
-                (fw, task.task_id.clone()),
-                TaskRecord::new(task.name.clone(), agent_id, task.resources.clone(), latest),
-            );
+            let mut record =
+                TaskRecord::new(task.name.clone(), agent_id, task.resources.clone(), latest);
+            record.priority = task.priority.map_or(0, protocol::preempt::Priority::get);
+            self.tasks.insert((fw, task.task_id.clone()), record);
         }
         if let Some(f) = self.frameworks.get_mut(&fw) {
             f.active_tasks += req.tasks.len();
