@@ -38,9 +38,11 @@
 //!
 //! [`plan`] takes back tasks from outside the starved role's subtree until the starved role,
 //! were it given everything freed, would reach its fair share and its guarantee. A task is a
-//! candidate only if taking it leaves every node on its path below the lowest common ancestor
-//! with the starved role (its framework, its role, that role's parents) at or above its own fair
-//! share and, in each kind the task uses, at or above its guarantee. Among candidates: the
+//! candidate only if taking it leaves every role on its path below the lowest common ancestor
+//! with the starved role (its role, that role's parents; its framework too when the framework
+//! itself sits beside the starved role's line) at or above its own fair share and, in each kind
+//! the task uses, at or above its guarantee. Frameworks within a role are not protected from
+//! each other: the role's lowest-priority tasks go first whichever framework runs them. Among candidates: the
 //! lowest `priority` first; then the branch furthest above its fair share; then, to take the
 //! fewest tasks, the smallest task that alone finishes the job, else the largest; ties by
 //! framework id and task id. Same inputs, same plan, whatever the order of the tasks given.
@@ -158,6 +160,8 @@ const NO_PARENT: usize = usize::MAX;
 
 #[derive(Debug, Clone)]
 struct Node {
+    /// A framework leaf (not a role).
+    leaf: bool,
     parent: usize,
     children: Vec<usize>,
     path: String,
@@ -195,6 +199,7 @@ impl FairShares {
             .collect();
         let mut me = Self {
             nodes: vec![Node {
+                leaf: false,
                 parent: NO_PARENT,
                 children: Vec::new(),
                 path: String::new(),
@@ -235,6 +240,7 @@ impl FairShares {
             let held = me.dense(&f.held);
             let i = me.nodes.len();
             me.nodes.push(Node {
+                leaf: true,
                 parent,
                 children: Vec::new(),
                 path: f.role.clone(),
@@ -279,6 +285,7 @@ impl FairShares {
                 None => {
                     let i = self.nodes.len();
                     self.nodes.push(Node {
+                        leaf: false,
                         parent,
                         children: Vec::new(),
                         path: prefix.clone(),
@@ -410,17 +417,43 @@ impl FairShares {
     }
 }
 
-/// One candidate task, resolved against the tree.
-struct Candidate<'a> {
-    task: &'a TaskInput,
+/// Tasks of one framework with the same priority and resources: the planner picks among
+/// groups, then takes the group's tasks in task id order, so a plan costs
+/// O(victims x groups), not O(victims x tasks).
+struct Group<'a> {
+    framework: FrameworkId,
+    priority: i32,
     res: Vec<f64>,
     size: f64,
+    /// The nodes from the framework's leaf up to (not including) the lowest common ancestor
+    /// with the starved role.
     path: Vec<usize>,
+    tasks: Vec<&'a TaskInput>,
+    next: usize,
+}
+
+/// `max_j (a_j + b_j + c_j) / cap_j`.
+fn share3(cap: &[f64], a: &[f64], b: &[f64], c: &[f64]) -> f64 {
+    let mut m = 0.0f64;
+    for j in 0..cap.len() {
+        m = m.max((a[j] + b[j] + c[j]) / cap[j]);
+    }
+    m
+}
+
+/// `max_j (a_j - b_j - c_j) / cap_j`.
+fn share_less(cap: &[f64], a: &[f64], b: &[f64], c: &[f64]) -> f64 {
+    let mut m = 0.0f64;
+    for j in 0..cap.len() {
+        m = m.max((a[j] - b[j] - c[j]) / cap[j]);
+    }
+    m
 }
 
 /// Chooses tasks to take back for the starved role `for_role` (see the module docs); `None`
 /// when the role is unknown or not starved, or no task can be taken without taking some role
-/// below its fair share or guarantee. Tasks of unknown frameworks are ignored.
+/// below its fair share or guarantee. Tasks of unknown frameworks are ignored. Costs
+/// O(tasks log tasks) to group the tasks, then O(groups x depth x kinds) per victim.
 pub fn plan(shares: &FairShares, for_role: &str, tasks: &[TaskInput]) -> Option<Plan> {
     let &s = shares.roles.get(for_role)?;
     let standing = shares.standing(s);
@@ -428,137 +461,155 @@ pub fn plan(shares: &FairShares, for_role: &str, tasks: &[TaskInput]) -> Option<
         return None;
     }
     let k = shares.kinds.len();
-    let s_held = shares.nodes[s].held.clone();
+    let cap = &shares.cap;
+    let zero = vec![0.0; k];
+    let s_held = &shares.nodes[s].held;
     let g_target: Vec<f64> = shares.nodes[s]
         .guarantee
         .iter()
-        .zip(&shares.cap)
+        .zip(cap)
         .map(|(g, c)| g.min(*c))
         .collect();
     let fair = shares.nodes[s].fair;
-    let satisfied = |freed: &[f64]| {
-        let got: Vec<f64> = s_held.iter().zip(freed).map(|(h, f)| h + f).collect();
-        shares.share_of(&got) + SHARE_TOLERANCE >= fair
-            && got.iter().zip(&g_target).all(|(h, g)| h >= g)
+    let satisfied = |freed: &[f64], more: &[f64]| {
+        share3(cap, s_held, freed, more) + SHARE_TOLERANCE >= fair
+            && (0..k).all(|j| s_held[j] + freed[j] + more[j] >= g_target[j])
     };
-    let mut cands: Vec<Candidate<'_>> = tasks
-        .iter()
-        .filter_map(|t| {
-            let &leaf = shares.frameworks.get(&t.framework)?;
-            if shares.is_ancestor(s, leaf) {
-                return None;
-            }
-            let res = shares.dense(&t.resources);
-            if res.iter().all(|v| *v == 0.0) {
-                return None;
-            }
-            Some(Candidate {
-                task: t,
+    // Group the candidates by (framework, priority, resources in thousandths).
+    let mut groups: BTreeMap<(FrameworkId, i32, Vec<u64>), Vec<&TaskInput>> = BTreeMap::new();
+    for t in tasks {
+        let Some(&leaf) = shares.frameworks.get(&t.framework) else {
+            continue;
+        };
+        if shares.is_ancestor(s, leaf) {
+            continue;
+        }
+        let millis: Vec<u64> = shares.kinds.iter().map(|n| t.resources.millis(n)).collect();
+        if millis.iter().all(|v| *v == 0) {
+            continue;
+        }
+        groups
+            .entry((t.framework, t.priority, millis))
+            .or_default()
+            .push(t);
+    }
+    let mut groups: Vec<Group<'_>> = groups
+        .into_iter()
+        .map(|((framework, priority, millis), mut list)| {
+            list.sort_by(|a, b| a.task_id.cmp(&b.task_id));
+            let res: Vec<f64> = millis.iter().map(|v| *v as f64).collect();
+            let leaf = shares.frameworks[&framework];
+            Group {
+                framework,
+                priority,
                 size: shares.share_of(&res),
                 res,
                 path: shares.path_below_lca(leaf, s),
-            })
+                tasks: list,
+                next: 0,
+            }
         })
         .collect();
-    // Order-independence: candidates in (framework, task) order.
-    cands.sort_by(|a, b| {
-        (a.task.framework, &a.task.task_id).cmp(&(b.task.framework, &b.task.task_id))
-    });
-    let mut taken: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+    let mut taken: Vec<Vec<f64>> = vec![Vec::new(); shares.nodes.len()];
     let mut freed = vec![0.0; k];
-    let mut chosen = vec![false; cands.len()];
     let mut victims = Vec::new();
-    let left = |n: usize, taken: &BTreeMap<usize, Vec<f64>>| -> Vec<f64> {
-        let held = &shares.nodes[n].held;
-        match taken.get(&n) {
-            Some(t) => held.iter().zip(t).map(|(h, t)| h - t).collect(),
-            None => held.clone(),
-        }
-    };
-    while !satisfied(&freed) {
-        let now_share = {
-            let got: Vec<f64> = s_held.iter().zip(&freed).map(|(h, f)| h + f).collect();
-            shares.share_of(&got)
-        };
-        // (priority, -excess, covers ? size : -size) smallest wins.
+    while !satisfied(&freed, &zero) {
+        let now_share = share3(cap, s_held, &freed, &zero);
+        let short_of_share = now_share + SHARE_TOLERANCE < fair;
+        // Smallest key wins: (priority, -excess, covers first, covers ? size : -size, group).
         let mut best: Option<(i32, f64, bool, f64, usize)> = None;
-        for (ci, c) in cands.iter().enumerate() {
-            if chosen[ci] {
+        for (gi, g) in groups.iter().enumerate() {
+            if g.next >= g.tasks.len() {
                 continue;
             }
-            let after: Vec<f64> = freed.iter().zip(&c.res).map(|(f, r)| f + r).collect();
-            let got: Vec<f64> = s_held.iter().zip(&after).map(|(h, f)| h + f).collect();
-            let gains_share =
-                now_share + SHARE_TOLERANCE < fair && shares.share_of(&got) > now_share;
+            let gains_share = short_of_share && share3(cap, s_held, &freed, &g.res) > now_share;
             let gains_guarantee =
-                (0..k).any(|j| c.res[j] > 0.0 && s_held[j] + freed[j] < g_target[j]);
+                (0..k).any(|j| g.res[j] > 0.0 && s_held[j] + freed[j] < g_target[j]);
             if !gains_share && !gains_guarantee {
                 continue;
             }
-            let floor_ok = c.path.iter().all(|&n| {
+            let floor_ok = g.path.iter().enumerate().all(|(i, &n)| {
                 let node = &shares.nodes[n];
-                let rest: Vec<f64> = left(n, &taken)
-                    .iter()
-                    .zip(&c.res)
-                    .map(|(h, r)| h - r)
-                    .collect();
-                shares.share_of(&rest) + 1e-12 >= node.fair
+                // Roles are protected; a framework only where it is the branch itself (it
+                // sits directly beside the starved role's line).
+                if node.leaf && i + 1 < g.path.len() {
+                    return true;
+                }
+                let t = if taken[n].is_empty() {
+                    &zero
+                } else {
+                    &taken[n]
+                };
+                share_less(cap, &node.held, t, &g.res) + 1e-12 >= node.fair
                     && (0..k).all(|j| {
-                        c.res[j] == 0.0 || node.guarantee[j] == 0.0 || rest[j] >= node.guarantee[j]
+                        g.res[j] == 0.0
+                            || node.guarantee[j] == 0.0
+                            || node.held[j] - t[j] - g.res[j] >= node.guarantee[j]
                     })
             });
             if !floor_ok {
                 continue;
             }
-            let branch = c.path.last().copied().unwrap_or(0);
-            let excess = shares.share_of(&left(branch, &taken)) - shares.nodes[branch].fair;
-            let covers = satisfied(&after);
+            let branch = g.path.last().copied().unwrap_or(0);
+            let bt = if taken[branch].is_empty() {
+                &zero
+            } else {
+                &taken[branch]
+            };
+            let excess =
+                share_less(cap, &shares.nodes[branch].held, bt, &zero) - shares.nodes[branch].fair;
+            let covers = satisfied(&freed, &g.res);
             let key = (
-                c.task.priority,
+                g.priority,
                 -excess,
                 !covers,
-                if covers { c.size } else { -c.size },
-                ci,
+                if covers { g.size } else { -g.size },
+                gi,
             );
-            let better = match &best {
-                None => true,
-                Some(b) => {
-                    (key.0, key.1, key.2, key.3, key.4).partial_cmp(&(b.0, b.1, b.2, b.3, b.4))
-                        == Some(std::cmp::Ordering::Less)
-                }
-            };
+            let better = best.as_ref().is_none_or(|b| {
+                key.0
+                    .cmp(&b.0)
+                    .then(key.1.total_cmp(&b.1))
+                    .then(key.2.cmp(&b.2))
+                    .then(key.3.total_cmp(&b.3))
+                    .then(key.4.cmp(&b.4))
+                    .is_lt()
+            });
             if better {
                 best = Some(key);
             }
         }
-        let Some((_, excess_neg, _, _, ci)) = best else {
+        let Some((_, excess_neg, _, _, gi)) = best else {
             break;
         };
-        chosen[ci] = true;
-        let c = &cands[ci];
-        for &n in &c.path {
-            let t = taken.entry(n).or_insert_with(|| vec![0.0; k]);
-            for (t, r) in t.iter_mut().zip(&c.res) {
+        let g = &mut groups[gi];
+        let task = g.tasks[g.next];
+        g.next += 1;
+        for &n in &g.path {
+            if taken[n].is_empty() {
+                taken[n] = vec![0.0; k];
+            }
+            for (t, r) in taken[n].iter_mut().zip(&g.res) {
                 *t += r;
             }
         }
-        for (f, r) in freed.iter_mut().zip(&c.res) {
+        for (f, r) in freed.iter_mut().zip(&g.res) {
             *f += r;
         }
-        let role = c
+        let role = g
             .path
             .first()
             .map(|&n| shares.nodes[n].path.clone())
             .unwrap_or_default();
-        let branch = c.path.last().copied().unwrap_or(0);
+        let branch = g.path.last().copied().unwrap_or(0);
         victims.push(Victim {
-            framework: c.task.framework,
-            task_id: c.task.task_id.clone(),
+            framework: g.framework,
+            task_id: task.task_id.clone(),
             role: role.clone(),
-            priority: c.task.priority,
+            priority: g.priority,
             why: format!(
                 "role {role:?} (priority {} task) is {:.1} % above the fair share of {:?} ({:.1} %); {for_role:?} is at {:.1} % of its {:.1} %",
-                c.task.priority,
+                g.priority,
                 -excess_neg * 100.0,
                 shares.nodes[branch].path,
                 shares.nodes[branch].fair * 100.0,

@@ -304,17 +304,21 @@ impl State {
             if !(role == starved || role.starts_with(&format!("{starved}/"))) {
                 continue;
             }
-            let standing = self
-                .fair_shares()
-                .role(starved)
-                .map(|s| {
+            let (what, standing) = match self.fair_shares().role(starved) {
+                Some(s) => (
+                    if s.share + preempt::SHARE_TOLERANCE < s.fair {
+                        "fair share"
+                    } else {
+                        "guarantee"
+                    },
                     format!(
                         " (share {:.1} %, fair share {:.1} %)",
                         s.share * 100.0,
                         s.fair * 100.0
-                    )
-                })
-                .unwrap_or_default();
+                    ),
+                ),
+                None => ("fair share", String::new()),
+            };
             let at = *since
                 + chrono::Duration::milliseconds(i64::try_from(grace_ms).unwrap_or(i64::MAX / 2));
             let when = match self.preempt.plans.get(starved) {
@@ -326,7 +330,7 @@ impl State {
                 None => format!("preemption at {} if still starved", at.to_rfc3339()),
             };
             out.push(format!(
-                "role {starved} is below its fair share{standing} since {}; {when}",
+                "role {starved} is below its {what}{standing} since {}; {when}",
                 since.to_rfc3339()
             ));
         }
