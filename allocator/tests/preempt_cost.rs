@@ -31,7 +31,7 @@ fn the_check_and_a_plan_at_1000_agents_and_10000_tasks() {
         .map(|i| (FrameworkId(Uuid::from_u128(i + 1)), (i / 10) as usize))
         .collect();
     for (fw, role) in &fws {
-        a.add_framework(*fw, &RolePath::new(&format!("r{role}")).unwrap())
+        a.add_framework(*fw, &RolePath::new(format!("r{role}")).unwrap())
             .unwrap();
     }
     // Roles r0..r8 run every task; r9 has demand and nothing.
