@@ -448,6 +448,13 @@ mod tests {
         assert_eq!(v["reason"], "REASON_CONTAINER_LIMITATION_MEMORY");
         st.reason = None;
         assert!(status_json(&st).get("reason").is_none());
+        // Preemption toward fair share (issue #17): Mesos' closest reason.
+        st.state = TaskState::Killed;
+        st.reason = Some(protocol::task::REASON_PREEMPTED.into());
+        let v = status_json(&st);
+        assert_eq!(v["state"], "TASK_KILLED");
+        assert_eq!(v["reason"], "REASON_CONTAINER_PREEMPTED");
+        assert_eq!(v["source"], "SOURCE_MASTER");
     }
 
     #[test]
