@@ -291,6 +291,29 @@ mod tests {
     }
 
     #[test]
+    fn a_priority_is_checked_at_build_and_sent_on_the_spec() {
+        let task = Task::shell("x")
+            .resources("cpus=1")
+            .priority(-7)
+            .build()
+            .unwrap();
+        let spec = task.on(&offer("cpus=1"), TaskId::new("p").unwrap());
+        assert_eq!(
+            spec.priority.map(protocol::preempt::Priority::get),
+            Some(-7)
+        );
+        let e = Task::shell("x")
+            .resources("cpus=1")
+            .priority(5000)
+            .build()
+            .unwrap_err();
+        assert!(
+            matches!(&e, TaskError::Priority(m) if m.contains("priority")),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn resources_are_taken_as_text_or_as_resources() {
         let given: Resources = "cpus=1,mem=128".parse().unwrap();
         let from_text = Task::argv(["sleep", "1"]).resources("cpus=1, mem=128");
