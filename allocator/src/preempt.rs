@@ -11,9 +11,12 @@
 //! filled with water down the tree, in dominant-share units: the root is entitled to 1; a
 //! node's entitlement `E` is split among its children that take part in proportion to their
 //! weights (frameworks weigh 1), except that a child **without** demand is entitled to no more
-//! than it holds, its unused part going to the others. In numbers: the level `λ` with
-//! `Σ_i min(cap_i, w_i λ) = E`, `cap_i` the share of a child without demand and unbounded for
-//! one with demand, and child `i` is entitled to `min(cap_i, w_i λ)`. Children that do not take
+//! than it holds, and a role with a quota limit to no more than its limit allows
+//! (`max_j limit_j / C_j` over the limited kinds), their unused parts going to the others. In
+//! numbers: the level `λ` with `Σ_i min(cap_i, w_i λ) = E`, `cap_i` the share of a child without
+//! demand, its limit's share for a limited child with demand, unbounded otherwise, and child `i`
+//! is entitled to `min(cap_i, w_i λ)`. (Without the limit's cap a limited role could never
+//! reach its fair share, and preemption would take tasks it cannot use.) Children that do not take
 //! part are entitled to 0.
 //!
 //! Worked example (the unit test `the_worked_example_of_the_module_docs`): capacity `cpus=12`;
@@ -66,6 +69,8 @@ pub struct RoleInput {
     pub weight: f64,
     /// Its guarantee, if any.
     pub guarantee: Option<Resources>,
+    /// Its limit, if any: it caps the role's fair share (see the module docs).
+    pub limit: Option<Resources>,
 }
 
 /// A framework as the planner sees it.
@@ -168,6 +173,9 @@ struct Node {
     weight: f64,
     held: Vec<f64>,
     guarantee: Vec<f64>,
+    /// The most dominant share its limit lets it hold (`max_j limit_j / C_j` over the limited
+    /// kinds); infinite without a limit.
+    limit_cap: f64,
     demand: bool,
     share: f64,
     fair: f64,
@@ -206,6 +214,7 @@ impl FairShares {
                 weight: 1.0,
                 held: vec![0.0; kinds.len()],
                 guarantee: vec![0.0; kinds.len()],
+                limit_cap: f64::INFINITY,
                 demand: false,
                 share: 0.0,
                 fair: 1.0,
@@ -231,6 +240,18 @@ impl FairShares {
                 if let Some(g) = &r.guarantee {
                     me.nodes[i].guarantee = me.dense(g);
                 }
+                if let Some(l) = &r.limit {
+                    let cap = me
+                        .kinds
+                        .iter()
+                        .zip(&me.cap)
+                        .filter(|(k, _)| l.millis(k) > 0)
+                        .map(|(k, c)| l.millis(k) as f64 / c)
+                        .fold(f64::NEG_INFINITY, f64::max);
+                    if cap.is_finite() {
+                        me.nodes[i].limit_cap = cap;
+                    }
+                }
             }
         }
         let mut fws: Vec<&FrameworkInput> = input.frameworks.iter().collect();
@@ -247,6 +268,7 @@ impl FairShares {
                 weight: 1.0,
                 held: held.clone(),
                 guarantee: vec![0.0; me.kinds.len()],
+                limit_cap: f64::INFINITY,
                 demand: f.demand,
                 share: 0.0,
                 fair: 0.0,
@@ -292,6 +314,7 @@ impl FairShares {
                         weight: 1.0,
                         held: vec![0.0; self.kinds.len()],
                         guarantee: vec![0.0; self.kinds.len()],
+                        limit_cap: f64::INFINITY,
                         demand: false,
                         share: 0.0,
                         fair: 0.0,
@@ -323,7 +346,7 @@ impl FairShares {
         for &c in &children {
             let n = &self.nodes[c];
             if n.demand || n.share > 0.0 {
-                let cap = if n.demand { f64::INFINITY } else { n.share };
+                let cap = if n.demand { n.limit_cap } else { n.share };
                 part.push((cap / n.weight, c));
             } else {
                 self.nodes[c].fair = 0.0;
@@ -643,6 +666,7 @@ impl crate::Allocator {
                 path: path.clone(),
                 weight: self.tree.nodes[node as usize].weight,
                 guarantee: self.node_quota(node).0,
+                limit: self.node_quota(node).1,
             })
             .collect();
         roles.sort_by(|a, b| a.path.cmp(&b.path));

@@ -30,6 +30,7 @@ fn role(path: &str, weight: f64) -> RoleInput {
         path: path.into(),
         weight,
         guarantee: None,
+        limit: None,
     }
 }
 
@@ -167,6 +168,40 @@ fn a_guarantee_is_starvation_and_is_never_taken() {
 }
 
 #[test]
+fn a_limit_caps_the_fair_share_so_nothing_is_taken_that_the_role_cannot_use() {
+    let input = Input {
+        capacity: r("cpus=8,mem=8"),
+        roles: vec![
+            role("a", 1.0),
+            RoleInput {
+                limit: Some(r("cpus=2")),
+                ..role("b", 1.0)
+            },
+        ],
+        frameworks: vec![
+            framework(1, "a", true, "cpus=8,mem=8"),
+            framework(2, "b", true, ""),
+        ],
+    };
+    let shares = FairShares::compute(&input);
+    assert!(close(shares.role("b").unwrap().fair, 0.25));
+    assert!(close(shares.role("a").unwrap().fair, 0.75));
+    let tasks: Vec<TaskInput> = (0..8)
+        .map(|i| task(1, &format!("t{i}"), "cpus=1,mem=1", 0))
+        .collect();
+    assert_eq!(plan(&shares, "b", &tasks).unwrap().victims.len(), 2);
+    // At its limit, b is not starved.
+    let shares = FairShares::compute(&Input {
+        frameworks: vec![
+            framework(1, "a", true, "cpus=6,mem=6"),
+            framework(2, "b", true, "cpus=2,mem=2"),
+        ],
+        ..input
+    });
+    assert!(shares.starved().is_empty());
+}
+
+#[test]
 fn nothing_when_no_one_is_starved_or_the_role_is_unknown() {
     let input = Input {
         capacity: r("cpus=4"),
@@ -231,8 +266,14 @@ fn the_allocator_gives_its_books() {
     a.suppress(fw(2)).unwrap();
     a.allocate(fw(1), AgentId(Uuid::from_u128(9)), &r("cpus=4,mem=1"))
         .unwrap();
+    a.set_role_quota(&rp("b"), None, Some(&r("cpus=3")))
+        .unwrap();
     let input = a.preemption_input();
     assert_eq!(input.capacity, r("cpus=4,mem=4"));
+    assert!(input
+        .roles
+        .iter()
+        .any(|x| x.path == "b" && x.limit == Some(r("cpus=3"))));
     assert!(input.roles.iter().any(|x| x.path == "a" && x.weight == 3.0));
     let f1 = input.frameworks.iter().find(|f| f.id == fw(1)).unwrap();
     assert_eq!(
@@ -252,11 +293,12 @@ fn arb_case() -> impl Strategy<Value = (Input, Vec<TaskInput>)> {
     (
         prop::collection::vec(1u32..4, 4),
         prop::collection::vec(prop::option::of(0u64..6), 4),
+        prop::collection::vec(prop::option::of(1u64..12), 4),
         prop::collection::vec((0usize..4, any::<bool>()), 1..6),
         prop::collection::vec((0usize..6, 1u64..4, 1u64..4, -2i32..3), 0..30),
         prop::collection::vec(0u64..8, 2),
     )
-        .prop_map(move |(weights, guarantees, fws, tasks, extra)| {
+        .prop_map(move |(weights, guarantees, limits, fws, tasks, extra)| {
             let mut frameworks: Vec<FrameworkInput> = fws
                 .iter()
                 .enumerate()
@@ -283,10 +325,12 @@ fn arb_case() -> impl Strategy<Value = (Input, Vec<TaskInput>)> {
                 .iter()
                 .zip(&weights)
                 .zip(&guarantees)
-                .map(|((p, &w), g)| RoleInput {
+                .zip(&limits)
+                .map(|(((p, &w), g), l)| RoleInput {
                     path: (*p).into(),
                     weight: f64::from(w),
                     guarantee: g.map(|g| r(&format!("cpus={g}"))),
+                    limit: l.map(|l| r(&format!("cpus={l}"))),
                 })
                 .collect();
             (
