@@ -18,7 +18,10 @@
 //!    ([`protocol::task::REASON_PREEMPTED`]);
 //! 5. when no victim is left running, the plan ends and the role's grace starts again, so the
 //!    freed resources reach it (H-DRF offers them to the lowest share, the starved role's)
-//!    before anything else is planned for it.
+//!    before anything else is planned for it; and no new plan is made for it until its share
+//!    has grown past what it was at the last plan (a role that does not take what was freed,
+//!    because its frameworks decline or cannot use it, does not get tasks killed again and
+//!    again).
 //!
 //! Like a drain, preemption state lives in the books only: a restarted coordinator starts the
 //! grace again.
@@ -57,6 +60,11 @@ pub(crate) struct Preemption {
     pub(crate) plans: BTreeMap<String, InFlight>,
     /// Tasks marked for preemption, with the role they are taken for.
     pub(crate) marked: BTreeMap<(FrameworkId, TaskId), String>,
+    /// Each starved role's share when its last plan was made: no new plan for it until its
+    /// share grows past that (what a plan freed must reach it first; a role that cannot use
+    /// what is freed does not get tasks killed again and again). Forgotten when it stops
+    /// being starved.
+    pub(crate) planned_at_share: BTreeMap<String, f64>,
     /// Plans made since the start.
     pub(crate) preemptions: u64,
     /// Tasks killed by preemption since the start.
@@ -77,6 +85,14 @@ impl Preemption {
 /// [100 ms, 1 s].
 pub(crate) fn check_every_ms(grace_ms: u64) -> u64 {
     (grace_ms / 4).clamp(100, 1000)
+}
+
+/// Whether `role` got nothing from its last plan: its share is no higher than when it was made.
+fn stalled(p: &Preemption, shares: &FairShares, role: &str) -> bool {
+    match (p.planned_at_share.get(role), shares.role(role)) {
+        (Some(before), Some(now)) => now.share <= before + preempt::SHARE_TOLERANCE,
+        _ => false,
+    }
 }
 
 /// Whether one role path is the other or lies above or below it.
@@ -104,6 +120,9 @@ impl State {
         self.preempt
             .starved_since
             .retain(|role, _| starved.contains(role));
+        self.preempt
+            .planned_at_share
+            .retain(|role, _| starved.contains(role));
         for role in &starved {
             self.preempt
                 .starved_since
@@ -117,6 +136,7 @@ impl State {
             .filter(|(role, (since, _))| {
                 now.ms.saturating_sub(*since) >= grace_ms
                     && !self.preempt.plans.keys().any(|p| related(p, role))
+                    && !stalled(&self.preempt, &shares, role)
             })
             .map(|(role, _)| role.clone())
             .collect();
@@ -200,6 +220,9 @@ impl State {
         }
         tracing::warn!(for_role = %plan.for_role, share = plan.share, fair = plan.fair, tasks = plan.victims.len(), "preemption toward fair share planned");
         self.preempt.preemptions += 1;
+        self.preempt
+            .planned_at_share
+            .insert(plan.for_role.clone(), plan.share);
         self.preempt.plans.insert(
             plan.for_role,
             InFlight {
@@ -321,7 +344,12 @@ impl State {
             };
             let at = *since
                 + chrono::Duration::milliseconds(i64::try_from(grace_ms).unwrap_or(i64::MAX / 2));
+            let shares = self.fair_shares();
             let when = match self.preempt.plans.get(starved) {
+                None if stalled(&self.preempt, &shares, starved) => "no new preemption: it \
+                    did not take what the last one freed (a framework of the role must accept \
+                    the offers it gets)"
+                    .to_string(),
                 Some(p) => format!(
                     "preemption in flight: {} task(s) of other roles killed at {} unless they end first",
                     p.tasks.len(),

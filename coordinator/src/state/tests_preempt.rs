@@ -211,6 +211,50 @@ fn a_starved_role_gets_the_lowest_priority_tasks_after_the_grace_told_before_kil
 }
 
 #[test]
+fn a_role_that_does_not_take_what_was_freed_gets_no_second_preemption() {
+    let (mut s, fa, fb, ag) = full_cluster(Some(std::time::Duration::from_secs(1)));
+    let mut fx = Vec::new();
+    s.check_preemption(&at(10), &mut fx);
+    s.check_preemption(&at(1100), &mut fx);
+    s.check_preemption(&at(2100), &mut fx);
+    assert_eq!(kills(&fx), ["lo-0", "lo-1"]);
+    for t in ["lo-0", "lo-1"] {
+        s.agent_status(ag, killed_status(fa, ag, t), &at(2200), &mut fx)
+            .unwrap();
+    }
+    // b declines what it is offered (for long); a takes it back.
+    let mut fx = Vec::new();
+    s.allocate(&at(2250), &mut fx);
+    let offer = s.offers(None, None).remove(0);
+    assert_eq!(offer.framework_id, fb);
+    let decline = Decline {
+        offer_ids: vec![offer.offer_id],
+        refuse: Some(std::time::Duration::from_secs(3600)),
+    };
+    s.decline(fb, decline, &at(2260), &mut fx).unwrap();
+    s.allocate(&at(2270), &mut fx);
+    let offer = s.offers(None, None).remove(0);
+    assert_eq!(offer.framework_id, fa);
+    let accept = Accept {
+        offer_ids: vec![offer.offer_id],
+        tasks: vec![task("again-0", ag, 0), task("again-1", ag, 0)],
+        refuse: None,
+    };
+    s.accept(fa, accept, &at(2280), &mut fx).unwrap();
+    let mut fx = Vec::new();
+    for ms in (2300..20_000).step_by(250) {
+        s.check_preemption(&at(ms), &mut fx);
+    }
+    assert!(fx.is_empty(), "preempted again: {fx:?}");
+    assert_eq!((s.preemptions(), s.starved_roles()), (1, 1));
+    let why = s.explain(fb, &at(20_000)).unwrap().preemption;
+    assert!(
+        why[0].contains("did not take what the last one freed"),
+        "{why:?}"
+    );
+}
+
+#[test]
 fn nothing_happens_with_preemption_off() {
     let (mut s, _, fb, _) = full_cluster(None);
     let mut fx = Vec::new();
