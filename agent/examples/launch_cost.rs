@@ -26,6 +26,7 @@ fn spec(i: usize) -> TaskSpec {
         duration_s: None,
         isolation: None,
         health_check: None,
+        priority: None,
     }
 }
 

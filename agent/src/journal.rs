@@ -327,6 +327,7 @@ mod tests {
             duration_s: None,
             isolation: None,
             health_check: None,
+            priority: None,
         }
     }
 

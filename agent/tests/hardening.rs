@@ -210,6 +210,7 @@ async fn a_stale_journal_pid_of_an_unrelated_process_is_not_signalled() {
             duration_s: None,
             isolation: None,
             health_check: None,
+            priority: None,
         };
         let sb = sandbox(dir.path(), fw, name);
         std::fs::create_dir_all(&sb).unwrap();

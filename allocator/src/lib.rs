@@ -20,6 +20,8 @@
 //!   offers), issue #17.
 //! - `reservation`: reserved pools per agent (static and dynamic reservations, issue #17): a
 //!   pool is decided by H-DRF walked from its role's node; the unreserved pool is the rest.
+//! - [`preempt`]: preemption toward fair share, issue #17 (pure): fair shares by water-filling
+//!   down the tree, who is starved, and the plan of tasks to take back.
 //! - `numeric`: the exact, order-independent share arithmetic H-DRF is computed in.
 //! - `reference`: the straight-from-ALGORITHMS.md decision procedures (the oracle the fast path
 //!   is tested against).
@@ -78,6 +80,7 @@ mod filters;
 mod idhash;
 mod kinds;
 mod numeric;
+pub mod preempt;
 mod quota;
 mod reference;
 mod reservation;

@@ -213,6 +213,7 @@ impl BenchFramework {
             duration_s: self.work.duration_s,
             isolation: None,
             health_check: None,
+            priority: None,
         }
     }
 }

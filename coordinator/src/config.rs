@@ -109,6 +109,11 @@ pub struct Config {
     /// frameworks that declared the `gpu_resources` capability, so CPU-only frameworks cannot
     /// strand GPU machines (default on; `--gpu-gating off` turns it off).
     pub gpu_gating: bool,
+    /// Preemption toward fair share (issue #17): `None` (the default) never preempts; with a
+    /// grace, a role with demand below its fair share or guarantee for that long gets tasks
+    /// taken back from roles above theirs, killed that long after their frameworks are told
+    /// (`--preemption-grace-s`; see README "Preemption toward fair share").
+    pub preemption_grace: Option<Duration>,
 }
 
 impl Default for Config {
@@ -145,6 +150,7 @@ impl Default for Config {
             agent_ca_file: None,
             credentials: None,
             gpu_gating: true,
+            preemption_grace: None,
         }
     }
 }
@@ -492,6 +498,12 @@ pub struct Overrides {
     /// `gpu_resources`; `off` offers them to everyone (file: `gpu_gating = false`).
     #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
     pub gpu_gating: Option<bool>,
+    /// Preemption toward fair share (issue #17): a role with demand below its fair share (or
+    /// guarantee) for this many seconds gets tasks taken back from roles above theirs, killed
+    /// this many seconds after their frameworks are told. Off unless given; from 0.1 to 86400.
+    #[arg(long = "preemption-grace-s", value_name = "SECS")]
+    #[serde(rename = "preemption_grace_s")]
+    pub preemption_grace: Option<f64>,
     /// A role weight, e.g. `--role eng/batch=2` (repeatable; overrides the file).
     // In the file: a `[roles]` table of path = weight, checked when applied.
     #[arg(long = "role", value_name = "PATH=WEIGHT", value_parser = parse_role)]
@@ -683,6 +695,13 @@ impl Overrides {
         if let Some(on) = self.gpu_gating {
             config.gpu_gating = on;
         }
+        if let Some(v) = self.preemption_grace {
+            let name = match layer {
+                Layer::File => "preemption_grace_s",
+                Layer::Flags => "--preemption-grace-s",
+            };
+            config.preemption_grace = Some(preemption_grace(name, v)?);
+        }
         for (path, weight) in &self.roles {
             let (role, weight) =
                 role_weight(path, *weight).map_err(|reason| ConfigError::Role {
@@ -693,6 +712,22 @@ impl Overrides {
         }
         Ok(())
     }
+}
+
+/// The longest preemption grace, in seconds (one day).
+pub const MAX_PREEMPTION_GRACE_S: f64 = 86_400.0;
+
+/// A preemption grace: 0.1 s to [`MAX_PREEMPTION_GRACE_S`].
+fn preemption_grace(name: &'static str, value: f64) -> Result<Duration, ConfigError> {
+    if !(value.is_finite() && (0.1..=MAX_PREEMPTION_GRACE_S).contains(&value)) {
+        return Err(ConfigError::Duration {
+            name,
+            value,
+            reason:
+                "use a number of seconds from 0.1 to 86400 (leave it out to turn preemption off)",
+        });
+    }
+    Ok(Duration::from_secs_f64(value))
 }
 
 /// A role path and weight, checked.
@@ -740,6 +775,30 @@ mod tests {
         assert_eq!(c.max_stream_queue, 10_000);
         assert_eq!(c.max_failover_timeout, Duration::from_secs(604_800));
         assert_eq!(c.rate_limit_per_s, 0.0, "off by default");
+    }
+
+    #[test]
+    fn preemption_is_off_by_default_and_a_bad_grace_is_named() {
+        assert_eq!(Config::default().preemption_grace, None);
+        let flags = Overrides {
+            preemption_grace: Some(1.5),
+            ..Overrides::default()
+        };
+        let c = Config::from_layers(None, &flags).unwrap();
+        assert_eq!(c.preemption_grace, Some(Duration::from_millis(1500)));
+        for bad in [0.0, -1.0, f64::NAN, 1e9] {
+            let flags = Overrides {
+                preemption_grace: Some(bad),
+                ..Overrides::default()
+            };
+            let e = Config::from_layers(None, &flags).unwrap_err().to_string();
+            assert!(e.contains("--preemption-grace-s"), "{e}");
+        }
+        let file = Overrides::from_toml("preemption_grace_s = -2").unwrap();
+        let e = Config::from_layers(Some(&file), &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("preemption_grace_s"), "{e}");
     }
 
     #[test]

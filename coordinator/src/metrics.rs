@@ -119,6 +119,8 @@ impl Metrics {
             // Not an offer's end (drains are counted by `parley_agents{state}` and
             // `parley_drain_kills_total`).
             OfferEvent::AgentDraining(_) => return,
+            // Counted by `parley_preemptions_total` from the books.
+            OfferEvent::Preemption(_) => return,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
@@ -308,6 +310,16 @@ impl Metrics {
                 "Tasks killed because their agent's drain deadline passed (reason agent_drained).",
                 g.drain_kills,
             ),
+            (
+                "parley_preemptions_total",
+                "Preemption plans made toward fair share (each names tasks of roles above theirs).",
+                g.preemptions,
+            ),
+            (
+                "parley_tasks_preempted_total",
+                "Tasks killed by preemption at their deadline (reason preempted).",
+                g.tasks_preempted,
+            ),
         ];
         for (name, help, v) in counters {
             let _ = writeln!(
@@ -374,6 +386,12 @@ impl Metrics {
             "# HELP parley_tasks_unhealthy Tasks not ended whose health check reports them \
              unhealthy.\n# TYPE parley_tasks_unhealthy gauge\nparley_tasks_unhealthy {}",
             g.tasks_unhealthy
+        );
+        let _ = writeln!(
+            out,
+            "# HELP parley_starved_roles Roles with demand below their fair share or guarantee \
+             (preemption on).\n# TYPE parley_starved_roles gauge\nparley_starved_roles {}",
+            g.starved_roles
         );
         let labelled = [
             ("parley_tasks", "Tasks by state.", &g.tasks_by_state),

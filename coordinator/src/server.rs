@@ -330,6 +330,7 @@ async fn maintenance_loop(c: Coordinator) {
             state.expire_offers(now, fx);
             state.check_agents(now, fx);
             state.check_drains(now, fx);
+            state.check_preemption(now, fx);
             state.check_failover(now, fx);
             state.resend_updates(now, fx);
         });

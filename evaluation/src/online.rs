@@ -68,6 +68,7 @@ impl Scheduler for OneAtATime {
                 duration_s: None,
                 isolation: None,
                 health_check: None,
+                priority: None,
             }]
         })
     }

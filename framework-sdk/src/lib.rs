@@ -30,7 +30,8 @@
 //! - [`constraints`]: placement constraints over agent attributes (`==`, `!=`, spread, at most
 //!   N per value), [`constraints::TaskPlaces`] (where the framework's tasks run, for the
 //!   counts) and [`constraints::place`] (a policy run with both). Drained agents reach the
-//!   scheduler as [`Scheduler::agent_draining`].
+//!   scheduler as [`Scheduler::agent_draining`], tasks taken back by preemption as
+//!   [`Scheduler::preempted`].
 //! - [`placement`]: the `placement` crate (pure, no async runtime or HTTP), re-exported:
 //!   [`placement::Placement`] and the policies `FirstFit`, `BestFit`, `Tetris`.
 //! - [`error`]: the error type, [`SdkError`].

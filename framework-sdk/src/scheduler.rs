@@ -46,6 +46,15 @@ pub trait Scheduler: Send {
         let _ = (ctx, draining);
     }
 
+    /// Some of the framework's tasks are taken back for a starved role (preemption toward fair
+    /// share, issue #17): `preemption.task_ids` still running at `preemption.deadline` are
+    /// killed (their update says `killed`, reason `preempted`, and reaches
+    /// [`Scheduler::status_update`] as usual). A scheduler may checkpoint or stop them itself
+    /// first. The default does nothing.
+    async fn preempted(&mut self, ctx: &mut Context, preemption: &protocol::preempt::Preemption) {
+        let _ = (ctx, preemption);
+    }
+
     /// A task changed state. Updates arrive at least once (the same state may repeat after a
     /// reconnect); the driver acknowledges the update after this returns. A task with a health
     /// check also gets a `running` update when its health changes: `status.healthy` is
@@ -133,6 +142,7 @@ mod tests {
             duration_s: None,
             isolation: None,
             health_check: None,
+            priority: None,
         }
     }
 

@@ -33,6 +33,9 @@ pub enum TaskError {
     /// The health check is not valid (the message names the field).
     #[error("{0}")]
     HealthCheck(String),
+    /// The priority is out of range (the message names `priority`).
+    #[error("{0}")]
+    Priority(String),
 }
 
 /// What [`TaskBuilder::resources`] accepts: [`Resources`], or text such as `"cpus=1,mem=128"`.
@@ -79,6 +82,7 @@ pub struct Task {
     env: BTreeMap<String, String>,
     duration_s: Option<f64>,
     health_check: Option<HealthCheck>,
+    priority: Option<protocol::preempt::Priority>,
 }
 
 impl Task {
@@ -127,6 +131,7 @@ impl Task {
             duration_s: self.duration_s,
             isolation: None,
             health_check: self.health_check.clone(),
+            priority: self.priority,
         }
     }
 
@@ -146,6 +151,7 @@ pub struct TaskBuilder {
     env: BTreeMap<String, String>,
     duration_s: Option<f64>,
     health_check: Option<HealthCheck>,
+    priority: Result<Option<protocol::preempt::Priority>, String>,
 }
 
 impl TaskBuilder {
@@ -157,7 +163,16 @@ impl TaskBuilder {
             env: BTreeMap::new(),
             duration_s: None,
             health_check: None,
+            priority: Ok(None),
         }
+    }
+
+    /// The task's priority for preemption toward fair share (issue #17): higher is more
+    /// important, the lowest is taken back first (default 0; from -1000 to 1000, checked by
+    /// [`TaskBuilder::build`]).
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.priority = protocol::preempt::Priority::new(i64::from(priority)).map(Some);
+        self
     }
 
     /// A health check the task's agent runs while it runs (e.g.
@@ -211,7 +226,9 @@ impl TaskBuilder {
         if let Some(check) = &self.health_check {
             check.validate(None).map_err(TaskError::HealthCheck)?;
         }
+        let priority = self.priority.map_err(TaskError::Priority)?;
         Ok(Task {
+            priority,
             command: self.command,
             resources,
             name: self.name,
@@ -269,7 +286,31 @@ mod tests {
                 duration_s: Some(2.5),
                 isolation: None,
                 health_check: None,
+                priority: None,
             }
+        );
+    }
+
+    #[test]
+    fn a_priority_is_checked_at_build_and_sent_on_the_spec() {
+        let task = Task::shell("x")
+            .resources("cpus=1")
+            .priority(-7)
+            .build()
+            .unwrap();
+        let spec = task.on(&offer("cpus=1"), TaskId::new("p").unwrap());
+        assert_eq!(
+            spec.priority.map(protocol::preempt::Priority::get),
+            Some(-7)
+        );
+        let e = Task::shell("x")
+            .resources("cpus=1")
+            .priority(5000)
+            .build()
+            .unwrap_err();
+        assert!(
+            matches!(&e, TaskError::Priority(m) if m.contains("priority")),
+            "{e}"
         );
     }
 

@@ -166,6 +166,28 @@ async fn updates_are_acknowledged_after_the_scheduler_saw_them() {
 }
 
 #[tokio::test]
+async fn a_preemption_reaches_the_scheduler_before_the_kill_update() {
+    let fake = Fake::start().await;
+    let (id, handle) = start(&fake, Probe::new(&fake, Mode::Launch, 0)).await;
+    assert!(
+        fake.push(FrameworkEvent::Preemption(protocol::preempt::Preemption {
+            framework_id: id,
+            task_ids: vec!["t1".parse().unwrap(), "t2".parse().unwrap()],
+            deadline: protocol::now(),
+            for_role: "b".into(),
+        }))
+    );
+    let mut killed = status(id, "t1", TaskState::Killed);
+    killed.reason = Some(protocol::task::REASON_PREEMPTED.into());
+    assert!(fake.push(FrameworkEvent::Update { status: killed }));
+    wait_for(WITHIN, "kill seen", || has(&fake, "status t1 killed")).await;
+    let told = position(&fake, "preempted t1,t2 for b").unwrap();
+    let kill = position(&fake, "status t1 killed").unwrap();
+    assert!(told < kill);
+    stop(&fake, id, handle).await;
+}
+
+#[tokio::test]
 async fn suppresses_when_idle_and_revives_when_work_arrives() {
     let fake = Fake::start().await;
     let (id, handle) = start(&fake, Probe::new(&fake, Mode::Launch, 1)).await;

@@ -43,6 +43,9 @@ pub enum FrameworkEvent {
     /// An agent where the framework has tasks is being drained (issue #17): it makes no more
     /// offers, and the tasks still running at the deadline are killed.
     AgentDraining(crate::maintenance::AgentDraining),
+    /// Some of the framework's tasks are taken back for a starved role (issue #17): those still
+    /// running at the deadline are killed.
+    Preemption(crate::preempt::Preemption),
 }
 
 /// An event on the operator offer stream (`GET /api/v1/offers/events`).
@@ -61,6 +64,8 @@ pub enum OfferEvent {
     OfferExpired(OfferOutcome),
     /// An agent is being drained: one event per framework with tasks there (issue #17).
     AgentDraining(crate::maintenance::AgentDraining),
+    /// Tasks of a framework are taken back for a starved role (issue #17).
+    Preemption(crate::preempt::Preemption),
 }
 
 /// How an offer ended.

@@ -19,6 +19,8 @@
 //!   event, the agent state names.
 //! - [`reservation`]: static and dynamic reservations (issue #17): the agent flag's
 //!   `ROLE:resources`, the mark on reserved offers, the reserve / unreserve body.
+//! - [`preempt`]: preemption toward fair share (issue #17): a task's [`preempt::Priority`] and
+//!   the `preemption` event.
 //! - [`messages`]: request and response bodies of the framework, agent and operator APIs.
 //! - [`events`]: the framework SSE stream ([`FrameworkEvent`]) and the operator offer stream
 //!   ([`OfferEvent`]).
@@ -44,6 +46,7 @@ pub mod leader;
 pub mod maintenance;
 pub mod messages;
 pub mod offer;
+pub mod preempt;
 pub mod reservation;
 pub mod resources;
 pub mod role;

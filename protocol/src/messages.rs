@@ -462,6 +462,10 @@ pub struct FrameworkExplanation {
     /// `guarantee of role g`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub held_back_by: Vec<String>,
+    /// Preemption toward fair share (issue #17), when on: its role starved since when and when
+    /// preemption may start, and its own tasks marked for preemption.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preemption: Vec<String>,
     /// One sentence: the main reason, and what to do about it.
     pub summary: String,
 }

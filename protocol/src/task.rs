@@ -62,6 +62,10 @@ pub struct TaskSpec {
     /// How the agent checks that the running task is healthy (issue #17); none when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health_check: Option<crate::HealthCheck>,
+    /// Its priority for preemption toward fair share (issue #17): higher is more important,
+    /// the lowest is taken back first; absent means 0. An integer from -1000 to 1000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<crate::preempt::Priority>,
 }
 
 /// The states of a task. `finished`, `failed`, `killed`, `lost` and `error` are terminal.
@@ -199,6 +203,10 @@ pub const REASON_MEMORY_LIMIT: &str = "memory_limit";
 /// The reason of a task killed because its agent was drained and the drain deadline passed
 /// (issue #17).
 pub const REASON_AGENT_DRAINED: &str = "agent_drained";
+
+/// The reason of a task killed because preemption toward fair share took it back and its
+/// deadline passed (issue #17).
+pub const REASON_PREEMPTED: &str = "preempted";
 
 /// What an isolated task used over its life, as its cgroup counted it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -53,6 +53,7 @@ pub fn shell_task(task_id: &str, agent: AgentId, resources: &str, shell: &str) -
         duration_s: None,
         isolation: None,
         health_check: None,
+        priority: None,
     }
 }
 

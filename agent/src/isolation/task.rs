@@ -90,6 +90,7 @@ mod tests {
                 ..Default::default()
             }),
             health_check: None,
+            priority: None,
         }
     }
 

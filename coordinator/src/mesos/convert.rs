@@ -237,6 +237,7 @@ pub fn task_spec(t: &types::TaskInfo) -> Result<TaskSpec, ApiError> {
         duration_s: None,
         isolation: None,
         health_check,
+        priority: None,
     })
 }
 
@@ -280,6 +281,10 @@ pub fn status_json(s: &TaskStatus) -> Value {
     if s.reason.as_deref() == Some(protocol::task::REASON_MEMORY_LIMIT) {
         v["reason"] = json!("REASON_CONTAINER_LIMITATION_MEMORY");
         v["source"] = json!("SOURCE_AGENT");
+    }
+    if s.reason.as_deref() == Some(protocol::task::REASON_PREEMPTED) {
+        v["reason"] = json!("REASON_CONTAINER_PREEMPTED");
+        v["source"] = json!("SOURCE_MASTER");
     }
     v
 }
@@ -354,6 +359,9 @@ pub fn events(event: &FrameworkEvent, shape: &Shape) -> Vec<Value> {
         // A drain (issue #17) is Mesos maintenance: an inverse offer for the agent, whose
         // unavailability starts at the drain's deadline (when the tasks still there are killed).
         FrameworkEvent::AgentDraining(d) => vec![inverse_offers_event(d)],
+        // Preemption (issue #17) is not announced to Mesos frameworks (Mesos has no such
+        // event): at the deadline they get TASK_KILLED, reason REASON_CONTAINER_PREEMPTED.
+        FrameworkEvent::Preemption(_) => Vec::new(),
     }
 }
 
@@ -490,6 +498,13 @@ mod tests {
         assert_eq!(v["reason"], "REASON_CONTAINER_LIMITATION_MEMORY");
         st.reason = None;
         assert!(status_json(&st).get("reason").is_none());
+        // Preemption toward fair share (issue #17): Mesos' closest reason.
+        st.state = TaskState::Killed;
+        st.reason = Some(protocol::task::REASON_PREEMPTED.into());
+        let v = status_json(&st);
+        assert_eq!(v["state"], "TASK_KILLED");
+        assert_eq!(v["reason"], "REASON_CONTAINER_PREEMPTED");
+        assert_eq!(v["source"], "SOURCE_MASTER");
     }
 
     #[test]

@@ -77,6 +77,8 @@
 //!   deadline, reactivate.
 //! - `reservations.rs`: static and dynamic reservations (issue #17): checks at registration,
 //!   reserve / unreserve on offers, what is persisted and re-applied.
+//! - `preempt.rs`: preemption toward fair share (issue #17): starvation timers, plans, the
+//!   `preemption` event, kills at the deadline.
 //! - `ledger.rs`: holdings and eligibility, the one caller of the allocator's changes.
 //! - `ids.rs`: [`IdSource`], where offer, update, framework and agent ids come from.
 //! - `input.rs`: the domain inputs of registration, accept and decline.
@@ -96,6 +98,7 @@ mod ledger;
 mod offers;
 mod owners;
 mod pending;
+mod preempt;
 mod quota;
 mod reservations;
 mod tasks;
@@ -105,6 +108,8 @@ mod tests;
 mod tests_drain;
 #[cfg(test)]
 mod tests_limits;
+#[cfg(test)]
+mod tests_preempt;
 #[cfg(test)]
 mod tests_reservations;
 #[cfg(test)]
@@ -308,6 +313,11 @@ pub(crate) struct TaskRecord {
     pub(crate) drain_killed: bool,
     /// The reserved pool its resources are booked in (the role; `None`: unreserved).
     pub(crate) pool: Option<RolePath>,
+    /// Killed because preemption took it back (`preempt.rs`): its `killed` update gets reason
+    /// `preempted`.
+    pub(crate) preempt_killed: bool,
+    /// Its priority for preemption (0 unless the TaskSpec set one).
+    pub(crate) priority: i32,
     /// The task as operators see it ([`protocol::messages::TaskInfo`]) in JSON, made on the
     /// first read after a change and shared by every read until the next, so a large
     /// `GET /api/v1/state` copies bytes instead of serializing every task again.
@@ -332,6 +342,8 @@ impl TaskRecord {
             completed: false,
             drain_killed: false,
             pool: None,
+            preempt_killed: false,
+            priority: 0,
             view: OnceLock::new(),
         }
     }
@@ -392,6 +404,8 @@ pub struct State {
     /// Dynamic reservations by agent and role (`reservations.rs`), kept (and persisted) while
     /// the agent is away and applied when it registers.
     pub(crate) dynamic_reservations: BTreeMap<AgentId, BTreeMap<RolePath, Resources>>,
+    /// Preemption toward fair share (`preempt.rs`).
+    pub(crate) preempt: preempt::Preemption,
 }
 
 impl std::fmt::Debug for State {
@@ -456,6 +470,7 @@ impl State {
             awaited_agents: BTreeMap::new(),
             drain_kills: 0,
             dynamic_reservations: BTreeMap::new(),
+            preempt: preempt::Preemption::new(config.preemption_grace),
         }
     }
 

@@ -228,6 +228,7 @@ impl State {
             let mut record =
                 TaskRecord::new(task.name.clone(), agent_id, task.resources.clone(), latest);
             record.pool = pool;
+            record.priority = task.priority.map_or(0, protocol::preempt::Priority::get);
             self.tasks.insert((fw, task.task_id.clone()), record);
         }
         if let Some(f) = self.frameworks.get_mut(&fw) {

@@ -126,6 +126,9 @@ impl State {
         if t.drain_killed && status.state == TaskState::Killed && status.reason.is_none() {
             status.reason = Some(protocol::task::REASON_AGENT_DRAINED.into());
         }
+        if t.preempt_killed && status.state == TaskState::Killed && status.reason.is_none() {
+            status.reason = Some(protocol::task::REASON_PREEMPTED.into());
+        }
         t.set_latest(status.clone());
         if status.state.is_terminal() {
             let (agent, res, pool) = (t.agent_id, t.resources.clone(), t.pool.clone());

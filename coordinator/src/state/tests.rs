@@ -88,6 +88,7 @@ fn task(id: &str, agent: AgentId, res: &str) -> TaskSpec {
         duration_s: None,
         isolation: None,
         health_check: None,
+        priority: None,
     }
 }
 

@@ -64,6 +64,7 @@ fn running_task() -> (State, FrameworkId, AgentId) {
         duration_s: None,
         isolation: None,
         health_check: None,
+        priority: None,
     };
     let accept = Accept {
         offer_ids: vec![offer.offer_id],

@@ -61,6 +61,7 @@ fn task(id: &str, agent: AgentId, r: &str) -> TaskSpec {
         duration_s: None,
         isolation: None,
         health_check: None,
+        priority: None,
     }
 }
 

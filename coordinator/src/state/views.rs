@@ -110,6 +110,13 @@ pub struct Gauges {
     pub ledger_mismatches: u64,
     /// Tasks killed by drain deadlines since the start.
     pub drain_kills: u64,
+    /// Preemption plans made since the start (issue #17).
+    pub preemptions: u64,
+    /// Tasks killed by preemption since the start.
+    pub tasks_preempted: u64,
+    /// Roles starved now (below their fair share or guarantee with demand), while preemption
+    /// is on.
+    pub starved_roles: usize,
     /// Per active agent with GPUs, by agent id: `(agent, gpus total, gpus used by tasks)`;
     /// at most [`MAX_AGENT_GPU_SERIES`] agents (the cluster's sums are in
     /// [`Gauges::resources`] under `gpus` however many there are).
@@ -272,6 +279,9 @@ impl State {
             outstanding_offers: self.offers.len(),
             ledger_mismatches: self.ledger_mismatches(),
             drain_kills: self.drain_kills,
+            preemptions: self.preemptions(),
+            tasks_preempted: self.tasks_preempted(),
+            starved_roles: self.starved_roles(),
             ..Gauges::default()
         };
         for t in self.tasks.values() {

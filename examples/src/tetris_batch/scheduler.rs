@@ -135,6 +135,7 @@ impl Batch {
             duration_s: self.simulated.then_some(task.duration_s),
             isolation: None,
             health_check: None,
+            priority: None,
         })
     }
 

@@ -383,6 +383,10 @@ impl<S: Scheduler> Runner<S> {
                     .await;
                 self.after_callback().await?;
             }
+            FrameworkEvent::Preemption(preemption) => {
+                self.scheduler.preempted(&mut self.ctx, &preemption).await;
+                self.after_callback().await?;
+            }
             FrameworkEvent::Heartbeat {} => {}
             FrameworkEvent::Error { message } => return Err(SdkError::FrameworkRemoved(message)),
         }

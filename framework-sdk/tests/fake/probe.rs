@@ -80,6 +80,11 @@ impl Scheduler for Probe {
         self.note(format!("rescinded {offer_id}"));
     }
 
+    async fn preempted(&mut self, _ctx: &mut Context, p: &protocol::preempt::Preemption) {
+        let tasks: Vec<String> = p.task_ids.iter().map(ToString::to_string).collect();
+        self.note(format!("preempted {} for {}", tasks.join(","), p.for_role));
+    }
+
     async fn status_update(&mut self, ctx: &mut Context, status: &TaskStatus) {
         self.note(format!("status {} {}", status.task_id, status.state));
         if status.state == TaskState::Failed {
@@ -127,6 +132,7 @@ pub fn spec(id: &str, agent_id: AgentId) -> TaskSpec {
         duration_s: None,
         isolation: None,
         health_check: None,
+        priority: None,
     }
 }
 

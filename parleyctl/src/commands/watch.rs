@@ -147,6 +147,16 @@ pub fn text_line(event: &str, data: &str) -> String {
                 tasks.join(",")
             )
         }
+        Some(OfferEvent::Preemption(p)) => {
+            let tasks: Vec<String> = p.task_ids.iter().map(ToString::to_string).collect();
+            format!(
+                "framework={} for_role={} deadline={} tasks={}",
+                p.framework_id,
+                p.for_role,
+                p.deadline.format("%H:%M:%S"),
+                tasks.join(",")
+            )
+        }
         None => data.to_owned(),
     };
     format!("{time} {event:<15} {fields}")

@@ -60,6 +60,7 @@ pub(super) fn spec(task: &str) -> TaskSpec {
         duration_s: None,
         isolation: None,
         health_check: None,
+        priority: None,
     }
 }
 
