@@ -167,6 +167,14 @@ enum Call {
         offer: Pick,
         own: bool,
     },
+    /// `POST /api/v1/frameworks/{id}/reserve` (or `unreserve`) on an offer, with one of
+    /// [`TASK_RESOURCES`].
+    Reserve {
+        offer: Pick,
+        own: bool,
+        unreserve: bool,
+        res: Index,
+    },
     Suppress(Pick),
     Revive(Pick),
     Kill(Pick, Pick),
@@ -377,6 +385,8 @@ fn call() -> impl Strategy<Value = Call> {
             }),
         3 => (pick(), prop::bool::weighted(0.9))
             .prop_map(|(offer, own)| Call::Decline { offer, own }),
+        2 => (pick(), prop::bool::weighted(0.9), any::<bool>(), any::<Index>())
+            .prop_map(|(offer, own, unreserve, res)| Call::Reserve { offer, own, unreserve, res }),
         1 => pick().prop_map(Call::Suppress),
         1 => pick().prop_map(Call::Revive),
         2 => (pick(), pick()).prop_map(|(f, t)| Call::Kill(f, t)),
@@ -751,6 +761,38 @@ impl Step {
                         ("offer_ids", format!("[{}]", offer_ids.join(","))),
                         ("tasks", format!("[{}]", specs.join(","))),
                         ("refuse_seconds", "0.05".into()),
+                    ]),
+                )
+            }
+            Call::Reserve {
+                offer,
+                own,
+                unreserve,
+                res,
+            } => {
+                let chosen = match offer {
+                    Pick::Known(i) if !s.offers.is_empty() => {
+                        Some(&s.offers[i.index(s.offers.len())])
+                    }
+                    _ => None,
+                };
+                let framework = match (chosen, own) {
+                    (Some(o), true) => o.framework_id.to_string(),
+                    _ => fw(offer),
+                };
+                let offer_id = chosen.map_or_else(
+                    || known.body_id(&offers, offer),
+                    |o| Value::String(o.offer_id.to_string()).to_string(),
+                );
+                let op = if *unreserve { "unreserve" } else { "reserve" };
+                post(
+                    format!("/api/v1/frameworks/{framework}/{op}"),
+                    object(&[
+                        ("offer_id", offer_id),
+                        (
+                            "resources",
+                            TASK_RESOURCES[res.index(TASK_RESOURCES.len())].into(),
+                        ),
                     ]),
                 )
             }
