@@ -13,6 +13,7 @@ use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::{Body, Id};
 use crate::runtime::Coordinator;
+use crate::state::ReservationOp;
 
 /// The reserve / unreserve routes (merged into the framework API).
 pub fn router() -> Router<Coordinator> {
@@ -27,11 +28,7 @@ async fn reserve(
     Id(id): Id<FrameworkId>,
     Body(req): Body<ReserveRequest>,
 ) -> Result<Json<ReserveResponse>, ApiError> {
-    let out = c.run(|s, now, fx| {
-        caller.framework(s, id)?;
-        Ok::<_, ApiError>(s.reserve(id, req, now, fx)?)
-    })?;
-    Ok(Json(out))
+    operate(c, caller, id, req, ReservationOp::Reserve).await
 }
 
 async fn unreserve(
@@ -40,9 +37,28 @@ async fn unreserve(
     Id(id): Id<FrameworkId>,
     Body(req): Body<ReserveRequest>,
 ) -> Result<Json<ReserveResponse>, ApiError> {
-    let out = c.run(|s, now, fx| {
-        caller.framework(s, id)?;
-        Ok::<_, ApiError>(s.unreserve(id, req, now, fx)?)
-    })?;
+    operate(c, caller, id, req, ReservationOp::Unreserve).await
+}
+
+/// Written first, applied once durable (see `Coordinator::run_write_first`): a `200` means the
+/// reservation survives a coordinator crash.
+async fn operate(
+    c: Coordinator,
+    caller: Caller,
+    id: FrameworkId,
+    req: ReserveRequest,
+    op: ReservationOp,
+) -> Result<Json<ReserveResponse>, ApiError> {
+    let out = c
+        .run_write_first(
+            |s, _| {
+                caller.framework(s, id)?;
+                let plan = s.plan_reservation(id, &req, op)?;
+                let change = plan.change();
+                Ok::<_, ApiError>((plan, vec![change]))
+            },
+            |s, plan, now, fx| Ok(s.commit_reservation(plan, now, fx)?),
+        )
+        .await?;
     Ok(Json(out))
 }

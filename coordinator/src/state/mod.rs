@@ -137,6 +137,7 @@ pub use frameworks::RegistrationPlan;
 pub use ids::IdSource;
 pub use input::{Accept, AgentRegistration, Decline, FrameworkRegistration};
 pub use ledger::{Holder, LedgerError};
+pub use reservations::{ReservationOp, ReservationPlan};
 pub use views::{task_list_json, ClusterSnapshot, Gauges, MAX_AGENT_GPU_SERIES};
 
 /// The role under which tasks of frameworks the coordinator does not know are kept.

@@ -24,6 +24,34 @@ use protocol::{AgentId, FrameworkId, Resources, RolePath};
 use super::{Effect, Effects, Now, State, StateError};
 use crate::store::Change;
 
+/// Which of the two calls on an offer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReservationOp {
+    /// `reserve`: part of an unreserved offer becomes reserved for the framework's role.
+    Reserve,
+    /// `unreserve`: part of a reserved offer of the framework's role goes back.
+    Unreserve,
+}
+
+/// A reserve or unreserve checked against the books ([`State::plan_reservation`]): what the
+/// agent's dynamic reservation for the role becomes.
+#[derive(Debug, Clone)]
+pub struct ReservationPlan {
+    fw: FrameworkId,
+    req: ReserveRequest,
+    op: ReservationOp,
+    offer: protocol::Offer,
+    role: RolePath,
+    dynamic: Resources,
+}
+
+impl ReservationPlan {
+    /// The registry change that records it.
+    pub fn change(&self) -> Change {
+        Change::SetReservation(self.offer.agent_id, self.role.clone(), self.dynamic.clone())
+    }
+}
+
 impl State {
     /// Checks an agent's static reservations against the books (each role must exist);
     /// changes nothing. Their form and sum were checked at the API edge.
@@ -124,7 +152,8 @@ impl State {
 
     /// `POST /api/v1/frameworks/{id}/reserve`: reserves `req.resources` of the framework's
     /// unreserved offer `req.offer_id` for the framework's role. The offer is consumed; the
-    /// reservation is persisted (written behind, as failover removals are).
+    /// change is queued for the registry ([`State::plan_reservation`] and
+    /// [`State::commit_reservation`] are the write-first halves the API uses).
     pub fn reserve(
         &mut self,
         fw: FrameworkId,
@@ -132,33 +161,15 @@ impl State {
         now: &Now,
         fx: &mut Effects,
     ) -> Result<ReserveResponse, StateError> {
-        let role = self.live_framework_mut(fw)?.role.clone();
-        let offer = self.check_offers_one(fw, &req)?;
-        if let Some(r) = &offer.reservation {
-            return Err(StateError::InvalidReservation {
-                field: "offer_id".into(),
-                reason: format!(
-                    "offer {} is already reserved for role {}; reserve from an unreserved offer",
-                    offer.offer_id, r.role
-                ),
-            });
-        }
-        check_amounts(&req.resources, &offer.resources, "the offer holds")?;
-        let agent = offer.agent_id;
-        let mut dynamic = self.dynamic_reserved(agent, &role);
-        dynamic.add_assign(&req.resources);
-        self.consume_offer(&offer, now, fx);
-        self.set_dynamic(agent, &role, dynamic.clone(), fx);
-        Ok(ReserveResponse {
-            role,
-            reserved: dynamic,
-        })
+        let plan = self.plan_reservation(fw, &req, ReservationOp::Reserve)?;
+        fx.push(Effect::Persist(plan.change()));
+        Ok(self.apply_reservation(plan, now, fx))
     }
 
     /// `POST /api/v1/frameworks/{id}/unreserve`: gives back `req.resources` of offer
     /// `req.offer_id`, drawn from the pool of the framework's own role, to the agent's
     /// unreserved resources (at most what that role holds there dynamically). The offer is
-    /// consumed; the change is persisted.
+    /// consumed; the change is queued for the registry.
     pub fn unreserve(
         &mut self,
         fw: FrameworkId,
@@ -166,10 +177,37 @@ impl State {
         now: &Now,
         fx: &mut Effects,
     ) -> Result<ReserveResponse, StateError> {
-        let role = self.live_framework_mut(fw)?.role.clone();
-        let offer = self.check_offers_one(fw, &req)?;
-        match &offer.reservation {
-            None => {
+        let plan = self.plan_reservation(fw, &req, ReservationOp::Unreserve)?;
+        fx.push(Effect::Persist(plan.change()));
+        Ok(self.apply_reservation(plan, now, fx))
+    }
+
+    /// Checks a reserve or unreserve against the books and says what it would do, changing
+    /// nothing: the write-first API writes [`ReservationPlan::change`] before
+    /// [`State::commit_reservation`] applies it.
+    pub fn plan_reservation(
+        &self,
+        fw: FrameworkId,
+        req: &ReserveRequest,
+        op: ReservationOp,
+    ) -> Result<ReservationPlan, StateError> {
+        let role = self
+            .frameworks
+            .get(&fw)
+            .filter(|f| !f.placeholder)
+            .ok_or(StateError::UnknownFramework(fw))?
+            .role
+            .clone();
+        let offer = self.check_offers_one(fw, req)?;
+        match (op, &offer.reservation) {
+            (ReservationOp::Reserve, Some(r)) => return Err(StateError::InvalidReservation {
+                field: "offer_id".into(),
+                reason: format!(
+                    "offer {} is already reserved for role {}; reserve from an unreserved offer",
+                    offer.offer_id, r.role
+                ),
+            }),
+            (ReservationOp::Unreserve, None) => {
                 return Err(StateError::InvalidReservation {
                     field: "offer_id".into(),
                     reason: format!(
@@ -178,7 +216,7 @@ impl State {
                     ),
                 })
             }
-            Some(r) if r.role != role => {
+            (ReservationOp::Unreserve, Some(r)) if r.role != role => {
                 return Err(StateError::InvalidReservation {
                     field: "offer_id".into(),
                     reason: format!(
@@ -187,23 +225,82 @@ impl State {
                     ),
                 })
             }
-            Some(_) => {}
+            _ => {}
         }
         check_amounts(&req.resources, &offer.resources, "the offer holds")?;
         let agent = offer.agent_id;
-        let dynamic = self.dynamic_reserved(agent, &role);
-        check_amounts(
-            &req.resources,
-            &dynamic,
-            "the agent's dynamic reservation for this role is",
-        )?;
-        let left = dynamic.saturating_sub(&req.resources);
-        self.consume_offer(&offer, now, fx);
-        self.set_dynamic(agent, &role, left.clone(), fx);
-        Ok(ReserveResponse {
+        let mut dynamic = self.dynamic_reserved(agent, &role);
+        match op {
+            ReservationOp::Reserve => dynamic.add_assign(&req.resources),
+            ReservationOp::Unreserve => {
+                check_amounts(
+                    &req.resources,
+                    &dynamic,
+                    "the agent's dynamic reservation for this role is",
+                )?;
+                dynamic = dynamic.saturating_sub(&req.resources);
+            }
+        }
+        Ok(ReservationPlan {
+            fw,
+            req: req.clone(),
+            op,
+            offer,
             role,
-            reserved: left,
+            dynamic,
         })
+    }
+
+    /// Applies a planned reserve or unreserve once its change is durable. The books may have
+    /// moved since the plan (the offer expired or was rescinded meanwhile): it is checked
+    /// again, and when it no longer passes, or would now reserve something else than was
+    /// written, the answer is what the books now say and the change that puts the registry
+    /// back to the books is queued.
+    pub fn commit_reservation(
+        &mut self,
+        written: ReservationPlan,
+        now: &Now,
+        fx: &mut Effects,
+    ) -> Result<ReserveResponse, StateError> {
+        match self.plan_reservation(written.fw, &written.req, written.op) {
+            Ok(plan)
+                if plan.dynamic == written.dynamic
+                    && plan.offer.agent_id == written.offer.agent_id =>
+            {
+                Ok(self.apply_reservation(plan, now, fx))
+            }
+            other => {
+                let (agent, role) = (written.offer.agent_id, written.role);
+                let books = self.dynamic_reserved(agent, &role);
+                fx.push(Effect::Persist(Change::SetReservation(agent, role, books)));
+                match other {
+                    Err(e) => Err(e),
+                    Ok(_) => Err(StateError::InvalidReservation {
+                        field: "offer_id".into(),
+                        reason: "the agent's reservations changed meanwhile; try again on a new \
+                                 offer"
+                            .into(),
+                    }),
+                }
+            }
+        }
+    }
+
+    /// Consumes the plan's offer and sets the agent's dynamic reservation for the role (the
+    /// registry's change is the caller's).
+    fn apply_reservation(
+        &mut self,
+        plan: ReservationPlan,
+        now: &Now,
+        fx: &mut Effects,
+    ) -> ReserveResponse {
+        let agent = plan.offer.agent_id;
+        self.consume_offer(&plan.offer, now, fx);
+        self.set_dynamic(agent, &plan.role, plan.dynamic.clone());
+        ReserveResponse {
+            role: plan.role,
+            reserved: plan.dynamic,
+        }
     }
 
     /// The one outstanding offer of `fw` a reserve / unreserve names, and the amounts' form.
@@ -230,9 +327,9 @@ impl State {
         fx.push(Effect::Allocate);
     }
 
-    /// Records `agent`'s dynamic reservation for `role` (empty: none), applies static plus
-    /// dynamic to the allocator, and persists it.
-    fn set_dynamic(&mut self, agent: AgentId, role: &RolePath, res: Resources, fx: &mut Effects) {
+    /// Records `agent`'s dynamic reservation for `role` (empty: none) and applies static plus
+    /// dynamic to the allocator.
+    fn set_dynamic(&mut self, agent: AgentId, role: &RolePath, res: Resources) {
         let entry = self.dynamic_reservations.entry(agent).or_default();
         if res.is_empty() {
             entry.remove(role);
@@ -249,11 +346,6 @@ impl State {
             // are right.
             tracing::error!(%agent, %role, error = %e, "dynamic reservation refused");
         }
-        fx.push(Effect::Persist(Change::SetReservation(
-            agent,
-            role.clone(),
-            res,
-        )));
     }
 }
 

@@ -317,3 +317,68 @@ fn a_forgotten_agent_takes_its_dynamic_reservations_with_it() {
     );
     assert!(s.dynamic_reservations.is_empty());
 }
+
+#[test]
+fn a_reservation_whose_offer_ended_between_its_write_and_its_apply_puts_the_registry_back() {
+    let mut s = State::with_ids(&Config::default(), IdSource::sequential());
+    let a = framework(&mut s, "a");
+    let mut fx = Vec::new();
+    let (ag, _) = s
+        .register_agent(registration(Vec::new()), &at(0), &mut fx)
+        .unwrap();
+    s.allocate(&at(1), &mut fx);
+    let offer = s.offers(None, None).remove(0);
+    let req = ReserveRequest {
+        offer_id: offer.offer_id,
+        resources: res("cpus=2"),
+    };
+    // The plan changes nothing and says what to write.
+    let plan = s
+        .plan_reservation(a, &req, super::ReservationOp::Reserve)
+        .unwrap();
+    assert_eq!(
+        plan.change(),
+        crate::store::Change::SetReservation(ag, "a".parse().unwrap(), res("cpus=2"))
+    );
+    assert_eq!(s.offers(None, None).len(), 1);
+    // Meanwhile the offer is declined: applying answers as the books now do, and queues the
+    // registry's correction (no dynamic reservation).
+    s.decline(
+        a,
+        Decline {
+            offer_ids: vec![offer.offer_id],
+            refuse: Some(std::time::Duration::ZERO),
+        },
+        &at(2),
+        &mut fx,
+    )
+    .unwrap();
+    let mut fx = Vec::new();
+    let err = s.commit_reservation(plan, &at(3), &mut fx).unwrap_err();
+    assert!(matches!(err, StateError::OfferGone { .. }), "{err:?}");
+    assert_eq!(
+        fx,
+        vec![Effect::Persist(crate::store::Change::SetReservation(
+            ag,
+            "a".parse().unwrap(),
+            Resources::default()
+        ))]
+    );
+    assert!(s.ledger.allocator().reservations(ag).is_empty());
+
+    // A plan applied while its offer still stands reserves, and queues no second write.
+    s.allocate(&at(4), &mut fx);
+    let offer = s.offers(None, None).remove(0);
+    let req = ReserveRequest {
+        offer_id: offer.offer_id,
+        resources: res("cpus=2"),
+    };
+    let plan = s
+        .plan_reservation(a, &req, super::ReservationOp::Reserve)
+        .unwrap();
+    let mut fx = Vec::new();
+    let out = s.commit_reservation(plan, &at(5), &mut fx).unwrap();
+    assert_eq!(out.reserved, res("cpus=2"));
+    assert!(!fx.iter().any(|e| matches!(e, Effect::Persist(_))), "{fx:?}");
+    assert_eq!(s.ledger_mismatches(), 0);
+}
