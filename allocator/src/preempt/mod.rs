@@ -110,6 +110,10 @@ pub struct TaskInput {
     pub resources: Resources,
     /// Its priority (higher = more important; default 0).
     pub priority: i32,
+    /// The role whose reserved pool it is booked in (`None`: unreserved). What it frees goes
+    /// back to that pool, which only that role's subtree is offered: such a task is taken only
+    /// for a starved role inside that subtree.
+    pub reserved_for: Option<String>,
 }
 
 /// What fair shares are computed from (see [`crate::Allocator::preemption_input`]).

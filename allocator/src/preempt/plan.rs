@@ -74,6 +74,16 @@ pub fn plan(shares: &FairShares, for_role: &str, tasks: &[TaskInput]) -> Option<
         if shares.is_ancestor(s, leaf) {
             continue;
         }
+        if let Some(pool) = &t.reserved_for {
+            // Freed, it returns to a pool the starved role is never offered.
+            let inside = for_role == pool
+                || for_role
+                    .strip_prefix(pool.as_str())
+                    .is_some_and(|rest| rest.starts_with('/'));
+            if !inside {
+                continue;
+            }
+        }
         let millis: Vec<u64> = shares.kinds.iter().map(|n| t.resources.millis(n)).collect();
         if millis.iter().all(|v| *v == 0) {
             continue;

@@ -22,6 +22,7 @@ fn task(f: u128, id: &str, res: &str, priority: i32) -> TaskInput {
         task_id: id.parse().unwrap(),
         resources: r(res),
         priority,
+        reserved_for: None,
     }
 }
 
@@ -134,6 +135,36 @@ fn lowest_priority_first_then_largest_and_never_below_the_fair_share() {
         plan(&shares, "b", &[task(1, "five", "cpus=5,mem=5", 0)]),
         None
     );
+}
+
+#[test]
+fn tasks_in_a_reserved_pool_are_taken_only_for_roles_that_pool_serves() {
+    // a holds 8 of 8 cpus; its small tasks run in a pool reserved for a, its big ones not.
+    let input = Input {
+        capacity: r("cpus=8,mem=8"),
+        roles: vec![role("a", 1.0), role("b", 1.0)],
+        frameworks: vec![
+            framework(1, "a", true, "cpus=8,mem=8"),
+            framework(2, "b", true, ""),
+        ],
+    };
+    let mut tasks = vec![
+        task(1, "big-1", "cpus=2,mem=2", 5),
+        task(1, "big-2", "cpus=2,mem=2", 5),
+    ];
+    for i in 0..4 {
+        let mut t = task(1, &format!("small-{i}"), "cpus=1,mem=1", 0);
+        t.reserved_for = Some("a".into());
+        tasks.push(t);
+    }
+    let shares = FairShares::compute(&input);
+    // The low-priority tasks would go first, but what they free goes back to a's pool, which
+    // b is never offered: the unreserved ones are taken instead.
+    let p = plan(&shares, "b", &tasks).unwrap();
+    let ids: Vec<String> = p.victims.iter().map(|v| v.task_id.to_string()).collect();
+    assert_eq!(ids, ["big-1", "big-2"]);
+    // With only reserved tasks there is nothing to take for b.
+    assert_eq!(plan(&shares, "b", &tasks[2..]), None);
 }
 
 #[test]
@@ -318,6 +349,7 @@ fn arb_case() -> impl Strategy<Value = (Input, Vec<TaskInput>)> {
                     task_id: format!("t{n}").parse().unwrap(),
                     resources: res,
                     priority: p,
+                    reserved_for: None,
                 });
             }
             let capacity = total.add(&r(&format!("cpus={},mem={}", extra[0] + 1, extra[1] + 1)));

@@ -180,6 +180,7 @@ impl State {
                 task_id: task.clone(),
                 resources: t.resources.clone(),
                 priority: t.priority,
+                reserved_for: t.pool.as_ref().map(ToString::to_string),
             })
             .collect()
     }

@@ -200,13 +200,15 @@ impl State {
             .clone();
         let offer = self.check_offers_one(fw, req)?;
         match (op, &offer.reservation) {
-            (ReservationOp::Reserve, Some(r)) => return Err(StateError::InvalidReservation {
-                field: "offer_id".into(),
-                reason: format!(
+            (ReservationOp::Reserve, Some(r)) => {
+                return Err(StateError::InvalidReservation {
+                    field: "offer_id".into(),
+                    reason: format!(
                     "offer {} is already reserved for role {}; reserve from an unreserved offer",
                     offer.offer_id, r.role
                 ),
-            }),
+                })
+            }
             (ReservationOp::Unreserve, None) => {
                 return Err(StateError::InvalidReservation {
                     field: "offer_id".into(),

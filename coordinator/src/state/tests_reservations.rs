@@ -379,6 +379,9 @@ fn a_reservation_whose_offer_ended_between_its_write_and_its_apply_puts_the_regi
     let mut fx = Vec::new();
     let out = s.commit_reservation(plan, &at(5), &mut fx).unwrap();
     assert_eq!(out.reserved, res("cpus=2"));
-    assert!(!fx.iter().any(|e| matches!(e, Effect::Persist(_))), "{fx:?}");
+    assert!(
+        !fx.iter().any(|e| matches!(e, Effect::Persist(_))),
+        "{fx:?}"
+    );
     assert_eq!(s.ledger_mismatches(), 0);
 }
