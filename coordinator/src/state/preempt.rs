@@ -166,7 +166,9 @@ impl State {
         FairShares::compute(&input)
     }
 
-    /// The running (non-terminal) tasks not already marked, with their priorities.
+    /// The running (non-terminal) tasks not already marked, with their priorities. Tasks on
+    /// agents that make no offers (draining, drained or lost) are left out: what killing them
+    /// frees would reach no one.
     fn preemptible_tasks(&self) -> Vec<TaskInput> {
         self.tasks
             .iter()
@@ -174,6 +176,10 @@ impl State {
                 !t.state().is_terminal()
                     && !t.resources.is_empty()
                     && !self.preempt.marked.contains_key(&(*fw, task.clone()))
+                    && self
+                        .agents
+                        .get(&t.agent_id)
+                        .is_some_and(|a| a.drain.is_none() && a.state == super::AgentState::Active)
             })
             .map(|((fw, task), t)| TaskInput {
                 framework: *fw,

@@ -266,3 +266,23 @@ fn nothing_happens_with_preemption_off() {
     assert_eq!((s.preemptions(), s.starved_roles()), (0, 0));
     assert!(s.explain(fb, &at(1)).unwrap().preemption.is_empty());
 }
+
+#[test]
+fn tasks_on_a_draining_agent_are_not_taken() {
+    let (mut s, _, _, ag) = full_cluster(Some(std::time::Duration::from_secs(1)));
+    let mut fx = Vec::new();
+    s.drain_agent(ag, 3600.0, &at(5), &mut fx).unwrap();
+    let mut fx = Vec::new();
+    for ms in [10, 1100, 2200, 5000] {
+        s.check_preemption(&at(ms), &mut fx);
+    }
+    // What killing them would free goes to no one: the agent makes no offers.
+    assert!(
+        !fx.iter().any(|e| matches!(
+            e,
+            Effect::ToFramework(_, FrameworkEvent::Preemption(_)) | Effect::Kill { .. }
+        )),
+        "{fx:?}"
+    );
+    assert_eq!(s.preemptions(), 0);
+}
