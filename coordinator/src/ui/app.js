@@ -244,7 +244,7 @@ function roleRows(node, depth, out) {
   const quota = (q) => (q ? res(q) : "");
   const guarantee = quota(node.guarantee) + (node.guarantee_unmet ? " (cannot be met now)" : "");
   out.push(["\u00a0".repeat(depth * 3) + name, node.weight, res(node.allocated), bar(node.dominant_share),
-    guarantee, quota(node.limit), node.frameworks.length]);
+    guarantee, quota(node.limit), quota(node.reserved), node.frameworks.length]);
   for (const c of node.children) roleRows(c, depth + 1, out);
   return out;
 }
@@ -269,7 +269,8 @@ async function explainText(id) {
       (n.draining ? n.draining + " draining, " : "") +
       (n.limit_reached ? n.limit_reached + " held back by a limit, " : "") +
       (n.guarantee_first ? n.guarantee_first + " going first to another role's guarantee, " : "") +
-      n.eligible + " eligible]";
+      (n.reserved_for_others ? n.reserved_for_others + " reserved for other roles, " : "") +
+      n.eligible + " eligible]" + ((x.preemption || []).length ? " " + x.preemption.join(" ") : "");
   } catch (err) {
     return "no answer (" + err.message + ")";
   }
@@ -293,7 +294,7 @@ async function refreshOverview() {
     fill("frameworks", ["name", "role", "state", "share", "tasks", "offers"],
       fws.frameworks.map((f) => [link(f.name || shortId(f.framework_id), "#framework/" + f.framework_id), f.role,
         f.state + (f.suppressed ? " (suppressed)" : ""), bar(f.dominant_share), f.active_tasks, why(f)]));
-    fill("roles", ["role", "weight", "allocated", "dominant share", "guarantee", "limit", "frameworks"],
+    fill("roles", ["role", "weight", "allocated", "dominant share", "guarantee", "limit", "reserved", "frameworks"],
       roleRows(roles, 0, []));
     const first = agents.total === 0 ? 0 : agents.offset + 1;
     $("agents-count").textContent = "(" + first + "\u2013" + (agents.offset + agents.agents.length) +
