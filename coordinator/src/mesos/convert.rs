@@ -249,14 +249,31 @@ pub struct Shape {
 }
 
 fn offer_json(o: &Offer, shape: &Shape) -> Value {
+    let mut resources = resources_json(&o.resources, shape.allocation_role.as_deref());
+    if let Some(r) = &o.reservation {
+        mark_reserved(&mut resources, r.role.as_str());
+    }
     json!({
         "id": {"value": o.offer_id.to_string()},
         "framework_id": {"value": o.framework_id.to_string()},
         "agent_id": {"value": o.agent_id.to_string()},
         "hostname": o.hostname,
-        "resources": resources_json(&o.resources, shape.allocation_role.as_deref()),
+        "resources": resources,
         "attributes": attributes_json(&o.attributes),
     })
+}
+
+/// Marks the resources of an offer drawn from a reserved pool (issue #17) as Mesos shows
+/// reserved resources: the pre-1.9 `role` field set to the role, and a one-entry `reservations`
+/// stack (`STATIC`: Mesos-API frameworks cannot UNRESERVE here). The default role maps back to
+/// `"*"` only for unreserved resources, so a pool reserved for it keeps its Parley name.
+fn mark_reserved(resources: &mut Value, role: &str) {
+    if let Value::Array(list) = resources {
+        for r in list {
+            r["role"] = json!(role);
+            r["reservations"] = json!([{"type": "STATIC", "role": role}]);
+        }
+    }
 }
 
 /// A status update as Mesos' `TaskStatus`, with `uuid` (so the framework acknowledges it).
@@ -375,6 +392,34 @@ mod tests {
     fn res(name: &str, kind: &str, value: f64) -> types::Resource {
         serde_json::from_value(json!({"name": name, "type": kind, "scalar": {"value": value}}))
             .unwrap()
+    }
+
+    #[test]
+    fn an_offer_from_a_reserved_pool_shows_its_resources_reserved() {
+        let mut offer: Offer = serde_json::from_value(json!({
+            "offer_id": protocol::OfferId::new(), "framework_id": FrameworkId::new(),
+            "agent_id": AgentId::new(), "hostname": "h", "resources": {"cpus": 2, "mem": 64},
+            "agent_total": {"cpus": 4}, "created_at": "2026-11-23T00:00:00Z",
+            "expires_at": "2026-11-23T00:01:00Z",
+        }))
+        .unwrap();
+        let plain = offer_json(&offer, &Shape::default());
+        assert!(plain["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["role"] == "*" && r.get("reservations").is_none()));
+        offer.reservation = Some(protocol::reservation::OfferReservation {
+            role: "eng/batch".parse().unwrap(),
+        });
+        let reserved = offer_json(&offer, &Shape::default());
+        for r in reserved["resources"].as_array().unwrap() {
+            assert_eq!(r["role"], "eng/batch", "{r}");
+            assert_eq!(
+                r["reservations"],
+                json!([{"type": "STATIC", "role": "eng/batch"}])
+            );
+        }
     }
 
     #[test]
