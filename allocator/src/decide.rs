@@ -136,7 +136,7 @@ impl Allocator {
                 agent.free.clone()
             } else {
                 self.cycle_pools(slot, agent_id, memo_key, now, &mut out);
-                let w = self.unreserved_free_of(slot);
+                let w = self.unreserved_free_of(slot).into_owned();
                 let Some(Some(agent)) = self.agents.get(slot as usize) else {
                     continue;
                 };
@@ -324,7 +324,7 @@ impl Allocator {
             .find(|p| !is_zero(&p.free) && self.is_ancestor(p.node, leaf));
         let (w, start) = match mine {
             Some(p) if is_zero(&unreserved) => (p.free.clone(), p.node),
-            _ => (unreserved, ROOT),
+            _ => (unreserved.into_owned(), ROOT),
         };
         let other = record
             .pools

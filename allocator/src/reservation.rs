@@ -18,6 +18,8 @@
 //!
 //! With no reservation on an agent, every hook here is one `is_empty` branch.
 
+use std::borrow::Cow;
+
 use protocol::{AgentId, FrameworkId, Resources, RolePath};
 
 use super::kinds::{add_into, fits, is_zero, sub_from, Dense};
@@ -95,7 +97,6 @@ impl Allocator {
                 unreserved: self.kinds.resources(&unreserved),
             });
         }
-        let want = self.kinds.dense(res);
         // A new role bumps the tree's shape version (the caches see it); an existing one is
         // unchanged: only this agent's pools change (its version is bumped below).
         let node = self.tree.ensure_role(role);
@@ -204,16 +205,20 @@ impl Allocator {
         Some((slot, pool.node, pool.free.clone()))
     }
 
-    /// The unreserved free vector of agent `slot`.
-    pub(crate) fn unreserved_free_of(&self, slot: u32) -> Dense {
+    /// The unreserved free vector of agent `slot`: borrowed from the agent's `free` when it
+    /// has no reserved pool (the allocation and decline paths then copy nothing).
+    pub(crate) fn unreserved_free_of(&self, slot: u32) -> Cow<'_, [u64]> {
         let Some(Some(record)) = self.agents.get(slot as usize) else {
-            return Dense::new();
+            return Cow::Owned(Dense::new());
         };
+        if record.pools.is_empty() {
+            return Cow::Borrowed(&record.free);
+        }
         let mut w = record.free.clone();
         for p in &record.pools {
             sub_from(&mut w, &p.free);
         }
-        w
+        Cow::Owned(w)
     }
 
     /// Whether role node `role` is `node` or one of its ancestors.
@@ -273,7 +278,7 @@ impl Allocator {
                         role: record.pools[p].role.to_string(),
                     });
                 }
-                record.pools[p].free.clone()
+                Cow::Borrowed(record.pools[p].free.as_slice())
             }
         };
         if unknown || !fits(&dense, &free) {
@@ -323,25 +328,32 @@ impl Allocator {
         Ok(())
     }
 
-    /// What `leaf` holds in pool `p` (`None`: unreserved) of agent `slot`.
-    fn held_in(&self, leaf: u32, slot: u32, p: Option<usize>) -> Dense {
+    /// What `leaf` holds in pool `p` (`None`: unreserved) of agent `slot`: borrowed unless
+    /// reserved holdings must be taken off.
+    fn held_in(&self, leaf: u32, slot: u32, p: Option<usize>) -> Cow<'_, [u64]> {
         let Some(Some(record)) = self.agents.get(slot as usize) else {
-            return Dense::new();
+            return Cow::Owned(Dense::new());
         };
-        let of = |held: &[(u32, Dense)]| {
-            held.iter()
-                .find(|(l, _)| *l == leaf)
-                .map(|(_, h)| h.clone())
-                .unwrap_or_default()
-        };
+        fn of(held: &[(u32, Dense)], leaf: u32) -> Option<&Dense> {
+            held.iter().find(|(l, _)| *l == leaf).map(|(_, h)| h)
+        }
         match p {
-            Some(p) => of(&record.pools[p].held),
+            Some(p) => of(&record.pools[p].held, leaf)
+                .map_or(Cow::Owned(Dense::new()), |h| Cow::Borrowed(h.as_slice())),
             None => {
-                let mut h = of(&record.held);
-                for pool in &record.pools {
-                    sub_from(&mut h, &of(&pool.held));
+                let Some(all) = of(&record.held, leaf) else {
+                    return Cow::Owned(Dense::new());
+                };
+                if record.pools.is_empty() {
+                    return Cow::Borrowed(all);
                 }
-                h
+                let mut h = all.clone();
+                for pool in &record.pools {
+                    if let Some(r) = of(&pool.held, leaf) {
+                        sub_from(&mut h, r);
+                    }
+                }
+                Cow::Owned(h)
             }
         }
     }

@@ -533,6 +533,29 @@ impl Known<'_> {
         }
     }
 
+    /// The offer a call on an offer names (a known one, when picked and there is any), the
+    /// framework it is sent as (the offer's own when `own`, else a picked one) and the offer id
+    /// as a JSON value.
+    fn offer_call(&self, offer: &Pick, own: bool) -> (Option<&protocol::Offer>, String, String) {
+        let offers = &self.state.offers;
+        let chosen = match offer {
+            Pick::Known(i) if !offers.is_empty() => Some(&offers[i.index(offers.len())]),
+            _ => None,
+        };
+        let framework = match (chosen, own) {
+            (Some(o), true) => o.framework_id.to_string(),
+            _ => self.path_id(&self.frameworks(), offer),
+        };
+        let offer_id = chosen.map_or_else(
+            || {
+                let ids: Vec<String> = offers.iter().map(|o| o.offer_id.to_string()).collect();
+                self.body_id(&ids, offer)
+            },
+            |o| Value::String(o.offer_id.to_string()).to_string(),
+        );
+        (chosen, framework, offer_id)
+    }
+
     /// A task id for a body: a known one, or a fresh valid one.
     fn task_id(&self, pick: &Pick) -> String {
         let tasks = self.tasks();
@@ -671,7 +694,6 @@ impl Step {
         let s = known.state;
         let frameworks = known.frameworks();
         let agents = known.agents();
-        let offers: Vec<String> = s.offers.iter().map(|o| o.offer_id.to_string()).collect();
         let fw = |p: &Pick| known.path_id(&frameworks, p);
         let post = |path: String, body: Vec<(String, String)>| (reqwest::Method::POST, path, body);
         let (method, path, body) = match &self.call {
@@ -713,21 +735,8 @@ impl Step {
                 offers: which,
                 dup,
             } => {
-                let chosen = match offer {
-                    Pick::Known(i) if !s.offers.is_empty() => {
-                        Some(&s.offers[i.index(s.offers.len())])
-                    }
-                    _ => None,
-                };
-                let framework = match (chosen, own) {
-                    (Some(o), true) => o.framework_id.to_string(),
-                    _ => fw(offer),
-                };
+                let (chosen, framework, offer_id) = known.offer_call(offer, *own);
                 let agent = chosen.map_or_else(fresh, |o| o.agent_id.to_string());
-                let offer_id = chosen.map_or_else(
-                    || known.body_id(&offers, offer),
-                    |o| Value::String(o.offer_id.to_string()).to_string(),
-                );
                 let mut offer_ids = vec![offer_id.clone()];
                 if let Some(o) = chosen {
                     let other = s.offers.iter().find(|x| {
@@ -770,20 +779,7 @@ impl Step {
                 unreserve,
                 res,
             } => {
-                let chosen = match offer {
-                    Pick::Known(i) if !s.offers.is_empty() => {
-                        Some(&s.offers[i.index(s.offers.len())])
-                    }
-                    _ => None,
-                };
-                let framework = match (chosen, own) {
-                    (Some(o), true) => o.framework_id.to_string(),
-                    _ => fw(offer),
-                };
-                let offer_id = chosen.map_or_else(
-                    || known.body_id(&offers, offer),
-                    |o| Value::String(o.offer_id.to_string()).to_string(),
-                );
+                let (_, framework, offer_id) = known.offer_call(offer, *own);
                 let op = if *unreserve { "unreserve" } else { "reserve" };
                 post(
                     format!("/api/v1/frameworks/{framework}/{op}"),
@@ -797,20 +793,7 @@ impl Step {
                 )
             }
             Call::Decline { offer, own } => {
-                let chosen = match offer {
-                    Pick::Known(i) if !s.offers.is_empty() => {
-                        Some(&s.offers[i.index(s.offers.len())])
-                    }
-                    _ => None,
-                };
-                let framework = match (chosen, own) {
-                    (Some(o), true) => o.framework_id.to_string(),
-                    _ => fw(offer),
-                };
-                let offer_id = chosen.map_or_else(
-                    || known.body_id(&offers, offer),
-                    |o| Value::String(o.offer_id.to_string()).to_string(),
-                );
+                let (_, framework, offer_id) = known.offer_call(offer, *own);
                 post(
                     format!("/api/v1/frameworks/{framework}/decline"),
                     object(&[

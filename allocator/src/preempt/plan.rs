@@ -75,12 +75,12 @@ pub fn plan(shares: &FairShares, for_role: &str, tasks: &[TaskInput]) -> Option<
             continue;
         }
         if let Some(pool) = &t.reserved_for {
-            // Freed, it returns to a pool the starved role is never offered.
-            let inside = for_role == pool
-                || for_role
-                    .strip_prefix(pool.as_str())
-                    .is_some_and(|rest| rest.starts_with('/'));
-            if !inside {
+            // Freed, it returns to a pool only that role's subtree is offered.
+            let serves_s = shares
+                .roles
+                .get(pool.as_str())
+                .is_some_and(|&p| shares.is_ancestor(p, s));
+            if !serves_s {
                 continue;
             }
         }

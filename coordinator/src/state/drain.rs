@@ -161,18 +161,13 @@ impl State {
 
     /// Queues the agent's registry record with its drain (or without, once reactivated).
     fn persist_agent(&self, id: AgentId, fx: &mut Effects) {
-        let Some(a) = self.agents.get(&id) else {
-            return;
-        };
-        fx.push(Effect::Persist(crate::store::Change::PutAgent(
-            crate::store::StoredAgent {
-                id,
-                hostname: a.hostname.clone(),
-                endpoint: a.endpoint.clone(),
-                last_seen: a.registered_at,
-                drain_deadline: a.drain.as_ref().map(|d| d.deadline),
-            },
-        )));
+        let record = self
+            .agents
+            .get(&id)
+            .and_then(|a| self.stored_agent_seen(id, a.registered_at));
+        if let Some(change) = record {
+            fx.push(Effect::Persist(change));
+        }
     }
 
     /// Ends an agent's drain: it is offered again (an allocation runs soon). Reactivating an
