@@ -283,7 +283,14 @@ impl TestFramework {
                 let _ = self.decline(&ids, Some(0.0)).await;
             }
             task.agent_id = first.agent_id;
-            let launched = self.accept(&[first.offer_id], vec![task.clone()]).await?;
+            let Some(launched) = self
+                .accept_outstanding(&[first.offer_id], vec![task.clone()])
+                .await?
+            else {
+                // Rescinded (its agent re-registered, say) or expired while it was queued
+                // here: as any framework would, wait for the next offer.
+                continue;
+            };
             if launched != [task.task_id.clone()] {
                 bail!("accept launched {launched:?}, not {}", task.task_id);
             }
@@ -330,18 +337,32 @@ impl TestFramework {
         offer_ids: &[OfferId],
         tasks: Vec<TaskSpec>,
     ) -> anyhow::Result<Vec<TaskId>> {
-        let body = self
-            .post_ok(
-                "accept",
-                &AcceptRequest {
-                    offer_ids: offer_ids.to_vec(),
-                    tasks,
-                    refuse_seconds: Some(0.0),
-                },
-            )
-            .await?;
+        self.accept_outstanding(offer_ids, tasks)
+            .await?
+            .context("POST accept: 409 Conflict: an offer is no longer outstanding")
+    }
+
+    /// [`TestFramework::accept`], answering `Ok(None)` when an offer is no longer outstanding
+    /// (`409 offer_not_outstanding`: rescinded or expired).
+    pub async fn accept_outstanding(
+        &self,
+        offer_ids: &[OfferId],
+        tasks: Vec<TaskSpec>,
+    ) -> anyhow::Result<Option<Vec<TaskId>>> {
+        let request = AcceptRequest {
+            offer_ids: offer_ids.to_vec(),
+            tasks,
+            refuse_seconds: Some(0.0),
+        };
+        let (status, body) = self.post("accept", &request).await?;
+        if status == StatusCode::CONFLICT && body["error"]["code"] == "offer_not_outstanding" {
+            return Ok(None);
+        }
+        if status != StatusCode::OK {
+            bail!("POST accept: {status}: {body}");
+        }
         let answer: AcceptResponse = serde_json::from_value(body).context("accept answer")?;
-        Ok(answer.launched)
+        Ok(Some(answer.launched))
     }
 
     /// Declines `offer_ids`.
