@@ -61,38 +61,59 @@ impl SseParser {
     /// Consumes one chunk and returns the frames it completed, in order.
     pub fn feed(&mut self, chunk: &[u8]) -> Result<Vec<SseFrame>, SseError> {
         let mut frames = Vec::new();
-        for &byte in chunk {
-            if self.skip_lf {
-                self.skip_lf = false;
-                if byte == b'\n' {
-                    continue;
-                }
+        let mut rest = chunk;
+        if self.skip_lf {
+            if rest.is_empty() {
+                return Ok(frames);
             }
-            match byte {
-                b'\n' => self.end_line(&mut frames)?,
-                b'\r' => {
-                    self.skip_lf = true;
-                    self.end_line(&mut frames)?;
-                }
-                _ => {
-                    if self.line.len() >= self.max_len {
-                        return Err(SseError::TooLong(self.max_len));
-                    }
-                    self.line.push(byte);
+            self.skip_lf = false;
+            if rest[0] == b'\n' {
+                rest = &rest[1..];
+            }
+        }
+        // Whole runs up to each line end at a time, not byte by byte.
+        while let Some(end) = rest.iter().position(|&b| b == b'\n' || b == b'\r') {
+            self.push_line_bytes(&rest[..end])?;
+            let ended_by_cr = rest[end] == b'\r';
+            rest = &rest[end + 1..];
+            self.end_line(&mut frames)?;
+            if ended_by_cr {
+                match rest.first() {
+                    Some(b'\n') => rest = &rest[1..],
+                    Some(_) => {}
+                    // The chunk ended in `\r`: a `\n` may start the next one.
+                    None => self.skip_lf = true,
                 }
             }
         }
+        self.push_line_bytes(rest)?;
         Ok(frames)
+    }
+
+    fn push_line_bytes(&mut self, bytes: &[u8]) -> Result<(), SseError> {
+        if self.line.len() + bytes.len() > self.max_len {
+            return Err(SseError::TooLong(self.max_len));
+        }
+        self.line.extend_from_slice(bytes);
+        Ok(())
     }
 
     fn end_line(&mut self, frames: &mut Vec<SseFrame>) -> Result<(), SseError> {
         let line = std::mem::take(&mut self.line);
+        let result = self.take_line(&line, frames);
+        // Keep the buffer's capacity for the next line.
+        self.line = line;
+        self.line.clear();
+        result
+    }
+
+    fn take_line(&mut self, line: &[u8], frames: &mut Vec<SseFrame>) -> Result<(), SseError> {
         if line.is_empty() {
             self.dispatch(frames);
             return Ok(());
         }
         // Split only on ASCII bytes, so multi-byte characters are whole here.
-        let line = String::from_utf8_lossy(&line);
+        let line = String::from_utf8_lossy(line);
         if line.starts_with(':') {
             return Ok(());
         }

@@ -165,6 +165,62 @@ async fn updates_are_acknowledged_after_the_scheduler_saw_them() {
     stop(&fake, id, handle).await;
 }
 
+/// Pushes `n` updates one at a time, each after the scheduler saw the one before (so each
+/// arrives in its own chunk of the stream), and waits until all are acknowledged.
+async fn push_updates_one_by_one(fake: &Fake, id: FrameworkId, n: usize) {
+    for i in 0..n {
+        let task = format!("u{i}");
+        assert!(fake.push(FrameworkEvent::Update {
+            status: status(id, &task, TaskState::Running)
+        }));
+        wait_for(WITHIN, "update seen", || {
+            has(fake, &format!("status {task} running"))
+        })
+        .await;
+    }
+    wait_for(WITHIN, "all acknowledged", || {
+        fake.recorded(|r| r.acks.len() == n)
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn acknowledgements_of_separate_chunks_go_together_within_the_ack_delay() {
+    let fake = Fake::start().await;
+    let mut c = config(&fake);
+    c.ack_delay = Duration::from_millis(500);
+    let (id, handle) = start_with(&fake, Probe::new(&fake, Mode::Launch, 0), c).await;
+    let started = std::time::Instant::now();
+    push_updates_one_by_one(&fake, id, 4).await;
+    assert_eq!(
+        fake.recorded(|r| r.ack_requests),
+        1,
+        "one request for all four"
+    );
+    // Sent once the delay after the first had passed, not before.
+    assert!(started.elapsed() >= Duration::from_millis(500));
+    stop(&fake, id, handle).await;
+}
+
+#[tokio::test]
+async fn a_zero_ack_delay_acknowledges_after_every_chunk() {
+    let fake = Fake::start().await;
+    let mut c = config(&fake);
+    c.ack_delay = Duration::ZERO;
+    let (id, handle) = start_with(&fake, Probe::new(&fake, Mode::Launch, 0), c).await;
+    push_updates_one_by_one(&fake, id, 3).await;
+    assert_eq!(fake.recorded(|r| r.ack_requests), 3);
+    stop(&fake, id, handle).await;
+}
+
+#[test]
+fn an_ack_delay_past_one_second_is_refused_by_name() {
+    let mut c = DriverConfig::new("http://127.0.0.1:1", "f", "a".parse().unwrap());
+    c.ack_delay = Duration::from_secs(2);
+    let e = c.validate().unwrap_err();
+    assert!(e.starts_with("ack_delay"), "{e}");
+}
+
 #[tokio::test]
 async fn a_preemption_reaches_the_scheduler_before_the_kill_update() {
     let fake = Fake::start().await;

@@ -85,36 +85,53 @@ pub struct OfferOutcome {
     pub reason: Option<String>,
 }
 
+/// Splits serde_json's compact form of an adjacently tagged value, `{"event":"NAME","data":DATA}`
+/// (or `{"event":"NAME"}` for a variant without content), into `NAME` and `DATA`. serde writes the
+/// tag first and the content second, and event names are snake_case identifiers (no escapes).
+fn split_adjacent(json: &str) -> Option<(&str, &str)> {
+    let rest = json.strip_prefix("{\"event\":\"")?;
+    let end = rest.find('"')?;
+    let (name, after) = (&rest[..end], &rest[end + 1..]);
+    let data = match after.strip_prefix(",\"data\":") {
+        Some(data) => data.strip_suffix('}')?,
+        None if after == "}" => "{}",
+        None => return None,
+    };
+    Some((name, data))
+}
+
 macro_rules! sse_helpers {
     ($ty:ty) => {
         impl $ty {
+            /// The SSE `event:` name and `data:` payload (one line of JSON) of this value, from
+            /// one serialization (the hot path of every event stream).
+            pub fn sse_parts(&self) -> (String, String) {
+                let json = serde_json::to_string(self).unwrap_or_default();
+                match split_adjacent(&json) {
+                    Some((name, data)) => (name.to_owned(), data.to_owned()),
+                    None => (String::new(), "{}".to_owned()),
+                }
+            }
+
             /// The SSE `event:` name.
             pub fn name(&self) -> String {
-                match serde_json::to_value(self) {
-                    Ok(serde_json::Value::Object(map)) => map
-                        .get("event")
-                        .and_then(|e| e.as_str())
-                        .unwrap_or_default()
-                        .to_owned(),
-                    _ => String::new(),
-                }
+                self.sse_parts().0
             }
 
             /// The SSE `data:` payload, as one line of JSON.
             pub fn data_json(&self) -> String {
-                match serde_json::to_value(self) {
-                    Ok(serde_json::Value::Object(mut map)) => map
-                        .remove("data")
-                        .unwrap_or(serde_json::Value::Object(Default::default()))
-                        .to_string(),
-                    _ => "{}".to_owned(),
-                }
+                self.sse_parts().1
             }
 
-            /// Parses an SSE frame back into an event.
+            /// Parses an SSE frame back into an event. `data` must be exactly one JSON value.
             pub fn from_sse(event: &str, data: &str) -> Result<Self, serde_json::Error> {
-                let data: serde_json::Value = serde_json::from_str(data)?;
-                serde_json::from_value(serde_json::json!({ "event": event, "data": data }))
+                // Validate first, so `data` cannot add keys to the envelope below.
+                serde_json::from_str::<serde::de::IgnoredAny>(data)?;
+                let envelope = format!(
+                    "{{\"event\":{},\"data\":{data}}}",
+                    serde_json::to_string(event)?
+                );
+                serde_json::from_str(&envelope)
             }
         }
     };
@@ -150,6 +167,64 @@ mod tests {
         assert_eq!(FrameworkEvent::Heartbeat {}.data_json(), "{}");
         assert!(FrameworkEvent::from_sse("nonsense", "{}").is_err());
         assert!(FrameworkEvent::from_sse("heartbeat", "{not json").is_err());
+    }
+
+    /// The name and data as the serde_json `Value` of the whole event has them (how they were
+    /// computed before the one-serialization split).
+    fn reference_parts<T: Serialize>(ev: &T) -> (String, String) {
+        let serde_json::Value::Object(mut map) = serde_json::to_value(ev).unwrap() else {
+            panic!("an adjacently tagged enum serializes to an object")
+        };
+        let name = map["event"].as_str().unwrap().to_owned();
+        let data = map
+            .remove("data")
+            .unwrap_or(serde_json::Value::Object(Default::default()))
+            .to_string();
+        (name, data)
+    }
+
+    #[test]
+    fn sse_parts_equal_the_value_based_split_for_every_shape() {
+        let status: TaskStatus = serde_json::from_value(serde_json::json!({
+            "task_id": "t-1", "framework_id": FrameworkId::new(),
+            "agent_id": AgentId::new(), "state": "running", "update_id": crate::UpdateId::new(),
+            "timestamp": "2026-11-23T21:30:00Z", "message": "a } and a \"data\":",
+            "gpu_devices": ["GPU-0"], "healthy": true
+        }))
+        .unwrap();
+        let events = [
+            FrameworkEvent::Update { status },
+            FrameworkEvent::Offers { offers: vec![] },
+            FrameworkEvent::Heartbeat {},
+            FrameworkEvent::Error {
+                message: "{\"event\":\"x\"}".into(),
+            },
+        ];
+        for ev in &events {
+            let (name, data) = ev.sse_parts();
+            let (ref_name, ref_data) = reference_parts(ev);
+            assert_eq!(name, ref_name);
+            // The same JSON value (the `Value` form sorts keys; the direct form keeps the
+            // struct's field order).
+            let as_value = |s: &str| serde_json::from_str::<serde_json::Value>(s).unwrap();
+            assert_eq!(as_value(&data), as_value(&ref_data), "{ev:?}");
+            assert!(!data.contains('\n'), "one SSE data line");
+            assert_eq!(&FrameworkEvent::from_sse(&name, &data).unwrap(), ev);
+        }
+    }
+
+    #[test]
+    fn from_sse_takes_exactly_one_json_value_as_data() {
+        // Data that would add a second tag to the envelope, or trail after the value.
+        assert!(FrameworkEvent::from_sse("heartbeat", "{}, \"event\":\"error\"").is_err());
+        assert!(FrameworkEvent::from_sse("heartbeat", "{} {}").is_err());
+        assert!(FrameworkEvent::from_sse("heartbeat", "").is_err());
+        // An event name with a quote is escaped, not spliced.
+        assert!(FrameworkEvent::from_sse("heartbeat\",\"x\":\"", "{}").is_err());
+        assert_eq!(
+            FrameworkEvent::from_sse("heartbeat", " {} ").unwrap(),
+            FrameworkEvent::Heartbeat {}
+        );
     }
 
     #[test]

@@ -42,7 +42,8 @@ struct FrameworkStream {
 }
 
 fn to_sse(event: &FrameworkEvent) -> Event {
-    Event::default().event(event.name()).data(event.data_json())
+    let (name, data) = event.sse_parts();
+    Event::default().event(name).data(data)
 }
 
 /// The SSE response of a framework stream.
@@ -89,7 +90,10 @@ pub fn offer_stream(
     let stream = BroadcastStream::new(coordinator.offer_events())
         .map(|item| {
             Ok(match item {
-                Ok(ev) => Event::default().event(ev.name()).data(ev.data_json()),
+                Ok(ev) => {
+                    let (name, data) = ev.sse_parts();
+                    Event::default().event(name).data(data)
+                }
                 Err(BroadcastStreamRecvError::Lagged(n)) => {
                     Event::default().comment(format!("skipped {n} events"))
                 }

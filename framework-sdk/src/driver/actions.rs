@@ -141,6 +141,7 @@ impl<S: Scheduler> Runner<S> {
 
     /// Acknowledges, in one call, every update the scheduler has seen since the last flush.
     pub(super) async fn flush_acks(&mut self) {
+        self.ack_due = None;
         if self.acks.is_empty() {
             return;
         }

@@ -22,7 +22,7 @@ use protocol::{FrameworkEvent, FrameworkId, TaskId, UpdateId};
 use tokio_util::sync::CancellationToken;
 
 use backoff::Backoff;
-pub use config::{DriverConfig, DEFAULT_FAILOVER_TIMEOUT};
+pub use config::{DriverConfig, DEFAULT_FAILOVER_TIMEOUT, MAX_ACKS_PER_REQUEST};
 use demand::DemandState;
 use forgotten::Forgotten;
 use offer_book::OfferBook;
@@ -116,6 +116,7 @@ impl<S: Scheduler> Driver<S> {
             heartbeat: DEFAULT_HEARTBEAT,
             session_generation: 0,
             acks: Vec::new(),
+            ack_due: None,
             stopping: false,
             revive_at: None,
             forgotten: Forgotten::default(),
@@ -155,6 +156,8 @@ struct Runner<S> {
     session_generation: u64,
     /// Updates the scheduler has seen, to acknowledge once the current chunk of events is done.
     acks: Vec<(TaskId, UpdateId)>,
+    /// When the waiting acknowledgements must be sent (`ack_delay` after the first of them).
+    ack_due: Option<Instant>,
     stopping: bool,
     revive_at: Option<Instant>,
     /// Launched tasks not yet terminal, to find those a coordinator forgot (see [`forgotten`]).
@@ -292,6 +295,7 @@ impl<S: Scheduler> Runner<S> {
             let heartbeat_deadline = tokio::time::Instant::from_std(last_seen + silence_limit);
             let offer_deadline = self.offers.next_deadline();
             let revive_at = self.revive_at;
+            let ack_due = self.ack_due;
             tokio::select! {
                 _ = self.stop.cancelled() => return Ok(SessionEnd::Stopped),
                 chunk = bytes.next() => match chunk {
@@ -311,7 +315,11 @@ impl<S: Scheduler> Runner<S> {
                         for event in coalesce_offers(events) {
                             self.handle_event(event).await?;
                         }
-                        self.flush_acks().await;
+                        if self.ack_due.is_some_and(|due| due <= Instant::now())
+                            || self.acks.len() >= config::MAX_ACKS_PER_REQUEST
+                        {
+                            self.flush_acks().await;
+                        }
                     }
                     Some(Err(e)) => return Ok(SessionEnd::Lost(e.to_string())),
                     None => return Ok(SessionEnd::Lost("the coordinator closed the stream".into())),
@@ -324,6 +332,7 @@ impl<S: Scheduler> Runner<S> {
                     tracing::debug!(count = expired.len(), "declining offers held too long");
                     self.decline_many(expired).await;
                 }
+                _ = sleep_until_opt(ack_due) => self.flush_acks().await,
                 _ = sleep_until_opt(revive_at) => {
                     self.revive_at = None;
                     self.sync_demand().await;
@@ -376,6 +385,9 @@ impl<S: Scheduler> Runner<S> {
                 self.scheduler.status_update(&mut self.ctx, &status).await;
                 self.after_callback().await?;
                 self.acks.push((status.task_id, status.update_id));
+                if self.ack_due.is_none() {
+                    self.ack_due = Some(Instant::now() + self.config.ack_delay);
+                }
             }
             FrameworkEvent::AgentDraining(draining) => {
                 self.scheduler
@@ -479,6 +491,8 @@ impl<S: Scheduler> Runner<S> {
     }
 
     async fn shutdown(&mut self) {
+        // Updates the scheduler has seen are not sent again to a framework that fails over.
+        self.flush_acks().await;
         self.decline_all().await;
         if let (true, Some(id)) = (self.config.unregister_on_stop, self.framework_id) {
             if let Err(e) = self.client.unregister(id).await {

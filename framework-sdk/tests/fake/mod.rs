@@ -35,6 +35,8 @@ pub struct Recorded {
     pub revives: Vec<ReviveRequest>,
     pub kills: Vec<KillRequest>,
     pub acks: Vec<AcknowledgeRequest>,
+    /// Requests that carried acknowledgements (single or batch).
+    pub ack_requests: usize,
     pub reconciles: Vec<ReconcileRequest>,
     pub unregisters: usize,
 }
@@ -270,7 +272,9 @@ async fn action(
             Ok(r) => {
                 drop(inner);
                 fake.note(format!("ack {}", r.task_id));
-                fake.inner.lock().unwrap().recorded.acks.push(r);
+                let mut inner = fake.inner.lock().unwrap();
+                inner.recorded.acks.push(r);
+                inner.recorded.ack_requests += 1;
                 return Json(serde_json::json!({})).into_response();
             }
             Err(e) => return bad(e),
@@ -279,6 +283,7 @@ async fn action(
             Ok(batch) => {
                 drop(inner);
                 let acknowledged = batch.acknowledgements.len();
+                fake.inner.lock().unwrap().recorded.ack_requests += 1;
                 for r in batch.acknowledgements {
                     fake.note(format!("ack {}", r.task_id));
                     fake.inner.lock().unwrap().recorded.acks.push(r);
