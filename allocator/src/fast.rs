@@ -171,6 +171,34 @@ impl Allocator {
     }
 
     /// [`Allocator::fast_pick`] for the kind set `ymask`, with the caches taken out of `self`.
+    /// Whether every eligible leaf has a demand hint that `w` cannot hold: then nothing is
+    /// pickable, and the decision ends without stamping each leaf (the common case of an agent
+    /// whose rest is one kind only, e.g. memory with no CPUs, under many frameworks with hints).
+    fn no_demand_fits(&self, cache: &MaskCache, w: &[u64]) -> bool {
+        let eligible = cache.elig[ROOT as usize] as usize;
+        if eligible == 0 || self.demand_leaves.len() < eligible {
+            // Some eligible leaf has no hint (it takes anything), or none is eligible (the
+            // walk says so at once).
+            return false;
+        }
+        let nodes = &self.tree.nodes;
+        let mut blocked = 0;
+        for &leaf in &self.demand_leaves {
+            if cache.gblocked[leaf as usize] {
+                continue;
+            }
+            let demand = nodes[leaf as usize]
+                .leaf
+                .as_ref()
+                .and_then(|l| l.demand.as_ref());
+            match demand {
+                Some(d) if !fits(d, w) => blocked += 1,
+                _ => return false,
+            }
+        }
+        blocked == eligible
+    }
+
     fn fast_pick_with(&self, fast: &mut Fast, ymask: u64, ctx: &Ctx<'_>) -> Option<u32> {
         let ci = self.cache_for(fast, ymask, ctx.gated);
         let Fast {
@@ -182,6 +210,9 @@ impl Allocator {
         }
         let nodes = &self.tree.nodes;
         scratch.next_epoch(nodes.len());
+        if ctx.start == ROOT && self.no_demand_fits(cache, ctx.w) {
+            return None;
+        }
         // B: eligible leaves blocked for this decision only.
         let mut any = false;
         let skip_only = self.filter_mode == FilterMode::SkipOnly;

@@ -204,6 +204,28 @@ fn demand_hints_block_where_they_do_not_fit() {
 }
 
 #[test]
+fn a_rest_no_demand_hint_fits_is_offered_to_no_one_and_one_without_a_hint_takes_it() {
+    let mut a = two();
+    a.add_framework(fw(3), &role("c/d")).unwrap();
+    for f in [fw(1), fw(2), fw(3)] {
+        a.set_demand(f, Some(r("cpus=4,mem=1"))).unwrap();
+    }
+    // Memory alone: every eligible leaf's hint needs CPUs (the shortcut's case).
+    assert_eq!(pick(&mut a, Some(ag(1)), "mem=8", 0), None);
+    assert_eq!(pick(&mut a, None, "mem=8", 0), None);
+    // One hint that fits is found, whichever leaf holds it.
+    a.set_demand(fw(3), Some(r("mem=2"))).unwrap();
+    assert_eq!(pick(&mut a, Some(ag(1)), "mem=8", 0), Some(fw(3)));
+    // A leaf without a hint takes anything, even when the others' hints do not fit.
+    a.set_demand(fw(3), Some(r("cpus=4"))).unwrap();
+    a.set_demand(fw(2), None).unwrap();
+    assert_eq!(pick(&mut a, Some(ag(1)), "mem=8", 0), Some(fw(2)));
+    // An inactive leaf without a hint is not eligible: the others' hints decide again.
+    a.set_active(fw(2), false).unwrap();
+    assert_eq!(pick(&mut a, Some(ag(1)), "mem=8", 0), None);
+}
+
+#[test]
 fn weights_change_at_run_time() {
     let mut a = two();
     a.allocate(fw(1), ag(1), &r("cpus=2")).unwrap();
