@@ -88,7 +88,7 @@ say "coordinator on $url (log $work/coordinator.log)"
 "$coordinator" --listen "127.0.0.1:$port" --in-memory --allocation-interval 0.2 \
     >"$work/coordinator.log" 2>&1 &
 pids+=($!)
-wait_until "the coordinator" 30 curl -sf "$url/api/v1/health"
+wait_until "the coordinator" 30 curl -sf "$url/health"
 
 root_flags=()
 if [ "$(id -u)" = 0 ]; then
