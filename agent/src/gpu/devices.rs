@@ -21,6 +21,12 @@ const UVM: &str = "nvidia-uvm";
 /// none (the default allow-list has no GPU node, so it can open none). `dev` is `/dev`;
 /// `proc_devices` the text of `/proc/devices` (empty when unreadable).
 pub fn rules(dev: &Path, proc_devices: &str, minors: &[u32]) -> Vec<String> {
+    as_rules(resolve(dev, proc_devices, minors))
+}
+
+/// Each node such a task needs, by name, with its major and minor numbers where they are
+/// known (from the node, else the major from `proc_devices` and the documented minor).
+fn resolve(dev: &Path, proc_devices: &str, minors: &[u32]) -> Vec<(String, Option<(u64, u64)>)> {
     if minors.is_empty() {
         return Vec::new();
     }
@@ -36,20 +42,45 @@ pub fn rules(dev: &Path, proc_devices: &str, minors: &[u32]) -> Vec<String> {
     nodes.push(("nvidia-uvm-tools".into(), uvm, 1));
     nodes
         .into_iter()
-        .filter_map(|(name, major, minor)| {
-            let (major, minor) = char_node(&dev.join(&name)).or(major.map(|m| (m, minor)))?;
-            Some(format!("c {major}:{minor} rwm"))
+        .map(|(name, major, minor)| {
+            let numbers = char_node(&dev.join(&name)).or(major.map(|m| (m, minor)));
+            (name, numbers)
         })
         .collect()
 }
 
-/// The rules for a task of this machine: [`rules`] over `/dev` and `/proc/devices`.
+/// The rules for a task of this machine: [`rules`] over `/dev` and `/proc/devices`. A node
+/// that cannot be found either way (NVML lists the GPU but the driver's nodes are not there,
+/// as over a stub NVML in tests) is one warning per task: on cgroup v1 such a task cannot open
+/// that node, and it still runs.
 pub fn host_rules(minors: &[u32]) -> Vec<String> {
     if minors.is_empty() {
         return Vec::new();
     }
     let proc_devices = std::fs::read_to_string("/proc/devices").unwrap_or_default();
-    rules(Path::new("/dev"), &proc_devices, minors)
+    let nodes = resolve(Path::new("/dev"), &proc_devices, minors);
+    let missing: Vec<&str> = nodes
+        .iter()
+        .filter(|(_, numbers)| numbers.is_none())
+        .map(|(name, _)| name.as_str())
+        .collect();
+    if !missing.is_empty() {
+        tracing::warn!(
+            missing = %missing.join(", "),
+            "GPU device nodes not found in /dev nor their majors in /proc/devices: an isolated \
+             task on cgroup v1 cannot open them (the task still runs)"
+        );
+    }
+    as_rules(nodes)
+}
+
+/// `devices.allow` lines of the nodes whose numbers are known.
+fn as_rules(nodes: Vec<(String, Option<(u64, u64)>)>) -> Vec<String> {
+    nodes
+        .into_iter()
+        .filter_map(|(_, numbers)| numbers)
+        .map(|(major, minor)| format!("c {major}:{minor} rwm"))
+        .collect()
 }
 
 /// A character device node's major and minor numbers.
@@ -99,6 +130,21 @@ mod tests {
         // No driver at all: no rules, so no GPU node can be opened.
         assert!(rules(empty.path(), "", &[0]).is_empty());
         assert_eq!(parse_proc_devices(PROC_DEVICES).get("loop"), None);
+    }
+
+    #[test]
+    fn nodes_found_neither_way_are_named() {
+        let empty = tempfile::tempdir().unwrap();
+        // The driver's frontend is loaded, uvm is not (it loads on the first CUDA use).
+        let nodes = resolve(empty.path(), "195 nvidia-frontend\n", &[3]);
+        let missing: Vec<&str> = nodes
+            .iter()
+            .filter(|(_, n)| n.is_none())
+            .map(|(name, _)| name.as_str())
+            .collect();
+        assert_eq!(missing, ["nvidia-uvm", "nvidia-uvm-tools"]);
+        assert_eq!(nodes[0], ("nvidia3".to_string(), Some((195, 3))));
+        assert_eq!(as_rules(nodes), ["c 195:3 rwm", "c 195:255 rwm"]);
     }
 
     #[test]
