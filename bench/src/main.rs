@@ -6,6 +6,12 @@
 //! target/release/parley-bench --agents 1000 --frameworks 100 --tasks 20000
 //! ```
 
+/// mimalloc, as in the coordinator and agent binaries: the harness runs every framework's driver
+/// in this process, and with glibc's malloc a third of its CPU went to `malloc`/`free` (it shares
+/// the machine with what it measures).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
