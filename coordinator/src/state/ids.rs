@@ -46,7 +46,7 @@ impl IdSource {
 
     fn next(&mut self, pick: fn(&mut Counters) -> &mut u128) -> Uuid {
         match &mut self.counters {
-            None => Uuid::new_v4(),
+            None => protocol::ids::random_uuid(),
             Some(c) => {
                 let n = pick(c);
                 *n += 1;
