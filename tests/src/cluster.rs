@@ -209,7 +209,35 @@ pub struct Cluster {
     _dirs: tempfile::TempDir,
 }
 
+/// The value of one series in a `/metrics` page: `series` is the name, with its labels
+/// (`name{label="…"}`) exactly as the page prints them.
+pub fn metric_in(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|l| {
+        l.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
 impl Cluster {
+    /// The coordinator's `/metrics` page.
+    pub async fn metrics_text(&self) -> anyhow::Result<String> {
+        let response = self
+            .http
+            .get(format!("{}/metrics", self.url))
+            .send()
+            .await?;
+        Ok(response.error_for_status()?.text().await?)
+    }
+
+    /// One series' value on the coordinator's `/metrics` page (see [`metric_in`]); `None` when
+    /// it is absent or the page cannot be read.
+    pub async fn metric(&self, series: &str) -> Option<f64> {
+        metric_in(&self.metrics_text().await.ok()?, series)
+    }
+
     /// A builder with [`fast_coordinator_config`], no agents, no registry, reaping off.
     pub fn builder() -> ClusterBuilder {
         ClusterBuilder {

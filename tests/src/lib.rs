@@ -23,7 +23,7 @@ pub mod framework;
 
 use std::time::Duration;
 
-pub use cluster::{Cluster, ClusterBuilder};
+pub use cluster::{metric_in, Cluster, ClusterBuilder};
 pub use testkit::{deadline_in, wait_for, wait_until, SseReader, TimedOut};
 
 /// The deadline of the end-to-end waits: generous, for a debug build on a loaded machine.

@@ -133,15 +133,7 @@ async fn a_drained_agent_stops_offering_its_tasks_die_at_the_deadline_and_reacti
         })
         .await
         .unwrap();
-    let metrics = cluster
-        .http
-        .get(format!("{}/metrics", cluster.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = cluster.metrics_text().await.unwrap();
     assert!(metrics.contains("parley_drain_kills_total 1"), "{metrics}");
     assert!(
         metrics.contains(r#"parley_agents{state="drained"} 1"#),

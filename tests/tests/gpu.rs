@@ -76,20 +76,6 @@ async fn offered_all(fw: &mut TestFramework, want: &HashSet<AgentId>) -> HashSet
 }
 
 /// One value of the coordinator's `/metrics` (the first line starting with `series`).
-async fn metric(c: &Cluster, series: &str) -> Option<f64> {
-    let text = c
-        .http
-        .get(format!("{}/metrics", c.url))
-        .send()
-        .await
-        .ok()?
-        .text()
-        .await
-        .ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-}
-
 async fn explain(c: &Cluster, fw: &TestFramework) -> FrameworkExplanation {
     c.get(&format!("/api/v1/frameworks/{}/explain", fw.id))
         .await
@@ -112,9 +98,9 @@ async fn gating_keeps_gpu_agents_for_frameworks_that_declared_the_capability() {
     // It holds the plain agent's offer; the GPU agents stay free. Let the allocator run a few
     // more times: it still offers them to no one.
     let runs = "parley_allocation_run_seconds_count";
-    let before = metric(&c, runs).await.unwrap();
+    let before = c.metric(runs).await.unwrap();
     c.wait_for("five more allocation runs", |c| async move {
-        (metric(c, runs).await? >= before + 5.0).then_some(())
+        (c.metric(runs).await? >= before + 5.0).then_some(())
     })
     .await
     .unwrap();
@@ -154,9 +140,13 @@ async fn gating_keeps_gpu_agents_for_frameworks_that_declared_the_capability() {
 
     // The per-agent GPU gauges: one pair per GPU agent, none for the plain agent.
     for agent in &gpus {
-        let total = metric(&c, &format!("parley_agent_gpus{{agent=\"{agent}\"}}")).await;
+        let total = c
+            .metric(&format!("parley_agent_gpus{{agent=\"{agent}\"}}"))
+            .await;
         assert_eq!(total, Some(2.0), "{agent}");
-        let used = metric(&c, &format!("parley_agent_gpus_used{{agent=\"{agent}\"}}")).await;
+        let used = c
+            .metric(&format!("parley_agent_gpus_used{{agent=\"{agent}\"}}"))
+            .await;
         assert_eq!(used, Some(0.0), "{agent}");
     }
     c.shutdown().await.unwrap();

@@ -203,12 +203,7 @@ async fn a_real_agents_tasks_see_exactly_their_devices_and_report_usage() {
     assert_eq!(var(&env, "NVIDIA_VISIBLE_DEVICES"), Some("void"), "{env}");
 
     // The coordinator counted the GPU usage.
-    let metrics = reqwest::get(format!("{}/metrics", cluster.url))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = cluster.metrics_text().await.unwrap();
     assert!(
         metrics
             .lines()

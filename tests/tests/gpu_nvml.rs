@@ -18,7 +18,7 @@ use std::time::Duration;
 use protocol::TaskState;
 use support::{binaries, stub_dir, AgentProcess};
 use tests::framework::{shell_task, TestFramework};
-use tests::{Cluster, WITHIN};
+use tests::{metric_in, Cluster, WITHIN};
 
 const MIB: u64 = 1024 * 1024;
 /// What the stub reports for every device.
@@ -148,11 +148,6 @@ fn var<'a>(env: &'a str, name: &str) -> Option<&'a str> {
 
 /// A sample of `parley_...` in the coordinator's `/metrics`: the value on the line starting
 /// with `series` and a space.
-fn metric(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gpu_tasks_see_their_device_and_nvml_usage_reaches_status_and_metrics() {
     let busy = tempfile::tempdir().unwrap();
@@ -189,20 +184,15 @@ async fn gpu_tasks_see_their_device_and_nvml_usage_reaches_status_and_metrics() 
             .unwrap();
         assert_eq!(listed.gpu_devices, Some(vec![uuid.to_string()]), "{id}");
     }
-    let metrics = reqwest::get(format!("{}/metrics", cluster.url))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = cluster.metrics_text().await.unwrap();
     let agent_label = format!("{{agent=\"{agent_id}\"}}");
     assert_eq!(
-        metric(&metrics, &format!("parley_agent_gpus{agent_label}")),
+        metric_in(&metrics, &format!("parley_agent_gpus{agent_label}")),
         Some(2.0),
         "{metrics}"
     );
     assert_eq!(
-        metric(&metrics, &format!("parley_agent_gpus_used{agent_label}")),
+        metric_in(&metrics, &format!("parley_agent_gpus_used{agent_label}")),
         Some(2.0),
         "{metrics}"
     );
@@ -232,26 +222,21 @@ async fn gpu_tasks_see_their_device_and_nvml_usage_reaches_status_and_metrics() 
         assert_eq!(var(&env, "CUDA_VISIBLE_DEVICES"), Some(uuid), "{env}");
         assert_eq!(var(&env, "NVIDIA_VISIBLE_DEVICES"), Some(uuid), "{env}");
     }
-    let metrics = reqwest::get(format!("{}/metrics", cluster.url))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = cluster.metrics_text().await.unwrap();
     assert_eq!(
-        metric(&metrics, "parley_tasks_gpu_measured_total"),
+        metric_in(&metrics, "parley_tasks_gpu_measured_total"),
         Some(2.0),
         "{metrics}"
     );
     assert_eq!(
-        metric(&metrics, "parley_task_gpu_memory_bytes_total"),
+        metric_in(&metrics, "parley_task_gpu_memory_bytes_total"),
         Some((1536 * MIB) as f64),
         "{metrics}"
     );
-    let util = metric(&metrics, "parley_task_gpu_utilization_percent_total").unwrap();
+    let util = metric_in(&metrics, "parley_task_gpu_utilization_percent_total").unwrap();
     assert!(util > 0.0 && util <= 100.0, "{metrics}");
     assert_eq!(
-        metric(&metrics, &format!("parley_agent_gpus_used{agent_label}")),
+        metric_in(&metrics, &format!("parley_agent_gpus_used{agent_label}")),
         Some(0.0),
         "{metrics}"
     );

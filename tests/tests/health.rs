@@ -28,20 +28,6 @@ fn file_check() -> HealthCheck {
 }
 
 /// One value of the coordinator's `/metrics`.
-async fn metric(c: &Cluster, series: &str) -> Option<f64> {
-    let text = c
-        .http
-        .get(format!("{}/metrics", c.url))
-        .send()
-        .await
-        .ok()?
-        .text()
-        .await
-        .ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-}
-
 /// The coordinator's record of a framework's task.
 async fn task_named(
     c: &Cluster,
@@ -90,7 +76,7 @@ async fn a_failing_check_is_reported_unhealthy_once_and_counted() {
     assert_eq!(unhealthy.state, TaskState::Running, "still running");
     let listed = c.tasks_of(fw.id).await.unwrap();
     assert_eq!(listed[0].healthy, Some(false), "{listed:?}");
-    assert_eq!(metric(&c, "parley_tasks_unhealthy").await, Some(1.0));
+    assert_eq!(c.metric("parley_tasks_unhealthy").await, Some(1.0));
     // Changes only: one update each way, not one per check.
     let with_health: Vec<_> = fw
         .updates("web")
@@ -105,7 +91,7 @@ async fn a_failing_check_is_reported_unhealthy_once_and_counted() {
         .await
         .unwrap();
     assert_eq!(killed.healthy, Some(false), "the latest health carries on");
-    assert_eq!(metric(&c, "parley_tasks_unhealthy").await, Some(0.0));
+    assert_eq!(c.metric("parley_tasks_unhealthy").await, Some(0.0));
     c.shutdown().await.unwrap();
 }
 

@@ -105,26 +105,14 @@ fn killed(fw: &TestFramework) -> BTreeSet<String> {
         .collect()
 }
 
-async fn metric(c: &Cluster, name: &str) -> f64 {
-    let text = c
-        .http
-        .get(format!("{}/metrics", c.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} ")))
-        .unwrap_or_else(|| panic!("{name} not in /metrics"))
-        .trim()
-        .parse()
-        .unwrap()
-}
-
 /// Two agents of two task slots each, filled by the service `a` (`a-0`, `a-1` at priority 10,
 /// `a-2`, `a-3` at 0).
+async fn metric(c: &Cluster, name: &str) -> f64 {
+    c.metric(name)
+        .await
+        .unwrap_or_else(|| panic!("{name} not in /metrics"))
+}
+
 async fn filled(preemption: Option<Duration>) -> (Cluster, Service) {
     let config = coordinator::Config {
         preemption_grace: preemption,
