@@ -70,6 +70,9 @@ pub struct Timing {
     pub request_timeout: Duration,
     /// The heartbeat interval the coordinator asks for is clamped to at least this.
     pub min_heartbeat: Duration,
+    /// How long an update that finds nothing else to send waits for company, so tasks that end
+    /// together share one status request. Zero sends at once.
+    pub status_linger: Duration,
 }
 
 impl Default for Timing {
@@ -81,6 +84,7 @@ impl Default for Timing {
             adopt_poll: Duration::from_secs(1),
             request_timeout: Duration::from_secs(10),
             min_heartbeat: Duration::from_millis(10),
+            status_linger: Duration::from_millis(5),
         }
     }
 }
@@ -95,6 +99,7 @@ impl Timing {
             adopt_poll: Duration::from_millis(50),
             request_timeout: Duration::from_secs(2),
             min_heartbeat: Duration::from_millis(10),
+            status_linger: Duration::ZERO,
         }
     }
 }

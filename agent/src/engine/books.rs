@@ -97,7 +97,7 @@ impl Core {
             self.journal(vec![record], Durability::Synced, out);
             tracing::info!(%task_id, state = %state, "task state changed");
         }
-        self.updates.queue.push_back(status.clone());
+        self.updates.push(status.clone(), now.at);
         self.tasks.set_latest(key, status);
         self.prune();
     }

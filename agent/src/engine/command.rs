@@ -138,6 +138,8 @@ pub enum Timer {
     Heartbeat(u32),
     /// Send updates again after a failed attempt.
     RetryStatuses,
+    /// The linger of the first queued update is over: send what is queued.
+    StatusLinger,
     /// The kill grace period of a task is over: SIGKILL if it still runs.
     KillGrace(TaskKey),
 }

@@ -31,6 +31,8 @@ impl Core {
                 }
             }
             Timer::RetryStatuses => self.updates.retry_at = None,
+            // `flush` below sends what the linger gathered.
+            Timer::StatusLinger => self.updates.linger_timer = false,
             Timer::KillGrace(task) => {
                 if let Some(t) = self.tasks.get(&task) {
                     if !t.latest.state.is_terminal() && t.process().is_some() {
@@ -194,18 +196,30 @@ impl Core {
     }
 
     /// Sends the oldest unacknowledged updates, unless a request is in flight, a backoff runs,
-    /// or the agent is not registered.
+    /// the agent is not registered, or the first of them still lingers for company (see
+    /// [`updates`](super::updates)).
     pub fn flush(&mut self, now: Now, out: &mut Vec<Command>) {
         let (Phase::Registered, Some(agent_id)) = (self.session.phase, self.session.agent_id)
         else {
             return;
         };
-        let Some(n) = self
-            .updates
-            .next_batch(now.at, self.config.max_batch.max(1))
-        else {
+        let max_batch = self.config.max_batch.max(1);
+        let Some(n) = self.updates.next_batch(now.at, max_batch) else {
             return;
         };
+        if let Some(from) = self.updates.linger_from {
+            let due = from + self.config.timing.status_linger;
+            if now.at < due && n < max_batch {
+                if !self.updates.linger_timer {
+                    self.updates.linger_timer = true;
+                    out.push(Command::SetTimer {
+                        at: due,
+                        timer: Timer::StatusLinger,
+                    });
+                }
+                return;
+            }
+        }
         let statuses = self
             .updates
             .queue

@@ -177,7 +177,7 @@ impl Core {
         self.journal(records, Durability::Synced, out);
         for (spec, sandbox, status) in accepted {
             let key = (framework_id, spec.task_id.clone());
-            self.updates.queue.push_back(status.clone());
+            self.updates.push(status.clone(), now.at);
             self.tasks.insert(spec, sandbox, Stage::Accepted, status);
             if !refused.iter().any(|(k, _)| k == &key) {
                 out.push(Command::Spawn(key));

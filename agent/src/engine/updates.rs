@@ -8,6 +8,10 @@
 //!   oldest update gets `404` three times in a row, across registrations, the coordinator
 //!   refuses the update itself: it is treated as refused.
 //! - Anything else (no answer, `5xx`) is retried after a backoff.
+//!
+//! An update that finds the sender idle (nothing queued, nothing in flight) waits up to the
+//! agent's `status_linger` (a few milliseconds) for others, so tasks that end together share one
+//! request; updates queued behind a request in flight go as soon as it is answered.
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -32,6 +36,10 @@ pub(crate) struct Updates {
     pub retry_at: Option<Instant>,
     /// The oldest update and how many `404`s in a row it got.
     pub not_found: Option<(UpdateId, u32)>,
+    /// When an update found the sender idle: the batch waits until this plus the linger.
+    pub linger_from: Option<Instant>,
+    /// A timer for the end of the linger is set.
+    pub linger_timer: bool,
 }
 
 impl Updates {
@@ -44,8 +52,18 @@ impl Updates {
         Some(limit.min(self.queue.len()))
     }
 
+    /// Queues an update made at `now`.
+    pub fn push(&mut self, status: TaskStatus, now: Instant) {
+        if self.queue.is_empty() && self.in_flight == 0 {
+            self.linger_from = Some(now);
+        }
+        self.queue.push_back(status);
+    }
+
     /// Marks the oldest `n` as in flight.
     pub fn start(&mut self, n: usize) {
+        self.linger_from = None;
+        self.linger_timer = false;
         self.in_flight = n;
         self.retry_at = None;
         self.one_at_a_time = self.one_at_a_time.saturating_sub(1);

@@ -120,3 +120,61 @@ fn a_failed_send_backs_off_and_three_404s_to_one_update_drop_it() {
     let fx = rig.at(31, reply(Err(Failure::NotFound("?".into()))));
     assert_eq!(fx, [rig.send(vec![a2])]);
 }
+
+#[test]
+fn an_update_that_finds_the_sender_idle_lingers_for_company_and_a_full_batch_does_not() {
+    let mut c = config(Journaling::Off, Retention::ForgetWhenAcked);
+    c.timing.status_linger = Duration::from_millis(5);
+    c.max_batch = 3;
+    let mut rig = Rig::new(c);
+    rig.register();
+    // The first update waits 5 ms (one timer), the second joins it, both go together.
+    let fx = rig.launch(1, &["a"]);
+    assert_eq!(
+        fx,
+        [
+            Command::Spawn(key("a")),
+            Command::SetTimer {
+                at: rig.now(6).at,
+                timer: Timer::StatusLinger
+            },
+        ]
+    );
+    assert_eq!(rig.launch(3, &["b"]), [Command::Spawn(key("b"))]);
+    let (a1, b2) = (
+        rig.status("a", TaskState::Starting, 1),
+        rig.status("b", TaskState::Starting, 2),
+    );
+    let fx = rig.at(6, |c, now, out| c.timer(Timer::StatusLinger, now, out));
+    assert_eq!(fx, [rig.send(vec![a1, b2])]);
+    assert_eq!(rig.at(7, reply(Ok(()))), []);
+
+    // A full batch does not wait.
+    let fx = rig.launch(10, &["c", "d", "e"]);
+    let (c3, d4, e5) = (
+        rig.status("c", TaskState::Starting, 3),
+        rig.status("d", TaskState::Starting, 4),
+        rig.status("e", TaskState::Starting, 5),
+    );
+    assert_eq!(
+        fx,
+        [
+            Command::Spawn(key("c")),
+            Command::Spawn(key("d")),
+            Command::Spawn(key("e")),
+            rig.send(vec![c3, d4, e5]),
+        ]
+    );
+    // An update queued behind a request in flight goes as soon as it is answered.
+    assert_eq!(
+        rig.at(11, |c, now, out| c.started(&key("c"), None, now, out)),
+        []
+    );
+    let c6 = rig.status("c", TaskState::Running, 6);
+    assert_eq!(rig.at(12, reply(Ok(()))), [rig.send(vec![c6])]);
+    // A linger timer that fires after its batch went changes nothing.
+    assert_eq!(
+        rig.at(13, |c, now, out| c.timer(Timer::StatusLinger, now, out)),
+        []
+    );
+}
