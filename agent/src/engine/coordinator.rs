@@ -197,7 +197,7 @@ impl Core {
 
     /// Sends the oldest unacknowledged updates, unless a request is in flight, a backoff runs,
     /// the agent is not registered, or the first of them still lingers for company (see
-    /// [`updates`](super::updates)).
+    /// [`super::updates`]).
     pub fn flush(&mut self, now: Now, out: &mut Vec<Command>) {
         let (Phase::Registered, Some(agent_id)) = (self.session.phase, self.session.agent_id)
         else {
