@@ -181,6 +181,16 @@ impl Allocator {
             // walk says so at once).
             return false;
         }
+        if !fits(&self.demand_floor, w) {
+            // Every hint needs more than `w` has of some kind: the eligible leaves are all
+            // blocked when each of them has a hint.
+            let hinted = self
+                .demand_leaves
+                .iter()
+                .filter(|&&leaf| !cache.gblocked[leaf as usize])
+                .count();
+            return hinted == eligible;
+        }
         let nodes = &self.tree.nodes;
         let mut blocked = 0;
         for &leaf in &self.demand_leaves {

@@ -187,6 +187,8 @@ pub struct Allocator {
     pub(crate) capacity_version: u64,
     /// Leaves with a demand hint (checked per decision).
     pub(crate) demand_leaves: Vec<u32>,
+    /// The least of every demand hint, kind by kind: a `W` it does not fit fits no hint.
+    pub(crate) demand_floor: Vec<u64>,
     /// The fast path's caches (`None` before the first pick).
     pub(crate) fast: Option<Box<fast::Fast>>,
     /// GPU gating: agents with GPUs go only to frameworks that declared `gpu_resources`.
@@ -215,6 +217,7 @@ impl Allocator {
             eligibility_version: 0,
             capacity_version: 0,
             demand_leaves: Vec::new(),
+            demand_floor: Vec::new(),
             fast: None,
             gpu_gating: false,
             quotas: Vec::new(),
@@ -399,6 +402,7 @@ impl Allocator {
         }
         self.tree.remove_leaf(leaf);
         self.demand_leaves.retain(|&l| l != leaf);
+        self.refresh_demand_floor();
         self.eligibility_version += 1;
         Ok(())
     }
@@ -449,7 +453,27 @@ impl Allocator {
             self.demand_leaves.push(leaf);
             self.demand_leaves.sort_unstable();
         }
+        self.refresh_demand_floor();
         Ok(())
+    }
+
+    /// Recomputes [`Allocator::demand_floor`] from the hints (a kind a hint lacks counts 0).
+    fn refresh_demand_floor(&mut self) {
+        let mut floor: Option<Vec<u64>> = None;
+        for &leaf in &self.demand_leaves {
+            let Some(d) = self.tree.nodes[leaf as usize]
+                .leaf
+                .as_ref()
+                .and_then(|l| l.demand.as_ref())
+            else {
+                continue;
+            };
+            floor = Some(match floor {
+                None => d.clone(),
+                Some(f) => f.iter().zip(d).map(|(&a, &b)| a.min(b)).collect(),
+            });
+        }
+        self.demand_floor = floor.unwrap_or_default();
     }
 
     /// Adds (or replaces) the decline filter of `fw` on `agent`: it blocks `fw` for that agent
