@@ -13,6 +13,7 @@
 //!   event stream, accept / decline / kill / acknowledge / remove) with a log of its events.
 //! - [`fake_leader`]: coordinators that are not the leader (a follower answering `307` to the
 //!   real one, one answering `503 no_leader`) and dead URLs, for the clients' leader-following.
+//! - [`in_ci`]: whether a missing tool must fail the test (`PARLEY_CI=1`) rather than skip it.
 //! - re-exported from `testkit`: [`wait_until`], [`wait_for`], [`deadline_in`], [`SseReader`].
 //!
 //! The tests themselves live in `tests/tests/`, one file per subject.
@@ -25,6 +26,12 @@ use std::time::Duration;
 
 pub use cluster::{metric_in, Cluster, ClusterBuilder};
 pub use testkit::{deadline_in, wait_for, wait_until, SseReader, TimedOut};
+
+/// Whether CI runs the tests (`PARLEY_CI=1`, set by `.ci/run`): a test whose tool or
+/// environment is missing then fails instead of skipping.
+pub fn in_ci() -> bool {
+    std::env::var("PARLEY_CI").as_deref() == Ok("1")
+}
 
 /// The deadline of the end-to-end waits: generous, for a debug build on a loaded machine.
 pub const WITHIN: Duration = Duration::from_secs(20);

@@ -38,7 +38,7 @@ fn browser_paths() -> Option<(PathBuf, PathBuf)> {
         return Some((chromium, driver));
     }
     assert!(
-        std::env::var("PARLEY_CI").as_deref() != Ok("1"),
+        !tests::in_ci(),
         "PARLEY_CI=1 but {} missing (.ci/run installs Debian's chromium and chromium-driver)",
         missing.join(" and ")
     );

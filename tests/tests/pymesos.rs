@@ -23,7 +23,7 @@ const SCRIPT_WITHIN: Duration = Duration::from_secs(90);
 fn pymesos_python() -> Option<String> {
     match std::env::var("PARLEY_PYMESOS_PYTHON") {
         Ok(p) if !p.is_empty() => Some(p),
-        _ if std::env::var("PARLEY_CI").as_deref() == Ok("1") => {
+        _ if tests::in_ci() => {
             panic!("PARLEY_CI=1 but PARLEY_PYMESOS_PYTHON is not set: .ci/run installs pymesos")
         }
         _ => {

@@ -9,18 +9,15 @@ use std::time::Duration;
 
 use tests::deadline_in;
 
-/// Whether CI runs the tests (`PARLEY_CI=1`): what is missing then fails instead of skipping.
-fn ci() -> bool {
-    std::env::var("PARLEY_CI").is_ok_and(|v| v == "1")
-}
-
 /// The directory holding the stub built as `libnvidia-ml.so.1`, or why it cannot be built.
 /// Without `cc` this skips (prints why; the caller returns), unless `PARLEY_CI=1`: then it fails.
 pub fn stub_dir() -> Option<&'static Path> {
     static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     match DIR.get_or_init(build_stub) {
         Ok(dir) => Some(dir),
-        Err(why) if ci() => panic!("PARLEY_CI=1 and the NVML stub cannot be built: {why}"),
+        Err(why) if tests::in_ci() => {
+            panic!("PARLEY_CI=1 and the NVML stub cannot be built: {why}")
+        }
         Err(why) => {
             eprintln!("skipped: the NVML stub cannot be built: {why}");
             None
