@@ -183,10 +183,12 @@ fn on_agent(seen: &Seen, agent: AgentId) -> Vec<String> {
         .collect()
 }
 
-/// The states attempt `id` went through in the framework's view, repeats dropped.
+/// The states attempt `id` went through in the framework's view from its first `running`,
+/// repeats dropped.
 fn history(seen: &Seen, id: &str) -> Vec<TaskState> {
     let mut out: Vec<TaskState> = Vec::new();
-    for s in seen.updates.iter().filter(|s| s.task_id.as_str() == id) {
+    let updates = seen.updates.iter().filter(|s| s.task_id.as_str() == id);
+    for s in updates.skip_while(|s| s.state != TaskState::Running) {
         if out.last() != Some(&s.state) {
             out.push(s.state);
         }
