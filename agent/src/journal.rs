@@ -452,6 +452,46 @@ mod tests {
     }
 
     #[test]
+    fn replay_keeps_fences_and_the_latest_partition_timeouts() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut j, _) = Journal::open(dir.path()).unwrap();
+        let (fw, other) = (FrameworkId::new(), FrameworkId::new());
+        let partition = |framework_id, secs| Record::Partition {
+            framework_id,
+            partition_timeout_s: secs,
+        };
+        j.append(
+            &[
+                partition(fw, Some(60.0)),
+                partition(other, Some(30.0)),
+                Record::Launch {
+                    framework_id: fw,
+                    spec: spec("a"),
+                    sandbox: "/x".into(),
+                },
+                Record::Launch {
+                    framework_id: fw,
+                    spec: spec("b"),
+                    sandbox: "/y".into(),
+                },
+                Record::Fenced {
+                    framework_id: fw,
+                    task_id: TaskId::new("a").unwrap(),
+                },
+                // No longer partition-aware.
+                partition(other, None),
+            ],
+            Durability::Synced,
+        )
+        .unwrap();
+        drop(j);
+        let (_, r) = Journal::open(dir.path()).unwrap();
+        let fenced: Vec<_> = r.tasks.iter().map(|t| t.fenced).collect();
+        assert_eq!(fenced, [true, false]);
+        assert_eq!(r.partition, HashMap::from([(fw, 60.0)]));
+    }
+
+    #[test]
     fn rewrite_replaces_the_contents() {
         let dir = tempfile::tempdir().unwrap();
         let (mut j, _) = Journal::open(dir.path()).unwrap();

@@ -34,16 +34,6 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Tasks per run (4 per agent).
 const TASKS: usize = 12;
-/// The coordinator's timings: agents lost after 6 missed heartbeats of 1 s (their agents
-/// fence them after 5 s without an answer).
-const TIMINGS: [&str; 6] = [
-    "--agent-heartbeat-interval",
-    "1",
-    "--max-missed-heartbeats",
-    "6",
-    "--framework-heartbeat-interval",
-    "1",
-];
 
 /// A framework that runs [`TASKS`] tasks as attempts `tNN-A`, launching attempt `A+1` of a
 /// task whose attempt is `lost` or `gone`; at most 4 tasks per offer (so 4 per agent).
@@ -145,17 +135,147 @@ struct Case {
     net: u8,
     /// The framework's partition timeout, when it is partition-aware.
     partition_aware: Option<Duration>,
-    /// How agent 0's link stays cut: until its tasks reach this state in the framework's
+    /// What is cut off from what.
+    fault: Fault,
+    /// How long the cut lasts: until agent 0's tasks reach this state in the framework's
     /// view, or for this long (a partition shorter than the agent timeout).
     cut: Cut,
     /// The states agent 0's tasks pass through in the framework's view, repeats dropped.
     history: &'static [TaskState],
 }
 
+/// What a run cuts off.
+#[derive(Clone, Copy, PartialEq)]
+enum Fault {
+    /// Agent 0 from everything (one coordinator).
+    Agent,
+    /// The leader of two coordinators from etcd (and nothing else): it steps down.
+    LeaderFromEtcd,
+    /// Agent 0 from the leader of two coordinators only (it still reaches the follower).
+    AgentFromLeader,
+}
+
 /// How long a link stays cut.
 enum Cut {
     Until(TaskState),
     For(Duration),
+}
+
+/// The coordinators' timings: agents are lost after `missed` missed heartbeats of 1 s (and
+/// fence their tasks a heartbeat before).
+fn timings(missed: u32) -> Vec<String> {
+    [
+        "--agent-heartbeat-interval",
+        "1",
+        "--max-missed-heartbeats",
+        &missed.to_string(),
+        "--framework-heartbeat-interval",
+        "1",
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
+/// The processes of one run: an etcd member (with two coordinators), or one coordinator; three
+/// agents; each in its own namespace.
+struct Processes {
+    coords: Vec<Coord>,
+    agents: Vec<Agent>,
+    _etcd: Option<Proc>,
+}
+
+async fn start(net: &Net, dir: &Path, ha: bool) -> Processes {
+    let coordinator_hosts: &[&str] = if ha { &["c0", "c1"] } else { &["c0"] };
+    let urls: Vec<String> = coordinator_hosts
+        .iter()
+        .map(|h| format!("http://{}:5050", net.addr(h)))
+        .collect();
+    let mut etcd = None;
+    let mut coords = Vec::new();
+    if ha {
+        let client = format!("http://{}:2379", net.addr("e"));
+        let mut cmd = Net::command_in(&net.ns("e"), Path::new("etcd"));
+        cmd.args(["--name", "e", "--data-dir"])
+            .arg(dir.join("etcd"))
+            .args(["--listen-client-urls", &client])
+            .args(["--advertise-client-urls", &client])
+            .args(["--listen-peer-urls", "http://127.0.0.1:2380"])
+            .args(["--initial-advertise-peer-urls", "http://127.0.0.1:2380"])
+            .args(["--initial-cluster", "e=http://127.0.0.1:2380"])
+            .args(["--heartbeat-interval=50", "--election-timeout=500"]);
+        let proc = Proc::spawn(cmd);
+        testkit::wait_for(Duration::from_secs(30), "etcd to answer", || async {
+            http()
+                .get(format!("{client}/health"))
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success())
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}; etcd log:\n{}", proc.log()));
+        etcd = Some(proc);
+        for (host, url) in coordinator_hosts.iter().zip(&urls) {
+            let mut args = timings(10);
+            args.extend(
+                [
+                    "--etcd",
+                    &client,
+                    "--etcd-prefix",
+                    "/partition",
+                    "--advertise-url",
+                    url,
+                    "--leader-lease-s",
+                    "2",
+                    "--reregister-grace-s",
+                    "1",
+                ]
+                .map(str::to_owned),
+            );
+            coords.push(Coord::in_namespace(&net.ns(host), url, 5050, &args));
+        }
+    } else {
+        let mut args = timings(6);
+        args.push("--in-memory".into());
+        coords.push(Coord::in_namespace(&net.ns("c0"), &urls[0], 5050, &args));
+    }
+    for c in &coords {
+        c.wait_up(Duration::from_secs(20)).await;
+    }
+    let agents = (0..3)
+        .map(|k| {
+            let host = format!("a{k}");
+            Agent::in_namespace(
+                &net.ns(&host),
+                &format!("node{k}"),
+                &net.addr(&host),
+                &urls.join(","),
+                &dir.join(&host),
+            )
+        })
+        .collect();
+    Processes {
+        coords,
+        agents,
+        _etcd: etcd,
+    }
+}
+
+/// The coordinator that leads now (polled, with a deadline).
+async fn leader(coords: &[Coord]) -> &Coord {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        for c in coords {
+            let role = c.health().await.map(|h| h["role"].clone());
+            if role.is_some_and(|r| r == "leader" || r == "standalone") {
+                return c;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no leader within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 async fn wait_agents(coord: &Coord, n: usize) {
@@ -201,30 +321,33 @@ async fn run(case: Case) {
     if !can_make_namespaces(&test) {
         return;
     }
+    let ha = case.fault != Fault::Agent;
+    if ha && !have_etcd(&test) {
+        return;
+    }
     let _one = SERIAL.lock().await;
-    let net = Net::create(case.net, 3).unwrap();
+    let hosts: &[&str] = if ha {
+        &["e", "c0", "c1", "a0", "a1", "a2"]
+    } else {
+        &["c0", "a0", "a1", "a2"]
+    };
+    let net = Net::create(case.net, hosts).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let locks = dir.path().join("locks");
     std::fs::create_dir(&locks).unwrap();
-
-    let base = format!("http://{}:5050", net.coordinator_addr());
-    let coord = Coord::in_namespace(&net.coordinator_ns(), &base, 5050, &TIMINGS);
-    coord.wait_up(Duration::from_secs(20)).await;
-    let agents: Vec<Agent> = (0..3)
-        .map(|k| {
-            Agent::in_namespace(
-                &net.agent_ns(k),
-                &format!("node{k}"),
-                &net.agent_addr(k),
-                &format!("http://{}:5050", net.coordinator_addr_for(k)),
-                &dir.path().join(format!("a{k}")),
-            )
-        })
-        .collect();
-    wait_agents(&coord, 3).await;
+    let Processes {
+        mut coords,
+        agents,
+        _etcd,
+    } = start(&net, dir.path(), ha).await;
+    let first = leader(&coords).await;
+    wait_agents(first, 3).await;
+    let first_leader = coords.iter().position(|c| c.base == first.base).unwrap();
+    let host_of = |i: usize| format!("c{i}");
 
     let (retrier, seen) = Retrier::new(&locks);
-    let mut config = driver_config(&base);
+    let urls: Vec<&str> = coords.iter().map(|c| c.base.as_str()).collect();
+    let mut config = driver_config(&urls.join(","));
     config.partition_aware = case.partition_aware;
     let driver = Driver::new(config, retrier).unwrap();
     let stop = driver.stop_token();
@@ -244,7 +367,12 @@ async fn run(case: Case) {
     let victim_id = victim[0].agent_id;
     let cut: Vec<String> = on_agent(&seen.lock().unwrap(), victim_id);
 
-    net.cut(0);
+    let leader_host = host_of(first_leader);
+    match case.fault {
+        Fault::Agent => net.cut("a0"),
+        Fault::LeaderFromEtcd => net.cut_between(&leader_host, "e"),
+        Fault::AgentFromLeader => net.cut_between(&leader_host, "a0"),
+    }
     match case.cut {
         // The partition's length is the fault itself, not a wait for something.
         Cut::For(d) => tokio::time::sleep(d).await,
@@ -258,7 +386,23 @@ async fn run(case: Case) {
             .unwrap_or_else(|e| panic!("{e}; node0 log:\n{}", agents[0].proc.log()));
         }
     }
-    net.heal(0);
+    if case.fault == Fault::LeaderFromEtcd {
+        // It cannot renew its lease: it steps down (exit code 3) and the other leads.
+        let code = coords[first_leader]
+            .proc
+            .exit_code(Duration::from_secs(30))
+            .await;
+        assert_eq!(code, Some(3), "the cut-off leader exits as deposed");
+    }
+    match case.fault {
+        Fault::Agent => net.heal("a0"),
+        Fault::LeaderFromEtcd => net.heal_between(&leader_host, "e"),
+        Fault::AgentFromLeader => net.heal_between(&leader_host, "a0"),
+    }
+    if case.fault == Fault::LeaderFromEtcd {
+        coords.remove(first_leader);
+    }
+    let coord = leader(&coords).await;
 
     let every_task_finished = || {
         let seen = seen.lock().unwrap();
@@ -270,7 +414,7 @@ async fn run(case: Case) {
         }
         done.len() == TASKS
     };
-    wait_all_or_panic(&seen, &agents, &coord, every_task_finished).await;
+    wait_all_or_panic(&seen, &agents, coord, every_task_finished).await;
     // Agent 0's ends reach the framework once it is back.
     let end = *case.history.last().unwrap();
     testkit::wait_for(Duration::from_secs(30), "node0's tasks' ends", || {
@@ -327,7 +471,8 @@ async fn run(case: Case) {
     stop.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(10), running).await;
     drop(agents);
-    drop(coord);
+    drop(coords);
+    drop(_etcd);
     drop(net);
 }
 
@@ -370,6 +515,7 @@ async fn a_partition_shorter_than_the_agent_timeout_loses_nothing() {
     run(Case {
         net: 1,
         partition_aware: None,
+        fault: Fault::Agent,
         cut: Cut::For(Duration::from_secs(2)),
         history: &[TaskState::Running, TaskState::Finished],
     })
@@ -381,6 +527,7 @@ async fn tasks_lost_to_a_partition_were_killed_by_their_agent_and_run_again_once
     run(Case {
         net: 2,
         partition_aware: None,
+        fault: Fault::Agent,
         cut: Cut::Until(TaskState::Lost),
         history: &[TaskState::Running, TaskState::Lost, TaskState::Killed],
     })
@@ -392,6 +539,7 @@ async fn a_partition_aware_frameworks_tasks_are_unreachable_and_come_back_runnin
     run(Case {
         net: 3,
         partition_aware: Some(Duration::from_secs(60)),
+        fault: Fault::Agent,
         cut: Cut::Until(TaskState::Unreachable),
         history: &[
             TaskState::Running,
@@ -408,6 +556,7 @@ async fn a_partition_aware_frameworks_tasks_are_gone_after_its_partition_timeout
     run(Case {
         net: 4,
         partition_aware: Some(Duration::from_secs(2)),
+        fault: Fault::Agent,
         cut: Cut::Until(TaskState::Gone),
         history: &[
             TaskState::Running,
@@ -415,6 +564,31 @@ async fn a_partition_aware_frameworks_tasks_are_gone_after_its_partition_timeout
             TaskState::Gone,
             TaskState::Killed,
         ],
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_from_etcd_steps_down_and_no_task_is_lost_or_run_twice() {
+    run(Case {
+        net: 5,
+        partition_aware: None,
+        fault: Fault::LeaderFromEtcd,
+        // Until the new leader has every agent back: no task is lost meanwhile.
+        cut: Cut::For(Duration::from_secs(4)),
+        history: &[TaskState::Running, TaskState::Finished],
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_cut_off_from_the_leader_only_has_its_tasks_lost_killed_and_run_again_once() {
+    run(Case {
+        net: 6,
+        partition_aware: None,
+        fault: Fault::AgentFromLeader,
+        cut: Cut::Until(TaskState::Lost),
+        history: &[TaskState::Running, TaskState::Lost, TaskState::Killed],
     })
     .await;
 }

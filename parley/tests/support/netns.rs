@@ -1,14 +1,14 @@
-//! A network of namespaces made by the test itself (as root, with iproute2's `ip`): a
-//! coordinator's namespace joined to the test's own by one link, and each agent's namespace
-//! joined to the coordinator's by a link of its own, all on addresses from 198.18.0.0/15 (the
-//! benchmarking range: nothing routed outside; no namespace has a default route). Cutting an
-//! agent's link ([`Net::cut`]) is a partition between that agent and everything else: packets
-//! are dropped, not refused.
+//! A network of namespaces made by the test itself (as root, with iproute2's `ip`): a router
+//! namespace, joined to the test's own namespace by one link and to each *host* (a namespace
+//! for one process: a coordinator, an agent, etcd) by a link of its own, all on addresses from
+//! 198.18.0.0/15 (the benchmarking range: nothing is routed outside; no namespace has a default
+//! route). [`Net::cut`] takes a host's link down (a partition between it and everything else:
+//! packets are dropped, not refused); [`Net::cut_between`] drops what two hosts send each
+//! other and nothing else.
 //!
 //! Addresses, for net number `n` (one per test, so tests can run side by side):
-//! - test ↔ coordinator: `198.19.n.1` (test) and `198.19.n.2` (coordinator), a /30;
-//! - coordinator ↔ agent `k`: `198.18.n.(4k+1)` (coordinator) and `198.18.n.(4k+2)` (agent),
-//!   a /30 each; the coordinator's namespace forwards between them.
+//! - test ↔ router: `198.19.n.1` (test) and `198.19.n.2` (router), a /30;
+//! - router ↔ host `k`: `198.18.n.(4k+1)` (router) and `198.18.n.(4k+2)` (host), a /30 each.
 //!
 //! Everything is deleted on drop (the namespaces, and with them their links; the test's end
 //! of its link; its route).
@@ -21,7 +21,7 @@ use std::process::{Command, Stdio};
 pub struct Net {
     n: u8,
     tag: String,
-    agents: usize,
+    hosts: Vec<String>,
     made: Vec<String>,
 }
 
@@ -62,15 +62,14 @@ pub fn can_make_namespaces(test: &str) -> bool {
 }
 
 impl Net {
-    /// Makes the coordinator's namespace and `agents` agents' ones, for net number `n`
-    /// (1 to 250, distinct per concurrent test).
-    pub fn create(n: u8, agents: usize) -> Result<Net, String> {
-        assert!(agents <= 60 && (1..=250).contains(&n));
-        let tag = format!("p{}n{n}", std::process::id() % 100_000);
+    /// Makes the router's namespace and one namespace per host (named by `hosts`, e.g.
+    /// `["c0", "a0"]`), for net number `n` (1 to 250, distinct per concurrent test).
+    pub fn create(n: u8, hosts: &[&str]) -> Result<Net, String> {
+        assert!(hosts.len() <= 60 && (1..=250).contains(&n));
         let mut net = Net {
             n,
-            tag,
-            agents,
+            tag: format!("p{}n{n}", std::process::id() % 100_000),
+            hosts: hosts.iter().map(|h| h.to_string()).collect(),
             made: Vec::new(),
         };
         net.build()?;
@@ -79,16 +78,15 @@ impl Net {
 
     fn build(&mut self) -> Result<(), String> {
         let n = self.n;
-        let c = self.coordinator_ns();
-        ip(&["netns", "add", &c])?;
-        self.made.push(c.clone());
-        ip(&["-n", &c, "link", "set", "lo", "up"])?;
-        // The coordinator's namespace forwards between the test and the agents.
+        let r = format!("{}r", self.tag);
+        ip(&["netns", "add", &r])?;
+        self.made.push(r.clone());
+        ip(&["-n", &r, "link", "set", "lo", "up"])?;
         let sysctl = Command::new("ip")
             .args([
                 "netns",
                 "exec",
-                &c,
+                &r,
                 "sysctl",
                 "-qw",
                 "net.ipv4.ip_forward=1",
@@ -96,105 +94,102 @@ impl Net {
             .status()
             .map_err(|e| e.to_string())?;
         if !sysctl.success() {
-            return Err("sysctl net.ipv4.ip_forward=1 in the coordinator's namespace".into());
+            return Err("sysctl net.ipv4.ip_forward=1 in the router's namespace".into());
         }
-        // The test's link.
-        let (host, inner) = (format!("{}h", self.tag), format!("{}c", self.tag));
-        ip(&["link", "add", &host, "type", "veth", "peer", "name", &inner])?;
-        ip(&["link", "set", &inner, "netns", &c])?;
-        ip(&["addr", "add", &format!("198.19.{n}.1/30"), "dev", &host])?;
-        ip(&["link", "set", &host, "up"])?;
+        let (outer, inner) = (format!("{}h", self.tag), format!("{}t", self.tag));
+        ip(&[
+            "link", "add", &outer, "type", "veth", "peer", "name", &inner,
+        ])?;
+        ip(&["link", "set", &inner, "netns", &r])?;
+        ip(&["addr", "add", &format!("198.19.{n}.1/30"), "dev", &outer])?;
+        ip(&["link", "set", &outer, "up"])?;
         ip(&[
             "-n",
-            &c,
+            &r,
             "addr",
             "add",
             &format!("198.19.{n}.2/30"),
             "dev",
             &inner,
         ])?;
-        ip(&["-n", &c, "link", "set", &inner, "up"])?;
-        ip(&[
-            "route",
-            "add",
-            &format!("198.18.{n}.0/24"),
-            "via",
-            &format!("198.19.{n}.2"),
-        ])?;
-        for k in 0..self.agents {
-            let a = self.agent_ns(k);
-            ip(&["netns", "add", &a])?;
-            self.made.push(a.clone());
-            ip(&["-n", &a, "link", "set", "lo", "up"])?;
-            let (outer, inner) = (self.agent_link(k), format!("{}b{k}", self.tag));
+        ip(&["-n", &r, "link", "set", &inner, "up"])?;
+        let net = format!("198.18.{n}.0/24");
+        ip(&["route", "add", &net, "via", &format!("198.19.{n}.2")])?;
+        for k in 0..self.hosts.len() {
+            let ns = self.ns_of(k);
+            ip(&["netns", "add", &ns])?;
+            self.made.push(ns.clone());
+            ip(&["-n", &ns, "link", "set", "lo", "up"])?;
+            let (outer, inner) = (self.link_of(k), format!("{}b{k}", self.tag));
             ip(&[
                 "link", "add", &outer, "type", "veth", "peer", "name", &inner,
             ])?;
-            ip(&["link", "set", &outer, "netns", &c])?;
-            ip(&["link", "set", &inner, "netns", &a])?;
-            let (cside, aside) = (4 * k + 1, 4 * k + 2);
+            ip(&["link", "set", &outer, "netns", &r])?;
+            ip(&["link", "set", &inner, "netns", &ns])?;
+            let (rside, hside) = (4 * k + 1, 4 * k + 2);
             ip(&[
                 "-n",
-                &c,
+                &r,
                 "addr",
                 "add",
-                &format!("198.18.{n}.{cside}/30"),
+                &format!("198.18.{n}.{rside}/30"),
                 "dev",
                 &outer,
             ])?;
-            ip(&["-n", &c, "link", "set", &outer, "up"])?;
+            ip(&["-n", &r, "link", "set", &outer, "up"])?;
             ip(&[
                 "-n",
-                &a,
+                &ns,
                 "addr",
                 "add",
-                &format!("198.18.{n}.{aside}/30"),
+                &format!("198.18.{n}.{hside}/30"),
                 "dev",
                 &inner,
             ])?;
-            ip(&["-n", &a, "link", "set", &inner, "up"])?;
-            // Back to the test's link, through the coordinator's namespace.
+            ip(&["-n", &ns, "link", "set", &inner, "up"])?;
+            let via = format!("198.18.{n}.{rside}");
+            ip(&["-n", &ns, "route", "add", &net, "via", &via])?;
             ip(&[
                 "-n",
-                &a,
+                &ns,
                 "route",
                 "add",
                 &format!("198.19.{n}.0/30"),
                 "via",
-                &format!("198.18.{n}.{cside}"),
+                &via,
             ])?;
         }
         Ok(())
     }
 
-    /// The coordinator's namespace.
-    pub fn coordinator_ns(&self) -> String {
-        format!("{}c", self.tag)
+    fn index(&self, host: &str) -> usize {
+        self.hosts
+            .iter()
+            .position(|h| h == host)
+            .unwrap_or_else(|| panic!("no host {host}"))
     }
 
-    /// Agent `k`'s namespace.
-    pub fn agent_ns(&self, k: usize) -> String {
-        format!("{}a{k}", self.tag)
+    fn ns_of(&self, k: usize) -> String {
+        format!("{}{}", self.tag, self.hosts[k])
     }
 
-    /// The coordinator's end of agent `k`'s link (in the coordinator's namespace).
-    fn agent_link(&self, k: usize) -> String {
+    /// The router's end of host `k`'s link (in the router's namespace).
+    fn link_of(&self, k: usize) -> String {
         format!("{}x{k}", self.tag)
     }
 
-    /// The coordinator's address as the test reaches it.
-    pub fn coordinator_addr(&self) -> String {
-        format!("198.19.{}.2", self.n)
+    fn router_ns(&self) -> String {
+        format!("{}r", self.tag)
     }
 
-    /// The coordinator's address as agent `k` reaches it.
-    pub fn coordinator_addr_for(&self, k: usize) -> String {
-        format!("198.18.{}.{}", self.n, 4 * k + 1)
+    /// The namespace of `host`.
+    pub fn ns(&self, host: &str) -> String {
+        self.ns_of(self.index(host))
     }
 
-    /// Agent `k`'s address.
-    pub fn agent_addr(&self, k: usize) -> String {
-        format!("198.18.{}.{}", self.n, 4 * k + 2)
+    /// The address of `host`, from everywhere (the test included).
+    pub fn addr(&self, host: &str) -> String {
+        format!("198.18.{}.{}", self.n, 4 * self.index(host) + 2)
     }
 
     /// `ip netns exec NS PROGRAM`: a command that runs `program` in namespace `ns`.
@@ -204,30 +199,32 @@ impl Net {
         cmd
     }
 
-    /// Partitions agent `k` from everything: its link goes down (packets dropped both ways).
-    pub fn cut(&self, k: usize) {
-        ip(&[
-            "-n",
-            &self.coordinator_ns(),
-            "link",
-            "set",
-            &self.agent_link(k),
-            "down",
-        ])
-        .unwrap();
+    /// Partitions `host` from everything: its link goes down (packets dropped both ways).
+    pub fn cut(&self, host: &str) {
+        let link = self.link_of(self.index(host));
+        ip(&["-n", &self.router_ns(), "link", "set", &link, "down"]).unwrap();
     }
 
-    /// Ends agent `k`'s partition.
-    pub fn heal(&self, k: usize) {
-        ip(&[
-            "-n",
-            &self.coordinator_ns(),
-            "link",
-            "set",
-            &self.agent_link(k),
-            "up",
-        ])
-        .unwrap();
+    /// Ends `host`'s partition.
+    pub fn heal(&self, host: &str) {
+        let link = self.link_of(self.index(host));
+        ip(&["-n", &self.router_ns(), "link", "set", &link, "up"]).unwrap();
+    }
+
+    /// Partitions `a` and `b` from each other only: each drops what it sends the other.
+    pub fn cut_between(&self, a: &str, b: &str) {
+        for (from, to) in [(a, b), (b, a)] {
+            let to = format!("{}/32", self.addr(to));
+            ip(&["-n", &self.ns(from), "route", "add", "blackhole", &to]).unwrap();
+        }
+    }
+
+    /// Ends [`Net::cut_between`].
+    pub fn heal_between(&self, a: &str, b: &str) {
+        for (from, to) in [(a, b), (b, a)] {
+            let to = format!("{}/32", self.addr(to));
+            ip(&["-n", &self.ns(from), "route", "del", "blackhole", &to]).unwrap();
+        }
     }
 }
 

@@ -250,12 +250,12 @@ impl Coord {
         }
     }
 
-    /// `coordinator --in-memory` in network namespace `ns`, listening on every address of it
-    /// at `port`; `base` is how the test reaches it. `args` add flags (timings).
-    pub fn in_namespace(ns: &str, base: &str, port: u16, args: &[&str]) -> Coord {
+    /// `coordinator ARGS` in network namespace `ns`, listening on every address of it at
+    /// `port`; `base` is how the test reaches it.
+    pub fn in_namespace(ns: &str, base: &str, port: u16, args: &[String]) -> Coord {
         let bin = PathBuf::from(env!("CARGO_BIN_EXE_coordinator"));
         let mut cmd = super::netns::Net::command_in(ns, &bin);
-        cmd.args(["--listen", &format!("0.0.0.0:{port}"), "--in-memory"])
+        cmd.args(["--listen", &format!("0.0.0.0:{port}")])
             .args(args)
             .env("RUST_LOG", "info");
         Coord {

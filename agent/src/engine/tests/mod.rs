@@ -157,6 +157,7 @@ pub(super) fn reply(result: Result<(), Failure>) -> impl FnOnce(&mut Core, Now, 
 }
 
 mod books;
+mod fence;
 mod gpus;
 mod health;
 mod session;
