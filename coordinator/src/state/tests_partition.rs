@@ -258,7 +258,7 @@ fn a_kill_asked_while_the_task_is_unreachable_is_sent_when_its_agent_returns() {
         task_id: "a".parse().unwrap(),
     };
     // Tried at once (the agent may hear it), and again on its return.
-    assert_eq!(fx, [kill.clone()]);
+    assert_eq!(fx, std::slice::from_ref(&kill));
     let mut fx = Vec::new();
     s.register_agent(
         reregister(agent, "cpus=4,mem=100", vec![running_status]),
