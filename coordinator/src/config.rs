@@ -295,7 +295,7 @@ impl Config {
                 return Err(ConfigError::Number {
                     name,
                     value: value.to_string(),
-                    reason: "out of range; see the settings table in README.md",
+                    reason: "out of range; see the settings reference, docs/src/reference/config.md",
                 });
             }
         }
