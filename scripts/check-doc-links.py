@@ -7,7 +7,9 @@ Fails (exit 1, one line per problem) when:
 - a relative link or image in docs/src/**/*.md, README.md, ARCHITECTURE.md or CHANGELOG.md names
   a file that does not exist, or an anchor (`page.md#section`, `#section`) that no heading of the
   target page makes;
-- a link leaves the repository.
+- a link leaves the repository;
+- README.md is longer than 250 lines, or its first code block is not the two commands a new user
+  runs first (the `--dev` cluster and the tests).
 
 Links inside code blocks and inline code are ignored; absolute URLs (http:, https:, mailto:) are
 not fetched. Run from anywhere: `python3 scripts/check-doc-links.py`.
@@ -134,8 +136,28 @@ def summary_pages(problems):
     return pages
 
 
+README_MAX_LINES = 250
+README_COMMANDS = ["cargo run --release -p parley -- --dev", "cargo test --workspace"]
+
+
+def check_readme(problems):
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    lines = text.count("\n")
+    if lines > README_MAX_LINES:
+        problems.append(f"README.md: {lines} lines, more than {README_MAX_LINES}")
+    block = re.search(r"^```[a-z]*\n(.*?)^```", text, re.S | re.M)
+    commands = [
+        l.strip() for l in (block.group(1) if block else "").split("\n")
+        if l.strip() and not l.strip().startswith("#")
+    ]
+    if commands != README_COMMANDS:
+        problems.append(f"README.md: the first code block should be exactly {README_COMMANDS}")
+
+
 def main():
     problems = []
+    check_readme(problems)
     listed = summary_pages(problems)
     pages = []
     for dirpath, _, files in os.walk(SRC):
