@@ -177,7 +177,7 @@ def main():
     for p in problems:
         print(p)
     if problems:
-        print(f"{len(problems)} broken link(s) or unlisted page(s) in the docs", file=sys.stderr)
+        print(f"{len(problems)} problem(s) in the docs", file=sys.stderr)
         return 1
     print(f"docs: {len(pages)} pages, every link resolves and every page is in SUMMARY.md")
     return 0
