@@ -28,6 +28,8 @@
 //! - [`error`]: the error body every endpoint returns (`{"error": {"code", "message"}}`).
 //! - [`leader`]: several coordinator URLs and finding the leader among them (follow `307`,
 //!   round-robin on `503 no_leader` or a dead URL): the pure logic every client shares.
+//! - [`partition`]: network partitions: the `partition_aware` capability, partition timeouts,
+//!   and when an agent cut off from the coordinator kills its tasks itself.
 //! - [`capability`]: framework capabilities (`gpu_resources`) and the whole-device rule for
 //!   `gpus` ([`capability::check_whole_gpus`]).
 //!
@@ -47,6 +49,7 @@ pub mod leader;
 pub mod maintenance;
 pub mod messages;
 pub mod offer;
+pub mod partition;
 pub mod preempt;
 pub mod reservation;
 pub mod resources;

@@ -39,6 +39,11 @@ pub struct RegisterFramework {
     /// (see [`crate::capability`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub capabilities: Vec<String>,
+    /// For a framework that declares `partition_aware`: how long its tasks stay `unreachable`
+    /// on an agent the coordinator cannot reach before they are `gone` (default
+    /// [`crate::partition::DEFAULT_PARTITION_TIMEOUT_S`]). Refused without the capability.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_timeout_s: Option<f64>,
 }
 
 /// Answer to [`RegisterFramework`], and the `subscribed` event.
@@ -187,6 +192,12 @@ pub struct AgentRegistered {
     pub agent_id: AgentId,
     /// How often to heartbeat.
     pub heartbeat_interval_s: f64,
+    /// How long the coordinator waits for a heartbeat before it declares the agent lost
+    /// (`heartbeat_interval_s × max missed heartbeats`). The agent kills its tasks itself a
+    /// little before that when it cannot reach the coordinator (see [`crate::partition`]);
+    /// absent from older coordinators, and then it does not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_timeout_s: Option<f64>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -200,6 +211,11 @@ pub struct LaunchTasks {
     pub framework_id: FrameworkId,
     /// The tasks.
     pub tasks: Vec<TaskSpec>,
+    /// The framework's partition timeout when it is partition-aware: its tasks may run this
+    /// much longer than the agent timeout while the agent cannot reach the coordinator. Absent:
+    /// the agent kills them a little before the agent timeout (see [`crate::partition`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_timeout_s: Option<f64>,
 }
 
 /// `POST {agent}/api/v1/tasks/{id}/kill`: an empty object, or the framework the task belongs
@@ -210,6 +226,11 @@ pub struct KillTask {
     /// The framework of the task to kill.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub framework_id: Option<FrameworkId>,
+    /// Why, in one word, when the task's end should carry it as its `reason`:
+    /// `agent_partitioned` when the framework was already told the task is `lost` or `gone`
+    /// (the agent then also journals that the task must not run again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// `POST /api/v1/agents/{id}/statuses`: several status updates of one
@@ -374,9 +395,13 @@ pub struct FrameworkInfo {
     pub active_tasks: usize,
     /// When it registered.
     pub registered_at: Timestamp,
-    /// The capabilities it declared that the coordinator knows (`gpu_resources`).
+    /// The capabilities it declared that the coordinator knows (`gpu_resources`,
+    /// `partition_aware`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub capabilities: Vec<String>,
+    /// Its partition timeout, when it is partition-aware (see [`crate::partition`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_timeout_s: Option<f64>,
 }
 
 /// A task, as operators see it.

@@ -68,7 +68,8 @@ pub struct TaskSpec {
     pub priority: Option<crate::preempt::Priority>,
 }
 
-/// The states of a task. `finished`, `failed`, `killed`, `lost` and `error` are terminal.
+/// The states of a task. `finished`, `failed`, `killed`, `lost`, `error` and `gone` are
+/// terminal; `unreachable` is not (see [`crate::partition`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TaskState {
@@ -88,6 +89,14 @@ pub enum TaskState {
     Lost,
     /// The task could not be launched as described.
     Error,
+    /// Its agent cannot be reached; the task may still run (partition-aware frameworks only:
+    /// see [`crate::partition`]). It comes back with its real state when the agent returns, or
+    /// becomes `gone` after the framework's partition timeout.
+    Unreachable,
+    /// Its agent stayed unreachable past the framework's partition timeout: the task is not
+    /// running, and is killed if the agent ever returns with it (partition-aware frameworks
+    /// only).
+    Gone,
 }
 
 impl TaskState {
@@ -100,6 +109,7 @@ impl TaskState {
                 | TaskState::Killed
                 | TaskState::Lost
                 | TaskState::Error
+                | TaskState::Gone
         )
     }
 
@@ -114,21 +124,25 @@ impl TaskState {
             TaskState::Killed => "killed",
             TaskState::Lost => "lost",
             TaskState::Error => "error",
+            TaskState::Unreachable => "unreachable",
+            TaskState::Gone => "gone",
         }
     }
 }
 
 impl TaskState {
     /// Every state, in lifecycle order.
-    pub const ALL: [TaskState; 8] = [
+    pub const ALL: [TaskState; 10] = [
         TaskState::Staging,
         TaskState::Starting,
         TaskState::Running,
+        TaskState::Unreachable,
         TaskState::Finished,
         TaskState::Failed,
         TaskState::Killed,
         TaskState::Lost,
         TaskState::Error,
+        TaskState::Gone,
     ];
 }
 
@@ -207,6 +221,12 @@ pub const REASON_AGENT_DRAINED: &str = "agent_drained";
 /// deadline passed.
 pub const REASON_PREEMPTED: &str = "preempted";
 
+/// The reason of a task killed because its agent could not reach the coordinator for longer
+/// than the framework's tasks may outlive that (see [`crate::partition`]): killed by the agent
+/// itself, or by the coordinator's order when the agent returned after the framework had been
+/// told the task was `lost` or `gone`.
+pub const REASON_AGENT_PARTITIONED: &str = "agent_partitioned";
+
 /// What an isolated task used over its life, as its cgroup counted it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TaskUsage {
@@ -250,21 +270,18 @@ mod tests {
 
     #[test]
     fn terminal_states() {
-        let terminal: Vec<_> = [
-            TaskState::Staging,
-            TaskState::Starting,
-            TaskState::Running,
-            TaskState::Finished,
-            TaskState::Failed,
-            TaskState::Killed,
-            TaskState::Lost,
-            TaskState::Error,
-        ]
-        .into_iter()
-        .filter(|s| s.is_terminal())
-        .map(TaskState::as_str)
-        .collect();
-        assert_eq!(terminal, ["finished", "failed", "killed", "lost", "error"]);
+        let terminal: Vec<_> = TaskState::ALL
+            .into_iter()
+            .filter(|s| s.is_terminal())
+            .map(TaskState::as_str)
+            .collect();
+        assert_eq!(
+            terminal,
+            ["finished", "failed", "killed", "lost", "error", "gone"]
+        );
+        for s in TaskState::ALL {
+            assert_eq!(s.as_str().parse::<TaskState>(), Ok(s));
+        }
     }
 
     #[test]

@@ -84,6 +84,7 @@ impl TestFramework {
             framework_id: None,
             demand: None,
             capabilities,
+            partition_timeout_s: None,
         };
         Self::register_with(url, request, true).await
     }

@@ -156,6 +156,7 @@ async fn the_sdk_and_an_agent_follow_a_followers_redirect_to_the_leader() {
         framework_id: None,
         demand: None,
         capabilities: Vec::new(),
+        partition_timeout_s: None,
     };
     let probe = client
         .register(&request)

@@ -111,6 +111,7 @@ async fn the_service_example_replaces_an_unhealthy_replica() {
         command,
         resources: "cpus=0.5,mem=32".parse().unwrap(),
         name: "web".into(),
+        partition_timeout_s: 300.0,
         health: examples::service::HealthArgs {
             health_check: Some("test -f healthy".into()),
             health_interval_s: Some(0.2),

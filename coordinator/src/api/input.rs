@@ -53,6 +53,22 @@ pub fn framework_registration(req: RegisterFramework) -> Result<FrameworkRegistr
     }
     protocol::capability::check_capabilities(&req.capabilities)
         .map_err(|reason| invalid("capabilities", reason))?;
+    let partition_aware = protocol::partition::declares_partition_aware(&req.capabilities);
+    let partition_timeout_s = match (partition_aware, req.partition_timeout_s) {
+        (false, Some(_)) => {
+            return Err(invalid(
+                "partition_timeout_s",
+                "only a framework that declares the partition_aware capability sets it",
+            ))
+        }
+        (false, None) => None,
+        (true, given) => {
+            let secs = given.unwrap_or(protocol::partition::DEFAULT_PARTITION_TIMEOUT_S);
+            protocol::partition::check_partition_timeout(secs)
+                .map_err(|reason| invalid("partition_timeout_s", reason))?;
+            Some(secs)
+        }
+    };
     Ok(FrameworkRegistration {
         framework_id: req.framework_id,
         name: req.name,
@@ -61,6 +77,7 @@ pub fn framework_registration(req: RegisterFramework) -> Result<FrameworkRegistr
         demand: req.demand,
         owner: None,
         gpu_resources: protocol::capability::declares_gpu_resources(&req.capabilities),
+        partition_timeout_s,
     })
 }
 
@@ -346,6 +363,7 @@ mod tests {
             framework_id: None,
             demand: None,
             capabilities: vec![],
+            partition_timeout_s: None,
         };
         let err = framework_registration(req("f", "_orphans")).unwrap_err();
         assert_eq!(field_of(err), "role");
@@ -391,6 +409,7 @@ mod tests {
             framework_id: None,
             demand: demand.map(|d| d.parse().unwrap()),
             capabilities: caps.iter().map(|c| c.to_string()).collect(),
+            partition_timeout_s: None,
         };
         assert!(
             framework_registration(req(&["gpu_resources"], None))

@@ -9,7 +9,9 @@
 //! | `finished` | `TASK_FINISHED` |
 //! | `failed` | `TASK_FAILED` |
 //! | `killed` | `TASK_KILLED` |
-//! | `lost` | `TASK_LOST` (also from `TASK_DROPPED`, `TASK_UNREACHABLE`, `TASK_GONE`, `TASK_GONE_BY_OPERATOR`, `TASK_UNKNOWN`) |
+//! | `lost` | `TASK_LOST` (also from `TASK_DROPPED`, `TASK_UNKNOWN`) |
+//! | `unreachable` | `TASK_UNREACHABLE` (partition-aware frameworks only) |
+//! | `gone` | `TASK_GONE` (also from `TASK_GONE_BY_OPERATOR`; partition-aware frameworks only) |
 //! | `error` | `TASK_ERROR` |
 //!
 //! Reconciliation of a task Parley does not know answers `TASK_UNKNOWN` to a `PARTITION_AWARE`
@@ -120,6 +122,8 @@ pub fn state_name(state: TaskState) -> &'static str {
         TaskState::Killed => "TASK_KILLED",
         TaskState::Lost => "TASK_LOST",
         TaskState::Error => "TASK_ERROR",
+        TaskState::Unreachable => "TASK_UNREACHABLE",
+        TaskState::Gone => "TASK_GONE",
     }
 }
 
@@ -132,12 +136,9 @@ pub fn state_from_name(name: &str) -> Option<TaskState> {
         "TASK_FINISHED" => TaskState::Finished,
         "TASK_FAILED" => TaskState::Failed,
         "TASK_KILLED" => TaskState::Killed,
-        "TASK_LOST"
-        | "TASK_DROPPED"
-        | "TASK_UNREACHABLE"
-        | "TASK_GONE"
-        | "TASK_GONE_BY_OPERATOR"
-        | "TASK_UNKNOWN" => TaskState::Lost,
+        "TASK_LOST" | "TASK_DROPPED" | "TASK_UNKNOWN" => TaskState::Lost,
+        "TASK_UNREACHABLE" => TaskState::Unreachable,
+        "TASK_GONE" | "TASK_GONE_BY_OPERATOR" => TaskState::Gone,
         "TASK_ERROR" => TaskState::Error,
         _ => return None,
     })
@@ -490,6 +491,8 @@ mod tests {
             TaskState::Killed,
             TaskState::Lost,
             TaskState::Error,
+            TaskState::Unreachable,
+            TaskState::Gone,
         ] {
             assert_eq!(state_from_name(state_name(s)), Some(s));
         }

@@ -186,11 +186,18 @@ impl State {
                 dominant_share: self.ledger.allocator().dominant_share(*id).unwrap_or(0.0),
                 active_tasks: f.active_tasks,
                 registered_at: f.registered_at,
-                capabilities: if f.gpu_resources {
-                    vec![protocol::capability::GPU_RESOURCES.to_owned()]
-                } else {
-                    Vec::new()
-                },
+                capabilities: [
+                    (f.gpu_resources, protocol::capability::GPU_RESOURCES),
+                    (
+                        f.partition_timeout_s.is_some(),
+                        protocol::partition::PARTITION_AWARE,
+                    ),
+                ]
+                .into_iter()
+                .filter(|(declared, _)| *declared)
+                .map(|(_, name)| name.to_owned())
+                .collect(),
+                partition_timeout_s: f.partition_timeout_s,
             })
             .collect()
     }

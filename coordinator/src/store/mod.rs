@@ -136,6 +136,10 @@ pub struct StoredFramework {
     /// gating existed.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub gpu_resources: bool,
+    /// Its partition timeout in seconds when it is partition-aware; absent otherwise (and in
+    /// files written before partition awareness existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_timeout_s: Option<f64>,
 }
 
 /// One change to the stored facts.
@@ -536,6 +540,7 @@ mod tests {
             registered_at: protocol::now(),
             owner: None,
             gpu_resources: false,
+            partition_timeout_s: None,
         }
     }
 

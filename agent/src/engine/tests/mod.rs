@@ -103,6 +103,7 @@ impl Rig {
         Reply::Registered(Ok(AgentRegistered {
             agent_id: self.agent,
             heartbeat_interval_s: 0.5,
+            agent_timeout_s: None,
         }))
     }
 
