@@ -1,6 +1,7 @@
-//! The agent's own HTTP API (`API.md`, prefix `/api/v1`): launch, kill, list tasks, read their
-//! output (bounded, regular files only: [`crate::output`]), health. Launches, kills and output
-//! reads need the agent's token ([`crate::auth`]). Errors are the contract's `{"error": {"code", "message"}}` bodies.
+//! The agent's own HTTP API (`docs/src/reference/api.md`, prefix `/api/v1`): launch, kill, list
+//! tasks, read their output (bounded, regular files only: [`crate::output`]), health. Launches,
+//! kills and output reads need the agent's token ([`crate::auth`]). Errors are the contract's
+//! `{"error": {"code", "message"}}` bodies.
 
 use std::sync::Arc;
 

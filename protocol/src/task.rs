@@ -59,10 +59,10 @@ pub struct TaskSpec {
     /// How the task is isolated on its agent: pids limit, network, user, image.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isolation: Option<crate::Isolation>,
-    /// How the agent checks that the running task is healthy (issue #17); none when unset.
+    /// How the agent checks that the running task is healthy; none when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health_check: Option<crate::HealthCheck>,
-    /// Its priority for preemption toward fair share (issue #17): higher is more important,
+    /// Its priority for preemption toward fair share: higher is more important,
     /// the lowest is taken back first; absent means 0. An integer from -1000 to 1000.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<crate::preempt::Priority>,
@@ -214,12 +214,11 @@ pub struct TaskStatus {
 /// The reason of a task the kernel killed at its memory limit.
 pub const REASON_MEMORY_LIMIT: &str = "memory_limit";
 
-/// The reason of a task killed because its agent was drained and the drain deadline passed
-/// (issue #17).
+/// The reason of a task killed because its agent was drained and the drain deadline passed.
 pub const REASON_AGENT_DRAINED: &str = "agent_drained";
 
 /// The reason of a task killed because preemption toward fair share took it back and its
-/// deadline passed (issue #17).
+/// deadline passed.
 pub const REASON_PREEMPTED: &str = "preempted";
 
 /// The reason of a task killed because its agent could not reach the coordinator for longer

@@ -1,4 +1,4 @@
-//! The clients follow the leader among several coordinators (issue #14), without etcd: a fake
+//! The clients follow the leader among several coordinators, without etcd: a fake
 //! follower answering `307` to the real coordinator, one answering `503 no_leader`, and a dead
 //! URL are listed first; the SDK driver and a real agent find the real coordinator and work as
 //! usual. Then a switch: coordinator X stops and a new one, Y, starts on another port (listed

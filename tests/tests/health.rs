@@ -1,4 +1,4 @@
-//! End to end (issue #17, acceptance 5): task health checks through real HTTP and a real agent.
+//! End to end: task health checks through real HTTP and a real agent.
 //! A task whose check starts failing is reported unhealthy (once, on the framework's stream, in
 //! `/api/v1/tasks` and `/metrics`); the `service` example kills and replaces such a task and
 //! the replacement runs healthy; a bad `health_check` is refused at accept and launches nothing;

@@ -16,7 +16,7 @@ impl Core {
         self.record_end(key, end, (None, None), now, out);
     }
 
-    /// Records a change of a running task's health (issue #17): a `running` update carrying
+    /// Records a change of a running task's health: a `running` update carrying
     /// `healthy`, journaled and sent like every other. Nothing for a task that is not running
     /// or whose health is already this.
     pub fn health_changed(

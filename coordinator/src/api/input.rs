@@ -1,6 +1,6 @@
 //! The API edge: wire requests ([`protocol::messages`]) become the registry's domain inputs
 //! ([`crate::state::input`](crate::state)), validated here. A malformed request is refused
-//! with the error body of API.md before the books are locked.
+//! with the API's error body before the books are locked.
 
 use std::time::Duration;
 
@@ -127,7 +127,7 @@ fn check_gpu_devices(req: &RegisterAgent) -> Result<(), ApiError> {
 /// The most static reservations one agent may send.
 pub const MAX_RESERVATIONS: usize = 64;
 
-/// An agent's static reservations (issue #17): each non-empty, each role once, the sum within
+/// An agent's static reservations: each non-empty, each role once, the sum within
 /// the agent's resources (role existence is the books' to check).
 fn check_reservations(req: &RegisterAgent) -> Result<(), ApiError> {
     if req.reservations.len() > MAX_RESERVATIONS {

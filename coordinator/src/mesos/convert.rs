@@ -264,7 +264,7 @@ fn offer_json(o: &Offer, shape: &Shape) -> Value {
     })
 }
 
-/// Marks the resources of an offer drawn from a reserved pool (issue #17) as Mesos shows
+/// Marks the resources of an offer drawn from a reserved pool as Mesos shows
 /// reserved resources: the pre-1.9 `role` field set to the role, and a one-entry `reservations`
 /// stack (`STATIC`: Mesos-API frameworks cannot UNRESERVE here). The default role maps back to
 /// `"*"` only for unreserved resources, so a pool reserved for it keeps its Parley name.
@@ -374,10 +374,10 @@ pub fn events(event: &FrameworkEvent, shape: &Shape) -> Vec<Value> {
         FrameworkEvent::Error { message } => {
             vec![json!({"type": "ERROR", "error": {"message": message}})]
         }
-        // A drain (issue #17) is Mesos maintenance: an inverse offer for the agent, whose
+        // A drain is Mesos maintenance: an inverse offer for the agent, whose
         // unavailability starts at the drain's deadline (when the tasks still there are killed).
         FrameworkEvent::AgentDraining(d) => vec![inverse_offers_event(d)],
-        // Preemption (issue #17) is not announced to Mesos frameworks (Mesos has no such
+        // Preemption is not announced to Mesos frameworks (Mesos has no such
         // event): at the deadline they get TASK_KILLED, reason REASON_CONTAINER_PREEMPTED.
         FrameworkEvent::Preemption(_) => Vec::new(),
     }
@@ -546,7 +546,7 @@ mod tests {
         assert_eq!(v["reason"], "REASON_CONTAINER_LIMITATION_MEMORY");
         st.reason = None;
         assert!(status_json(&st).get("reason").is_none());
-        // Preemption toward fair share (issue #17): Mesos' closest reason.
+        // Preemption toward fair share: Mesos' closest reason.
         st.state = TaskState::Killed;
         st.reason = Some(protocol::task::REASON_PREEMPTED.into());
         let v = status_json(&st);

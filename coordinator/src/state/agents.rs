@@ -308,7 +308,7 @@ impl State {
             }
             self.agents.remove(&id);
             fx.push(Effect::Persist(Change::RemoveAgent(id)));
-            // Its dynamic reservations are forgotten with it (issue #17).
+            // Its dynamic reservations are forgotten with it.
             for role in self
                 .dynamic_reservations
                 .remove(&id)

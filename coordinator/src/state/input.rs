@@ -52,7 +52,7 @@ pub struct AgentRegistration {
     pub tasks: Vec<TaskStatus>,
     /// The token the coordinator presents when it calls the agent.
     pub api_token: Option<AgentToken>,
-    /// Its static reservations (issue #17): well formed, their sum within `resources`.
+    /// Its static reservations: well formed, their sum within `resources`.
     pub reservations: Vec<protocol::reservation::Reservation>,
 }
 

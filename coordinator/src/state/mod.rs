@@ -76,11 +76,11 @@
 //!   frameworks, and fencing (killing) a task its framework was told is not running.
 //! - `tasks.rs`: status updates, kill, acknowledgements and re-sends, reconciliation, adoption.
 //! - `views.rs`: the operator views and metric gauges.
-//! - `drain.rs`: draining agents for maintenance (issue #17): pause, rescind, tell, kill at the
+//! - `drain.rs`: draining agents for maintenance: pause, rescind, tell, kill at the
 //!   deadline, reactivate.
-//! - `reservations.rs`: static and dynamic reservations (issue #17): checks at registration,
+//! - `reservations.rs`: static and dynamic reservations: checks at registration,
 //!   reserve / unreserve on offers, what is persisted and re-applied.
-//! - `preempt.rs`: preemption toward fair share (issue #17): starvation timers, plans, the
+//! - `preempt.rs`: preemption toward fair share: starvation timers, plans, the
 //!   `preemption` event, kills at the deadline.
 //! - `ledger.rs`: holdings and eligibility, the one caller of the allocator's changes.
 //! - `ids.rs`: [`IdSource`], where offer, update, framework and agent ids come from.

@@ -95,7 +95,7 @@ pub struct Gauges {
     pub outstanding_offers: usize,
     /// Tasks by state name.
     pub tasks_by_state: BTreeMap<&'static str, usize>,
-    /// Tasks not ended whose latest status says `healthy: false` (issue #17).
+    /// Tasks not ended whose latest status says `healthy: false`.
     pub tasks_unhealthy: usize,
     /// Agents by state (`active`, `lost`, `draining`, `drained`).
     pub agents_by_state: BTreeMap<&'static str, usize>,
@@ -110,7 +110,7 @@ pub struct Gauges {
     pub ledger_mismatches: u64,
     /// Tasks killed by drain deadlines since the start.
     pub drain_kills: u64,
-    /// Preemption plans made since the start (issue #17).
+    /// Preemption plans made since the start.
     pub preemptions: u64,
     /// Tasks killed by preemption since the start.
     pub tasks_preempted: u64,
