@@ -117,7 +117,8 @@ async fn a_silent_agent_is_lost_with_its_offers_and_tasks() {
         .await;
     assert_eq!(status, 404, "a lost agent is told to register again");
 
-    // It comes back with the task still running: the task is re-adopted and reported.
+    // It comes back with the task still running: its framework was told `lost` (and may have
+    // launched it again), so the coordinator fences it instead of taking it back.
     let (status, body) = c
         .post(
             "/api/v1/agents",
@@ -126,16 +127,32 @@ async fn a_silent_agent_is_lost_with_its_offers_and_tasks() {
         )
         .await;
     assert_eq!(status, 200, "{body}");
-    events.update("t1", TaskState::Running).await;
     let _beat2 = keep_alive(&c, silent_id);
-    c.wait_for_task_state("t1", TaskState::Running).await;
+    support::wait_for("the fence", || {
+        std::future::ready(silent.fences() == ["t1"])
+    })
+    .await;
+    c.wait_for_task_state("t1", TaskState::Lost).await;
     let info = c
         .agents()
         .await
         .into_iter()
         .find(|a| a.agent_id == silent_id)
         .unwrap();
-    assert_eq!(info.used, "cpus=1".parse().unwrap());
+    assert!(info.used.is_empty(), "a fenced task holds nothing");
+
+    // The agent reports the fenced end: it is the framework's last word on the task.
+    let mut killed = status_json(silent_id, fw, "t1", "killed");
+    killed["reason"] = json!("agent_partitioned");
+    let (status, body) = c
+        .post(
+            &format!("/api/v1/agents/{silent_id}/statuses"),
+            json!({ "statuses": [killed] }),
+        )
+        .await;
+    assert!(status < 300, "{status} {body}");
+    let end = events.update("t1", TaskState::Killed).await;
+    assert_eq!(end.reason.as_deref(), Some("agent_partitioned"));
     c.assert_books_consistent().await;
 }
 

@@ -50,23 +50,6 @@ enum Fault {
     Stop,
 }
 
-/// Waits until `n` agents are active at `coord`.
-async fn wait_agents(coord: &Coord, n: usize) {
-    testkit::wait_for(
-        Duration::from_secs(20),
-        "the agents to register",
-        || async {
-            let (s, body) = coord.get("/api/v1/agents").await;
-            s == 200
-                && body["agents"]
-                    .as_array()
-                    .is_some_and(|a| a.iter().filter(|x| x["state"] == "active").count() == n)
-        },
-    )
-    .await
-    .unwrap();
-}
-
 /// Waits until at least `n` tasks are terminal in the framework's view.
 async fn wait_terminal_at_least(seen: &Arc<Mutex<support::Seen>>, n: usize) {
     testkit::wait_for(Duration::from_secs(30), "tasks to end", || {

@@ -278,22 +278,6 @@ async fn leader(coords: &[Coord]) -> &Coord {
     }
 }
 
-async fn wait_agents(coord: &Coord, n: usize) {
-    testkit::wait_for(
-        Duration::from_secs(30),
-        "the agents to register",
-        || async {
-            let (s, body) = coord.get("/api/v1/agents").await;
-            s == 200
-                && body["agents"]
-                    .as_array()
-                    .is_some_and(|a| a.iter().filter(|x| x["state"] == "active").count() == n)
-        },
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}; coordinator log:\n{}", coord.proc.log()));
-}
-
 /// Agent 0's attempts, as the framework saw them first launched there.
 fn on_agent(seen: &Seen, agent: AgentId) -> Vec<String> {
     seen.last
@@ -457,7 +441,7 @@ async fn run(case: Case) {
         }
     }
     assert_tasks_as_agents_saw_them(&seen, &agents).await;
-    assert_books_zero(&coord, Duration::from_secs(15)).await;
+    assert_books_zero(coord, Duration::from_secs(15)).await;
     // Every attempt has ended: none of their processes is left.
     let left = std::process::Command::new("pgrep")
         .args(["-f", &locks.display().to_string()])

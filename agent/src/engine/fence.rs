@@ -70,17 +70,7 @@ impl Core {
         };
         self.journal(vec![record], Durability::Synced, out);
         if let Stage::Started(process) = stage {
-            out.push(Command::Signal {
-                task: key.clone(),
-                process,
-                signal: Signal::Terminate,
-            });
-            if process.is_some() {
-                out.push(Command::SetTimer {
-                    at: now.at + grace,
-                    timer: Timer::KillGrace(key.clone()),
-                });
-            }
+            self.signal_kill_within(key, process, grace, now, out);
         }
     }
 

@@ -357,6 +357,18 @@ impl Core {
         now: Now,
         out: &mut Vec<Command>,
     ) {
+        self.signal_kill_within(task_id, process, self.config.timing.kill_grace, now, out);
+    }
+
+    /// SIGTERM now, and SIGKILL after `grace` if it still runs.
+    pub(super) fn signal_kill_within(
+        &mut self,
+        task_id: &TaskKey,
+        process: Option<Process>,
+        grace: std::time::Duration,
+        now: Now,
+        out: &mut Vec<Command>,
+    ) {
         out.push(Command::Signal {
             task: task_id.clone(),
             process,
@@ -364,7 +376,7 @@ impl Core {
         });
         if process.is_some() {
             out.push(Command::SetTimer {
-                at: now.at + self.config.timing.kill_grace,
+                at: now.at + grace,
                 timer: Timer::KillGrace(task_id.clone()),
             });
         }

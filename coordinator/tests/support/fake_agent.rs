@@ -8,7 +8,8 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::post;
 use axum::{Json, Router};
-use protocol::messages::LaunchTasks;
+use protocol::messages::{KillTask, LaunchTasks};
+use protocol::task::REASON_AGENT_PARTITIONED;
 use protocol::AgentId;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -20,6 +21,8 @@ use super::TestCoordinator;
 pub struct Received {
     pub launches: Vec<LaunchTasks>,
     pub kills: Vec<String>,
+    /// The kills sent as fences (reason `agent_partitioned`), by task id.
+    pub fences: Vec<String>,
 }
 
 /// A fake agent: an axum server recording launches and kills (answering 202).
@@ -49,10 +52,18 @@ impl FakeAgent {
             )
             .route(
                 "/api/v1/tasks/{id}/kill",
-                post(|State(r): State<Arc<Mutex<Received>>>, Path(id): Path<String>| async move {
-                    r.lock().unwrap().kills.push(id);
-                    (StatusCode::ACCEPTED, Json(json!({})))
-                }),
+                post(
+                    |State(r): State<Arc<Mutex<Received>>>,
+                     Path(id): Path<String>,
+                     Json(body): Json<KillTask>| async move {
+                        let mut r = r.lock().unwrap();
+                        if body.reason.as_deref() == Some(REASON_AGENT_PARTITIONED) {
+                            r.fences.push(id.clone());
+                        }
+                        r.kills.push(id);
+                        (StatusCode::ACCEPTED, Json(json!({})))
+                    },
+                ),
             )
             .with_state(received.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -84,6 +95,11 @@ impl FakeAgent {
 
     pub fn kills(&self) -> Vec<String> {
         self.received.lock().unwrap().kills.clone()
+    }
+
+    /// The kills sent as fences (reason `agent_partitioned`).
+    pub fn fences(&self) -> Vec<String> {
+        self.received.lock().unwrap().fences.clone()
     }
 }
 

@@ -75,6 +75,23 @@ pub async fn wait_all_terminal(
     }
 }
 
+/// Waits until `n` agents are active at `coord`; on failure shows its log.
+pub async fn wait_agents(coord: &Coord, n: usize) {
+    testkit::wait_for(
+        Duration::from_secs(30),
+        "the agents to register",
+        || async {
+            let (s, body) = coord.get("/api/v1/agents").await;
+            s == 200
+                && body["agents"]
+                    .as_array()
+                    .is_some_and(|a| a.iter().filter(|x| x["state"] == "active").count() == n)
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}; coordinator log:\n{}", coord.proc.log()));
+}
+
 /// Every task's terminal state in the framework's view is the one its agent holds.
 pub async fn assert_tasks_as_agents_saw_them(seen: &Arc<Mutex<Seen>>, agents: &[Agent]) {
     let mut on_agents: BTreeMap<String, Vec<(String, TaskStatus)>> = BTreeMap::new();
