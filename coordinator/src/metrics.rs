@@ -311,6 +311,11 @@ impl Metrics {
                 g.drain_kills,
             ),
             (
+                "parley_tasks_fenced_total",
+                "Kills ordered of tasks reported lost or gone that their returning agent still ran (reason agent_partitioned).",
+                g.fences,
+            ),
+            (
                 "parley_preemptions_total",
                 "Preemption plans made toward fair share (each names tasks of roles above theirs).",
                 g.preemptions,

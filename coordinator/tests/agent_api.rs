@@ -140,6 +140,8 @@ async fn a_silent_agent_is_lost_with_its_offers_and_tasks() {
         .find(|a| a.agent_id == silent_id)
         .unwrap();
     assert!(info.used.is_empty(), "a fenced task holds nothing");
+    let (_, metrics) = c.get_text("/metrics").await;
+    assert!(metrics.contains("parley_tasks_fenced_total 1"), "{metrics}");
 
     // The agent reports the fenced end: it is the framework's last word on the task.
     let mut killed = status_json(silent_id, fw, "t1", "killed");

@@ -443,6 +443,8 @@ pub struct State {
     pub(crate) preempt: preempt::Preemption,
     /// Tasks `unreachable` on lost agents, with when they become `gone` (`partition.rs`).
     pub(crate) partitioned: BTreeMap<(FrameworkId, TaskId), u64>,
+    /// Fences ordered since the start (`partition.rs`).
+    pub(crate) fences: u64,
 }
 
 impl std::fmt::Debug for State {
@@ -509,6 +511,7 @@ impl State {
             dynamic_reservations: BTreeMap::new(),
             preempt: preempt::Preemption::new(config.preemption_grace),
             partitioned: BTreeMap::new(),
+            fences: 0,
         }
     }
 

@@ -116,6 +116,7 @@ impl State {
             task = %status.task_id,
             "a task reported lost or gone still runs on its returning agent: killing it"
         );
+        self.fences += 1;
         fx.push(Effect::Fence {
             agent_id: agent,
             framework_id: status.framework_id,

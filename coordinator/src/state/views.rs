@@ -110,6 +110,9 @@ pub struct Gauges {
     pub ledger_mismatches: u64,
     /// Tasks killed by drain deadlines since the start.
     pub drain_kills: u64,
+    /// Fences ordered since the start: kills of tasks reported `lost` or `gone` that a
+    /// returning agent still ran.
+    pub fences: u64,
     /// Preemption plans made since the start.
     pub preemptions: u64,
     /// Tasks killed by preemption since the start.
@@ -286,6 +289,7 @@ impl State {
             outstanding_offers: self.offers.len(),
             ledger_mismatches: self.ledger_mismatches(),
             drain_kills: self.drain_kills,
+            fences: self.fences,
             preemptions: self.preemptions(),
             tasks_preempted: self.tasks_preempted(),
             starved_roles: self.starved_roles(),
