@@ -1,0 +1,245 @@
+//! The book's rules, checked without a coordinator or a clock.
+
+#![allow(clippy::unwrap_used)]
+
+use super::*;
+use crate::spec::parse_any;
+
+fn spec(extra: &str) -> JobSpec {
+    parse_any(&format!(
+        "command = \"true\"\n{extra}\n[resources]\ncpus = 1\n"
+    ))
+    .unwrap()
+}
+
+fn launch_all(book: &mut Book, now: Millis) -> Vec<TaskId> {
+    let agent = AgentId::new();
+    book.candidates(now, usize::MAX)
+        .iter()
+        .map(|c| {
+            let r = book.launched(c, agent, now).unwrap();
+            task_id(&r.job, r.index, r.attempt)
+        })
+        .collect()
+}
+
+fn finish(book: &mut Book, id: &TaskId, state: TaskState, now: Millis) -> Option<AttemptRecord> {
+    book.update(id, state, None, None, now)
+}
+
+#[test]
+fn task_ids_name_job_index_and_attempt() {
+    let id = task_id("my-job", 7, 2);
+    assert_eq!(id.as_str(), "job-my-job-7-2");
+    assert_eq!(parse_task_id(id.as_str()), Some(("my-job", 7, 2)));
+    assert_eq!(parse_task_id("other-1-2"), None);
+    assert_eq!(parse_task_id("job-x-y-2"), None);
+}
+
+#[test]
+fn an_array_runs_every_index_and_retries_with_backoff() {
+    let mut book = Book::default();
+    book.submit(
+        spec("name = \"a\"\ncount = 3\nmax_retries = 2\nbackoff_s = 1"),
+        0,
+    )
+    .unwrap();
+    assert_eq!(book.pending(0), 3);
+    let ids = launch_all(&mut book, 0);
+    assert_eq!(ids.len(), 3);
+    assert_eq!(book.pending(0), 0);
+    assert!(
+        launch_all(&mut book, 0).is_empty(),
+        "nothing launches twice"
+    );
+    finish(&mut book, &ids[0], TaskState::Finished, 10);
+    finish(&mut book, &ids[2], TaskState::Finished, 10);
+    let rec = book
+        .update(
+            &ids[1],
+            TaskState::Failed,
+            Some(3),
+            Some("exited".into()),
+            10,
+        )
+        .unwrap();
+    assert_eq!((rec.state, rec.exit_code), (TaskState::Failed, Some(3)));
+    assert_eq!(book.pending(10), 0, "the retry waits out its delay");
+    assert_eq!(book.next_retry(10), Some(1010));
+    let again = launch_all(&mut book, 1010);
+    assert_eq!(again, [task_id("a", 1, 1)]);
+    finish(&mut book, &again[0], TaskState::Failed, 1020);
+    assert_eq!(book.next_retry(1020), Some(3020), "the delay doubles");
+    let third = launch_all(&mut book, 3020);
+    finish(&mut book, &third[0], TaskState::Finished, 3030);
+    let view = book.view("a").unwrap();
+    assert_eq!(view.summary.state, JobState::Succeeded);
+    assert_eq!(view.succeeded, [(0, 3)]);
+    assert_eq!(view.failures.len(), 2);
+    assert_eq!(book.task("a", 1).unwrap().attempts, 3);
+}
+
+#[test]
+fn an_index_out_of_retries_fails_the_job_with_its_exit_code() {
+    let mut book = Book::default();
+    book.submit(spec("name = \"a\"\ncount = 2"), 0).unwrap();
+    let ids = launch_all(&mut book, 0);
+    book.update(&ids[0], TaskState::Failed, Some(7), None, 1);
+    assert_eq!(book.job("a").unwrap().state(), JobState::Active);
+    finish(&mut book, &ids[1], TaskState::Finished, 2);
+    let s = &book.summaries()[0];
+    assert_eq!(s.state, JobState::Failed);
+    assert!(
+        s.reason.as_deref().unwrap().contains("exit code 7"),
+        "{s:?}"
+    );
+}
+
+#[test]
+fn lost_tasks_run_again_without_using_a_retry() {
+    let mut book = Book::default();
+    book.submit(spec("name = \"a\""), 0).unwrap();
+    let ids = launch_all(&mut book, 0);
+    finish(&mut book, &ids[0], TaskState::Lost, 1);
+    let again = launch_all(&mut book, 1);
+    assert_eq!(again, [task_id("a", 0, 1)]);
+    finish(&mut book, &again[0], TaskState::Finished, 2);
+    assert_eq!(book.job("a").unwrap().state(), JobState::Succeeded);
+}
+
+#[test]
+fn dependencies_start_after_success_and_fail_after_failure() {
+    let mut book = Book::default();
+    book.submit(spec("name = \"first\""), 0).unwrap();
+    book.submit(spec("name = \"second\"\ndepends_on = [\"first\"]"), 0)
+        .unwrap();
+    book.submit(spec("name = \"third\"\ndepends_on = [\"second\"]"), 0)
+        .unwrap();
+    assert_eq!(book.job("second").unwrap().state(), JobState::Waiting);
+    let ids = launch_all(&mut book, 0);
+    assert_eq!(ids, [task_id("first", 0, 0)], "only the first is ready");
+    finish(&mut book, &ids[0], TaskState::Finished, 1);
+    assert_eq!(book.job("second").unwrap().state(), JobState::Active);
+    let ids = launch_all(&mut book, 1);
+    finish(&mut book, &ids[0], TaskState::Failed, 2);
+    let third = book.view("third").unwrap().summary;
+    assert_eq!(third.state, JobState::Failed);
+    assert!(
+        third
+            .reason
+            .unwrap()
+            .contains("dependency \"second\" failed"),
+        "the reason names the dependency"
+    );
+}
+
+#[test]
+fn unknown_dependencies_and_duplicates_are_refused_and_change_nothing() {
+    let mut book = Book::default();
+    let e = book
+        .submit(spec("name = \"b\"\ndepends_on = [\"nope\"]"), 0)
+        .unwrap_err();
+    assert!(matches!(&e, BookError::UnknownDependency { field, .. } if field == "depends_on[0]"));
+    assert!(book.summaries().is_empty());
+    book.submit(spec("name = \"a\""), 0).unwrap();
+    assert_eq!(
+        book.submit(spec("name = \"a\""), 0).unwrap_err(),
+        BookError::Exists("a".into())
+    );
+}
+
+#[test]
+fn priority_orders_the_queue_and_aging_lifts_old_jobs() {
+    let mut book = Book::new(1000);
+    book.submit(spec("name = \"low\"\npriority = 0"), 0)
+        .unwrap();
+    book.submit(spec("name = \"high\"\npriority = 5"), 0)
+        .unwrap();
+    let first = |b: &Book, now| b.candidates(now, 1)[0].job.clone();
+    assert_eq!(first(&book, 0), "high");
+    book.submit(spec("name = \"late\"\npriority = 5"), 10_000)
+        .unwrap();
+    // At 10 s `low` has aged by 10 and `high` too; `late` has not aged at all.
+    assert_eq!(first(&book, 10_000), "high");
+    assert_eq!(book.candidates(10_000, 3)[1].job, "low");
+}
+
+#[test]
+fn max_running_limits_a_job() {
+    let mut book = Book::default();
+    book.submit(spec("name = \"a\"\ncount = 10\nmax_running = 3"), 0)
+        .unwrap();
+    assert_eq!(book.pending(0), 3);
+    let ids = launch_all(&mut book, 0);
+    assert_eq!(ids.len(), 3);
+    finish(&mut book, &ids[0], TaskState::Finished, 1);
+    assert_eq!(book.pending(1), 1);
+}
+
+#[test]
+fn timeouts_are_reported_once_and_count_as_failures() {
+    let mut book = Book::default();
+    book.submit(spec("name = \"a\"\ntimeout_s = 1"), 0).unwrap();
+    let ids = launch_all(&mut book, 0);
+    assert!(book.timeouts(999).is_empty());
+    assert_eq!(book.timeouts(1000).len(), 1);
+    assert!(book.timeouts(2000).is_empty(), "killed once");
+    let rec = finish(&mut book, &ids[0], TaskState::Killed, 2001).unwrap();
+    assert_eq!(rec.message.as_deref(), Some("timed out after 1 s"));
+    assert_eq!(book.job("a").unwrap().state(), JobState::Failed);
+}
+
+#[test]
+fn stop_and_delete_return_the_tasks_to_kill() {
+    let mut book = Book::default();
+    book.submit(spec("name = \"a\"\ncount = 4\nmax_running = 2"), 0)
+        .unwrap();
+    let ids = launch_all(&mut book, 0);
+    assert_eq!(book.stop("a", 1).unwrap(), ids);
+    assert_eq!(book.pending(1), 0);
+    assert_eq!(book.job("a").unwrap().state(), JobState::Stopped);
+    assert_eq!(book.delete("a", 2).unwrap(), ids);
+    assert!(book.job("a").is_none());
+    assert!(finish(&mut book, &ids[0], TaskState::Killed, 3).is_none());
+    assert_eq!(
+        book.stop("a", 3).unwrap_err(),
+        BookError::NotFound("a".into())
+    );
+}
+
+#[test]
+fn a_restored_book_carries_on_from_its_records() {
+    let mut book = Book::default();
+    let s = spec("name = \"a\"\ncount = 3\nmax_retries = 1\nbackoff_s = 0");
+    book.submit(s.clone(), 0).unwrap();
+    let agent = AgentId::new();
+    let mut records = Vec::new();
+    for c in book.candidates(0, usize::MAX) {
+        records.push(book.launched(&c, agent, 0).unwrap());
+    }
+    records.push(finish(&mut book, &task_id("a", 0, 0), TaskState::Finished, 1).unwrap());
+    records.push(finish(&mut book, &task_id("a", 1, 0), TaskState::Failed, 1).unwrap());
+    let mut restored = Book::default();
+    restored.restore_job(s, 0, 0, false);
+    // The store hands records back ordered by (job, index, attempt), latest state of each.
+    records.sort_by_key(|r| (r.index, r.attempt));
+    records.dedup_by(|later, earlier| {
+        later.index == earlier.index && later.attempt == earlier.attempt && {
+            std::mem::swap(later, earlier);
+            true
+        }
+    });
+    for r in &records {
+        restored.restore_attempt(r, 2);
+    }
+    assert_eq!(restored.in_flight(), [task_id("a", 2, 0)]);
+    let next = restored.candidates(2, usize::MAX);
+    assert_eq!(
+        next,
+        [Candidate {
+            job: "a".into(),
+            index: 1,
+            attempt: 1
+        }]
+    );
+}

@@ -1,0 +1,348 @@
+//! The running service: [`Shared`] state (the book and the store behind one lock), the
+//! [`ServiceConfig`], and [`run`], which opens the store, registers the framework through
+//! the SDK's [`Driver`], serves the API and keeps time (retries, timeouts, reconciliation)
+//! until shutdown.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use framework_sdk::protocol::messages::ReviveRequest;
+use framework_sdk::{
+    BearerToken, Connection, CoordinatorClient, Driver, DriverConfig, FrameworkId, RolePath,
+    SdkError, TaskId,
+};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::book::{Book, Millis, DEFAULT_AGING_MS};
+use crate::scheduler::JobsScheduler;
+use crate::store::{Store, StoreError};
+
+/// How often the service looks at the clock: retries that came due, tasks past their time
+/// limit, whether offers must be revived.
+pub const TICK: Duration = Duration::from_millis(100);
+
+/// The file the store lives in, under the data directory.
+pub const STORE_FILE: &str = "jobs.redb";
+
+/// Milliseconds since the Unix epoch, now.
+pub fn now_ms() -> Millis {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as Millis)
+}
+
+/// How the service runs.
+#[derive(Debug, Clone)]
+pub struct ServiceConfig {
+    /// The coordinator's URL, or several separated by commas.
+    pub coordinator: String,
+    /// A PEM file of the CA to trust for an `https://` coordinator.
+    pub ca_file: Option<PathBuf>,
+    /// The framework's name.
+    pub name: String,
+    /// The role its tasks run under.
+    pub role: RolePath,
+    /// The framework principal's token, for a coordinator with credentials.
+    pub token: Option<BearerToken>,
+    /// The token clients of this service's API must present (`None`: the API is open).
+    pub api_token: Option<String>,
+    /// Where the store lives ([`STORE_FILE`] inside).
+    pub data_dir: PathBuf,
+    /// A queued job gains a point of priority each time this passes.
+    pub aging: Duration,
+    /// How long the tasks survive when the service is away.
+    pub failover_timeout: Duration,
+}
+
+impl ServiceConfig {
+    /// Defaults for everything but where the coordinator is, the role, and where the data
+    /// goes.
+    pub fn new(
+        coordinator: impl Into<String>,
+        role: RolePath,
+        data_dir: impl Into<PathBuf>,
+    ) -> Self {
+        Self {
+            coordinator: coordinator.into(),
+            ca_file: None,
+            name: "parley-jobs".into(),
+            role,
+            token: None,
+            api_token: None,
+            data_dir: data_dir.into(),
+            aging: Duration::from_millis(DEFAULT_AGING_MS),
+            failover_timeout: framework_sdk::DEFAULT_FAILOVER_TIMEOUT,
+        }
+    }
+}
+
+/// Why the service could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// The store could not be opened or read.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The driver could not be set up, or stopped with an error.
+    #[error("framework: {0}")]
+    Sdk(#[from] SdkError),
+    /// The data directory or the listener failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// What the scheduler, the API and the timer share.
+#[derive(Debug)]
+pub struct Shared {
+    book: Mutex<Book>,
+    /// The durable state; written while the book's lock is held, so the two agree.
+    pub store: Store,
+    /// The coordinator, for kills, revives and reconciliation outside the driver's callbacks.
+    pub client: CoordinatorClient,
+    framework_id: Mutex<Option<FrameworkId>>,
+    /// Tasks to ask the coordinator about once registered (those in flight at start-up).
+    to_check: Mutex<Option<Vec<TaskId>>>,
+    last_offers_ms: AtomicU64,
+    /// The API's bearer token, if it has one.
+    pub api_token: Option<String>,
+}
+
+impl Shared {
+    /// The book, locked. The lock is never held across an `.await`.
+    pub fn lock_book(&self) -> MutexGuard<'_, Book> {
+        self.book.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The framework id, once registered.
+    pub fn framework_id(&self) -> Option<FrameworkId> {
+        *self
+            .framework_id
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn registered(&self, id: FrameworkId) {
+        *self
+            .framework_id
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(id);
+    }
+
+    pub(crate) fn offers_seen(&self, now: Millis) {
+        self.last_offers_ms.store(now, Ordering::Relaxed);
+    }
+
+    /// Kills tasks (best effort: a task the coordinator no longer knows has ended anyway).
+    pub async fn kill(&self, tasks: &[TaskId]) {
+        let Some(id) = self.framework_id() else {
+            return;
+        };
+        for task in tasks {
+            if let Err(e) = self.client.kill(id, task).await {
+                tracing::warn!(task_id = %task, error = %e, "kill failed");
+            }
+        }
+    }
+}
+
+/// A running service, as [`start`] returns it.
+#[derive(Debug)]
+pub struct Running {
+    /// The API's address.
+    pub addr: SocketAddr,
+    /// The shared state (for tests and embedding).
+    pub shared: Arc<Shared>,
+    stop: CancellationToken,
+    join: tokio::task::JoinHandle<Result<(), ServiceError>>,
+}
+
+impl Running {
+    /// Stops the service and waits for it. Its tasks keep running for the failover timeout;
+    /// a service started again on the same data directory takes them over.
+    pub async fn stop(self) -> Result<(), ServiceError> {
+        self.stop.cancel();
+        match self.join.await {
+            Ok(r) => r,
+            Err(e) => Err(ServiceError::Io(std::io::Error::other(e.to_string()))),
+        }
+    }
+}
+
+/// Starts the service on `listener` in the background; see [`Running`].
+pub async fn start(config: ServiceConfig, listener: TcpListener) -> Result<Running, ServiceError> {
+    let addr = listener.local_addr()?;
+    let stop = CancellationToken::new();
+    let (shared, driver) = prepare(&config)?;
+    let shutdown = stop.clone();
+    let s = shared.clone();
+    let join = tokio::spawn(async move { serve(s, driver, listener, shutdown).await });
+    Ok(Running {
+        addr,
+        shared,
+        stop,
+        join,
+    })
+}
+
+/// Runs the service on `listener` until `shutdown` completes.
+pub async fn run(
+    config: ServiceConfig,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServiceError> {
+    let (shared, driver) = prepare(&config)?;
+    let stop = CancellationToken::new();
+    let serving = serve(shared, driver, listener, stop.clone());
+    tokio::pin!(serving);
+    tokio::select! {
+        r = &mut serving => r,
+        () = shutdown => {
+            stop.cancel();
+            serving.await
+        }
+    }
+}
+
+/// Opens the store, rebuilds the book and sets up the driver.
+fn prepare(config: &ServiceConfig) -> Result<(Arc<Shared>, Driver<JobsScheduler>), ServiceError> {
+    std::fs::create_dir_all(&config.data_dir)?;
+    let store = Store::open(&config.data_dir.join(STORE_FILE))?;
+    let aging_ms = config.aging.as_millis().max(1) as Millis;
+    let book = store.load(aging_ms, now_ms())?;
+    let framework_id = store.framework_id()?;
+    let in_flight = book.in_flight();
+    let connection = Connection {
+        ca_file: config.ca_file.clone(),
+        token: config.token.clone(),
+    };
+    let client =
+        CoordinatorClient::connect(&config.coordinator, Duration::from_secs(10), &connection)?;
+    let shared = Arc::new(Shared {
+        book: Mutex::new(book),
+        store,
+        client,
+        framework_id: Mutex::new(None),
+        to_check: Mutex::new((!in_flight.is_empty()).then_some(in_flight)),
+        last_offers_ms: AtomicU64::new(0),
+        api_token: config.api_token.clone(),
+    });
+    let mut dc = DriverConfig::new(&config.coordinator, &config.name, config.role.clone())
+        .gpu_resources(true);
+    dc.ca_file = config.ca_file.clone();
+    dc.token = config.token.clone();
+    dc.framework_id = framework_id;
+    dc.failover_timeout = config.failover_timeout;
+    // The jobs must outlive this process: a restarted service takes them over.
+    dc.unregister_on_stop = false;
+    let driver = Driver::new(dc, JobsScheduler::new(shared.clone()))?;
+    Ok((shared, driver))
+}
+
+async fn serve(
+    shared: Arc<Shared>,
+    driver: Driver<JobsScheduler>,
+    listener: TcpListener,
+    stop: CancellationToken,
+) -> Result<(), ServiceError> {
+    let app = crate::api::router(shared.clone());
+    let http = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stop.cancelled_owned())
+                .await
+        })
+    };
+    let ticker = tokio::spawn(tick(shared.clone(), stop.clone()));
+    let driven = driver.run_until(stop.clone().cancelled_owned()).await;
+    // The driver ends on shutdown, or on an error it cannot get past: either way, stop all.
+    stop.cancel();
+    let _ = ticker.await;
+    let served = http.await;
+    driven?;
+    match served {
+        Ok(r) => Ok(r?),
+        Err(e) => Err(ServiceError::Io(std::io::Error::other(e.to_string()))),
+    }
+}
+
+/// The service's clock: kills tasks past their time limit, asks the coordinator about tasks
+/// launched before a restart, and revives offers when work is waiting but none come.
+async fn tick(shared: Arc<Shared>, stop: CancellationToken) {
+    let mut last_revive: Millis = 0;
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(TICK) => {}
+        }
+        let Some(framework_id) = shared.framework_id() else {
+            continue;
+        };
+        let now = now_ms();
+        let (timed_out, pending) = {
+            let mut book = shared.lock_book();
+            let timed_out = book.timeouts(now);
+            if let Err(e) = shared.store.put_attempts(&timed_out) {
+                tracing::error!(error = %e, "cannot record timeouts");
+            }
+            (timed_out, book.pending(now))
+        };
+        let kills: Vec<TaskId> = timed_out
+            .iter()
+            .map(|r| crate::book::task_id(&r.job, r.index, r.attempt))
+            .collect();
+        shared.kill(&kills).await;
+        let check = shared
+            .to_check
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        for task in check.unwrap_or_default() {
+            reconcile_one(&shared, framework_id, task).await;
+        }
+        let quiet = now.saturating_sub(shared.last_offers_ms.load(Ordering::Relaxed));
+        if pending > 0 && quiet >= 1000 && now.saturating_sub(last_revive) >= 1000 {
+            last_revive = now;
+            if let Err(e) = shared
+                .client
+                .revive(framework_id, &ReviveRequest { demand: None })
+                .await
+            {
+                tracing::warn!(error = %e, "revive failed");
+            }
+        }
+    }
+}
+
+/// Asks about one task launched before a restart: one the coordinator does not know never
+/// started, so its index runs again under the next attempt's id.
+async fn reconcile_one(shared: &Shared, framework_id: FrameworkId, task: TaskId) {
+    match shared
+        .client
+        .reconcile(framework_id, vec![task.clone()])
+        .await
+    {
+        Ok(()) => {}
+        Err(SdkError::Rejected {
+            status: 404, code, ..
+        }) if code == "task_not_found" => {
+            let mut book = shared.lock_book();
+            let record = book.not_launched(
+                &task,
+                "unknown to the coordinator after a restart",
+                now_ms(),
+            );
+            if let Some(r) = record {
+                tracing::warn!(task_id = %task, "a launch from before the restart never started");
+                if let Err(e) = shared.store.put_attempts(&[r]) {
+                    tracing::error!(error = %e, "cannot record an attempt");
+                }
+            }
+        }
+        Err(e) => tracing::warn!(task_id = %task, error = %e, "reconciling a task failed"),
+    }
+}

@@ -1,0 +1,290 @@
+//! The jobs service end to end: a real coordinator and real agents (the `tests` crate's
+//! `Cluster`), the service on `127.0.0.1:0`, and every request through its HTTP API.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::time::Duration;
+
+use parley_jobs::service::Running;
+use parley_jobs::ServiceConfig;
+use serde_json::Value;
+use tests::{wait_until, Cluster};
+
+/// Generous: a debug build on a loaded two-core machine.
+const WITHIN: Duration = Duration::from_secs(60);
+
+async fn start_jobs(cluster: &Cluster, data: &Path) -> Running {
+    let mut config = ServiceConfig::new(&cluster.url, "default".parse().unwrap(), data);
+    config.failover_timeout = Duration::from_secs(120);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    parley_jobs::start(config, listener).await.unwrap()
+}
+
+struct Api {
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Api {
+    fn new(jobs: &Running) -> Self {
+        Self {
+            base: format!("http://{}/api/v1/jobs", jobs.addr),
+            http: reqwest::Client::new(),
+        }
+    }
+
+    async fn submit(&self, body: &str, content_type: &str) -> (u16, Value) {
+        let r = self
+            .http
+            .post(&self.base)
+            .header("content-type", content_type)
+            .body(body.to_owned())
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn submit_ok(&self, toml: &str) {
+        let (status, body) = self.submit(toml, "application/toml").await;
+        assert_eq!(status, 201, "{body}");
+    }
+
+    async fn get(&self, path: &str) -> Option<Value> {
+        let r = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .ok()?;
+        r.status().is_success().then_some(())?;
+        r.json().await.ok()
+    }
+
+    /// Waits until job `name` is in a final state; returns its view.
+    async fn wait_done(&self, name: &str) -> Value {
+        wait_until(WITHIN, &format!("job {name} done"), || async {
+            let v = self.get(&format!("/{name}")).await?;
+            let state = v["state"].as_str()?.to_owned();
+            ["succeeded", "failed", "stopped"]
+                .contains(&state.as_str())
+                .then_some(v)
+        })
+        .await
+        .unwrap()
+    }
+}
+
+fn shell_quote(p: &Path) -> String {
+    format!("'{}'", p.display())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_array_retries_the_tasks_that_fail_their_first_attempt() {
+    let cluster = Cluster::start(&["cpus=4,mem=2048", "cpus=4,mem=2048"])
+        .await
+        .unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let marks = tempfile::tempdir().unwrap();
+    let jobs = start_jobs(&cluster, data.path()).await;
+    let api = Api::new(&jobs);
+    // Even indexes fail their first attempt (leaving a marker), and succeed the next.
+    let command = format!(
+        "m={}/$PARLEY_JOB-$PARLEY_TASK_INDEX; \
+         if [ $((PARLEY_TASK_INDEX % 2)) -eq 0 ] && [ ! -e \"$m\" ]; then touch \"$m\"; exit 3; fi",
+        shell_quote(marks.path())
+    );
+    let spec = serde_json::json!({
+        "name": "flaky",
+        "command": command,
+        "count": 6,
+        "max_retries": 2,
+        "backoff_s": 0.1,
+        "resources": {"cpus": 0.1, "mem": 16},
+    });
+    let (status, body) = api.submit(&spec.to_string(), "application/json").await;
+    assert_eq!(status, 201, "{body}");
+    let view = api.wait_done("flaky").await;
+    assert_eq!(view["state"], "succeeded", "{view:#}");
+    assert_eq!(view["tasks"]["succeeded"], 6);
+    let failures = view["failures"].as_array().unwrap();
+    let mut failed: Vec<u64> = failures
+        .iter()
+        .map(|f| {
+            assert_eq!(f["exit_code"], 3, "{f}");
+            assert_eq!(f["attempt"], 0, "{f}");
+            f["index"].as_u64().unwrap()
+        })
+        .collect();
+    failed.sort_unstable();
+    assert_eq!(failed, [0, 2, 4]);
+    let task = api.get("/flaky/tasks/2").await.unwrap();
+    assert_eq!(
+        (task["state"].as_str(), task["attempts"].as_u64()),
+        (Some("succeeded"), Some(2))
+    );
+    jobs.stop().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dependencies_start_after_success_and_fail_with_their_dependency() {
+    let cluster = Cluster::start(&["cpus=4,mem=2048"]).await.unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let jobs = start_jobs(&cluster, data.path()).await;
+    let api = Api::new(&jobs);
+    let log = shell_quote(&out.path().join("order"));
+    let job = |name: &str, command: &str, deps: &str| {
+        format!(
+            "name = \"{name}\"\ncommand = \"{command}\"\ndepends_on = [{deps}]\n\
+             [resources]\ncpus = 0.1\nmem = 16\n"
+        )
+    };
+    api.submit_ok(&job(
+        "first",
+        &format!("sleep 0.3; echo first >> {log}"),
+        "",
+    ))
+    .await;
+    api.submit_ok(&job(
+        "second",
+        &format!("echo second >> {log}"),
+        "\"first\"",
+    ))
+    .await;
+    api.submit_ok(&job("broken", "exit 4", "")).await;
+    api.submit_ok(&job(
+        "after-broken",
+        &format!("echo never >> {log}"),
+        "\"broken\"",
+    ))
+    .await;
+    let second = api.wait_done("second").await;
+    assert_eq!(second["state"], "succeeded", "{second:#}");
+    let after = api.wait_done("after-broken").await;
+    assert_eq!(after["state"], "failed", "{after:#}");
+    let reason = after["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("dependency \"broken\" failed") && reason.contains("exit code 4"),
+        "{reason}"
+    );
+    assert_eq!(after["tasks"]["succeeded"], 0);
+    assert!(
+        after["failures"].as_array().unwrap().is_empty(),
+        "it never ran"
+    );
+    let order = std::fs::read_to_string(out.path().join("order")).unwrap();
+    assert_eq!(order, "first\nsecond\n");
+    jobs.stop().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_specs_are_refused_naming_the_field_and_nothing_is_queued() {
+    let cluster = Cluster::start(&["cpus=1,mem=256"]).await.unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let jobs = start_jobs(&cluster, data.path()).await;
+    let api = Api::new(&jobs);
+    let base = "command = \"true\"\n[resources]\ncpus = 0.1\n";
+    let cases = [
+        (format!("name = \"a\"\ncuont = 2\n{base}"), "cuont", Some(2)),
+        (
+            format!("name = \"a\"\ncount = -3\n{base}"),
+            "count",
+            Some(2),
+        ),
+        (
+            format!("name = \"a\"\n{base}gpus = 1.5\n"),
+            "resources.gpus",
+            Some(5),
+        ),
+        (
+            format!("name = \"a\"\ndepends_on = [\"a\"]\n{base}"),
+            "depends_on[0]",
+            None,
+        ),
+        (
+            format!("name = \"a\"\ndepends_on = [\"ghost\"]\n{base}"),
+            "depends_on[0]",
+            None,
+        ),
+    ];
+    for (spec, field, line) in cases {
+        let (status, body) = api.submit(&spec, "application/toml").await;
+        assert_eq!(status, 400, "{spec}: {body}");
+        assert_eq!(body["error"]["code"], "invalid_spec", "{body}");
+        assert_eq!(body["error"]["field"], field, "{spec}: {body}");
+        if let Some(line) = line {
+            assert_eq!(body["error"]["line"], line, "{spec}: {body}");
+        }
+    }
+    let (status, body) = api
+        .submit(
+            r#"{"name": "j", "command": "true", "resources": {"cpus": 1}, "colour": "red"}"#,
+            "application/json",
+        )
+        .await;
+    assert_eq!(
+        (status, &body["error"]["field"]),
+        (400, &Value::from("colour")),
+        "{body}"
+    );
+    let list = api.get("").await.unwrap();
+    assert_eq!(list["jobs"], serde_json::json!([]), "nothing was queued");
+    jobs.stop().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_service_finishes_the_array_launching_each_index_once() {
+    let cluster = Cluster::start(&["cpus=4,mem=2048", "cpus=4,mem=2048"])
+        .await
+        .unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let jobs = start_jobs(&cluster, data.path()).await;
+    let api = Api::new(&jobs);
+    let dir = shell_quote(out.path());
+    let spec = format!(
+        "name = \"steady\"\ncount = 12\nmax_running = 4\n\
+         command = \"echo start >> {dir}/$PARLEY_TASK_INDEX; sleep 0.5; echo end >> {dir}/$PARLEY_TASK_INDEX\"\n\
+         [resources]\ncpus = 0.1\nmem = 16\n"
+    );
+    api.submit_ok(&spec).await;
+    wait_until(WITHIN, "some tasks done and some running", || async {
+        let v = api.get("/steady").await?;
+        let t = &v["tasks"];
+        (t["succeeded"].as_u64()? >= 2 && t["running"].as_u64()? >= 1).then_some(())
+    })
+    .await
+    .unwrap();
+    let framework = cluster
+        .framework_named("parley-jobs")
+        .await
+        .unwrap()
+        .unwrap();
+    jobs.stop().await.unwrap();
+
+    let jobs = start_jobs(&cluster, data.path()).await;
+    let api = Api::new(&jobs);
+    let view = api.wait_done("steady").await;
+    assert_eq!(view["state"], "succeeded", "{view:#}");
+    assert_eq!(view["succeeded"], serde_json::json!([[0, 12]]));
+    assert!(view["failures"].as_array().unwrap().is_empty(), "{view:#}");
+    for index in 0..12 {
+        let log = std::fs::read_to_string(out.path().join(index.to_string())).unwrap();
+        assert_eq!(log, "start\nend\n", "index {index} ran exactly once");
+    }
+    let frameworks = cluster.frameworks().await.unwrap().frameworks;
+    assert_eq!(
+        frameworks.len(),
+        1,
+        "the restarted service took its framework over"
+    );
+    assert_eq!(frameworks[0].framework_id, framework);
+    jobs.stop().await.unwrap();
+    cluster.wait_agents_idle().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
