@@ -25,7 +25,7 @@ const FRAMEWORK_ID: &str = "framework_id";
 pub enum StoreError {
     /// The database could not be opened, read or written.
     #[error("job store: {0}")]
-    Db(#[from] redb::Error),
+    Db(Box<redb::Error>),
     /// A record could not be encoded or decoded.
     #[error("job store record: {0}")]
     Record(#[from] serde_json::Error),
@@ -40,7 +40,7 @@ pub enum StoreError {
 }
 
 fn db<E: Into<redb::Error>>(e: E) -> StoreError {
-    StoreError::Db(e.into())
+    StoreError::Db(Box::new(e.into()))
 }
 
 /// What is stored of a job besides its attempts.
