@@ -247,7 +247,11 @@ impl Scheduler for JobsScheduler {
             (record, book.is_current(&status.task_id))
         };
         if let Some(record) = record {
-            self.store_or_log(&[record]);
+            // Only launches and ends must survive a restart (reconciliation brings back the
+            // states in between), so a `running` update costs no write.
+            if record.state.is_terminal() {
+                self.store_or_log(&[record]);
+            }
         } else if !known && !status.state.is_terminal() {
             // A task no job is waiting on (its job was deleted, or a newer attempt of its
             // index runs): it must not run on.

@@ -6,6 +6,8 @@
 use std::path::Path;
 use std::time::Duration;
 
+mod support;
+
 use parley_jobs::service::Running;
 use parley_jobs::ServiceConfig;
 use serde_json::Value;
@@ -246,12 +248,7 @@ async fn a_restarted_service_finishes_the_array_launching_each_index_once() {
     let out = tempfile::tempdir().unwrap();
     let jobs = start_jobs(&cluster, data.path()).await;
     let api = Api::new(&jobs);
-    let dir = shell_quote(out.path());
-    let spec = format!(
-        "name = \"steady\"\ncount = 12\nmax_running = 4\n\
-         command = \"echo start >> {dir}/$PARLEY_TASK_INDEX; sleep 0.5; echo end >> {dir}/$PARLEY_TASK_INDEX\"\n\
-         [resources]\ncpus = 0.1\nmem = 16\n"
-    );
+    let spec = support::logging_array("steady", 12, 4, out.path());
     api.submit_ok(&spec).await;
     wait_until(WITHIN, "some tasks done and some running", || async {
         let v = api.get("/steady").await?;
@@ -273,18 +270,68 @@ async fn a_restarted_service_finishes_the_array_launching_each_index_once() {
     assert_eq!(view["state"], "succeeded", "{view:#}");
     assert_eq!(view["succeeded"], serde_json::json!([[0, 12]]));
     assert!(view["failures"].as_array().unwrap().is_empty(), "{view:#}");
-    for index in 0..12 {
-        let log = std::fs::read_to_string(out.path().join(index.to_string())).unwrap();
-        assert_eq!(log, "start\nend\n", "index {index} ran exactly once");
-    }
-    let frameworks = cluster.frameworks().await.unwrap().frameworks;
-    assert_eq!(
-        frameworks.len(),
-        1,
-        "the restarted service took its framework over"
-    );
-    assert_eq!(frameworks[0].framework_id, framework);
+    support::assert_each_ran_once(out.path(), 12);
+    support::assert_one_framework(&cluster, framework).await;
     jobs.stop().await.unwrap();
     cluster.wait_agents_idle().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_past_its_timeout_is_killed_and_fails_the_job() {
+    let cluster = Cluster::start(&["cpus=2,mem=1024"]).await.unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let jobs = start_jobs(&cluster, data.path()).await;
+    let api = Api::new(&jobs);
+    api.submit_ok(
+        "name = \"slow\"\ncommand = \"sleep 600\"\ntimeout_s = 0.5\n\
+         [resources]\ncpus = 0.1\nmem = 16\n",
+    )
+    .await;
+    let view = api.wait_done("slow").await;
+    assert_eq!(view["state"], "failed", "{view:#}");
+    let failure = &view["failures"][0];
+    assert_eq!(failure["state"], "killed", "{view:#}");
+    assert_eq!(failure["message"], "timed out after 0.5 s", "{view:#}");
+    assert!(
+        view["reason"].as_str().unwrap().contains("timed out"),
+        "{view:#}"
+    );
+    jobs.stop().await.unwrap();
+    cluster.wait_agents_idle().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_lost_with_their_agent_run_again_elsewhere() {
+    let mut cluster = Cluster::start(&["cpus=4,mem=2048"]).await.unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let jobs = start_jobs(&cluster, data.path()).await;
+    let api = Api::new(&jobs);
+    // No retries: only losses (which use none) may run an index again.
+    api.submit_ok(
+        "name = \"survivor\"\ncount = 6\ncommand = \"sleep 1\"\n\
+         [resources]\ncpus = 0.5\nmem = 16\n",
+    )
+    .await;
+    wait_until(WITHIN, "tasks running on the first agent", || async {
+        let v = api.get("/survivor").await?;
+        (v["tasks"]["running"].as_u64()? == 6).then_some(())
+    })
+    .await
+    .unwrap();
+    cluster.add_agent("cpus=4,mem=2048").await.unwrap();
+    cluster.stop_agent(0).await.unwrap();
+    let view = api.wait_done("survivor").await;
+    assert_eq!(view["state"], "succeeded", "{view:#}");
+    let failures = view["failures"].as_array().unwrap();
+    assert!(!failures.is_empty(), "{view:#}");
+    assert!(
+        failures
+            .iter()
+            .all(|f| f["state"] == "lost" && f["counted"] == false),
+        "{view:#}"
+    );
+    jobs.stop().await.unwrap();
     cluster.shutdown().await.unwrap();
 }
