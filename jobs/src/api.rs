@@ -1,5 +1,5 @@
 //! The REST API under `/api/v1/jobs`: submit (`POST`, a TOML or JSON spec), list, get (with
-//! every running attempt, retry and failure), one task, stop and delete; [`router`] builds it
+//! every running attempt, retry and failure), one task, stop, scale (a service) and delete; [`router`] builds it
 //! over the service's [`Shared`] state. Errors are `{"error": {"code", "message"}}`, with
 //! `field` (and `line`) for a bad spec; a refused submission changes nothing.
 
@@ -77,6 +77,7 @@ impl From<BookError> for ApiError {
         match e {
             BookError::Exists(_) => Self::new(StatusCode::CONFLICT, "job_exists", message),
             BookError::NotFound(_) => Self::new(StatusCode::NOT_FOUND, "job_not_found", message),
+            BookError::NotService(_) => Self::new(StatusCode::CONFLICT, "not_a_service", message),
             BookError::UnknownDependency { field, .. } | BookError::Cycle { field, .. } => Self {
                 field: Some(field),
                 ..Self::new(StatusCode::BAD_REQUEST, "invalid_spec", message)
@@ -97,6 +98,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/api/v1/jobs", post(submit).get(list))
         .route("/api/v1/jobs/{name}", get(show).delete(delete))
         .route("/api/v1/jobs/{name}/stop", post(stop))
+        .route("/api/v1/jobs/{name}/scale", post(scale))
         .route("/api/v1/jobs/{name}/tasks/{index}", get(task))
         .layer(middleware::from_fn_with_state(shared.clone(), authorize))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_SPEC_BYTES))
@@ -235,6 +237,57 @@ async fn stop(
             .put_job(&name, &record)
             .map_err(ApiError::internal)?;
         book.stop(&name, now_ms())?
+    };
+    shared.kill(&kill).await;
+    let view = shared
+        .lock_book()
+        .view(&name)
+        .ok_or_else(|| not_found(&name))?;
+    Ok(Json(view).into_response())
+}
+
+/// The body of `POST /api/v1/jobs/{name}/scale`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScaleRequest {
+    replicas: i64,
+}
+
+/// `POST /api/v1/jobs/{name}/scale` `{"replicas": N}`: a service's new replica count.
+async fn scale(
+    State(shared): State<Arc<Shared>>,
+    Path(name): Path<String>,
+    body: String,
+) -> Result<Response, ApiError> {
+    let request: ScaleRequest = serde_json::from_str(&body).map_err(|e| ApiError {
+        field: Some("replicas".into()),
+        ..ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            format!("expected {{\"replicas\": N}}: {e}"),
+        )
+    })?;
+    spec::check_count("replicas", request.replicas)?;
+    let replicas = request.replicas as u32;
+    let kill = {
+        let mut book = shared.lock_book();
+        let job = book.job(&name).ok_or_else(|| not_found(&name))?;
+        if job.spec().kind != spec::Kind::Service {
+            return Err(BookError::NotService(name).into());
+        }
+        let mut raw = job.spec().raw.clone();
+        raw.replicas = Some(request.replicas);
+        let record = JobRecord {
+            seq: job.seq(),
+            submitted_ms: job.submitted_ms(),
+            stopped: job.state() == crate::book::JobState::Stopped,
+            spec: raw,
+        };
+        shared
+            .store
+            .put_job(&name, &record)
+            .map_err(ApiError::internal)?;
+        book.scale(&name, replicas, now_ms())?
     };
     shared.kill(&kill).await;
     let view = shared

@@ -17,7 +17,7 @@ use protocol::{AgentId, TaskId, TaskState};
 use serde::{Deserialize, Serialize};
 
 use crate::ranges::Ranges;
-use crate::spec::JobSpec;
+use crate::spec::{JobSpec, Kind};
 
 /// Milliseconds since the Unix epoch.
 pub type Millis = u64;
@@ -28,6 +28,13 @@ pub const DEFAULT_AGING_MS: Millis = 60_000;
 /// Lost attempts (agent gone, task preempted) do not use up retries, but an index lost this
 /// many times fails, so a task that kills its agent cannot loop forever.
 pub const MAX_LOST: usize = 10;
+
+/// A service replica that ran this long before it ended was healthy: its next restart waits
+/// only the first backoff again.
+pub const STABLE_MS: Millis = 10_000;
+
+/// The most ended attempts a service keeps per replica (it may restart forever).
+pub const SERVICE_HISTORY: usize = 10;
 
 /// Where a job is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,6 +62,9 @@ impl JobState {
 /// Why the book refused a request.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BookError {
+    /// Only a service can be scaled.
+    #[error("job {0:?} is not a service; only services have replicas to scale")]
+    NotService(String),
     /// A job of that name exists.
     #[error("a job named {0:?} exists; delete it first or choose another name")]
     Exists(String),
@@ -133,6 +143,8 @@ pub struct Failure {
     pub message: Option<String>,
     /// Whether it used up one of `max_retries` (lost and preempted tasks do not).
     pub counted: bool,
+    /// How long it ran, from launch to end.
+    pub ran_ms: Millis,
     /// When it ended.
     pub ended_ms: Millis,
 }
@@ -196,8 +208,10 @@ pub struct Job {
     succeeded: Ranges,
     /// Indexes that failed for good.
     failed: BTreeSet<u32>,
-    /// Every failed attempt, by index.
+    /// Every failed attempt, by index (a service's last few ends).
     failures: BTreeMap<u32, Vec<Failure>>,
+    /// The next attempt of each index that has had one.
+    attempts: BTreeMap<u32, u32>,
 }
 
 impl Job {
@@ -216,6 +230,7 @@ impl Job {
             succeeded: Ranges::new(),
             failed: BTreeSet::new(),
             failures: BTreeMap::new(),
+            attempts: BTreeMap::new(),
         }
     }
 
@@ -245,7 +260,7 @@ impl Job {
     }
 
     fn next_attempt(&self, index: u32) -> u32 {
-        self.failures.get(&index).map_or(0, |f| f.len() as u32)
+        self.attempts.get(&index).copied().unwrap_or(0)
     }
 
     /// How many more tasks it may run now.
@@ -275,7 +290,8 @@ impl Job {
 
     /// Ends the job if nothing is left to run; true when it ended now.
     fn settle(&mut self, now: Millis) -> bool {
-        if self.state != JobState::Active
+        if self.spec.kind == Kind::Service
+            || self.state != JobState::Active
             || !self.unlaunched.is_empty()
             || !self.retry.is_empty()
             || !self.running.is_empty()
@@ -437,7 +453,12 @@ impl Book {
         let Some(job) = self.jobs.get_mut(&r.job) else {
             return;
         };
-        if r.index >= job.spec.count || r.attempt != job.next_attempt(r.index) {
+        if r.attempt != job.next_attempt(r.index) {
+            return;
+        }
+        if r.index >= job.spec.count {
+            // A replica scaled away: its ids stay used, so a later scale-up starts after them.
+            job.attempts.insert(r.index, r.attempt + 1);
             return;
         }
         job.unlaunched.remove(r.index);
@@ -608,7 +629,20 @@ impl Book {
         }
         record.ended_ms = Some(now);
         let timed_out = run.timed_out_ms;
+        let ran_ms = now.saturating_sub(run.launched_ms);
         job.running.remove(&index);
+        job.attempts.insert(index, attempt + 1);
+        if job.spec.kind == Kind::Service {
+            restart_replica(
+                job,
+                index,
+                attempt,
+                ran_ms,
+                (state, exit_code, message),
+                now,
+            );
+            return Some(record);
+        }
         if state == TaskState::Finished {
             job.succeeded.insert(index);
         } else {
@@ -635,6 +669,7 @@ impl Book {
                 exit_code,
                 message,
                 counted,
+                ran_ms,
                 ended_ms: now,
             });
             let used = history.iter().filter(|f| f.counted).count();
@@ -689,6 +724,41 @@ impl Book {
             }
         }
         out
+    }
+
+    /// Sets a service's replica count: new replicas are queued, and the running tasks of those
+    /// scaled away are returned, to kill.
+    pub fn scale(
+        &mut self,
+        name: &str,
+        replicas: u32,
+        _now: Millis,
+    ) -> Result<Vec<TaskId>, BookError> {
+        let job = self
+            .jobs
+            .get_mut(name)
+            .ok_or_else(|| BookError::NotFound(name.to_owned()))?;
+        if job.spec.kind != Kind::Service {
+            return Err(BookError::NotService(name.to_owned()));
+        }
+        let old = job.spec.count;
+        job.spec.count = replicas;
+        job.spec.raw.replicas = Some(i64::from(replicas));
+        let mut kill = Vec::new();
+        if job.state.is_done() {
+            return Ok(kill);
+        }
+        for index in old..replicas {
+            job.unlaunched.insert(index);
+        }
+        for index in replicas..old {
+            job.unlaunched.remove(index);
+            job.retry.remove(&index);
+            if let Some(run) = job.running.get(&index) {
+                kill.push(run.task_id.clone());
+            }
+        }
+        Ok(kill)
     }
 
     /// Whether `id` is the attempt its index is running now.
@@ -838,8 +908,7 @@ impl Book {
         Some(TaskView {
             index,
             state: state.to_owned(),
-            attempts: job.next_attempt(index)
-                + u32::from(job.running.contains_key(&index) || job.succeeded.contains(index)),
+            attempts: job.next_attempt(index) + u32::from(job.running.contains_key(&index)),
             running: job.running.get(&index).cloned(),
             failures: job.failures.get(&index).cloned().unwrap_or_default(),
         })
@@ -951,6 +1020,56 @@ pub struct TaskView {
     pub running: Option<Running>,
     /// Its failed attempts.
     pub failures: Vec<Failure>,
+}
+
+/// A service replica ended: it is recorded (keeping the last [`SERVICE_HISTORY`]) and, unless
+/// the service was stopped or scaled below it, started again after a delay that doubles with
+/// each quick end in a row (a lost or preempted replica restarts at once).
+fn restart_replica(
+    job: &mut Job,
+    index: u32,
+    attempt: u32,
+    ran_ms: Millis,
+    (state, exit_code, message): (TaskState, Option<i32>, Option<String>),
+    now: Millis,
+) {
+    let counted = !(state == TaskState::Lost
+        || (state == TaskState::Killed
+            && message
+                .as_deref()
+                .is_some_and(|m| m.contains("preempt") || m.contains("drain"))));
+    let history = job.failures.entry(index).or_default();
+    history.push(Failure {
+        index,
+        attempt,
+        state,
+        exit_code,
+        message,
+        counted,
+        ran_ms,
+        ended_ms: now,
+    });
+    if history.len() > SERVICE_HISTORY {
+        history.remove(0);
+    }
+    let quick = history
+        .iter()
+        .rev()
+        .take_while(|f| f.counted && f.ran_ms < STABLE_MS)
+        .count();
+    if job.state != JobState::Active || index >= job.spec.count {
+        return;
+    }
+    let delay = if quick == 0 {
+        0
+    } else {
+        let doublings = (quick - 1).min(30) as u32;
+        job.spec
+            .backoff_ms
+            .saturating_mul(1u64 << doublings)
+            .min(job.spec.max_backoff_ms)
+    };
+    job.retry.insert(index, now.saturating_add(delay));
 }
 
 #[cfg(test)]

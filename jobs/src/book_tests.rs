@@ -243,3 +243,46 @@ fn a_restored_book_carries_on_from_its_records() {
         }]
     );
 }
+
+#[test]
+fn a_service_restarts_its_replicas_with_backoff_and_scales() {
+    let mut book = Book::default();
+    book.submit(
+        parse_any(
+            "name = \"web\"\nkind = \"service\"\nreplicas = 2\ncommand = \"serve\"\n\
+             backoff_s = 1\n[resources]\ncpus = 1\n",
+        )
+        .unwrap(),
+        0,
+    )
+    .unwrap();
+    let ids = launch_all(&mut book, 0);
+    assert_eq!(ids, [task_id("web", 0, 0), task_id("web", 1, 0)]);
+    // A replica that exits at once waits the backoff, then doubles it.
+    book.update(&ids[0], TaskState::Finished, Some(0), None, 100);
+    assert_eq!(book.next_retry(100), Some(1100));
+    let again = launch_all(&mut book, 1100);
+    assert_eq!(again, [task_id("web", 0, 1)]);
+    book.update(&again[0], TaskState::Failed, Some(1), None, 1200);
+    assert_eq!(book.next_retry(1200), Some(3200));
+    // A lost replica restarts at once.
+    book.update(&ids[1], TaskState::Lost, None, None, 1300);
+    assert_eq!(launch_all(&mut book, 1300), [task_id("web", 1, 1)]);
+    assert_eq!(book.job("web").unwrap().state(), JobState::Active);
+    // Scaling up queues new replicas; down returns the running ones to kill.
+    assert!(book.scale("web", 3, 1400).unwrap().is_empty());
+    assert_eq!(launch_all(&mut book, 1400), [task_id("web", 2, 0)]);
+    let kill = book.scale("web", 1, 1500).unwrap();
+    assert_eq!(kill, [task_id("web", 1, 1), task_id("web", 2, 0)]);
+    book.update(&kill[0], TaskState::Killed, None, None, 1600);
+    assert_eq!(book.pending(10_000), 1, "only replica 0 comes back");
+    assert_eq!(
+        book.scale("nope", 1, 0).unwrap_err(),
+        BookError::NotFound("nope".into())
+    );
+    book.submit(spec("name = \"batch\""), 0).unwrap();
+    assert_eq!(
+        book.scale("batch", 2, 0).unwrap_err(),
+        BookError::NotService("batch".into())
+    );
+}

@@ -2,7 +2,8 @@
 //! one framework (through the SDK's `Driver`, no private coordinator API) and runs every job
 //! submitted to its REST API: batch arrays with retries and exponential backoff, per-task
 //! time limits, dependencies between jobs, priorities with aging and a per-job concurrency
-//! limit, each placed with the SDK's policies and constraints. Its state is durable in a redb
+//! limit; and services, whose replicas are restarted whenever they end and can be scaled.
+//! Tasks are placed with the SDK's policies and constraints. Its state is durable in a redb
 //! file, and a restarted service takes its tasks over without launching any attempt twice.
 //!
 //! # Layout
@@ -11,7 +12,7 @@
 //!   error names the field and, for TOML, the line.
 //! - [`ranges`]: [`ranges::Ranges`], sets of task indexes kept as ranges.
 //! - [`book`]: [`book::Book`], the pure state of every job (queue order, indexes, attempts,
-//!   retries, dependencies); no I/O, time passed in.
+//!   retries, dependencies, service replicas); no I/O, time passed in.
 //! - [`store`]: [`store::Store`], the redb file (framework id, jobs, attempts) and the book's
 //!   rebuild after a restart.
 //! - [`scheduler`]: [`scheduler::JobsScheduler`], the SDK `Scheduler` that launches the

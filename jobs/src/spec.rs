@@ -85,9 +85,12 @@ pub struct RawSpec {
     pub version: Option<i64>,
     /// The job's name, unique in the service.
     pub name: String,
-    /// `batch` (the default) is the only kind this service runs so far.
+    /// `batch` (the default) or `service`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
+    /// For a service: how many copies run at once; default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i64>,
     /// A shell line (`sh -c`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
@@ -170,6 +173,16 @@ pub struct RawConstraint {
     pub max_per_value: Option<i64>,
 }
 
+/// What kind of job a spec describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// Tasks that run to an end: the job succeeds when every index has succeeded once.
+    Batch,
+    /// Replicas that should run forever: each is started again whenever it ends.
+    Service,
+}
+
 /// The placement policy a job's tasks are placed with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -203,11 +216,13 @@ pub struct JobSpec {
     pub raw: RawSpec,
     /// The job's name.
     pub name: String,
+    /// Batch or service.
+    pub kind: Kind,
     /// What each task runs.
     pub command: protocol::CommandSpec,
     /// What each task needs.
     pub resources: Resources,
-    /// How many tasks.
+    /// How many tasks (a batch job's `count`, a service's `replicas`).
     pub count: u32,
     /// Environment for every task (besides `PARLEY_JOB` and `PARLEY_TASK_INDEX`).
     pub env: BTreeMap<String, String>,
@@ -333,6 +348,19 @@ pub fn check_name(field: &str, name: &str) -> Result<(), SpecError> {
     }
 }
 
+/// Checks an array size or a replica count.
+pub fn check_count(field: &str, count: i64) -> Result<(), SpecError> {
+    let min = if field == "replicas" { 0 } else { 1 };
+    if (min..=MAX_COUNT).contains(&count) {
+        Ok(())
+    } else {
+        Err(SpecError::new(
+            field,
+            format!("{count} is out of range: give between {min} and {MAX_COUNT}"),
+        ))
+    }
+}
+
 fn seconds_to_ms(field: &str, value: f64, min: f64) -> Result<u64, SpecError> {
     // A week is more than any retry delay or task limit this service is meant for.
     const MAX_S: f64 = 7.0 * 24.0 * 3600.0;
@@ -357,20 +385,40 @@ impl RawSpec {
             }
         }
         check_name("name", &self.name)?;
-        match self.kind.as_deref() {
-            None | Some("batch") => {}
-            Some(other @ ("service" | "periodic")) => {
+        let kind = match self.kind.as_deref() {
+            None | Some("batch") => Kind::Batch,
+            Some("service") => Kind::Service,
+            Some(other @ "periodic") => {
                 return Err(SpecError::new(
                     "kind",
-                    format!("{other:?} jobs are not supported by this service yet; use \"batch\""),
+                    format!("{other:?} jobs are not supported by this service yet; use \"batch\" or \"service\""),
                 ))
             }
             Some(other) => {
                 return Err(SpecError::new(
                     "kind",
-                    format!("{other:?} is not a kind of job; use \"batch\""),
+                    format!("{other:?} is not a kind of job; use \"batch\" or \"service\""),
                 ))
             }
+        };
+        if kind == Kind::Service {
+            for (field, given) in [
+                ("count", self.count.is_some()),
+                ("max_retries", self.max_retries.is_some()),
+                ("timeout_s", self.timeout_s.is_some()),
+            ] {
+                if given {
+                    return Err(SpecError::new(
+                        field,
+                        "not a service field: a service runs `replicas` copies and restarts each whenever it ends",
+                    ));
+                }
+            }
+        } else if self.replicas.is_some() {
+            return Err(SpecError::new(
+                "replicas",
+                "only a service has replicas; a batch job has `count` tasks",
+            ));
         }
         let command = match (&self.command, &self.argv) {
             (Some(line), None) => protocol::CommandSpec::Shell(line.clone()),
@@ -397,13 +445,11 @@ impl RawSpec {
             SpecError::new(field, m)
         })?;
         let resources = self.resources()?;
-        let count = self.count.unwrap_or(1);
-        if !(1..=MAX_COUNT).contains(&count) {
-            return Err(SpecError::new(
-                "count",
-                format!("{count} is out of range: give between 1 and {MAX_COUNT} tasks"),
-            ));
-        }
+        let (count, count_field) = match kind {
+            Kind::Batch => (self.count.unwrap_or(1), "count"),
+            Kind::Service => (self.replicas.unwrap_or(1), "replicas"),
+        };
+        check_count(count_field, count)?;
         for key in self.env.keys() {
             let ok = key.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
                 && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
@@ -492,6 +538,7 @@ impl RawSpec {
         Ok(JobSpec {
             raw: self.clone(),
             name: self.name.clone(),
+            kind,
             command,
             resources,
             count: count as u32,
@@ -662,7 +709,14 @@ equals = "b"
             (with("max_retries = -2"), "max_retries", Some(1)),
             (with("timeout_s = 0"), "timeout_s", Some(1)),
             (with("placement = \"random\""), "placement", Some(1)),
-            (with("kind = \"service\""), "kind", Some(1)),
+            (with("kind = \"periodic\""), "kind", Some(1)),
+            (with("kind = \"service\"\ncount = 2"), "count", Some(2)),
+            (with("replicas = 2"), "replicas", Some(1)),
+            (
+                with("kind = \"service\"\nreplicas = -1"),
+                "replicas",
+                Some(2),
+            ),
             (with("version = 2"), "version", Some(1)),
             (with("depends_on = [\"a\"]"), "depends_on[0]", None),
             (format!("{base}gpus = 0.5\n"), "resources.gpus", Some(5)),

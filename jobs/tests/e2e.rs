@@ -335,3 +335,78 @@ async fn tasks_lost_with_their_agent_run_again_elsewhere() {
     jobs.stop().await.unwrap();
     cluster.shutdown().await.unwrap();
 }
+
+/// The running replicas of service `web` as (index, attempt), once `want` of them run.
+async fn replicas(api: &Api, want: usize) -> Vec<(u64, u64)> {
+    wait_until(WITHIN, &format!("{want} replicas running"), || async {
+        let v = api.get("/web").await?;
+        let list = v["running"].as_array()?;
+        let up: Vec<(u64, u64)> = list
+            .iter()
+            .filter(|r| r["state"] == "running")
+            .filter_map(|r| Some((r["index"].as_u64()?, r["attempt"].as_u64()?)))
+            .collect();
+        (up.len() == want && list.len() == want).then_some(up)
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_replaces_a_killed_replica_and_scales() {
+    let cluster = Cluster::start(&["cpus=4,mem=2048"]).await.unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let jobs = start_jobs(&cluster, data.path()).await;
+    let api = Api::new(&jobs);
+    api.submit_ok(
+        "name = \"web\"\nkind = \"service\"\nreplicas = 2\ncommand = \"sleep 600\"\n\
+         backoff_s = 0.1\n[resources]\ncpus = 0.1\nmem = 16\n",
+    )
+    .await;
+    assert_eq!(replicas(&api, 2).await, [(0, 0), (1, 0)]);
+    jobs.shared
+        .kill(&[parley_jobs::book::task_id("web", 0, 0)])
+        .await;
+    wait_until(WITHIN, "replica 0 replaced", || async {
+        let v = api.get("/web").await?;
+        let r = v["running"].as_array()?.first()?.clone();
+        (r["attempt"] == 1 && r["state"] == "running").then_some(())
+    })
+    .await
+    .unwrap();
+    let scale = |n: u32| {
+        let url = format!("{}/web/scale", api.base);
+        let http = api.http.clone();
+        async move {
+            let r = http
+                .post(url)
+                .json(&serde_json::json!({ "replicas": n }))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status().as_u16(), 200, "{}", r.text().await.unwrap());
+        }
+    };
+    scale(3).await;
+    assert_eq!(replicas(&api, 3).await.len(), 3);
+    scale(1).await;
+    assert_eq!(replicas(&api, 1).await, [(0, 1)]);
+    let r = api
+        .http
+        .post(format!("{}/web/stop", api.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let view = api.wait_done("web").await;
+    assert_eq!(view["state"], "stopped");
+    wait_until(WITHIN, "no replica left", || async {
+        let v = api.get("/web").await?;
+        v["running"].as_array()?.is_empty().then_some(())
+    })
+    .await
+    .unwrap();
+    jobs.stop().await.unwrap();
+    cluster.wait_agents_idle().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}

@@ -163,6 +163,13 @@ pub enum JobAction {
         /// The job's name.
         name: String,
     },
+    /// Sets a service's number of replicas.
+    Scale {
+        /// The service's name.
+        name: String,
+        /// How many replicas (0 or more).
+        replicas: u32,
+    },
     /// Deletes the job (killing what still runs).
     Delete {
         /// The job's name.

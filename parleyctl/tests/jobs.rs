@@ -20,11 +20,8 @@ fn refs(args: &[String]) -> Vec<&str> {
 async fn run_wait_status_stop_and_delete() {
     let cluster = Cluster::start(&["cpus=2,mem=1024"]).await.unwrap();
     let data = tempfile::tempdir().unwrap();
-    let mut config = parley_jobs::ServiceConfig::new(
-        &cluster.url,
-        "default".parse().unwrap(),
-        data.path(),
-    );
+    let mut config =
+        parley_jobs::ServiceConfig::new(&cluster.url, "default".parse().unwrap(), data.path());
     config.failover_timeout = Duration::from_secs(60);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let jobs = parley_jobs::start(config, listener).await.unwrap();
@@ -41,7 +38,10 @@ async fn run_wait_status_stop_and_delete() {
     let out = ok(url, &refs(&with(&["run", example, "--wait"]))).await;
     assert!(out.contains("job hello-array submitted"), "{out}");
     assert!(
-        out.lines().last().unwrap().contains("succeeded (20/20 succeeded)"),
+        out.lines()
+            .last()
+            .unwrap()
+            .contains("succeeded (20/20 succeeded)"),
         "{out}"
     );
 
@@ -77,10 +77,20 @@ async fn run_wait_status_stop_and_delete() {
     // The list, as a table and as JSON.
     let list = ok(url, &refs(&with(&["jobs"]))).await;
     assert!(list.starts_with("NAME"), "{list}");
-    assert!(list.contains("hello-array") && list.contains("20/20"), "{list}");
+    assert!(
+        list.contains("hello-array") && list.contains("20/20"),
+        "{list}"
+    );
     let raw = ok(url, &refs(&with(&["--json", "jobs"]))).await;
     let value: serde_json::Value = serde_json::from_str(&raw).unwrap();
     assert_eq!(value["jobs"].as_array().unwrap().len(), 2);
+
+    // A batch job has no replicas to scale.
+    let (result, _) = ctl(url, &refs(&with(&["job", "scale", "bad", "2"]))).await;
+    assert!(
+        matches!(&result, Err(CtlError::Api { status: 409, code, .. }) if code == "not_a_service"),
+        "{result:?}"
+    );
 
     // Stop a long job, then delete it.
     let long = dir.path().join("long.toml");
@@ -111,5 +121,8 @@ async fn an_unreachable_jobs_service_is_exit_code_3() {
     let out = binary(&["--jobs-url", &dead, "jobs"], &[]).await;
     let (_, err) = texts(&out);
     assert_eq!(out.status.code(), Some(EXIT_UNREACHABLE), "{err}");
-    assert!(err.contains("jobs service") && err.contains("--jobs-url"), "{err}");
+    assert!(
+        err.contains("jobs service") && err.contains("--jobs-url"),
+        "{err}"
+    );
 }

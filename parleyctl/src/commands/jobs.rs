@@ -1,4 +1,5 @@
-//! The jobs service's commands: `run FILE [--wait]`, `jobs`, `job status|stop|delete NAME`.
+//! The jobs service's commands: `run FILE [--wait]`, `jobs`, `job status|stop|delete NAME`,
+//! `job scale NAME N`.
 //! They talk to the jobs service (`--jobs-url`, `PARLEY_JOBS_URL`), not to the coordinator,
 //! through [`JobsApi`], and read its JSON loosely (as `serde_json::Value`), so this tool does
 //! not depend on the service's crate.
@@ -301,6 +302,29 @@ pub async fn stop(
         return print_raw(out, &raw);
     }
     writeln!(out, "job {name} stopped")?;
+    Ok(())
+}
+
+/// `parleyctl job scale NAME N`: a service's new number of replicas.
+pub async fn scale(
+    api: &JobsApi,
+    name: &str,
+    replicas: u32,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<(), CtlError> {
+    let body = serde_json::json!({ "replicas": replicas }).to_string();
+    let raw = api
+        .call(
+            Method::POST,
+            &format!("/{name}/scale"),
+            Some((body, "application/json")),
+        )
+        .await?;
+    if json {
+        return print_raw(out, &raw);
+    }
+    writeln!(out, "service {name}: {replicas} replicas")?;
     Ok(())
 }
 
