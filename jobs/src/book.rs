@@ -653,14 +653,7 @@ impl Book {
                 _ => message,
             };
             record.message.clone_from(&message);
-            // A task lost with its agent, or taken back, did nothing wrong: it runs again
-            // without using up a retry.
-            let counted = timed_out.is_some()
-                || matches!(state, TaskState::Failed | TaskState::Error)
-                || (state == TaskState::Killed
-                    && !message
-                        .as_deref()
-                        .is_some_and(|m| m.contains("preempt") || m.contains("drain")));
+            let counted = timed_out.is_some() || !blameless(state, message.as_deref());
             let history = job.failures.entry(index).or_default();
             history.push(Failure {
                 index,
@@ -679,15 +672,7 @@ impl Book {
             } else if used > job.spec.max_retries as usize || lost >= MAX_LOST {
                 job.failed.insert(index);
             } else {
-                let delay = if counted {
-                    let doublings = used.saturating_sub(1).min(30) as u32;
-                    job.spec
-                        .backoff_ms
-                        .saturating_mul(1u64 << doublings)
-                        .min(job.spec.max_backoff_ms)
-                } else {
-                    0
-                };
+                let delay = if counted { backoff(&job.spec, used) } else { 0 };
                 job.retry.insert(index, now.saturating_add(delay));
             }
         }
@@ -1022,6 +1007,26 @@ pub struct TaskView {
     pub failures: Vec<Failure>,
 }
 
+/// Whether an attempt that ended in `state` did nothing wrong: lost with its agent, or killed
+/// to take its resources back (preemption, a drain). It runs again without using up a retry.
+fn blameless(state: TaskState, message: Option<&str>) -> bool {
+    state == TaskState::Lost
+        || (state == TaskState::Killed
+            && message.is_some_and(|m| m.contains("preempt") || m.contains("drain")))
+}
+
+/// The delay before the next try after `failures` counted failures in a row: none for zero,
+/// then `backoff_ms`, doubling each time, at most `max_backoff_ms`.
+fn backoff(spec: &JobSpec, failures: usize) -> Millis {
+    if failures == 0 {
+        return 0;
+    }
+    let doublings = (failures - 1).min(30) as u32;
+    spec.backoff_ms
+        .saturating_mul(1u64 << doublings)
+        .min(spec.max_backoff_ms)
+}
+
 /// A service replica ended: it is recorded (keeping the last [`SERVICE_HISTORY`]) and, unless
 /// the service was stopped or scaled below it, started again after a delay that doubles with
 /// each quick end in a row (a lost or preempted replica restarts at once).
@@ -1033,11 +1038,7 @@ fn restart_replica(
     (state, exit_code, message): (TaskState, Option<i32>, Option<String>),
     now: Millis,
 ) {
-    let counted = !(state == TaskState::Lost
-        || (state == TaskState::Killed
-            && message
-                .as_deref()
-                .is_some_and(|m| m.contains("preempt") || m.contains("drain"))));
+    let counted = !blameless(state, message.as_deref());
     let history = job.failures.entry(index).or_default();
     history.push(Failure {
         index,
@@ -1060,15 +1061,7 @@ fn restart_replica(
     if job.state != JobState::Active || index >= job.spec.count {
         return;
     }
-    let delay = if quick == 0 {
-        0
-    } else {
-        let doublings = (quick - 1).min(30) as u32;
-        job.spec
-            .backoff_ms
-            .saturating_mul(1u64 << doublings)
-            .min(job.spec.max_backoff_ms)
-    };
+    let delay = backoff(&job.spec, quick);
     job.retry.insert(index, now.saturating_add(delay));
 }
 
