@@ -13,7 +13,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Serialize;
 
-use crate::book::{BookError, Job, JobState, JobSummary};
+use crate::book::{BookError, JobState, JobSummary};
 use crate::service::{now_ms, Shared};
 use crate::spec::{self, Format, SpecError};
 use crate::store::JobRecord;
@@ -182,16 +182,6 @@ async fn list(State(shared): State<Arc<Shared>>) -> Json<JobList> {
     })
 }
 
-/// What the store keeps of `job`, stopped or not, with `spec`.
-fn record_of(job: &Job, stopped: bool, spec: spec::RawSpec) -> JobRecord {
-    JobRecord {
-        seq: job.seq(),
-        submitted_ms: job.submitted_ms(),
-        stopped,
-        spec,
-    }
-}
-
 fn not_found(name: &str) -> ApiError {
     BookError::NotFound(name.to_owned()).into()
 }
@@ -236,7 +226,7 @@ async fn stop(
     let kill = {
         let mut book = shared.lock_book();
         let job = book.job(&name).ok_or_else(|| not_found(&name))?;
-        let record = record_of(job, true, job.spec().raw.clone());
+        let record = JobRecord::of(job, true);
         shared
             .store
             .put_job(&name, &record)
@@ -280,9 +270,8 @@ async fn scale(
         if job.spec().kind != spec::Kind::Service {
             return Err(BookError::NotService(name).into());
         }
-        let mut raw = job.spec().raw.clone();
-        raw.replicas = Some(request.replicas);
-        let record = record_of(job, job.state() == JobState::Stopped, raw);
+        let mut record = JobRecord::of(job, job.state() == JobState::Stopped);
+        record.spec.replicas = Some(request.replicas);
         shared
             .store
             .put_job(&name, &record)

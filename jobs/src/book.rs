@@ -17,6 +17,7 @@ use protocol::{AgentId, TaskId, TaskState};
 use serde::{Deserialize, Serialize};
 
 use crate::ranges::Ranges;
+use crate::schedule::Concurrency;
 use crate::spec::{JobSpec, Kind};
 
 /// Milliseconds since the Unix epoch.
@@ -212,12 +213,19 @@ pub struct Job {
     failures: BTreeMap<u32, Vec<Failure>>,
     /// The next attempt of each index that has had one.
     attempts: BTreeMap<u32, u32>,
+    /// A periodic job's next run.
+    next_run_ms: Option<Millis>,
 }
 
 impl Job {
     fn new(spec: JobSpec, seq: u64, now: Millis) -> Self {
+        // A periodic job runs no task itself: each run is a batch job of its own.
+        let unlaunched = match spec.kind {
+            Kind::Periodic => Ranges::new(),
+            Kind::Batch | Kind::Service => Ranges::full(spec.count),
+        };
         Self {
-            unlaunched: Ranges::full(spec.count),
+            unlaunched,
             spec,
             seq,
             submitted_ms: now,
@@ -231,6 +239,7 @@ impl Job {
             failed: BTreeSet::new(),
             failures: BTreeMap::new(),
             attempts: BTreeMap::new(),
+            next_run_ms: None,
         }
     }
 
@@ -290,7 +299,7 @@ impl Job {
 
     /// Ends the job if nothing is left to run; true when it ended now.
     fn settle(&mut self, now: Millis) -> bool {
-        if self.spec.kind == Kind::Service
+        if self.spec.kind != Kind::Batch
             || self.state != JobState::Active
             || !self.unlaunched.is_empty()
             || !self.retry.is_empty()
@@ -432,17 +441,82 @@ impl Book {
     fn insert(&mut self, spec: JobSpec, seq: u64, now: Millis) {
         self.next_seq = self.next_seq.max(seq + 1);
         let name = spec.name.clone();
-        self.jobs.insert(name, Job::new(spec, seq, now));
+        let mut job = Job::new(spec, seq, now);
+        job.next_run_ms = job
+            .spec
+            .periodic
+            .as_ref()
+            .and_then(|p| p.schedule.next_after(now));
+        self.jobs.insert(name, job);
+    }
+
+    /// The periodic jobs' runs that are due: for each, the run's spec (to store and submit)
+    /// and the runs it replaces (to stop). Runs a policy forbids are skipped; every due job's
+    /// next run moves past `now`.
+    pub fn due_runs(&mut self, now: Millis) -> Vec<(JobSpec, Vec<String>)> {
+        let due: Vec<String> = self
+            .jobs
+            .values()
+            .filter(|j| j.state == JobState::Active && j.next_run_ms.is_some_and(|t| t <= now))
+            .map(|j| j.spec.name.clone())
+            .collect();
+        let mut out = Vec::new();
+        for name in due {
+            let prefix = format!("{name}-");
+            let running: Vec<String> = self
+                .jobs
+                .values()
+                .filter(|j| !j.state.is_done())
+                .filter(|j| {
+                    j.spec.name.strip_prefix(&prefix).is_some_and(|rest| {
+                        !rest.is_empty() && rest.chars().all(|c| c.is_ascii_digit())
+                    })
+                })
+                .map(|j| j.spec.name.clone())
+                .collect();
+            let Some(job) = self.jobs.get_mut(&name) else {
+                continue;
+            };
+            let Some(periodic) = job.spec.periodic.clone() else {
+                continue;
+            };
+            job.next_run_ms = periodic.schedule.next_after(now);
+            let run_name = format!("{prefix}{}", now / 1000);
+            let replaced = match periodic.concurrency {
+                Concurrency::Forbid if !running.is_empty() => continue,
+                Concurrency::Replace => running,
+                _ => Vec::new(),
+            };
+            let run = job.spec.run(&run_name);
+            if self.jobs.contains_key(&run_name) {
+                continue;
+            }
+            out.push((run, replaced));
+        }
+        out
     }
 
     /// Brings back a stored job (on restart), in submission order, before its attempts
     /// ([`Book::restore_attempt`]); `stopped` when it had been stopped.
-    pub fn restore_job(&mut self, spec: JobSpec, seq: u64, submitted_ms: Millis, stopped: bool) {
+    pub fn restore_job(
+        &mut self,
+        spec: JobSpec,
+        seq: u64,
+        submitted_ms: Millis,
+        stopped: bool,
+        now: Millis,
+    ) {
         self.insert(spec.clone(), seq, submitted_ms);
-        if stopped {
-            if let Some(job) = self.jobs.get_mut(&spec.name) {
+        if let Some(job) = self.jobs.get_mut(&spec.name) {
+            if stopped {
                 job.end(JobState::Stopped, "stopped on request".into(), submitted_ms);
             }
+            // Runs missed while the service was down are not made up.
+            job.next_run_ms = job
+                .spec
+                .periodic
+                .as_ref()
+                .and_then(|p| p.schedule.next_after(now));
         }
         self.cascade(submitted_ms);
     }
@@ -903,6 +977,8 @@ impl Book {
 fn summary(job: &Job) -> JobSummary {
     JobSummary {
         name: job.spec.name.clone(),
+        kind: job.spec.kind,
+        next_run_ms: job.next_run_ms.filter(|_| job.state == JobState::Active),
         seq: job.seq,
         state: job.state,
         reason: job.reason.clone(),
@@ -925,6 +1001,11 @@ fn summary(job: &Job) -> JobSummary {
 pub struct JobSummary {
     /// Its name.
     pub name: String,
+    /// Batch, service or periodic.
+    pub kind: Kind,
+    /// A periodic job's next run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_run_ms: Option<Millis>,
     /// Its submission order.
     pub seq: u64,
     /// Its state.

@@ -220,7 +220,7 @@ fn a_restored_book_carries_on_from_its_records() {
     records.push(finish(&mut book, &task_id("a", 0, 0), TaskState::Finished, 1).unwrap());
     records.push(finish(&mut book, &task_id("a", 1, 0), TaskState::Failed, 1).unwrap());
     let mut restored = Book::default();
-    restored.restore_job(s, 0, 0, false);
+    restored.restore_job(s, 0, 0, false, 2);
     // The store hands records back ordered by (job, index, attempt), latest state of each.
     records.sort_by_key(|r| (r.index, r.attempt));
     records.dedup_by(|later, earlier| {
@@ -285,4 +285,41 @@ fn a_service_restarts_its_replicas_with_backoff_and_scales() {
         book.scale("batch", 2, 0).unwrap_err(),
         BookError::NotService("batch".into())
     );
+}
+
+#[test]
+fn periodic_runs_start_on_schedule_and_follow_their_policy() {
+    let periodic = |policy: &str| {
+        parse_any(&format!(
+            "name = \"tick-{policy}\"\nkind = \"periodic\"\nschedule = \"*/10 * * * * *\"\n\
+             concurrency = \"{policy}\"\ncommand = \"true\"\n[resources]\ncpus = 1\n"
+        ))
+        .unwrap()
+    };
+    let mut book = Book::default();
+    book.submit(periodic("forbid"), 1_000).unwrap();
+    book.submit(periodic("replace"), 1_000).unwrap();
+    assert_eq!(book.pending(1_000), 0, "a periodic job runs nothing itself");
+    assert!(book.due_runs(9_999).is_empty());
+    let runs = book.due_runs(10_000);
+    let names: Vec<&str> = runs.iter().map(|(r, _)| r.name.as_str()).collect();
+    assert_eq!(names, ["tick-forbid-10", "tick-replace-10"]);
+    for (run, replaced) in runs {
+        assert!(replaced.is_empty());
+        assert_eq!(run.kind, Kind::Batch);
+        book.submit(run, 10_000).unwrap();
+    }
+    launch_all(&mut book, 10_000);
+    // The first runs still run at the next tick: forbid skips, replace stops the old run.
+    let runs = book.due_runs(20_000);
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].0.name, "tick-replace-20");
+    assert_eq!(runs[0].1, ["tick-replace-10"]);
+    let next = book
+        .summaries()
+        .into_iter()
+        .find(|s| s.name == "tick-forbid")
+        .unwrap()
+        .next_run_ms;
+    assert_eq!(next, Some(30_000));
 }

@@ -11,6 +11,7 @@
 //! - [`spec`]: job specs (TOML or JSON, one versioned schema), checked field by field; an
 //!   error names the field and, for TOML, the line.
 //! - [`ranges`]: [`ranges::Ranges`], sets of task indexes kept as ranges.
+//! - [`schedule`]: periodic jobs' cron schedules, time zones and concurrency policies.
 //! - [`book`]: [`book::Book`], the pure state of every job (queue order, indexes, attempts,
 //!   retries, dependencies, service replicas); no I/O, time passed in.
 //! - [`store`]: [`store::Store`], the redb file (framework id, jobs, attempts) and the book's
@@ -28,6 +29,7 @@
 pub mod api;
 pub mod book;
 pub mod ranges;
+pub mod schedule;
 pub mod scheduler;
 pub mod service;
 pub mod spec;

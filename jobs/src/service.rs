@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::book::{Book, Millis, DEFAULT_AGING_MS};
 use crate::scheduler::JobsScheduler;
-use crate::store::{Store, StoreError};
+use crate::store::{JobRecord, Store, StoreError};
 
 /// How often the service looks at the clock: retries that came due, tasks past their time
 /// limit, whether offers must be revived.
@@ -283,18 +283,20 @@ async fn tick(shared: Arc<Shared>, stop: CancellationToken) {
             continue;
         };
         let now = now_ms();
-        let (timed_out, pending) = {
+        let (timed_out, replaced, pending) = {
             let mut book = shared.lock_book();
             let timed_out = book.timeouts(now);
             if let Err(e) = shared.store.put_attempts(&timed_out) {
                 tracing::error!(error = %e, "cannot record timeouts");
             }
-            (timed_out, book.pending(now))
+            let replaced = start_periodic_runs(&shared, &mut book, now);
+            (timed_out, replaced, book.pending(now))
         };
-        let kills: Vec<TaskId> = timed_out
+        let mut kills: Vec<TaskId> = timed_out
             .iter()
             .map(|r| crate::book::task_id(&r.job, r.index, r.attempt))
             .collect();
+        kills.extend(replaced);
         shared.kill(&kills).await;
         let check = shared
             .to_check
@@ -316,6 +318,38 @@ async fn tick(shared: Arc<Shared>, stop: CancellationToken) {
             }
         }
     }
+}
+
+/// Starts the periodic jobs' runs that are due (each stored, then queued as a batch job),
+/// stopping the runs they replace; returns the replaced runs' tasks, to kill.
+fn start_periodic_runs(shared: &Shared, book: &mut Book, now: Millis) -> Vec<TaskId> {
+    let mut kill = Vec::new();
+    for (run, replaced) in book.due_runs(now) {
+        for old in replaced {
+            let Some(job) = book.job(&old) else { continue };
+            if let Err(e) = shared.store.put_job(&old, &JobRecord::of(job, true)) {
+                tracing::error!(job = %old, error = %e, "cannot record a replaced run");
+                continue;
+            }
+            kill.extend(book.stop(&old, now).unwrap_or_default());
+        }
+        let record = JobRecord {
+            seq: book.next_seq(),
+            submitted_ms: now,
+            stopped: false,
+            spec: run.raw.clone(),
+        };
+        let name = run.name.clone();
+        if let Err(e) = shared.store.put_job(&name, &record) {
+            tracing::error!(job = %name, error = %e, "cannot record a periodic run");
+            continue;
+        }
+        match book.submit(run, now) {
+            Ok(_) => tracing::info!(job = %name, "periodic run started"),
+            Err(e) => tracing::error!(job = %name, error = %e, "cannot start a periodic run"),
+        }
+    }
+    kill
 }
 
 /// Asks about one task launched before a restart: one the coordinator does not know never

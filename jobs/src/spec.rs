@@ -91,6 +91,15 @@ pub struct RawSpec {
     /// For a service: how many copies run at once; default 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<i64>,
+    /// For a periodic job: a cron pattern (five fields, or six with seconds first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
+    /// For a periodic job: the IANA time zone the pattern is read in; default `UTC`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_zone: Option<String>,
+    /// For a periodic job: `forbid` (default), `allow` or `replace`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<String>,
     /// A shell line (`sh -c`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
@@ -181,6 +190,9 @@ pub enum Kind {
     Batch,
     /// Replicas that should run forever: each is started again whenever it ends.
     Service,
+    /// A batch job started on a schedule: each run is a batch job of its own, named
+    /// `NAME-UNIXSECONDS`.
+    Periodic,
 }
 
 /// The placement policy a job's tasks are placed with.
@@ -242,6 +254,8 @@ pub struct JobSpec {
     pub max_running: Option<u32>,
     /// How tasks are placed.
     pub placement: PlacementPolicy,
+    /// For a periodic job: when it runs.
+    pub periodic: Option<crate::schedule::Periodic>,
     /// Where tasks may run.
     pub constraints: Vec<Constraint>,
 }
@@ -388,19 +402,17 @@ impl RawSpec {
         let kind = match self.kind.as_deref() {
             None | Some("batch") => Kind::Batch,
             Some("service") => Kind::Service,
-            Some(other @ "periodic") => {
-                return Err(SpecError::new(
-                    "kind",
-                    format!("{other:?} jobs are not supported by this service yet; use \"batch\" or \"service\""),
-                ))
-            }
+            Some("periodic") => Kind::Periodic,
             Some(other) => {
                 return Err(SpecError::new(
                     "kind",
-                    format!("{other:?} is not a kind of job; use \"batch\" or \"service\""),
+                    format!(
+                        "{other:?} is not a kind of job; use \"batch\", \"service\" or \"periodic\""
+                    ),
                 ))
             }
         };
+        let periodic = self.periodic(kind)?;
         if kind == Kind::Service {
             for (field, given) in [
                 ("count", self.count.is_some()),
@@ -446,7 +458,7 @@ impl RawSpec {
         })?;
         let resources = self.resources()?;
         let (count, count_field) = match kind {
-            Kind::Batch => (self.count.unwrap_or(1), "count"),
+            Kind::Batch | Kind::Periodic => (self.count.unwrap_or(1), "count"),
             Kind::Service => (self.replicas.unwrap_or(1), "replicas"),
         };
         check_count(count_field, count)?;
@@ -539,6 +551,7 @@ impl RawSpec {
             raw: self.clone(),
             name: self.name.clone(),
             kind,
+            periodic,
             command,
             resources,
             count: count as u32,
@@ -553,6 +566,53 @@ impl RawSpec {
             placement,
             constraints,
         })
+    }
+
+    /// The schedule of a periodic job (`None` for the other kinds, which may not have one).
+    fn periodic(&self, kind: Kind) -> Result<Option<crate::schedule::Periodic>, SpecError> {
+        use crate::schedule::{Concurrency, Periodic, Schedule};
+        if kind != Kind::Periodic {
+            for (field, given) in [
+                ("schedule", self.schedule.is_some()),
+                ("time_zone", self.time_zone.is_some()),
+                ("concurrency", self.concurrency.is_some()),
+            ] {
+                if given {
+                    return Err(SpecError::new(field, "only a periodic job has a schedule"));
+                }
+            }
+            return Ok(None);
+        }
+        // Each run is named NAME-UNIXSECONDS, which must still be a job name.
+        if self.name.len() > MAX_NAME_LEN - 11 {
+            return Err(SpecError::new(
+                "name",
+                format!(
+                    "a periodic job's name is at most {} characters",
+                    MAX_NAME_LEN - 11
+                ),
+            ));
+        }
+        for (field, given) in [
+            ("depends_on", !self.depends_on.is_empty()),
+            ("replicas", self.replicas.is_some()),
+        ] {
+            if given {
+                return Err(SpecError::new(field, "not a periodic job field"));
+            }
+        }
+        let Some(pattern) = &self.schedule else {
+            return Err(SpecError::new(
+                "schedule",
+                "missing: give a cron pattern, e.g. schedule = \"0 3 * * *\"",
+            ));
+        };
+        let schedule = Schedule::parse(pattern, self.time_zone.as_deref().unwrap_or("UTC"))?;
+        let concurrency = Concurrency::parse(self.concurrency.as_deref().unwrap_or("forbid"))?;
+        Ok(Some(Periodic {
+            schedule,
+            concurrency,
+        }))
     }
 
     fn resources(&self) -> Result<Resources, SpecError> {
@@ -594,6 +654,22 @@ impl RawSpec {
             ));
         }
         Ok(resources)
+    }
+}
+
+impl JobSpec {
+    /// The spec of one run of a periodic job: its batch job, named `name`.
+    pub fn run(&self, name: &str) -> JobSpec {
+        let mut run = self.clone();
+        run.kind = Kind::Batch;
+        run.periodic = None;
+        run.name = name.to_owned();
+        run.raw.name = name.to_owned();
+        run.raw.kind = None;
+        run.raw.schedule = None;
+        run.raw.time_zone = None;
+        run.raw.concurrency = None;
+        run
     }
 }
 
@@ -709,7 +785,14 @@ equals = "b"
             (with("max_retries = -2"), "max_retries", Some(1)),
             (with("timeout_s = 0"), "timeout_s", Some(1)),
             (with("placement = \"random\""), "placement", Some(1)),
-            (with("kind = \"periodic\""), "kind", Some(1)),
+            (with("kind = \"cron\""), "kind", Some(1)),
+            (with("kind = \"periodic\""), "schedule", None),
+            (
+                with("kind = \"periodic\"\nschedule = \"99 * * * *\""),
+                "schedule",
+                Some(2),
+            ),
+            (with("schedule = \"* * * * *\""), "schedule", Some(1)),
             (with("kind = \"service\"\ncount = 2"), "count", Some(2)),
             (with("replicas = 2"), "replicas", Some(1)),
             (
@@ -747,6 +830,19 @@ equals = "b"
             assert_eq!(e.field, field, "{text}: {e}");
             if line.is_some() {
                 assert_eq!(e.line, line, "{text}: {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_example_specs_are_valid() {
+        for (file, text) in [
+            ("array.toml", include_str!("../../examples/jobs/array.toml")),
+            ("service.toml", include_str!("../../examples/jobs/service.toml")),
+            ("periodic.toml", include_str!("../../examples/jobs/periodic.toml")),
+        ] {
+            if let Err(e) = parse(text, Format::Toml) {
+                panic!("examples/jobs/{file}: {e}");
             }
         }
     }

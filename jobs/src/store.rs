@@ -11,7 +11,7 @@ use protocol::FrameworkId;
 use redb::{Database, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 
-use crate::book::{AttemptRecord, Book, Millis};
+use crate::book::{AttemptRecord, Book, Job, Millis};
 use crate::spec::RawSpec;
 
 const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
@@ -55,6 +55,18 @@ pub struct JobRecord {
     pub stopped: bool,
     /// The spec as submitted.
     pub spec: RawSpec,
+}
+
+impl JobRecord {
+    /// What to store of `job`, `stopped` or not.
+    pub fn of(job: &Job, stopped: bool) -> Self {
+        Self {
+            seq: job.seq(),
+            submitted_ms: job.submitted_ms(),
+            stopped,
+            spec: job.spec().raw.clone(),
+        }
+    }
 }
 
 /// The redb file.
@@ -188,7 +200,7 @@ impl Store {
                 name: name.clone(),
                 message: e.to_string(),
             })?;
-            book.restore_job(spec, record.seq, record.submitted_ms, record.stopped);
+            book.restore_job(spec, record.seq, record.submitted_ms, record.stopped, now);
             for attempt in self.attempts(&name)? {
                 book.restore_attempt(&attempt, now);
             }

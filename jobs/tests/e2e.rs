@@ -410,3 +410,74 @@ async fn a_service_replaces_a_killed_replica_and_scales() {
     cluster.wait_agents_idle().await.unwrap();
     cluster.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_periodic_job_runs_on_a_fast_schedule_until_stopped() {
+    let cluster = Cluster::start(&["cpus=2,mem=1024"]).await.unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let jobs = start_jobs(&cluster, data.path()).await;
+    let api = Api::new(&jobs);
+    let (status, body) = api
+        .submit(
+            "name = \"tick\"\nkind = \"periodic\"\nschedule = \"61 * * * *\"\n\
+             command = \"true\"\n[resources]\ncpus = 0.1\n",
+            "application/toml",
+        )
+        .await;
+    assert_eq!(
+        (status, &body["error"]["field"]),
+        (400, &Value::from("schedule")),
+        "{body}"
+    );
+    api.submit_ok(
+        "name = \"tick\"\nkind = \"periodic\"\nschedule = \"* * * * * *\"\n\
+         time_zone = \"Europe/Paris\"\ncommand = \"true\"\ncount = 2\n\
+         [resources]\ncpus = 0.1\nmem = 16\n",
+    )
+    .await;
+    // Every second a run, a batch job `tick-SECONDS`; wait for two that succeeded.
+    let runs = wait_until(WITHIN, "two runs succeeded", || async {
+        let list = api.get("").await?;
+        let done: Vec<String> = list["jobs"]
+            .as_array()?
+            .iter()
+            .filter(|j| j["state"] == "succeeded")
+            .filter_map(|j| j["name"].as_str().map(str::to_owned))
+            .collect();
+        (done.len() >= 2).then_some(done)
+    })
+    .await
+    .unwrap();
+    assert!(runs.iter().all(|n| n.starts_with("tick-")), "{runs:?}");
+    let parent = api.get("/tick").await.unwrap();
+    assert_eq!(
+        (parent["kind"].as_str(), parent["state"].as_str()),
+        (Some("periodic"), Some("active"))
+    );
+    assert!(parent["next_run_ms"].as_u64().is_some(), "{parent:#}");
+    let r = api
+        .http
+        .post(format!("{}/tick/stop", api.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let stopped = api.get("/tick").await.unwrap();
+    assert_eq!(stopped["state"], "stopped");
+    assert!(stopped.get("next_run_ms").is_none(), "{stopped:#}");
+    // Runs already started finish; no new one starts.
+    let settled = wait_until(WITHIN, "every run ended", || async {
+        let list = api.get("").await?;
+        let jobs = list["jobs"].as_array()?.clone();
+        jobs.iter()
+            .all(|j| j["state"] != "active" && j["state"] != "waiting")
+            .then_some(jobs.len())
+    })
+    .await
+    .unwrap();
+    let later = api.get("").await.unwrap()["jobs"].as_array().unwrap().len();
+    assert_eq!(settled, later);
+    jobs.stop().await.unwrap();
+    cluster.wait_agents_idle().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
