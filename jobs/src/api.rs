@@ -1,5 +1,6 @@
 //! The REST API under `/api/v1/jobs`: submit (`POST`, a TOML or JSON spec), list, get (with
-//! every running attempt, retry and failure), one task, stop, scale (a service) and delete; [`router`] builds it
+//! every running attempt, retry and failure), one task, stop, scale (a service), delete,
+//! and the event stream of changes (`/api/v1/jobs/events`, SSE); [`router`] builds it
 //! over the service's [`Shared`] state. Errors are `{"error": {"code", "message"}}`, with
 //! `field` (and `line`) for a bad spec; a refused submission changes nothing.
 
@@ -8,6 +9,7 @@ use std::sync::Arc;
 use axum::extract::{Path, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
+use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -96,6 +98,7 @@ impl IntoResponse for ApiError {
 pub fn router(shared: Arc<Shared>) -> Router {
     Router::new()
         .route("/api/v1/jobs", post(submit).get(list))
+        .route("/api/v1/jobs/events", get(events))
         .route("/api/v1/jobs/{name}", get(show).delete(delete))
         .route("/api/v1/jobs/{name}/stop", post(stop))
         .route("/api/v1/jobs/{name}/scale", post(scale))
@@ -161,6 +164,7 @@ async fn submit(
         .map_err(ApiError::internal)?;
     let name = spec.name.clone();
     book.submit(spec, now)?;
+    shared.publish(&book, &name);
     let summary = book
         .summaries()
         .into_iter()
@@ -180,6 +184,29 @@ async fn list(State(shared): State<Arc<Shared>>) -> Json<JobList> {
     Json(JobList {
         jobs: shared.lock_book().summaries(),
     })
+}
+
+/// `GET /api/v1/jobs/events`: Server-Sent Events, one per change to a job — `job` with its
+/// summary, `deleted` with its name — from the moment of connecting; `lagged` when this
+/// reader fell so far behind that events were dropped (list the jobs again).
+async fn events(
+    State(shared): State<Arc<Shared>>,
+) -> Sse<impl futures::Stream<Item = Result<Event, std::convert::Infallible>>> {
+    use futures::StreamExt;
+    use tokio_stream::wrappers::BroadcastStream;
+    let stopped = shared.stop.clone().cancelled_owned();
+    let stream = BroadcastStream::new(shared.subscribe()).map(|item| {
+        Ok(match item {
+            Ok(event) => Event::default()
+                .event(event.name())
+                .json_data(&event)
+                .unwrap_or_else(|_| Event::default().event("error")),
+            Err(tokio_stream::wrappers::errors::BroadcastStreamRecvError::Lagged(n)) => {
+                Event::default().event("lagged").data(n.to_string())
+            }
+        })
+    });
+    Sse::new(stream.take_until(stopped)).keep_alive(KeepAlive::default())
 }
 
 fn not_found(name: &str) -> ApiError {
@@ -231,7 +258,9 @@ async fn stop(
             .store
             .put_job(&name, &record)
             .map_err(ApiError::internal)?;
-        book.stop(&name, now_ms())?
+        let kill = book.stop(&name, now_ms())?;
+        shared.publish(&book, &name);
+        kill
     };
     shared.kill(&kill).await;
     let view = shared
@@ -276,7 +305,9 @@ async fn scale(
             .store
             .put_job(&name, &record)
             .map_err(ApiError::internal)?;
-        book.scale(&name, replicas, now_ms())?
+        let kill = book.scale(&name, replicas, now_ms())?;
+        shared.publish(&book, &name);
+        kill
     };
     shared.kill(&kill).await;
     let view = shared
@@ -297,7 +328,9 @@ async fn delete(
             return Err(not_found(&name));
         }
         shared.store.delete_job(&name).map_err(ApiError::internal)?;
-        book.delete(&name, now_ms())?
+        let kill = book.delete(&name, now_ms())?;
+        shared.publish(&book, &name);
+        kill
     };
     shared.kill(&kill).await;
     Ok(Json(serde_json::json!({ "deleted": name })).into_response())

@@ -938,6 +938,11 @@ impl Book {
         })
     }
 
+    /// What the API lists of one job.
+    pub fn summary(&self, name: &str) -> Option<JobSummary> {
+        self.jobs.get(name).map(summary)
+    }
+
     /// What the API lists of every job, in submission order.
     pub fn summaries(&self) -> Vec<JobSummary> {
         let mut out: Vec<JobSummary> = self.jobs.values().map(summary).collect();

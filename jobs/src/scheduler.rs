@@ -224,6 +224,11 @@ impl Scheduler for JobsScheduler {
             drop(book);
             return Decisions::launch_or_decline(&offers, |_| Vec::new());
         }
+        let touched: std::collections::BTreeSet<&str> =
+            records.iter().map(|r| r.job.as_str()).collect();
+        for job in touched {
+            self.shared.publish(&book, job);
+        }
         drop(book);
         for (id, job, o) in placed {
             self.places.launched(id, job, &offers[o]);
@@ -244,6 +249,9 @@ impl Scheduler for JobsScheduler {
                 status.message.clone(),
                 now,
             );
+            if let Some(r) = &record {
+                self.shared.publish(&book, &r.job);
+            }
             (record, book.is_current(&status.task_id))
         };
         if let Some(record) = record {

@@ -18,7 +18,7 @@ use framework_sdk::{
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::book::{Book, Millis, DEFAULT_AGING_MS};
+use crate::book::{Book, JobSummary, Millis, DEFAULT_AGING_MS};
 use crate::scheduler::JobsScheduler;
 use crate::store::{JobRecord, Store, StoreError};
 
@@ -109,7 +109,37 @@ pub struct Shared {
     last_offers_ms: AtomicU64,
     /// The API's bearer token, if it has one.
     pub api_token: Option<String>,
+    events: tokio::sync::broadcast::Sender<JobEvent>,
+    /// Cancelled when the service stops; event streams end with it, so the API's graceful
+    /// shutdown does not wait on them.
+    pub stop: CancellationToken,
 }
+
+/// A change to a job, as the event stream (`GET /api/v1/jobs/events`) sends it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(untagged)]
+pub enum JobEvent {
+    /// A job was submitted or changed: its summary now (event `job`).
+    Job(JobSummary),
+    /// A job was deleted (event `deleted`).
+    Deleted {
+        /// Its name.
+        name: String,
+    },
+}
+
+impl JobEvent {
+    /// The SSE event name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Job(_) => "job",
+            Self::Deleted { .. } => "deleted",
+        }
+    }
+}
+
+/// How many events a slow reader of the stream may fall behind before it misses some.
+pub const EVENT_BUFFER: usize = 4096;
 
 impl Shared {
     /// The book, locked. The lock is never held across an `.await`.
@@ -130,6 +160,26 @@ impl Shared {
             .framework_id
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(id);
+    }
+
+    /// Tells the event stream's readers about job `name` as `book` has it now.
+    pub fn publish(&self, book: &Book, name: &str) {
+        if self.events.receiver_count() == 0 {
+            return;
+        }
+        let event = match book.summary(name) {
+            Some(summary) => JobEvent::Job(summary),
+            None => JobEvent::Deleted {
+                name: name.to_owned(),
+            },
+        };
+        // No reader is not an error.
+        let _ = self.events.send(event);
+    }
+
+    /// A new reader of the event stream.
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<JobEvent> {
+        self.events.subscribe()
     }
 
     pub(crate) fn offers_seen(&self, now: Millis) {
@@ -175,8 +225,8 @@ impl Running {
 /// Starts the service on `listener` in the background; see [`Running`].
 pub async fn start(config: ServiceConfig, listener: TcpListener) -> Result<Running, ServiceError> {
     let addr = listener.local_addr()?;
-    let stop = CancellationToken::new();
     let (shared, driver) = prepare(&config)?;
+    let stop = shared.stop.clone();
     let shutdown = stop.clone();
     let s = shared.clone();
     let join = tokio::spawn(async move { serve(s, driver, listener, shutdown).await });
@@ -195,7 +245,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServiceError> {
     let (shared, driver) = prepare(&config)?;
-    let stop = CancellationToken::new();
+    let stop = shared.stop.clone();
     let serving = serve(shared, driver, listener, stop.clone());
     tokio::pin!(serving);
     tokio::select! {
@@ -229,6 +279,8 @@ fn prepare(config: &ServiceConfig) -> Result<(Arc<Shared>, Driver<JobsScheduler>
         to_check: Mutex::new((!in_flight.is_empty()).then_some(in_flight)),
         last_offers_ms: AtomicU64::new(0),
         api_token: config.api_token.clone(),
+        events: tokio::sync::broadcast::channel(EVENT_BUFFER).0,
+        stop: CancellationToken::new(),
     });
     let mut dc = DriverConfig::new(&config.coordinator, &config.name, config.role.clone())
         .gpu_resources(true);
@@ -289,6 +341,9 @@ async fn tick(shared: Arc<Shared>, stop: CancellationToken) {
             if let Err(e) = shared.store.put_attempts(&timed_out) {
                 tracing::error!(error = %e, "cannot record timeouts");
             }
+            for r in &timed_out {
+                shared.publish(&book, &r.job);
+            }
             let replaced = start_periodic_runs(&shared, &mut book, now);
             (timed_out, replaced, book.pending(now))
         };
@@ -332,6 +387,7 @@ fn start_periodic_runs(shared: &Shared, book: &mut Book, now: Millis) -> Vec<Tas
                 continue;
             }
             kill.extend(book.stop(&old, now).unwrap_or_default());
+            shared.publish(book, &old);
         }
         let record = JobRecord {
             seq: book.next_seq(),
@@ -345,7 +401,10 @@ fn start_periodic_runs(shared: &Shared, book: &mut Book, now: Millis) -> Vec<Tas
             continue;
         }
         match book.submit(run, now) {
-            Ok(_) => tracing::info!(job = %name, "periodic run started"),
+            Ok(_) => {
+                tracing::info!(job = %name, "periodic run started");
+                shared.publish(book, &name);
+            }
             Err(e) => tracing::error!(job = %name, error = %e, "cannot start a periodic run"),
         }
     }
@@ -371,6 +430,7 @@ async fn reconcile_one(shared: &Shared, framework_id: FrameworkId, task: TaskId)
                 now_ms(),
             );
             if let Some(r) = record {
+                shared.publish(&book, &r.job);
                 tracing::warn!(task_id = %task, "a launch from before the restart never started");
                 if let Err(e) = shared.store.put_attempts(&[r]) {
                     tracing::error!(error = %e, "cannot record an attempt");

@@ -344,7 +344,9 @@ fn line_of_key(text: &str, field: &str) -> Option<usize> {
 /// Checks a job name: `[a-z0-9]` and `-` inside, at most [`MAX_NAME_LEN`] characters.
 pub fn check_name(field: &str, name: &str) -> Result<(), SpecError> {
     let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    // `events` is the API's event stream, `/api/v1/jobs/events`.
     let ok = !name.is_empty()
+        && name != "events"
         && name.len() <= MAX_NAME_LEN
         && name.chars().all(|c| ok_char(c) || c == '-')
         && name.starts_with(ok_char)
@@ -838,8 +840,14 @@ equals = "b"
     fn the_example_specs_are_valid() {
         for (file, text) in [
             ("array.toml", include_str!("../../examples/jobs/array.toml")),
-            ("service.toml", include_str!("../../examples/jobs/service.toml")),
-            ("periodic.toml", include_str!("../../examples/jobs/periodic.toml")),
+            (
+                "service.toml",
+                include_str!("../../examples/jobs/service.toml"),
+            ),
+            (
+                "periodic.toml",
+                include_str!("../../examples/jobs/periodic.toml"),
+            ),
         ] {
             if let Err(e) = parse(text, Format::Toml) {
                 panic!("examples/jobs/{file}: {e}");

@@ -481,3 +481,67 @@ async fn a_periodic_job_runs_on_a_fast_schedule_until_stopped() {
     cluster.wait_agents_idle().await.unwrap();
     cluster.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_event_stream_follows_a_job_to_its_end() {
+    use futures::StreamExt;
+
+    let cluster = Cluster::start(&["cpus=2,mem=1024"]).await.unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let jobs = start_jobs(&cluster, data.path()).await;
+    let api = Api::new(&jobs);
+    let stream = api
+        .http
+        .get(format!("{}/events", api.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status().as_u16(), 200);
+    let mut bytes = stream.bytes_stream();
+    api.submit_ok(
+        "name = \"watched\"\ncount = 3\ncommand = \"true\"\n[resources]\ncpus = 0.1\nmem = 16\n",
+    )
+    .await;
+    let mut parser = testkit::sse::SseLines::default();
+    let mut states = Vec::new();
+    let seen = tokio::time::timeout(WITHIN, async {
+        while let Some(chunk) = bytes.next().await {
+            for frame in parser.feed(&chunk.unwrap()) {
+                assert_eq!(frame.event, "job", "{frame:?}");
+                let v: Value = serde_json::from_str(&frame.data).unwrap();
+                assert_eq!(v["name"], "watched");
+                states.push(v["state"].as_str().unwrap().to_owned());
+                if v["state"] == "succeeded" {
+                    assert_eq!(v["tasks"]["succeeded"], 3);
+                    return true;
+                }
+            }
+        }
+        false
+    })
+    .await
+    .unwrap();
+    assert!(seen, "{states:?}");
+    assert_eq!(states.first().map(String::as_str), Some("active"));
+    let r = api
+        .http
+        .delete(format!("{}/watched", api.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let deleted = tokio::time::timeout(WITHIN, async {
+        while let Some(chunk) = bytes.next().await {
+            if let Some(frame) = parser.feed(&chunk.unwrap()).into_iter().next() {
+                return frame;
+            }
+        }
+        panic!("the stream ended");
+    })
+    .await
+    .unwrap();
+    assert_eq!(deleted.event, "deleted");
+    // Stopping the service ends the stream rather than waiting on it.
+    jobs.stop().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
