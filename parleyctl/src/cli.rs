@@ -170,6 +170,21 @@ pub enum JobAction {
         /// How many replicas (0 or more).
         replicas: u32,
     },
+    /// A task's output (stdout, or stderr): its latest attempt's, read from its agent through
+    /// the coordinator.
+    Logs {
+        /// The job's name.
+        name: String,
+        /// The task's index in the array (or the service's replica).
+        #[arg(long, short, default_value_t = 0)]
+        index: u32,
+        /// Show stderr instead of stdout.
+        #[arg(long)]
+        stderr: bool,
+        /// Keep printing new output until the task ends.
+        #[arg(long, short)]
+        follow: bool,
+    },
     /// Deletes the job (killing what still runs).
     Delete {
         /// The job's name.

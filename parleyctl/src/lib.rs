@@ -97,6 +97,21 @@ async fn run_jobs(cli: &Cli, out: &mut (dyn Write + Send)) -> Option<Result<(), 
                     jobs::scale(&api, name, *replicas, json, out).await
                 }
                 JobAction::Delete { name } => jobs::delete(&api, name, json, out).await,
+                JobAction::Logs {
+                    name,
+                    index,
+                    stderr,
+                    follow,
+                } => match client::Api::new(
+                    &cli.coordinator,
+                    cli.token.clone(),
+                    cli.ca_file.as_deref(),
+                ) {
+                    Ok(coordinator) => {
+                        jobs::logs(&api, &coordinator, name, *index, *stderr, *follow, out).await
+                    }
+                    Err(e) => Err(e),
+                },
             },
             Err(e) => Err(e),
         },

@@ -45,6 +45,14 @@ async fn run_wait_status_stop_and_delete() {
         "{out}"
     );
 
+    // A task's output, through the coordinator.
+    let logs = ok(
+        url,
+        &refs(&with(&["job", "logs", "hello-array", "--index", "7"])),
+    )
+    .await;
+    assert!(logs.starts_with("task 7 of hello-array on "), "{logs}");
+
     // A job that fails: exit code 1, the reason, and the attempts in `job status`.
     let dir = tempfile::tempdir().unwrap();
     let spec = dir.path().join("bad.json");

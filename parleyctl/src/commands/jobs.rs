@@ -1,5 +1,6 @@
 //! The jobs service's commands: `run FILE [--wait]`, `jobs`, `job status|stop|delete NAME`,
-//! `job scale NAME N`.
+//! `job scale NAME N`, `job logs NAME [--index I]` (the output itself comes from the
+//! coordinator).
 //! They talk to the jobs service (`--jobs-url`, `PARLEY_JOBS_URL`), not to the coordinator,
 //! through [`JobsApi`], and read its JSON loosely (as `serde_json::Value`), so this tool does
 //! not depend on the service's crate.
@@ -326,6 +327,28 @@ pub async fn scale(
     }
     writeln!(out, "service {name}: {replicas} replicas")?;
     Ok(())
+}
+
+/// `parleyctl job logs NAME [--index I] [--stderr] [-f]`: the output of the latest attempt of
+/// task `index`, through the coordinator (as `parleyctl logs TASK`).
+pub async fn logs(
+    api: &JobsApi,
+    coordinator: &crate::client::Api,
+    name: &str,
+    index: u32,
+    stderr: bool,
+    follow: bool,
+    out: &mut dyn Write,
+) -> Result<(), CtlError> {
+    let (_, task) = api.get(&format!("/{name}/tasks/{index}")).await?;
+    let attempts = task["attempts"].as_u64().unwrap_or(0);
+    let Some(latest) = attempts.checked_sub(1) else {
+        return Err(CtlError::NotFound(format!(
+            "task {index} of job {name} has not run yet"
+        )));
+    };
+    let task_id = format!("job-{name}-{index}-{latest}");
+    super::logs::logs(coordinator, &task_id, None, stderr, follow, out).await
 }
 
 /// `parleyctl job delete NAME`: forgets the job, killing what still runs.
