@@ -45,6 +45,13 @@ struct Args {
     /// it should listen on loopback only).
     #[arg(long, env = "PARLEY_JOBS_API_TOKEN", hide_env_values = true)]
     api_token: Option<String>,
+    /// The API's TLS certificate (PEM, the server's first): HTTPS instead of HTTP. Needs
+    /// --tls-key.
+    #[arg(long, env = "PARLEY_JOBS_TLS_CERT", value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// The API's TLS private key (PEM). Needs --tls-cert.
+    #[arg(long, env = "PARLEY_JOBS_TLS_KEY", value_name = "FILE")]
+    tls_key: Option<PathBuf>,
     /// Where the API listens.
     #[arg(long, default_value = "127.0.0.1:5070")]
     listen: SocketAddr,
@@ -99,13 +106,21 @@ async fn main_async(args: Args) -> anyhow::Result<()> {
     config.name = args.name;
     config.token = args.token;
     config.api_token = args.api_token;
+    config.tls =
+        parley_tls::ServerTls::from_options(args.tls_cert.as_deref(), args.tls_key.as_deref())
+            .context("--tls-cert / --tls-key")?;
+    let scheme = if config.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
     config.aging = seconds("--aging-s", args.aging_s)?;
     config.failover_timeout = seconds("--failover-timeout-s", args.failover_timeout_s)?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     println!(
-        "parley-jobs: API on http://{}/api/v1/jobs",
+        "parley-jobs: API on {scheme}://{}/api/v1/jobs",
         listener.local_addr()?
     );
     parley_jobs::run(config, listener, shutdown_signal()).await?;

@@ -51,6 +51,8 @@ pub struct ServiceConfig {
     pub token: Option<BearerToken>,
     /// The token clients of this service's API must present (`None`: the API is open).
     pub api_token: Option<String>,
+    /// The API's certificate and key: HTTPS when set, plain HTTP otherwise.
+    pub tls: Option<parley_tls::ServerTls>,
     /// Where the store lives ([`STORE_FILE`] inside).
     pub data_dir: PathBuf,
     /// A queued job gains a point of priority each time this passes.
@@ -74,6 +76,7 @@ impl ServiceConfig {
             role,
             token: None,
             api_token: None,
+            tls: None,
             data_dir: data_dir.into(),
             aging: Duration::from_millis(DEFAULT_AGING_MS),
             failover_timeout: framework_sdk::DEFAULT_FAILOVER_TIMEOUT,
@@ -229,7 +232,8 @@ pub async fn start(config: ServiceConfig, listener: TcpListener) -> Result<Runni
     let stop = shared.stop.clone();
     let shutdown = stop.clone();
     let s = shared.clone();
-    let join = tokio::spawn(async move { serve(s, driver, listener, shutdown).await });
+    let tls = config.tls.clone();
+    let join = tokio::spawn(async move { serve(s, driver, listener, tls, shutdown).await });
     Ok(Running {
         addr,
         shared,
@@ -246,7 +250,7 @@ pub async fn run(
 ) -> Result<(), ServiceError> {
     let (shared, driver) = prepare(&config)?;
     let stop = shared.stop.clone();
-    let serving = serve(shared, driver, listener, stop.clone());
+    let serving = serve(shared, driver, listener, config.tls.clone(), stop.clone());
     tokio::pin!(serving);
     tokio::select! {
         r = &mut serving => r,
@@ -298,16 +302,18 @@ async fn serve(
     shared: Arc<Shared>,
     driver: Driver<JobsScheduler>,
     listener: TcpListener,
+    tls: Option<parley_tls::ServerTls>,
     stop: CancellationToken,
 ) -> Result<(), ServiceError> {
     let app = crate::api::router(shared.clone());
     let http = {
         let stop = stop.clone();
-        tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(stop.cancelled_owned())
-                .await
-        })
+        tokio::spawn(parley_tls::serve(
+            listener,
+            tls,
+            app,
+            stop.cancelled_owned(),
+        ))
     };
     let ticker = tokio::spawn(tick(shared.clone(), stop.clone()));
     let driven = driver.run_until(stop.clone().cancelled_owned()).await;

@@ -545,3 +545,33 @@ async fn the_event_stream_follows_a_job_to_its_end() {
     jobs.stop().await.unwrap();
     cluster.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_can_demand_a_token_over_https() {
+    let cluster = Cluster::start(&["cpus=1,mem=256"]).await.unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let pki = parley_tls::testing::TestPki::generate(data.path()).unwrap();
+    let mut config = ServiceConfig::new(&cluster.url, "default".parse().unwrap(), data.path());
+    config.api_token = Some("s3cret".into());
+    config.tls =
+        Some(parley_tls::ServerTls::from_pem_files(&pki.cert_file, &pki.key_file).unwrap());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let jobs = parley_jobs::start(config, listener).await.unwrap();
+    let http = parley_tls::client_builder(Some(&pki.ca_file))
+        .unwrap()
+        .build()
+        .unwrap();
+    let url = format!("https://localhost:{}/api/v1/jobs", jobs.addr.port());
+    let bare = http.get(&url).send().await.unwrap();
+    assert_eq!(bare.status().as_u16(), 401);
+    let body: Value = bare.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "unauthorized");
+    let wrong = http.get(&url).bearer_auth("guess").send().await.unwrap();
+    assert_eq!(wrong.status().as_u16(), 401);
+    let right = http.get(&url).bearer_auth("s3cret").send().await.unwrap();
+    assert_eq!(right.status().as_u16(), 200);
+    let plain = reqwest::get(format!("http://{}/api/v1/jobs", jobs.addr)).await;
+    assert!(plain.is_err(), "no plain HTTP on an HTTPS port");
+    jobs.stop().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
