@@ -807,16 +807,24 @@ impl Book {
         if job.state.is_done() {
             return Ok(kill);
         }
-        for index in old..replicas {
-            job.unlaunched.insert(index);
-        }
-        for index in replicas..old {
+        // Whole ranges, so scaling by millions costs no more than by one.
+        job.unlaunched.insert_range(old, replicas);
+        // A replica scaled away whose kill has not ended it yet is restarted when it ends.
+        let still_running: Vec<u32> = job
+            .running
+            .range(old..replicas.max(old))
+            .map(|(i, _)| *i)
+            .collect();
+        for index in still_running {
             job.unlaunched.remove(index);
-            job.retry.remove(&index);
-            if let Some(run) = job.running.get(&index) {
-                kill.push(run.task_id.clone());
-            }
         }
+        job.unlaunched.remove_range(replicas, old);
+        job.retry.retain(|index, _| *index < replicas);
+        kill.extend(
+            job.running
+                .range(replicas..)
+                .map(|(_, r)| r.task_id.clone()),
+        );
         Ok(kill)
     }
 

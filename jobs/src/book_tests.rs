@@ -274,8 +274,15 @@ fn a_service_restarts_its_replicas_with_backoff_and_scales() {
     assert_eq!(launch_all(&mut book, 1400), [task_id("web", 2, 0)]);
     let kill = book.scale("web", 1, 1500).unwrap();
     assert_eq!(kill, [task_id("web", 1, 1), task_id("web", 2, 0)]);
-    book.update(&kill[0], TaskState::Killed, None, None, 1600);
+    book.update(&kill[0], TaskState::Killed, None, None, 1540);
     assert_eq!(book.pending(10_000), 1, "only replica 0 comes back");
+    // Back up before the kill of replica 2 ended: it is not launched twice.
+    assert!(book.scale("web", 3, 1550).unwrap().is_empty());
+    assert_eq!(launch_all(&mut book, 1550), [task_id("web", 1, 2)]);
+    assert_eq!(book.pending(1550), 0);
+    book.update(&task_id("web", 2, 0), TaskState::Killed, None, None, 1560);
+    assert_eq!(launch_all(&mut book, 2560), [task_id("web", 2, 1)]);
+    assert_eq!(book.scale("web", 1, 2570).unwrap().len(), 2);
     assert_eq!(
         book.scale("nope", 1, 0).unwrap_err(),
         BookError::NotFound("nope".into())

@@ -92,6 +92,44 @@ impl Ranges {
         true
     }
 
+    /// Adds the indexes `start..end`, merging.
+    pub fn insert_range(&mut self, start: u32, end: u32) {
+        if start >= end {
+            return;
+        }
+        self.0.push((start, end));
+        self.0.sort_unstable();
+        let mut merged: Vec<(u32, u32)> = Vec::with_capacity(self.0.len());
+        for (a, b) in self.0.drain(..) {
+            match merged.last_mut() {
+                Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                _ => merged.push((a, b)),
+            }
+        }
+        self.0 = merged;
+    }
+
+    /// Removes the indexes `start..end`.
+    pub fn remove_range(&mut self, start: u32, end: u32) {
+        if start >= end {
+            return;
+        }
+        let mut kept = Vec::with_capacity(self.0.len() + 1);
+        for &(a, b) in &self.0 {
+            if b <= start || a >= end {
+                kept.push((a, b));
+                continue;
+            }
+            if a < start {
+                kept.push((a, start));
+            }
+            if b > end {
+                kept.push((end, b));
+            }
+        }
+        self.0 = kept;
+    }
+
     /// The smallest index, if any.
     pub fn first(&self) -> Option<u32> {
         self.0.first().map(|(a, _)| *a)
@@ -132,5 +170,24 @@ mod tests {
         assert!(full.remove(0));
         assert_eq!((full.first(), full.len()), (Some(1), 999_999));
         assert!(full.contains(999_999) && !full.contains(1_000_000));
+    }
+
+    #[test]
+    fn ranges_of_indexes_are_added_and_removed_whole() {
+        let mut r = Ranges::new();
+        r.insert_range(10, 20);
+        r.insert_range(0, 5);
+        r.insert_range(5, 10);
+        assert_eq!(r.spans(), [(0, 20)]);
+        r.insert_range(30, 40);
+        r.insert_range(15, 35);
+        assert_eq!(r.spans(), [(0, 40)]);
+        r.remove_range(5, 10);
+        r.remove_range(38, 100);
+        assert_eq!(r.spans(), [(0, 5), (10, 38)]);
+        r.remove_range(0, 38);
+        assert!(r.is_empty());
+        r.insert_range(3, 3);
+        assert!(r.is_empty());
     }
 }
