@@ -37,6 +37,18 @@ pub const STABLE_MS: Millis = 10_000;
 /// The most ended attempts a service keeps per replica (it may restart forever).
 pub const SERVICE_HISTORY: usize = 10;
 
+/// How the queue orders jobs of the same (aged) priority.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QueueOrder {
+    /// First submitted, first served: a job's tasks all go before the next job's.
+    #[default]
+    Fifo,
+    /// Fair: each next task goes to the job running the fewest, so a small job submitted
+    /// after a huge array starts at once (as Hadoop's Fair Scheduler shares a queue).
+    Fair,
+}
+
 /// Where a job is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -355,6 +367,7 @@ pub struct Book {
     jobs: BTreeMap<String, Job>,
     next_seq: u64,
     aging_ms: Millis,
+    order: QueueOrder,
 }
 
 impl Default for Book {
@@ -370,7 +383,13 @@ impl Book {
             jobs: BTreeMap::new(),
             next_seq: 0,
             aging_ms,
+            order: QueueOrder::Fifo,
         }
+    }
+
+    /// Sets how jobs of the same priority share the queue.
+    pub fn set_order(&mut self, order: QueueOrder) {
+        self.order = order;
     }
 
     /// The job named `name`.
@@ -561,9 +580,13 @@ impl Book {
     }
 
     /// The tasks to launch next, best first, at most `limit`: jobs by priority (with aging),
-    /// then by submission; within a job, retries that are due, then indexes in order; no job
-    /// past its `max_running`.
+    /// then by submission ([`QueueOrder::Fifo`]) or by fewest running
+    /// ([`QueueOrder::Fair`]); within a job, retries that are due, then indexes in order; no
+    /// job past its `max_running`.
     pub fn candidates(&self, now: Millis, limit: usize) -> Vec<Candidate> {
+        if self.order == QueueOrder::Fair {
+            return self.fair_candidates(now, limit);
+        }
         let mut order: Vec<&Job> = self.jobs.values().filter(|j| j.pending(now) > 0).collect();
         order.sort_by_key(|j| {
             (
@@ -589,6 +612,57 @@ impl Book {
             if out.len() >= limit {
                 break;
             }
+        }
+        out
+    }
+
+    /// [`Book::candidates`] in fair order: task by task, to the job of the highest priority
+    /// that runs (or has been given in this call) the fewest, ties to the first submitted.
+    fn fair_candidates(&self, now: Millis, limit: usize) -> Vec<Candidate> {
+        use std::cmp::Reverse;
+        use std::collections::BinaryHeap;
+        let jobs: Vec<(&Job, Vec<u32>)> = self
+            .jobs
+            .values()
+            .filter(|j| j.pending(now) > 0)
+            .map(|j| {
+                let due = j
+                    .retry
+                    .iter()
+                    .filter(|(_, due)| **due <= now)
+                    .map(|(i, _)| *i);
+                let take = j.pending(now).min(limit);
+                (j, due.chain(j.unlaunched.iter()).take(take).collect())
+            })
+            .collect();
+        // The smallest key first.
+        // (higher aged priority, fewer running, earlier submission, the job's slot).
+        type Key = (Reverse<i64>, usize, u64, usize);
+        let mut heap: BinaryHeap<Reverse<Key>> = jobs
+            .iter()
+            .enumerate()
+            .map(|(slot, (j, _))| {
+                let prio = j.effective_priority(now, self.aging_ms);
+                Reverse((Reverse(prio), j.running.len(), j.seq, slot))
+            })
+            .collect();
+        let mut next = vec![0usize; jobs.len()];
+        let mut out = Vec::new();
+        while out.len() < limit {
+            let Some(Reverse((prio, load, seq, slot))) = heap.pop() else {
+                break;
+            };
+            let (job, indexes) = &jobs[slot];
+            let Some(&index) = indexes.get(next[slot]) else {
+                continue;
+            };
+            next[slot] += 1;
+            out.push(Candidate {
+                job: job.spec.name.clone(),
+                index,
+                attempt: job.next_attempt(index),
+            });
+            heap.push(Reverse((prio, load + 1, seq, slot)));
         }
         out
     }

@@ -330,3 +330,23 @@ fn periodic_runs_start_on_schedule_and_follow_their_policy() {
         .next_run_ms;
     assert_eq!(next, Some(30_000));
 }
+
+#[test]
+fn fair_order_shares_the_queue_between_jobs_of_one_priority() {
+    let mut book = Book::default();
+    book.set_order(QueueOrder::Fair);
+    book.submit(spec("name = \"big\"\ncount = 100"), 0).unwrap();
+    let agent = AgentId::new();
+    for c in book.candidates(0, 3) {
+        book.launched(&c, agent, 0).unwrap();
+    }
+    book.submit(spec("name = \"small\"\ncount = 2"), 1).unwrap();
+    book.submit(spec("name = \"urgent\"\npriority = 9"), 2)
+        .unwrap();
+    let jobs: Vec<String> = book.candidates(2, 6).into_iter().map(|c| c.job).collect();
+    // The higher priority first; then `small` (running none) until it has as many as `big`.
+    assert_eq!(jobs, ["urgent", "small", "small", "big", "big", "big"]);
+    book.set_order(QueueOrder::Fifo);
+    let jobs: Vec<String> = book.candidates(2, 3).into_iter().map(|c| c.job).collect();
+    assert_eq!(jobs, ["urgent", "big", "big"]);
+}

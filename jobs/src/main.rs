@@ -58,6 +58,10 @@ struct Args {
     /// Where the service keeps its state (`jobs.redb`).
     #[arg(long, default_value = "./data/jobs")]
     data_dir: PathBuf,
+    /// How jobs of the same priority share the queue: `fifo` (first submitted first) or `fair`
+    /// (each next task to the job running the fewest).
+    #[arg(long, default_value = "fifo", value_parser = ["fifo", "fair"])]
+    queue_order: String,
     /// Seconds for a queued job to gain one point of priority.
     #[arg(long, default_value_t = 60.0)]
     aging_s: f64,
@@ -115,6 +119,11 @@ async fn main_async(args: Args) -> anyhow::Result<()> {
         "http"
     };
     config.aging = seconds("--aging-s", args.aging_s)?;
+    config.order = if args.queue_order == "fair" {
+        parley_jobs::book::QueueOrder::Fair
+    } else {
+        parley_jobs::book::QueueOrder::Fifo
+    };
     config.failover_timeout = seconds("--failover-timeout-s", args.failover_timeout_s)?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

@@ -18,7 +18,7 @@ use framework_sdk::{
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::book::{Book, JobSummary, Millis, DEFAULT_AGING_MS};
+use crate::book::{Book, JobSummary, Millis, QueueOrder, DEFAULT_AGING_MS};
 use crate::scheduler::JobsScheduler;
 use crate::store::{JobRecord, Store, StoreError};
 
@@ -57,6 +57,8 @@ pub struct ServiceConfig {
     pub data_dir: PathBuf,
     /// A queued job gains a point of priority each time this passes.
     pub aging: Duration,
+    /// How jobs of the same priority share the queue.
+    pub order: QueueOrder,
     /// How long the tasks survive when the service is away.
     pub failover_timeout: Duration,
 }
@@ -79,6 +81,7 @@ impl ServiceConfig {
             tls: None,
             data_dir: data_dir.into(),
             aging: Duration::from_millis(DEFAULT_AGING_MS),
+            order: QueueOrder::Fifo,
             failover_timeout: framework_sdk::DEFAULT_FAILOVER_TIMEOUT,
         }
     }
@@ -266,7 +269,8 @@ fn prepare(config: &ServiceConfig) -> Result<(Arc<Shared>, Driver<JobsScheduler>
     std::fs::create_dir_all(&config.data_dir)?;
     let store = Store::open(&config.data_dir.join(STORE_FILE))?;
     let aging_ms = config.aging.as_millis().max(1) as Millis;
-    let book = store.load(aging_ms, now_ms())?;
+    let mut book = store.load(aging_ms, now_ms())?;
+    book.set_order(config.order);
     let framework_id = store.framework_id()?;
     let in_flight = book.in_flight();
     let connection = Connection {
