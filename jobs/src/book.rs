@@ -227,6 +227,9 @@ pub struct Job {
     attempts: BTreeMap<u32, u32>,
     /// A periodic job's next run.
     next_run_ms: Option<Millis>,
+    /// How long its succeeded tasks ran, in all, and how many there were: the estimate of
+    /// the next task's length.
+    learned: (Millis, u64),
 }
 
 impl Job {
@@ -252,6 +255,7 @@ impl Job {
             failures: BTreeMap::new(),
             attempts: BTreeMap::new(),
             next_run_ms: None,
+            learned: (0, 0),
         }
     }
 
@@ -273,6 +277,16 @@ impl Job {
     /// When it was submitted.
     pub fn submitted_ms(&self) -> Millis {
         self.submitted_ms
+    }
+
+    /// How long a task of this job is expected to run, in seconds: the average of its
+    /// succeeded tasks so far, or its `timeout_s` (or 60 s) before any has. Tetris' remaining
+    /// work term uses it, so short jobs finish first.
+    pub fn estimated_task_s(&self) -> f64 {
+        match self.learned {
+            (total, n) if n > 0 => total as f64 / n as f64 / 1000.0,
+            _ => self.spec.timeout_ms.map_or(60.0, |t| t as f64 / 1000.0),
+        }
     }
 
     /// The attempts running now.
@@ -793,6 +807,7 @@ impl Book {
         }
         if state == TaskState::Finished {
             job.succeeded.insert(index);
+            job.learned = (job.learned.0.saturating_add(ran_ms), job.learned.1 + 1);
         } else {
             let message = match (timed_out, &job.spec.timeout_ms) {
                 (Some(_), Some(limit)) => {

@@ -350,3 +350,20 @@ fn fair_order_shares_the_queue_between_jobs_of_one_priority() {
     let jobs: Vec<String> = book.candidates(2, 3).into_iter().map(|c| c.job).collect();
     assert_eq!(jobs, ["urgent", "big", "big"]);
 }
+
+#[test]
+fn a_job_learns_how_long_its_tasks_run() {
+    let mut book = Book::default();
+    book.submit(spec("name = \"a\"\ncount = 3\ntimeout_s = 30"), 0)
+        .unwrap();
+    assert_eq!(book.job("a").unwrap().estimated_task_s(), 30.0, "the limit first");
+    let ids = launch_all(&mut book, 0);
+    finish(&mut book, &ids[0], TaskState::Finished, 2_000);
+    finish(&mut book, &ids[1], TaskState::Finished, 4_000);
+    finish(&mut book, &ids[2], TaskState::Failed, 9_000);
+    assert_eq!(
+        book.job("a").unwrap().estimated_task_s(),
+        3.0,
+        "the average of those that succeeded"
+    );
+}

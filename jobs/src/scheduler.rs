@@ -57,15 +57,16 @@ impl JobsScheduler {
         policy: PlacementPolicy,
         offers: &[Offer],
         cands: &[(Candidate, JobId)],
-        specs: &BTreeMap<String, JobSpec>,
+        specs: &BTreeMap<String, (JobSpec, f64)>,
     ) -> Vec<Assignment> {
         let tasks: Vec<PendingTask> = cands
             .iter()
             .filter_map(|(c, job)| {
+                let (spec, estimate) = specs.get(&c.job)?;
                 Some(PendingTask {
                     job: *job,
-                    demand: specs.get(&c.job)?.resources.clone(),
-                    duration_s: 1.0,
+                    demand: spec.resources.clone(),
+                    duration_s: *estimate,
                 })
             })
             .collect();
@@ -74,7 +75,7 @@ impl JobsScheduler {
         }
         let mut rules: BTreeMap<JobId, Vec<Constraint>> = BTreeMap::new();
         for (c, job) in cands {
-            if let Some(spec) = specs.get(&c.job) {
+            if let Some((spec, _)) = specs.get(&c.job) {
                 if !spec.constraints.is_empty() {
                     rules.insert(*job, spec.constraints.clone());
                 }
@@ -169,9 +170,12 @@ impl Scheduler for JobsScheduler {
             drop(book);
             return Decisions::launch_or_decline(&offers, |_| Vec::new());
         }
-        let specs: BTreeMap<String, JobSpec> = cands
+        let specs: BTreeMap<String, (JobSpec, f64)> = cands
             .iter()
-            .filter_map(|c| Some((c.job.clone(), book.job(&c.job)?.spec().clone())))
+            .filter_map(|c| {
+                let job = book.job(&c.job)?;
+                Some((c.job.clone(), (job.spec().clone(), job.estimated_task_s())))
+            })
             .collect();
         let seqs: BTreeMap<String, JobId> = cands
             .iter()
@@ -180,7 +184,7 @@ impl Scheduler for JobsScheduler {
         // One placement per policy, best jobs first; each sees what the earlier left.
         let mut groups: Vec<(PlacementPolicy, Vec<(Candidate, JobId)>)> = Vec::new();
         for c in cands {
-            let (Some(spec), Some(seq)) = (specs.get(&c.job), seqs.get(&c.job)) else {
+            let (Some((spec, _)), Some(seq)) = (specs.get(&c.job), seqs.get(&c.job)) else {
                 continue;
             };
             let policy = spec.placement;
@@ -199,7 +203,7 @@ impl Scheduler for JobsScheduler {
                 else {
                     continue;
                 };
-                let Some(spec) = specs.get(&c.job) else {
+                let Some((spec, _)) = specs.get(&c.job) else {
                     continue;
                 };
                 let Some(left) = offer.resources.checked_sub(&spec.resources) else {
