@@ -1,5 +1,6 @@
 //! The REST API under `/api/v1/jobs`: submit (`POST`, a TOML or JSON spec), list, get (with
-//! every running attempt, retry and failure), one task, stop, scale (a service), delete,
+//! every running attempt, retry and failure), one task, stop, scale and restart (a service),
+//! delete,
 //! and the event stream of changes (`/api/v1/jobs/events`, SSE); [`router`] builds it
 //! over the service's [`Shared`] state. Errors are `{"error": {"code", "message"}}`, with
 //! `field` (and `line`) for a bad spec; a refused submission changes nothing.
@@ -102,6 +103,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/api/v1/jobs/{name}", get(show).delete(delete))
         .route("/api/v1/jobs/{name}/stop", post(stop))
         .route("/api/v1/jobs/{name}/scale", post(scale))
+        .route("/api/v1/jobs/{name}/restart", post(restart))
         .route("/api/v1/jobs/{name}/tasks/{index}", get(task))
         .layer(middleware::from_fn_with_state(shared.clone(), authorize))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_SPEC_BYTES))
@@ -309,6 +311,21 @@ async fn scale(
         shared.publish(&book, &name);
         kill
     };
+    shared.kill(&kill).await;
+    let view = shared
+        .lock_book()
+        .view(&name)
+        .ok_or_else(|| not_found(&name))?;
+    Ok(Json(view).into_response())
+}
+
+/// `POST /api/v1/jobs/{name}/restart`: a service's replicas are killed and start again at
+/// once.
+async fn restart(
+    State(shared): State<Arc<Shared>>,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    let kill = shared.lock_book().restart(&name)?;
     shared.kill(&kill).await;
     let view = shared
         .lock_book()

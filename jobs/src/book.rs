@@ -230,6 +230,8 @@ pub struct Job {
     /// How long its succeeded tasks ran, in all, and how many there were: the estimate of
     /// the next task's length.
     learned: (Millis, u64),
+    /// A service's replicas killed to be restarted: their end costs no backoff.
+    restarting: BTreeSet<u32>,
 }
 
 impl Job {
@@ -256,6 +258,7 @@ impl Job {
             attempts: BTreeMap::new(),
             next_run_ms: None,
             learned: (0, 0),
+            restarting: BTreeSet::new(),
         }
     }
 
@@ -917,6 +920,20 @@ impl Book {
         Ok(kill)
     }
 
+    /// Restarts a service: returns its running replicas, to kill; each starts again at once
+    /// when its end arrives.
+    pub fn restart(&mut self, name: &str) -> Result<Vec<TaskId>, BookError> {
+        let job = self
+            .jobs
+            .get_mut(name)
+            .ok_or_else(|| BookError::NotFound(name.to_owned()))?;
+        if job.spec.kind != Kind::Service {
+            return Err(BookError::NotService(name.to_owned()));
+        }
+        job.restarting.extend(job.running.keys().copied());
+        Ok(job.running.values().map(|r| r.task_id.clone()).collect())
+    }
+
     /// Whether `id` is the attempt its index is running now.
     pub fn is_current(&self, id: &TaskId) -> bool {
         parse_task_id(id.as_str()).is_some_and(|(name, index, attempt)| {
@@ -1221,7 +1238,13 @@ fn restart_replica(
     (state, exit_code, message): (TaskState, Option<i32>, Option<String>),
     now: Millis,
 ) {
-    let counted = !blameless(state, message.as_deref());
+    let requested = job.restarting.remove(&index);
+    let counted = !requested && !blameless(state, message.as_deref());
+    let message = if requested {
+        Some("restarted on request".to_owned())
+    } else {
+        message
+    };
     let history = job.failures.entry(index).or_default();
     history.push(Failure {
         index,

@@ -272,16 +272,21 @@ fn a_service_restarts_its_replicas_with_backoff_and_scales() {
     // Scaling up queues new replicas; down returns the running ones to kill.
     assert!(book.scale("web", 3, 1400).unwrap().is_empty());
     assert_eq!(launch_all(&mut book, 1400), [task_id("web", 2, 0)]);
+    // A restart kills every replica; each comes back at once, whatever its history.
+    let running = book.restart("web").unwrap();
+    assert_eq!(running, [task_id("web", 1, 1), task_id("web", 2, 0)]);
+    book.update(&running[1], TaskState::Killed, None, None, 1450);
+    assert_eq!(launch_all(&mut book, 1450), [task_id("web", 2, 1)]);
     let kill = book.scale("web", 1, 1500).unwrap();
-    assert_eq!(kill, [task_id("web", 1, 1), task_id("web", 2, 0)]);
+    assert_eq!(kill, [task_id("web", 1, 1), task_id("web", 2, 1)]);
     book.update(&kill[0], TaskState::Killed, None, None, 1540);
     assert_eq!(book.pending(10_000), 1, "only replica 0 comes back");
     // Back up before the kill of replica 2 ended: it is not launched twice.
     assert!(book.scale("web", 3, 1550).unwrap().is_empty());
     assert_eq!(launch_all(&mut book, 1550), [task_id("web", 1, 2)]);
     assert_eq!(book.pending(1550), 0);
-    book.update(&task_id("web", 2, 0), TaskState::Killed, None, None, 1560);
-    assert_eq!(launch_all(&mut book, 2560), [task_id("web", 2, 1)]);
+    book.update(&task_id("web", 2, 1), TaskState::Killed, None, None, 1560);
+    assert_eq!(launch_all(&mut book, 2560), [task_id("web", 2, 2)]);
     assert_eq!(book.scale("web", 1, 2570).unwrap().len(), 2);
     assert_eq!(
         book.scale("nope", 1, 0).unwrap_err(),
@@ -356,7 +361,11 @@ fn a_job_learns_how_long_its_tasks_run() {
     let mut book = Book::default();
     book.submit(spec("name = \"a\"\ncount = 3\ntimeout_s = 30"), 0)
         .unwrap();
-    assert_eq!(book.job("a").unwrap().estimated_task_s(), 30.0, "the limit first");
+    assert_eq!(
+        book.job("a").unwrap().estimated_task_s(),
+        30.0,
+        "the limit first"
+    );
     let ids = launch_all(&mut book, 0);
     finish(&mut book, &ids[0], TaskState::Finished, 2_000);
     finish(&mut book, &ids[1], TaskState::Finished, 4_000);

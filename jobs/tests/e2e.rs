@@ -387,10 +387,29 @@ async fn a_service_replaces_a_killed_replica_and_scales() {
             assert_eq!(r.status().as_u16(), 200, "{}", r.text().await.unwrap());
         }
     };
+    let restart = api
+        .http
+        .post(format!("{}/web/restart", api.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(restart.status().as_u16(), 200);
+    wait_until(WITHIN, "both replicas restarted", || async {
+        let v = api.get("/web").await?;
+        let list = v["running"].as_array()?;
+        let restarted = list
+            .iter()
+            .filter(|r| r["state"] == "running")
+            .filter(|r| r["attempt"] == if r["index"] == 0 { 2 } else { 1 })
+            .count();
+        (restarted == 2 && list.len() == 2).then_some(())
+    })
+    .await
+    .unwrap();
     scale(3).await;
     assert_eq!(replicas(&api, 3).await.len(), 3);
     scale(1).await;
-    assert_eq!(replicas(&api, 1).await, [(0, 1)]);
+    assert_eq!(replicas(&api, 1).await, [(0, 2)]);
     let r = api
         .http
         .post(format!("{}/web/stop", api.base))

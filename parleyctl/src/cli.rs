@@ -170,6 +170,11 @@ pub enum JobAction {
         /// How many replicas (0 or more).
         replicas: u32,
     },
+    /// Restarts a service: its replicas are killed and start again at once.
+    Restart {
+        /// The service's name.
+        name: String,
+    },
     /// A task's output (stdout, or stderr): its latest attempt's, read from its agent through
     /// the coordinator.
     Logs {

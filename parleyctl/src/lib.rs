@@ -93,6 +93,7 @@ async fn run_jobs(cli: &Cli, out: &mut (dyn Write + Send)) -> Option<Result<(), 
             Ok(api) => match action {
                 JobAction::Status { name } => jobs::status(&api, name, json, out).await,
                 JobAction::Stop { name } => jobs::stop(&api, name, json, out).await,
+                JobAction::Restart { name } => jobs::restart(&api, name, json, out).await,
                 JobAction::Scale { name, replicas } => {
                     jobs::scale(&api, name, *replicas, json, out).await
                 }

@@ -1,5 +1,5 @@
 //! The jobs service's commands: `run FILE [--wait]`, `jobs`, `job status|stop|delete NAME`,
-//! `job scale NAME N`, `job logs NAME [--index I]` (the output itself comes from the
+//! `job scale NAME N`, `job restart NAME`, `job logs NAME [--index I]` (the output itself comes from the
 //! coordinator).
 //! They talk to the jobs service (`--jobs-url`, `PARLEY_JOBS_URL`), not to the coordinator,
 //! through [`JobsApi`], and read its JSON loosely (as `serde_json::Value`), so this tool does
@@ -349,6 +349,23 @@ pub async fn logs(
     };
     let task_id = format!("job-{name}-{index}-{latest}");
     super::logs::logs(coordinator, &task_id, None, stderr, follow, out).await
+}
+
+/// `parleyctl job restart NAME`: a service's replicas are killed and start again at once.
+pub async fn restart(
+    api: &JobsApi,
+    name: &str,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<(), CtlError> {
+    let raw = api
+        .call(Method::POST, &format!("/{name}/restart"), None)
+        .await?;
+    if json {
+        return print_raw(out, &raw);
+    }
+    writeln!(out, "service {name} restarting")?;
+    Ok(())
 }
 
 /// `parleyctl job delete NAME`: forgets the job, killing what still runs.

@@ -8,7 +8,7 @@
 //! - [`logs`]: a task's output.
 //! - [`maintenance`]: `drain`, `reactivate` (issue #17).
 //! - [`watch`]: `offers --watch`, the offer event stream as lines.
-//! - [`jobs`]: the jobs service's `run FILE [--wait]`, `jobs`, `job status|stop|scale|delete`.
+//! - [`jobs`]: the jobs service's `run FILE [--wait]`, `jobs`, `job status|stop|scale|restart|delete|logs`.
 
 pub mod change;
 pub mod explain;
