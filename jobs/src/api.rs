@@ -20,6 +20,7 @@ use crate::book::{BookError, JobState, JobSummary};
 use crate::service::{now_ms, Shared};
 use crate::spec::{self, Format, SpecError};
 use crate::store::JobRecord;
+use framework_sdk::TaskId;
 
 /// The largest spec accepted, in bytes.
 pub const MAX_SPEC_BYTES: usize = 1 << 20;
@@ -211,6 +212,16 @@ async fn events(
     Sse::new(stream.take_until(stopped)).keep_alive(KeepAlive::default())
 }
 
+/// Kills `kill`, then answers with job `name` as it is now.
+async fn kill_and_show(shared: &Shared, name: &str, kill: &[TaskId]) -> Result<Response, ApiError> {
+    shared.kill(kill).await;
+    let view = shared
+        .lock_book()
+        .view(name)
+        .ok_or_else(|| not_found(name))?;
+    Ok(Json(view).into_response())
+}
+
 fn not_found(name: &str) -> ApiError {
     BookError::NotFound(name.to_owned()).into()
 }
@@ -264,12 +275,7 @@ async fn stop(
         shared.publish(&book, &name);
         kill
     };
-    shared.kill(&kill).await;
-    let view = shared
-        .lock_book()
-        .view(&name)
-        .ok_or_else(|| not_found(&name))?;
-    Ok(Json(view).into_response())
+    kill_and_show(&shared, &name, &kill).await
 }
 
 /// The body of `POST /api/v1/jobs/{name}/scale`.
@@ -311,12 +317,7 @@ async fn scale(
         shared.publish(&book, &name);
         kill
     };
-    shared.kill(&kill).await;
-    let view = shared
-        .lock_book()
-        .view(&name)
-        .ok_or_else(|| not_found(&name))?;
-    Ok(Json(view).into_response())
+    kill_and_show(&shared, &name, &kill).await
 }
 
 /// `POST /api/v1/jobs/{name}/restart`: a service's replicas are killed and start again at
@@ -326,12 +327,7 @@ async fn restart(
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
     let kill = shared.lock_book().restart(&name)?;
-    shared.kill(&kill).await;
-    let view = shared
-        .lock_book()
-        .view(&name)
-        .ok_or_else(|| not_found(&name))?;
-    Ok(Json(view).into_response())
+    kill_and_show(&shared, &name, &kill).await
 }
 
 /// `DELETE /api/v1/jobs/{name}`: forgets the job (killing what still runs).

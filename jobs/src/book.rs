@@ -877,6 +877,18 @@ impl Book {
         out
     }
 
+    /// The service named `name`, to change.
+    fn service_mut(&mut self, name: &str) -> Result<&mut Job, BookError> {
+        let job = self
+            .jobs
+            .get_mut(name)
+            .ok_or_else(|| BookError::NotFound(name.to_owned()))?;
+        if job.spec.kind != Kind::Service {
+            return Err(BookError::NotService(name.to_owned()));
+        }
+        Ok(job)
+    }
+
     /// Sets a service's replica count: new replicas are queued, and the running tasks of those
     /// scaled away are returned, to kill.
     pub fn scale(
@@ -885,13 +897,7 @@ impl Book {
         replicas: u32,
         _now: Millis,
     ) -> Result<Vec<TaskId>, BookError> {
-        let job = self
-            .jobs
-            .get_mut(name)
-            .ok_or_else(|| BookError::NotFound(name.to_owned()))?;
-        if job.spec.kind != Kind::Service {
-            return Err(BookError::NotService(name.to_owned()));
-        }
+        let job = self.service_mut(name)?;
         let old = job.spec.count;
         job.spec.count = replicas;
         job.spec.raw.replicas = Some(i64::from(replicas));
@@ -923,13 +929,7 @@ impl Book {
     /// Restarts a service: returns its running replicas, to kill; each starts again at once
     /// when its end arrives.
     pub fn restart(&mut self, name: &str) -> Result<Vec<TaskId>, BookError> {
-        let job = self
-            .jobs
-            .get_mut(name)
-            .ok_or_else(|| BookError::NotFound(name.to_owned()))?;
-        if job.spec.kind != Kind::Service {
-            return Err(BookError::NotService(name.to_owned()));
-        }
+        let job = self.service_mut(name)?;
         job.restarting.extend(job.running.keys().copied());
         Ok(job.running.values().map(|r| r.task_id.clone()).collect())
     }

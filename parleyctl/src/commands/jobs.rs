@@ -289,6 +289,23 @@ pub async fn status(
     Ok(())
 }
 
+/// Sends a request that changes a job; prints the API's answer with `json`, else `done`.
+async fn change(
+    api: &JobsApi,
+    method: Method,
+    path: &str,
+    json: bool,
+    out: &mut dyn Write,
+    done: &str,
+) -> Result<(), CtlError> {
+    let raw = api.call(method, path, None).await?;
+    if json {
+        return print_raw(out, &raw);
+    }
+    writeln!(out, "{done}")?;
+    Ok(())
+}
+
 /// `parleyctl job stop NAME`: nothing more is launched; running tasks are killed.
 pub async fn stop(
     api: &JobsApi,
@@ -296,14 +313,15 @@ pub async fn stop(
     json: bool,
     out: &mut dyn Write,
 ) -> Result<(), CtlError> {
-    let raw = api
-        .call(Method::POST, &format!("/{name}/stop"), None)
-        .await?;
-    if json {
-        return print_raw(out, &raw);
-    }
-    writeln!(out, "job {name} stopped")?;
-    Ok(())
+    change(
+        api,
+        Method::POST,
+        &format!("/{name}/stop"),
+        json,
+        out,
+        &format!("job {name} stopped"),
+    )
+    .await
 }
 
 /// `parleyctl job scale NAME N`: a service's new number of replicas.
@@ -358,14 +376,15 @@ pub async fn restart(
     json: bool,
     out: &mut dyn Write,
 ) -> Result<(), CtlError> {
-    let raw = api
-        .call(Method::POST, &format!("/{name}/restart"), None)
-        .await?;
-    if json {
-        return print_raw(out, &raw);
-    }
-    writeln!(out, "service {name} restarting")?;
-    Ok(())
+    change(
+        api,
+        Method::POST,
+        &format!("/{name}/restart"),
+        json,
+        out,
+        &format!("service {name} restarting"),
+    )
+    .await
 }
 
 /// `parleyctl job delete NAME`: forgets the job, killing what still runs.
@@ -375,10 +394,13 @@ pub async fn delete(
     json: bool,
     out: &mut dyn Write,
 ) -> Result<(), CtlError> {
-    let raw = api.call(Method::DELETE, &format!("/{name}"), None).await?;
-    if json {
-        return print_raw(out, &raw);
-    }
-    writeln!(out, "job {name} deleted")?;
-    Ok(())
+    change(
+        api,
+        Method::DELETE,
+        &format!("/{name}"),
+        json,
+        out,
+        &format!("job {name} deleted"),
+    )
+    .await
 }
