@@ -232,6 +232,8 @@ pub struct Job {
     learned: (Millis, u64),
     /// A service's replicas killed to be restarted: their end costs no backoff.
     restarting: BTreeSet<u32>,
+    /// A service's replicas killed because their health check failed.
+    unhealthy: BTreeSet<u32>,
 }
 
 impl Job {
@@ -259,6 +261,7 @@ impl Job {
             next_run_ms: None,
             learned: (0, 0),
             restarting: BTreeSet::new(),
+            unhealthy: BTreeSet::new(),
         }
     }
 
@@ -934,6 +937,22 @@ impl Book {
         Ok(job.running.values().map(|r| r.task_id.clone()).collect())
     }
 
+    /// A service replica's health check failed: true when `id` is its current attempt and was
+    /// not already marked (the caller kills it; it starts again, with backoff, when it ends).
+    pub fn unhealthy(&mut self, id: &TaskId) -> bool {
+        let Some((name, index, attempt)) = parse_task_id(id.as_str()) else {
+            return false;
+        };
+        let Some(job) = self.jobs.get_mut(name) else {
+            return false;
+        };
+        let current = job
+            .running
+            .get(&index)
+            .is_some_and(|r| r.attempt == attempt);
+        current && job.spec.kind == Kind::Service && job.unhealthy.insert(index)
+    }
+
     /// Whether `id` is the attempt its index is running now.
     pub fn is_current(&self, id: &TaskId) -> bool {
         parse_task_id(id.as_str()).is_some_and(|(name, index, attempt)| {
@@ -1239,9 +1258,12 @@ fn restart_replica(
     now: Millis,
 ) {
     let requested = job.restarting.remove(&index);
+    let sick = job.unhealthy.remove(&index);
     let counted = !requested && !blameless(state, message.as_deref());
     let message = if requested {
         Some("restarted on request".to_owned())
+    } else if sick {
+        Some("unhealthy: killed after its health check failed".to_owned())
     } else {
         message
     };

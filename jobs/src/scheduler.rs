@@ -141,7 +141,7 @@ fn task_spec(spec: &JobSpec, c: &Candidate, offer: &Offer) -> TaskSpec {
         env,
         duration_s: None,
         isolation: None,
-        health_check: None,
+        health_check: spec.health_check.clone(),
         priority: None,
     }
 }
@@ -258,6 +258,11 @@ impl Scheduler for JobsScheduler {
             }
             (record, book.is_current(&status.task_id))
         };
+        if status.healthy == Some(false) && self.shared.lock_book().unhealthy(&status.task_id) {
+            // An unhealthy replica is replaced: killed here, started again when its end arrives.
+            tracing::warn!(task_id = %status.task_id, "replica unhealthy; replacing it");
+            ctx.kill(status.task_id.clone());
+        }
         if let Some(record) = record {
             // Only launches and ends must survive a restart (reconciliation brings back the
             // states in between), so a `running` update costs no write.

@@ -91,6 +91,11 @@ pub struct RawSpec {
     /// For a service: how many copies run at once; default 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<i64>,
+    /// For a service: how the agent checks that a replica is healthy (the SDK's
+    /// `HealthCheck`: `command` or `http`, and timings); an unhealthy replica is killed and
+    /// started again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_check: Option<protocol::HealthCheck>,
     /// For a periodic job: a cron pattern (five fields, or six with seconds first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<String>,
@@ -256,6 +261,8 @@ pub struct JobSpec {
     pub placement: PlacementPolicy,
     /// For a periodic job: when it runs.
     pub periodic: Option<crate::schedule::Periodic>,
+    /// For a service: its replicas' health check.
+    pub health_check: Option<protocol::HealthCheck>,
     /// Where tasks may run.
     pub constraints: Vec<Constraint>,
 }
@@ -415,6 +422,24 @@ impl RawSpec {
             }
         };
         let periodic = self.periodic(kind)?;
+        if let Some(check) = &self.health_check {
+            if kind != Kind::Service {
+                return Err(SpecError::new(
+                    "health_check",
+                    "only a service's replicas have a health check",
+                ));
+            }
+            check.validate(None).map_err(|m| {
+                let first = m.split_whitespace().next().unwrap_or_default();
+                let field = first.trim_end_matches(':');
+                let field = if field.starts_with("health_check") {
+                    field
+                } else {
+                    "health_check"
+                };
+                SpecError::new(field, m.clone())
+            })?;
+        }
         if kind == Kind::Service {
             for (field, given) in [
                 ("count", self.count.is_some()),
@@ -554,6 +579,7 @@ impl RawSpec {
             name: self.name.clone(),
             kind,
             periodic,
+            health_check: self.health_check.clone(),
             command,
             resources,
             count: count as u32,
@@ -797,6 +823,16 @@ equals = "b"
             (with("schedule = \"* * * * *\""), "schedule", Some(1)),
             (with("kind = \"service\"\ncount = 2"), "count", Some(2)),
             (with("replicas = 2"), "replicas", Some(1)),
+            (
+                format!("kind = \"service\"\n{base}[health_check]\ninterval_s = -1\nhttp = {{ port = 80, path = \"/\" }}\n"),
+                "health_check.interval_s",
+                None,
+            ),
+            (
+                format!("{base}[health_check]\nhttp = {{ port = 80, path = \"/\" }}\n"),
+                "health_check",
+                None,
+            ),
             (
                 with("kind = \"service\"\nreplicas = -1"),
                 "replicas",

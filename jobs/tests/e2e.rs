@@ -594,3 +594,44 @@ async fn the_api_can_demand_a_token_over_https() {
     jobs.stop().await.unwrap();
     cluster.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unhealthy_replica_is_replaced() {
+    let cluster = Cluster::start(&["cpus=2,mem=1024"]).await.unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let jobs = start_jobs(&cluster, data.path()).await;
+    let api = Api::new(&jobs);
+    api.submit_ok(
+        "name = \"sick\"\nkind = \"service\"\ncommand = \"sleep 600\"\nbackoff_s = 0.1\n\
+         [resources]\ncpus = 0.1\nmem = 16\n\
+         [health_check]\ncommand = { shell = \"false\" }\ninterval_s = 0.2\nconsecutive_failures = 1\n",
+    )
+    .await;
+    let view = wait_until(WITHIN, "a replica replaced", || async {
+        let v = api.get("/sick").await?;
+        let replaced = v["failures"]
+            .as_array()?
+            .iter()
+            .any(|f| f["message"] == "unhealthy: killed after its health check failed");
+        replaced.then_some(v)
+    })
+    .await
+    .unwrap();
+    assert_eq!(view["state"], "active", "{view:#}");
+    let r = api
+        .http
+        .post(format!("{}/sick/stop", api.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    wait_until(WITHIN, "no replica left", || async {
+        let v = api.get("/sick").await?;
+        v["running"].as_array()?.is_empty().then_some(())
+    })
+    .await
+    .unwrap();
+    jobs.stop().await.unwrap();
+    cluster.wait_agents_idle().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
