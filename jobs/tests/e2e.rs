@@ -64,6 +64,23 @@ impl Api {
         r.json().await.ok()
     }
 
+    /// Stops job `name` and waits until none of its tasks runs; returns its view then.
+    async fn stop_job(&self, name: &str) -> Value {
+        let r = self
+            .http
+            .post(format!("{}/{name}/stop", self.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 200, "{}", r.text().await.unwrap());
+        wait_until(WITHIN, &format!("no task of {name} left"), || async {
+            let v = self.get(&format!("/{name}")).await?;
+            v["running"].as_array()?.is_empty().then_some(v)
+        })
+        .await
+        .unwrap()
+    }
+
     /// Waits until job `name` is in a final state; returns its view.
     async fn wait_done(&self, name: &str) -> Value {
         wait_until(WITHIN, &format!("job {name} done"), || async {
@@ -410,21 +427,8 @@ async fn a_service_replaces_a_killed_replica_and_scales() {
     assert_eq!(replicas(&api, 3).await.len(), 3);
     scale(1).await;
     assert_eq!(replicas(&api, 1).await, [(0, 2)]);
-    let r = api
-        .http
-        .post(format!("{}/web/stop", api.base))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 200);
-    let view = api.wait_done("web").await;
-    assert_eq!(view["state"], "stopped");
-    wait_until(WITHIN, "no replica left", || async {
-        let v = api.get("/web").await?;
-        v["running"].as_array()?.is_empty().then_some(())
-    })
-    .await
-    .unwrap();
+    let stopped = api.stop_job("web").await;
+    assert_eq!(stopped["state"], "stopped");
     jobs.stop().await.unwrap();
     cluster.wait_agents_idle().await.unwrap();
     cluster.shutdown().await.unwrap();
@@ -618,19 +622,8 @@ async fn an_unhealthy_replica_is_replaced() {
     .await
     .unwrap();
     assert_eq!(view["state"], "active", "{view:#}");
-    let r = api
-        .http
-        .post(format!("{}/sick/stop", api.base))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 200);
-    wait_until(WITHIN, "no replica left", || async {
-        let v = api.get("/sick").await?;
-        v["running"].as_array()?.is_empty().then_some(())
-    })
-    .await
-    .unwrap();
+    let stopped = api.stop_job("sick").await;
+    assert_eq!(stopped["state"], "stopped");
     jobs.stop().await.unwrap();
     cluster.wait_agents_idle().await.unwrap();
     cluster.shutdown().await.unwrap();
