@@ -953,6 +953,15 @@ impl Book {
         current && job.spec.kind == Kind::Service && job.unhealthy.insert(index)
     }
 
+    /// The running tasks of jobs that were stopped (their kills may not have ended them yet).
+    pub fn stopped_running(&self) -> Vec<TaskId> {
+        self.jobs
+            .values()
+            .filter(|j| j.state == JobState::Stopped)
+            .flat_map(|j| j.running.values().map(|r| r.task_id.clone()))
+            .collect()
+    }
+
     /// Whether `id` is the attempt its index is running now.
     pub fn is_current(&self, id: &TaskId) -> bool {
         parse_task_id(id.as_str()).is_some_and(|(name, index, attempt)| {

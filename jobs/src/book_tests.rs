@@ -196,6 +196,7 @@ fn stop_and_delete_return_the_tasks_to_kill() {
         .unwrap();
     let ids = launch_all(&mut book, 0);
     assert_eq!(book.stop("a", 1).unwrap(), ids);
+    assert_eq!(book.stopped_running(), ids, "until their ends arrive");
     assert_eq!(book.pending(1), 0);
     assert_eq!(book.job("a").unwrap().state(), JobState::Stopped);
     assert_eq!(book.delete("a", 2).unwrap(), ids);

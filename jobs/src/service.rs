@@ -26,6 +26,9 @@ use crate::store::{JobRecord, Store, StoreError};
 /// limit, whether offers must be revived.
 pub const TICK: Duration = Duration::from_millis(100);
 
+/// How often the kills of stopped jobs' tasks still running are sent again, in milliseconds.
+pub const SWEEP_MS: Millis = 5_000;
+
 /// The file the store lives in, under the data directory.
 pub const STORE_FILE: &str = "jobs.redb";
 
@@ -336,6 +339,7 @@ async fn serve(
 /// launched before a restart, and revives offers when work is waiting but none come.
 async fn tick(shared: Arc<Shared>, stop: CancellationToken) {
     let mut last_revive: Millis = 0;
+    let mut last_sweep: Millis = 0;
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
@@ -362,6 +366,12 @@ async fn tick(shared: Arc<Shared>, stop: CancellationToken) {
             .map(|r| crate::book::task_id(&r.job, r.index, r.attempt))
             .collect();
         kills.extend(replaced);
+        // A kill that failed, or was asked before the service had registered again after a
+        // restart, is sent again: a stopped job's tasks must not run on.
+        if now.saturating_sub(last_sweep) >= SWEEP_MS {
+            last_sweep = now;
+            kills.extend(shared.lock_book().stopped_running());
+        }
         shared.kill(&kills).await;
         let check = shared
             .to_check
