@@ -191,6 +191,33 @@ impl Shared {
         self.events.subscribe()
     }
 
+    /// The coordinator removed the framework: its id is forgotten, and every attempt in flight
+    /// ends as lost (the removal killed it), so its index runs again.
+    fn framework_removed(&self) {
+        *self
+            .framework_id
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
+        *self.to_check.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        if let Err(e) = self.store.clear_framework_id() {
+            tracing::error!(error = %e, "cannot forget the framework id");
+        }
+        let now = now_ms();
+        let mut book = self.lock_book();
+        let mut records = Vec::new();
+        for task in book.in_flight() {
+            if let Some(r) = book.not_launched(&task, "the framework was removed", now) {
+                records.push(r);
+            }
+        }
+        if let Err(e) = self.store.put_attempts(&records) {
+            tracing::error!(error = %e, "cannot record attempts");
+        }
+        for r in &records {
+            self.publish(&book, &r.job);
+        }
+    }
+
     pub(crate) fn offers_seen(&self, now: Millis) {
         self.last_offers_ms.store(now, Ordering::Relaxed);
     }
@@ -234,12 +261,12 @@ impl Running {
 /// Starts the service on `listener` in the background; see [`Running`].
 pub async fn start(config: ServiceConfig, listener: TcpListener) -> Result<Running, ServiceError> {
     let addr = listener.local_addr()?;
-    let (shared, driver) = prepare(&config)?;
+    let (shared, driving) = prepare(&config)?;
     let stop = shared.stop.clone();
     let shutdown = stop.clone();
     let s = shared.clone();
     let tls = config.tls.clone();
-    let join = tokio::spawn(async move { serve(s, driver, listener, tls, shutdown).await });
+    let join = tokio::spawn(async move { serve(s, driving, listener, tls, shutdown).await });
     Ok(Running {
         addr,
         shared,
@@ -254,9 +281,9 @@ pub async fn run(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServiceError> {
-    let (shared, driver) = prepare(&config)?;
+    let (shared, driving) = prepare(&config)?;
     let stop = shared.stop.clone();
-    let serving = serve(shared, driver, listener, config.tls.clone(), stop.clone());
+    let serving = serve(shared, driving, listener, config.tls.clone(), stop.clone());
     tokio::pin!(serving);
     tokio::select! {
         r = &mut serving => r,
@@ -268,7 +295,7 @@ pub async fn run(
 }
 
 /// Opens the store, rebuilds the book and sets up the driver.
-fn prepare(config: &ServiceConfig) -> Result<(Arc<Shared>, Driver<JobsScheduler>), ServiceError> {
+fn prepare(config: &ServiceConfig) -> Result<(Arc<Shared>, Driving), ServiceError> {
     std::fs::create_dir_all(&config.data_dir)?;
     let store = Store::open(&config.data_dir.join(STORE_FILE))?;
     let aging_ms = config.aging.as_millis().max(1) as Millis;
@@ -301,13 +328,43 @@ fn prepare(config: &ServiceConfig) -> Result<(Arc<Shared>, Driver<JobsScheduler>
     dc.failover_timeout = config.failover_timeout;
     // The jobs must outlive this process: a restarted service takes them over.
     dc.unregister_on_stop = false;
-    let driver = Driver::new(dc, JobsScheduler::new(shared.clone()))?;
-    Ok((shared, driver))
+    let driver = Driver::new(dc.clone(), JobsScheduler::new(shared.clone()))?;
+    Ok((shared, Driving { driver, config: dc }))
+}
+
+/// The driver, and its configuration to start another with.
+struct Driving {
+    driver: Driver<JobsScheduler>,
+    config: DriverConfig,
+}
+
+/// Runs the driver until shutdown. When the coordinator has removed the framework (it was torn
+/// down, or the service was away longer than its failover timeout), its tasks are gone: the
+/// attempts in flight end as lost, and the service registers as a new framework and carries
+/// on, rather than stopping for good.
+async fn drive(
+    shared: &Arc<Shared>,
+    driving: Driving,
+    stop: &CancellationToken,
+) -> Result<(), SdkError> {
+    let Driving { mut driver, config } = driving;
+    loop {
+        match driver.run_until(stop.clone().cancelled_owned()).await {
+            Err(SdkError::FrameworkRemoved(why)) if !stop.is_cancelled() => {
+                tracing::warn!(reason = %why, "the coordinator removed the framework; registering anew");
+                shared.framework_removed();
+                let mut fresh = config.clone();
+                fresh.framework_id = None;
+                driver = Driver::new(fresh, JobsScheduler::new(shared.clone()))?;
+            }
+            other => return other.map(|_| ()),
+        }
+    }
 }
 
 async fn serve(
     shared: Arc<Shared>,
-    driver: Driver<JobsScheduler>,
+    driving: Driving,
     listener: TcpListener,
     tls: Option<parley_tls::ServerTls>,
     stop: CancellationToken,
@@ -323,7 +380,7 @@ async fn serve(
         ))
     };
     let ticker = tokio::spawn(tick(shared.clone(), stop.clone()));
-    let driven = driver.run_until(stop.clone().cancelled_owned()).await;
+    let driven = drive(&shared, driving, &stop).await;
     // The driver ends on shutdown, or on an error it cannot get past: either way, stop all.
     stop.cancel();
     let _ = ticker.await;

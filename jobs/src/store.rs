@@ -108,6 +108,16 @@ impl Store {
         txn.commit().map_err(db)
     }
 
+    /// Forgets the framework id (the coordinator removed the framework).
+    pub fn clear_framework_id(&self) -> Result<(), StoreError> {
+        let txn = self.db.begin_write().map_err(db)?;
+        {
+            let mut t = txn.open_table(META).map_err(db)?;
+            t.remove(FRAMEWORK_ID).map_err(db)?;
+        }
+        txn.commit().map_err(db)
+    }
+
     /// Writes (or rewrites) a job's record.
     pub fn put_job(&self, name: &str, record: &JobRecord) -> Result<(), StoreError> {
         let bytes = serde_json::to_vec(record)?;

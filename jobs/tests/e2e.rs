@@ -628,3 +628,53 @@ async fn an_unhealthy_replica_is_replaced() {
     cluster.wait_agents_idle().await.unwrap();
     cluster.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_torn_down_framework_is_registered_anew_and_the_array_finishes() {
+    let cluster = Cluster::start(&["cpus=4,mem=2048"]).await.unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let jobs = start_jobs(&cluster, data.path()).await;
+    let api = Api::new(&jobs);
+    api.submit_ok(
+        "name = \"phoenix\"\ncount = 6\nmax_running = 3\ncommand = \"sleep 0.5\"\n\
+         [resources]\ncpus = 0.1\nmem = 16\n",
+    )
+    .await;
+    wait_until(WITHIN, "tasks running", || async {
+        let v = api.get("/phoenix").await?;
+        (v["tasks"]["running"].as_u64()? >= 1).then_some(())
+    })
+    .await
+    .unwrap();
+    let old = cluster
+        .framework_named("parley-jobs")
+        .await
+        .unwrap()
+        .unwrap();
+    let (status, body) = cluster
+        .send_json(
+            reqwest::Method::DELETE,
+            &format!("/api/v1/frameworks/{old}"),
+            "",
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    let view = api.wait_done("phoenix").await;
+    assert_eq!(view["state"], "succeeded", "{view:#}");
+    let frameworks = cluster.frameworks().await.unwrap().frameworks;
+    assert!(
+        frameworks
+            .iter()
+            .any(|f| f.name == "parley-jobs" && f.framework_id != old),
+        "a new framework registered"
+    );
+    let lost = view["failures"].as_array().unwrap();
+    assert!(
+        !lost.is_empty() && lost.iter().all(|f| f["counted"] == false),
+        "{view:#}"
+    );
+    jobs.stop().await.unwrap();
+    cluster.wait_agents_idle().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
