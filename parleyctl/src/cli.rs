@@ -135,8 +135,8 @@ pub enum Command {
     Run {
         /// The spec file.
         file: PathBuf,
-        /// Wait for the job to end, printing its progress; the exit code is 0 only if it
-        /// succeeded.
+        /// Wait for the job to end (a service: until every replica runs), printing its
+        /// progress; the exit code is 0 only if it succeeded. A periodic job is not waited for.
         #[arg(long)]
         wait: bool,
     },

@@ -45,6 +45,18 @@ async fn run_wait_status_stop_and_delete() {
         "{out}"
     );
 
+    // A service is waited for until every replica runs.
+    let service = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/jobs/service.toml");
+    let out = ok(url, &refs(&with(&["run", service, "--wait"]))).await;
+    assert!(
+        out.lines()
+            .last()
+            .unwrap()
+            .contains("web: active (0/2 succeeded, 2 running)"),
+        "{out}"
+    );
+    ok(url, &refs(&with(&["job", "stop", "web"]))).await;
+
     // A task's output, through the coordinator.
     let logs = ok(
         url,
@@ -91,7 +103,11 @@ async fn run_wait_status_stop_and_delete() {
     );
     let raw = ok(url, &refs(&with(&["--json", "jobs"]))).await;
     let value: serde_json::Value = serde_json::from_str(&raw).unwrap();
-    assert_eq!(value["jobs"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        value["jobs"].as_array().unwrap().len(),
+        3,
+        "hello-array, web and bad"
+    );
 
     // A batch job has no replicas to scale.
     let (result, _) = ctl(url, &refs(&with(&["job", "scale", "bad", "2"]))).await;

@@ -154,7 +154,9 @@ pub async fn run(
         .as_str()
         .ok_or_else(|| CtlError::Protocol("the answer names no job".into()))?
         .to_owned();
-    if !wait {
+    // A periodic job never ends by itself: there is nothing to wait for.
+    let periodic = submitted["kind"] == "periodic";
+    if !wait || periodic {
         if json {
             return print_raw(out, &answer);
         }
@@ -176,6 +178,15 @@ pub async fn run(
         if matches!(state(&view), "succeeded" | "failed" | "stopped") {
             break (raw, view);
         }
+        // A service never ends by itself: it is up once every replica runs.
+        if view["kind"] == "service" && count(&view, "running") == count(&view, "total") {
+            let up = view["running"]
+                .as_array()
+                .is_some_and(|r| r.iter().all(|t| t["state"] == "running"));
+            if up {
+                break (raw, view);
+            }
+        }
         tokio::time::sleep(POLL).await;
     };
     if json {
@@ -183,6 +194,7 @@ pub async fn run(
     }
     match state(&view) {
         "succeeded" => Ok(()),
+        "active" => Ok(()),
         other => Err(CtlError::JobFailed(format!(
             "job {name} {other}{}",
             view["reason"]
