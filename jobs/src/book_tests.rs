@@ -377,3 +377,33 @@ fn a_job_learns_how_long_its_tasks_run() {
         "the average of those that succeeded"
     );
 }
+
+#[test]
+fn ten_million_queued_tasks_are_one_range() {
+    let mut book = Book::default();
+    book.submit(spec("name = \"huge\"\ncount = 10000000"), 0)
+        .unwrap();
+    let agent = AgentId::new();
+    let round = book.candidates(0, 5_000);
+    assert_eq!(round.len(), 5_000);
+    for c in &round {
+        book.launched(c, agent, 0).unwrap();
+    }
+    assert_eq!(book.pending(0), 9_995_000);
+    let job = book.job("huge").unwrap();
+    assert_eq!(
+        job.unlaunched.spans(),
+        [(5_000, 10_000_000)],
+        "still one range"
+    );
+    for c in &round {
+        book.update(
+            &task_id("huge", c.index, 0),
+            TaskState::Finished,
+            Some(0),
+            None,
+            1,
+        );
+    }
+    assert_eq!(book.view("huge").unwrap().succeeded, [(0, 5_000)]);
+}
