@@ -1,6 +1,7 @@
-//! The agent's own HTTP API (`API.md`, prefix `/api/v1`): launch, kill, list tasks, read their
-//! output (bounded, regular files only: [`crate::output`]), health. Launches, kills and output
-//! reads need the agent's token ([`crate::auth`]). Errors are the contract's `{"error": {"code", "message"}}` bodies.
+//! The agent's own HTTP API (`docs/src/reference/api.md`, prefix `/api/v1`): launch, kill, list
+//! tasks, read their output (bounded, regular files only: [`crate::output`]), health. Launches,
+//! kills and output reads need the agent's token ([`crate::auth`]). Errors are the contract's
+//! `{"error": {"code", "message"}}` bodies.
 
 use std::sync::Arc;
 
@@ -117,7 +118,17 @@ pub(crate) fn parse_launch(body: &[u8]) -> Result<LaunchTasks, ApiError> {
                 .map_err(|e| ApiError::bad_request(format!("task {id}: {e}")))?;
         }
     }
+    if let Some(secs) = launch.partition_timeout_s {
+        protocol::partition::check_partition_timeout(secs).map_err(ApiError::bad_request)?;
+    }
     Ok(launch)
+}
+
+/// A launch's partition timeout (see [`protocol::partition`]), checked by [`parse_launch`].
+pub(crate) fn partition_timeout(launch: &LaunchTasks) -> Option<std::time::Duration> {
+    launch
+        .partition_timeout_s
+        .and_then(|s| std::time::Duration::try_from_secs_f64(s).ok())
 }
 
 /// Parses a task id from a path.
@@ -125,17 +136,41 @@ pub(crate) fn parse_task_id(raw: &str) -> Result<TaskId, ApiError> {
     TaskId::new(raw).map_err(|e| ApiError::bad_request(e.to_string()))
 }
 
-/// A kill body: empty, `{}`, or `{"framework_id": ...}`.
-pub(crate) fn parse_kill(body: &[u8]) -> Result<Option<FrameworkId>, ApiError> {
+/// What a kill body asks: which framework's task, and whether it is a fence (reason
+/// `agent_partitioned`: the framework was told the task is not running).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct KillOrder {
+    pub framework_id: Option<FrameworkId>,
+    pub fence: bool,
+}
+
+/// A kill body: empty, `{}`, or `{"framework_id": ..., "reason": ...}`.
+pub(crate) fn parse_kill(body: &[u8]) -> Result<KillOrder, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(None);
+        return Ok(KillOrder {
+            framework_id: None,
+            fence: false,
+        });
     }
     let kill: KillTask = serde_json::from_slice(body).map_err(|e| {
         ApiError::bad_request(format!(
             "invalid kill body: {e}; expected {{}} or {{\"framework_id\": ID}}"
         ))
     })?;
-    Ok(kill.framework_id)
+    let fence = match kill.reason.as_deref() {
+        None => false,
+        Some(protocol::task::REASON_AGENT_PARTITIONED) => true,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "reason: unknown kill reason {other:?}; the only one is \"{}\"",
+                protocol::task::REASON_AGENT_PARTITIONED
+            )))
+        }
+    };
+    Ok(KillOrder {
+        framework_id: kill.framework_id,
+        fence,
+    })
 }
 
 /// The query of an output read: which framework's task, and which bytes.
@@ -170,7 +205,11 @@ async fn launch(
     auth::require(&headers, &agent.api_token)?;
     let launch = parse_launch(&body)?;
     agent
-        .launch(launch.framework_id, launch.tasks)
+        .launch(
+            launch.framework_id,
+            partition_timeout(&launch),
+            launch.tasks,
+        )
         .map_err(|e| match e {
             LaunchError::Refused(refused) => refused.into(),
             LaunchError::Sandbox { .. } | LaunchError::Journal(_) => {
@@ -199,8 +238,8 @@ async fn kill(
 ) -> Result<Response, ApiError> {
     auth::require(&headers, &agent.api_token)?;
     let id = parse_task_id(&task_id)?;
-    let framework = parse_kill(&body)?;
-    agent.kill(framework, &id)?;
+    let order = parse_kill(&body)?;
+    agent.kill(order, &id)?;
     Ok((StatusCode::ACCEPTED, Json(Empty {})).into_response())
 }
 

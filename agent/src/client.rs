@@ -336,6 +336,7 @@ mod tests {
         Reply::Registered(Ok(AgentRegistered {
             agent_id: protocol::AgentId::new(),
             heartbeat_interval_s: 1.0,
+            agent_timeout_s: None,
         }))
     }
 

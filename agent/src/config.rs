@@ -114,7 +114,7 @@ pub struct AgentConfig {
     pub resources: Option<Resources>,
     /// Attributes such as `rack` or `zone`.
     pub attributes: BTreeMap<String, String>,
-    /// Static reservations (`--reserve ROLE:resources`, issue #17), sent at registration.
+    /// Static reservations (`--reserve ROLE:resources`), sent at registration.
     pub reservations: Vec<protocol::reservation::Reservation>,
     /// Where the journal, the agent id and the task sandboxes live.
     pub work_dir: PathBuf,
@@ -250,7 +250,7 @@ pub struct SimConfig {
     pub resources: Resources,
     /// Attributes of every simulated agent (each also gets `sim_index`).
     pub attributes: BTreeMap<String, String>,
-    /// Static reservations (issue #17) of the reserving agents (see `reserve_fraction`).
+    /// Static reservations of the reserving agents (see `reserve_fraction`).
     pub reservations: Vec<protocol::reservation::Reservation>,
     /// The fraction of the agents (0 to 1, spread evenly: agent `i` reserves when
     /// `floor((i + 1) x f) > floor(i x f)`) that send `reservations`.

@@ -88,6 +88,22 @@ pub enum Record {
         /// The update.
         update_id: UpdateId,
     },
+    /// A framework's partition timeout, as its latest launch said (`None`: not
+    /// partition-aware); see [`crate::engine::fence`].
+    Partition {
+        /// The framework.
+        framework_id: FrameworkId,
+        /// Its partition timeout in seconds.
+        partition_timeout_s: Option<f64>,
+    },
+    /// The task was fenced: its framework is told it is not running, so it must not run
+    /// again, even after a restart of the agent.
+    Fenced {
+        /// Its framework.
+        framework_id: FrameworkId,
+        /// The task.
+        task_id: TaskId,
+    },
 }
 
 /// A task as the journal remembers it.
@@ -103,6 +119,8 @@ pub struct ReplayedTask {
     pub process: Option<crate::engine::Process>,
     /// Its latest status, if any was recorded.
     pub latest: Option<TaskStatus>,
+    /// It was fenced (must not run).
+    pub fenced: bool,
 }
 
 /// What a replay found.
@@ -112,6 +130,8 @@ pub struct Replay {
     pub tasks: Vec<ReplayedTask>,
     /// Updates not yet acknowledged, in the order they were written.
     pub unacked: VecDeque<TaskStatus>,
+    /// Partition timeouts of partition-aware frameworks, in seconds.
+    pub partition: HashMap<FrameworkId, f64>,
 }
 
 /// The open journal file.
@@ -233,6 +253,7 @@ fn replay(reader: impl BufRead, path: &Path) -> std::io::Result<(Replay, usize)>
     let mut tasks: HashMap<(FrameworkId, TaskId), ReplayedTask> = HashMap::new();
     let mut statuses: Vec<TaskStatus> = Vec::new();
     let mut acked: HashSet<UpdateId> = HashSet::new();
+    let mut partition: HashMap<FrameworkId, f64> = HashMap::new();
     let mut lines = 0;
     for (n, line) in reader.lines().enumerate() {
         let line = line?;
@@ -266,6 +287,7 @@ fn replay(reader: impl BufRead, path: &Path) -> std::io::Result<(Replay, usize)>
                         sandbox,
                         process: None,
                         latest: None,
+                        fenced: false,
                     },
                 );
             }
@@ -297,6 +319,25 @@ fn replay(reader: impl BufRead, path: &Path) -> std::io::Result<(Replay, usize)>
             Record::Acked { update_id } => {
                 acked.insert(update_id);
             }
+            Record::Partition {
+                framework_id,
+                partition_timeout_s,
+            } => match partition_timeout_s {
+                Some(s) => {
+                    partition.insert(framework_id, s);
+                }
+                None => {
+                    partition.remove(&framework_id);
+                }
+            },
+            Record::Fenced {
+                framework_id,
+                task_id,
+            } => {
+                if let Some(t) = tasks.get_mut(&(framework_id, task_id)) {
+                    t.fenced = true;
+                }
+            }
         }
     }
     let unacked = statuses
@@ -307,7 +348,14 @@ fn replay(reader: impl BufRead, path: &Path) -> std::io::Result<(Replay, usize)>
         .into_iter()
         .filter_map(|id| tasks.remove(&id))
         .collect();
-    Ok((Replay { tasks, unacked }, lines))
+    Ok((
+        Replay {
+            tasks,
+            unacked,
+            partition,
+        },
+        lines,
+    ))
 }
 
 #[cfg(test)]
@@ -401,6 +449,46 @@ mod tests {
             TaskState::Running
         );
         assert_eq!(r.unacked.iter().cloned().collect::<Vec<_>>(), vec![s2]);
+    }
+
+    #[test]
+    fn replay_keeps_fences_and_the_latest_partition_timeouts() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut j, _) = Journal::open(dir.path()).unwrap();
+        let (fw, other) = (FrameworkId::new(), FrameworkId::new());
+        let partition = |framework_id, secs| Record::Partition {
+            framework_id,
+            partition_timeout_s: secs,
+        };
+        j.append(
+            &[
+                partition(fw, Some(60.0)),
+                partition(other, Some(30.0)),
+                Record::Launch {
+                    framework_id: fw,
+                    spec: spec("a"),
+                    sandbox: "/x".into(),
+                },
+                Record::Launch {
+                    framework_id: fw,
+                    spec: spec("b"),
+                    sandbox: "/y".into(),
+                },
+                Record::Fenced {
+                    framework_id: fw,
+                    task_id: TaskId::new("a").unwrap(),
+                },
+                // No longer partition-aware.
+                partition(other, None),
+            ],
+            Durability::Synced,
+        )
+        .unwrap();
+        drop(j);
+        let (_, r) = Journal::open(dir.path()).unwrap();
+        let fenced: Vec<_> = r.tasks.iter().map(|t| t.fenced).collect();
+        assert_eq!(fenced, [true, false]);
+        assert_eq!(r.partition, HashMap::from([(fw, 60.0)]));
     }
 
     #[test]

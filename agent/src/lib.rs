@@ -23,7 +23,7 @@
 //!   unpacked once into a cache, an overlay per task.
 //! - [`gpu`]: GPUs: discovery behind a trait (NVML, or a fake), `--gpus`, the variables that
 //!   tell a task its devices, and the cgroup v1 device rules of a GPU task.
-//! - [`health`]: task health checks (issue #17): the per-task state machine (grace,
+//! - [`health`]: task health checks: the per-task state machine (grace,
 //!   consecutive failures, recovery) and running one command or HTTP check.
 //! - `gc`: deletes finished tasks' sandboxes after `AgentConfig::sandbox_retention`.
 //! - `reaper`: makes the agent a child subreaper and reaps orphaned task processes.

@@ -186,6 +186,7 @@ impl RealAgent {
     pub fn launch(
         self: &Arc<Self>,
         framework_id: FrameworkId,
+        partition_timeout: Option<std::time::Duration>,
         specs: Vec<TaskSpec>,
     ) -> Result<(), LaunchError> {
         let now = now();
@@ -210,7 +211,13 @@ impl RealAgent {
                 .iter()
                 .map(|l| (framework_id, l.spec.task_id.clone()))
                 .collect();
-            books.core.launch(framework_id, launches, now, &mut out)?;
+            books.core.launch_partitioned(
+                framework_id,
+                launches,
+                partition_timeout,
+                now,
+                &mut out,
+            )?;
             // The launch's own journal write comes first; if it fails, the launch is refused.
             if let Some(Command::Journal { records, .. }) = out.first() {
                 if let Err(e) = books.journal.append(records, Durability::Synced) {
@@ -226,13 +233,18 @@ impl RealAgent {
         Ok(())
     }
 
-    /// Starts killing a task (see [`Core::find`] for how it is named).
-    pub fn kill(
+    /// Starts killing a task (see [`Core::find`] for how it is named); a fence also journals
+    /// that it must not run again (see [`Core::fence`]).
+    pub(crate) fn kill(
         self: &Arc<Self>,
-        framework_id: Option<FrameworkId>,
+        order: crate::api::KillOrder,
         task_id: &TaskId,
     ) -> Result<(), UnknownTask> {
-        self.feed(|core, now, out| core.kill(framework_id, task_id, now, out))
+        let framework_id = order.framework_id;
+        match order.fence {
+            true => self.feed(|core, now, out| core.fence(framework_id, task_id, now, out)),
+            false => self.feed(|core, now, out| core.kill(framework_id, task_id, now, out)),
+        }
     }
 
     /// The latest status of every task.

@@ -36,7 +36,9 @@ use protocol::messages::{Empty, TaskStatusList};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{parse_kill, parse_launch, parse_task_id, ApiError, OutputQuery};
+use crate::api::{
+    parse_kill, parse_launch, parse_task_id, partition_timeout, ApiError, OutputQuery,
+};
 use crate::auth;
 use crate::client::{self, Call, Identity, LogLevel};
 use crate::config::{self, SimConfig};
@@ -430,6 +432,7 @@ async fn launch(
     let i = index(&sim, &i)?;
     auth::require(&headers, &sim.api_token)?;
     let launch = parse_launch(&body)?;
+    let partition = partition_timeout(&launch);
     let finishes = launch
         .tasks
         .iter()
@@ -448,7 +451,7 @@ async fn launch(
         })
         .collect();
     handle(&sim, i, finishes, |core, now, out| {
-        core.launch(launch.framework_id, launches, now, out)
+        core.launch_partitioned(launch.framework_id, launches, partition, now, out)
     })?;
     Ok((StatusCode::ACCEPTED, Json(Empty {})).into_response())
 }
@@ -471,9 +474,10 @@ async fn kill(
     let i = index(&sim, &i)?;
     auth::require(&headers, &sim.api_token)?;
     let id = parse_task_id(&task_id)?;
-    let framework = parse_kill(&body)?;
-    handle(&sim, i, Vec::new(), |core, now, out| {
-        core.kill(framework, &id, now, out)
+    let order = parse_kill(&body)?;
+    handle(&sim, i, Vec::new(), |core, now, out| match order.fence {
+        true => core.fence(order.framework_id, &id, now, out),
+        false => core.kill(order.framework_id, &id, now, out),
     })?;
     Ok((StatusCode::ACCEPTED, Json(Empty {})).into_response())
 }

@@ -1,4 +1,4 @@
-//! The agent's defences (issue #9, part 2), each finding of the review reproduced against a real
+//! The agent's defences, each finding of the review reproduced against a real
 //! agent and the fake coordinator: only the coordinator's token drives the agent, a stale
 //! journal pid is never signalled, output reads of a replaced `stdout` do not hang, tasks see
 //! none of the agent's environment, and two frameworks may use the same task id.

@@ -1,4 +1,4 @@
-//! Task images (issue #19, `isolation.image`) against a real agent and the fake coordinator:
+//! Task images (`isolation.image`) against a real agent and the fake coordinator:
 //! `--image-root` is checked and advertised; a task with an image runs in it (reads the image's
 //! `/etc/debian_version`, cannot see the host's files); a missing image fails the task clearly
 //! and leaves nothing behind.

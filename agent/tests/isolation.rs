@@ -2,7 +2,7 @@
 //! coordinator, as root with cgroups (v1 here, v2 where the machine has it). Skipped with a
 //! printed reason when not root or without cgroups, unless `PARLEY_CI=1`.
 //!
-//! The seven probes (a 4 GiB reservation under `mem=256` finishes; touching 512 MiB
+//! Seven probes (a 4 GiB reservation under `mem=256` finishes; touching 512 MiB
 //! under `mem=64` fails with `memory_limit`; `cpus=0.5` spinning 3 s uses ≤ 2 s of CPU; ≤ 10
 //! pids visible; `/tmp` private; a `setsid()` child gone after the kill; no task cgroup left),
 //! and a restart with two isolated tasks running.

@@ -11,10 +11,10 @@
 //!   the allocator's default, `SkipOnly`); `ALLOC_BENCH_GPUS=P` to give P % of the agents
 //!   `gpus=4` (every (100/P)-th agent), turn GPU gating on and let every 10th framework declare
 //!   the `gpu_resources` capability; `ALLOC_BENCH_QUOTA=1` to put the 10 top roles under quota
-//!   (a guarantee they meet, a cpus limit that binds; issue #17); `ALLOC_BENCH_RESERVED=F` to
+//!   (a guarantee they meet, a cpus limit that binds); `ALLOC_BENCH_RESERVED=F` to
 //!   reserve `cpus=4,mem=1024,disk=1024` (or `ALLOC_BENCH_RESERVE`) of their free resources on
-//!   a fraction F (0 to 1, spread evenly) of the agents for top role `t(i % 10)` (issue #17:
-//!   those pools are decided inside that role's subtree).
+//!   a fraction F (0 to 1, spread evenly) of the agents for top role `t(i % 10)`
+//!   (those pools are decided inside that role's subtree).
 //!
 //! The rounds follow Apache Mesos' `DeclineOffers` benchmark: agents of `cpus:24, mem:4096,
 //! disk:4096` with 16 cpus already in use (allocated round-robin to the frameworks); each round

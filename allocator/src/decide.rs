@@ -28,8 +28,8 @@ impl Allocator {
         self.framework_at(leaf)
     }
 
-    /// The reference (slow, straight from ALGORITHMS.md) version of [`Allocator::pick`], for
-    /// tests and comparisons. Same answer as `pick`, always.
+    /// The reference (slow, straight from the specification, `docs/src/internals/algorithms.md`)
+    /// version of [`Allocator::pick`], for tests and comparisons. Same answer as `pick`, always.
     pub fn pick_reference(
         &self,
         agent: Option<AgentId>,

@@ -17,13 +17,13 @@
 //! - `fast`: the fast H-DRF decision (cached node vectors, per-decision work only where this
 //!   agent's blocking differs).
 //! - `quota`: per-role guarantees (served before H-DRF) and limits (blocking and cutting
-//!   offers), issue #17.
-//! - `reservation`: reserved pools per agent (static and dynamic reservations, issue #17): a
+//!   offers).
+//! - `reservation`: reserved pools per agent (static and dynamic reservations): a
 //!   pool is decided by H-DRF walked from its role's node; the unreserved pool is the rest.
-//! - [`preempt`]: preemption toward fair share, issue #17 (pure): fair shares by water-filling
+//! - [`preempt`]: preemption toward fair share (pure): fair shares by water-filling
 //!   down the tree, who is starved, and the plan of tasks to take back.
 //! - `numeric`: the exact, order-independent share arithmetic H-DRF is computed in.
-//! - `reference`: the straight-from-ALGORITHMS.md decision procedures (the oracle the fast path
+//! - `reference`: the decision procedures straight from the specification (the oracle the fast path
 //!   is tested against).
 //! - `views`: the operator views (`role_tree`, `dominant_share`).
 //! - [`sim`]: the task-by-task scenario runner behind the `hdrf-sim` binary (`src/bin/`, which
@@ -61,7 +61,7 @@
 //! `Policy::PlainSum` (used by `hdrf-sim`) always run on the reference procedures. The fast path
 //! handles up to 4 resource kinds in `W` (cpus, mem, disk, gpus); more falls back to the reference.
 //!
-//! # Semantics (see ALGORITHMS.md)
+//! # Semantics (see `docs/src/internals/algorithms.md`)
 //!
 //! A leaf is blocked for `W` (an agent's free resources) when it is inactive, suppressed, has a
 //! live decline filter on that agent whose refused vector contains `W`, or has a demand hint that
@@ -100,7 +100,7 @@ use filters::{AgentFilters, RefusedTable};
 use kinds::{Dense, Kinds};
 use tree::Tree;
 
-/// How shares are compared (see ALGORITHMS.md and the `hdrf-sim` brief).
+/// How shares are compared (see `docs/src/internals/algorithms.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Policy {
     /// Hierarchical DRF: rescaling to the weighted minimum among non-blocked siblings.
@@ -119,9 +119,10 @@ pub enum Policy {
 /// fit) is always exact: such a leaf is blocked and its siblings are rescaled without it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FilterMode {
-    /// A filtered framework is a blocked leaf for that agent's decision, exactly as ALGORITHMS.md
-    /// states: its ancestors' vectors are re-evaluated without it. Exact, but a decision costs
-    /// O(filtered leaves x depth), which makes the middle rounds of `DeclineOffers` 10k x 1k slow.
+    /// A filtered framework is a blocked leaf for that agent's decision, exactly as the
+    /// specification states: its ancestors' vectors are re-evaluated without it. Exact, but a
+    /// decision costs O(filtered leaves x depth), which makes the middle rounds of `DeclineOffers`
+    /// 10k x 1k slow.
     Exact,
     /// Shares are computed as if no filter blocked anything; the decision walks the tree in
     /// share order and skips the frameworks filtered on that agent (and subtrees holding only
@@ -158,7 +159,7 @@ pub(crate) struct Agent {
     /// `(shape, eligibility, agent version)` at which every framework was found blocked for this
     /// agent's free resources: while all three are unchanged, a cycle skips the agent in O(1).
     pub(crate) all_blocked_at: Option<(u64, u64, u64)>,
-    /// Paused (the agent is draining, issue #17): `cycle` offers nothing of it; what it holds
+    /// Paused (the agent is draining): `cycle` offers nothing of it; what it holds
     /// stays booked and counts in the capacity.
     pub(crate) paused: bool,
     /// Its total has `gpus > 0` (GPU gating applies to it while gating is on).

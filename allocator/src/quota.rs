@@ -1,4 +1,4 @@
-//! Quota per role (issue #17): guarantees served first, limits never exceeded.
+//! Quota per role: guarantees served first, limits never exceeded.
 //!
 //! A role may carry a *guarantee* and a *limit*, each a list of `(kind, amount)` pairs (a kind
 //! not named is neither guaranteed nor limited). What a role "holds" is its subtree's plain sum

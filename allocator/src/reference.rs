@@ -1,4 +1,5 @@
-//! The decision procedures written straight from ALGORITHMS.md, recomputing everything for every
+//! The decision procedures written straight from the specification
+//! (`docs/src/internals/algorithms.md`), recomputing everything for every
 //! decision. Slow (O(tree) per decision) but obviously right: the fast path is tested against it,
 //! decision for decision, and `hdrf-sim` can run on it.
 
@@ -157,7 +158,7 @@ impl Allocator {
         }
     }
 
-    /// H-DRF straight from ALGORITHMS.md (UpdateS bottom-up, then Alloc top-down), in the share
+    /// H-DRF straight from the specification (UpdateS bottom-up, then Alloc top-down), in the share
     /// units of `numeric`.
     fn reference_hdrf(&self, ctx: &Ctx<'_>) -> Option<u32> {
         self.reference_hdrf_from(ROOT, ctx)

@@ -1,4 +1,4 @@
-//! Reservations (issue #17): part of an agent's total set aside for one role's subtree.
+//! Reservations: part of an agent's total set aside for one role's subtree.
 //!
 //! An agent's total splits into an *unreserved pool* plus one *pool per reserved role*. Each
 //! reserved pool keeps its total, its free part and what each framework holds from it; the
@@ -173,7 +173,7 @@ impl Allocator {
     }
 
     /// The reference (slow) version of [`Allocator::pick_reserved`]: H-DRF straight from
-    /// ALGORITHMS.md inside the role's subtree. Same answer, always.
+    /// the specification inside the role's subtree. Same answer, always.
     pub fn pick_reserved_reference(
         &self,
         agent: AgentId,

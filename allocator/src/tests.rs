@@ -405,7 +405,7 @@ fn role_tree_and_shares() {
 
 #[test]
 fn blocked_siblings_do_not_hold_back_the_others() {
-    // ALGORITHMS.md vector 4 in miniature: a subtree whose CPU leaf cannot use a GPU offer
+    // Test vector 4 (blocked nodes) in miniature: a subtree whose CPU leaf cannot use a GPU offer
     // competes with its GPU leaf's share only.
     let mut a = Allocator::new(Policy::Hdrf);
     a.add_framework(fw(1), &role("n3")).unwrap();

@@ -1,7 +1,7 @@
-//! Runs the built `hdrf-sim` binary over the scenarios in `tests/scenarios/` (the test vectors
-//! of ALGORITHMS.md, under `hdrf`, `drf` and `plain_sum`) and checks each outcome against the
-//! `NAME.expected.json` beside it; also checks that bad scenarios exit non-zero with a one-line
-//! error.
+//! Runs the built `hdrf-sim` binary over the scenarios in `tests/scenarios/` (the test vectors of
+//! `docs/src/internals/algorithms.md`, under `hdrf`, `drf` and `plain_sum`) and checks each outcome
+//! against the `NAME.expected.json` beside it; also checks that bad scenarios exit non-zero with a
+//! one-line error.
 
 #![allow(clippy::unwrap_used)]
 

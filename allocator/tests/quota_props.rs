@@ -1,4 +1,4 @@
-//! Property tests of quota (issue #17) on random trees and operation sequences: a limit is never
+//! Property tests of quota on random trees and operation sequences: a limit is never
 //! exceeded counting outstanding offers (what `cycle` books), a role below its guarantee with
 //! demand is served before any fair-share decision, and a quota that cannot bind (limits at
 //! least the capacity, no guarantee) changes no decision. The fast path is compared with the

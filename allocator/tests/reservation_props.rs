@@ -1,4 +1,4 @@
-//! Property tests of reservations (issue #17) on random trees, reservations and operation
+//! Property tests of reservations on random trees, reservations and operation
 //! sequences: reserved resources never reach a framework outside the reserved role's subtree;
 //! the fast path equals the reference for every pool (reserved pools walked from their role's
 //! node, the unreserved pool from the root), decision for decision and cycle for cycle; the

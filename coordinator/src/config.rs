@@ -109,10 +109,10 @@ pub struct Config {
     /// frameworks that declared the `gpu_resources` capability, so CPU-only frameworks cannot
     /// strand GPU machines (default on; `--gpu-gating off` turns it off).
     pub gpu_gating: bool,
-    /// Preemption toward fair share (issue #17): `None` (the default) never preempts; with a
+    /// Preemption toward fair share: `None` (the default) never preempts; with a
     /// grace, a role with demand below its fair share or guarantee for that long gets tasks
     /// taken back from roles above theirs, killed that long after their frameworks are told
-    /// (`--preemption-grace-s`; see README "Preemption toward fair share").
+    /// (`--preemption-grace-s`; see `docs/src/operating/preemption.md`).
     pub preemption_grace: Option<Duration>,
 }
 
@@ -295,7 +295,7 @@ impl Config {
                 return Err(ConfigError::Number {
                     name,
                     value: value.to_string(),
-                    reason: "out of range; see the settings table in README.md",
+                    reason: "out of range; see docs/src/reference/config.md",
                 });
             }
         }
@@ -498,7 +498,7 @@ pub struct Overrides {
     /// `gpu_resources`; `off` offers them to everyone (file: `gpu_gating = false`).
     #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
     pub gpu_gating: Option<bool>,
-    /// Preemption toward fair share (issue #17): a role with demand below its fair share (or
+    /// Preemption toward fair share: a role with demand below its fair share (or
     /// guarantee) for this many seconds gets tasks taken back from roles above theirs, killed
     /// this many seconds after their frameworks are told. Off unless given; from 0.1 to 86400.
     #[arg(long = "preemption-grace-s", value_name = "SECS")]
@@ -519,9 +519,9 @@ pub struct Overrides {
     /// built-in Mozilla roots).
     #[arg(long, value_name = "FILE")]
     pub agent_ca_file: Option<PathBuf>,
-    /// TOML file of principals and what they may do; with it every endpoint but `/health`
-    /// needs `Authorization: Bearer <token>` (see README "Security"). Without it the API is
-    /// open.
+    /// TOML file of principals and what they may do; with it every endpoint but `/health` needs
+    /// `Authorization: Bearer <token>` (see `docs/src/operating/security.md`). Without it the API
+    /// is open.
     #[arg(long, value_name = "FILE", env = "PARLEY_CREDENTIALS")]
     pub credentials: Option<std::path::PathBuf>,
 }

@@ -1,5 +1,5 @@
 //! The Parley coordinator: keeps the books of agents, frameworks, tasks and offers, decides with
-//! hierarchical DRF who is offered what, and serves the HTTP API of `API.md`.
+//! hierarchical DRF who is offered what, and serves the HTTP API of `docs/src/reference/api.md`.
 //!
 //! Start one with [`serve`] (tests bind `127.0.0.1:0` and pass a cancellation future):
 //!

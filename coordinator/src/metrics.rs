@@ -97,7 +97,7 @@ pub struct Metrics {
     task_cpu_micros: AtomicU64,
     task_throttled_micros: AtomicU64,
     task_peak_memory_bytes: AtomicU64,
-    /// GPU tasks' ends with GPU usage (issue #16), and their sums (utilisation in
+    /// GPU tasks' ends with GPU usage, and their sums (utilisation in
     /// micro-percent).
     tasks_gpu_measured: AtomicU64,
     task_gpu_memory_bytes: AtomicU64,

@@ -112,6 +112,15 @@ struct Dispatched {
 }
 
 /// Network work to do once the lock is released.
+/// A kill to send: the agent's endpoint and token, the task, and the reason if any.
+type KillCall = (
+    String,
+    Option<AgentToken>,
+    FrameworkId,
+    TaskId,
+    Option<&'static str>,
+);
+
 enum Io {
     Launch {
         agent_id: AgentId,
@@ -125,6 +134,8 @@ enum Io {
         token: Option<AgentToken>,
         framework_id: FrameworkId,
         task_id: TaskId,
+        /// `agent_partitioned` for a fence (see [`Effect::Fence`]).
+        reason: Option<&'static str>,
     },
 }
 
@@ -522,6 +533,20 @@ impl Coordinator {
                     endpoint,
                     framework_id,
                     task_id,
+                    reason: None,
+                }),
+                Effect::Fence {
+                    agent_id,
+                    framework_id,
+                    endpoint,
+                    task_id,
+                } => io.push(Io::Kill {
+                    token: inner.state.agent_token(agent_id),
+                    agent_id,
+                    endpoint,
+                    framework_id,
+                    task_id,
+                    reason: Some(protocol::task::REASON_AGENT_PARTITIONED),
                 }),
                 Effect::Allocate => allocate = true,
                 Effect::Persist(change) => changes.push(change),
@@ -573,8 +598,9 @@ impl Coordinator {
                     token,
                     framework_id,
                     task_id,
+                    reason,
                 } => {
-                    let call = (endpoint, token, framework_id, task_id);
+                    let call = (endpoint, token, framework_id, task_id, reason);
                     self.shared
                         .tracker
                         .spawn(async move { this.kill(agent_id, call).await });
@@ -624,11 +650,12 @@ impl Coordinator {
     async fn kill(
         &self,
         agent_id: AgentId,
-        (endpoint, token, framework_id, task_id): (String, Option<AgentToken>, FrameworkId, TaskId),
+        (endpoint, token, framework_id, task_id, reason): KillCall,
     ) {
         let url = format!("{endpoint}/api/v1/tasks/{task_id}/kill");
         let body = KillTask {
             framework_id: Some(framework_id),
+            reason: reason.map(str::to_owned),
         };
         let request = agent_call::authorized(self.shared.http.post(&url), token.as_ref());
         match request.json(&body).send().await {

@@ -1,4 +1,4 @@
-//! How the coordinator treats agents (issue #9, part 2): a known agent id cannot be taken over
+//! How the coordinator treats agents: a known agent id cannot be taken over
 //! by a registration with another token, and calls to an agent carry its token and the task's
 //! framework, follow no redirect, and copy only a short excerpt of an error body.
 

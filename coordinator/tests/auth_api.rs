@@ -1,6 +1,6 @@
-//! Authentication, authorization and ownership (issue #9, part 1), in process
-//! (`Router::oneshot`): for each kind of principal what it may and may not do, each finding of
-//! the issue this part fixes reproduced as a refused request that changed nothing, and the
+//! Authentication, authorization and ownership of the coordinator's API, in process
+//! (`Router::oneshot`): for each kind of principal what it may and may not do, each hole an
+//! open API would leave reproduced as a refused request that changed nothing, and the
 //! `Content-Type` rule (415) with and without credentials.
 
 #![allow(clippy::unwrap_used)]
@@ -225,8 +225,8 @@ async fn framework_principals_register_only_in_their_roles_and_up_to_their_quota
     }
 }
 
-/// Issue #9: anyone could delete any framework, kill any task, take over a framework's event
-/// stream and re-register its id into another role. Now only its owner can.
+/// Without authentication anyone could delete any framework, kill any task, take over a
+/// framework's event stream and re-register its id into another role. Now only its owner can.
 #[tokio::test]
 async fn another_principal_cannot_act_as_a_framework() {
     let api = secured();
@@ -377,9 +377,9 @@ async fn metrics_text(api: &Api) -> String {
     String::from_utf8(bytes).unwrap()
 }
 
-/// Issue #9: anyone could change weights and read every id. Operators: `read` reads, `admin`
-/// also sets weights and deletes frameworks; frameworks and agents read nothing but the
-/// agent list (frameworks) and their own explanation.
+/// Without authentication anyone could change weights and read every id. Operators: `read`
+/// reads, `admin` also sets weights and deletes frameworks; frameworks and agents read nothing
+/// but the agent list (frameworks) and their own explanation.
 #[tokio::test]
 async fn operators_read_and_only_admins_change_weights_or_delete() {
     let api = secured();
@@ -460,8 +460,8 @@ async fn operators_read_and_only_admins_change_weights_or_delete() {
     assert_eq!(status, 200);
 }
 
-/// Issue #9: anyone could post fake task statuses as an agent or re-register an existing
-/// agent id with a new endpoint. Now an agent id belongs to the agent principal that
+/// Without authentication anyone could post fake task statuses as an agent or re-register an
+/// existing agent id with a new endpoint. Now an agent id belongs to the agent principal that
 /// registered it.
 #[tokio::test]
 async fn another_principal_cannot_act_as_an_agent() {
@@ -610,8 +610,8 @@ async fn a_placeholder_framework_is_nobodys_until_registered() {
     assert_eq!(status, 403);
 }
 
-/// Issue #9: the JSON extractor ignored Content-Type, so a web page could POST from a browser
-/// (CSRF). A body must now be `application/json`, credentials or not.
+/// Before the check, the JSON extractor ignored Content-Type, so a web page could POST from a
+/// browser (CSRF). A body must now be `application/json`, credentials or not.
 #[tokio::test]
 async fn bodies_must_be_json_with_or_without_credentials() {
     for api in [Api::new(Config::default()), secured()] {

@@ -1,4 +1,4 @@
-//! Drain and reactivate (issue #17) in process (`Router::oneshot`), with credentials: only an
+//! Drain and reactivate in process (`Router::oneshot`), with credentials: only an
 //! admin operator may drain or reactivate (agents, framework principals and read operators get
 //! 403 and change nothing), and the agent's state follows.
 

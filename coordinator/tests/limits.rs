@@ -1,4 +1,4 @@
-//! The limits of issue #9 over the API: resource names (per vector and in total), frameworks,
+//! The coordinator's limits over the API: resource names (per vector and in total), frameworks,
 //! the per-client rate limit (429 with `Retry-After`), bounded framework streams (closed on
 //! overflow; the framework reconnects and gets its pending updates), and supervised background
 //! loops. The body limit (413) is tested in `operator_api.rs`.

@@ -431,7 +431,7 @@ async fn weights_queries_health_routing_errors_and_the_dashboard_in_process() {
     let (status, _) = api.get_text("/api/v1/offers?agent_id=zzz").await;
     assert_eq!(status, 400);
 
-    // Standalone (no --etcd): no leader to name (issue #14 added both fields).
+    // Standalone (no --etcd): no leader to name.
     assert_eq!(
         api.get("/health").await,
         json!({"role": "standalone", "leader": null})

@@ -1,4 +1,4 @@
-//! No false acknowledgements (issue #9): a registration, re-registration, removal or role
+//! No false acknowledgements: a registration, re-registration, removal or role
 //! weight whose registry write fails answers 503 `registry_unavailable` and changes nothing —
 //! not the books the API shows, not the registry a restarted coordinator reads; once writes
 //! work again the same calls succeed.

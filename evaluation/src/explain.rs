@@ -27,10 +27,11 @@ down. No policy can finish before the work bound, so no policy could cut more th
 The paper's baselines lose more: their tasks are bound by disk and network, and slot-based \
 machines over-subscribe those much more than the mild contention of this workload does.\n\
 - **Makespan, baselines that see everything.** Here Tetris changes the makespan by {:+.1}% (the \
-README's earlier 2-7 % *worse* was this setting, with no contention model). Once nothing \
-contends, the only thing packing can gain is less fragmentation. First-fit is already within \
-{:.0}% of the work bound ({:.0} s), and the last arrivals plus the heavy-tailed last tasks set the \
-makespan. The remaining-work term also starts long jobs last, which stretches the tail.\n",
+offline `placement-sim` comparison's 2-7 % *worse* was this setting, with no contention model). \
+Once nothing contends, the only thing packing can gain is less fragmentation. First-fit is \
+already within {:.0}% of the work bound ({:.0} s), and the last arrivals plus the heavy-tailed \
+last tasks set the makespan. The remaining-work term also starts long jobs last, which stretches \
+the tail.\n",
         blind.1, aware.1, blind.0, blind_slowdown, most, aware.0, slack, bound_s
     )
 }

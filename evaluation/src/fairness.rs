@@ -8,12 +8,13 @@
 //! one task until no leaf's task fits. With churn, each step ends every running task
 //! independently with probability `p_end` (a geometric task duration), then fills again.
 //!
-//! Hierarchical share guarantee (ALGORITHMS.md): a demanding node gets at least
-//! `w_n / sum of its siblings' weights` of its parent's dominant share (the root's share is the
-//! cluster's used dominant share), within one task's rounding: a shortfall counts as a violation
-//! only when it exceeds the largest single-task dominant share in the node's subtree. Every leaf
-//! has unlimited demand, so every node is demanding throughout. Starvation: a leaf holding less
-//! than half its guarantee (or nothing at all) at a step; the longest such stretch is reported.
+//! Hierarchical share guarantee (`docs/src/internals/algorithms.md`): a demanding node gets at
+//! least `w_n / sum of its siblings' weights` of its parent's dominant share (the root's share is
+//! the cluster's used dominant share), within one task's rounding: a shortfall counts as a
+//! violation only when it exceeds the largest single-task dominant share in the node's subtree.
+//! Every leaf has unlimited demand, so every node is demanding throughout. Starvation: a leaf
+//! holding less than half its guarantee (or nothing at all) at a step; the longest such stretch is
+//! reported.
 
 use allocator::{Allocator, Policy};
 use protocol::{AgentId, FrameworkId, Resources, RolePath, Weight};

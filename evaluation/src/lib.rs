@@ -1,4 +1,4 @@
-//! The evaluation behind `docs/evaluation.md` (issue #11): reproduces the H-DRF and Tetris
+//! The evaluation behind `docs/src/evaluation.md`: reproduces the H-DRF and Tetris
 //! papers' findings on seeded workloads, plots them, and checks the live coordinator against the
 //! pure allocator. Run it with `cargo run --release -p evaluation --bin evaluate`.
 //!

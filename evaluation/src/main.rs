@@ -1,4 +1,4 @@
-//! `evaluate`: regenerates `docs/evaluation.md` and `docs/evaluation/*.svg` (issue #11).
+//! `evaluate`: regenerates the book's `docs/src/evaluation.md` and `docs/src/evaluation/*.svg`.
 //!
 //! Run with `cargo run --release -p evaluation --bin evaluate` from the workspace root;
 //! `--out DIR` writes elsewhere, `--small` runs the tiny configuration the tests use.
@@ -11,10 +11,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 /// Command-line arguments.
 #[derive(Debug, Parser)]
-#[command(about = "Reproduce the H-DRF and Tetris papers' findings into docs/evaluation.md")]
+#[command(about = "Reproduce the H-DRF and Tetris papers' findings into docs/src/evaluation.md")]
 struct Args {
     /// Where `evaluation.md` and `evaluation/*.svg` go.
-    #[arg(long, default_value = "docs")]
+    #[arg(long, default_value = "docs/src")]
     out: PathBuf,
     /// The tiny configuration (seconds) instead of the full one.
     #[arg(long)]

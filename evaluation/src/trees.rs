@@ -1,5 +1,6 @@
-//! The fairness scenarios: paper-style role trees (ALGORITHMS.md test vectors 3, 4 and 5, from
-//! the H-DRF paper and its slides), each leaf with one task shape and unlimited demand.
+//! The fairness scenarios: paper-style role trees (test vectors 3, 4 and 5 of
+//! `docs/src/internals/algorithms.md`, from the H-DRF paper and its slides), each leaf with one
+//! task shape and unlimited demand.
 
 use protocol::Resources;
 

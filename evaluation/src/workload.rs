@@ -39,7 +39,7 @@ pub struct WorkloadSpec {
 }
 
 impl WorkloadSpec {
-    /// The full-size workload of `docs/evaluation.md`.
+    /// The full-size workload of `docs/src/evaluation.md`.
     pub fn full(seed: u64) -> Self {
         Self {
             seed,

@@ -1,5 +1,8 @@
 //! The smallest framework: launch N copies of a shell command, print each state change, and
 //! stop once every task has ended. Success means every task finished (exit code 0).
+//!
+//! It is not partition-aware: a task whose agent the coordinator cannot reach is `lost` (its
+//! agent kills it by then), and `hello` counts it as ended, not as finished.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;

@@ -16,6 +16,10 @@
 //! - [`service`]: keeps K replicas of a long-running command alive, replacing any that end.
 //! - [`gpu_jobs`]: N one-GPU tasks (with the `gpu_resources` capability), each printing the
 //!   device it was given; fails fast when `explain` says no agent offers `gpus`.
+//!
+//! Partitions: `service` is partition-aware (a replica whose agent is cut off is `unreachable`
+//! and left alone until it returns or is `gone`); the others are not (such a task is `lost`,
+//! and its agent has killed it by then).
 
 pub mod common;
 pub mod gpu_jobs;

@@ -3,6 +3,10 @@
 //! `--health-check SHELL`, each task carries a command health check (run by its agent in the
 //! task's sandbox); a task reported unhealthy is killed and replaced at once, keeping the replica
 //! count (its late updates are ignored, as an old generation's).
+//!
+//! It is partition-aware: while a replica's agent cannot reach the coordinator the replica is
+//! `unreachable` (it may well still serve) and is left alone; it comes back `running`, or is
+//! replaced once it is `gone` (after `--partition-timeout-s`, when its agent has killed it).
 
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -34,6 +38,10 @@ pub struct Args {
     /// The replicas' health check.
     #[command(flatten)]
     pub health: HealthArgs,
+    /// How long a replica whose agent cannot reach the coordinator stays `unreachable` (left
+    /// alone) before it is `gone` and replaced.
+    #[arg(long, default_value_t = 300.0)]
+    pub partition_timeout_s: f64,
 }
 
 /// The health check flags of `service`.
@@ -107,9 +115,13 @@ pub async fn run_with_progress(
     // The name becomes part of task ids, so check it makes valid ones.
     TaskId::new(format!("{}-0-0", args.name))
         .map_err(|e| anyhow::anyhow!("--name {:?} cannot name tasks: {e}", args.name))?;
-    let config = args
+    let mut config = args
         .common
         .driver_config(&format!("service-{}", args.name))?;
+    config.partition_aware = Some(
+        std::time::Duration::try_from_secs_f64(args.partition_timeout_s)
+            .map_err(|e| anyhow::anyhow!("--partition-timeout-s: {e}"))?,
+    );
     let service = Service {
         name: args.name,
         task,

@@ -1,4 +1,4 @@
-//! Placement constraints for frameworks (issue #17): tell a [`placement`] policy that a job's
+//! Placement constraints for frameworks: tell a [`placement`] policy that a job's
 //! tasks need `zone == b`, must avoid `rack == r9`, spread one per `rack`, or go at most N per
 //! value of an attribute. The attributes are the agents' (`agent --attributes zone=b,rack=r1`),
 //! carried by every offer ([`Offer::attributes`]).

@@ -37,6 +37,14 @@
 //! - [`error`]: the error type, [`SdkError`].
 //! - [`prelude`]: the imports a framework needs.
 //!
+//! # Partitions
+//!
+//! When the coordinator loses contact with an agent, a framework's tasks there are `lost`
+//! (terminal): the agent has killed them by then, so launching a lost task again never runs it
+//! twice. A framework that sets [`DriverConfig::partition_aware`] is told `unreachable` instead
+//! (not terminal: the task may still run), then the task's state again when its agent returns,
+//! or `gone` (terminal, killed) after its partition timeout.
+//!
 //! # Example
 //!
 //! A framework that runs `echo hi` three times, packing the copies on its offers, and stops

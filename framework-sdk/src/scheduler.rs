@@ -33,7 +33,7 @@ pub trait Scheduler: Send {
         let _ = (ctx, offer_id);
     }
 
-    /// An agent where the framework has tasks is being drained (issue #17): it makes no more
+    /// An agent where the framework has tasks is being drained: it makes no more
     /// offers, and `draining.task_ids` still running at `draining.deadline` are killed (their
     /// update says `killed`, reason `agent_drained`). A service may start replacements
     /// elsewhere and kill the old tasks itself ([`Context::kill`]) once they run. The default
@@ -47,7 +47,7 @@ pub trait Scheduler: Send {
     }
 
     /// Some of the framework's tasks are taken back for a starved role (preemption toward fair
-    /// share, issue #17): `preemption.task_ids` still running at `preemption.deadline` are
+    /// share): `preemption.task_ids` still running at `preemption.deadline` are
     /// killed (their update says `killed`, reason `preempted`, and reaches
     /// [`Scheduler::status_update`] as usual). A scheduler may checkpoint or stop them itself
     /// first. The default does nothing.
@@ -58,7 +58,7 @@ pub trait Scheduler: Send {
     /// A task changed state. Updates arrive at least once (the same state may repeat after a
     /// reconnect); the driver acknowledges the update after this returns. A task with a health
     /// check also gets a `running` update when its health changes: `status.healthy` is
-    /// `Some(true)` or `Some(false)` (issue #17; see [`crate::TaskBuilder::health_check`]).
+    /// `Some(true)` or `Some(false)` (see [`crate::TaskBuilder::health_check`]).
     async fn status_update(&mut self, ctx: &mut Context, status: &TaskStatus);
 
     /// Tasks of an accept that the coordinator did not launch (the offer was rescinded or had

@@ -167,7 +167,7 @@ impl TaskBuilder {
         }
     }
 
-    /// The task's priority for preemption toward fair share (issue #17): higher is more
+    /// The task's priority for preemption toward fair share: higher is more
     /// important, the lowest is taken back first (default 0; from -1000 to 1000, checked by
     /// [`TaskBuilder::build`]).
     pub fn priority(mut self, priority: i32) -> Self {

@@ -1,5 +1,6 @@
 //! `coordinator --dev`: a whole single-node cluster in one process — the coordinator plus a few
-//! local agents that run real processes — for trying Parley out and for the README's tour.
+//! local agents that run real processes — for trying Parley out and for the tour in the README and
+//! the book.
 //!
 //! The machine's resources (detected as a real agent would) are split evenly between the local
 //! agents, so frameworks see several agents to choose between. Everything that must survive a
@@ -153,7 +154,7 @@ pub async fn run(
     if open {
         println!(
             "  security:    OPEN, no credentials: anyone who can connect to {addr} can run \
-             commands as this user (listening on loopback only; see README \"Security\")"
+             commands as this user (listening on loopback only; see docs/src/operating/security.md)"
         );
     } else {
         println!("  security:    credentials required (local agents use principal {DEV_AGENTS:?})");

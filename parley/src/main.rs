@@ -117,6 +117,29 @@ fn ha_options(args: &Args) -> anyhow::Result<Option<coordinator::ha::HaOptions>>
     Ok(Some(options))
 }
 
+/// Agents kill their tasks of frameworks that are not partition-aware a heartbeat before the
+/// agent timeout without an answer from a coordinator; a failover longer than that (the
+/// leader lease and the re-registration grace) would have them kill every such task.
+fn warn_if_failover_outlasts_agent_timeout(
+    config: &coordinator::Config,
+    ha: &coordinator::ha::HaOptions,
+) {
+    let agent_timeout = config
+        .agent_heartbeat_interval
+        .saturating_mul(config.max_missed_heartbeats);
+    let failover = ha.lease_ttl + ha.reregister_grace;
+    if failover + config.agent_heartbeat_interval >= agent_timeout {
+        tracing::warn!(
+            ?agent_timeout,
+            ?failover,
+            "a failover (leader lease + re-registration grace) can outlast the agent timeout \
+             (heartbeat interval x max missed heartbeats): agents cut off from every coordinator \
+             that long kill their tasks of frameworks that are not partition-aware; raise \
+             --max-missed-heartbeats"
+        );
+    }
+}
+
 /// Builds the config from defaults, the file and the flags; validates it (as
 /// [`Config::from_layers`], with the file's `listen` read between the layers).
 fn load(args: &Args) -> anyhow::Result<(Config, SocketAddr)> {
@@ -235,6 +258,7 @@ fn main() -> ExitCode {
             };
             dev::run(config, listener, options, shutdown_signal()).await
         } else if let Some(ha) = ha {
+            warn_if_failover_outlasts_agent_timeout(&config, &ha);
             // The registry is on etcd, not in --data-dir.
             Ok(coordinator::serve_ha(config, ha, listener, shutdown_signal()).await?)
         } else {

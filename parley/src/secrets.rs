@@ -1,6 +1,7 @@
 //! `coordinator new-token` and `coordinator hash-secret`: make the tokens and the hashes of a
-//! credentials file (see the README's "Security" section). The coordinator stores only
-//! SHA-256 hashes of random tokens (`coordinator::auth::secret` says why that is enough).
+//! credentials file (see the book's Security page, `docs/src/operating/security.md`). The
+//! coordinator stores only SHA-256 hashes of random tokens (`coordinator::auth::secret` says why
+//! that is enough).
 
 use std::io::Read;
 use std::process::ExitCode;

@@ -1,4 +1,4 @@
-//! The binary's `--preemption-grace-s` (issue #17): a bad value stops the start with a one-line
+//! The binary's `--preemption-grace-s`: a bad value stops the start with a one-line
 //! error naming the flag.
 
 #![allow(clippy::unwrap_used)]

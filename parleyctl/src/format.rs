@@ -12,7 +12,7 @@ pub fn resources(r: &Resources) -> String {
     }
 }
 
-/// An agent's reservations (issue #17): `eng: cpus=2 (static); ops: mem=512 (dynamic)`, or
+/// An agent's reservations: `eng: cpus=2 (static); ops: mem=512 (dynamic)`, or
 /// `-` without any.
 pub fn reservations(list: &[protocol::reservation::AgentReservation]) -> String {
     if list.is_empty() {

@@ -1,4 +1,5 @@
-//! The `parleyctl` binary: see the library ([`parleyctl`]) and README's `parleyctl` section.
+//! The `parleyctl` binary: see the library ([`parleyctl`]) and the book's
+//! `docs/src/operating/parleyctl.md`.
 
 use std::io::Write;
 

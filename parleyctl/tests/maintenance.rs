@@ -1,4 +1,4 @@
-//! `parleyctl drain AGENT --deadline-s N` and `parleyctl reactivate AGENT` (issue #17) against
+//! `parleyctl drain AGENT --deadline-s N` and `parleyctl reactivate AGENT` against
 //! a real coordinator and agent: the agent's state follows, its task is killed at the deadline
 //! with reason `agent_drained`, and bad input is a usage or API error that changes nothing.
 #![allow(clippy::unwrap_used)]

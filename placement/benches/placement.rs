@@ -1,10 +1,10 @@
 //! How long one `place` call takes, per policy:
 //!
 //! - `place_20_offers_500_tasks`: 20 offers and 500 pending tasks in 25 jobs.
-//! - `place_1000_offers_5000_tasks`: the queue of issue #8: 100 jobs of 50 tasks (each job two
+//! - `place_1000_offers_5000_tasks`: the large queue: 100 jobs of 50 tasks (each job two
 //!   groups of 25 equal tasks, demands up to 4 cpus / 4 GiB) onto 1,000 partially free offers of
 //!   agents with cpus=24, mem=65536.
-//! - `place_1000_offers_5000_tasks_constrained`: the same with constraints (issue #17): the
+//! - `place_1000_offers_5000_tasks_constrained`: the same with constraints: the
 //!   offers' agents in 3 zones and 50 racks; of the 100 jobs, a quarter need `zone != a`, a
 //!   quarter at most 5 tasks per rack, a quarter `zone == b` and spread over racks, a quarter
 //!   none; 20 tasks of each constrained job already run.
@@ -58,7 +58,7 @@ fn workload(offers: usize, tasks: usize, jobs: u64) -> (Vec<OfferSlot>, Vec<Pend
     (slots, pending)
 }
 
-/// The issue's queue: `jobs` jobs of `per_job` tasks in two groups of equal tasks, on `offers`
+/// The benchmark's queue: `jobs` jobs of `per_job` tasks in two groups of equal tasks, on `offers`
 /// offers of agents cpus=24, mem=65536 with 1 to 24 cpus and 1 to 64 GiB free.
 fn big_workload(
     offers: usize,

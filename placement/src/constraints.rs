@@ -1,4 +1,4 @@
-//! Placement constraints over agent attributes (issue #17), as **one filter stage** every
+//! Placement constraints over agent attributes, as **one filter stage** every
 //! policy calls: [`FirstFit`](crate::FirstFit), [`BestFit`](crate::BestFit) and
 //! [`Tetris`](crate::Tetris) ask the same question, "may a task of job `j` go on offer `o`?",
 //! through `Problem::fits`, and keep only their own scoring and selection.

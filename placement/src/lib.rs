@@ -23,7 +23,7 @@
 //! - `best_fit.rs`: [`BestFit`], jobs in DRF order, each task to the offer it leaves the least
 //!   room in.
 //! - `tetris.rs`: [`Tetris`], alignment packing with shortest-remaining-work and a fairness
-//!   knob, as in `ALGORITHMS.md`.
+//!   knob, as in `docs/src/internals/algorithms.md`.
 //! - tests only: `reference.rs` (straightforward versions of each policy, to check the fast
 //!   ones against), `proptests.rs` (properties every policy keeps, on random input),
 //!   `tests_constraints.rs` (each constraint under each policy; no placement violates one),
@@ -119,7 +119,7 @@ pub trait Placement: Send + Sync {
     /// Chooses assignments, in the order they were made.
     fn place(&self, input: &PlacementInput<'_>) -> Vec<Assignment>;
 
-    /// Chooses assignments that also keep every job's [`Constraint`]s (issue #17): the same
+    /// Chooses assignments that also keep every job's [`Constraint`]s: the same
     /// policy, with the shared constraint stage in its fit test. With no constraints it
     /// chooses exactly what [`Placement::place`] does.
     fn place_constrained(

@@ -1,4 +1,4 @@
-//! Constraints (issue #17): each constraint under each policy, and properties on random input:
+//! Constraints: each constraint under each policy, and properties on random input:
 //! no placement breaks a constraint, every task left out was left out for a reason, and without
 //! constraints `place_constrained` is `place`.
 #![allow(clippy::unwrap_used)]

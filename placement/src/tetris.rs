@@ -1,5 +1,5 @@
-//! [`Tetris`]: multi-resource packing (Grandl et al., SIGCOMM 2014), exactly as `ALGORITHMS.md`
-//! states it.
+//! [`Tetris`]: multi-resource packing (Grandl et al., SIGCOMM 2014), exactly as
+//! `docs/src/internals/algorithms.md` states it.
 //!
 //! Each round: the candidate jobs are the `ceil((1 - F) * |jobs|)` jobs furthest below their fair
 //! share (DRF among the framework's jobs with pending tasks); every (task, offer) pair of a

@@ -40,10 +40,10 @@ pub enum FrameworkEvent {
         /// Why.
         message: String,
     },
-    /// An agent where the framework has tasks is being drained (issue #17): it makes no more
+    /// An agent where the framework has tasks is being drained: it makes no more
     /// offers, and the tasks still running at the deadline are killed.
     AgentDraining(crate::maintenance::AgentDraining),
-    /// Some of the framework's tasks are taken back for a starved role (issue #17): those still
+    /// Some of the framework's tasks are taken back for a starved role: those still
     /// running at the deadline are killed.
     Preemption(crate::preempt::Preemption),
 }
@@ -62,9 +62,9 @@ pub enum OfferEvent {
     OfferRescinded(OfferOutcome),
     /// An offer expired unanswered.
     OfferExpired(OfferOutcome),
-    /// An agent is being drained: one event per framework with tasks there (issue #17).
+    /// An agent is being drained: one event per framework with tasks there.
     AgentDraining(crate::maintenance::AgentDraining),
-    /// Tasks of a framework are taken back for a starved role (issue #17).
+    /// Tasks of a framework are taken back for a starved role.
     Preemption(crate::preempt::Preemption),
 }
 

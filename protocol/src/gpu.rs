@@ -1,4 +1,4 @@
-//! GPUs (issue #16): the devices an agent reports ([`GpuDevice`]), and how many whole devices a
+//! GPUs: the devices an agent reports ([`GpuDevice`]), and how many whole devices a
 //! task asks for ([`requested`]). A task holds whole devices only; the agent picks which.
 
 use serde::{Deserialize, Serialize};

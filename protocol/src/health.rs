@@ -1,4 +1,4 @@
-//! Task health checks (issue #17): what a framework asks its agent to probe
+//! Task health checks: what a framework asks its agent to probe
 //! ([`HealthCheck`]: a shell command or an HTTP GET on a local port, with timing), and the check
 //! both the coordinator (at accept) and the agent (at launch) make of its form
 //! ([`HealthCheck::validate`]). The verdict travels on [`crate::TaskStatus::healthy`].

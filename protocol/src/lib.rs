@@ -1,4 +1,5 @@
-//! Wire types shared by every Parley component: the HTTP contract of `API.md` as Rust types.
+//! Wire types shared by every Parley component: the HTTP contract (`docs/src/reference/api.md`) as
+//! Rust types.
 //!
 //! # Layout
 //!
@@ -11,15 +12,15 @@
 //! - [`offer`]: the [`Offer`] type.
 //! - [`isolation`]: a task's isolation options ([`Isolation`]) and the agent attributes that say
 //!   what an agent enforces; the checks the coordinator makes at accept time.
-//! - [`health`]: task health checks (issue #17): a command or an HTTP GET, with timing, and
+//! - [`health`]: task health checks: a command or an HTTP GET, with timing, and
 //!   the check of their form.
 //! - [`gpu`]: GPUs: the devices an agent reports ([`gpu::GpuDevice`]) and the whole-device
 //!   count a task asks for.
-//! - [`maintenance`]: draining agents (issue #17): the drain request, the `agent_draining`
+//! - [`maintenance`]: draining agents: the drain request, the `agent_draining`
 //!   event, the agent state names.
-//! - [`reservation`]: static and dynamic reservations (issue #17): the agent flag's
+//! - [`reservation`]: static and dynamic reservations: the agent flag's
 //!   `ROLE:resources`, the mark on reserved offers, the reserve / unreserve body.
-//! - [`preempt`]: preemption toward fair share (issue #17): a task's [`preempt::Priority`] and
+//! - [`preempt`]: preemption toward fair share: a task's [`preempt::Priority`] and
 //!   the `preemption` event.
 //! - [`messages`]: request and response bodies of the framework, agent and operator APIs.
 //! - [`events`]: the framework SSE stream ([`FrameworkEvent`]) and the operator offer stream
@@ -27,6 +28,8 @@
 //! - [`error`]: the error body every endpoint returns (`{"error": {"code", "message"}}`).
 //! - [`leader`]: several coordinator URLs and finding the leader among them (follow `307`,
 //!   round-robin on `503 no_leader` or a dead URL): the pure logic every client shares.
+//! - [`partition`]: network partitions: the `partition_aware` capability, partition timeouts,
+//!   and when an agent cut off from the coordinator kills its tasks itself.
 //! - [`capability`]: framework capabilities (`gpu_resources`) and the whole-device rule for
 //!   `gpus` ([`capability::check_whole_gpus`]).
 //!
@@ -46,6 +49,7 @@ pub mod leader;
 pub mod maintenance;
 pub mod messages;
 pub mod offer;
+pub mod partition;
 pub mod preempt;
 pub mod reservation;
 pub mod resources;

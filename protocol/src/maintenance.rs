@@ -1,4 +1,4 @@
-//! Agent maintenance (issue #17): draining an agent before it goes away.
+//! Agent maintenance: draining an agent before it goes away.
 //!
 //! An operator drains an agent with `POST /api/v1/agents/{id}/drain` ([`DrainAgent`]): it makes
 //! no new offers, its outstanding offers are rescinded, every framework with tasks there gets

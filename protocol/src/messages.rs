@@ -1,4 +1,4 @@
-//! Request and response bodies of the HTTP API (`API.md`), grouped by API.
+//! Request and response bodies of the HTTP API (`docs/src/reference/api.md`), grouped by API.
 //!
 //! Request types are strict where a typo would silently change behaviour
 //! (`deny_unknown_fields` on bodies whose fields are all optional).
@@ -39,6 +39,11 @@ pub struct RegisterFramework {
     /// (see [`crate::capability`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub capabilities: Vec<String>,
+    /// For a framework that declares `partition_aware`: how long its tasks stay `unreachable`
+    /// on an agent the coordinator cannot reach before they are `gone` (default
+    /// [`crate::partition::DEFAULT_PARTITION_TIMEOUT_S`]). Refused without the capability.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_timeout_s: Option<f64>,
 }
 
 /// Answer to [`RegisterFramework`], and the `subscribed` event.
@@ -109,7 +114,7 @@ pub struct AcknowledgeRequest {
     pub update_id: UpdateId,
 }
 
-/// `POST /api/v1/frameworks/{id}/acknowledgements` (an addition to API.md): several
+/// `POST /api/v1/frameworks/{id}/acknowledgements`: several
 /// acknowledgements in one call, each as [`AcknowledgeRequest`].
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -166,17 +171,16 @@ pub struct RegisterAgent {
     #[serde(default)]
     pub tasks: Vec<TaskStatus>,
     /// The secret the coordinator must present (`Authorization: Bearer …`) on every call to
-    /// this agent (an addition to API.md). A known `agent_id` registered with a token may only
+    /// this agent. A known `agent_id` registered with a token may only
     /// register again with the same one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_token: Option<String>,
-    /// The agent's GPUs, one entry per device its `gpus` resource counts (an addition to
-    /// API.md; empty, and absent on the wire, for an agent without GPUs).
+    /// The agent's GPUs, one entry per device its `gpus` resource counts (optional; empty, and
+    /// absent on the wire, for an agent without GPUs).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpu_devices: Vec<crate::gpu::GpuDevice>,
-    /// Static reservations (issue #17), from the agent's `--reserve ROLE:resources` flags (an
-    /// addition to API.md; empty, and absent on the wire, without any): their sum must fit in
-    /// `resources`, each role must exist.
+    /// Static reservations, from the agent's `--reserve ROLE:resources` flags (optional; empty, and
+    /// absent on the wire, without any): their sum must fit in `resources`, each role must exist.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reservations: Vec<crate::reservation::Reservation>,
 }
@@ -188,6 +192,12 @@ pub struct AgentRegistered {
     pub agent_id: AgentId,
     /// How often to heartbeat.
     pub heartbeat_interval_s: f64,
+    /// How long the coordinator waits for a heartbeat before it declares the agent lost
+    /// (`heartbeat_interval_s × max missed heartbeats`). The agent kills its tasks itself a
+    /// little before that when it cannot reach the coordinator (see [`crate::partition`]);
+    /// absent from older coordinators, and then it does not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_timeout_s: Option<f64>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -201,19 +211,29 @@ pub struct LaunchTasks {
     pub framework_id: FrameworkId,
     /// The tasks.
     pub tasks: Vec<TaskSpec>,
+    /// The framework's partition timeout when it is partition-aware: its tasks may run this
+    /// much longer than the agent timeout while the agent cannot reach the coordinator. Absent:
+    /// the agent kills them a little before the agent timeout (see [`crate::partition`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_timeout_s: Option<f64>,
 }
 
 /// `POST {agent}/api/v1/tasks/{id}/kill`: an empty object, or the framework the task belongs
-/// to (an addition to API.md). Without it the agent kills the task only if one framework has a
+/// to. Without it the agent kills the task only if one framework has a
 /// task of that id.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct KillTask {
     /// The framework of the task to kill.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub framework_id: Option<FrameworkId>,
+    /// Why, in one word, when the task's end should carry it as its `reason`:
+    /// `agent_partitioned` when the framework was already told the task is `lost` or `gone`
+    /// (the agent then also journals that the task must not run again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
-/// `POST /api/v1/agents/{id}/statuses` (an addition to API.md): several status updates of one
+/// `POST /api/v1/agents/{id}/statuses`: several status updates of one
 /// agent, applied in order, all or none (`200 {}` once every one is recorded).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -247,14 +267,14 @@ pub struct SetWeight {
     /// The new weight; absent: the weight stays as it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight: Option<Weight>,
-    /// Quota (issue #17): the role's guarantee. Absent: unchanged; `null`: cleared.
+    /// Quota: the role's guarantee. Absent: unchanged; `null`: cleared.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
         deserialize_with = "present"
     )]
     pub guarantee: Option<Option<Resources>>,
-    /// Quota (issue #17): the most the role's subtree may hold (allocations plus outstanding
+    /// Quota: the most the role's subtree may hold (allocations plus outstanding
     /// offers). Absent: unchanged; `null`: cleared.
     #[serde(
         default,
@@ -290,16 +310,16 @@ pub struct RoleNode {
     pub children: Vec<RoleNode>,
     /// Frameworks registered directly under this role.
     pub frameworks: Vec<FrameworkId>,
-    /// Quota (issue #17): what the role is guaranteed, if set.
+    /// Quota: what the role is guaranteed, if set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guarantee: Option<Resources>,
-    /// Quota (issue #17): the most its subtree may hold (allocated above counts offers), if set.
+    /// Quota: the most its subtree may hold (allocated above counts offers), if set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<Resources>,
     /// Why the guarantee cannot be met now (it exceeds the cluster's capacity), if so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guarantee_unmet: Option<String>,
-    /// Reservations (issue #17): what agents reserve for this role itself, summed over the
+    /// Reservations: what agents reserve for this role itself, summed over the
     /// agents (absent when nothing is).
     #[serde(
         default,
@@ -338,7 +358,7 @@ pub struct AgentInfo {
     /// While draining or drained: when its remaining tasks are (were) killed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drain_deadline: Option<Timestamp>,
-    /// Its reservations (issue #17), static and dynamic (empty, and absent on the wire,
+    /// Its reservations, static and dynamic (empty, and absent on the wire,
     /// without any).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reservations: Vec<crate::reservation::AgentReservation>,
@@ -375,9 +395,13 @@ pub struct FrameworkInfo {
     pub active_tasks: usize,
     /// When it registered.
     pub registered_at: Timestamp,
-    /// The capabilities it declared that the coordinator knows (`gpu_resources`).
+    /// The capabilities it declared that the coordinator knows (`gpu_resources`,
+    /// `partition_aware`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub capabilities: Vec<String>,
+    /// Its partition timeout, when it is partition-aware (see [`crate::partition`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_timeout_s: Option<f64>,
 }
 
 /// A task, as operators see it.
@@ -406,7 +430,7 @@ pub struct TaskInfo {
     /// The GPUs its agent gave it (UUIDs), when it asked for `gpus`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_devices: Option<Vec<String>>,
-    /// The latest health its agent reported, for a task with a health check (issue #17).
+    /// The latest health its agent reported, for a task with a health check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub healthy: Option<bool>,
 }
@@ -432,7 +456,7 @@ pub struct TaskList {
     pub tasks: Vec<TaskInfo>,
 }
 
-/// `GET /api/v1/frameworks/{id}/explain` (an addition to API.md): why a framework is, or is not,
+/// `GET /api/v1/frameworks/{id}/explain`: why a framework is, or is not,
 /// getting offers, from the allocator's own data.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FrameworkExplanation {
@@ -458,11 +482,11 @@ pub struct FrameworkExplanation {
     /// a cluster without GPUs): waiting will not help.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub no_agent_offers: Vec<String>,
-    /// Quota (issue #17): what holds it back, one entry per role, e.g. `limit of role a` or
+    /// Quota: what holds it back, one entry per role, e.g. `limit of role a` or
     /// `guarantee of role g`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub held_back_by: Vec<String>,
-    /// Preemption toward fair share (issue #17), when on: its role starved since when and when
+    /// Preemption toward fair share, when on: its role starved since when and when
     /// preemption may start, and its own tasks marked for preemption.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub preemption: Vec<String>,
@@ -490,18 +514,18 @@ pub struct ExplainAgents {
     /// Agents it could be offered: H-DRF picks it there when it has the lowest share among the
     /// frameworks that can use the agent.
     pub eligible: usize,
-    /// Agents being drained or drained (issue #17): they make no offers until reactivated
+    /// Agents being drained or drained: they make no offers until reactivated
     /// (not counted in `active`).
     #[serde(default)]
     pub draining: usize,
-    /// Quota (issue #17): agents held back because a limit on its role (or an ancestor) has no
+    /// Quota: agents held back because a limit on its role (or an ancestor) has no
     /// headroom left in a resource they offer.
     #[serde(default)]
     pub limit_reached: usize,
-    /// Quota (issue #17): agents that go first to another role below its guarantee.
+    /// Quota: agents that go first to another role below its guarantee.
     #[serde(default)]
     pub guarantee_first: usize,
-    /// Reservations (issue #17): agents whose free resources are all reserved for roles it is
+    /// Reservations: agents whose free resources are all reserved for roles it is
     /// not in.
     #[serde(default)]
     pub reserved_for_others: usize,
@@ -518,7 +542,7 @@ pub struct ClusterState {
     pub tasks: Vec<TaskInfo>,
     /// The role tree.
     pub roles: RoleNode,
-    /// The outstanding offers, from the same snapshot as `agents` (an addition to API.md), so a
+    /// The outstanding offers, from the same snapshot as `agents`, so a
     /// reader can check that each agent's `offered` is the sum of its offers.
     #[serde(default)]
     pub offers: Vec<Offer>,

@@ -28,7 +28,7 @@ pub struct Offer {
     pub created_at: Timestamp,
     /// When it is rescinded if still unanswered.
     pub expires_at: Timestamp,
-    /// Set when the resources come from a pool reserved for a role (issue #17); absent for
+    /// Set when the resources come from a pool reserved for a role; absent for
     /// unreserved resources.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reservation: Option<crate::reservation::OfferReservation>,

@@ -1,4 +1,4 @@
-//! Preemption toward fair share (issue #17): a task's [`Priority`] and the `preemption` event.
+//! Preemption toward fair share: a task's [`Priority`] and the `preemption` event.
 //!
 //! When the coordinator runs with `--preemption-grace-s` and a role with demand stays below its
 //! fair share (or guarantee) for the grace period, it takes tasks back from roles above theirs:

@@ -1,4 +1,4 @@
-//! Reservations (issue #17): part of an agent's resources set aside for one role's subtree.
+//! Reservations: part of an agent's resources set aside for one role's subtree.
 //!
 //! - *Static*: the agent's `--reserve ROLE:cpus=4,mem=8192` flag, sent in its registration
 //!   ([`crate::messages::RegisterAgent::reservations`]).

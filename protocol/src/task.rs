@@ -59,16 +59,17 @@ pub struct TaskSpec {
     /// How the task is isolated on its agent: pids limit, network, user, image.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isolation: Option<crate::Isolation>,
-    /// How the agent checks that the running task is healthy (issue #17); none when unset.
+    /// How the agent checks that the running task is healthy; none when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health_check: Option<crate::HealthCheck>,
-    /// Its priority for preemption toward fair share (issue #17): higher is more important,
+    /// Its priority for preemption toward fair share: higher is more important,
     /// the lowest is taken back first; absent means 0. An integer from -1000 to 1000.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<crate::preempt::Priority>,
 }
 
-/// The states of a task. `finished`, `failed`, `killed`, `lost` and `error` are terminal.
+/// The states of a task. `finished`, `failed`, `killed`, `lost`, `error` and `gone` are
+/// terminal; `unreachable` is not (see [`crate::partition`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TaskState {
@@ -88,6 +89,14 @@ pub enum TaskState {
     Lost,
     /// The task could not be launched as described.
     Error,
+    /// Its agent cannot be reached; the task may still run (partition-aware frameworks only:
+    /// see [`crate::partition`]). It comes back with its real state when the agent returns, or
+    /// becomes `gone` after the framework's partition timeout.
+    Unreachable,
+    /// Its agent stayed unreachable past the framework's partition timeout: the task is not
+    /// running, and is killed if the agent ever returns with it (partition-aware frameworks
+    /// only).
+    Gone,
 }
 
 impl TaskState {
@@ -100,6 +109,7 @@ impl TaskState {
                 | TaskState::Killed
                 | TaskState::Lost
                 | TaskState::Error
+                | TaskState::Gone
         )
     }
 
@@ -114,21 +124,25 @@ impl TaskState {
             TaskState::Killed => "killed",
             TaskState::Lost => "lost",
             TaskState::Error => "error",
+            TaskState::Unreachable => "unreachable",
+            TaskState::Gone => "gone",
         }
     }
 }
 
 impl TaskState {
     /// Every state, in lifecycle order.
-    pub const ALL: [TaskState; 8] = [
+    pub const ALL: [TaskState; 10] = [
         TaskState::Staging,
         TaskState::Starting,
         TaskState::Running,
+        TaskState::Unreachable,
         TaskState::Finished,
         TaskState::Failed,
         TaskState::Killed,
         TaskState::Lost,
         TaskState::Error,
+        TaskState::Gone,
     ];
 }
 
@@ -200,13 +214,18 @@ pub struct TaskStatus {
 /// The reason of a task the kernel killed at its memory limit.
 pub const REASON_MEMORY_LIMIT: &str = "memory_limit";
 
-/// The reason of a task killed because its agent was drained and the drain deadline passed
-/// (issue #17).
+/// The reason of a task killed because its agent was drained and the drain deadline passed.
 pub const REASON_AGENT_DRAINED: &str = "agent_drained";
 
 /// The reason of a task killed because preemption toward fair share took it back and its
-/// deadline passed (issue #17).
+/// deadline passed.
 pub const REASON_PREEMPTED: &str = "preempted";
+
+/// The reason of a task killed because its agent could not reach the coordinator for longer
+/// than the framework's tasks may outlive that (see [`crate::partition`]): killed by the agent
+/// itself, or by the coordinator's order when the agent returned after the framework had been
+/// told the task was `lost` or `gone`.
+pub const REASON_AGENT_PARTITIONED: &str = "agent_partitioned";
 
 /// What an isolated task used over its life, as its cgroup counted it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -251,21 +270,18 @@ mod tests {
 
     #[test]
     fn terminal_states() {
-        let terminal: Vec<_> = [
-            TaskState::Staging,
-            TaskState::Starting,
-            TaskState::Running,
-            TaskState::Finished,
-            TaskState::Failed,
-            TaskState::Killed,
-            TaskState::Lost,
-            TaskState::Error,
-        ]
-        .into_iter()
-        .filter(|s| s.is_terminal())
-        .map(TaskState::as_str)
-        .collect();
-        assert_eq!(terminal, ["finished", "failed", "killed", "lost", "error"]);
+        let terminal: Vec<_> = TaskState::ALL
+            .into_iter()
+            .filter(|s| s.is_terminal())
+            .map(TaskState::as_str)
+            .collect();
+        assert_eq!(
+            terminal,
+            ["finished", "failed", "killed", "lost", "error", "gone"]
+        );
+        for s in TaskState::ALL {
+            assert_eq!(s.as_str().parse::<TaskState>(), Ok(s));
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@
 # pymesos needs `http-parser` 0.9.0, whose C extension does not build on Python >= 3.11; the
 # package's pure-Python parser (http_parser/pyparser.py) is what pymesos falls back to. So the
 # sdist is downloaded and its `http_parser/` package copied into the venv without the
-# extension sources (`parser.*`, `http_parser.[ch]`), as MESOS-V1-API.md describes.
+# extension sources (`parser.*`, `http_parser.[ch]`), as docs/src/internals/mesos-v1-api.md describes.
 set -euo pipefail
 venv="${1:-${PARLEY_VENV:-$HOME/.cache/parley/pymesos-venv}}"
 py="$venv/bin/python"

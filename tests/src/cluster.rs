@@ -28,7 +28,7 @@ struct AgentSlot {
     resources: Resources,
     /// Its `--attributes` (e.g. `zone`, `rack`).
     attributes: std::collections::BTreeMap<String, String>,
-    /// Its `--reserve` static reservations (issue #17).
+    /// Its `--reserve` static reservations.
     reservations: Vec<protocol::reservation::Reservation>,
     work_dir: PathBuf,
     running: Option<Running>,
@@ -312,7 +312,7 @@ impl Cluster {
     }
 
     /// Starts one more real agent with the given resources and `--reserve` flags
-    /// (`["eng:cpus=2"]`, issue #17); returns its index. Its registration may be refused (a
+    /// (`["eng:cpus=2"]`); returns its index. Its registration may be refused (a
     /// role that does not exist): this does not wait for it to be active.
     pub async fn add_agent_reserving(
         &mut self,

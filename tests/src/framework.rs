@@ -4,7 +4,7 @@
 //! event received, so tests can check afterwards which updates arrived.
 //!
 //! Deliberately independent of `framework-sdk`: the tests check the coordinator's wire
-//! contract (`API.md`) directly.
+//! contract (`docs/src/reference/api.md`) directly.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -84,6 +84,7 @@ impl TestFramework {
             framework_id: None,
             demand: None,
             capabilities,
+            partition_timeout_s: None,
         };
         Self::register_with(url, request, true).await
     }

@@ -1,4 +1,4 @@
-//! The coordinator and a real agent together under the agent's hardening (issue #9, part 2):
+//! The coordinator and a real agent together under the agent's hardening:
 //! every launch and kill the coordinator sends carries the agent's token and the task's
 //! framework, so two frameworks can run a task of the same id on one agent and each kill ends
 //! only its own.

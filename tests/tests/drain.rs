@@ -1,4 +1,4 @@
-//! End to end (issue #17), through real HTTP on loopback with real agents: draining an agent
+//! End to end, through real HTTP on loopback with real agents: draining an agent
 //! (no offers from it afterwards, the framework told before any kill, its tasks killed with
 //! reason `agent_drained` by the deadline, `draining` → `drained`, reactivate brings offers
 //! back), placement constraints from the SDK (`zone == b`, spread over `rack`), and bad input

@@ -195,6 +195,7 @@ async fn start_service(cluster: &Cluster, replicas: u32) -> RunningService {
         command: "sleep 600".into(),
         resources: "cpus=0.5,mem=64".parse().unwrap(),
         name: "web".into(),
+        partition_timeout_s: 300.0,
         health: Default::default(),
     };
     let progress = examples::service::Progress::default();

@@ -1,4 +1,4 @@
-//! GPUs end to end (issue #16), no GPU needed: simulated agents with `gpus=2`, and real
+//! GPUs end to end, no GPU needed: simulated agents with `gpus=2`, and real
 //! agents with injected fake devices (`agent::gpu::fake::FakeGpus`) whose tasks print their
 //! environment. One device, one task; each status names its devices; a restarted agent keeps
 //! its tasks' devices and gives only the free one to a new task.

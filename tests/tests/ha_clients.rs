@@ -1,4 +1,4 @@
-//! The clients follow the leader among several coordinators (issue #14), without etcd: a fake
+//! The clients follow the leader among several coordinators, without etcd: a fake
 //! follower answering `307` to the real coordinator, one answering `503 no_leader`, and a dead
 //! URL are listed first; the SDK driver and a real agent find the real coordinator and work as
 //! usual. Then a switch: coordinator X stops and a new one, Y, starts on another port (listed
@@ -156,6 +156,7 @@ async fn the_sdk_and_an_agent_follow_a_followers_redirect_to_the_leader() {
         framework_id: None,
         demand: None,
         capabilities: Vec::new(),
+        partition_timeout_s: None,
     };
     let probe = client
         .register(&request)

@@ -1,4 +1,4 @@
-//! End to end (issue #17, acceptance 5): task health checks through real HTTP and a real agent.
+//! End to end: task health checks through real HTTP and a real agent.
 //! A task whose check starts failing is reported unhealthy (once, on the framework's stream, in
 //! `/api/v1/tasks` and `/metrics`); the `service` example kills and replaces such a task and
 //! the replacement runs healthy; a bad `health_check` is refused at accept and launches nothing;
@@ -111,6 +111,7 @@ async fn the_service_example_replaces_an_unhealthy_replica() {
         command,
         resources: "cpus=0.5,mem=32".parse().unwrap(),
         name: "web".into(),
+        partition_timeout_s: 300.0,
         health: examples::service::HealthArgs {
             health_check: Some("test -f healthy".into()),
             health_interval_s: Some(0.2),

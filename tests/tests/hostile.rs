@@ -1,4 +1,4 @@
-//! Hostile input against a live coordinator (issue #9): random call sequences over every
+//! Hostile input against a live coordinator: random call sequences over every
 //! endpoint — well-formed bodies, bodies with one field replaced by something hostile, garbage
 //! bodies (huge and negative numbers, NaN-like tokens, unicode, 10k-deep nesting, long strings,
 //! many resource names), wrong Content-Types, known and random ids — from several clients, with
@@ -6,7 +6,7 @@
 //!
 //! - nothing panicked (a panic hook counts panics on every thread of the test process, the
 //!   coordinator's included) and `/health` answers 200;
-//! - no call answered 5xx, and every refusal carries the error body of API.md;
+//! - no call answered 5xx, and every refusal carries the API's error body;
 //! - a refused call (4xx) changed nothing: `GET /api/v1/state`, taken once the cluster has
 //!   settled, is the same after the call as before it (heartbeat times aside);
 //! - the books balance: `parley_ledger_mismatches_total 0`, and for every agent and framework

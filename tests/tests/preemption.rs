@@ -1,4 +1,4 @@
-//! End to end (issue #17), through real HTTP on loopback with real agents and processes:
+//! End to end, through real HTTP on loopback with real agents and processes:
 //! preemption toward fair share. A service in role `a` fills the cluster (always accepts,
 //! relaunches what ends); then a framework in role `b` arrives with demand. With
 //! `--preemption-grace-s` on, `b` holds its fair half within grace + a few seconds, `a`'s

@@ -1,4 +1,4 @@
-//! Acceptance of issue #10: the unmodified `pymesos` 0.3.15 (from PyPI, in a virtualenv made by
+//! Mesos API acceptance: the unmodified `pymesos` 0.3.15 (from PyPI, in a virtualenv made by
 //! `tests/pymesos/setup-venv.sh`, named by `PARLEY_PYMESOS_PYTHON`) runs the scheduler
 //! `tests/pymesos/scheduler.py` against a real coordinator and a real agent: shell tasks that
 //! finish (one reading an environment variable), one that fails, an argv task, a sleeper it

@@ -1,4 +1,4 @@
-//! End to end (issue #17, quota), through real HTTP on loopback with real agents: a role's
+//! End to end (quota), through real HTTP on loopback with real agents: a role's
 //! limit is never exceeded counting outstanding offers, with a framework that accepts every
 //! offer; a guaranteed role is served before a role that registered first; bad quotas are
 //! answered 4xx naming the field and change nothing; quotas survive a coordinator restart on

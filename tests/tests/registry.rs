@@ -65,6 +65,7 @@ async fn a_restarted_coordinator_remembers_frameworks_weights_and_removals() {
         framework_id: Some(gone.id),
         demand: None,
         capabilities: Vec::new(),
+        partition_timeout_s: None,
     };
     gone.remove().await.unwrap();
 
@@ -140,6 +141,7 @@ async fn a_framework_that_does_not_come_back_after_a_restart_is_removed_with_its
         framework_id: None,
         demand: None,
         capabilities: Vec::new(),
+        partition_timeout_s: None,
     };
     let mut fw = TestFramework::register_with(&cluster.url, request, true)
         .await

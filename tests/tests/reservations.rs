@@ -1,4 +1,4 @@
-//! End to end (issue #17, reservations), through real HTTP on loopback with real agents: an
+//! End to end (reservations), through real HTTP on loopback with real agents: an
 //! agent's `--reserve a:cpus=2` is offered only to frameworks under role `a`, a framework of
 //! role `b` never sees it and `explain` names the reservation; a dynamic reserve on an offer
 //! comes back as reserved offers to the role only, survives a coordinator restart on the same

@@ -155,6 +155,7 @@ async fn clients_without_the_ca_or_without_tls_are_refused() {
         failover_timeout_s: None,
         demand: None,
         capabilities: Vec::new(),
+        partition_timeout_s: None,
     };
     let err = untrusting.register(&request).await.unwrap_err();
     let chain = format!("{err:?}");

@@ -16,7 +16,7 @@ impl Core {
         self.record_end(key, end, (None, None), now, out);
     }
 
-    /// Records a change of a running task's health (issue #17): a `running` update carrying
+    /// Records a change of a running task's health: a `running` update carrying
     /// `healthy`, journaled and sent like every other. Nothing for a task that is not running
     /// or whose health is already this.
     pub fn health_changed(
@@ -72,6 +72,10 @@ impl Core {
         };
         let gpu_devices = t.latest.gpu_devices.clone();
         let healthy = health.or(t.latest.healthy);
+        let reason = reason.or_else(|| {
+            (t.fenced && state == TaskState::Killed)
+                .then(|| protocol::task::REASON_AGENT_PARTITIONED.to_owned())
+        });
         let status = TaskStatus {
             task_id: task_id.clone(),
             framework_id: t.latest.framework_id,
@@ -182,7 +186,15 @@ impl Core {
     /// What the journal must still hold: tasks not yet terminal or with updates not yet
     /// acknowledged (their launch, process and updates), and every unacknowledged update.
     pub(super) fn compacted(&self) -> Vec<Record> {
-        let mut records = Vec::new();
+        let mut records: Vec<Record> = self
+            .contact
+            .partition
+            .iter()
+            .map(|(fw, t)| Record::Partition {
+                framework_id: *fw,
+                partition_timeout_s: Some(t.as_secs_f64()),
+            })
+            .collect();
         for t in self.tasks.in_order() {
             let id = &t.spec.task_id;
             let fw = t.latest.framework_id;
@@ -208,6 +220,12 @@ impl Core {
                     pid: p.pid,
                     start_time: p.start_time,
                     boot_id: p.boot_id,
+                });
+            }
+            if t.fenced {
+                records.push(Record::Fenced {
+                    framework_id: fw,
+                    task_id: id.clone(),
                 });
             }
             if pending.is_empty() {

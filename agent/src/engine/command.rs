@@ -142,6 +142,9 @@ pub enum Timer {
     StatusLinger,
     /// The kill grace period of a task is over: SIGKILL if it still runs.
     KillGrace(TaskKey),
+    /// A task may have to be fenced: the coordinator has not answered for long (see
+    /// [`fence`](super::fence)).
+    Fence,
 }
 
 /// A signal the core asks for (the shell maps it to the OS's).

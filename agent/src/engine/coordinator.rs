@@ -15,6 +15,7 @@ impl Core {
             Timer::Register => {
                 if self.session.phase == Phase::Waiting {
                     self.session.phase = Phase::Registering;
+                    self.contact.register_sent = Some(now.at);
                     out.push(Command::Send(Request::Register {
                         agent_id: self.session.agent_id,
                         tasks: self.statuses(),
@@ -26,6 +27,7 @@ impl Core {
                     (self.session.phase, self.session.agent_id)
                 {
                     if epoch == self.session.epoch {
+                        self.contact.heartbeat_sent = Some(now.at);
                         out.push(Command::Send(Request::Heartbeat { agent_id, epoch }));
                     }
                 }
@@ -33,6 +35,7 @@ impl Core {
             Timer::RetryStatuses => self.updates.retry_at = None,
             // `flush` below sends what the linger gathered.
             Timer::StatusLinger => self.updates.linger_timer = false,
+            Timer::Fence => self.fence_timer(now, out),
             Timer::KillGrace(task) => {
                 if let Some(t) = self.tasks.get(&task) {
                     if !t.latest.state.is_terminal() && t.process().is_some() {
@@ -69,6 +72,9 @@ impl Core {
             Reply::Heartbeat { epoch, result } => {
                 if epoch != self.session.epoch || self.session.phase != Phase::Registered {
                     return;
+                }
+                if result.is_ok() {
+                    self.contact_at(self.contact.heartbeat_sent);
                 }
                 match result {
                     Err(Failure::NotFound(_)) => self.reregister(now, out),
@@ -108,6 +114,12 @@ impl Core {
             at: now.at + s.interval,
             timer: Timer::Heartbeat(s.epoch),
         });
+        self.contact.agent_timeout = registered
+            .agent_timeout_s
+            .and_then(|t| std::time::Duration::try_from_secs_f64(t).ok())
+            .filter(|t| !t.is_zero());
+        self.contact_at(self.contact.register_sent.or(Some(now.at)));
+        self.check_fence(now, out);
     }
 
     pub(super) fn statuses_answered(

@@ -12,7 +12,9 @@
 //! - the task table and each task's state machine ([`tasks`]): `starting` → `running` → a
 //!   terminal state, kills (SIGTERM, then SIGKILL after the grace period);
 //! - the queue of unacknowledged updates ([`updates`]): batching, retries, refusals;
-//! - the GPU books ([`gpus`]): which task holds which device, rebuilt from the journal.
+//! - the GPU books ([`gpus`]): which task holds which device, rebuilt from the journal;
+//! - fencing ([`fence`]): killing on its own the tasks the coordinator will have declared
+//!   lost while it could not be reached.
 //!
 //! Every state change is recorded by one function, which journals it (when journaling is on)
 //! before queueing it, so the journal order is the send order.
@@ -22,6 +24,7 @@
 //! flushes once, so updates that happen together go in one request.
 
 pub mod command;
+pub mod fence;
 pub mod gpus;
 pub mod session;
 pub mod tasks;
@@ -240,6 +243,8 @@ pub struct Core {
     accepting: Accepting,
     /// Lines in the journal (to decide when to compact it).
     journal_lines: usize,
+    /// Contact with the coordinator, for fencing (`fence.rs`).
+    contact: fence::Contact,
 }
 
 impl Core {
@@ -253,6 +258,7 @@ impl Core {
             updates: Updates::default(),
             accepting: Accepting::Yes,
             journal_lines: 0,
+            contact: Default::default(),
         }
     }
 

@@ -21,6 +21,11 @@ impl Core {
         } = restored;
         let mut core = Self::new(config, agent_id);
         core.journal_lines = journal_lines;
+        core.contact.partition = replay
+            .partition
+            .iter()
+            .filter_map(|(fw, s)| Some((*fw, std::time::Duration::try_from_secs_f64(*s).ok()?)))
+            .collect();
         let nil = core.session.stamp();
         for t in replay.tasks {
             let latest = t.latest.unwrap_or_else(|| TaskStatus {
@@ -47,6 +52,12 @@ impl Core {
                 core.gpus.hold(&key, devices);
             }
             core.tasks.insert(t.spec, Some(t.sandbox), stage, latest);
+            if t.fenced {
+                if let Some(task) = core.tasks.get_mut(&key) {
+                    task.fenced = true;
+                    task.kill_requested = true;
+                }
+            }
         }
         core.updates.queue = replay.unacked;
 
@@ -68,7 +79,13 @@ impl Core {
                 continue;
             };
             match probe(process, sandbox.as_deref()) {
-                Probe::Alive => out.push(Command::Watch(id, process)),
+                Probe::Alive => {
+                    out.push(Command::Watch(id.clone(), process));
+                    // Fenced before the restart: it must not run.
+                    if core.tasks.get(&id).is_some_and(|t| t.fenced) {
+                        core.signal_kill(&id, Some(process), now, out);
+                    }
+                }
                 Probe::Ended(code) => {
                     out.push(Command::Signal {
                         task: id.clone(),
@@ -116,6 +133,7 @@ impl Core {
     }
 
     /// Accepts tasks (all or none): each is `starting`, journaled, queued, and to be spawned.
+    /// Their framework is not partition-aware (see [`Core::launch_partitioned`]).
     pub fn launch(
         &mut self,
         framework_id: FrameworkId,
@@ -123,9 +141,36 @@ impl Core {
         now: Now,
         out: &mut Vec<Command>,
     ) -> Result<(), LaunchError> {
+        self.launch_partitioned(framework_id, launches, None, now, out)
+    }
+
+    /// [`Core::launch`] for a framework with this partition timeout (`None`: not
+    /// partition-aware), which decides how long its tasks run on while the coordinator
+    /// cannot be reached (see [`super::fence`]).
+    pub fn launch_partitioned(
+        &mut self,
+        framework_id: FrameworkId,
+        launches: Vec<Launch>,
+        partition_timeout: Option<std::time::Duration>,
+        now: Now,
+        out: &mut Vec<Command>,
+    ) -> Result<(), LaunchError> {
         self.check_launch(framework_id, launches.iter().map(|l| &l.spec))?;
+        let mut records_first = Vec::new();
+        if self.contact.partition.get(&framework_id).copied() != partition_timeout {
+            match partition_timeout {
+                Some(t) => self.contact.partition.insert(framework_id, t),
+                None => self.contact.partition.remove(&framework_id),
+            };
+            if self.config.journaling == Journaling::On {
+                records_first.push(Record::Partition {
+                    framework_id,
+                    partition_timeout_s: partition_timeout.map(|t| t.as_secs_f64()),
+                });
+            }
+        }
         let agent_id = self.session.stamp();
-        let mut records = Vec::new();
+        let mut records = std::mem::take(&mut records_first);
         let mut accepted = Vec::with_capacity(launches.len());
         let mut refused = Vec::new();
         for Launch { spec, sandbox } in launches {
@@ -188,6 +233,7 @@ impl Core {
             self.record(&key, end, now, out);
         }
         self.prune();
+        self.arm_fence(framework_id, now, out);
         Ok(())
     }
 

@@ -33,6 +33,9 @@ pub(crate) struct Task {
     pub stage: Stage,
     pub latest: TaskStatus,
     pub kill_requested: bool,
+    /// Fenced: killed because its framework is (or will be) told it is not running; its end
+    /// carries reason `agent_partitioned` (see [`super::fence`]).
+    pub fenced: bool,
     /// Its GPU usage samples so far.
     pub gpu_samples: super::gpus::GpuSamples,
     /// Its place in launch order.
@@ -112,6 +115,7 @@ impl Table {
             stage,
             latest,
             kill_requested: false,
+            fenced: false,
             gpu_samples: Default::default(),
             seq,
         };

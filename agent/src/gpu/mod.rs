@@ -1,4 +1,4 @@
-//! GPUs on an agent (issue #16): which devices it has ([`GpuDiscovery`]: NVML in [`nvml`], a
+//! GPUs on an agent: which devices it has ([`GpuDiscovery`]: NVML in [`nvml`], a
 //! fake in [`fake`] for tests and simulated agents), which of them it uses (`--gpus`,
 //! [`GpuChoice`]), what a task's environment says ([`task_env`]) and which device nodes its
 //! cgroup may open ([`devices`]). Which task holds which device is the core's business

@@ -1,4 +1,4 @@
-//! Task health checks in the real agent (issue #17): the verdict of each check feeds a small
+//! Task health checks in the real agent: the verdict of each check feeds a small
 //! state machine per task ([`Checker`]), which says when the task's health *changes*; only then
 //! does the agent send a status update (`running` with `healthy`), through the core's journaled,
 //! acknowledged update path ([`crate::engine::Core::health_changed`]).

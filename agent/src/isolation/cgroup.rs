@@ -338,7 +338,7 @@ impl TaskCgroup {
                 }
                 put(dir, "pids.max", &limits.pids.to_string())?;
                 // Devices on v2 need an eBPF program (BPF_CGROUP_DEVICE); the allow-list is
-                // enforced on v1 only (see the README's Isolation section).
+                // enforced on v1 only (see `docs/src/operating/isolation.md`).
                 Ok(())
             }
         }

@@ -139,6 +139,7 @@ async fn register(
         Json(AgentRegistered {
             agent_id: id,
             heartbeat_interval_s: fake.heartbeat_interval_s,
+            agent_timeout_s: None,
         }),
     )
 }

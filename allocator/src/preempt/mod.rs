@@ -1,4 +1,4 @@
-//! Preemption toward fair share (issue #17): who is *starved*, and which running tasks to take
+//! Preemption toward fair share: who is *starved*, and which running tasks to take
 //! back for it. PURE: no I/O, no clock (the coordinator keeps the timers and calls this on a
 //! timer, never on the allocation path).
 //!

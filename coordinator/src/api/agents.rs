@@ -29,7 +29,7 @@ async fn register(
     Body(req): Body<RegisterAgent>,
 ) -> Result<Response, ApiError> {
     let req = input::agent_registration(req)?;
-    let (agent_id, created, heartbeat_interval_s) = c.run(|s, now, fx| {
+    let (agent_id, created, heartbeat_interval_s, agent_timeout_s) = c.run(|s, now, fx| {
         let owner = caller.register_agent(s, req.agent_id)?;
         let (id, new) = s.register_agent(req, now, fx)?;
         if let Some(owner) = owner {
@@ -40,7 +40,7 @@ async fn register(
         if let Some(change) = s.stored_agent(id, now) {
             fx.push(crate::state::Effect::Persist(change));
         }
-        Ok::<_, ApiError>((id, new, s.agent_heartbeat_s()))
+        Ok::<_, ApiError>((id, new, s.agent_heartbeat_s(), s.agent_timeout_s()))
     })?;
     let status = if created {
         StatusCode::CREATED
@@ -52,6 +52,7 @@ async fn register(
         Json(AgentRegistered {
             agent_id,
             heartbeat_interval_s,
+            agent_timeout_s: Some(agent_timeout_s),
         }),
     )
         .into_response())

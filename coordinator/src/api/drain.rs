@@ -1,4 +1,4 @@
-//! Drain and maintenance routes (issue #17), for admin operators:
+//! Drain and maintenance routes, for admin operators:
 //! `POST /api/v1/agents/{id}/drain` (`{"deadline_s": N}`) and
 //! `POST /api/v1/agents/{id}/reactivate` (`{}`). Both answer the agent's state afterwards
 //! ([`AgentMaintenance`]); an unknown agent is 404 `agent_not_found`, a bad deadline 400

@@ -50,10 +50,10 @@ pub enum ApiError {
     #[error("invalid query: {0}")]
     BadQuery(String),
     /// No such route.
-    #[error("no such endpoint: {0}; see API.md for the endpoints")]
+    #[error("no such endpoint: {0}; the endpoints are in docs/src/reference/api.md")]
     NoRoute(String),
     /// The route exists, the method does not.
-    #[error("method not allowed on this endpoint; see API.md")]
+    #[error("method not allowed on this endpoint; see docs/src/reference/api.md")]
     MethodNotAllowed,
     /// The client's request rate is over `rate_limit_per_s` (429 with `Retry-After`).
     #[error(
@@ -101,7 +101,8 @@ impl ApiError {
     }
 }
 
-/// The HTTP status and the stable snake_case code of API.md for each refusal of the registry.
+/// The HTTP status and the stable snake_case code (`docs/src/reference/errors.md`) for each refusal
+/// of the registry.
 pub fn state_status_and_code(e: &StateError) -> (StatusCode, &'static str) {
     use StateError::*;
     match e {

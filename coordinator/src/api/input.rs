@@ -1,6 +1,6 @@
 //! The API edge: wire requests ([`protocol::messages`]) become the registry's domain inputs
 //! ([`crate::state::input`](crate::state)), validated here. A malformed request is refused
-//! with the error body of API.md before the books are locked.
+//! with the API's error body before the books are locked.
 
 use std::time::Duration;
 
@@ -53,6 +53,22 @@ pub fn framework_registration(req: RegisterFramework) -> Result<FrameworkRegistr
     }
     protocol::capability::check_capabilities(&req.capabilities)
         .map_err(|reason| invalid("capabilities", reason))?;
+    let partition_aware = protocol::partition::declares_partition_aware(&req.capabilities);
+    let partition_timeout_s = match (partition_aware, req.partition_timeout_s) {
+        (false, Some(_)) => {
+            return Err(invalid(
+                "partition_timeout_s",
+                "only a framework that declares the partition_aware capability sets it",
+            ))
+        }
+        (false, None) => None,
+        (true, given) => {
+            let secs = given.unwrap_or(protocol::partition::DEFAULT_PARTITION_TIMEOUT_S);
+            protocol::partition::check_partition_timeout(secs)
+                .map_err(|reason| invalid("partition_timeout_s", reason))?;
+            Some(secs)
+        }
+    };
     Ok(FrameworkRegistration {
         framework_id: req.framework_id,
         name: req.name,
@@ -61,6 +77,7 @@ pub fn framework_registration(req: RegisterFramework) -> Result<FrameworkRegistr
         demand: req.demand,
         owner: None,
         gpu_resources: protocol::capability::declares_gpu_resources(&req.capabilities),
+        partition_timeout_s,
     })
 }
 
@@ -110,7 +127,7 @@ fn check_gpu_devices(req: &RegisterAgent) -> Result<(), ApiError> {
 /// The most static reservations one agent may send.
 pub const MAX_RESERVATIONS: usize = 64;
 
-/// An agent's static reservations (issue #17): each non-empty, each role once, the sum within
+/// An agent's static reservations: each non-empty, each role once, the sum within
 /// the agent's resources (role existence is the books' to check).
 fn check_reservations(req: &RegisterAgent) -> Result<(), ApiError> {
     if req.reservations.len() > MAX_RESERVATIONS {
@@ -346,6 +363,7 @@ mod tests {
             framework_id: None,
             demand: None,
             capabilities: vec![],
+            partition_timeout_s: None,
         };
         let err = framework_registration(req("f", "_orphans")).unwrap_err();
         assert_eq!(field_of(err), "role");
@@ -391,6 +409,7 @@ mod tests {
             framework_id: None,
             demand: demand.map(|d| d.parse().unwrap()),
             capabilities: caps.iter().map(|c| c.to_string()).collect(),
+            partition_timeout_s: None,
         };
         assert!(
             framework_registration(req(&["gpu_resources"], None))

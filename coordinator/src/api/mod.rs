@@ -1,4 +1,4 @@
-//! The HTTP API of `API.md`, on axum: one router per API, merged in [`app`].
+//! The HTTP API (`docs/src/reference/api.md`), on axum: one router per API, merged in [`app`].
 //!
 //! Handlers only translate: they extract and validate the request (bad input is a 4xx with the
 //! error body, see [`error::ApiError`]), call one registry operation through the
@@ -8,9 +8,9 @@
 //!   and route) and the ownership checks handlers run.
 //! - [`frameworks`]: the framework (scheduler) API and its SSE stream.
 //! - [`agents`]: the agent API on the coordinator.
-//! - [`drain`]: draining and reactivating agents (issue #17), for admin operators.
-//! - [`reservations`]: a framework's dynamic reserve / unreserve on an offer it holds (issue
-//!   #17).
+//! - [`drain`]: draining and reactivating agents, for admin operators.
+//! - [`reservations`]: a framework's dynamic reserve / unreserve on an offer it
+//!   holds.
 //! - [`output`]: a task's stdout / stderr, read from its agent for operators.
 //! - [`operator`]: offers, offer events, state, roles, metrics, health.
 //! - [`ui`]: the dashboard page and the reads it polls (history, agent pages, detail views).
@@ -63,7 +63,7 @@ pub fn app(coordinator: Coordinator) -> Router {
         .merge(operator::router())
         .merge(output::router())
         .merge(ui::router())
-        // The Mesos v1 scheduler API (issue #10), on the same books: see `crate::mesos`.
+        // The Mesos v1 scheduler API, on the same books: see `crate::mesos`.
         .merge(crate::mesos::router(coordinator.clone()))
         .fallback(|uri: Uri| async move { ApiError::NoRoute(uri.path().to_owned()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
@@ -80,7 +80,7 @@ pub fn app(coordinator: Coordinator) -> Router {
         )),
         None => router,
     };
-    // HA (issue #14): a follower redirects to the leader before anything else runs.
+    // HA: a follower redirects to the leader before anything else runs.
     let router = router.layer(axum::middleware::from_fn_with_state(
         coordinator.clone(),
         crate::ha::redirect::redirect,

@@ -1,4 +1,4 @@
-//! Dynamic reservations (issue #17): `POST /api/v1/frameworks/{id}/reserve` and
+//! Dynamic reservations: `POST /api/v1/frameworks/{id}/reserve` and
 //! `POST /api/v1/frameworks/{id}/unreserve`, each `{"offer_id", "resources"}` on an offer the
 //! framework holds, answered with `{"role", "reserved"}` (the agent's dynamic reservation for
 //! the framework's role afterwards). The rules are in `crate::state` (`reservations.rs`).

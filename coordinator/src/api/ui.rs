@@ -2,7 +2,7 @@
 //! binary), and the small reads it polls so that it stays cheap at thousands of agents and
 //! tasks: the history ring (`GET /api/v1/history?after=N`, only samples it has not seen), a page
 //! of agents, and one agent or framework with its tasks (capped) and offers. All additions to
-//! `API.md`; `GET`s, so operators only when credentials are configured.
+//! the HTTP API reference; `GET`s, so operators only when credentials are configured.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -92,7 +92,7 @@ pub fn check_route(
             principal.is_framework() || principal.is_admin()
         }
         (&Method::PUT, "/api/v1/roles/{*path}") => principal.is_admin(),
-        // Maintenance (issue #17), before the agents' own POST routes.
+        // Maintenance, before the agents' own POST routes.
         (&Method::POST, "/api/v1/agents/{id}/drain")
         | (&Method::POST, "/api/v1/agents/{id}/reactivate") => principal.is_admin(),
         (&Method::POST, r) if r.starts_with("/api/v1/frameworks") => principal.is_framework(),

@@ -247,6 +247,7 @@ mod tests {
             registered_at: protocol::now(),
             owner: None,
             gpu_resources: true,
+            partition_timeout_s: None,
         };
         let gone = FrameworkId::new();
         let agent = StoredAgent {

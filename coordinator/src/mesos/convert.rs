@@ -9,7 +9,9 @@
 //! | `finished` | `TASK_FINISHED` |
 //! | `failed` | `TASK_FAILED` |
 //! | `killed` | `TASK_KILLED` |
-//! | `lost` | `TASK_LOST` (also from `TASK_DROPPED`, `TASK_UNREACHABLE`, `TASK_GONE`, `TASK_GONE_BY_OPERATOR`, `TASK_UNKNOWN`) |
+//! | `lost` | `TASK_LOST` (also from `TASK_DROPPED`, `TASK_UNKNOWN`) |
+//! | `unreachable` | `TASK_UNREACHABLE` (partition-aware frameworks only) |
+//! | `gone` | `TASK_GONE` (also from `TASK_GONE_BY_OPERATOR`; partition-aware frameworks only) |
 //! | `error` | `TASK_ERROR` |
 //!
 //! Reconciliation of a task Parley does not know answers `TASK_UNKNOWN` to a `PARTITION_AWARE`
@@ -120,6 +122,8 @@ pub fn state_name(state: TaskState) -> &'static str {
         TaskState::Killed => "TASK_KILLED",
         TaskState::Lost => "TASK_LOST",
         TaskState::Error => "TASK_ERROR",
+        TaskState::Unreachable => "TASK_UNREACHABLE",
+        TaskState::Gone => "TASK_GONE",
     }
 }
 
@@ -132,12 +136,9 @@ pub fn state_from_name(name: &str) -> Option<TaskState> {
         "TASK_FINISHED" => TaskState::Finished,
         "TASK_FAILED" => TaskState::Failed,
         "TASK_KILLED" => TaskState::Killed,
-        "TASK_LOST"
-        | "TASK_DROPPED"
-        | "TASK_UNREACHABLE"
-        | "TASK_GONE"
-        | "TASK_GONE_BY_OPERATOR"
-        | "TASK_UNKNOWN" => TaskState::Lost,
+        "TASK_LOST" | "TASK_DROPPED" | "TASK_UNKNOWN" => TaskState::Lost,
+        "TASK_UNREACHABLE" => TaskState::Unreachable,
+        "TASK_GONE" | "TASK_GONE_BY_OPERATOR" => TaskState::Gone,
         "TASK_ERROR" => TaskState::Error,
         _ => return None,
     })
@@ -263,7 +264,7 @@ fn offer_json(o: &Offer, shape: &Shape) -> Value {
     })
 }
 
-/// Marks the resources of an offer drawn from a reserved pool (issue #17) as Mesos shows
+/// Marks the resources of an offer drawn from a reserved pool as Mesos shows
 /// reserved resources: the pre-1.9 `role` field set to the role, and a one-entry `reservations`
 /// stack (`STATIC`: Mesos-API frameworks cannot UNRESERVE here). The default role maps back to
 /// `"*"` only for unreserved resources, so a pool reserved for it keeps its Parley name.
@@ -373,10 +374,10 @@ pub fn events(event: &FrameworkEvent, shape: &Shape) -> Vec<Value> {
         FrameworkEvent::Error { message } => {
             vec![json!({"type": "ERROR", "error": {"message": message}})]
         }
-        // A drain (issue #17) is Mesos maintenance: an inverse offer for the agent, whose
+        // A drain is Mesos maintenance: an inverse offer for the agent, whose
         // unavailability starts at the drain's deadline (when the tasks still there are killed).
         FrameworkEvent::AgentDraining(d) => vec![inverse_offers_event(d)],
-        // Preemption (issue #17) is not announced to Mesos frameworks (Mesos has no such
+        // Preemption is not announced to Mesos frameworks (Mesos has no such
         // event): at the deadline they get TASK_KILLED, reason REASON_CONTAINER_PREEMPTED.
         FrameworkEvent::Preemption(_) => Vec::new(),
     }
@@ -490,6 +491,8 @@ mod tests {
             TaskState::Killed,
             TaskState::Lost,
             TaskState::Error,
+            TaskState::Unreachable,
+            TaskState::Gone,
         ] {
             assert_eq!(state_from_name(state_name(s)), Some(s));
         }
@@ -543,7 +546,7 @@ mod tests {
         assert_eq!(v["reason"], "REASON_CONTAINER_LIMITATION_MEMORY");
         st.reason = None;
         assert!(status_json(&st).get("reason").is_none());
-        // Preemption toward fair share (issue #17): Mesos' closest reason.
+        // Preemption toward fair share: Mesos' closest reason.
         st.state = TaskState::Killed;
         st.reason = Some(protocol::task::REASON_PREEMPTED.into());
         let v = status_json(&st);

@@ -1,4 +1,4 @@
-//! Mesos' `TaskInfo.health_check` as a Parley [`HealthCheck`] (issue #17): `COMMAND` (or the
+//! Mesos' `TaskInfo.health_check` as a Parley [`HealthCheck`]: `COMMAND` (or the
 //! legacy form with only `command`) and `HTTP` (scheme `http`) checks, with
 //! `interval_seconds`, `timeout_seconds`, `grace_period_seconds` and `consecutive_failures`
 //! (Parley's defaults where absent). `TCP`, `HTTPS` and `statuses` are refused naming the field;

@@ -3,8 +3,8 @@
 //! registry operation the native API would run (so a Mesos framework takes part in H-DRF, the
 //! offer event stream, the dashboard and `explain` exactly like a native one), and each
 //! [`protocol::FrameworkEvent`] becomes a Mesos event on a chunked RecordIO stream. What
-//! `pymesos` 0.3.15 sends and expects is in `MESOS-V1-API.md`; README "Running Mesos
-//! frameworks" has the mapping table.
+//! `pymesos` 0.3.15 sends and expects is in `docs/src/internals/mesos-v1-api.md`;
+//! `docs/src/frameworks/mesos.md` has the mapping table.
 //!
 //! - [`types`]: the JSON shapes of the calls read (unknown fields ignored).
 //! - [`convert`]: ids, roles, resources, attributes, task states, status uuids, commands and

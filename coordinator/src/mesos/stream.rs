@@ -148,13 +148,19 @@ pub async fn subscribe(m: &Mesos, caller: &Caller, call: Call) -> Result<Respons
             failover_timeout_s: info.failover_timeout.map(|s| s.min(MAX_FAILOVER_S)),
             framework_id: top.or(inner),
             demand: None,
-            // `{"type": "GPU_RESOURCES"}` is Parley's `gpu_resources`; other capabilities are
-            // handled above or ignored, as Mesos ignores unknown ones.
-            capabilities: if has("GPU_RESOURCES") {
-                vec![protocol::capability::GPU_RESOURCES.to_owned()]
-            } else {
-                Vec::new()
-            },
+            // `{"type": "GPU_RESOURCES"}` is Parley's `gpu_resources`, `PARTITION_AWARE` its
+            // `partition_aware` (tasks go `TASK_UNREACHABLE`, then `TASK_GONE`, instead of
+            // `TASK_LOST`); other capabilities are handled above or ignored, as Mesos ignores
+            // unknown ones.
+            capabilities: [
+                (has("GPU_RESOURCES"), protocol::capability::GPU_RESOURCES),
+                (partition_aware, protocol::partition::PARTITION_AWARE),
+            ]
+            .into_iter()
+            .filter(|(declared, _)| *declared)
+            .map(|(_, name)| name.to_owned())
+            .collect(),
+            partition_timeout_s: None,
         },
     )
     .await?;

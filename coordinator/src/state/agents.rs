@@ -96,6 +96,7 @@ impl State {
         // Its pools before its tasks: a task goes back into a pool of its framework's role.
         self.apply_reservations(id);
         // Re-account the non-terminal tasks the books place on this agent.
+        // (`unreachable` ones included: their agent is back.)
         let keys: Vec<_> = self
             .tasks
             .iter()
@@ -113,6 +114,7 @@ impl State {
         for status in req.tasks {
             self.apply_reported_status(id, status, now, fx);
         }
+        self.kill_on_return(id, fx);
         if let Some(deadline) = stored_drain {
             self.restore_drain(id, deadline, now, fx);
         }
@@ -126,8 +128,9 @@ impl State {
         self.agents.get(&id)?.api_token.clone()
     }
 
-    /// Tasks the books place on a re-registering agent in a running state that the agent no
-    /// longer reports are lost. (Staging tasks may still be on their way to it.)
+    /// Tasks the books place on a re-registering agent in a running (or unreachable) state
+    /// that the agent no longer reports are lost. (Staging tasks may still be on their way to
+    /// it.)
     fn reconcile_agent_tasks(
         &mut self,
         id: AgentId,
@@ -140,7 +143,10 @@ impl State {
             .iter()
             .filter(|((fw, task), t)| {
                 t.agent_id == id
-                    && matches!(t.state(), TaskState::Starting | TaskState::Running)
+                    && matches!(
+                        t.state(),
+                        TaskState::Starting | TaskState::Running | TaskState::Unreachable
+                    )
                     && !reported
                         .iter()
                         .any(|s| s.framework_id == *fw && s.task_id == *task)
@@ -226,10 +232,7 @@ impl State {
     /// every agent loaded from the registry that did not re-register within as long; forgets
     /// agents lost for longer than `lost_agent_retention` (and removes them from the registry).
     pub fn check_agents(&mut self, now: &Now, fx: &mut Effects) {
-        let limit = self
-            .timing
-            .agent_heartbeat_interval_ms
-            .saturating_mul(self.timing.max_missed_heartbeats);
+        let limit = self.agent_timeout_ms();
         let gone: Vec<AgentId> = self
             .awaited_agents
             .iter()
@@ -277,6 +280,7 @@ impl State {
             tracing::warn!(agent = %id, "agent missed its heartbeats: lost");
             self.lose_agent(id, now, fx);
         }
+        self.check_partitioned(now, fx);
         // Lost agents silent for longer than `lost_agent_retention` are forgotten (garbage
         // collection: the books would otherwise keep every agent ever seen). One that comes
         // back later registers as a new agent would after a restart.
@@ -292,9 +296,19 @@ impl State {
             .map(|(id, _)| *id)
             .collect();
         for id in forgotten {
+            // Its tasks still unreachable will not come back with it: they are gone.
+            let unreachable: Vec<_> = self
+                .partitioned
+                .keys()
+                .filter(|k| self.tasks.get(k).is_some_and(|t| t.agent_id == id))
+                .cloned()
+                .collect();
+            for key in unreachable {
+                self.make_gone(&key, "its agent was forgotten", now, fx);
+            }
             self.agents.remove(&id);
             fx.push(Effect::Persist(Change::RemoveAgent(id)));
-            // Its dynamic reservations are forgotten with it (issue #17).
+            // Its dynamic reservations are forgotten with it.
             for role in self
                 .dynamic_reservations
                 .remove(&id)
@@ -318,8 +332,9 @@ impl State {
         }
     }
 
-    /// An agent is lost: its offers are rescinded, its tasks become `lost`, its resources leave
-    /// the capacity. Its record stays (state `lost`) so it can re-register with the same id.
+    /// An agent is lost: its offers are rescinded, its tasks become `lost` (`unreachable` for a
+    /// partition-aware framework: see `partition.rs`), its resources leave the capacity. Its
+    /// record stays (state `lost`) so it can re-register with the same id.
     pub fn lose_agent(&mut self, id: AgentId, now: &Now, fx: &mut Effects) {
         let Some(agent) = self.agents.get(&id) else {
             return;
@@ -333,31 +348,27 @@ impl State {
         let victims: Vec<_> = self
             .tasks
             .iter()
-            .filter(|(_, t)| t.agent_id == id && !t.state().is_terminal())
+            .filter(|(_, t)| t.agent_id == id && t.holds())
             .map(|(k, _)| k.clone())
             .collect();
-        for (fw, task) in victims {
-            let Some(t) = self.tasks.get_mut(&(fw, task.clone())) else {
+        for key in victims {
+            if self.partition_task(&key, now, fx) {
+                continue;
+            }
+            let Some(status) = self.coordinator_status(
+                key.0,
+                &key.1,
+                TaskState::Lost,
+                "agent lost: it missed its heartbeats",
+                now,
+            ) else {
                 continue;
             };
-            let status = TaskStatus {
-                task_id: task.clone(),
-                framework_id: fw,
-                agent_id: id,
-                state: TaskState::Lost,
-                message: Some("agent lost: it missed its heartbeats".into()),
-                exit_code: None,
-                update_id: self.ids.update_id(),
-                timestamp: now.wall,
-                resources: t.known_resources(),
-                reason: None,
-                usage: None,
-                gpu_devices: t.latest.gpu_devices.clone(),
-                healthy: t.latest.healthy,
-            };
-            t.set_latest(status.clone());
-            t.lost_by_coordinator = true;
-            if let Some(f) = self.frameworks.get_mut(&fw) {
+            if let Some(t) = self.tasks.get_mut(&key) {
+                t.set_latest(status.clone());
+                t.lost_by_coordinator = true;
+            }
+            if let Some(f) = self.frameworks.get_mut(&key.0) {
                 f.active_tasks = f.active_tasks.saturating_sub(1);
             }
             self.send_update(status, now, fx);

@@ -1,4 +1,4 @@
-//! Drain and maintenance (issue #17): an operator takes an agent out of service without
+//! Drain and maintenance: an operator takes an agent out of service without
 //! surprising the frameworks that run tasks there.
 //!
 //! [`State::drain_agent`] pauses the agent in the allocator (it makes no new offers; what its

@@ -77,7 +77,7 @@ pub enum StateError {
     /// resources are booked separately: each task draws from one pool).
     #[error("task {0} fits in none of the accepted offers' pools on its own (reserved and unreserved offers are separate pools; each task draws from one)")]
     TaskSpansPools(TaskId),
-    /// A reservation (static or dynamic, issue #17) is refused; nothing was changed.
+    /// A reservation (static or dynamic) is refused; nothing was changed.
     #[error("invalid {field}: {reason}")]
     InvalidReservation {
         /// The request field at fault (`reservations[0].role`, `resources.cpus`, ...).
@@ -111,7 +111,7 @@ pub enum StateError {
         "agent {0} is registered with another api_token; only that agent may register it again"
     )]
     AgentTokenMismatch(AgentId),
-    /// A role's quota (issue #17) is refused; nothing was changed.
+    /// A role's quota is refused; nothing was changed.
     #[error("invalid {field}: {reason}")]
     InvalidQuota {
         /// The request field at fault (`guarantee.cpus`, `limit.mem`, ...).

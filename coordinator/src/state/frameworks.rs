@@ -88,6 +88,7 @@ impl State {
                 registered_at,
                 owner: owner.as_deref().map(str::to_owned),
                 gpu_resources: req.gpu_resources,
+                partition_timeout_s: req.partition_timeout_s,
             },
         })
     }
@@ -144,6 +145,7 @@ impl State {
             // A re-registration states the capabilities anew (as a Mesos re-subscribe does).
             let gpu_changed = fw.gpu_resources != req.gpu_resources;
             fw.gpu_resources = req.gpu_resources;
+            fw.partition_timeout_s = req.partition_timeout_s;
             if gpu_changed {
                 self.ledger.set_gpu_capable(id, req.gpu_resources);
             }
@@ -170,6 +172,7 @@ impl State {
             fw.owner = req.owner;
             fw.registered_at = plan.record.registered_at;
             fw.gpu_resources = req.gpu_resources;
+            fw.partition_timeout_s = req.partition_timeout_s;
         }
         if req.gpu_resources {
             self.ledger.set_gpu_capable(id, true);
@@ -199,6 +202,7 @@ impl State {
                 registered_at: fw.registered_at,
                 owner: fw.owner.as_deref().map(str::to_owned),
                 gpu_resources: fw.gpu_resources,
+                partition_timeout_s: fw.partition_timeout_s,
             })));
         }
     }
@@ -242,6 +246,7 @@ impl State {
                 placeholder,
                 owner: None,
                 gpu_resources: false,
+                partition_timeout_s: None,
             },
         );
     }
@@ -297,7 +302,7 @@ impl State {
         let held: Vec<_> = self
             .tasks
             .iter()
-            .filter(|((f, _), t)| *f == id && !t.state().is_terminal())
+            .filter(|((f, _), t)| *f == id && t.holds())
             .map(|(k, t)| (k.1.clone(), t.agent_id, t.resources.clone(), t.pool.clone()))
             .collect();
         // Off the old leaf, onto the new one: the same holdings on the same agents (in a pool
@@ -457,7 +462,10 @@ impl State {
             let Some(task) = self.tasks.remove(&key) else {
                 continue;
             };
-            if task.state().is_terminal() {
+            self.partitioned.remove(&key);
+            if !task.holds() {
+                // Ended, or unreachable (its agent is lost; a task it still runs when it
+                // returns is killed as a removed framework's).
                 continue;
             }
             self.ledger

@@ -28,6 +28,9 @@ pub struct FrameworkRegistration {
     pub owner: Option<Arc<str>>,
     /// It declared the `gpu_resources` capability (offered agents with GPUs under gating).
     pub gpu_resources: bool,
+    /// Its partition timeout in seconds when it declared the `partition_aware` capability
+    /// (checked: more than 0, at most a week); `None`: not partition-aware.
+    pub partition_timeout_s: Option<f64>,
 }
 
 /// An agent registering, or re-registering with its id and the tasks it still runs.
@@ -49,7 +52,7 @@ pub struct AgentRegistration {
     pub tasks: Vec<TaskStatus>,
     /// The token the coordinator presents when it calls the agent.
     pub api_token: Option<AgentToken>,
-    /// Its static reservations (issue #17): well formed, their sum within `resources`.
+    /// Its static reservations: well formed, their sum within `resources`.
     pub reservations: Vec<protocol::reservation::Reservation>,
 }
 

@@ -45,7 +45,8 @@
 //! books, so reconciling its id answers as for an unknown task (404) and the operator views no
 //! longer list it. Terminal tasks hold no resources, so forgetting one touches no accounting.
 //! Task ids must be unique among the tasks a framework has in the books; a forgotten id may be
-//! launched again. A lost task that comes back (its agent re-registers) leaves the FIFO.
+//! launched again. A task declared lost or gone never comes back to life: an agent that
+//! returns still running it is told to kill it (`partition.rs`).
 //!
 //! # Restarts
 //!
@@ -71,13 +72,15 @@
 //!   suppress / revive.
 //! - `offers.rs`: turning allocation decisions into offers; accept, decline, expiry, rescind.
 //! - `owners.rs`: which principal owns a framework or agent id (for `crate::api::auth`).
+//! - `partition.rs`: tasks of lost agents: `unreachable` and `gone` for partition-aware
+//!   frameworks, and fencing (killing) a task its framework was told is not running.
 //! - `tasks.rs`: status updates, kill, acknowledgements and re-sends, reconciliation, adoption.
 //! - `views.rs`: the operator views and metric gauges.
-//! - `drain.rs`: draining agents for maintenance (issue #17): pause, rescind, tell, kill at the
+//! - `drain.rs`: draining agents for maintenance: pause, rescind, tell, kill at the
 //!   deadline, reactivate.
-//! - `reservations.rs`: static and dynamic reservations (issue #17): checks at registration,
+//! - `reservations.rs`: static and dynamic reservations: checks at registration,
 //!   reserve / unreserve on offers, what is persisted and re-applied.
-//! - `preempt.rs`: preemption toward fair share (issue #17): starvation timers, plans, the
+//! - `preempt.rs`: preemption toward fair share: starvation timers, plans, the
 //!   `preemption` event, kills at the deadline.
 //! - `ledger.rs`: holdings and eligibility, the one caller of the allocator's changes.
 //! - `ids.rs`: [`IdSource`], where offer, update, framework and agent ids come from.
@@ -97,6 +100,7 @@ mod input;
 mod ledger;
 mod offers;
 mod owners;
+mod partition;
 mod pending;
 mod preempt;
 mod quota;
@@ -108,6 +112,8 @@ mod tests;
 mod tests_drain;
 #[cfg(test)]
 mod tests_limits;
+#[cfg(test)]
+mod tests_partition;
 #[cfg(test)]
 mod tests_preempt;
 #[cfg(test)]
@@ -179,6 +185,19 @@ pub enum Effect {
         /// The agent.
         agent_id: AgentId,
         /// The task's framework (sent in the kill body).
+        framework_id: FrameworkId,
+        /// Its base URL.
+        endpoint: String,
+        /// The task.
+        task_id: TaskId,
+    },
+    /// POST `{endpoint}/api/v1/tasks/{task_id}/kill` with reason `agent_partitioned`: a task
+    /// its framework was told is `lost` or `gone` still runs on an agent that came back; the
+    /// agent kills it and journals that it must not run again (see [`protocol::partition`]).
+    Fence {
+        /// The agent.
+        agent_id: AgentId,
+        /// The task's framework.
         framework_id: FrameworkId,
         /// Its base URL.
         endpoint: String,
@@ -285,6 +304,10 @@ pub(crate) struct FrameworkRecord {
     pub(crate) owner: Option<Arc<str>>,
     /// It declared the `gpu_resources` capability.
     pub(crate) gpu_resources: bool,
+    /// Its partition timeout in seconds when it declared `partition_aware`: its tasks on an
+    /// agent that is lost become `unreachable`, then `gone` after this long (see
+    /// [`protocol::partition`]). `None`: they become `lost`.
+    pub(crate) partition_timeout_s: Option<f64>,
 }
 
 impl FrameworkRecord {
@@ -304,8 +327,9 @@ pub(crate) struct TaskRecord {
     pub(crate) latest: TaskStatus,
     /// Every update id this task has had, so acknowledgements of old updates are recognised.
     pub(crate) update_ids: Vec<UpdateId>,
-    /// Set when the coordinator itself declared the task lost (its agent was lost); a
-    /// re-registering agent that still runs it brings it back.
+    /// Set when the coordinator itself declared the task `lost` or `gone` (its agent was
+    /// lost, or a launch could not reach it): an agent that still runs it is told to kill it,
+    /// and an end it reports replaces the guess (see `partition.rs`).
     pub(crate) lost_by_coordinator: bool,
     /// In its framework's FIFO of completed tasks.
     pub(crate) completed: bool,
@@ -319,6 +343,9 @@ pub(crate) struct TaskRecord {
     pub(crate) preempt_killed: bool,
     /// Its priority for preemption (0 unless the TaskSpec set one).
     pub(crate) priority: i32,
+    /// Its framework asked to kill it while it was `unreachable`: the kill is sent again when
+    /// its agent returns (`partition.rs`).
+    pub(crate) kill_on_return: bool,
     /// The task as operators see it ([`protocol::messages::TaskInfo`]) in JSON, made on the
     /// first read after a change and shared by every read until the next, so a large
     /// `GET /api/v1/state` copies bytes instead of serializing every task again.
@@ -345,12 +372,19 @@ impl TaskRecord {
             pool: None,
             preempt_killed: false,
             priority: 0,
+            kill_on_return: false,
             view: OnceLock::new(),
         }
     }
 
     pub(crate) fn state(&self) -> TaskState {
         self.latest.state
+    }
+
+    /// Whether its resources are held in the ledger: it has not ended, and its agent is not
+    /// lost (an `unreachable` task holds nothing until its agent returns).
+    pub(crate) fn holds(&self) -> bool {
+        !self.latest.state.is_terminal() && self.latest.state != TaskState::Unreachable
     }
 
     /// Records a new latest status (its update id too), dropping the cached view.
@@ -407,6 +441,8 @@ pub struct State {
     pub(crate) dynamic_reservations: BTreeMap<AgentId, BTreeMap<RolePath, Resources>>,
     /// Preemption toward fair share (`preempt.rs`).
     pub(crate) preempt: preempt::Preemption,
+    /// Tasks `unreachable` on lost agents, with when they become `gone` (`partition.rs`).
+    pub(crate) partitioned: BTreeMap<(FrameworkId, TaskId), u64>,
 }
 
 impl std::fmt::Debug for State {
@@ -472,6 +508,7 @@ impl State {
             drain_kills: 0,
             dynamic_reservations: BTreeMap::new(),
             preempt: preempt::Preemption::new(config.preemption_grace),
+            partitioned: BTreeMap::new(),
         }
     }
 
@@ -560,6 +597,7 @@ impl State {
                 record.registered_at = fw.registered_at;
                 record.owner = fw.owner.map(Arc::from);
                 record.gpu_resources = fw.gpu_resources;
+                record.partition_timeout_s = fw.partition_timeout_s;
                 // It was registered before: the full failover timeout applies, no grace.
                 record.connection = Connection::Disconnected {
                     since_ms: now.ms,
@@ -600,6 +638,19 @@ impl State {
     /// Heartbeat interval told to agents, in seconds.
     pub fn agent_heartbeat_s(&self) -> f64 {
         self.timing.agent_heartbeat_interval_ms as f64 / 1000.0
+    }
+
+    /// How long an agent may miss heartbeats before it is lost, in ms.
+    pub(crate) fn agent_timeout_ms(&self) -> u64 {
+        self.timing
+            .agent_heartbeat_interval_ms
+            .saturating_mul(self.timing.max_missed_heartbeats)
+    }
+
+    /// How long an agent may miss heartbeats before it is lost, in seconds (told to agents
+    /// when they register, so they fence their tasks in time: see [`protocol::partition`]).
+    pub fn agent_timeout_s(&self) -> f64 {
+        self.agent_timeout_ms() as f64 / 1000.0
     }
 
     /// A decline filter's length in ms: the default when none is given; else at least one

@@ -231,8 +231,10 @@ impl State {
             record.priority = task.priority.map_or(0, protocol::preempt::Priority::get);
             self.tasks.insert((fw, task.task_id.clone()), record);
         }
+        let mut partition_timeout_s = None;
         if let Some(f) = self.frameworks.get_mut(&fw) {
             f.active_tasks += req.tasks.len();
+            partition_timeout_s = f.partition_timeout_s;
         }
         fx.push(Effect::Launch {
             agent_id,
@@ -240,6 +242,7 @@ impl State {
             body: LaunchTasks {
                 framework_id: fw,
                 tasks: req.tasks,
+                partition_timeout_s,
             },
         });
         Ok(launched)

@@ -1,4 +1,4 @@
-//! Preemption toward fair share (issue #17): the books' side. Off unless the coordinator runs
+//! Preemption toward fair share: the books' side. Off unless the coordinator runs
 //! with `--preemption-grace-s N`.
 //!
 //! [`State::check_preemption`] runs on the maintenance tick (never on the allocation path) and

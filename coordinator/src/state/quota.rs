@@ -1,8 +1,8 @@
-//! The books' side of `PUT /api/v1/roles/{path}` (issue #17): a role's weight, guarantee and
+//! The books' side of `PUT /api/v1/roles/{path}`: a role's weight, guarantee and
 //! limit, checked in full before anything changes, persisted as [`Change::SetWeight`] and
 //! [`Change::SetQuota`].
 //!
-//! Rules (README "Sharing a cluster → Quota"):
+//! Rules (`docs/src/operating/quota.md`):
 //! - a body names at least one of `weight`, `guarantee`, `limit`; an absent field keeps its
 //!   value, `null` clears a guarantee or limit;
 //! - amounts are checked by [`protocol::Resources`] when the body is read (finite,

@@ -1,8 +1,8 @@
-//! Reservations (issue #17) in the books: static ones from the agent's registration, dynamic
+//! Reservations in the books: static ones from the agent's registration, dynamic
 //! ones made and taken back by frameworks on offers they hold (persisted as
 //! [`Change::SetReservation`], re-applied when the agent registers again).
 //!
-//! Rules (README "Sharing a cluster → Reservations"):
+//! Rules (`docs/src/operating/reservations.md`):
 //! - a static reservation's role must exist (set by `PUT /api/v1/roles/{path}` or created by a
 //!   framework registering under it): unlike Mesos, which takes any role name, a typo is
 //!   refused at registration instead of setting resources aside for no one;

@@ -100,10 +100,20 @@ impl State {
         }
         let key = (status.framework_id, status.task_id.clone());
         match self.tasks.get(&key) {
-            Some(t) if t.update_ids.contains(&status.update_id) => {}
+            Some(t) if t.update_ids.contains(&status.update_id) => {
+                if t.state() == TaskState::Unreachable {
+                    self.reachable_again(status, now, fx);
+                } else if t.lost_by_coordinator && !status.state.is_terminal() {
+                    // Still running (as it was before its agent was lost), yet its framework
+                    // was told it is not: it must not run.
+                    self.fence(agent, &status, fx);
+                }
+            }
             Some(t) if t.state().is_terminal() => {
                 if t.lost_by_coordinator && !status.state.is_terminal() {
-                    self.revive_lost_task(status, now, fx);
+                    // The framework was told it is not running (and may have launched it
+                    // again): it must not run.
+                    self.fence(agent, &status, fx);
                 } else if t.lost_by_coordinator && status.state != t.state() {
                     self.correct_lost_task(status, now, fx);
                 }
@@ -122,6 +132,9 @@ impl State {
         };
         if t.state().is_terminal() {
             return;
+        }
+        if !self.partitioned.is_empty() && t.state() == TaskState::Unreachable {
+            self.partitioned.remove(&(fw, status.task_id.clone()));
         }
         if t.drain_killed && status.state == TaskState::Killed && status.reason.is_none() {
             status.reason = Some(protocol::task::REASON_AGENT_DRAINED.into());
@@ -147,26 +160,6 @@ impl State {
             }
             fx.push(Effect::Allocate);
         }
-        self.send_update(status, now, fx);
-    }
-
-    /// A task declared lost with its agent runs after all: account it again.
-    fn revive_lost_task(&mut self, status: TaskStatus, now: &Now, fx: &mut Effects) {
-        let fw = status.framework_id;
-        let Some(t) = self.tasks.get_mut(&(fw, status.task_id.clone())) else {
-            return;
-        };
-        t.set_latest(status.clone());
-        t.lost_by_coordinator = false;
-        let was_completed = std::mem::replace(&mut t.completed, false);
-        let agent = t.agent_id;
-        if let Some(f) = self.frameworks.get_mut(&fw) {
-            f.active_tasks += 1;
-            if was_completed {
-                f.completed.retain(|id| *id != status.task_id);
-            }
-        }
-        self.rehold_task(fw, agent, &status.task_id, fx);
         self.send_update(status, now, fx);
     }
 
@@ -356,9 +349,16 @@ impl State {
             ));
             return Ok(());
         }
-        if let Some(agent) = self.agents.get(&t.agent_id) {
+        let agent_id = t.agent_id;
+        if t.state() == TaskState::Unreachable {
+            // Its agent may not hear this kill: it is sent again when the agent returns.
+            if let Some(t) = self.tasks.get_mut(&(fw, task.clone())) {
+                t.kill_on_return = true;
+            }
+        }
+        if let Some(agent) = self.agents.get(&agent_id) {
             fx.push(Effect::Kill {
-                agent_id: t.agent_id,
+                agent_id,
                 framework_id: fw,
                 endpoint: agent.endpoint.clone(),
                 task_id: task,

@@ -11,7 +11,7 @@ use std::time::Duration;
 use super::*;
 
 /// A fixed wall clock, `ms` after an arbitrary start, so effects can be compared exactly.
-fn at(ms: u64) -> Now {
+pub(super) fn at(ms: u64) -> Now {
     let start = chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap();
     Now {
         ms,
@@ -19,7 +19,7 @@ fn at(ms: u64) -> Now {
     }
 }
 
-fn registration(
+pub(super) fn registration(
     name: &str,
     role: &str,
     failover_timeout_s: Option<f64>,
@@ -33,6 +33,7 @@ fn registration(
         demand: None,
         owner: None,
         gpu_resources: false,
+        partition_timeout_s: None,
     }
 }
 
@@ -77,7 +78,7 @@ fn setup_with(config: &Config) -> (State, FrameworkId, AgentId, Offer) {
     (s, fw, agent, offer)
 }
 
-fn task(id: &str, agent: AgentId, res: &str) -> TaskSpec {
+pub(super) fn task(id: &str, agent: AgentId, res: &str) -> TaskSpec {
     TaskSpec {
         task_id: id.parse().unwrap(),
         name: id.into(),
@@ -92,7 +93,7 @@ fn task(id: &str, agent: AgentId, res: &str) -> TaskSpec {
     }
 }
 
-fn books(s: &State) -> (Vec<Offer>, usize, Vec<protocol::messages::AgentInfo>) {
+pub(super) fn books(s: &State) -> (Vec<Offer>, usize, Vec<protocol::messages::AgentInfo>) {
     assert_eq!(s.ledger_mismatches(), 0, "the books disagree");
     (s.offers(None, None), s.tasks.len(), s.agents())
 }
@@ -352,7 +353,7 @@ fn a_task_that_ended_during_a_coordinator_restart_is_kept_for_its_framework() {
 }
 
 /// A `running` status of task `id` of `fw` on `agent`, reporting `res` (if any).
-fn running(id: &str, fw: FrameworkId, agent: AgentId, res: Option<&str>) -> TaskStatus {
+pub(super) fn running(id: &str, fw: FrameworkId, agent: AgentId, res: Option<&str>) -> TaskStatus {
     TaskStatus {
         task_id: id.parse().unwrap(),
         framework_id: fw,
@@ -371,7 +372,7 @@ fn running(id: &str, fw: FrameworkId, agent: AgentId, res: Option<&str>) -> Task
 }
 
 /// A fresh coordinator's view of an agent coming back with `tasks`.
-fn reregister(agent: AgentId, total: &str, tasks: Vec<TaskStatus>) -> AgentRegistration {
+pub(super) fn reregister(agent: AgentId, total: &str, tasks: Vec<TaskStatus>) -> AgentRegistration {
     AgentRegistration {
         hostname: "h".into(),
         endpoint: "http://127.0.0.1:1".into(),
@@ -1064,7 +1065,7 @@ fn offer_id(n: u128) -> OfferId {
     OfferId(IdSource::nth(n))
 }
 
-fn update_id(n: u128) -> UpdateId {
+pub(super) fn update_id(n: u128) -> UpdateId {
     UpdateId(IdSource::nth(n))
 }
 
@@ -1161,6 +1162,7 @@ fn an_accept_ends_the_offer_returns_the_rest_and_launches_exactly_the_tasks() {
                 body: LaunchTasks {
                     framework_id: fw,
                     tasks: vec![task("a", agent, "cpus=1,mem=10")],
+                    partition_timeout_s: None,
                 },
             },
         ]

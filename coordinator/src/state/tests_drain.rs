@@ -48,6 +48,7 @@ fn running_task() -> (State, FrameworkId, AgentId) {
         demand: None,
         owner: None,
         gpu_resources: false,
+        partition_timeout_s: None,
     };
     let (fw, _) = s.register_framework(reg, &at(0), &mut fx).unwrap();
     s.subscribe(fw, &at(0), &mut fx).unwrap();
@@ -332,6 +333,7 @@ fn a_drain_is_kept_in_the_registry_and_put_back_when_the_agent_re_registers() {
         demand: None,
         owner: None,
         gpu_resources: false,
+        partition_timeout_s: None,
     };
     let (other, _) = t.register_framework(reg, &at(20_000), &mut fx).unwrap();
     t.subscribe(other, &at(20_000), &mut fx).unwrap();
@@ -393,6 +395,7 @@ fn a_stored_drain_whose_deadline_passed_kills_at_once_after_the_restart() {
         registered_at: at(0).wall,
         owner: None,
         gpu_resources: false,
+        partition_timeout_s: None,
     };
     t.restore(
         crate::store::Snapshot {

@@ -27,6 +27,7 @@ fn registration(id: Option<FrameworkId>) -> FrameworkRegistration {
         demand: None,
         owner: None,
         gpu_resources: false,
+        partition_timeout_s: None,
     }
 }
 

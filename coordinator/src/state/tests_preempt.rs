@@ -25,6 +25,7 @@ fn framework(s: &mut State, role: &str, fx: &mut Effects) -> FrameworkId {
         demand: None,
         owner: None,
         gpu_resources: false,
+        partition_timeout_s: None,
     };
     let (fw, _) = s.register_framework(reg, &at(0), fx).unwrap();
     s.subscribe(fw, &at(0), fx).unwrap();

@@ -44,6 +44,7 @@ fn framework(s: &mut State, role: &str) -> FrameworkId {
         demand: None,
         owner: None,
         gpu_resources: false,
+        partition_timeout_s: None,
     };
     let (fw, _) = s.register_framework(reg, &at(0), &mut fx).unwrap();
     s.subscribe(fw, &at(0), &mut fx).unwrap();

@@ -23,6 +23,7 @@ fn registration(name: &str, role: &str, id: Option<FrameworkId>) -> FrameworkReg
         demand: None,
         owner: None,
         gpu_resources: false,
+        partition_timeout_s: None,
     }
 }
 

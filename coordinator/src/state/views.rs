@@ -95,7 +95,7 @@ pub struct Gauges {
     pub outstanding_offers: usize,
     /// Tasks by state name.
     pub tasks_by_state: BTreeMap<&'static str, usize>,
-    /// Tasks not ended whose latest status says `healthy: false` (issue #17).
+    /// Tasks not ended whose latest status says `healthy: false`.
     pub tasks_unhealthy: usize,
     /// Agents by state (`active`, `lost`, `draining`, `drained`).
     pub agents_by_state: BTreeMap<&'static str, usize>,
@@ -110,7 +110,7 @@ pub struct Gauges {
     pub ledger_mismatches: u64,
     /// Tasks killed by drain deadlines since the start.
     pub drain_kills: u64,
-    /// Preemption plans made since the start (issue #17).
+    /// Preemption plans made since the start.
     pub preemptions: u64,
     /// Tasks killed by preemption since the start.
     pub tasks_preempted: u64,
@@ -186,11 +186,18 @@ impl State {
                 dominant_share: self.ledger.allocator().dominant_share(*id).unwrap_or(0.0),
                 active_tasks: f.active_tasks,
                 registered_at: f.registered_at,
-                capabilities: if f.gpu_resources {
-                    vec![protocol::capability::GPU_RESOURCES.to_owned()]
-                } else {
-                    Vec::new()
-                },
+                capabilities: [
+                    (f.gpu_resources, protocol::capability::GPU_RESOURCES),
+                    (
+                        f.partition_timeout_s.is_some(),
+                        protocol::partition::PARTITION_AWARE,
+                    ),
+                ]
+                .into_iter()
+                .filter(|(declared, _)| *declared)
+                .map(|(_, name)| name.to_owned())
+                .collect(),
+                partition_timeout_s: f.partition_timeout_s,
             })
             .collect()
     }

@@ -11,7 +11,7 @@
 //!   removed and its tasks are killed, exactly as if the coordinator had never stopped;
 //! - **removed framework ids**: a removed framework stays refused after a restart;
 //! - **role weights** set at run time (`PUT /api/v1/roles/{path}`): they override the config's;
-//! - **role quotas** (guarantee and limit, issue #17), set at run time by the same endpoint;
+//! - **role quotas** (guarantee and limit), set at run time by the same endpoint;
 //! - **agents**: id, hostname, endpoint, and when they last registered. After a restart or a
 //!   failover each is *awaited*: if it does not re-register within the agent timeout
 //!   (heartbeat interval × missed heartbeats, counted from the load) it is reported lost, and
@@ -66,7 +66,7 @@ const WEIGHTS: TableDefinition<&str, f64> = TableDefinition::new("role_weights")
 const AGENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("agents");
 /// Role path to its [`StoredQuota`] as JSON; added without a version bump, like `agents`.
 const QUOTAS: TableDefinition<&str, &[u8]> = TableDefinition::new("role_quotas");
-/// `{agent id}/{role path}` to the agent's dynamic reservation for the role (issue #17), as
+/// `{agent id}/{role path}` to the agent's dynamic reservation for the role, as
 /// [`protocol::Resources`] JSON; added without a version bump, like `role_quotas`.
 const RESERVATIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("reservations");
 
@@ -109,7 +109,7 @@ pub struct StoredAgent {
     /// When it last registered (heartbeats are not written: one write per heartbeat would
     /// cost more than the timeout it bounds is worth).
     pub last_seen: Timestamp,
-    /// The deadline of its drain, while an operator has it draining or drained (issue #17);
+    /// The deadline of its drain, while an operator has it draining or drained;
     /// absent for an agent in service and in records written before drains were kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drain_deadline: Option<Timestamp>,
@@ -136,6 +136,10 @@ pub struct StoredFramework {
     /// gating existed.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub gpu_resources: bool,
+    /// Its partition timeout in seconds when it is partition-aware; absent otherwise (and in
+    /// files written before partition awareness existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_timeout_s: Option<f64>,
 }
 
 /// One change to the stored facts.
@@ -536,6 +540,7 @@ mod tests {
             registered_at: protocol::now(),
             owner: None,
             gpu_resources: false,
+            partition_timeout_s: None,
         }
     }
 

@@ -129,6 +129,7 @@ mod tests {
             registered_at: protocol::now(),
             owner: None,
             gpu_resources: false,
+            partition_timeout_s: None,
         }
     }
 

@@ -81,6 +81,13 @@ pub struct DriverConfig {
     /// Declare the `gpu_resources` capability: with GPU gating on (the coordinator's default),
     /// only frameworks that declare it are offered agents with GPUs. Default false.
     pub gpu_resources: bool,
+    /// Declare the `partition_aware` capability with this partition timeout: while an agent
+    /// cannot reach the coordinator, this framework's tasks on it are `unreachable` (they may
+    /// still run) instead of `lost`, come back `running` (or with their real end) when it
+    /// returns, and are `gone` (killed if the agent ever returns) after the timeout. `None`
+    /// (the default): they are `lost`, and the agent has killed them by then, so launching a
+    /// lost task again never runs it twice.
+    pub partition_aware: Option<Duration>,
 }
 
 impl DriverConfig {
@@ -108,6 +115,7 @@ impl DriverConfig {
             reconcile_on_reregister: true,
             token: None,
             gpu_resources: false,
+            partition_aware: None,
         }
     }
 
@@ -130,8 +138,18 @@ impl DriverConfig {
         self
     }
 
+    /// Sets [`DriverConfig::partition_aware`] (builder style).
+    pub fn partition_aware(mut self, partition_timeout: Option<Duration>) -> Self {
+        self.partition_aware = partition_timeout;
+        self
+    }
+
     /// Checks the values are usable; the message names the bad field.
     pub fn validate(&self) -> Result<(), String> {
+        if let Some(timeout) = self.partition_aware {
+            protocol::partition::check_partition_timeout(timeout.as_secs_f64())
+                .map_err(|e| format!("partition_aware: {e}"))?;
+        }
         if let Err(e) = protocol::leader::parse_coordinator_urls(&self.coordinator) {
             return Err(format!("coordinator: {e}"));
         }

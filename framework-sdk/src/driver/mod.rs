@@ -222,11 +222,21 @@ impl<S: Scheduler> Runner<S> {
             failover_timeout_s: Some(self.config.failover_timeout.as_secs_f64()),
             framework_id: self.framework_id,
             demand: self.scheduler.demand_hint(),
-            capabilities: if self.config.gpu_resources {
-                vec![protocol::capability::GPU_RESOURCES.to_owned()]
-            } else {
-                Vec::new()
-            },
+            capabilities: [
+                (
+                    self.config.gpu_resources,
+                    protocol::capability::GPU_RESOURCES,
+                ),
+                (
+                    self.config.partition_aware.is_some(),
+                    protocol::partition::PARTITION_AWARE,
+                ),
+            ]
+            .into_iter()
+            .filter(|(declared, _)| *declared)
+            .map(|(_, name)| name.to_owned())
+            .collect(),
+            partition_timeout_s: self.config.partition_aware.map(|d| d.as_secs_f64()),
         };
         let registration = match self.client.register(&request).await {
             Ok(r) => r,

@@ -1,5 +1,5 @@
-//! A small fake coordinator: the framework API of `API.md`, enough for driver tests. It records
-//! every call, streams the events a test pushes, and can be told to reject calls.
+//! A small fake coordinator: the framework API of the HTTP API reference, enough for driver tests.
+//! It records every call, streams the events a test pushes, and can be told to reject calls.
 #![allow(clippy::unwrap_used, dead_code)]
 
 pub mod probe;

@@ -13,6 +13,7 @@
 
 pub mod checks;
 pub mod framework;
+pub mod netns;
 pub mod procs;
 
 pub use checks::*;

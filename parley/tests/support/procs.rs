@@ -250,6 +250,21 @@ impl Coord {
         }
     }
 
+    /// `coordinator ARGS` in network namespace `ns`, listening on every address of it at
+    /// `port`; `base` is how the test reaches it.
+    pub fn in_namespace(ns: &str, base: &str, port: u16, args: &[String]) -> Coord {
+        let bin = PathBuf::from(env!("CARGO_BIN_EXE_coordinator"));
+        let mut cmd = super::netns::Net::command_in(ns, &bin);
+        cmd.args(["--listen", &format!("0.0.0.0:{port}")])
+            .args(args)
+            .env("RUST_LOG", "info");
+        Coord {
+            proc: Proc::spawn(cmd),
+            base: base.to_owned(),
+            port,
+        }
+    }
+
     /// Its port.
     pub fn port(&self) -> u16 {
         self.port
@@ -341,10 +356,28 @@ impl Agent {
         Self::launch(name, coordinators, dir, free_port())
     }
 
+    /// Starts `agent` named `name` in network namespace `ns`, listening on `addr` (port
+    /// 5051), against `coordinators`, work dir `dir`.
+    pub fn in_namespace(ns: &str, name: &str, addr: &str, coordinators: &str, dir: &Path) -> Agent {
+        let cmd = super::netns::Net::command_in(ns, &agent_binary());
+        Self::launch_with(cmd, name, coordinators, dir, addr, 5051)
+    }
+
     fn launch(name: &str, coordinators: &str, dir: &Path, port: u16) -> Agent {
-        let mut cmd = Command::new(agent_binary());
+        let cmd = Command::new(agent_binary());
+        Self::launch_with(cmd, name, coordinators, dir, "127.0.0.1", port)
+    }
+
+    fn launch_with(
+        mut cmd: Command,
+        name: &str,
+        coordinators: &str,
+        dir: &Path,
+        addr: &str,
+        port: u16,
+    ) -> Agent {
         cmd.args(["--coordinator", coordinators])
-            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--listen", &format!("{addr}:{port}")])
             .args(["--resources", "cpus=2,mem=2048"])
             .args(["--hostname", name])
             .args(["--isolation", "none", "--kill-grace-s", "1"])
@@ -357,7 +390,7 @@ impl Agent {
         }
         Agent {
             proc: Proc::spawn(cmd),
-            base: format!("http://127.0.0.1:{port}"),
+            base: format!("http://{addr}:{port}"),
             name: name.to_owned(),
             port,
             work_dir: dir.to_path_buf(),

@@ -1,4 +1,4 @@
-//! Agent maintenance (issue #17): `drain AGENT --deadline-s N` and `reactivate AGENT`. Both are
+//! Agent maintenance: `drain AGENT --deadline-s N` and `reactivate AGENT`. Both are
 //! admin operations when the coordinator has credentials. An agent is named by its id or by its
 //! unique hostname.
 

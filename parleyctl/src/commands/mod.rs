@@ -6,7 +6,7 @@
 //! - [`explain`]: why a framework is or is not offered.
 //! - [`change`]: `weight`, `teardown`.
 //! - [`logs`]: a task's output.
-//! - [`maintenance`]: `drain`, `reactivate` (issue #17).
+//! - [`maintenance`]: `drain`, `reactivate`.
 //! - [`watch`]: `offers --watch`, the offer event stream as lines.
 //! - [`jobs`]: the jobs service's `run FILE [--wait]`, `jobs`, `job status|stop|scale|restart|delete|logs`.
 

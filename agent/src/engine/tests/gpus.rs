@@ -111,6 +111,7 @@ fn a_restored_core_keeps_running_tasks_devices() {
                 boot_id: None,
             }),
             latest: Some(latest),
+            fenced: false,
         }
     };
     let replay = Replay {
@@ -120,6 +121,7 @@ fn a_restored_core_keeps_running_tasks_devices() {
             task("gone", 12, &["GPU-1"]),
         ],
         unacked: Default::default(),
+        partition: Default::default(),
     };
     let mut out = Vec::new();
     let mut core = Core::restore(

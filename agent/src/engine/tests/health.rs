@@ -1,4 +1,4 @@
-//! Health changes (issue #17): a `running` update carrying `healthy`, journaled and sent like
+//! Health changes: a `running` update carrying `healthy`, journaled and sent like
 //! every other, only when the health changes; later updates carry the latest health.
 
 use super::*;

@@ -103,6 +103,7 @@ impl Rig {
         Reply::Registered(Ok(AgentRegistered {
             agent_id: self.agent,
             heartbeat_interval_s: 0.5,
+            agent_timeout_s: None,
         }))
     }
 
@@ -156,6 +157,7 @@ pub(super) fn reply(result: Result<(), Failure>) -> impl FnOnce(&mut Core, Now, 
 }
 
 mod books;
+mod fence;
 mod gpus;
 mod health;
 mod session;

@@ -101,6 +101,7 @@ fn a_restored_core_readopts_live_processes_and_reports_ended_ones() {
             boot_id: None,
         }),
         latest: None,
+        fenced: false,
     };
     let replay = Replay {
         tasks: vec![
@@ -110,6 +111,7 @@ fn a_restored_core_readopts_live_processes_and_reports_ended_ones() {
             task("unstarted", None),
         ],
         unacked: Default::default(),
+        partition: Default::default(),
     };
     let rig = Rig::new(config(Journaling::Off, Retention::ForgetWhenAcked));
     let mut out = Vec::new();
