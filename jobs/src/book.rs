@@ -1235,10 +1235,11 @@ pub struct TaskView {
     pub failures: Vec<Failure>,
 }
 
-/// Whether an attempt that ended in `state` did nothing wrong: lost with its agent, or killed
-/// to take its resources back (preemption, a drain). It runs again without using up a retry.
+/// Whether an attempt that ended in `state` did nothing wrong: lost (or gone) with its agent,
+/// or killed to take its resources back (preemption, a drain). It runs again without using up
+/// a retry.
 fn blameless(state: TaskState, message: Option<&str>) -> bool {
-    state == TaskState::Lost
+    matches!(state, TaskState::Lost | TaskState::Gone)
         || (state == TaskState::Killed
             && message.is_some_and(|m| m.contains("preempt") || m.contains("drain")))
 }
