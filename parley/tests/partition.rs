@@ -457,7 +457,7 @@ async fn run(case: Case) {
         }
     }
     assert_tasks_as_agents_saw_them(&seen, &agents).await;
-    assert_books_zero(&coord, Duration::from_secs(15)).await;
+    assert_books_zero(coord, Duration::from_secs(15)).await;
     // Every attempt has ended: none of their processes is left.
     let left = std::process::Command::new("pgrep")
         .args(["-f", &locks.display().to_string()])
