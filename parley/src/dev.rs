@@ -24,8 +24,11 @@ use coordinator::Config;
 pub struct DevOptions {
     /// How many local agents to start (at least 1).
     pub agents: usize,
-    /// Where the agents keep their work dirs.
+    /// Where the agents keep their work dirs (and the jobs service its store, in `jobs/`).
     pub data_dir: PathBuf,
+    /// The port of the jobs service (`parley-jobs`, in this process), on the coordinator's
+    /// address; `None` starts none.
+    pub jobs_port: Option<u16>,
 }
 
 /// Splits `total` evenly into `parts` vectors (in thousandths; the remainder goes to the first).
@@ -109,6 +112,23 @@ pub async fn run(
         )));
     }
 
+    // The jobs service registers as a framework; with credentials it would need a framework
+    // principal's token, so it runs only on an open dev cluster.
+    let jobs = match options.jobs_port {
+        Some(port) if open => {
+            let jobs_listener = TcpListener::bind((addr.ip(), port))
+                .await
+                .with_context(|| {
+                    format!("cannot listen on port {port} for the jobs service (--dev-jobs-port)")
+                })?;
+            let role = "default".parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+            let config =
+                parley_jobs::ServiceConfig::new(url.clone(), role, options.data_dir.join("jobs"));
+            Some(parley_jobs::start(config, jobs_listener).await?)
+        }
+        _ => None,
+    };
+
     println!(
         "Parley dev cluster: coordinator and {} local agents ({machine} in all)",
         options.agents
@@ -121,6 +141,16 @@ pub async fn run(
         None => println!("  registry:    in memory (--in-memory)"),
     }
     println!("  agents' data: {}", options.data_dir.display());
+    match &jobs {
+        Some(j) => println!(
+            "  jobs:        http://{}/api/v1/jobs   e.g. parleyctl run examples/jobs/array.toml --wait",
+            j.addr
+        ),
+        None if options.jobs_port.is_some() => {
+            println!("  jobs:        not started (it needs an open dev cluster, without credentials)")
+        }
+        None => {}
+    }
     if open {
         println!(
             "  security:    OPEN, no credentials: anyone who can connect to {addr} can run \
@@ -131,6 +161,11 @@ pub async fn run(
     }
 
     shutdown.await;
+    if let Some(j) = jobs {
+        if let Err(e) = j.stop().await {
+            tracing::error!("jobs service: {e:#}");
+        }
+    }
     token.cancel();
     for a in agents {
         if let Err(e) = a.await.context("local agent panicked")? {

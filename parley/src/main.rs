@@ -51,6 +51,10 @@ struct Args {
     /// With --dev: how many local agents share this machine's resources (default 2).
     #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
     dev_agents: u16,
+    /// With --dev: the port of the jobs service (`parley-jobs`, started in this process on
+    /// the coordinator's address; `parleyctl run FILE` talks to it). 0 starts none.
+    #[arg(long, value_name = "PORT", default_value_t = parley_jobs::DEV_PORT)]
+    dev_jobs_port: u16,
     /// Where the coordinator keeps its durable registry (`DIR/registry.redb`) and, with --dev,
     /// the local agents their ids, journals and task sandboxes (`DIR/agent-N`).
     #[arg(long, value_name = "DIR", default_value = "data")]
@@ -250,6 +254,7 @@ fn main() -> ExitCode {
             let options = dev::DevOptions {
                 agents: usize::from(args.dev_agents),
                 data_dir: args.data_dir.clone(),
+                jobs_port: (args.dev_jobs_port != 0).then_some(args.dev_jobs_port),
             };
             dev::run(config, listener, options, shutdown_signal()).await
         } else if let Some(ha) = ha {

@@ -38,6 +38,18 @@ pub struct Cli {
     /// A PEM file of the CA to trust for an https:// coordinator (instead of the system's).
     #[arg(long, global = true, value_name = "PEM")]
     pub ca_file: Option<PathBuf>,
+    /// The jobs service's base URL (for `run`, `jobs` and `job`); `parley --dev` starts one
+    /// on port 5070.
+    #[arg(
+        long,
+        global = true,
+        env = "PARLEY_JOBS_URL",
+        default_value = "http://127.0.0.1:5070"
+    )]
+    pub jobs_url: String,
+    /// The jobs service's API token, when it has one (its `--api-token`).
+    #[arg(long, global = true, env = "PARLEY_JOBS_TOKEN", hide_env_values = true)]
+    pub jobs_token: Option<String>,
     /// Print the API's JSON as it is, for scripts, instead of a table.
     #[arg(long, global = true)]
     pub json: bool,
@@ -119,6 +131,70 @@ pub enum Command {
         #[arg(long, short)]
         follow: bool,
     },
+    /// Submits a job spec (TOML, or JSON for a `.json` file) to the jobs service.
+    Run {
+        /// The spec file.
+        file: PathBuf,
+        /// Wait for the job to end (a service: until every replica runs), printing its
+        /// progress; the exit code is 0 only if it succeeded. A periodic job is not waited for.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// The jobs service's jobs.
+    Jobs,
+    /// One job of the jobs service.
+    Job {
+        /// What to do with it.
+        #[command(subcommand)]
+        action: JobAction,
+    },
+}
+
+/// What `parleyctl job` does.
+#[derive(Debug, Subcommand)]
+pub enum JobAction {
+    /// The job's state, its tasks by state, and its failed attempts with exit codes.
+    Status {
+        /// The job's name.
+        name: String,
+    },
+    /// Stops the job: nothing more is launched, running tasks are killed.
+    Stop {
+        /// The job's name.
+        name: String,
+    },
+    /// Sets a service's number of replicas.
+    Scale {
+        /// The service's name.
+        name: String,
+        /// How many replicas (0 or more).
+        replicas: u32,
+    },
+    /// Restarts a service: its replicas are killed and start again at once.
+    Restart {
+        /// The service's name.
+        name: String,
+    },
+    /// A task's output (stdout, or stderr): its latest attempt's, read from its agent through
+    /// the coordinator.
+    Logs {
+        /// The job's name.
+        name: String,
+        /// The task's index in the array (or the service's replica).
+        #[arg(long, short, default_value_t = 0)]
+        index: u32,
+        /// Show stderr instead of stdout.
+        #[arg(long)]
+        stderr: bool,
+        /// Keep printing new output until the task ends.
+        #[arg(long, short)]
+        follow: bool,
+    },
+    /// Deletes the job (killing what still runs).
+    Delete {
+        /// The job's name.
+        name: String,
+    },
 }
 
 #[cfg(test)]
@@ -148,5 +224,19 @@ mod tests {
             Cli::try_parse_from(["parleyctl", "--json", "tasks", "--state", "running"]).unwrap();
         assert!(cli.json);
         assert!(matches!(cli.command, Command::Tasks { state: Some(s), .. } if s == "running"));
+        let cli = Cli::try_parse_from([
+            "parleyctl",
+            "--jobs-url",
+            "http://h:1",
+            "job",
+            "status",
+            "render",
+        ])
+        .unwrap();
+        assert_eq!(cli.jobs_url, "http://h:1");
+        assert!(
+            matches!(cli.command, Command::Job { action: JobAction::Status { name } } if name == "render")
+        );
+        assert!(Cli::try_parse_from(["parleyctl", "job", "status"]).is_err());
     }
 }

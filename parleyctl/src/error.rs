@@ -21,6 +21,17 @@ pub enum CtlError {
         /// Why, in a few words (e.g. `connection refused`).
         reason: String,
     },
+    /// No answer from the jobs service.
+    #[error("cannot reach the jobs service at {url}: {reason}; is it running? set --jobs-url or PARLEY_JOBS_URL")]
+    JobsUnreachable {
+        /// The service's base URL.
+        url: String,
+        /// Why, in a few words.
+        reason: String,
+    },
+    /// A job waited for (`run --wait`) failed or was stopped.
+    #[error("{0}")]
+    JobFailed(String),
     /// The coordinator answered with an error body.
     #[error("{}", api_message(*.status, code, message))]
     Api {
@@ -58,10 +69,11 @@ impl CtlError {
     /// The process exit code for this error (see the `EXIT_*` constants).
     pub fn exit_code(&self) -> i32 {
         match self {
-            CtlError::Unreachable { .. } => EXIT_UNREACHABLE,
+            CtlError::Unreachable { .. } | CtlError::JobsUnreachable { .. } => EXIT_UNREACHABLE,
             CtlError::Usage(_) => EXIT_USAGE,
             CtlError::Api { .. }
             | CtlError::NotFound(_)
+            | CtlError::JobFailed(_)
             | CtlError::Protocol(_)
             | CtlError::Output(_) => EXIT_API,
         }

@@ -3,10 +3,11 @@
 //!
 //! Module map:
 //! - [`cli`]: the command line (clap): `--coordinator` / `PARLEY_COORDINATOR`, `--token` /
-//!   `PARLEY_TOKEN`, `--ca-file`, `--json`, and the subcommands.
+//!   `PARLEY_TOKEN`, `--ca-file`, `--jobs-url` / `PARLEY_JOBS_URL`, `--json`, and the
+//!   subcommands.
 //! - [`client`]: [`client::Api`], HTTP to the coordinator, failures as [`CtlError`].
 //! - [`commands`]: one file per kind of subcommand (lists, roles, explain, changes, drain and
-//!   reactivate, logs, the offer watch).
+//!   reactivate, logs, the offer watch, and the jobs service's `run`, `jobs`, `job`).
 //! - [`table`]: the aligned table writer; [`format`](mod@format): how values read in a table.
 //! - [`error`]: [`CtlError`] and the exit codes.
 //!
@@ -22,13 +23,16 @@ pub mod table;
 
 use std::io::Write;
 
-pub use cli::{Cli, Command};
+pub use cli::{Cli, Command, JobAction};
 pub use error::{CtlError, EXIT_API, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE};
 
 /// Runs one parsed command line, writing what it shows to `out`.
 pub async fn run(cli: &Cli, out: &mut (dyn Write + Send)) -> Result<(), CtlError> {
-    let api = client::Api::new(&cli.coordinator, cli.token.clone(), cli.ca_file.as_deref())?;
     let json = cli.json;
+    if let Some(done) = run_jobs(cli, out).await {
+        return done;
+    }
+    let api = client::Api::new(&cli.coordinator, cli.token.clone(), cli.ca_file.as_deref())?;
     match &cli.command {
         Command::Offers { watch: true, count } => {
             commands::watch::watch(&api, *count, json, out).await
@@ -61,7 +65,60 @@ pub async fn run(cli: &Cli, out: &mut (dyn Write + Send)) -> Result<(), CtlError
             stderr,
             follow,
         } => commands::logs::logs(&api, task, framework.as_deref(), *stderr, *follow, out).await,
+        Command::Run { .. } | Command::Jobs | Command::Job { .. } => Ok(()),
     }
+}
+
+/// Runs the jobs service's commands (`None` for the coordinator's).
+async fn run_jobs(cli: &Cli, out: &mut (dyn Write + Send)) -> Option<Result<(), CtlError>> {
+    use commands::jobs;
+    let api = || {
+        jobs::JobsApi::new(
+            &cli.jobs_url,
+            cli.jobs_token.clone(),
+            cli.ca_file.as_deref(),
+        )
+    };
+    let json = cli.json;
+    let result = match &cli.command {
+        Command::Run { file, wait } => match api() {
+            Ok(api) => jobs::run(&api, file, *wait, json, out).await,
+            Err(e) => Err(e),
+        },
+        Command::Jobs => match api() {
+            Ok(api) => jobs::list(&api, json, out).await,
+            Err(e) => Err(e),
+        },
+        Command::Job { action } => match api() {
+            Ok(api) => match action {
+                JobAction::Status { name } => jobs::status(&api, name, json, out).await,
+                JobAction::Stop { name } => jobs::stop(&api, name, json, out).await,
+                JobAction::Restart { name } => jobs::restart(&api, name, json, out).await,
+                JobAction::Scale { name, replicas } => {
+                    jobs::scale(&api, name, *replicas, json, out).await
+                }
+                JobAction::Delete { name } => jobs::delete(&api, name, json, out).await,
+                JobAction::Logs {
+                    name,
+                    index,
+                    stderr,
+                    follow,
+                } => match client::Api::new(
+                    &cli.coordinator,
+                    cli.token.clone(),
+                    cli.ca_file.as_deref(),
+                ) {
+                    Ok(coordinator) => {
+                        jobs::logs(&api, &coordinator, name, *index, *stderr, *follow, out).await
+                    }
+                    Err(e) => Err(e),
+                },
+            },
+            Err(e) => Err(e),
+        },
+        _ => return None,
+    };
+    Some(result)
 }
 
 /// Parses `args` and runs them: the exit code, with errors written to `err` as

@@ -8,9 +8,11 @@
 //! - [`logs`]: a task's output.
 //! - [`maintenance`]: `drain`, `reactivate`.
 //! - [`watch`]: `offers --watch`, the offer event stream as lines.
+//! - [`jobs`]: the jobs service's `run FILE [--wait]`, `jobs`, `job status|stop|scale|restart|delete|logs`.
 
 pub mod change;
 pub mod explain;
+pub mod jobs;
 pub mod list;
 pub mod logs;
 pub mod maintenance;

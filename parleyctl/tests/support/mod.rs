@@ -32,6 +32,8 @@ pub async fn binary(args: &[&str], env: &[(&str, &str)]) -> Output {
     cmd.args(args)
         .env_remove("PARLEY_COORDINATOR")
         .env_remove("PARLEY_TOKEN")
+        .env_remove("PARLEY_JOBS_URL")
+        .env_remove("PARLEY_JOBS_TOKEN")
         .kill_on_drop(true);
     for (k, v) in env {
         cmd.env(k, v);

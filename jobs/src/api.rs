@@ -1,0 +1,350 @@
+//! The REST API under `/api/v1/jobs`: submit (`POST`, a TOML or JSON spec), list, get (with
+//! every running attempt, retry and failure), one task, stop, scale and restart (a service),
+//! delete,
+//! and the event stream of changes (`/api/v1/jobs/events`, SSE); [`router`] builds it
+//! over the service's [`Shared`] state. Errors are `{"error": {"code", "message"}}`, with
+//! `field` (and `line`) for a bad spec; a refused submission changes nothing.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Serialize;
+
+use crate::book::{BookError, JobState, JobSummary};
+use crate::service::{now_ms, Shared};
+use crate::spec::{self, Format, SpecError};
+use crate::store::JobRecord;
+use framework_sdk::TaskId;
+
+/// The largest spec accepted, in bytes.
+pub const MAX_SPEC_BYTES: usize = 1 << 20;
+
+/// An API error: a status, a stable code, a message, and for specs the field and line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ApiError {
+    #[serde(skip)]
+    status: StatusCode,
+    /// A stable snake_case code, e.g. `invalid_spec`.
+    pub code: &'static str,
+    /// What was wrong and how to fix it.
+    pub message: String,
+    /// The spec field at fault.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    /// Its line, for TOML.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<usize>,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            field: None,
+            line: None,
+        }
+    }
+
+    fn internal(e: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %e, "jobs API");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "the jobs service could not save the change; see its log",
+        )
+    }
+}
+
+impl From<SpecError> for ApiError {
+    fn from(e: SpecError) -> Self {
+        Self {
+            status: StatusCode::BAD_REQUEST,
+            code: "invalid_spec",
+            message: e.to_string(),
+            field: Some(e.field),
+            line: e.line,
+        }
+    }
+}
+
+impl From<BookError> for ApiError {
+    fn from(e: BookError) -> Self {
+        let message = e.to_string();
+        match e {
+            BookError::Exists(_) => Self::new(StatusCode::CONFLICT, "job_exists", message),
+            BookError::NotFound(_) => Self::new(StatusCode::NOT_FOUND, "job_not_found", message),
+            BookError::NotService(_) => Self::new(StatusCode::CONFLICT, "not_a_service", message),
+            BookError::UnknownDependency { field, .. } | BookError::Cycle { field, .. } => Self {
+                field: Some(field),
+                ..Self::new(StatusCode::BAD_REQUEST, "invalid_spec", message)
+            },
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(serde_json::json!({ "error": self }))).into_response()
+    }
+}
+
+/// The API over `shared`.
+pub fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/api/v1/jobs", post(submit).get(list))
+        .route("/api/v1/jobs/events", get(events))
+        .route("/api/v1/jobs/{name}", get(show).delete(delete))
+        .route("/api/v1/jobs/{name}/stop", post(stop))
+        .route("/api/v1/jobs/{name}/scale", post(scale))
+        .route("/api/v1/jobs/{name}/restart", post(restart))
+        .route("/api/v1/jobs/{name}/tasks/{index}", get(task))
+        .layer(middleware::from_fn_with_state(shared.clone(), authorize))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_SPEC_BYTES))
+        .with_state(shared)
+}
+
+/// Checks the bearer token, when the service has one (compared in constant time).
+async fn authorize(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
+    if let Some(want) = &shared.api_token {
+        let given = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or_default();
+        let same: bool = subtle::ConstantTimeEq::ct_eq(given.as_bytes(), want.as_bytes()).into();
+        if !same {
+            return ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "give the jobs service's token: Authorization: Bearer TOKEN",
+            )
+            .into_response();
+        }
+    }
+    next.run(request).await
+}
+
+/// `POST /api/v1/jobs`: a spec, TOML or JSON (by `Content-Type`, else by its first character).
+async fn submit(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: String,
+) -> Result<(StatusCode, Json<JobSummary>), ApiError> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let format = if content_type.contains("json") {
+        Format::Json
+    } else if content_type.contains("toml") {
+        Format::Toml
+    } else {
+        Format::sniff(&body)
+    };
+    let spec = spec::parse(&body, format)?;
+    let now = now_ms();
+    let mut book = shared.lock_book();
+    book.check_submit(&spec)?;
+    let record = JobRecord {
+        seq: book.next_seq(),
+        submitted_ms: now,
+        stopped: false,
+        spec: spec.raw.clone(),
+    };
+    // Stored first: a job the store lost would vanish at the next restart.
+    shared
+        .store
+        .put_job(&spec.name, &record)
+        .map_err(ApiError::internal)?;
+    let name = spec.name.clone();
+    book.submit(spec, now)?;
+    shared.publish(&book, &name);
+    let summary = book
+        .summaries()
+        .into_iter()
+        .find(|s| s.name == name)
+        .ok_or_else(|| ApiError::internal("a submitted job is missing"))?;
+    tracing::info!(job = %name, "job submitted");
+    Ok((StatusCode::CREATED, Json(summary)))
+}
+
+/// The answer to `GET /api/v1/jobs`.
+#[derive(Debug, Serialize)]
+struct JobList {
+    jobs: Vec<JobSummary>,
+}
+
+async fn list(State(shared): State<Arc<Shared>>) -> Json<JobList> {
+    Json(JobList {
+        jobs: shared.lock_book().summaries(),
+    })
+}
+
+/// `GET /api/v1/jobs/events`: Server-Sent Events, one per change to a job — `job` with its
+/// summary, `deleted` with its name — from the moment of connecting; `lagged` when this
+/// reader fell so far behind that events were dropped (list the jobs again).
+async fn events(
+    State(shared): State<Arc<Shared>>,
+) -> Sse<impl futures::Stream<Item = Result<Event, std::convert::Infallible>>> {
+    use futures::StreamExt;
+    use tokio_stream::wrappers::BroadcastStream;
+    let stopped = shared.stop.clone().cancelled_owned();
+    let stream = BroadcastStream::new(shared.subscribe()).map(|item| {
+        Ok(match item {
+            Ok(event) => Event::default()
+                .event(event.name())
+                .json_data(&event)
+                .unwrap_or_else(|_| Event::default().event("error")),
+            Err(tokio_stream::wrappers::errors::BroadcastStreamRecvError::Lagged(n)) => {
+                Event::default().event("lagged").data(n.to_string())
+            }
+        })
+    });
+    Sse::new(stream.take_until(stopped)).keep_alive(KeepAlive::default())
+}
+
+/// Kills `kill`, then answers with job `name` as it is now.
+async fn kill_and_show(shared: &Shared, name: &str, kill: &[TaskId]) -> Result<Response, ApiError> {
+    shared.kill(kill).await;
+    let view = shared
+        .lock_book()
+        .view(name)
+        .ok_or_else(|| not_found(name))?;
+    Ok(Json(view).into_response())
+}
+
+fn not_found(name: &str) -> ApiError {
+    BookError::NotFound(name.to_owned()).into()
+}
+
+async fn show(
+    State(shared): State<Arc<Shared>>,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    let view = shared
+        .lock_book()
+        .view(&name)
+        .ok_or_else(|| not_found(&name))?;
+    Ok(Json(view).into_response())
+}
+
+async fn task(
+    State(shared): State<Arc<Shared>>,
+    Path((name, index)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let index: u32 = index.parse().map_err(|_| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_index",
+            format!("{index:?} is not a task index"),
+        )
+    })?;
+    let view = shared.lock_book().task(&name, index).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "task_not_found",
+            format!("job {name:?} has no task {index}"),
+        )
+    })?;
+    Ok(Json(view).into_response())
+}
+
+/// `POST /api/v1/jobs/{name}/stop`: nothing more is launched, running tasks are killed.
+async fn stop(
+    State(shared): State<Arc<Shared>>,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    let kill = {
+        let mut book = shared.lock_book();
+        let job = book.job(&name).ok_or_else(|| not_found(&name))?;
+        let record = JobRecord::of(job, true);
+        shared
+            .store
+            .put_job(&name, &record)
+            .map_err(ApiError::internal)?;
+        let kill = book.stop(&name, now_ms())?;
+        shared.publish(&book, &name);
+        kill
+    };
+    kill_and_show(&shared, &name, &kill).await
+}
+
+/// The body of `POST /api/v1/jobs/{name}/scale`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScaleRequest {
+    replicas: i64,
+}
+
+/// `POST /api/v1/jobs/{name}/scale` `{"replicas": N}`: a service's new replica count.
+async fn scale(
+    State(shared): State<Arc<Shared>>,
+    Path(name): Path<String>,
+    body: String,
+) -> Result<Response, ApiError> {
+    let request: ScaleRequest = serde_json::from_str(&body).map_err(|e| ApiError {
+        field: Some("replicas".into()),
+        ..ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            format!("expected {{\"replicas\": N}}: {e}"),
+        )
+    })?;
+    spec::check_count("replicas", request.replicas)?;
+    let replicas = request.replicas as u32;
+    let kill = {
+        let mut book = shared.lock_book();
+        let job = book.job(&name).ok_or_else(|| not_found(&name))?;
+        if job.spec().kind != spec::Kind::Service {
+            return Err(BookError::NotService(name).into());
+        }
+        let mut record = JobRecord::of(job, job.state() == JobState::Stopped);
+        record.spec.replicas = Some(request.replicas);
+        shared
+            .store
+            .put_job(&name, &record)
+            .map_err(ApiError::internal)?;
+        let kill = book.scale(&name, replicas, now_ms())?;
+        shared.publish(&book, &name);
+        kill
+    };
+    kill_and_show(&shared, &name, &kill).await
+}
+
+/// `POST /api/v1/jobs/{name}/restart`: a service's replicas are killed and start again at
+/// once.
+async fn restart(
+    State(shared): State<Arc<Shared>>,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    let kill = shared.lock_book().restart(&name)?;
+    kill_and_show(&shared, &name, &kill).await
+}
+
+/// `DELETE /api/v1/jobs/{name}`: forgets the job (killing what still runs).
+async fn delete(
+    State(shared): State<Arc<Shared>>,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    let kill = {
+        let mut book = shared.lock_book();
+        if book.job(&name).is_none() {
+            return Err(not_found(&name));
+        }
+        shared.store.delete_job(&name).map_err(ApiError::internal)?;
+        let kill = book.delete(&name, now_ms())?;
+        shared.publish(&book, &name);
+        kill
+    };
+    shared.kill(&kill).await;
+    Ok(Json(serde_json::json!({ "deleted": name })).into_response())
+}

@@ -1,0 +1,1308 @@
+//! [`Book`]: the pure state of every job — the queue, each array's indexes, every attempt —
+//! with no I/O and no clock (the time is passed in, in milliseconds since the Unix epoch).
+//!
+//! An array is kept as ranges: the indexes not yet launched and those that succeeded are
+//! [`Ranges`]; only indexes running, waiting for a retry, or with a failed attempt have records
+//! of their own. Task ids are derived from the job, the index and the attempt
+//! ([`task_id`]), so an attempt is never launched twice under two names, and a restarted
+//! service recognises the tasks it launched before.
+//!
+//! The service (`scheduler`, `api`) asks the book what to launch ([`Book::candidates`]), tells
+//! it what was launched ([`Book::launched`]) and what happened ([`Book::update`]), and gets
+//! back [`AttemptRecord`]s to store.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use protocol::{AgentId, TaskId, TaskState};
+use serde::{Deserialize, Serialize};
+
+use crate::ranges::Ranges;
+use crate::schedule::Concurrency;
+use crate::spec::{JobSpec, Kind};
+
+/// Milliseconds since the Unix epoch.
+pub type Millis = u64;
+
+/// How long a queued job waits to gain one point of priority (aging), by default.
+pub const DEFAULT_AGING_MS: Millis = 60_000;
+
+/// Lost attempts (agent gone, task preempted) do not use up retries, but an index lost this
+/// many times fails, so a task that kills its agent cannot loop forever.
+pub const MAX_LOST: usize = 10;
+
+/// A service replica that ran this long before it ended was healthy: its next restart waits
+/// only the first backoff again.
+pub const STABLE_MS: Millis = 10_000;
+
+/// The most ended attempts a service keeps per replica (it may restart forever).
+pub const SERVICE_HISTORY: usize = 10;
+
+/// How the queue orders jobs of the same (aged) priority.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QueueOrder {
+    /// First submitted, first served: a job's tasks all go before the next job's.
+    #[default]
+    Fifo,
+    /// Fair: each next task goes to the job running the fewest, so a small job submitted
+    /// after a huge array starts at once (as Hadoop's Fair Scheduler shares a queue).
+    Fair,
+}
+
+/// Where a job is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    /// Waiting for the jobs it depends on to succeed.
+    Waiting,
+    /// Its tasks are queued or running.
+    Active,
+    /// Every index succeeded.
+    Succeeded,
+    /// Some index failed for good, or a dependency failed.
+    Failed,
+    /// Stopped on request.
+    Stopped,
+}
+
+impl JobState {
+    /// True once the job will do nothing more.
+    pub fn is_done(self) -> bool {
+        matches!(self, Self::Succeeded | Self::Failed | Self::Stopped)
+    }
+}
+
+/// Why the book refused a request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BookError {
+    /// Only a service can be scaled.
+    #[error("job {0:?} is not a service; only services have replicas to scale")]
+    NotService(String),
+    /// A job of that name exists.
+    #[error("a job named {0:?} exists; delete it first or choose another name")]
+    Exists(String),
+    /// No job of that name.
+    #[error("no job named {0:?}")]
+    NotFound(String),
+    /// `depends_on` names a job the service does not know.
+    #[error("{field}: no job named {name:?} (a job may only depend on jobs already submitted)")]
+    UnknownDependency {
+        /// The field, `depends_on[i]`.
+        field: String,
+        /// The name.
+        name: String,
+    },
+    /// `depends_on` would close a cycle.
+    #[error("{field}: depending on {name:?} makes a cycle")]
+    Cycle {
+        /// The field, `depends_on[i]`.
+        field: String,
+        /// The name.
+        name: String,
+    },
+}
+
+/// The task id of one attempt: `job-<name>-<index>-<attempt>`.
+pub fn task_id(job: &str, index: u32, attempt: u32) -> TaskId {
+    // Job names are checked (`spec::check_name`) to be lowercase letters, digits and dashes,
+    // so the id is always valid; the fallback is never taken.
+    TaskId::new(format!("job-{job}-{index}-{attempt}"))
+        .unwrap_or_else(|_| TaskId::new("job-invalid").unwrap_or_else(|e| panic!("{e}")))
+}
+
+/// Splits a task id made by [`task_id`] into job, index and attempt.
+pub fn parse_task_id(id: &str) -> Option<(&str, u32, u32)> {
+    let rest = id.strip_prefix("job-")?;
+    let (rest, attempt) = rest.rsplit_once('-')?;
+    let (job, index) = rest.rsplit_once('-')?;
+    Some((job, index.parse().ok()?, attempt.parse().ok()?))
+}
+
+/// One attempt that has been launched and not ended.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Running {
+    /// The index.
+    pub index: u32,
+    /// Which attempt (0 first).
+    pub attempt: u32,
+    /// Its task id.
+    pub task_id: TaskId,
+    /// Its last known state (`staging` until the agent says more).
+    pub state: TaskState,
+    /// Where it was launched.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<AgentId>,
+    /// When it was launched.
+    pub launched_ms: Millis,
+    /// When it was killed for running past its `timeout_s`, if it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timed_out_ms: Option<Millis>,
+}
+
+/// One attempt that ended without success.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Failure {
+    /// The index.
+    pub index: u32,
+    /// Which attempt.
+    pub attempt: u32,
+    /// How it ended.
+    pub state: TaskState,
+    /// Its exit code, when it exited.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Why, as the agent (or this service) said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Whether it used up one of `max_retries` (lost and preempted tasks do not).
+    pub counted: bool,
+    /// How long it ran, from launch to end.
+    pub ran_ms: Millis,
+    /// When it ended.
+    pub ended_ms: Millis,
+}
+
+/// What the store keeps of one attempt, written at launch and again when it changes state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttemptRecord {
+    /// The job.
+    pub job: String,
+    /// The index.
+    pub index: u32,
+    /// The attempt.
+    pub attempt: u32,
+    /// The last known state.
+    pub state: TaskState,
+    /// Its exit code, once it exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Why it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Where it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<AgentId>,
+    /// When it was launched.
+    pub launched_ms: Millis,
+    /// When it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_ms: Option<Millis>,
+    /// When the service killed it for running past its time limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timed_out_ms: Option<Millis>,
+}
+
+/// One task the book would launch next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    /// The job.
+    pub job: String,
+    /// The index.
+    pub index: u32,
+    /// The attempt it would be.
+    pub attempt: u32,
+}
+
+/// One job and its tasks.
+#[derive(Debug, Clone)]
+pub struct Job {
+    spec: JobSpec,
+    seq: u64,
+    submitted_ms: Millis,
+    /// When it last became active (aging counts from here).
+    active_since_ms: Millis,
+    state: JobState,
+    reason: Option<String>,
+    ended_ms: Option<Millis>,
+    unlaunched: Ranges,
+    /// Indexes waiting out a retry delay, and when it ends.
+    retry: BTreeMap<u32, Millis>,
+    running: BTreeMap<u32, Running>,
+    succeeded: Ranges,
+    /// Indexes that failed for good.
+    failed: BTreeSet<u32>,
+    /// Every failed attempt, by index (a service's last few ends).
+    failures: BTreeMap<u32, Vec<Failure>>,
+    /// The next attempt of each index that has had one.
+    attempts: BTreeMap<u32, u32>,
+    /// A periodic job's next run.
+    next_run_ms: Option<Millis>,
+    /// How long its succeeded tasks ran, in all, and how many there were: the estimate of
+    /// the next task's length.
+    learned: (Millis, u64),
+    /// A service's replicas killed to be restarted: their end costs no backoff.
+    restarting: BTreeSet<u32>,
+    /// A service's replicas killed because their health check failed.
+    unhealthy: BTreeSet<u32>,
+}
+
+impl Job {
+    fn new(spec: JobSpec, seq: u64, now: Millis) -> Self {
+        // A periodic job runs no task itself: each run is a batch job of its own.
+        let unlaunched = match spec.kind {
+            Kind::Periodic => Ranges::new(),
+            Kind::Batch | Kind::Service => Ranges::full(spec.count),
+        };
+        Self {
+            unlaunched,
+            spec,
+            seq,
+            submitted_ms: now,
+            active_since_ms: now,
+            state: JobState::Waiting,
+            reason: None,
+            ended_ms: None,
+            retry: BTreeMap::new(),
+            running: BTreeMap::new(),
+            succeeded: Ranges::new(),
+            failed: BTreeSet::new(),
+            failures: BTreeMap::new(),
+            attempts: BTreeMap::new(),
+            next_run_ms: None,
+            learned: (0, 0),
+            restarting: BTreeSet::new(),
+            unhealthy: BTreeSet::new(),
+        }
+    }
+
+    /// The job's spec.
+    pub fn spec(&self) -> &JobSpec {
+        &self.spec
+    }
+
+    /// Its state.
+    pub fn state(&self) -> JobState {
+        self.state
+    }
+
+    /// Its submission order.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// When it was submitted.
+    pub fn submitted_ms(&self) -> Millis {
+        self.submitted_ms
+    }
+
+    /// How long a task of this job is expected to run, in seconds: the average of its
+    /// succeeded tasks so far, or its `timeout_s` (or 60 s) before any has. Tetris' remaining
+    /// work term uses it, so short jobs finish first.
+    pub fn estimated_task_s(&self) -> f64 {
+        match self.learned {
+            (total, n) if n > 0 => total as f64 / n as f64 / 1000.0,
+            _ => self.spec.timeout_ms.map_or(60.0, |t| t as f64 / 1000.0),
+        }
+    }
+
+    /// The attempts running now.
+    pub fn running(&self) -> impl Iterator<Item = &Running> {
+        self.running.values()
+    }
+
+    fn next_attempt(&self, index: u32) -> u32 {
+        self.attempts.get(&index).copied().unwrap_or(0)
+    }
+
+    /// How many more tasks it may run now.
+    fn room(&self) -> usize {
+        match self.spec.max_running {
+            Some(max) => (max as usize).saturating_sub(self.running.len()),
+            None => usize::MAX,
+        }
+    }
+
+    fn due_retries(&self, now: Millis) -> usize {
+        self.retry.values().filter(|due| **due <= now).count()
+    }
+
+    fn pending(&self, now: Millis) -> usize {
+        if self.state != JobState::Active {
+            return 0;
+        }
+        let want = (self.unlaunched.len() as usize).saturating_add(self.due_retries(now));
+        want.min(self.room())
+    }
+
+    fn effective_priority(&self, now: Millis, aging_ms: Millis) -> i64 {
+        let waited = now.saturating_sub(self.active_since_ms) / aging_ms.max(1);
+        self.spec.priority.saturating_add(waited as i64)
+    }
+
+    /// Ends the job if nothing is left to run; true when it ended now.
+    fn settle(&mut self, now: Millis) -> bool {
+        if self.spec.kind != Kind::Batch
+            || self.state != JobState::Active
+            || !self.unlaunched.is_empty()
+            || !self.retry.is_empty()
+            || !self.running.is_empty()
+        {
+            return false;
+        }
+        if self.failed.is_empty() {
+            self.state = JobState::Succeeded;
+        } else {
+            self.state = JobState::Failed;
+            let first = self.failed.iter().next().copied().unwrap_or_default();
+            let why = self
+                .failures
+                .get(&first)
+                .and_then(|f| f.last())
+                .map(describe)
+                .unwrap_or_default();
+            self.reason = Some(format!(
+                "{} of {} tasks failed; index {first}: {why}",
+                self.failed.len(),
+                self.spec.count
+            ));
+        }
+        self.ended_ms = Some(now);
+        true
+    }
+
+    fn end(&mut self, state: JobState, reason: String, now: Millis) {
+        self.state = state;
+        self.reason = Some(reason);
+        self.ended_ms = Some(now);
+        self.unlaunched = Ranges::new();
+        self.retry.clear();
+    }
+}
+
+/// How an attempt ended, in words.
+fn describe(f: &Failure) -> String {
+    let mut s = f.state.as_str().to_owned();
+    if let Some(code) = f.exit_code {
+        s.push_str(&format!(" with exit code {code}"));
+    }
+    if let Some(m) = &f.message {
+        s.push_str(&format!(" ({m})"));
+    }
+    s
+}
+
+/// Every job the service knows.
+#[derive(Debug, Clone)]
+pub struct Book {
+    jobs: BTreeMap<String, Job>,
+    next_seq: u64,
+    aging_ms: Millis,
+    order: QueueOrder,
+}
+
+impl Default for Book {
+    fn default() -> Self {
+        Self::new(DEFAULT_AGING_MS)
+    }
+}
+
+impl Book {
+    /// An empty book; a queued job gains a point of priority every `aging_ms` it waits.
+    pub fn new(aging_ms: Millis) -> Self {
+        Self {
+            jobs: BTreeMap::new(),
+            next_seq: 0,
+            aging_ms,
+            order: QueueOrder::Fifo,
+        }
+    }
+
+    /// Sets how jobs of the same priority share the queue.
+    pub fn set_order(&mut self, order: QueueOrder) {
+        self.order = order;
+    }
+
+    /// The job named `name`.
+    pub fn job(&self, name: &str) -> Option<&Job> {
+        self.jobs.get(name)
+    }
+
+    /// Every job, by name.
+    pub fn jobs(&self) -> impl Iterator<Item = &Job> {
+        self.jobs.values()
+    }
+
+    /// The sequence number the next submitted job gets.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// Checks that `spec` could be submitted now, changing nothing.
+    pub fn check_submit(&self, spec: &JobSpec) -> Result<(), BookError> {
+        if self.jobs.contains_key(&spec.name) {
+            return Err(BookError::Exists(spec.name.clone()));
+        }
+        for (i, dep) in spec.depends_on.iter().enumerate() {
+            let field = format!("depends_on[{i}]");
+            if !self.jobs.contains_key(dep) {
+                return Err(BookError::UnknownDependency {
+                    field,
+                    name: dep.clone(),
+                });
+            }
+            if self.reaches(dep, &spec.name) {
+                return Err(BookError::Cycle {
+                    field,
+                    name: dep.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `from` depends, directly or not, on `to`.
+    fn reaches(&self, from: &str, to: &str) -> bool {
+        let mut stack = vec![from.to_owned()];
+        let mut seen = BTreeSet::new();
+        while let Some(name) = stack.pop() {
+            if name == to {
+                return true;
+            }
+            if !seen.insert(name.clone()) {
+                continue;
+            }
+            if let Some(job) = self.jobs.get(&name) {
+                stack.extend(job.spec.depends_on.iter().cloned());
+            }
+        }
+        false
+    }
+
+    /// Queues a job (after [`Book::check_submit`]'s checks); returns its sequence number.
+    pub fn submit(&mut self, spec: JobSpec, now: Millis) -> Result<u64, BookError> {
+        self.check_submit(&spec)?;
+        let seq = self.next_seq;
+        self.insert(spec, seq, now);
+        self.cascade(now);
+        Ok(seq)
+    }
+
+    fn insert(&mut self, spec: JobSpec, seq: u64, now: Millis) {
+        self.next_seq = self.next_seq.max(seq + 1);
+        let name = spec.name.clone();
+        let mut job = Job::new(spec, seq, now);
+        job.next_run_ms = job
+            .spec
+            .periodic
+            .as_ref()
+            .and_then(|p| p.schedule.next_after(now));
+        self.jobs.insert(name, job);
+    }
+
+    /// The periodic jobs' runs that are due: for each, the run's spec (to store and submit)
+    /// and the runs it replaces (to stop). Runs a policy forbids are skipped; every due job's
+    /// next run moves past `now`.
+    pub fn due_runs(&mut self, now: Millis) -> Vec<(JobSpec, Vec<String>)> {
+        let due: Vec<String> = self
+            .jobs
+            .values()
+            .filter(|j| j.state == JobState::Active && j.next_run_ms.is_some_and(|t| t <= now))
+            .map(|j| j.spec.name.clone())
+            .collect();
+        let mut out = Vec::new();
+        for name in due {
+            let prefix = format!("{name}-");
+            let running: Vec<String> = self
+                .jobs
+                .values()
+                .filter(|j| !j.state.is_done())
+                .filter(|j| {
+                    j.spec.name.strip_prefix(&prefix).is_some_and(|rest| {
+                        !rest.is_empty() && rest.chars().all(|c| c.is_ascii_digit())
+                    })
+                })
+                .map(|j| j.spec.name.clone())
+                .collect();
+            let Some(job) = self.jobs.get_mut(&name) else {
+                continue;
+            };
+            let Some(periodic) = job.spec.periodic.clone() else {
+                continue;
+            };
+            job.next_run_ms = periodic.schedule.next_after(now);
+            let run_name = format!("{prefix}{}", now / 1000);
+            let replaced = match periodic.concurrency {
+                Concurrency::Forbid if !running.is_empty() => continue,
+                Concurrency::Replace => running,
+                _ => Vec::new(),
+            };
+            let run = job.spec.run(&run_name);
+            if self.jobs.contains_key(&run_name) {
+                continue;
+            }
+            out.push((run, replaced));
+        }
+        out
+    }
+
+    /// Brings back a stored job (on restart), in submission order, before its attempts
+    /// ([`Book::restore_attempt`]); `stopped` when it had been stopped.
+    pub fn restore_job(
+        &mut self,
+        spec: JobSpec,
+        seq: u64,
+        submitted_ms: Millis,
+        stopped: bool,
+        now: Millis,
+    ) {
+        self.insert(spec.clone(), seq, submitted_ms);
+        if let Some(job) = self.jobs.get_mut(&spec.name) {
+            if stopped {
+                job.end(JobState::Stopped, "stopped on request".into(), submitted_ms);
+            }
+            // Runs missed while the service was down are not made up.
+            job.next_run_ms = job
+                .spec
+                .periodic
+                .as_ref()
+                .and_then(|p| p.schedule.next_after(now));
+        }
+        self.cascade(submitted_ms);
+    }
+
+    /// Brings back a stored attempt (on restart). An attempt that had not ended is running
+    /// again as far as the book knows; the service reconciles it with the coordinator.
+    pub fn restore_attempt(&mut self, r: &AttemptRecord, now: Millis) {
+        let Some(job) = self.jobs.get_mut(&r.job) else {
+            return;
+        };
+        if r.attempt != job.next_attempt(r.index) {
+            return;
+        }
+        if r.index >= job.spec.count {
+            // A replica scaled away: its ids stay used, so a later scale-up starts after them.
+            job.attempts.insert(r.index, r.attempt + 1);
+            return;
+        }
+        job.unlaunched.remove(r.index);
+        job.retry.remove(&r.index);
+        let id = task_id(&r.job, r.index, r.attempt);
+        job.running.insert(
+            r.index,
+            Running {
+                index: r.index,
+                attempt: r.attempt,
+                task_id: id.clone(),
+                state: if r.state.is_terminal() {
+                    TaskState::Staging
+                } else {
+                    r.state
+                },
+                agent_id: r.agent_id,
+                launched_ms: r.launched_ms,
+                timed_out_ms: r.timed_out_ms,
+            },
+        );
+        if r.state.is_terminal() {
+            let at = r.ended_ms.unwrap_or(now);
+            self.update(&id, r.state, r.exit_code, r.message.clone(), at);
+        }
+    }
+
+    /// The tasks to launch next, best first, at most `limit`: jobs by priority (with aging),
+    /// then by submission ([`QueueOrder::Fifo`]) or by fewest running
+    /// ([`QueueOrder::Fair`]); within a job, retries that are due, then indexes in order; no
+    /// job past its `max_running`.
+    pub fn candidates(&self, now: Millis, limit: usize) -> Vec<Candidate> {
+        if self.order == QueueOrder::Fair {
+            return self.fair_candidates(now, limit);
+        }
+        let mut order: Vec<&Job> = self.jobs.values().filter(|j| j.pending(now) > 0).collect();
+        order.sort_by_key(|j| {
+            (
+                std::cmp::Reverse(j.effective_priority(now, self.aging_ms)),
+                j.seq,
+            )
+        });
+        let mut out = Vec::new();
+        for job in order {
+            let take = job.pending(now).min(limit.saturating_sub(out.len()));
+            let due = job
+                .retry
+                .iter()
+                .filter(|(_, due)| **due <= now)
+                .map(|(i, _)| *i);
+            for index in due.chain(job.unlaunched.iter()).take(take) {
+                out.push(Candidate {
+                    job: job.spec.name.clone(),
+                    index,
+                    attempt: job.next_attempt(index),
+                });
+            }
+            if out.len() >= limit {
+                break;
+            }
+        }
+        out
+    }
+
+    /// [`Book::candidates`] in fair order: task by task, to the job of the highest priority
+    /// that runs (or has been given in this call) the fewest, ties to the first submitted.
+    fn fair_candidates(&self, now: Millis, limit: usize) -> Vec<Candidate> {
+        use std::cmp::Reverse;
+        use std::collections::BinaryHeap;
+        let jobs: Vec<(&Job, Vec<u32>)> = self
+            .jobs
+            .values()
+            .filter(|j| j.pending(now) > 0)
+            .map(|j| {
+                let due = j
+                    .retry
+                    .iter()
+                    .filter(|(_, due)| **due <= now)
+                    .map(|(i, _)| *i);
+                let take = j.pending(now).min(limit);
+                (j, due.chain(j.unlaunched.iter()).take(take).collect())
+            })
+            .collect();
+        // The smallest key first.
+        // (higher aged priority, fewer running, earlier submission, the job's slot).
+        type Key = (Reverse<i64>, usize, u64, usize);
+        let mut heap: BinaryHeap<Reverse<Key>> = jobs
+            .iter()
+            .enumerate()
+            .map(|(slot, (j, _))| {
+                let prio = j.effective_priority(now, self.aging_ms);
+                Reverse((Reverse(prio), j.running.len(), j.seq, slot))
+            })
+            .collect();
+        let mut next = vec![0usize; jobs.len()];
+        let mut out = Vec::new();
+        while out.len() < limit {
+            let Some(Reverse((prio, load, seq, slot))) = heap.pop() else {
+                break;
+            };
+            let (job, indexes) = &jobs[slot];
+            let Some(&index) = indexes.get(next[slot]) else {
+                continue;
+            };
+            next[slot] += 1;
+            out.push(Candidate {
+                job: job.spec.name.clone(),
+                index,
+                attempt: job.next_attempt(index),
+            });
+            heap.push(Reverse((prio, load + 1, seq, slot)));
+        }
+        out
+    }
+
+    /// How many tasks are ready to launch now.
+    pub fn pending(&self, now: Millis) -> usize {
+        self.jobs
+            .values()
+            .fold(0usize, |n, j| n.saturating_add(j.pending(now)))
+    }
+
+    /// The earliest retry that is not due yet, if any.
+    pub fn next_retry(&self, now: Millis) -> Option<Millis> {
+        self.jobs
+            .values()
+            .filter(|j| j.state == JobState::Active)
+            .flat_map(|j| j.retry.values())
+            .filter(|due| **due > now)
+            .min()
+            .copied()
+    }
+
+    /// Records that `c` was launched on `agent`: its record, to store before the launch is
+    /// sent. `None` when `c` is not launchable any more (it was not from
+    /// [`Book::candidates`], or the job changed since).
+    pub fn launched(
+        &mut self,
+        c: &Candidate,
+        agent: AgentId,
+        now: Millis,
+    ) -> Option<AttemptRecord> {
+        let job = self.jobs.get_mut(&c.job)?;
+        if job.state != JobState::Active
+            || job.room() == 0
+            || c.attempt != job.next_attempt(c.index)
+            || job.running.contains_key(&c.index)
+        {
+            return None;
+        }
+        let from_retry = job.retry.get(&c.index).is_some_and(|due| *due <= now);
+        if from_retry {
+            job.retry.remove(&c.index);
+        } else if !job.unlaunched.remove(c.index) {
+            return None;
+        }
+        job.running.insert(
+            c.index,
+            Running {
+                index: c.index,
+                attempt: c.attempt,
+                task_id: task_id(&c.job, c.index, c.attempt),
+                state: TaskState::Staging,
+                agent_id: Some(agent),
+                launched_ms: now,
+                timed_out_ms: None,
+            },
+        );
+        Some(AttemptRecord {
+            job: c.job.clone(),
+            index: c.index,
+            attempt: c.attempt,
+            state: TaskState::Staging,
+            exit_code: None,
+            message: None,
+            agent_id: Some(agent),
+            launched_ms: now,
+            ended_ms: None,
+            timed_out_ms: None,
+        })
+    }
+
+    /// A launch that never happened (the coordinator refused it, or does not know it after a
+    /// restart): the attempt is recorded as lost, and the index runs again.
+    pub fn not_launched(&mut self, id: &TaskId, why: &str, now: Millis) -> Option<AttemptRecord> {
+        self.update(id, TaskState::Lost, None, Some(why.to_owned()), now)
+    }
+
+    /// A task's new state. Returns the attempt's record to store, or `None` when the update
+    /// is about no attempt the book is waiting on (a repeat, or a deleted job's task).
+    pub fn update(
+        &mut self,
+        id: &TaskId,
+        state: TaskState,
+        exit_code: Option<i32>,
+        message: Option<String>,
+        now: Millis,
+    ) -> Option<AttemptRecord> {
+        let (name, index, attempt) = parse_task_id(id.as_str())?;
+        let job = self.jobs.get_mut(name)?;
+        let run = job.running.get_mut(&index)?;
+        if run.attempt != attempt {
+            return None;
+        }
+        let mut record = AttemptRecord {
+            job: name.to_owned(),
+            index,
+            attempt,
+            state,
+            exit_code,
+            message: message.clone(),
+            agent_id: run.agent_id,
+            launched_ms: run.launched_ms,
+            ended_ms: None,
+            timed_out_ms: run.timed_out_ms,
+        };
+        if !state.is_terminal() {
+            if run.state == state {
+                return None;
+            }
+            run.state = state;
+            return Some(record);
+        }
+        record.ended_ms = Some(now);
+        let timed_out = run.timed_out_ms;
+        let ran_ms = now.saturating_sub(run.launched_ms);
+        job.running.remove(&index);
+        job.attempts.insert(index, attempt + 1);
+        if job.spec.kind == Kind::Service {
+            restart_replica(
+                job,
+                index,
+                attempt,
+                ran_ms,
+                (state, exit_code, message),
+                now,
+            );
+            return Some(record);
+        }
+        if state == TaskState::Finished {
+            job.succeeded.insert(index);
+            job.learned = (job.learned.0.saturating_add(ran_ms), job.learned.1 + 1);
+        } else {
+            let message = match (timed_out, &job.spec.timeout_ms) {
+                (Some(_), Some(limit)) => {
+                    Some(format!("timed out after {} s", *limit as f64 / 1000.0))
+                }
+                _ => message,
+            };
+            record.message.clone_from(&message);
+            let counted = timed_out.is_some() || !blameless(state, message.as_deref());
+            let history = job.failures.entry(index).or_default();
+            history.push(Failure {
+                index,
+                attempt,
+                state,
+                exit_code,
+                message,
+                counted,
+                ran_ms,
+                ended_ms: now,
+            });
+            let used = history.iter().filter(|f| f.counted).count();
+            let lost = history.len() - used;
+            if job.state != JobState::Active {
+                // Stopped or failed meanwhile: nothing runs again.
+            } else if used > job.spec.max_retries as usize || lost >= MAX_LOST {
+                job.failed.insert(index);
+            } else {
+                let delay = if counted { backoff(&job.spec, used) } else { 0 };
+                job.retry.insert(index, now.saturating_add(delay));
+            }
+        }
+        if job.settle(now) {
+            self.cascade(now);
+        }
+        Some(record)
+    }
+
+    /// Attempts past their `timeout_s` that were not killed yet: marks them and returns their
+    /// records (to store) — the service kills each.
+    pub fn timeouts(&mut self, now: Millis) -> Vec<AttemptRecord> {
+        let mut out = Vec::new();
+        for job in self.jobs.values_mut() {
+            let Some(limit) = job.spec.timeout_ms else {
+                continue;
+            };
+            for run in job.running.values_mut() {
+                if run.timed_out_ms.is_none() && now.saturating_sub(run.launched_ms) >= limit {
+                    run.timed_out_ms = Some(now);
+                    out.push(AttemptRecord {
+                        job: job.spec.name.clone(),
+                        index: run.index,
+                        attempt: run.attempt,
+                        state: run.state,
+                        exit_code: None,
+                        message: None,
+                        agent_id: run.agent_id,
+                        launched_ms: run.launched_ms,
+                        ended_ms: None,
+                        timed_out_ms: Some(now),
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// The service named `name`, to change.
+    fn service_mut(&mut self, name: &str) -> Result<&mut Job, BookError> {
+        let job = self
+            .jobs
+            .get_mut(name)
+            .ok_or_else(|| BookError::NotFound(name.to_owned()))?;
+        if job.spec.kind != Kind::Service {
+            return Err(BookError::NotService(name.to_owned()));
+        }
+        Ok(job)
+    }
+
+    /// Sets a service's replica count: new replicas are queued, and the running tasks of those
+    /// scaled away are returned, to kill.
+    pub fn scale(
+        &mut self,
+        name: &str,
+        replicas: u32,
+        _now: Millis,
+    ) -> Result<Vec<TaskId>, BookError> {
+        let job = self.service_mut(name)?;
+        let old = job.spec.count;
+        job.spec.count = replicas;
+        job.spec.raw.replicas = Some(i64::from(replicas));
+        let mut kill = Vec::new();
+        if job.state.is_done() {
+            return Ok(kill);
+        }
+        // Whole ranges, so scaling by millions costs no more than by one.
+        job.unlaunched.insert_range(old, replicas);
+        // A replica scaled away whose kill has not ended it yet is restarted when it ends.
+        let still_running: Vec<u32> = job
+            .running
+            .range(old..replicas.max(old))
+            .map(|(i, _)| *i)
+            .collect();
+        for index in still_running {
+            job.unlaunched.remove(index);
+        }
+        job.unlaunched.remove_range(replicas, old);
+        job.retry.retain(|index, _| *index < replicas);
+        kill.extend(
+            job.running
+                .range(replicas..)
+                .map(|(_, r)| r.task_id.clone()),
+        );
+        Ok(kill)
+    }
+
+    /// Restarts a service: returns its running replicas, to kill; each starts again at once
+    /// when its end arrives.
+    pub fn restart(&mut self, name: &str) -> Result<Vec<TaskId>, BookError> {
+        let job = self.service_mut(name)?;
+        job.restarting.extend(job.running.keys().copied());
+        Ok(job.running.values().map(|r| r.task_id.clone()).collect())
+    }
+
+    /// A service replica's health check failed: true when `id` is its current attempt and was
+    /// not already marked (the caller kills it; it starts again, with backoff, when it ends).
+    pub fn unhealthy(&mut self, id: &TaskId) -> bool {
+        let Some((name, index, attempt)) = parse_task_id(id.as_str()) else {
+            return false;
+        };
+        let Some(job) = self.jobs.get_mut(name) else {
+            return false;
+        };
+        let current = job
+            .running
+            .get(&index)
+            .is_some_and(|r| r.attempt == attempt);
+        current && job.spec.kind == Kind::Service && job.unhealthy.insert(index)
+    }
+
+    /// The running tasks of jobs that were stopped (their kills may not have ended them yet).
+    pub fn stopped_running(&self) -> Vec<TaskId> {
+        self.jobs
+            .values()
+            .filter(|j| j.state == JobState::Stopped)
+            .flat_map(|j| j.running.values().map(|r| r.task_id.clone()))
+            .collect()
+    }
+
+    /// Whether `id` is the attempt its index is running now.
+    pub fn is_current(&self, id: &TaskId) -> bool {
+        parse_task_id(id.as_str()).is_some_and(|(name, index, attempt)| {
+            self.jobs
+                .get(name)
+                .and_then(|j| j.running.get(&index))
+                .is_some_and(|r| r.attempt == attempt)
+        })
+    }
+
+    /// Every attempt that is launched and has not ended, for reconciliation.
+    pub fn in_flight(&self) -> Vec<TaskId> {
+        self.jobs
+            .values()
+            .flat_map(|j| j.running.values().map(|r| r.task_id.clone()))
+            .collect()
+    }
+
+    /// Stops a job: nothing more is launched; returns its running tasks, to kill.
+    pub fn stop(&mut self, name: &str, now: Millis) -> Result<Vec<TaskId>, BookError> {
+        let job = self
+            .jobs
+            .get_mut(name)
+            .ok_or_else(|| BookError::NotFound(name.to_owned()))?;
+        let running = job.running.values().map(|r| r.task_id.clone()).collect();
+        if !job.state.is_done() {
+            job.end(JobState::Stopped, "stopped on request".into(), now);
+            self.cascade(now);
+        }
+        Ok(running)
+    }
+
+    /// Forgets a job: returns its running tasks, to kill. Jobs that depend on it and have not
+    /// started fail.
+    pub fn delete(&mut self, name: &str, now: Millis) -> Result<Vec<TaskId>, BookError> {
+        let job = self
+            .jobs
+            .remove(name)
+            .ok_or_else(|| BookError::NotFound(name.to_owned()))?;
+        self.cascade(now);
+        Ok(job.running.values().map(|r| r.task_id.clone()).collect())
+    }
+
+    /// Starts waiting jobs whose dependencies all succeeded, and fails those with a failed,
+    /// stopped or deleted dependency; repeats until nothing changes (chains of jobs).
+    fn cascade(&mut self, now: Millis) {
+        loop {
+            let mut changes = Vec::new();
+            for job in self.jobs.values().filter(|j| j.state == JobState::Waiting) {
+                let mut verdict = Some(Ok(()));
+                for dep in &job.spec.depends_on {
+                    match self.jobs.get(dep).map(|d| (d.state, d.reason.as_deref())) {
+                        Some((JobState::Succeeded, _)) => {}
+                        Some((JobState::Waiting | JobState::Active, _)) => {
+                            verdict = verdict.and(None);
+                        }
+                        Some((state, why)) => {
+                            let why = why.map(|w| format!(": {w}")).unwrap_or_default();
+                            verdict = Some(Err(format!(
+                                "dependency {dep:?} {}{why}",
+                                match state {
+                                    JobState::Stopped => "was stopped",
+                                    _ => "failed",
+                                }
+                            )));
+                            break;
+                        }
+                        None => {
+                            verdict = Some(Err(format!("dependency {dep:?} was deleted")));
+                            break;
+                        }
+                    }
+                }
+                if let Some(v) = verdict {
+                    changes.push((job.spec.name.clone(), v));
+                }
+            }
+            if changes.is_empty() {
+                return;
+            }
+            for (name, verdict) in changes {
+                let Some(job) = self.jobs.get_mut(&name) else {
+                    continue;
+                };
+                match verdict {
+                    Ok(()) => {
+                        job.state = JobState::Active;
+                        job.active_since_ms = now;
+                        job.settle(now);
+                    }
+                    Err(reason) => job.end(JobState::Failed, reason, now),
+                }
+            }
+        }
+    }
+
+    /// What the API shows of one job.
+    pub fn view(&self, name: &str) -> Option<JobView> {
+        let job = self.jobs.get(name)?;
+        Some(JobView {
+            summary: summary(job),
+            spec: job.spec.raw.clone(),
+            running: job.running.values().cloned().collect(),
+            retrying: job
+                .retry
+                .iter()
+                .map(|(i, due)| Retrying {
+                    index: *i,
+                    attempt: job.next_attempt(*i),
+                    due_ms: *due,
+                })
+                .collect(),
+            failures: job.failures.values().flatten().cloned().collect(),
+            failed_indexes: job.failed.iter().copied().collect(),
+            succeeded: job.succeeded.spans().to_vec(),
+        })
+    }
+
+    /// What the API lists of one job.
+    pub fn summary(&self, name: &str) -> Option<JobSummary> {
+        self.jobs.get(name).map(summary)
+    }
+
+    /// What the API lists of every job, in submission order.
+    pub fn summaries(&self) -> Vec<JobSummary> {
+        let mut out: Vec<JobSummary> = self.jobs.values().map(summary).collect();
+        out.sort_by_key(|s| s.seq);
+        out
+    }
+
+    /// The state of one task of a job, for `GET .../tasks/{index}`.
+    pub fn task(&self, name: &str, index: u32) -> Option<TaskView> {
+        let job = self.jobs.get(name)?;
+        if index >= job.spec.count {
+            return None;
+        }
+        let state = if job.succeeded.contains(index) {
+            "succeeded"
+        } else if job.failed.contains(&index) {
+            "failed"
+        } else if job.running.contains_key(&index) {
+            "running"
+        } else if job.retry.contains_key(&index) {
+            "retrying"
+        } else if job.unlaunched.contains(index) && !job.state.is_done() {
+            "queued"
+        } else {
+            "not_run"
+        };
+        Some(TaskView {
+            index,
+            state: state.to_owned(),
+            attempts: job.next_attempt(index) + u32::from(job.running.contains_key(&index)),
+            running: job.running.get(&index).cloned(),
+            failures: job.failures.get(&index).cloned().unwrap_or_default(),
+        })
+    }
+}
+
+fn summary(job: &Job) -> JobSummary {
+    JobSummary {
+        name: job.spec.name.clone(),
+        kind: job.spec.kind,
+        next_run_ms: job.next_run_ms.filter(|_| job.state == JobState::Active),
+        seq: job.seq,
+        state: job.state,
+        reason: job.reason.clone(),
+        priority: job.spec.priority,
+        submitted_ms: job.submitted_ms,
+        ended_ms: job.ended_ms,
+        tasks: TaskCounts {
+            total: job.spec.count,
+            queued: job.unlaunched.len() as u32,
+            retrying: job.retry.len() as u32,
+            running: job.running.len() as u32,
+            succeeded: job.succeeded.len() as u32,
+            failed: job.failed.len() as u32,
+        },
+    }
+}
+
+/// A job in a list.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobSummary {
+    /// Its name.
+    pub name: String,
+    /// Batch, service or periodic.
+    pub kind: Kind,
+    /// A periodic job's next run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_run_ms: Option<Millis>,
+    /// Its submission order.
+    pub seq: u64,
+    /// Its state.
+    pub state: JobState,
+    /// Why it failed or stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Its priority as submitted.
+    pub priority: i64,
+    /// When it was submitted.
+    pub submitted_ms: Millis,
+    /// When it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_ms: Option<Millis>,
+    /// Its tasks, counted by state.
+    pub tasks: TaskCounts,
+}
+
+/// A job's tasks counted by state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskCounts {
+    /// The array's size.
+    pub total: u32,
+    /// Not launched yet.
+    pub queued: u32,
+    /// Waiting out a retry delay.
+    pub retrying: u32,
+    /// Launched and not ended.
+    pub running: u32,
+    /// Succeeded.
+    pub succeeded: u32,
+    /// Failed for good.
+    pub failed: u32,
+}
+
+/// One index waiting out its retry delay.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Retrying {
+    /// The index.
+    pub index: u32,
+    /// The attempt it will be.
+    pub attempt: u32,
+    /// When it may launch.
+    pub due_ms: Millis,
+}
+
+/// Everything the API shows of one job.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JobView {
+    /// The list entry.
+    #[serde(flatten)]
+    pub summary: JobSummary,
+    /// The spec as submitted.
+    pub spec: crate::spec::RawSpec,
+    /// Attempts running now.
+    pub running: Vec<Running>,
+    /// Indexes waiting to be tried again.
+    pub retrying: Vec<Retrying>,
+    /// Every attempt that ended without success, with its exit code and reason.
+    pub failures: Vec<Failure>,
+    /// Indexes that failed for good.
+    pub failed_indexes: Vec<u32>,
+    /// Indexes that succeeded, as `[start, end)` ranges.
+    pub succeeded: Vec<(u32, u32)>,
+}
+
+/// One task of a job.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TaskView {
+    /// The index.
+    pub index: u32,
+    /// `queued`, `running`, `retrying`, `succeeded`, `failed` or `not_run`.
+    pub state: String,
+    /// How many attempts it has had.
+    pub attempts: u32,
+    /// Its running attempt.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub running: Option<Running>,
+    /// Its failed attempts.
+    pub failures: Vec<Failure>,
+}
+
+/// Whether an attempt that ended in `state` did nothing wrong: lost (or gone) with its agent,
+/// or killed to take its resources back (preemption, a drain). It runs again without using up
+/// a retry.
+fn blameless(state: TaskState, message: Option<&str>) -> bool {
+    matches!(state, TaskState::Lost | TaskState::Gone)
+        || (state == TaskState::Killed
+            && message.is_some_and(|m| m.contains("preempt") || m.contains("drain")))
+}
+
+/// The delay before the next try after `failures` counted failures in a row: none for zero,
+/// then `backoff_ms`, doubling each time, at most `max_backoff_ms`.
+fn backoff(spec: &JobSpec, failures: usize) -> Millis {
+    if failures == 0 {
+        return 0;
+    }
+    let doublings = (failures - 1).min(30) as u32;
+    spec.backoff_ms
+        .saturating_mul(1u64 << doublings)
+        .min(spec.max_backoff_ms)
+}
+
+/// A service replica ended: it is recorded (keeping the last [`SERVICE_HISTORY`]) and, unless
+/// the service was stopped or scaled below it, started again after a delay that doubles with
+/// each quick end in a row (a lost or preempted replica restarts at once).
+fn restart_replica(
+    job: &mut Job,
+    index: u32,
+    attempt: u32,
+    ran_ms: Millis,
+    (state, exit_code, message): (TaskState, Option<i32>, Option<String>),
+    now: Millis,
+) {
+    let requested = job.restarting.remove(&index);
+    let sick = job.unhealthy.remove(&index);
+    let counted = !requested && !blameless(state, message.as_deref());
+    let message = if requested {
+        Some("restarted on request".to_owned())
+    } else if sick {
+        Some("unhealthy: killed after its health check failed".to_owned())
+    } else {
+        message
+    };
+    let history = job.failures.entry(index).or_default();
+    history.push(Failure {
+        index,
+        attempt,
+        state,
+        exit_code,
+        message,
+        counted,
+        ran_ms,
+        ended_ms: now,
+    });
+    if history.len() > SERVICE_HISTORY {
+        history.remove(0);
+    }
+    let quick = history
+        .iter()
+        .rev()
+        .take_while(|f| f.counted && f.ran_ms < STABLE_MS)
+        .count();
+    if job.state != JobState::Active || index >= job.spec.count {
+        return;
+    }
+    let delay = backoff(&job.spec, quick);
+    job.retry.insert(index, now.saturating_add(delay));
+}
+
+#[cfg(test)]
+#[path = "book_tests.rs"]
+mod tests;

@@ -1,0 +1,519 @@
+//! The running service: [`Shared`] state (the book and the store behind one lock), the
+//! [`ServiceConfig`], and [`run`], which opens the store, registers the framework through
+//! the SDK's [`Driver`], serves the API and keeps time (retries, timeouts, reconciliation)
+//! until shutdown.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use framework_sdk::protocol::messages::ReviveRequest;
+use framework_sdk::{
+    BearerToken, Connection, CoordinatorClient, Driver, DriverConfig, FrameworkId, RolePath,
+    SdkError, TaskId,
+};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::book::{Book, JobSummary, Millis, QueueOrder, DEFAULT_AGING_MS};
+use crate::scheduler::JobsScheduler;
+use crate::store::{JobRecord, Store, StoreError};
+
+/// How often the service looks at the clock: retries that came due, tasks past their time
+/// limit, whether offers must be revived.
+pub const TICK: Duration = Duration::from_millis(100);
+
+/// How often the kills of stopped jobs' tasks still running are sent again, in milliseconds.
+pub const SWEEP_MS: Millis = 5_000;
+
+/// The file the store lives in, under the data directory.
+pub const STORE_FILE: &str = "jobs.redb";
+
+/// Milliseconds since the Unix epoch, now.
+pub fn now_ms() -> Millis {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as Millis)
+}
+
+/// How the service runs.
+#[derive(Debug, Clone)]
+pub struct ServiceConfig {
+    /// The coordinator's URL, or several separated by commas.
+    pub coordinator: String,
+    /// A PEM file of the CA to trust for an `https://` coordinator.
+    pub ca_file: Option<PathBuf>,
+    /// The framework's name.
+    pub name: String,
+    /// The role its tasks run under.
+    pub role: RolePath,
+    /// The framework principal's token, for a coordinator with credentials.
+    pub token: Option<BearerToken>,
+    /// The token clients of this service's API must present (`None`: the API is open).
+    pub api_token: Option<String>,
+    /// The API's certificate and key: HTTPS when set, plain HTTP otherwise.
+    pub tls: Option<parley_tls::ServerTls>,
+    /// Where the store lives ([`STORE_FILE`] inside).
+    pub data_dir: PathBuf,
+    /// A queued job gains a point of priority each time this passes.
+    pub aging: Duration,
+    /// How jobs of the same priority share the queue.
+    pub order: QueueOrder,
+    /// How long the tasks survive when the service is away.
+    pub failover_timeout: Duration,
+}
+
+impl ServiceConfig {
+    /// Defaults for everything but where the coordinator is, the role, and where the data
+    /// goes.
+    pub fn new(
+        coordinator: impl Into<String>,
+        role: RolePath,
+        data_dir: impl Into<PathBuf>,
+    ) -> Self {
+        Self {
+            coordinator: coordinator.into(),
+            ca_file: None,
+            name: "parley-jobs".into(),
+            role,
+            token: None,
+            api_token: None,
+            tls: None,
+            data_dir: data_dir.into(),
+            aging: Duration::from_millis(DEFAULT_AGING_MS),
+            order: QueueOrder::Fifo,
+            failover_timeout: framework_sdk::DEFAULT_FAILOVER_TIMEOUT,
+        }
+    }
+}
+
+/// Why the service could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// The store could not be opened or read.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The driver could not be set up, or stopped with an error.
+    #[error("framework: {0}")]
+    Sdk(#[from] SdkError),
+    /// The data directory or the listener failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// What the scheduler, the API and the timer share.
+#[derive(Debug)]
+pub struct Shared {
+    book: Mutex<Book>,
+    /// The durable state; written while the book's lock is held, so the two agree.
+    pub store: Store,
+    /// The coordinator, for kills, revives and reconciliation outside the driver's callbacks.
+    pub client: CoordinatorClient,
+    framework_id: Mutex<Option<FrameworkId>>,
+    /// Tasks to ask the coordinator about once registered (those in flight at start-up).
+    to_check: Mutex<Option<Vec<TaskId>>>,
+    last_offers_ms: AtomicU64,
+    /// The API's bearer token, if it has one.
+    pub api_token: Option<String>,
+    events: tokio::sync::broadcast::Sender<JobEvent>,
+    /// Cancelled when the service stops; event streams end with it, so the API's graceful
+    /// shutdown does not wait on them.
+    pub stop: CancellationToken,
+}
+
+/// A change to a job, as the event stream (`GET /api/v1/jobs/events`) sends it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(untagged)]
+pub enum JobEvent {
+    /// A job was submitted or changed: its summary now (event `job`).
+    Job(JobSummary),
+    /// A job was deleted (event `deleted`).
+    Deleted {
+        /// Its name.
+        name: String,
+    },
+}
+
+impl JobEvent {
+    /// The SSE event name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Job(_) => "job",
+            Self::Deleted { .. } => "deleted",
+        }
+    }
+}
+
+/// How many events a slow reader of the stream may fall behind before it misses some.
+pub const EVENT_BUFFER: usize = 4096;
+
+impl Shared {
+    /// The book, locked. The lock is never held across an `.await`.
+    pub fn lock_book(&self) -> MutexGuard<'_, Book> {
+        self.book.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The framework id, once registered.
+    pub fn framework_id(&self) -> Option<FrameworkId> {
+        *self
+            .framework_id
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn registered(&self, id: FrameworkId) {
+        *self
+            .framework_id
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(id);
+    }
+
+    /// Tells the event stream's readers about job `name` as `book` has it now.
+    pub fn publish(&self, book: &Book, name: &str) {
+        if self.events.receiver_count() == 0 {
+            return;
+        }
+        let event = match book.summary(name) {
+            Some(summary) => JobEvent::Job(summary),
+            None => JobEvent::Deleted {
+                name: name.to_owned(),
+            },
+        };
+        // No reader is not an error.
+        let _ = self.events.send(event);
+    }
+
+    /// A new reader of the event stream.
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<JobEvent> {
+        self.events.subscribe()
+    }
+
+    /// The coordinator removed the framework: its id is forgotten, and every attempt in flight
+    /// ends as lost (the removal killed it), so its index runs again.
+    fn framework_removed(&self) {
+        *self
+            .framework_id
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
+        *self.to_check.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        if let Err(e) = self.store.clear_framework_id() {
+            tracing::error!(error = %e, "cannot forget the framework id");
+        }
+        let now = now_ms();
+        let mut book = self.lock_book();
+        let mut records = Vec::new();
+        for task in book.in_flight() {
+            if let Some(r) = book.not_launched(&task, "the framework was removed", now) {
+                records.push(r);
+            }
+        }
+        if let Err(e) = self.store.put_attempts(&records) {
+            tracing::error!(error = %e, "cannot record attempts");
+        }
+        for r in &records {
+            self.publish(&book, &r.job);
+        }
+    }
+
+    pub(crate) fn offers_seen(&self, now: Millis) {
+        self.last_offers_ms.store(now, Ordering::Relaxed);
+    }
+
+    /// Kills tasks (best effort: a task the coordinator no longer knows has ended anyway).
+    pub async fn kill(&self, tasks: &[TaskId]) {
+        let Some(id) = self.framework_id() else {
+            return;
+        };
+        for task in tasks {
+            if let Err(e) = self.client.kill(id, task).await {
+                tracing::warn!(task_id = %task, error = %e, "kill failed");
+            }
+        }
+    }
+}
+
+/// A running service, as [`start`] returns it.
+#[derive(Debug)]
+pub struct Running {
+    /// The API's address.
+    pub addr: SocketAddr,
+    /// The shared state (for tests and embedding).
+    pub shared: Arc<Shared>,
+    stop: CancellationToken,
+    join: tokio::task::JoinHandle<Result<(), ServiceError>>,
+}
+
+impl Running {
+    /// Stops the service and waits for it. Its tasks keep running for the failover timeout;
+    /// a service started again on the same data directory takes them over.
+    pub async fn stop(self) -> Result<(), ServiceError> {
+        self.stop.cancel();
+        match self.join.await {
+            Ok(r) => r,
+            Err(e) => Err(ServiceError::Io(std::io::Error::other(e.to_string()))),
+        }
+    }
+}
+
+/// Starts the service on `listener` in the background; see [`Running`].
+pub async fn start(config: ServiceConfig, listener: TcpListener) -> Result<Running, ServiceError> {
+    let addr = listener.local_addr()?;
+    let (shared, driving) = prepare(&config)?;
+    let stop = shared.stop.clone();
+    let shutdown = stop.clone();
+    let s = shared.clone();
+    let tls = config.tls.clone();
+    let join = tokio::spawn(async move { serve(s, driving, listener, tls, shutdown).await });
+    Ok(Running {
+        addr,
+        shared,
+        stop,
+        join,
+    })
+}
+
+/// Runs the service on `listener` until `shutdown` completes.
+pub async fn run(
+    config: ServiceConfig,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServiceError> {
+    let (shared, driving) = prepare(&config)?;
+    let stop = shared.stop.clone();
+    let serving = serve(shared, driving, listener, config.tls.clone(), stop.clone());
+    tokio::pin!(serving);
+    tokio::select! {
+        r = &mut serving => r,
+        () = shutdown => {
+            stop.cancel();
+            serving.await
+        }
+    }
+}
+
+/// Opens the store, rebuilds the book and sets up the driver.
+fn prepare(config: &ServiceConfig) -> Result<(Arc<Shared>, Driving), ServiceError> {
+    std::fs::create_dir_all(&config.data_dir)?;
+    let store = Store::open(&config.data_dir.join(STORE_FILE))?;
+    let aging_ms = config.aging.as_millis().max(1) as Millis;
+    let mut book = store.load(aging_ms, now_ms())?;
+    book.set_order(config.order);
+    let framework_id = store.framework_id()?;
+    let in_flight = book.in_flight();
+    let connection = Connection {
+        ca_file: config.ca_file.clone(),
+        token: config.token.clone(),
+    };
+    let client =
+        CoordinatorClient::connect(&config.coordinator, Duration::from_secs(10), &connection)?;
+    let shared = Arc::new(Shared {
+        book: Mutex::new(book),
+        store,
+        client,
+        framework_id: Mutex::new(None),
+        to_check: Mutex::new((!in_flight.is_empty()).then_some(in_flight)),
+        last_offers_ms: AtomicU64::new(0),
+        api_token: config.api_token.clone(),
+        events: tokio::sync::broadcast::channel(EVENT_BUFFER).0,
+        stop: CancellationToken::new(),
+    });
+    let mut dc = DriverConfig::new(&config.coordinator, &config.name, config.role.clone())
+        .gpu_resources(true);
+    dc.ca_file = config.ca_file.clone();
+    dc.token = config.token.clone();
+    dc.framework_id = framework_id;
+    dc.failover_timeout = config.failover_timeout;
+    // The jobs must outlive this process: a restarted service takes them over.
+    dc.unregister_on_stop = false;
+    let driver = Driver::new(dc.clone(), JobsScheduler::new(shared.clone()))?;
+    Ok((shared, Driving { driver, config: dc }))
+}
+
+/// The driver, and its configuration to start another with.
+struct Driving {
+    driver: Driver<JobsScheduler>,
+    config: DriverConfig,
+}
+
+/// Runs the driver until shutdown. When the coordinator has removed the framework (it was torn
+/// down, or the service was away longer than its failover timeout), its tasks are gone: the
+/// attempts in flight end as lost, and the service registers as a new framework and carries
+/// on, rather than stopping for good.
+async fn drive(
+    shared: &Arc<Shared>,
+    driving: Driving,
+    stop: &CancellationToken,
+) -> Result<(), SdkError> {
+    let Driving { mut driver, config } = driving;
+    loop {
+        match driver.run_until(stop.clone().cancelled_owned()).await {
+            Err(SdkError::FrameworkRemoved(why)) if !stop.is_cancelled() => {
+                tracing::warn!(reason = %why, "the coordinator removed the framework; registering anew");
+                shared.framework_removed();
+                let mut fresh = config.clone();
+                fresh.framework_id = None;
+                driver = Driver::new(fresh, JobsScheduler::new(shared.clone()))?;
+            }
+            other => return other.map(|_| ()),
+        }
+    }
+}
+
+async fn serve(
+    shared: Arc<Shared>,
+    driving: Driving,
+    listener: TcpListener,
+    tls: Option<parley_tls::ServerTls>,
+    stop: CancellationToken,
+) -> Result<(), ServiceError> {
+    let app = crate::api::router(shared.clone());
+    let http = {
+        let stop = stop.clone();
+        tokio::spawn(parley_tls::serve(
+            listener,
+            tls,
+            app,
+            stop.cancelled_owned(),
+        ))
+    };
+    let ticker = tokio::spawn(tick(shared.clone(), stop.clone()));
+    let driven = drive(&shared, driving, &stop).await;
+    // The driver ends on shutdown, or on an error it cannot get past: either way, stop all.
+    stop.cancel();
+    let _ = ticker.await;
+    let served = http.await;
+    driven?;
+    match served {
+        Ok(r) => Ok(r?),
+        Err(e) => Err(ServiceError::Io(std::io::Error::other(e.to_string()))),
+    }
+}
+
+/// The service's clock: kills tasks past their time limit, asks the coordinator about tasks
+/// launched before a restart, and revives offers when work is waiting but none come.
+async fn tick(shared: Arc<Shared>, stop: CancellationToken) {
+    let mut last_revive: Millis = 0;
+    let mut last_sweep: Millis = 0;
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(TICK) => {}
+        }
+        let Some(framework_id) = shared.framework_id() else {
+            continue;
+        };
+        let now = now_ms();
+        let (timed_out, replaced, pending) = {
+            let mut book = shared.lock_book();
+            let timed_out = book.timeouts(now);
+            if let Err(e) = shared.store.put_attempts(&timed_out) {
+                tracing::error!(error = %e, "cannot record timeouts");
+            }
+            for r in &timed_out {
+                shared.publish(&book, &r.job);
+            }
+            let replaced = start_periodic_runs(&shared, &mut book, now);
+            (timed_out, replaced, book.pending(now))
+        };
+        let mut kills: Vec<TaskId> = timed_out
+            .iter()
+            .map(|r| crate::book::task_id(&r.job, r.index, r.attempt))
+            .collect();
+        kills.extend(replaced);
+        // A kill that failed, or was asked before the service had registered again after a
+        // restart, is sent again: a stopped job's tasks must not run on.
+        if now.saturating_sub(last_sweep) >= SWEEP_MS {
+            last_sweep = now;
+            kills.extend(shared.lock_book().stopped_running());
+        }
+        shared.kill(&kills).await;
+        let check = shared
+            .to_check
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        for task in check.unwrap_or_default() {
+            reconcile_one(&shared, framework_id, task).await;
+        }
+        let quiet = now.saturating_sub(shared.last_offers_ms.load(Ordering::Relaxed));
+        if pending > 0 && quiet >= 1000 && now.saturating_sub(last_revive) >= 1000 {
+            last_revive = now;
+            if let Err(e) = shared
+                .client
+                .revive(framework_id, &ReviveRequest { demand: None })
+                .await
+            {
+                tracing::warn!(error = %e, "revive failed");
+            }
+        }
+    }
+}
+
+/// Starts the periodic jobs' runs that are due (each stored, then queued as a batch job),
+/// stopping the runs they replace; returns the replaced runs' tasks, to kill.
+fn start_periodic_runs(shared: &Shared, book: &mut Book, now: Millis) -> Vec<TaskId> {
+    let mut kill = Vec::new();
+    for (run, replaced) in book.due_runs(now) {
+        for old in replaced {
+            let Some(job) = book.job(&old) else { continue };
+            if let Err(e) = shared.store.put_job(&old, &JobRecord::of(job, true)) {
+                tracing::error!(job = %old, error = %e, "cannot record a replaced run");
+                continue;
+            }
+            kill.extend(book.stop(&old, now).unwrap_or_default());
+            shared.publish(book, &old);
+        }
+        let record = JobRecord {
+            seq: book.next_seq(),
+            submitted_ms: now,
+            stopped: false,
+            spec: run.raw.clone(),
+        };
+        let name = run.name.clone();
+        if let Err(e) = shared.store.put_job(&name, &record) {
+            tracing::error!(job = %name, error = %e, "cannot record a periodic run");
+            continue;
+        }
+        match book.submit(run, now) {
+            Ok(_) => {
+                tracing::info!(job = %name, "periodic run started");
+                shared.publish(book, &name);
+            }
+            Err(e) => tracing::error!(job = %name, error = %e, "cannot start a periodic run"),
+        }
+    }
+    kill
+}
+
+/// Asks about one task launched before a restart: one the coordinator does not know never
+/// started, so its index runs again under the next attempt's id.
+async fn reconcile_one(shared: &Shared, framework_id: FrameworkId, task: TaskId) {
+    match shared
+        .client
+        .reconcile(framework_id, vec![task.clone()])
+        .await
+    {
+        Ok(()) => {}
+        Err(SdkError::Rejected {
+            status: 404, code, ..
+        }) if code == "task_not_found" => {
+            let mut book = shared.lock_book();
+            let record = book.not_launched(
+                &task,
+                "unknown to the coordinator after a restart",
+                now_ms(),
+            );
+            if let Some(r) = record {
+                shared.publish(&book, &r.job);
+                tracing::warn!(task_id = %task, "a launch from before the restart never started");
+                if let Err(e) = shared.store.put_attempts(&[r]) {
+                    tracing::error!(error = %e, "cannot record an attempt");
+                }
+            }
+        }
+        Err(e) => tracing::warn!(task_id = %task, error = %e, "reconciling a task failed"),
+    }
+}

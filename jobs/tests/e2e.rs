@@ -1,0 +1,680 @@
+//! The jobs service end to end: a real coordinator and real agents (the `tests` crate's
+//! `Cluster`), the service on `127.0.0.1:0`, and every request through its HTTP API.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::time::Duration;
+
+mod support;
+
+use parley_jobs::service::Running;
+use parley_jobs::ServiceConfig;
+use serde_json::Value;
+use tests::{wait_until, Cluster};
+
+/// Generous: a debug build on a loaded two-core machine.
+const WITHIN: Duration = Duration::from_secs(60);
+
+async fn start_jobs(cluster: &Cluster, data: &Path) -> Running {
+    let mut config = ServiceConfig::new(&cluster.url, "default".parse().unwrap(), data);
+    config.failover_timeout = Duration::from_secs(120);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    parley_jobs::start(config, listener).await.unwrap()
+}
+
+struct Api {
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Api {
+    fn new(jobs: &Running) -> Self {
+        Self {
+            base: format!("http://{}/api/v1/jobs", jobs.addr),
+            http: reqwest::Client::new(),
+        }
+    }
+
+    async fn submit(&self, body: &str, content_type: &str) -> (u16, Value) {
+        let r = self
+            .http
+            .post(&self.base)
+            .header("content-type", content_type)
+            .body(body.to_owned())
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn submit_ok(&self, toml: &str) {
+        let (status, body) = self.submit(toml, "application/toml").await;
+        assert_eq!(status, 201, "{body}");
+    }
+
+    async fn get(&self, path: &str) -> Option<Value> {
+        let r = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .ok()?;
+        r.status().is_success().then_some(())?;
+        r.json().await.ok()
+    }
+
+    /// Stops job `name` and waits until none of its tasks runs; returns its view then.
+    async fn stop_job(&self, name: &str) -> Value {
+        let r = self
+            .http
+            .post(format!("{}/{name}/stop", self.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 200, "{}", r.text().await.unwrap());
+        wait_until(WITHIN, &format!("no task of {name} left"), || async {
+            let v = self.get(&format!("/{name}")).await?;
+            v["running"].as_array()?.is_empty().then_some(v)
+        })
+        .await
+        .unwrap()
+    }
+
+    /// Waits until job `name` is in a final state; returns its view.
+    async fn wait_done(&self, name: &str) -> Value {
+        wait_until(WITHIN, &format!("job {name} done"), || async {
+            let v = self.get(&format!("/{name}")).await?;
+            let state = v["state"].as_str()?.to_owned();
+            ["succeeded", "failed", "stopped"]
+                .contains(&state.as_str())
+                .then_some(v)
+        })
+        .await
+        .unwrap()
+    }
+}
+
+fn shell_quote(p: &Path) -> String {
+    format!("'{}'", p.display())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_array_retries_the_tasks_that_fail_their_first_attempt() {
+    let cluster = Cluster::start(&["cpus=4,mem=2048", "cpus=4,mem=2048"])
+        .await
+        .unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let marks = tempfile::tempdir().unwrap();
+    let jobs = start_jobs(&cluster, data.path()).await;
+    let api = Api::new(&jobs);
+    // Even indexes fail their first attempt (leaving a marker), and succeed the next.
+    let command = format!(
+        "m={}/$PARLEY_JOB-$PARLEY_TASK_INDEX; \
+         if [ $((PARLEY_TASK_INDEX % 2)) -eq 0 ] && [ ! -e \"$m\" ]; then touch \"$m\"; exit 3; fi",
+        shell_quote(marks.path())
+    );
+    let spec = serde_json::json!({
+        "name": "flaky",
+        "command": command,
+        "count": 6,
+        "max_retries": 2,
+        "backoff_s": 0.1,
+        "resources": {"cpus": 0.1, "mem": 16},
+    });
+    let (status, body) = api.submit(&spec.to_string(), "application/json").await;
+    assert_eq!(status, 201, "{body}");
+    let view = api.wait_done("flaky").await;
+    assert_eq!(view["state"], "succeeded", "{view:#}");
+    assert_eq!(view["tasks"]["succeeded"], 6);
+    let failures = view["failures"].as_array().unwrap();
+    let mut failed: Vec<u64> = failures
+        .iter()
+        .map(|f| {
+            assert_eq!(f["exit_code"], 3, "{f}");
+            assert_eq!(f["attempt"], 0, "{f}");
+            f["index"].as_u64().unwrap()
+        })
+        .collect();
+    failed.sort_unstable();
+    assert_eq!(failed, [0, 2, 4]);
+    let task = api.get("/flaky/tasks/2").await.unwrap();
+    assert_eq!(
+        (task["state"].as_str(), task["attempts"].as_u64()),
+        (Some("succeeded"), Some(2))
+    );
+    jobs.stop().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dependencies_start_after_success_and_fail_with_their_dependency() {
+    let cluster = Cluster::start(&["cpus=4,mem=2048"]).await.unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let jobs = start_jobs(&cluster, data.path()).await;
+    let api = Api::new(&jobs);
+    let log = shell_quote(&out.path().join("order"));
+    let job = |name: &str, command: &str, deps: &str| {
+        format!(
+            "name = \"{name}\"\ncommand = \"{command}\"\ndepends_on = [{deps}]\n\
+             [resources]\ncpus = 0.1\nmem = 16\n"
+        )
+    };
+    api.submit_ok(&job(
+        "first",
+        &format!("sleep 0.3; echo first >> {log}"),
+        "",
+    ))
+    .await;
+    api.submit_ok(&job(
+        "second",
+        &format!("echo second >> {log}"),
+        "\"first\"",
+    ))
+    .await;
+    api.submit_ok(&job("broken", "exit 4", "")).await;
+    api.submit_ok(&job(
+        "after-broken",
+        &format!("echo never >> {log}"),
+        "\"broken\"",
+    ))
+    .await;
+    let second = api.wait_done("second").await;
+    assert_eq!(second["state"], "succeeded", "{second:#}");
+    let after = api.wait_done("after-broken").await;
+    assert_eq!(after["state"], "failed", "{after:#}");
+    let reason = after["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("dependency \"broken\" failed") && reason.contains("exit code 4"),
+        "{reason}"
+    );
+    assert_eq!(after["tasks"]["succeeded"], 0);
+    assert!(
+        after["failures"].as_array().unwrap().is_empty(),
+        "it never ran"
+    );
+    let order = std::fs::read_to_string(out.path().join("order")).unwrap();
+    assert_eq!(order, "first\nsecond\n");
+    jobs.stop().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_specs_are_refused_naming_the_field_and_nothing_is_queued() {
+    let cluster = Cluster::start(&["cpus=1,mem=256"]).await.unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let jobs = start_jobs(&cluster, data.path()).await;
+    let api = Api::new(&jobs);
+    let base = "command = \"true\"\n[resources]\ncpus = 0.1\n";
+    let cases = [
+        (format!("name = \"a\"\ncuont = 2\n{base}"), "cuont", Some(2)),
+        (
+            format!("name = \"a\"\ncount = -3\n{base}"),
+            "count",
+            Some(2),
+        ),
+        (
+            format!("name = \"a\"\n{base}gpus = 1.5\n"),
+            "resources.gpus",
+            Some(5),
+        ),
+        (
+            format!("name = \"a\"\ndepends_on = [\"a\"]\n{base}"),
+            "depends_on[0]",
+            None,
+        ),
+        (
+            format!("name = \"a\"\ndepends_on = [\"ghost\"]\n{base}"),
+            "depends_on[0]",
+            None,
+        ),
+    ];
+    for (spec, field, line) in cases {
+        let (status, body) = api.submit(&spec, "application/toml").await;
+        assert_eq!(status, 400, "{spec}: {body}");
+        assert_eq!(body["error"]["code"], "invalid_spec", "{body}");
+        assert_eq!(body["error"]["field"], field, "{spec}: {body}");
+        if let Some(line) = line {
+            assert_eq!(body["error"]["line"], line, "{spec}: {body}");
+        }
+    }
+    let (status, body) = api
+        .submit(
+            r#"{"name": "j", "command": "true", "resources": {"cpus": 1}, "colour": "red"}"#,
+            "application/json",
+        )
+        .await;
+    assert_eq!(
+        (status, &body["error"]["field"]),
+        (400, &Value::from("colour")),
+        "{body}"
+    );
+    let list = api.get("").await.unwrap();
+    assert_eq!(list["jobs"], serde_json::json!([]), "nothing was queued");
+    jobs.stop().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_service_finishes_the_array_launching_each_index_once() {
+    let cluster = Cluster::start(&["cpus=4,mem=2048", "cpus=4,mem=2048"])
+        .await
+        .unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let jobs = start_jobs(&cluster, data.path()).await;
+    let api = Api::new(&jobs);
+    let spec = support::logging_array("steady", 12, 4, out.path());
+    api.submit_ok(&spec).await;
+    wait_until(WITHIN, "some tasks done and some running", || async {
+        let v = api.get("/steady").await?;
+        let t = &v["tasks"];
+        (t["succeeded"].as_u64()? >= 2 && t["running"].as_u64()? >= 1).then_some(())
+    })
+    .await
+    .unwrap();
+    let framework = cluster
+        .framework_named("parley-jobs")
+        .await
+        .unwrap()
+        .unwrap();
+    jobs.stop().await.unwrap();
+
+    let jobs = start_jobs(&cluster, data.path()).await;
+    let api = Api::new(&jobs);
+    let view = api.wait_done("steady").await;
+    assert_eq!(view["state"], "succeeded", "{view:#}");
+    assert_eq!(view["succeeded"], serde_json::json!([[0, 12]]));
+    assert!(view["failures"].as_array().unwrap().is_empty(), "{view:#}");
+    support::assert_each_ran_once(out.path(), 12);
+    support::assert_one_framework(&cluster, framework).await;
+    jobs.stop().await.unwrap();
+    cluster.wait_agents_idle().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_past_its_timeout_is_killed_and_fails_the_job() {
+    let cluster = Cluster::start(&["cpus=2,mem=1024"]).await.unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let jobs = start_jobs(&cluster, data.path()).await;
+    let api = Api::new(&jobs);
+    api.submit_ok(
+        "name = \"slow\"\ncommand = \"sleep 600\"\ntimeout_s = 0.5\n\
+         [resources]\ncpus = 0.1\nmem = 16\n",
+    )
+    .await;
+    let view = api.wait_done("slow").await;
+    assert_eq!(view["state"], "failed", "{view:#}");
+    let failure = &view["failures"][0];
+    assert_eq!(failure["state"], "killed", "{view:#}");
+    assert_eq!(failure["message"], "timed out after 0.5 s", "{view:#}");
+    assert!(
+        view["reason"].as_str().unwrap().contains("timed out"),
+        "{view:#}"
+    );
+    jobs.stop().await.unwrap();
+    cluster.wait_agents_idle().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_lost_with_their_agent_run_again_elsewhere() {
+    let mut cluster = Cluster::start(&["cpus=4,mem=2048"]).await.unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let jobs = start_jobs(&cluster, data.path()).await;
+    let api = Api::new(&jobs);
+    // No retries: only losses (which use none) may run an index again.
+    api.submit_ok(
+        "name = \"survivor\"\ncount = 6\ncommand = \"sleep 1\"\n\
+         [resources]\ncpus = 0.5\nmem = 16\n",
+    )
+    .await;
+    wait_until(WITHIN, "tasks running on the first agent", || async {
+        let v = api.get("/survivor").await?;
+        (v["tasks"]["running"].as_u64()? == 6).then_some(())
+    })
+    .await
+    .unwrap();
+    cluster.add_agent("cpus=4,mem=2048").await.unwrap();
+    cluster.stop_agent(0).await.unwrap();
+    let view = api.wait_done("survivor").await;
+    assert_eq!(view["state"], "succeeded", "{view:#}");
+    let failures = view["failures"].as_array().unwrap();
+    assert!(!failures.is_empty(), "{view:#}");
+    assert!(
+        failures
+            .iter()
+            .all(|f| f["state"] == "lost" && f["counted"] == false),
+        "{view:#}"
+    );
+    jobs.stop().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
+
+/// The running replicas of service `web` as (index, attempt), once `want` of them run.
+async fn replicas(api: &Api, want: usize) -> Vec<(u64, u64)> {
+    wait_until(WITHIN, &format!("{want} replicas running"), || async {
+        let v = api.get("/web").await?;
+        let list = v["running"].as_array()?;
+        let up: Vec<(u64, u64)> = list
+            .iter()
+            .filter(|r| r["state"] == "running")
+            .filter_map(|r| Some((r["index"].as_u64()?, r["attempt"].as_u64()?)))
+            .collect();
+        (up.len() == want && list.len() == want).then_some(up)
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_replaces_a_killed_replica_and_scales() {
+    let cluster = Cluster::start(&["cpus=4,mem=2048"]).await.unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let jobs = start_jobs(&cluster, data.path()).await;
+    let api = Api::new(&jobs);
+    api.submit_ok(
+        "name = \"web\"\nkind = \"service\"\nreplicas = 2\ncommand = \"sleep 600\"\n\
+         backoff_s = 0.1\n[resources]\ncpus = 0.1\nmem = 16\n",
+    )
+    .await;
+    assert_eq!(replicas(&api, 2).await, [(0, 0), (1, 0)]);
+    jobs.shared
+        .kill(&[parley_jobs::book::task_id("web", 0, 0)])
+        .await;
+    wait_until(WITHIN, "replica 0 replaced", || async {
+        let v = api.get("/web").await?;
+        let r = v["running"].as_array()?.first()?.clone();
+        (r["attempt"] == 1 && r["state"] == "running").then_some(())
+    })
+    .await
+    .unwrap();
+    let scale = |n: u32| {
+        let url = format!("{}/web/scale", api.base);
+        let http = api.http.clone();
+        async move {
+            let r = http
+                .post(url)
+                .json(&serde_json::json!({ "replicas": n }))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status().as_u16(), 200, "{}", r.text().await.unwrap());
+        }
+    };
+    let restart = api
+        .http
+        .post(format!("{}/web/restart", api.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(restart.status().as_u16(), 200);
+    wait_until(WITHIN, "both replicas restarted", || async {
+        let v = api.get("/web").await?;
+        let list = v["running"].as_array()?;
+        let restarted = list
+            .iter()
+            .filter(|r| r["state"] == "running")
+            .filter(|r| r["attempt"] == if r["index"] == 0 { 2 } else { 1 })
+            .count();
+        (restarted == 2 && list.len() == 2).then_some(())
+    })
+    .await
+    .unwrap();
+    scale(3).await;
+    assert_eq!(replicas(&api, 3).await.len(), 3);
+    scale(1).await;
+    assert_eq!(replicas(&api, 1).await, [(0, 2)]);
+    let stopped = api.stop_job("web").await;
+    assert_eq!(stopped["state"], "stopped");
+    jobs.stop().await.unwrap();
+    cluster.wait_agents_idle().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_periodic_job_runs_on_a_fast_schedule_until_stopped() {
+    let cluster = Cluster::start(&["cpus=2,mem=1024"]).await.unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let jobs = start_jobs(&cluster, data.path()).await;
+    let api = Api::new(&jobs);
+    let (status, body) = api
+        .submit(
+            "name = \"tick\"\nkind = \"periodic\"\nschedule = \"61 * * * *\"\n\
+             command = \"true\"\n[resources]\ncpus = 0.1\n",
+            "application/toml",
+        )
+        .await;
+    assert_eq!(
+        (status, &body["error"]["field"]),
+        (400, &Value::from("schedule")),
+        "{body}"
+    );
+    api.submit_ok(
+        "name = \"tick\"\nkind = \"periodic\"\nschedule = \"* * * * * *\"\n\
+         time_zone = \"Europe/Paris\"\ncommand = \"true\"\ncount = 2\n\
+         [resources]\ncpus = 0.1\nmem = 16\n",
+    )
+    .await;
+    // Every second a run, a batch job `tick-SECONDS`; wait for two that succeeded.
+    let runs = wait_until(WITHIN, "two runs succeeded", || async {
+        let list = api.get("").await?;
+        let done: Vec<String> = list["jobs"]
+            .as_array()?
+            .iter()
+            .filter(|j| j["state"] == "succeeded")
+            .filter_map(|j| j["name"].as_str().map(str::to_owned))
+            .collect();
+        (done.len() >= 2).then_some(done)
+    })
+    .await
+    .unwrap();
+    assert!(runs.iter().all(|n| n.starts_with("tick-")), "{runs:?}");
+    let parent = api.get("/tick").await.unwrap();
+    assert_eq!(
+        (parent["kind"].as_str(), parent["state"].as_str()),
+        (Some("periodic"), Some("active"))
+    );
+    assert!(parent["next_run_ms"].as_u64().is_some(), "{parent:#}");
+    let r = api
+        .http
+        .post(format!("{}/tick/stop", api.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let stopped = api.get("/tick").await.unwrap();
+    assert_eq!(stopped["state"], "stopped");
+    assert!(stopped.get("next_run_ms").is_none(), "{stopped:#}");
+    // Runs already started finish; no new one starts.
+    let settled = wait_until(WITHIN, "every run ended", || async {
+        let list = api.get("").await?;
+        let jobs = list["jobs"].as_array()?.clone();
+        jobs.iter()
+            .all(|j| j["state"] != "active" && j["state"] != "waiting")
+            .then_some(jobs.len())
+    })
+    .await
+    .unwrap();
+    let later = api.get("").await.unwrap()["jobs"].as_array().unwrap().len();
+    assert_eq!(settled, later);
+    jobs.stop().await.unwrap();
+    cluster.wait_agents_idle().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_event_stream_follows_a_job_to_its_end() {
+    use futures::StreamExt;
+
+    let cluster = Cluster::start(&["cpus=2,mem=1024"]).await.unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let jobs = start_jobs(&cluster, data.path()).await;
+    let api = Api::new(&jobs);
+    let stream = api
+        .http
+        .get(format!("{}/events", api.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status().as_u16(), 200);
+    let mut bytes = stream.bytes_stream();
+    api.submit_ok(
+        "name = \"watched\"\ncount = 3\ncommand = \"true\"\n[resources]\ncpus = 0.1\nmem = 16\n",
+    )
+    .await;
+    let mut parser = testkit::sse::SseLines::default();
+    let mut states = Vec::new();
+    let seen = tokio::time::timeout(WITHIN, async {
+        while let Some(chunk) = bytes.next().await {
+            for frame in parser.feed(&chunk.unwrap()) {
+                assert_eq!(frame.event, "job", "{frame:?}");
+                let v: Value = serde_json::from_str(&frame.data).unwrap();
+                assert_eq!(v["name"], "watched");
+                states.push(v["state"].as_str().unwrap().to_owned());
+                if v["state"] == "succeeded" {
+                    assert_eq!(v["tasks"]["succeeded"], 3);
+                    return true;
+                }
+            }
+        }
+        false
+    })
+    .await
+    .unwrap();
+    assert!(seen, "{states:?}");
+    assert_eq!(states.first().map(String::as_str), Some("active"));
+    let r = api
+        .http
+        .delete(format!("{}/watched", api.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let deleted = tokio::time::timeout(WITHIN, async {
+        while let Some(chunk) = bytes.next().await {
+            if let Some(frame) = parser.feed(&chunk.unwrap()).into_iter().next() {
+                return frame;
+            }
+        }
+        panic!("the stream ended");
+    })
+    .await
+    .unwrap();
+    assert_eq!(deleted.event, "deleted");
+    // Stopping the service ends the stream rather than waiting on it.
+    jobs.stop().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_can_demand_a_token_over_https() {
+    let cluster = Cluster::start(&["cpus=1,mem=256"]).await.unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let pki = parley_tls::testing::TestPki::generate(data.path()).unwrap();
+    let mut config = ServiceConfig::new(&cluster.url, "default".parse().unwrap(), data.path());
+    config.api_token = Some("s3cret".into());
+    config.tls =
+        Some(parley_tls::ServerTls::from_pem_files(&pki.cert_file, &pki.key_file).unwrap());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let jobs = parley_jobs::start(config, listener).await.unwrap();
+    let http = parley_tls::client_builder(Some(&pki.ca_file))
+        .unwrap()
+        .build()
+        .unwrap();
+    let url = format!("https://localhost:{}/api/v1/jobs", jobs.addr.port());
+    let bare = http.get(&url).send().await.unwrap();
+    assert_eq!(bare.status().as_u16(), 401);
+    let body: Value = bare.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "unauthorized");
+    let wrong = http.get(&url).bearer_auth("guess").send().await.unwrap();
+    assert_eq!(wrong.status().as_u16(), 401);
+    let right = http.get(&url).bearer_auth("s3cret").send().await.unwrap();
+    assert_eq!(right.status().as_u16(), 200);
+    let plain = reqwest::get(format!("http://{}/api/v1/jobs", jobs.addr)).await;
+    assert!(plain.is_err(), "no plain HTTP on an HTTPS port");
+    jobs.stop().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unhealthy_replica_is_replaced() {
+    let cluster = Cluster::start(&["cpus=2,mem=1024"]).await.unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let jobs = start_jobs(&cluster, data.path()).await;
+    let api = Api::new(&jobs);
+    api.submit_ok(
+        "name = \"sick\"\nkind = \"service\"\ncommand = \"sleep 600\"\nbackoff_s = 0.1\n\
+         [resources]\ncpus = 0.1\nmem = 16\n\
+         [health_check]\ncommand = { shell = \"false\" }\ninterval_s = 0.2\nconsecutive_failures = 1\n",
+    )
+    .await;
+    let view = wait_until(WITHIN, "a replica replaced", || async {
+        let v = api.get("/sick").await?;
+        let replaced = v["failures"]
+            .as_array()?
+            .iter()
+            .any(|f| f["message"] == "unhealthy: killed after its health check failed");
+        replaced.then_some(v)
+    })
+    .await
+    .unwrap();
+    assert_eq!(view["state"], "active", "{view:#}");
+    let stopped = api.stop_job("sick").await;
+    assert_eq!(stopped["state"], "stopped");
+    jobs.stop().await.unwrap();
+    cluster.wait_agents_idle().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_torn_down_framework_is_registered_anew_and_the_array_finishes() {
+    let cluster = Cluster::start(&["cpus=4,mem=2048"]).await.unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let jobs = start_jobs(&cluster, data.path()).await;
+    let api = Api::new(&jobs);
+    api.submit_ok(
+        "name = \"phoenix\"\ncount = 6\nmax_running = 3\ncommand = \"sleep 0.5\"\n\
+         [resources]\ncpus = 0.1\nmem = 16\n",
+    )
+    .await;
+    wait_until(WITHIN, "tasks running", || async {
+        let v = api.get("/phoenix").await?;
+        (v["tasks"]["running"].as_u64()? >= 1).then_some(())
+    })
+    .await
+    .unwrap();
+    let old = cluster
+        .framework_named("parley-jobs")
+        .await
+        .unwrap()
+        .unwrap();
+    let (status, body) = cluster
+        .send_json(
+            reqwest::Method::DELETE,
+            &format!("/api/v1/frameworks/{old}"),
+            "",
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    let view = api.wait_done("phoenix").await;
+    assert_eq!(view["state"], "succeeded", "{view:#}");
+    let frameworks = cluster.frameworks().await.unwrap().frameworks;
+    assert!(
+        frameworks
+            .iter()
+            .any(|f| f.name == "parley-jobs" && f.framework_id != old),
+        "a new framework registered"
+    );
+    let lost = view["failures"].as_array().unwrap();
+    assert!(
+        !lost.is_empty() && lost.iter().all(|f| f["counted"] == false),
+        "{view:#}"
+    );
+    jobs.stop().await.unwrap();
+    cluster.wait_agents_idle().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
