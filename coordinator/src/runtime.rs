@@ -483,6 +483,7 @@ impl Coordinator {
         let mut changes = Vec::new();
         let mut overflowed = Vec::new();
         for effect in fx {
+            let fence = matches!(effect, Effect::Fence { .. });
             match effect {
                 Effect::ToFramework(id, event) => {
                     if let Some(slot) = inner.streams.get(&id) {
@@ -527,15 +528,8 @@ impl Coordinator {
                     framework_id,
                     endpoint,
                     task_id,
-                } => io.push(Io::Kill {
-                    token: inner.state.agent_token(agent_id),
-                    agent_id,
-                    endpoint,
-                    framework_id,
-                    task_id,
-                    reason: None,
-                }),
-                Effect::Fence {
+                }
+                | Effect::Fence {
                     agent_id,
                     framework_id,
                     endpoint,
@@ -546,7 +540,7 @@ impl Coordinator {
                     endpoint,
                     framework_id,
                     task_id,
-                    reason: Some(protocol::task::REASON_AGENT_PARTITIONED),
+                    reason: fence.then_some(protocol::task::REASON_AGENT_PARTITIONED),
                 }),
                 Effect::Allocate => allocate = true,
                 Effect::Persist(change) => changes.push(change),

@@ -156,21 +156,20 @@ impl Core {
         out: &mut Vec<Command>,
     ) -> Result<(), LaunchError> {
         self.check_launch(framework_id, launches.iter().map(|l| &l.spec))?;
-        let mut records_first = Vec::new();
+        let mut records = Vec::new();
         if self.contact.partition.get(&framework_id).copied() != partition_timeout {
             match partition_timeout {
                 Some(t) => self.contact.partition.insert(framework_id, t),
                 None => self.contact.partition.remove(&framework_id),
             };
             if self.config.journaling == Journaling::On {
-                records_first.push(Record::Partition {
+                records.push(Record::Partition {
                     framework_id,
                     partition_timeout_s: partition_timeout.map(|t| t.as_secs_f64()),
                 });
             }
         }
         let agent_id = self.session.stamp();
-        let mut records = std::mem::take(&mut records_first);
         let mut accepted = Vec::with_capacity(launches.len());
         let mut refused = Vec::new();
         for Launch { spec, sandbox } in launches {

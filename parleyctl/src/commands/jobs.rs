@@ -220,11 +220,7 @@ pub async fn list(api: &JobsApi, json: bool, out: &mut dyn Write) -> Result<(), 
         "FAILED",
         "REASON",
     ]);
-    for job in list["jobs"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-    {
+    for job in items(&list["jobs"]) {
         table.row(vec![
             job["name"].as_str().unwrap_or("?").to_owned(),
             state(job).to_owned(),
@@ -260,10 +256,7 @@ pub async fn status(
         writeln!(out, "  reason: {reason}")?;
     }
     writeln!(out, "  tasks:  {}", progress(&view))?;
-    let running = view["running"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let running = items(&view["running"]);
     if !running.is_empty() {
         let mut table = Table::new(&["INDEX", "ATTEMPT", "STATE", "TASK", "AGENT"]);
         for r in running {
@@ -278,10 +271,7 @@ pub async fn status(
         writeln!(out, "running:")?;
         table.write(out)?;
     }
-    let failures = view["failures"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let failures = items(&view["failures"]);
     if !failures.is_empty() {
         let mut table = Table::new(&["INDEX", "ATTEMPT", "STATE", "EXIT", "REASON"]);
         for f in failures {
@@ -415,4 +405,9 @@ pub async fn delete(
         &format!("job {name} deleted"),
     )
     .await
+}
+
+/// The elements of a JSON array (none when `v` is not one).
+fn items(v: &Value) -> &[Value] {
+    v.as_array().map(Vec::as_slice).unwrap_or_default()
 }
