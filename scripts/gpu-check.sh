@@ -20,7 +20,7 @@
 #                     CUDA program, to see a nonzero gpu_memory_bytes
 #   GPU_CHECK_TIMEOUT seconds gpu-jobs may take in all (default 300)
 #
-# Tested without a GPU by tests/tests/gpu_nvml.rs, over a stub libnvidia-ml.so.1 and a fake
+# Tested without a GPU by tests/tests/cluster/gpu_nvml.rs, over a stub libnvidia-ml.so.1 and a fake
 # nvidia-smi (see tests/nvml-stub/nvml_stub.c).
 # Exits 0 when every task finished; 2 when there is no GPU here ("no GPU found"); 1 otherwise.
 

@@ -10,7 +10,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/agent/common/mod.rs"]
 mod common;
 
 use std::time::Duration;

@@ -1,7 +1,8 @@
 //! [`TaskUser`]: the user tasks run as (`--task-user`), and whether the agent runs as root.
 //!
-//! A name is looked up in `/etc/passwd` (local accounts only: no NSS, no LDAP); `UID` or
-//! `UID:GID` is taken as given. An agent running as root must be given a task user, or be told
+//! A name is looked up through the system's user database (`getpwnam_r`, so NSS: local
+//! accounts, LDAP, SSSD, whatever `/etc/nsswitch.conf` names); `UID` or `UID:GID` is taken as
+//! given. An agent running as root must be given a task user, or be told
 //! that root tasks are allowed ([`crate::AgentConfig::allow_root_tasks`]).
 
 use std::os::unix::fs::MetadataExt;
@@ -20,22 +21,33 @@ pub struct TaskUser {
 /// A task user that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TaskUserError {
-    /// Not a local user name, `UID` or `UID:GID`.
-    #[error("--task-user {0:?}: no such user in /etc/passwd; give a name, UID or UID:GID")]
+    /// Not a known user name, `UID` or `UID:GID`.
+    #[error("--task-user {0:?}: no such user in the user database; give a name, UID or UID:GID")]
     Unknown(String),
+    /// The user database could not be read (an NSS source failed).
+    #[error("--task-user {0:?}: the user database could not be read: {1}")]
+    Lookup(String, String),
     /// The user is root, which the option exists to avoid.
     #[error("--task-user {0:?} is root; give an unprivileged user (or --allow-root-tasks)")]
     Root(String),
 }
 
 impl TaskUser {
-    /// Parses `NAME`, `UID` or `UID:GID` (a name is looked up in `/etc/passwd`).
+    /// Parses `NAME`, `UID` or `UID:GID` (a name is looked up through NSS).
     pub fn parse(text: &str) -> Result<TaskUser, TaskUserError> {
-        let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
-        Self::parse_with(text, &passwd)
+        Self::parse_with(text, |name| {
+            nix::unistd::User::from_name(name)
+                .map(|user| user.map(|u| (u.uid.as_raw(), u.gid.as_raw())))
+                .map_err(|e| e.to_string())
+        })
     }
 
-    fn parse_with(text: &str, passwd: &str) -> Result<TaskUser, TaskUserError> {
+    /// [`TaskUser::parse`] with the name lookup given: `lookup(name)` answers the user's uid and
+    /// primary gid, `None` for no such user.
+    fn parse_with(
+        text: &str,
+        lookup: impl FnOnce(&str) -> Result<Option<(u32, u32)>, String>,
+    ) -> Result<TaskUser, TaskUserError> {
         let unknown = || TaskUserError::Unknown(text.to_string());
         let user = if let Some((uid, gid)) = text.split_once(':') {
             TaskUser {
@@ -50,20 +62,14 @@ impl TaskUser {
                 name: None,
             }
         } else {
-            passwd
-                .lines()
-                .filter_map(|line| {
-                    let mut f = line.split(':');
-                    let name = f.next()?;
-                    let (uid, gid) = (f.nth(1)?.parse().ok()?, f.next()?.parse().ok()?);
-                    (name == text).then(|| TaskUser {
-                        uid,
-                        gid,
-                        name: Some(name.to_string()),
-                    })
-                })
-                .next()
-                .ok_or_else(unknown)?
+            let (uid, gid) = lookup(text)
+                .map_err(|e| TaskUserError::Lookup(text.to_string(), e))?
+                .ok_or_else(unknown)?;
+            TaskUser {
+                uid,
+                gid,
+                name: Some(text.to_string()),
+            }
         };
         if user.uid == 0 {
             return Err(TaskUserError::Root(text.to_string()));
@@ -83,9 +89,19 @@ pub fn running_as_root() -> bool {
 mod tests {
     use super::*;
 
+    /// A user database of two users; a lookup of any other name finds nothing.
+    fn users(name: &str) -> Result<Option<(u32, u32)>, String> {
+        Ok(match name {
+            "root" => Some((0, 0)),
+            "nobody" => Some((65534, 65533)),
+            "broken" => return Err("LDAP server unreachable".into()),
+            _ => None,
+        })
+    }
+
     #[test]
     fn task_users_parse_by_name_and_number_and_refuse_root() {
-        let passwd = "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65533:n:/:/bin/false\n";
+        let passwd = users;
         let nobody = TaskUser::parse_with("nobody", passwd).unwrap();
         assert_eq!((nobody.uid, nobody.gid), (65534, 65533));
         assert_eq!(nobody.name.as_deref(), Some("nobody"));
@@ -103,6 +119,35 @@ mod tests {
         assert!(matches!(
             TaskUser::parse_with("0:0", passwd),
             Err(TaskUserError::Root(_))
+        ));
+        let failed = TaskUser::parse_with("broken", passwd).unwrap_err();
+        assert!(
+            failed.to_string().contains("LDAP server unreachable"),
+            "{failed}"
+        );
+    }
+
+    /// Through the real user database: the user this test runs as is found by name with its
+    /// uid and primary group (refused as root when the tests run as root), and a name no
+    /// database has is unknown.
+    #[test]
+    fn names_are_found_through_the_system_user_database() {
+        let me = nix::unistd::User::from_uid(nix::unistd::getuid())
+            .unwrap()
+            .expect("the test's own user is in the user database");
+        match TaskUser::parse(&me.name) {
+            Ok(user) => {
+                assert_eq!((user.uid, user.gid), (me.uid.as_raw(), me.gid.as_raw()));
+                assert_eq!(user.name.as_deref(), Some(me.name.as_str()));
+            }
+            Err(e) => {
+                assert_eq!(me.uid.as_raw(), 0, "{e}");
+                assert!(matches!(e, TaskUserError::Root(_)), "{e}");
+            }
+        }
+        assert!(matches!(
+            TaskUser::parse("no-such-user-parley-test"),
+            Err(TaskUserError::Unknown(_))
         ));
     }
 }

@@ -77,9 +77,11 @@ pub struct Config {
     /// How long a lost agent is remembered (it may re-register with its id and tasks); after
     /// that its record is forgotten (default 24 h).
     pub lost_agent_retention: Duration,
-    /// The most events queued on one framework stream; a stream whose reader falls this far
-    /// behind is closed (the framework reconnects and gets its pending updates again). Also the
-    /// most task ids one `reconcile` may name (default 10000).
+    /// The most events queued on one framework stream before its updates are deferred to the
+    /// re-send (offers coalesce into one waiting event and do not count against it); a stream
+    /// whose reader takes nothing from a full queue for two heartbeats is closed (the framework
+    /// reconnects and gets its pending updates again). Also the most task ids one `reconcile`
+    /// may name (default 10000).
     pub max_stream_queue: usize,
     /// Requests per second allowed to one client (its bearer token, else its address), as a
     /// token bucket of `rate_limit_burst`; beyond it 429 with `Retry-After`. Zero (the default)

@@ -29,6 +29,9 @@
 //!   [`state::Effect::Persist`], read at start.
 //! - [`ha`]: high availability on etcd: the etcd client and registry backend (fenced writes),
 //!   leader election, and the follower's redirect middleware; [`serve_ha`] runs it.
+//! - [`outbox`]: the queue between the books and one framework's stream, which coalesces
+//!   offers, cancels unread rescinded offers and defers updates, so that only a reader that
+//!   has stopped is cut off.
 //! - [`runtime`]: [`Coordinator`], the async shell: the lock around the state, effect dispatch
 //!   (stream events, launches and kills sent to agents, allocation kicks).
 //! - [`api`]: the axum routers (framework, agent, operator), SSE streams, error bodies.
@@ -52,6 +55,7 @@ pub mod history;
 pub mod http;
 pub mod mesos;
 pub mod metrics;
+pub mod outbox;
 pub mod runtime;
 pub mod server;
 pub mod state;

@@ -17,12 +17,12 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use protocol::events::OfferEvent;
 use protocol::messages::{KillTask, LaunchTasks};
-use protocol::{AgentId, FrameworkEvent, FrameworkId, TaskId, TaskState};
-use tokio::sync::{broadcast, mpsc, oneshot, Notify};
+use protocol::{AgentId, FrameworkId, TaskId, TaskState};
+use tokio::sync::{broadcast, oneshot, Notify};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -30,6 +30,7 @@ use crate::config::Config;
 use crate::ha::{HaStatus, Role};
 use crate::history::History;
 use crate::metrics::Metrics;
+use crate::outbox::{Outbox, OutboxReader, Push};
 use crate::server::ServeError;
 use crate::state::{AgentToken, Effect, Effects, Now, State, StateError};
 use crate::store::{Change, Registry, Snapshot, Store, WriteFailures, Writer};
@@ -97,8 +98,16 @@ struct Inner {
 
 struct StreamSlot {
     generation: u64,
-    /// Bounded by `max_stream_queue`: a reader that falls that far behind loses its stream.
-    tx: mpsc::Sender<FrameworkEvent>,
+    /// The stream's coalescing queue (see [`crate::outbox`]): only a reader that has stopped
+    /// loses its stream.
+    outbox: Arc<Outbox>,
+}
+
+impl Drop for StreamSlot {
+    /// A slot removed or replaced ends its stream once the reader has read what waits.
+    fn drop(&mut self) {
+        self.outbox.close();
+    }
 }
 
 /// What one dispatch left to do once the lock is released.
@@ -107,7 +116,7 @@ struct Dispatched {
     allocate: bool,
     /// The writer's answer for the registry changes, if there were any.
     written: Option<oneshot::Receiver<bool>>,
-    /// Streams closed because their queue was full: `(framework, generation)`.
+    /// Streams closed because their reader stopped: `(framework, generation)`.
     overflowed: Vec<(FrameworkId, u64)>,
 }
 
@@ -422,26 +431,29 @@ impl Coordinator {
         (out, written)
     }
 
-    /// Opens a framework's event stream: returns its receiver and number. The `subscribed`
+    /// Opens a framework's event stream: returns its reader and number. The `subscribed`
     /// event and any unacknowledged updates are already queued on it.
-    pub fn subscribe(
-        &self,
-        id: FrameworkId,
-    ) -> Result<(mpsc::Receiver<FrameworkEvent>, u64), StateError> {
+    pub fn subscribe(&self, id: FrameworkId) -> Result<(OutboxReader, u64), StateError> {
         let now = self.now();
         let mut fx = Vec::new();
-        let (tx, rx) = mpsc::channel(self.shared.config.max_stream_queue.max(1));
+        let config = &self.shared.config;
+        // A reader that takes nothing from a full queue for two heartbeats has stopped.
+        let stall_after = config
+            .framework_heartbeat_interval
+            .saturating_mul(2)
+            .max(Duration::from_secs(1));
+        let (outbox, reader) = Outbox::new(config.max_stream_queue, stall_after);
         let (generation, d) = {
             let mut inner = self.lock();
             let generation = inner.state.subscribe(id, &now, &mut fx)?;
-            // Replacing the slot drops the older stream's sender, which ends that stream.
-            inner.streams.insert(id, StreamSlot { generation, tx });
+            // Replacing the slot closes the older stream's outbox, which ends that stream.
+            inner.streams.insert(id, StreamSlot { generation, outbox });
             // Subscribing changes nothing stored.
             let d = self.dispatch(&mut inner, fx);
             (generation, d)
         };
         self.perform(d);
-        Ok((rx, generation))
+        Ok((reader, generation))
     }
 
     /// A framework stream ended (its HTTP response was dropped).
@@ -487,21 +499,17 @@ impl Coordinator {
             match effect {
                 Effect::ToFramework(id, event) => {
                     if let Some(slot) = inner.streams.get(&id) {
-                        match slot.tx.try_send(event) {
-                            // A closed receiver means the stream is going away; the update
-                            // stays pending and is re-sent on the next stream.
-                            Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => {}
-                            // The reader fell `max_stream_queue` events behind: end its
-                            // stream (dropping the sender ends it once the reader has read
-                            // what is queued) and disconnect the framework, which reconnects
-                            // and gets its unacknowledged updates again.
-                            Err(mpsc::error::TrySendError::Full(_)) => {
-                                let generation = slot.generation;
-                                inner.streams.remove(&id);
-                                overflowed.push((id, generation));
-                                self.shared.metrics.count_stream_overflow();
-                                tracing::warn!(framework = %id, "event stream queue full: stream closed");
-                            }
+                        // Queued or dropped loses nothing: an update left out (a duplicate,
+                        // a full queue, a stream going away) stays pending and is re-sent.
+                        if slot.outbox.push(event) == Push::Stalled {
+                            // The reader stopped: end its stream (removing the slot closes
+                            // the outbox) and disconnect the framework, which reconnects and
+                            // gets its unacknowledged updates again.
+                            let generation = slot.generation;
+                            inner.streams.remove(&id);
+                            overflowed.push((id, generation));
+                            self.shared.metrics.count_stream_overflow();
+                            tracing::warn!(framework = %id, "event stream reader stopped: stream closed");
                         }
                     }
                 }

@@ -1,7 +1,7 @@
 //! The coordinator's limits over the API: resource names (per vector and in total), frameworks,
-//! the per-client rate limit (429 with `Retry-After`), bounded framework streams (closed on
-//! overflow; the framework reconnects and gets its pending updates), and supervised background
-//! loops. The body limit (413) is tested in `operator_api.rs`.
+//! the per-client rate limit (429 with `Retry-After`), bounded framework streams (a full queue
+//! defers updates to the re-send; only a reader that stopped is cut off, and it gets its pending
+//! updates on reconnecting), and supervised background loops. The body limit (413) is tested in `operator_api.rs`.
 
 mod support;
 
@@ -131,46 +131,51 @@ async fn the_request_rate_is_limited_per_client_with_retry_after() {
     assert!(text.contains("parley_rate_limited_total 1"), "{text}");
 }
 
-#[tokio::test]
-async fn an_overflowing_stream_is_closed_and_the_framework_gets_its_updates_on_reconnecting() {
-    let tc = TestCoordinator::start(Config {
-        max_stream_queue: 16,
-        ..fast_config()
-    })
-    .await;
-    let (fw, mut first) = tc.framework("f", "eng").await;
-    // An agent comes back with 20 running tasks of the framework: 20 updates queued at once on
-    // a stream of 16.
-    let agent = AgentId::new();
-    let tasks: Vec<Value> = (0..20)
+/// An agent's registration body with `n` running tasks of `fw`.
+fn agent_with_running_tasks(agent: AgentId, fw: protocol::FrameworkId, n: usize) -> Value {
+    let tasks: Vec<Value> = (0..n)
         .map(|i| {
             let mut s = status_of(agent, fw, &format!("t{i}"), TaskState::Running);
             s.resources = Some("cpus=0.1".parse().unwrap());
             serde_json::to_value(s).unwrap()
         })
         .collect();
+    json!({"hostname": "h", "endpoint": "http://127.0.0.1:1",
+           "resources": {"cpus": 4}, "agent_id": agent, "tasks": tasks})
+}
+
+/// `connected` or `disconnected`, from the framework list.
+async fn framework_state(api: &impl Rest, fw: protocol::FrameworkId) -> String {
+    let list = api.get("/api/v1/frameworks").await;
+    let one = list["frameworks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["framework_id"] == fw.to_string())
+        .unwrap_or_else(|| panic!("{fw} not listed: {list}"));
+    one["state"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn a_full_stream_defers_updates_to_the_resend_and_stays_open() {
+    let tc = TestCoordinator::start(Config {
+        max_stream_queue: 16,
+        ..fast_config()
+    })
+    .await;
+    let (fw, mut stream) = tc.framework("f", "eng").await;
+    // An agent comes back with 20 running tasks of the framework: 20 updates at once for a
+    // queue of 16.
+    let agent = AgentId::new();
     let (status, body) = tc
-        .post(
-            "/api/v1/agents",
-            json!({"hostname": "h", "endpoint": "http://127.0.0.1:1",
-                   "resources": {"cpus": 4}, "agent_id": agent, "tasks": tasks}),
-        )
+        .post("/api/v1/agents", agent_with_running_tasks(agent, fw, 20))
         .await;
     assert!(status == 200 || status == 201, "{status} {body}");
-    let seen = first.ended().await;
-    assert!(seen.len() <= 16, "the queue was bounded: {}", seen.len());
-    let (_, metrics) = tc.get_text("/metrics").await;
-    assert!(
-        metrics.contains("parley_streams_overflowed_total 1"),
-        "{metrics}"
-    );
-
-    // Reconnecting, the framework gets every pending update (the first queue's worth at once,
-    // the rest with the re-sends), acknowledging as it reads.
-    let mut second = tc.subscribe(fw).await;
+    // The same stream brings all 20 (those left out of the full queue with the re-sends),
+    // acknowledged as they are read.
     let mut got = BTreeSet::new();
     while got.len() < 20 {
-        let event = second
+        let event = stream
             .wait_for("an update", |e| matches!(e, FrameworkEvent::Update { .. }))
             .await;
         if let FrameworkEvent::Update { status } = event {
@@ -186,9 +191,75 @@ async fn an_overflowing_stream_is_closed_and_the_framework_gets_its_updates_on_r
     }
     let (_, metrics) = tc.get_text("/metrics").await;
     assert!(
-        metrics.contains("parley_streams_overflowed_total 1"),
-        "the second stream kept up: {metrics}"
+        metrics.contains("parley_streams_overflowed_total 0"),
+        "a reader that reads is never cut off: {metrics}"
     );
+    assert_eq!(framework_state(&tc, fw).await, "connected");
+}
+
+#[tokio::test]
+async fn a_reader_that_stopped_is_cut_off_and_gets_its_updates_on_reconnecting() {
+    let api = Api::new(Config {
+        max_stream_queue: 16,
+        ..fast_config()
+    });
+    let _loops = coordinator::server::spawn_loops(&api.coordinator);
+    let fw = api.register_framework("f", "eng").await;
+    // A stream whose reader reads nothing (in process: no socket buffer reads for it).
+    let (mut stopped, _) = api.coordinator.subscribe(fw).unwrap();
+    let agent = AgentId::new();
+    let (status, body) = api
+        .post("/api/v1/agents", agent_with_running_tasks(agent, fw, 20))
+        .await;
+    assert!(status == 200 || status == 201, "{status} {body}");
+    // The re-sends keep pushing to the full queue; two heartbeats (at least a second) after
+    // the last read, the reader counts as stopped.
+    wait_for("the stopped stream to be cut off", || async {
+        let (_, metrics) = api.get_text("/metrics").await;
+        metrics.contains("parley_streams_overflowed_total 1")
+    })
+    .await;
+    assert_eq!(framework_state(&api, fw).await, "disconnected");
+    // What was queued can still be read, then the stream ends: the subscription, 15 updates
+    // (a queue of 16 events), each once, and the offers of the agent's free resources (offers
+    // coalesce, so they are queued past the limit).
+    let mut queued = Vec::new();
+    while let Some(event) = stopped.recv().await {
+        queued.push(event);
+    }
+    assert!(
+        matches!(queued[0], FrameworkEvent::Subscribed(_)),
+        "{queued:?}"
+    );
+    let mut updates = BTreeSet::new();
+    for event in &queued[1..] {
+        match event {
+            FrameworkEvent::Update { status } => assert!(updates.insert(status.update_id)),
+            FrameworkEvent::Offers { .. } => {}
+            other => panic!("only updates and offers were sent: {other:?}"),
+        }
+    }
+    assert_eq!(updates.len(), 15, "{queued:?}");
+
+    // Reconnecting, the framework gets every pending update.
+    let (mut again, _) = api.coordinator.subscribe(fw).unwrap();
+    let mut got = BTreeSet::new();
+    while got.len() < 20 {
+        let event = tokio::time::timeout(DEADLINE, again.recv())
+            .await
+            .expect("an update in time")
+            .expect("the stream stays open");
+        if let FrameworkEvent::Update { status } = event {
+            let (code, body) = api
+                .post(
+                    &format!("/api/v1/frameworks/{fw}/acknowledge"),
+                    json!({"task_id": status.task_id, "update_id": status.update_id}),
+                )
+                .await;
+            assert!((200..300).contains(&code), "{code} {body}");
+            got.insert(status.task_id.to_string());
+        }
+    }
 }
 
 #[tokio::test]

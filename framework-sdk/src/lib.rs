@@ -26,7 +26,7 @@
 //!   suppress/revive, offer hold timeout, [`Driver::run_until`] a shutdown future.
 //! - [`client`]: [`CoordinatorClient`], the framework HTTP API as typed calls, following the
 //!   leader when given several coordinators (`307` re-sent, round-robin on `503 no_leader`).
-//! - [`sse`]: an incremental Server-Sent Events parser.
+//! - [`sse`]: the Server-Sent Events parser (the `protocol` crate's, which every client shares).
 //! - [`constraints`]: placement constraints over agent attributes (`==`, `!=`, spread, at most
 //!   N per value), [`constraints::TaskPlaces`] (where the framework's tasks run, for the
 //!   counts) and [`constraints::place`] (a policy run with both). Drained agents reach the
@@ -102,7 +102,7 @@ pub mod decisions;
 pub mod driver;
 pub mod error;
 pub mod scheduler;
-pub mod sse;
+pub use protocol::sse;
 pub mod task;
 pub mod token;
 

@@ -1,11 +1,10 @@
-//! The SSE parsers (the SDK's `SseParser` and the tests' `testkit::SseLines`): never panic, the
-//! frames do not depend on how the bytes are split into chunks, and the SDK's frames respect
-//! its length limit. The first two bytes choose the split points and the limit.
+//! The SSE parser (`protocol::sse::SseParser`, which the SDK, `parleyctl` and the test kit
+//! share): never panics, its frames do not depend on how the bytes are split into chunks, and
+//! they respect its length limit. The first two bytes choose the split points and the limit.
 #![no_main]
 
-use framework_sdk::sse::SseParser;
+use protocol::sse::SseParser;
 use libfuzzer_sys::fuzz_target;
-use testkit::SseLines;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&[a, b], stream)) = data.split_first_chunk::<2>() else {
@@ -39,9 +38,4 @@ fuzz_target!(|data: &[u8]| {
             assert!(frame.data.len() <= max_len, "a frame over the limit");
         }
     }
-
-    let whole = SseLines::default().feed(stream);
-    let mut lines = SseLines::default();
-    let chunked: Vec<_> = stream.chunks(step).flat_map(|c| lines.feed(c)).collect();
-    assert_eq!(whole, chunked, "testkit frames depend on the chunking");
 });

@@ -525,11 +525,11 @@ async fn the_event_stream_follows_a_job_to_its_end() {
         "name = \"watched\"\ncount = 3\ncommand = \"true\"\n[resources]\ncpus = 0.1\nmem = 16\n",
     )
     .await;
-    let mut parser = testkit::sse::SseLines::default();
+    let mut parser = protocol::sse::SseParser::default();
     let mut states = Vec::new();
     let seen = tokio::time::timeout(WITHIN, async {
         while let Some(chunk) = bytes.next().await {
-            for frame in parser.feed(&chunk.unwrap()) {
+            for frame in parser.feed(&chunk.unwrap()).unwrap() {
                 assert_eq!(frame.event, "job", "{frame:?}");
                 let v: Value = serde_json::from_str(&frame.data).unwrap();
                 assert_eq!(v["name"], "watched");
@@ -555,7 +555,7 @@ async fn the_event_stream_follows_a_job_to_its_end() {
     assert_eq!(r.status().as_u16(), 200);
     let deleted = tokio::time::timeout(WITHIN, async {
         while let Some(chunk) = bytes.next().await {
-            if let Some(frame) = parser.feed(&chunk.unwrap()).into_iter().next() {
+            if let Some(frame) = parser.feed(&chunk.unwrap()).unwrap().into_iter().next() {
                 return frame;
             }
         }

@@ -25,6 +25,8 @@
 //! - [`messages`]: request and response bodies of the framework, agent and operator APIs.
 //! - [`events`]: the framework SSE stream ([`FrameworkEvent`]) and the operator offer stream
 //!   ([`OfferEvent`]).
+//! - [`sse`]: the one Server-Sent Events parser every client uses (the SDK, `parleyctl`, the
+//!   test kit): bytes in, in chunks of any size, frames out, with a limit on a frame's size.
 //! - [`error`]: the error body every endpoint returns (`{"error": {"code", "message"}}`).
 //! - [`leader`]: several coordinator URLs and finding the leader among them (follow `307`,
 //!   round-robin on `503 no_leader` or a dead URL): the pure logic every client shares.
@@ -54,6 +56,7 @@ pub mod preempt;
 pub mod reservation;
 pub mod resources;
 pub mod role;
+pub mod sse;
 pub mod task;
 
 pub use error::{ErrorBody, ErrorDetail};

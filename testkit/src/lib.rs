@@ -6,18 +6,17 @@
 //!
 //! - [`wait`]: [`wait_until`] and [`wait_for`], which poll a condition until it holds or a
 //!   deadline passes (tests never sleep to wait for something), and [`TimedOut`].
-//! - [`sse`]: [`SseLines`], the Server-Sent Events line parser (bytes in, [`Frame`]s out).
 //! - [`stream`]: [`SseReader`], an event stream read frame by frame with a deadline
 //!   (`next_frame`, `next_event`, `next_matching`, `until_end`), over a `reqwest` response
 //!   or any byte stream, and the [`SseEvent`] trait for typed events.
 //!
-//! The SSE parser is independent of the SDK's on purpose: the tests check the coordinator's
-//! streams against a second reading of the format.
+//! Frames are read with `protocol::sse`, the parser every client uses (the SDK, `parleyctl`),
+//! so the tests read the coordinator's streams exactly as its clients do; the parser itself is
+//! tested byte by byte and fuzzed (`fuzz/fuzz_targets/sse.rs`).
 
-pub mod sse;
 pub mod stream;
 pub mod wait;
 
-pub use sse::{Frame, SseLines};
+pub use protocol::sse::SseFrame;
 pub use stream::{SseError, SseEvent, SseReader};
 pub use wait::{deadline_in, wait_for, wait_until, TimedOut, POLL};

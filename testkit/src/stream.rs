@@ -10,7 +10,7 @@ use std::pin::Pin;
 use futures::{Stream, StreamExt};
 use tokio::time::Instant;
 
-use crate::sse::{Frame, SseLines};
+use protocol::sse::{SseFrame, SseParser};
 
 /// Why no frame (or event) came.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,7 +26,7 @@ pub enum SseError {
     /// A frame that is not a valid event of the expected type.
     Parse {
         /// The frame.
-        frame: Frame,
+        frame: SseFrame,
         /// The parse error.
         error: String,
     },
@@ -51,23 +51,23 @@ impl std::error::Error for SseError {}
 /// A type an SSE frame decodes into.
 pub trait SseEvent: Sized {
     /// Decodes one frame.
-    fn from_frame(frame: &Frame) -> Result<Self, String>;
+    fn from_frame(frame: &SseFrame) -> Result<Self, String>;
 }
 
-impl SseEvent for Frame {
-    fn from_frame(frame: &Frame) -> Result<Self, String> {
+impl SseEvent for SseFrame {
+    fn from_frame(frame: &SseFrame) -> Result<Self, String> {
         Ok(frame.clone())
     }
 }
 
 impl SseEvent for protocol::FrameworkEvent {
-    fn from_frame(frame: &Frame) -> Result<Self, String> {
+    fn from_frame(frame: &SseFrame) -> Result<Self, String> {
         Self::from_sse(&frame.event, &frame.data).map_err(|e| e.to_string())
     }
 }
 
 impl SseEvent for protocol::OfferEvent {
-    fn from_frame(frame: &Frame) -> Result<Self, String> {
+    fn from_frame(frame: &SseFrame) -> Result<Self, String> {
         Self::from_sse(&frame.event, &frame.data).map_err(|e| e.to_string())
     }
 }
@@ -77,8 +77,8 @@ type Body = Pin<Box<dyn Stream<Item = Result<Vec<u8>, String>> + Send>>;
 /// An open event stream.
 pub struct SseReader {
     body: Body,
-    lines: SseLines,
-    ready: VecDeque<Frame>,
+    parser: SseParser,
+    ready: VecDeque<SseFrame>,
     ended: bool,
 }
 
@@ -105,7 +105,7 @@ impl SseReader {
         });
         Self {
             body: Box::pin(body),
-            lines: SseLines::default(),
+            parser: SseParser::default(),
             ready: VecDeque::new(),
             ended: false,
         }
@@ -131,7 +131,7 @@ impl SseReader {
 
     /// The next frame, waiting as long as it takes; `None` once the stream ended. For a reader
     /// that runs in its own task; tests use [`SseReader::next_frame`]. Cancel-safe.
-    pub async fn recv(&mut self) -> Option<Result<Frame, SseError>> {
+    pub async fn recv(&mut self) -> Option<Result<SseFrame, SseError>> {
         loop {
             if let Some(frame) = self.ready.pop_front() {
                 return Some(Ok(frame));
@@ -140,7 +140,13 @@ impl SseReader {
                 return None;
             }
             match self.body.next().await {
-                Some(Ok(chunk)) => self.ready.extend(self.lines.feed(&chunk)),
+                Some(Ok(chunk)) => match self.parser.feed(&chunk) {
+                    Ok(frames) => self.ready.extend(frames),
+                    Err(e) => {
+                        self.ended = true;
+                        return Some(Err(SseError::Transport(e.to_string())));
+                    }
+                },
                 Some(Err(e)) => {
                     self.ended = true;
                     return Some(Err(SseError::Transport(e)));
@@ -152,7 +158,7 @@ impl SseReader {
 
     /// The next frame (keep-alive comments are skipped, heartbeat events are not), or an error
     /// when the stream ends or `deadline` passes first.
-    pub async fn next_frame(&mut self, deadline: Instant) -> Result<Frame, SseError> {
+    pub async fn next_frame(&mut self, deadline: Instant) -> Result<SseFrame, SseError> {
         match tokio::time::timeout_at(deadline, self.recv()).await {
             Err(_) => Err(SseError::TimedOut),
             Ok(None) => Err(SseError::Ended),
@@ -182,7 +188,7 @@ impl SseReader {
 
     /// Reads until the stream ends and returns the frames read meanwhile; fails if it is still
     /// open at `deadline`. A transport error counts as the end (the server dropped it).
-    pub async fn until_end(&mut self, deadline: Instant) -> Result<Vec<Frame>, SseError> {
+    pub async fn until_end(&mut self, deadline: Instant) -> Result<Vec<SseFrame>, SseError> {
         let mut seen = Vec::new();
         loop {
             match self.next_frame(deadline).await {
@@ -202,6 +208,13 @@ mod tests {
 
     use super::*;
 
+    fn frame(event: &str, data: &str) -> SseFrame {
+        SseFrame {
+            event: event.into(),
+            data: data.into(),
+        }
+    }
+
     fn chunks(parts: &[&'static str]) -> SseReader {
         let parts: Vec<Result<&'static [u8], String>> =
             parts.iter().map(|p| Ok(p.as_bytes())).collect();
@@ -219,8 +232,8 @@ mod tests {
             "ta: 1\n\n: ping\n\nevent: b\n",
             "data: 2\n\n",
         ]);
-        assert_eq!(r.next_frame(soon()).await, Ok(Frame::new("a", "1")));
-        assert_eq!(r.next_frame(soon()).await, Ok(Frame::new("b", "2")));
+        assert_eq!(r.next_frame(soon()).await, Ok(frame("a", "1")));
+        assert_eq!(r.next_frame(soon()).await, Ok(frame("b", "2")));
         assert_eq!(r.next_frame(soon()).await, Err(SseError::Ended));
         assert_eq!(r.next_frame(soon()).await, Err(SseError::Ended));
     }
@@ -256,9 +269,6 @@ mod tests {
 
         let failing = stream::iter(vec![Ok(b"data: x\n\n".to_vec()), Err("reset".to_owned())]);
         let mut r = SseReader::new(failing);
-        assert_eq!(
-            r.until_end(soon()).await,
-            Ok(vec![Frame::new("message", "x")])
-        );
+        assert_eq!(r.until_end(soon()).await, Ok(vec![frame("message", "x")]));
     }
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A small Mesos scheduler written against pymesos 0.3.15 as-is, run against Parley by
-tests/tests/pymesos.rs (the Mesos API acceptance test).
+tests/tests/cluster/pymesos.rs (the Mesos API acceptance test).
 
     scheduler.py MASTER REPORT GO_FILE
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the unmodified pymesos 0.3.15 from PyPI into a virtualenv for the Mesos acceptance
-# test (tests/tests/pymesos.rs), and prints the venv's python (export it as
+# test (tests/tests/cluster/pymesos.rs), and prints the venv's python (export it as
 # PARLEY_PYMESOS_PYTHON). Idempotent: an existing, working venv is kept.
 #
 # pymesos needs `http-parser` 0.9.0, whose C extension does not build on Python >= 3.11; the

@@ -10,10 +10,10 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
+use crate::outbox::OutboxReader;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::{Stream, StreamExt};
 use protocol::{FrameworkEvent, FrameworkId};
-use tokio::sync::mpsc;
 use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 use tokio_stream::wrappers::BroadcastStream;
 use tokio_util::sync::CancellationToken;
@@ -35,7 +35,7 @@ impl Drop for DisconnectGuard {
 }
 
 struct FrameworkStream {
-    rx: mpsc::Receiver<FrameworkEvent>,
+    rx: OutboxReader,
     heartbeat: tokio::time::Interval,
     shutdown: CancellationToken,
     _guard: DisconnectGuard,
@@ -50,7 +50,7 @@ fn to_sse(event: &FrameworkEvent) -> Event {
 pub fn framework_stream(
     coordinator: Coordinator,
     framework: FrameworkId,
-    rx: mpsc::Receiver<FrameworkEvent>,
+    rx: OutboxReader,
     generation: u64,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let period = coordinator.config().framework_heartbeat_interval;

@@ -25,6 +25,7 @@ use super::Mesos;
 use crate::api::auth::Caller;
 use crate::api::error::ApiError;
 use crate::api::frameworks::register_framework;
+use crate::outbox::OutboxReader;
 use crate::runtime::Coordinator;
 
 /// The header naming a subscription; every call after SUBSCRIBE must carry it.
@@ -90,7 +91,7 @@ impl Drop for Guard {
 }
 
 struct Stream {
-    rx: mpsc::Receiver<FrameworkEvent>,
+    rx: OutboxReader,
     extra: mpsc::Receiver<Value>,
     heartbeat: tokio::time::Interval,
     shutdown: CancellationToken,

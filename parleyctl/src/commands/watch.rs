@@ -12,6 +12,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use protocol::events::OfferEvent;
+use protocol::sse::SseParser;
 
 use crate::client::Api;
 use crate::error::CtlError;
@@ -38,11 +39,16 @@ pub async fn watch(
                 Ok(None) => break "the offer event stream ended".to_owned(),
                 Err(e) => break e.to_string(),
             };
-            for (event, data) in parser.push(&chunk) {
+            // A frame past the parser's limit is not an offer event: the peer is not the
+            // coordinator's stream, and connecting again would not help.
+            let frames = parser
+                .feed(&chunk)
+                .map_err(|e| CtlError::Protocol(format!("{PATH}: {e}")))?;
+            for frame in frames {
                 let line = if json {
-                    json_line(&event, &data)
+                    json_line(&frame.event, &frame.data)
                 } else {
-                    text_line(&event, &data)
+                    text_line(&frame.event, &frame.data)
                 };
                 writeln!(out, "{line}")?;
                 out.flush()?;
@@ -162,63 +168,9 @@ pub fn text_line(event: &str, data: &str) -> String {
     format!("{time} {event:<15} {fields}")
 }
 
-/// Server-sent events from bytes as they arrive: `event:` and `data:` lines, a blank line
-/// ends an event; comments (`:`) and other fields are skipped.
-#[derive(Debug, Default)]
-pub struct SseParser {
-    buffer: Vec<u8>,
-    event: String,
-    data: Vec<String>,
-}
-
-impl SseParser {
-    /// Feeds bytes; returns the events they complete, as `(name, data)`.
-    pub fn push(&mut self, bytes: &[u8]) -> Vec<(String, String)> {
-        self.buffer.extend_from_slice(bytes);
-        let mut done = Vec::new();
-        while let Some(end) = self.buffer.iter().position(|&b| b == b'\n') {
-            let raw: Vec<u8> = self.buffer.drain(..=end).collect();
-            let line = String::from_utf8_lossy(&raw);
-            let line = line.trim_end_matches(['\n', '\r']);
-            if line.is_empty() {
-                if !self.data.is_empty() {
-                    let name = if self.event.is_empty() {
-                        "message".to_owned()
-                    } else {
-                        std::mem::take(&mut self.event)
-                    };
-                    done.push((name, self.data.join("\n")));
-                }
-                self.event.clear();
-                self.data.clear();
-            } else if let Some(value) = line.strip_prefix("event:") {
-                self.event = value.trim_start().to_owned();
-            } else if let Some(value) = line.strip_prefix("data:") {
-                self.data
-                    .push(value.strip_prefix(' ').unwrap_or(value).to_owned());
-            }
-        }
-        done
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn events_are_parsed_across_chunks() {
-        let mut p = SseParser::default();
-        assert!(p.push(b": keep-alive\n\nevent: offer_exp").is_empty());
-        let events = p.push(b"ired\r\ndata: {\"a\":1}\n\nevent: x\ndata: 1\ndata: 2\n\n");
-        assert_eq!(
-            events,
-            vec![
-                ("offer_expired".to_owned(), "{\"a\":1}".to_owned()),
-                ("x".to_owned(), "1\n2".to_owned())
-            ]
-        );
-    }
 
     #[test]
     fn lines_name_the_event_and_its_ids() {

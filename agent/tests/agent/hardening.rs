@@ -5,15 +5,13 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::common::{client_with_token, wait_for, Fake, Server};
 use agent::journal::{Durability, Journal, Record};
 use agent::{AgentConfig, Timing};
-use common::{client_with_token, wait_for, Fake, Server};
 use protocol::{AgentId, CommandSpec, FrameworkId, TaskId, TaskSpec, TaskState};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;

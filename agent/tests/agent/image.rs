@@ -10,13 +10,11 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::common::{wait_for, Fake, Server};
 use agent::{AgentConfig, Timing};
-use common::{wait_for, Fake, Server};
 use protocol::isolation::{ATTR_IMAGE_ROOT, ATTR_NAMESPACES};
 use protocol::{AgentId, FrameworkId, TaskState};
 use serde_json::json;

@@ -7,7 +7,6 @@
 //! Without Chromium the test says why and skips, unless `PARLEY_CI=1` (then it fails).
 #![allow(clippy::unwrap_used)]
 
-#[path = "browser/webdriver.rs"]
 mod webdriver;
 
 use std::path::{Path, PathBuf};

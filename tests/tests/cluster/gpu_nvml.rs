@@ -2,14 +2,13 @@
 //! `libnvidia-ml.so.1`) and `scripts/gpu-check.sh`, end to end without a GPU: real `agent`
 //! processes find a stub NVML library (`tests/nvml-stub/nvml_stub.c`, built with `cc` into a
 //! temp dir put on `LD_LIBRARY_PATH`) instead of NVIDIA's, and a real coordinator reports what
-//! they read. `tests/tests/gpu_agents.rs` covers the same paths with devices injected in
+//! they read. `tests/tests/cluster/gpu_agents.rs` covers the same paths with devices injected in
 //! process; here everything the agent knows about its GPUs comes through NVML's C API.
 //!
 //! Without `cc` the tests print why they skip, unless `PARLEY_CI=1`. The first run builds the
 //! `coordinator`, `agent` and `gpu-jobs` binaries (see `support::binaries`).
 #![allow(clippy::unwrap_used)]
 
-#[path = "gpu_nvml/support.rs"]
 mod support;
 
 use std::path::Path;

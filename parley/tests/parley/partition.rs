@@ -1,5 +1,5 @@
 //! Network partitions on a real network: a coordinator and three agents, each a real process
-//! in a network namespace of its own that the test makes (see `support::netns`), and a
+//! in a network namespace of its own that the test makes (see `crate::support::netns`), and a
 //! framework driven by the SDK in this process. One agent's link is cut for less, or for more,
 //! than the agent timeout (heartbeats every 1 s, 6 missed: 6 s), with a framework that is not
 //! partition-aware and one that is.
@@ -17,20 +17,15 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support::netns::{can_make_namespaces, Net};
+use crate::support::*;
 use framework_sdk::prelude::*;
 use framework_sdk::Driver;
-use support::netns::{can_make_namespaces, Net};
-use support::*;
-
-/// One run at a time: each starts four processes and cuts links with second-scale timers.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Tasks per run (4 per agent).
 const TASKS: usize = 12;

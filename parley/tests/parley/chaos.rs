@@ -21,20 +21,14 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use framework_sdk::Driver;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
-use support::*;
-
-/// One chaos test at a time in this binary: each starts a dozen processes with leases of
-/// seconds, and two at once on a 2-core machine would test the machine, not Parley.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Tasks per run.
 const TASKS: usize = 200;
@@ -51,7 +45,7 @@ enum Fault {
 }
 
 /// Waits until at least `n` tasks are terminal in the framework's view.
-async fn wait_terminal_at_least(seen: &Arc<Mutex<support::Seen>>, n: usize) {
+async fn wait_terminal_at_least(seen: &Arc<Mutex<crate::support::Seen>>, n: usize) {
     testkit::wait_for(Duration::from_secs(30), "tasks to end", || {
         std::future::ready(seen.lock().unwrap().terminal() >= n)
     })

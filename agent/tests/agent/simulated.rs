@@ -3,12 +3,10 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::{wait_for, wait_for_async, Fake, Server};
 use agent::{SimConfig, Timing};
-use common::{wait_for, wait_for_async, Fake, Server};
 use protocol::{AgentId, FrameworkId, TaskState};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;

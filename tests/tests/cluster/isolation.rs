@@ -3,7 +3,7 @@
 //! guessed by the coordinator); a task asking for what they cannot give, an unknown isolation
 //! option or a negative `pids` is refused with a 4xx naming the field, and nothing is launched:
 //! the same offer then launches a plain task. (Isolated tasks on a real launcher:
-//! `agent/tests/isolation.rs`.)
+//! `agent/tests/agent/isolation.rs`.)
 #![allow(clippy::unwrap_used)]
 
 use protocol::TaskState;

@@ -27,6 +27,11 @@ use std::time::Duration;
 /// The token every test agent demands of callers of its API (the test reads `GET /tasks`).
 pub const AGENT_TOKEN: &str = "chaos-agent-token";
 
+/// The tests that start etcd or several processes and time failovers or link cuts (`chaos`,
+/// `partition`, `ha`) run one at a time: they share this binary with the others, and two of
+/// them at once on a 2-core machine would test the machine, not Parley.
+pub static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Whether etcd is here; prints why not (and fails under `PARLEY_CI=1`).
 pub fn have_etcd(test: &str) -> bool {
     let ok = Command::new("etcd")

@@ -9,14 +9,12 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::common::{wait_for, Fake, Server};
 use agent::isolation::Cgroups;
 use agent::{AgentConfig, Timing};
-use common::{wait_for, Fake, Server};
 use protocol::{AgentId, FrameworkId, TaskState};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -82,7 +80,7 @@ impl Agent {
         let body = json!({"framework_id": fw, "tasks": [{
             "task_id": task_id, "agent_id": AgentId::new(), "resources": resources,
             "command": {"shell": shell}}]});
-        let r = common::client_with_token(TOKEN)
+        let r = crate::common::client_with_token(TOKEN)
             .post(format!("{}/api/v1/tasks", self.url))
             .json(&body)
             .send()
@@ -92,7 +90,7 @@ impl Agent {
     }
 
     async fn kill(&self, task_id: &str) {
-        let r = common::client_with_token(TOKEN)
+        let r = crate::common::client_with_token(TOKEN)
             .post(format!("{}/api/v1/tasks/{task_id}/kill", self.url))
             .json(&json!({}))
             .send()
@@ -102,7 +100,7 @@ impl Agent {
     }
 
     async fn stdout(&self, task_id: &str) -> String {
-        common::client_with_token(TOKEN)
+        crate::common::client_with_token(TOKEN)
             .get(format!("{}/api/v1/tasks/{task_id}/stdout", self.url))
             .send()
             .await
@@ -250,7 +248,7 @@ async fn the_seven_probes_hold() {
                 "task_id": "net", "agent_id": AgentId::new(),
                 "resources": {"cpus": 0.1}, "command": {"shell": shell},
                 "isolation": {"network": "loopback"}}]});
-            let r = common::client_with_token(TOKEN)
+            let r = crate::common::client_with_token(TOKEN)
                 .post(format!("{}/api/v1/tasks", agent.url))
                 .json(&body)
                 .send()
@@ -274,7 +272,7 @@ async fn the_seven_probes_hold() {
         "task_id": "user", "agent_id": AgentId::new(), "resources": {"cpus": 0.1},
         "command": {"shell": "id -u; grep CapEff /proc/self/status; echo x > mine"},
         "isolation": {"user": "65534"}}]});
-    let r = common::client_with_token(TOKEN)
+    let r = crate::common::client_with_token(TOKEN)
         .post(format!("{}/api/v1/tasks", agent.url))
         .json(&body)
         .send()

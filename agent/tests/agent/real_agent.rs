@@ -4,13 +4,11 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::common::{wait_for, wait_for_async, Fake, Server};
 use agent::{AgentConfig, Timing};
-use common::{wait_for, wait_for_async, Fake, Server};
 use protocol::messages::TaskStatusList;
 use protocol::{AgentId, FrameworkId, TaskState};
 use serde_json::json;
@@ -23,7 +21,7 @@ const TOKEN: &str = "test-agent-token-0123456789";
 
 /// A client presenting [`TOKEN`].
 fn http() -> reqwest::Client {
-    common::client_with_token(TOKEN)
+    crate::common::client_with_token(TOKEN)
 }
 
 struct RunningAgent {

@@ -14,17 +14,15 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::support::{free_port, have_etcd, Etcd, SERIAL};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use serde_json::{json, Value};
-use support::{free_port, have_etcd, Etcd};
 
 /// A `coordinator --etcd ...` process.
 struct Coord {
@@ -159,6 +157,7 @@ async fn one_leader_the_follower_redirects_and_a_graceful_stop_hands_over_at_onc
     if !have_etcd("ha_redirect") {
         return;
     }
+    let _one = SERIAL.lock().await;
     let etcd = Etcd::start(1).await;
     let http = client();
     // Agents are lost after 1 s without heartbeats (or, after a take-over, re-registration).
@@ -334,6 +333,7 @@ async fn a_killed_leader_fails_over_with_its_frameworks_and_agents() {
     if !have_etcd("ha_failover") {
         return;
     }
+    let _one = SERIAL.lock().await;
     let etcd = Etcd::start(3).await;
     let runs: usize = std::env::var("PARLEY_HA_RUNS")
         .ok()
@@ -365,6 +365,7 @@ async fn a_deposed_leader_cannot_write_and_steps_down() {
     if !have_etcd("ha_fencing") {
         return;
     }
+    let _one = SERIAL.lock().await;
     let etcd = Etcd::start(1).await;
     let http = client();
 

@@ -2,13 +2,11 @@
 //! accept/decline, hold timeout, acknowledgements, suppress/revive, reconnection, typed errors.
 #![allow(clippy::unwrap_used)]
 
-mod fake;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use fake::probe::{status, Mode, Probe};
-use fake::{offer, wait_for, Fake};
+use crate::fake::probe::{status, Mode, Probe};
+use crate::fake::{offer, wait_for, Fake};
 use framework_sdk::{Driver, DriverConfig, SdkError};
 use protocol::{FrameworkEvent, FrameworkId, TaskState};
 use tokio::task::JoinHandle;

@@ -1,0 +1,13 @@
+//! The agent's integration tests, in one binary: the `agent` binary's command line (`cli`,
+//! `gpu_cli`), and an in-process agent against the fake coordinator of [`common`] (real tasks,
+//! isolation, images, hardening, simulated agents). Run one module with
+//! `cargo test -p agent --test agent <module>::`.
+
+mod cli;
+mod common;
+mod gpu_cli;
+mod hardening;
+mod image;
+mod isolation;
+mod real_agent;
+mod simulated;

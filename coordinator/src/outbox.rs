@@ -1,0 +1,460 @@
+//! [`Outbox`]: the queue of events between the books and one framework's stream, which coalesces
+//! what it holds instead of growing with what is sent.
+//!
+//! A framework that reads its stream as fast as it can must never be cut off for being sent a
+//! lot; only a reader that has stopped is. So the queue does not simply count events:
+//!
+//! - **Offers coalesce.** New offers join the `offers` event already waiting in the queue, if
+//!   there is one: a framework behind on its stream gets one event with every offer made
+//!   meanwhile, as Mesos sends one `OFFERS` event with many offers.
+//! - **A rescind cancels an unread offer.** An offer rescinded before the framework read it is
+//!   taken out of its waiting event and the rescind is not sent: the framework never sees
+//!   either.
+//! - **Updates are deferred, not lost.** An update whose id is already waiting is not queued
+//!   twice (the books re-send unacknowledged updates on a timer). When the queue is full,
+//!   new updates are left out: the books keep every unacknowledged update and send it again
+//!   after the re-send interval, so a slow reader gets its updates later, at the pace it reads.
+//! - **Only a stopped reader is cut off.** A push [`Push::Stalled`] when the queue is full and the
+//!   reader has taken nothing for the stall time (two framework heartbeats), or when events
+//!   that cannot be deferred (rescinds of delivered offers, drains, preemptions) pile up to
+//!   four times the limit. The runtime then ends the stream.
+//!
+//! The queue itself is synchronous and takes the time as an argument, so it is tested without
+//! a runtime; [`OutboxReader`] is the async end the SSE response reads from.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use protocol::{FrameworkEvent, Offer, OfferId, UpdateId};
+use tokio::sync::Notify;
+
+/// What became of one pushed event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Push {
+    /// Queued, or merged into a waiting event.
+    Queued,
+    /// Not queued, and nothing is lost: a duplicate of a waiting update, an update deferred to
+    /// the books' re-send, a rescind that cancelled an unread offer, or a stream already closed.
+    Dropped,
+    /// The reader has stopped (or fallen hopelessly behind): the stream should end.
+    Stalled,
+}
+
+/// The queue of one stream. See the module documentation for its rules.
+#[derive(Debug)]
+pub struct Queue {
+    events: VecDeque<FrameworkEvent>,
+    /// The update ids waiting in `events`.
+    updates: HashSet<UpdateId>,
+    /// Unread offers, by id, with the sequence number of the `offers` event holding them.
+    offers: HashMap<OfferId, u64>,
+    /// Sequence number of `events[0]`; an event's number is its position plus this.
+    front_seq: u64,
+    /// The number of the waiting `offers` event new offers join, if one is waiting.
+    open_offers: Option<u64>,
+    /// The most events kept before updates are deferred.
+    limit: usize,
+    /// How long a reader may take nothing from a full queue before it counts as stopped.
+    stall_after: Duration,
+    /// When the reader last took an event (or the stream opened).
+    last_read: Instant,
+    closed: bool,
+}
+
+impl Queue {
+    /// An empty queue of at most `limit` events (updates beyond it are deferred) whose reader
+    /// counts as stopped after `stall_after` without reading from a full queue.
+    pub fn new(limit: usize, stall_after: Duration, now: Instant) -> Self {
+        Self {
+            events: VecDeque::new(),
+            updates: HashSet::new(),
+            offers: HashMap::new(),
+            front_seq: 0,
+            open_offers: None,
+            limit: limit.max(1),
+            stall_after,
+            last_read: now,
+            closed: false,
+        }
+    }
+
+    /// Events waiting.
+    pub fn len(&self) -> usize {
+        self.events.len()
+    }
+
+    /// Whether no event is waiting.
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+
+    /// Queues `event` by the module's rules.
+    pub fn push(&mut self, event: FrameworkEvent, now: Instant) -> Push {
+        if self.closed {
+            return Push::Dropped;
+        }
+        let full = self.events.len() >= self.limit;
+        if full && now.saturating_duration_since(self.last_read) >= self.stall_after {
+            return Push::Stalled;
+        }
+        match event {
+            FrameworkEvent::Offers { offers } => {
+                self.push_offers(offers);
+                Push::Queued
+            }
+            FrameworkEvent::Rescind { offer_id } => match self.offers.remove(&offer_id) {
+                Some(seq) => {
+                    self.cancel_offer(seq, offer_id);
+                    Push::Dropped
+                }
+                None => self.push_other(FrameworkEvent::Rescind { offer_id }),
+            },
+            FrameworkEvent::Update { status } => {
+                if full || self.updates.contains(&status.update_id) {
+                    return Push::Dropped;
+                }
+                self.updates.insert(status.update_id);
+                self.events.push_back(FrameworkEvent::Update { status });
+                Push::Queued
+            }
+            other => self.push_other(other),
+        }
+    }
+
+    /// Takes the next event, if any.
+    pub fn pop(&mut self, now: Instant) -> Option<FrameworkEvent> {
+        let event = self.events.pop_front()?;
+        let seq = self.front_seq;
+        self.front_seq += 1;
+        self.last_read = now;
+        match &event {
+            FrameworkEvent::Update { status } => {
+                self.updates.remove(&status.update_id);
+            }
+            FrameworkEvent::Offers { offers } => {
+                if self.open_offers == Some(seq) {
+                    self.open_offers = None;
+                }
+                for offer in offers {
+                    self.offers.remove(&offer.offer_id);
+                }
+            }
+            _ => {}
+        }
+        Some(event)
+    }
+
+    /// Ends the queue: later pushes are dropped; what waits can still be read.
+    pub fn close(&mut self) {
+        self.closed = true;
+    }
+
+    /// Whether [`Queue::close`] was called.
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    fn push_offers(&mut self, offers: Vec<Offer>) {
+        let seq = match self.open_offers {
+            Some(seq) => seq,
+            None => {
+                let seq = self.front_seq + self.events.len() as u64;
+                self.events
+                    .push_back(FrameworkEvent::Offers { offers: Vec::new() });
+                self.open_offers = Some(seq);
+                seq
+            }
+        };
+        for offer in &offers {
+            self.offers.insert(offer.offer_id, seq);
+        }
+        if let Some(FrameworkEvent::Offers { offers: waiting }) = self.event_mut(seq) {
+            waiting.extend(offers);
+        }
+    }
+
+    /// Takes `offer` out of the waiting `offers` event `seq`, and that event out of the queue
+    /// when it is left empty.
+    fn cancel_offer(&mut self, seq: u64, offer: OfferId) {
+        let emptied = match self.event_mut(seq) {
+            Some(FrameworkEvent::Offers { offers }) => {
+                offers.retain(|o| o.offer_id != offer);
+                offers.is_empty()
+            }
+            _ => false,
+        };
+        if emptied {
+            // Only the open event can be emptied: an older `offers` event would have been read
+            // before the open one was started, so it is the newest waiting offers event and
+            // no offer waits in another. Removing it renumbers the events after it.
+            let index = (seq - self.front_seq) as usize;
+            self.events.remove(index);
+            self.open_offers = None;
+            for s in self.offers.values_mut() {
+                if *s > seq {
+                    *s -= 1;
+                }
+            }
+        }
+    }
+
+    fn push_other(&mut self, event: FrameworkEvent) -> Push {
+        if self.events.len() >= self.limit.saturating_mul(4) {
+            return Push::Stalled;
+        }
+        self.events.push_back(event);
+        Push::Queued
+    }
+
+    fn event_mut(&mut self, seq: u64) -> Option<&mut FrameworkEvent> {
+        let index = usize::try_from(seq.checked_sub(self.front_seq)?).ok()?;
+        self.events.get_mut(index)
+    }
+}
+
+/// A stream's queue shared between the runtime (which pushes, under the books' lock) and the
+/// SSE response (which reads).
+#[derive(Debug)]
+pub struct Outbox {
+    queue: Mutex<Queue>,
+    ready: Notify,
+}
+
+impl Outbox {
+    /// A new outbox and the reader of its events.
+    pub fn new(limit: usize, stall_after: Duration) -> (Arc<Outbox>, OutboxReader) {
+        let outbox = Arc::new(Outbox {
+            queue: Mutex::new(Queue::new(limit, stall_after, Instant::now())),
+            ready: Notify::new(),
+        });
+        let reader = OutboxReader {
+            outbox: outbox.clone(),
+        };
+        (outbox, reader)
+    }
+
+    fn queue(&self) -> MutexGuard<'_, Queue> {
+        // The queue is left consistent at every step, so a panic elsewhere does not spoil it.
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues `event` (see [`Queue::push`]) and wakes the reader.
+    pub fn push(&self, event: FrameworkEvent) -> Push {
+        let pushed = self.queue().push(event, Instant::now());
+        if pushed == Push::Queued {
+            self.ready.notify_one();
+        }
+        pushed
+    }
+
+    /// Ends the stream once the reader has read what waits.
+    pub fn close(&self) {
+        self.queue().close();
+        self.ready.notify_one();
+    }
+}
+
+/// The reading end of an [`Outbox`]. Dropping it closes the outbox, so later pushes are dropped.
+#[derive(Debug)]
+pub struct OutboxReader {
+    outbox: Arc<Outbox>,
+}
+
+impl OutboxReader {
+    /// The next event; `None` once the outbox is closed and empty. Cancel-safe.
+    pub async fn recv(&mut self) -> Option<FrameworkEvent> {
+        loop {
+            {
+                let mut queue = self.outbox.queue();
+                if let Some(event) = queue.pop(Instant::now()) {
+                    return Some(event);
+                }
+                if queue.is_closed() {
+                    return None;
+                }
+            }
+            // `notify_one` keeps a permit when nobody waits, so a push between the check above
+            // and this wait is not missed.
+            self.outbox.ready.notified().await;
+        }
+    }
+}
+
+impl Drop for OutboxReader {
+    fn drop(&mut self) {
+        self.outbox.queue().close();
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use protocol::{AgentId, FrameworkId, Resources, TaskId, TaskState, TaskStatus};
+
+    const STALL: Duration = Duration::from_secs(20);
+
+    fn id(n: u8) -> uuid::Uuid {
+        uuid::Uuid::from_bytes([n; 16])
+    }
+
+    fn offer(n: u8) -> Offer {
+        Offer {
+            offer_id: OfferId(id(n)),
+            framework_id: FrameworkId(id(0xf0)),
+            agent_id: AgentId(id(0xa0)),
+            hostname: format!("host-{n}"),
+            resources: Resources::default(),
+            agent_total: Resources::default(),
+            attributes: Default::default(),
+            created_at: Default::default(),
+            expires_at: Default::default(),
+            reservation: None,
+        }
+    }
+
+    fn offers(ns: &[u8]) -> FrameworkEvent {
+        FrameworkEvent::Offers {
+            offers: ns.iter().map(|&n| offer(n)).collect(),
+        }
+    }
+
+    fn update(task: &str, n: u8) -> FrameworkEvent {
+        FrameworkEvent::Update {
+            status: TaskStatus {
+                task_id: TaskId::new(task).unwrap(),
+                framework_id: FrameworkId(id(0xf0)),
+                agent_id: AgentId(id(0xa0)),
+                state: TaskState::Running,
+                message: None,
+                exit_code: None,
+                update_id: UpdateId(id(n)),
+                timestamp: Default::default(),
+                resources: None,
+                reason: None,
+                usage: None,
+                gpu_devices: None,
+                healthy: None,
+            },
+        }
+    }
+
+    fn rescind(n: u8) -> FrameworkEvent {
+        FrameworkEvent::Rescind {
+            offer_id: offer(n).offer_id,
+        }
+    }
+
+    fn drain(q: &mut Queue, now: Instant) -> Vec<FrameworkEvent> {
+        std::iter::from_fn(|| q.pop(now)).collect()
+    }
+
+    #[test]
+    fn offers_waiting_coalesce_into_one_event_behind_what_came_first() {
+        let t = Instant::now();
+        let mut q = Queue::new(10, STALL, t);
+        assert_eq!(q.push(update("a", 1), t), Push::Queued);
+        assert_eq!(q.push(offers(&[1, 2]), t), Push::Queued);
+        assert_eq!(q.push(update("b", 2), t), Push::Queued);
+        assert_eq!(q.push(offers(&[3]), t), Push::Queued);
+        assert_eq!(
+            drain(&mut q, t),
+            vec![update("a", 1), offers(&[1, 2, 3]), update("b", 2)]
+        );
+        // Once read, the next offers start a new event.
+        assert_eq!(q.push(offers(&[4]), t), Push::Queued);
+        assert_eq!(drain(&mut q, t), vec![offers(&[4])]);
+    }
+
+    #[test]
+    fn a_rescind_cancels_an_unread_offer_and_is_not_sent() {
+        let t = Instant::now();
+        let mut q = Queue::new(10, STALL, t);
+        q.push(offers(&[1, 2]), t);
+        q.push(update("a", 1), t);
+        assert_eq!(q.push(rescind(1), t), Push::Dropped);
+        // Both offers of an event rescinded: the event goes, and later offers still coalesce.
+        assert_eq!(q.push(rescind(2), t), Push::Dropped);
+        q.push(offers(&[3]), t);
+        assert_eq!(q.push(rescind(9), t), Push::Queued);
+        assert_eq!(
+            drain(&mut q, t),
+            vec![update("a", 1), offers(&[3]), rescind(9)]
+        );
+        // A rescind of an offer already read is sent.
+        assert_eq!(q.push(rescind(3), t), Push::Queued);
+        assert_eq!(drain(&mut q, t), vec![rescind(3)]);
+    }
+
+    #[test]
+    fn duplicate_and_overflowing_updates_are_deferred_to_the_resend() {
+        let t = Instant::now();
+        let mut q = Queue::new(2, STALL, t);
+        assert_eq!(q.push(update("a", 1), t), Push::Queued);
+        assert_eq!(q.push(update("a", 1), t), Push::Dropped);
+        assert_eq!(q.push(update("b", 2), t), Push::Queued);
+        // Full, but the reader read recently: deferred, not cut off.
+        assert_eq!(q.push(update("c", 3), t), Push::Dropped);
+        // Offers still get through: they join nothing here, so they are queued past the limit.
+        assert_eq!(q.push(offers(&[1]), t), Push::Queued);
+        assert_eq!(q.len(), 3);
+        assert_eq!(q.pop(t), Some(update("a", 1)));
+        // Read: the id may be queued again (a re-send).
+        assert_eq!(q.push(update("a", 1), t), Push::Dropped, "still full");
+        q.pop(t);
+        q.pop(t);
+        assert_eq!(q.push(update("a", 1), t), Push::Queued);
+    }
+
+    #[test]
+    fn only_a_reader_that_stopped_is_cut_off() {
+        let t = Instant::now();
+        let mut q = Queue::new(2, STALL, t);
+        q.push(update("a", 1), t);
+        q.push(update("b", 2), t);
+        let later = t + STALL;
+        assert_eq!(
+            q.push(update("c", 3), later - Duration::from_millis(1)),
+            Push::Dropped
+        );
+        assert_eq!(q.push(offers(&[1]), later), Push::Stalled);
+        // A reader that keeps reading, however slowly, is not.
+        q.pop(later);
+        q.push(update("c", 3), later);
+        assert_eq!(q.push(update("d", 4), later + STALL / 2), Push::Dropped);
+        // Events that cannot be deferred, piled up to four times the limit: cut off.
+        let mut q = Queue::new(2, STALL, t);
+        for n in 0..8 {
+            assert_eq!(q.push(rescind(n), t), Push::Queued);
+        }
+        assert_eq!(q.push(rescind(8), t), Push::Stalled);
+    }
+
+    #[test]
+    fn a_closed_queue_drops_pushes_and_is_still_read() {
+        let t = Instant::now();
+        let mut q = Queue::new(4, STALL, t);
+        q.push(update("a", 1), t);
+        q.close();
+        assert_eq!(q.push(update("b", 2), t), Push::Dropped);
+        assert_eq!(drain(&mut q, t), vec![update("a", 1)]);
+    }
+
+    #[tokio::test]
+    async fn the_reader_wakes_on_a_push_and_ends_after_close() {
+        let (outbox, mut reader) = Outbox::new(4, STALL);
+        let pushing = {
+            let outbox = outbox.clone();
+            tokio::spawn(async move {
+                outbox.push(update("a", 1));
+                outbox.close();
+            })
+        };
+        assert_eq!(reader.recv().await, Some(update("a", 1)));
+        assert_eq!(reader.recv().await, None);
+        pushing.await.unwrap();
+        drop(reader);
+        assert_eq!(outbox.push(update("b", 2)), Push::Dropped);
+    }
+}

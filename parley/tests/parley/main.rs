@@ -1,0 +1,15 @@
+//! Tests of the `coordinator` binary as a real process, in one binary: its flags (`tls_flags`,
+//! `security_cli`, `preemption_flag`), its registry across restarts, `--dev` with the jobs
+//! service, HA on etcd (`ha`), chaos runs (`chaos`) and network partitions in namespaces
+//! (`partition`). The process harness is in [`support`]. Run one module with
+//! `cargo test -p parley --test parley <module>::`.
+
+mod chaos;
+mod dev_jobs;
+mod ha;
+mod partition;
+mod preemption_flag;
+mod registry_process;
+mod security_cli;
+mod support;
+mod tls_flags;
