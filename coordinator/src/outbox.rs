@@ -150,7 +150,17 @@ impl Queue {
         self.closed = true;
     }
 
-    /// Whether [`Queue::close`] was called.
+    /// Ends the queue and forgets what waits: for a stream replaced by a newer one, which gets
+    /// the pending updates again (and whose subscription rescinds the older stream's offers).
+    pub fn discard(&mut self) {
+        self.events.clear();
+        self.updates.clear();
+        self.offers.clear();
+        self.open_offers = None;
+        self.closed = true;
+    }
+
+    /// Whether [`Queue::close`] or [`Queue::discard`] was called.
     pub fn is_closed(&self) -> bool {
         self.closed
     }
@@ -251,6 +261,12 @@ impl Outbox {
     /// Ends the stream once the reader has read what waits.
     pub fn close(&self) {
         self.queue().close();
+        self.ready.notify_one();
+    }
+
+    /// Ends the stream now, dropping what waits (see [`Queue::discard`]).
+    pub fn discard(&self) {
+        self.queue().discard();
         self.ready.notify_one();
     }
 }
@@ -439,6 +455,18 @@ mod tests {
         q.close();
         assert_eq!(q.push(update("b", 2), t), Push::Dropped);
         assert_eq!(drain(&mut q, t), vec![update("a", 1)]);
+    }
+
+    #[test]
+    fn a_discarded_queue_ends_at_once() {
+        let t = Instant::now();
+        let mut q = Queue::new(4, STALL, t);
+        q.push(update("a", 1), t);
+        q.push(offers(&[1]), t);
+        q.discard();
+        assert!(q.is_closed());
+        assert_eq!(q.push(offers(&[2]), t), Push::Dropped);
+        assert_eq!(drain(&mut q, t), vec![]);
     }
 
     #[tokio::test]

@@ -446,8 +446,11 @@ impl Coordinator {
         let (generation, d) = {
             let mut inner = self.lock();
             let generation = inner.state.subscribe(id, &now, &mut fx)?;
-            // Replacing the slot closes the older stream's outbox, which ends that stream.
-            inner.streams.insert(id, StreamSlot { generation, outbox });
+            // A newer stream replaces the older one, which ends at once: what it still held
+            // comes again on this one (pending updates) or is rescinded (offers).
+            if let Some(older) = inner.streams.insert(id, StreamSlot { generation, outbox }) {
+                older.outbox.discard();
+            }
             // Subscribing changes nothing stored.
             let d = self.dispatch(&mut inner, fx);
             (generation, d)
