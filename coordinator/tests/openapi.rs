@@ -381,17 +381,9 @@ fn committed_copy() -> PathBuf {
 
 #[test]
 fn the_books_copy_of_the_document_is_fresh() {
-    let path = committed_copy();
-    let fresh = openapi::json();
-    if std::env::var_os("PARLEY_BLESS").is_some_and(|v| v == "1") {
-        std::fs::write(&path, fresh).unwrap();
-        return;
-    }
-    let committed = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        committed == fresh,
-        "{} is stale (or missing): the API changed. Regenerate it with \
-         `PARLEY_BLESS=1 cargo test -p coordinator --test openapi` and commit it.",
-        path.display()
+    testkit::docs::fresh_or_bless(
+        &committed_copy(),
+        openapi::json().as_bytes(),
+        "cargo test -p coordinator --test openapi",
     );
 }
