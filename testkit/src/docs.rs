@@ -8,7 +8,7 @@
 //! long help as prose, and subcommands as sections.
 
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The environment variable that rewrites stale files instead of failing.
 pub const BLESS: &str = "PARLEY_BLESS";
@@ -35,6 +35,41 @@ pub fn fresh_or_bless(path: &Path, fresh: &[u8], regenerate: &str) {
         "{} is stale (or missing): the code it is generated from changed. Regenerate it with \
          `{BLESS}=1 {regenerate}` and commit it.",
         path.display()
+    );
+}
+
+/// The repository's root directory (this crate is one of its members).
+pub fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Checks a binary's generated command reference: `docs/src/reference/cli/NAME.md` (from
+/// [`cli_markdown`]) and `docs/man/NAME.1` (from [`man_page`]), NAME being the command's name,
+/// with [`fresh_or_bless`]; `expected` are strings the Markdown must contain, so that the check
+/// is not vacuous.
+///
+/// # Panics
+///
+/// When the definition is inconsistent (clap's `debug_assert`), a string is missing or a file
+/// is stale.
+pub fn check_cli_reference(command: clap::Command, expected: &[&str], regenerate: &str) {
+    command.clone().debug_assert();
+    let name = command.get_name().to_owned();
+    let markdown = cli_markdown(&command);
+    for text in expected {
+        assert!(markdown.contains(text), "no {text} in\n{markdown}");
+    }
+    fresh_or_bless(
+        &repository().join(format!("docs/src/reference/cli/{name}.md")),
+        markdown.as_bytes(),
+        regenerate,
+    );
+    let man = man_page(command);
+    assert!(String::from_utf8_lossy(&man).contains(&format!(".TH {name}")));
+    fresh_or_bless(
+        &repository().join(format!("docs/man/{name}.1")),
+        &man,
+        regenerate,
     );
 }
 
