@@ -53,7 +53,7 @@ pub struct Metric {
 }
 
 /// Every metric [`Metrics::render`] writes, in the reference's order. Rendering looks each
-/// name up here (see [`header`]), so a metric cannot be written without being documented; a
+/// name up here (its `header` function), so a metric cannot be written without being documented; a
 /// test checks that every one here is written.
 pub const METRICS: [Metric; 39] = [
     Metric {
