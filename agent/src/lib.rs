@@ -4,6 +4,7 @@
 //!
 //! # Layout
 //!
+//! - [`cli`]: the `agent` binary's command line (clap), kept here for its generated reference.
 //! - [`config`]: [`AgentConfig`], [`SimConfig`], [`Timing`] and the CLI's text forms.
 //! - [`auth`]: the agent's API token (given, or generated and kept in the work dir) and the
 //!   check that only its holder, the coordinator, launches, kills and reads output.
@@ -107,6 +108,7 @@
 //! the same two settings in [`SimConfig`].
 
 pub mod auth;
+pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod executor;

@@ -13,6 +13,363 @@ use protocol::events::OfferEvent;
 use crate::auth::Denial;
 use crate::state::{Gauges, ResourceUse};
 
+/// What a metric is in Prometheus' terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Only goes up (until the coordinator restarts).
+    Counter,
+    /// A value now.
+    Gauge,
+    /// Observations in buckets, with their sum and count.
+    Histogram,
+}
+
+impl Kind {
+    /// The name in `# TYPE` lines.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
+        }
+    }
+}
+
+/// One metric of `/metrics`: what [`Metrics::render`] writes in its `# HELP` and `# TYPE`
+/// lines, and the book's metrics reference (`docs/src/reference/metrics.md`, generated from
+/// [`METRICS`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Metric {
+    /// Its name.
+    pub name: &'static str,
+    /// Its type.
+    pub kind: Kind,
+    /// Its label, for a metric with one series per value of it.
+    pub label: Option<&'static str>,
+    /// The `# HELP` text.
+    pub help: &'static str,
+    /// The closest metric of a Mesos master, for the reference (Markdown).
+    pub mesos: &'static str,
+}
+
+/// Every metric [`Metrics::render`] writes, in the reference's order. Rendering looks each
+/// name up here (its `header` function), so a metric cannot be written without being documented; a
+/// test checks that every one here is written.
+pub const METRICS: [Metric; 39] = [
+    Metric {
+        name: "parley_offers_created_total",
+        kind: Kind::Counter,
+        label: None,
+        help: "Offers made.",
+        mesos: "none (Mesos counts calls, not offers)",
+    },
+    Metric {
+        name: "parley_offers_accepted_total",
+        kind: Kind::Counter,
+        label: None,
+        help: "Offers accepted.",
+        mesos: "closest: `master/messages_launch_tasks` (accept calls)",
+    },
+    Metric {
+        name: "parley_offers_declined_total",
+        kind: Kind::Counter,
+        label: None,
+        help: "Offers declined.",
+        mesos: "closest: `master/messages_decline_offers` (decline calls)",
+    },
+    Metric {
+        name: "parley_offers_rescinded_total",
+        kind: Kind::Counter,
+        label: None,
+        help: "Offers rescinded.",
+        mesos: "none",
+    },
+    Metric {
+        name: "parley_offers_expired_total",
+        kind: Kind::Counter,
+        label: None,
+        help: "Offers expired unanswered.",
+        mesos: "none (`--offer_timeout` rescinds silently)",
+    },
+    Metric {
+        name: "parley_outstanding_offers",
+        kind: Kind::Gauge,
+        label: None,
+        help: "Offers not yet answered.",
+        mesos: "`master/outstanding_offers`",
+    },
+    Metric {
+        name: "parley_resources_total",
+        kind: Kind::Counter,
+        label: Some("resource"),
+        help: "Resources of the active agents.",
+        mesos: "`master/cpus_total`, `master/mem_total`, `master/disk_total`, `master/gpus_total`",
+    },
+    Metric {
+        name: "parley_resources_used",
+        kind: Kind::Gauge,
+        label: Some("resource"),
+        help: "Resources held by non-terminal tasks.",
+        mesos: "`master/cpus_used`, `master/mem_used`, ...",
+    },
+    Metric {
+        name: "parley_resources_offered",
+        kind: Kind::Gauge,
+        label: Some("resource"),
+        help: "Resources held by outstanding offers.",
+        mesos: "part of `allocator/mesos/resources/cpus/offered_or_allocated`",
+    },
+    Metric {
+        name: "parley_resources_used_percent",
+        kind: Kind::Gauge,
+        label: Some("resource"),
+        help: "Resources held by non-terminal tasks, in percent of the active agents' total.",
+        mesos: "`master/cpus_percent`, `master/mem_percent`, ... (Mesos: a fraction)",
+    },
+    Metric {
+        name: "parley_tasks",
+        kind: Kind::Gauge,
+        label: Some("state"),
+        help: "Tasks by state.",
+        mesos: "`master/tasks_staging`, `master/tasks_running`, `master/tasks_finished`, `master/tasks_failed`, `master/tasks_killed`, `master/tasks_lost`, `master/tasks_error` (Mesos: terminal ones are counters)",
+    },
+    Metric {
+        name: "parley_tasks_unhealthy",
+        kind: Kind::Gauge,
+        label: None,
+        help: "Tasks not ended whose health check reports them unhealthy.",
+        mesos: "none (Mesos: `TaskStatus.healthy` per task)",
+    },
+    Metric {
+        name: "parley_agents",
+        kind: Kind::Gauge,
+        label: Some("state"),
+        help: "Agents by state.",
+        mesos: "`master/slaves_active`, `master/slaves_unreachable`",
+    },
+    Metric {
+        name: "parley_frameworks",
+        kind: Kind::Gauge,
+        label: Some("state"),
+        help: "Frameworks by state.",
+        mesos: "`master/frameworks_connected`, `master/frameworks_disconnected`",
+    },
+    Metric {
+        name: "parley_role_dominant_share",
+        kind: Kind::Gauge,
+        label: Some("role"),
+        help: "Dominant share of each role's allocation.",
+        mesos: "`allocator/mesos/roles/<role>/shares/dominant`",
+    },
+    Metric {
+        name: "parley_allocation_run_seconds",
+        kind: Kind::Histogram,
+        label: None,
+        help: "Duration of allocation runs.",
+        mesos: "`allocator/mesos/allocation_run_ms` (and `allocator/mesos/allocation_runs` as its count)",
+    },
+    Metric {
+        name: "parley_allocation_run_fine_seconds",
+        kind: Kind::Histogram,
+        label: None,
+        help: "Duration of allocation runs, in buckets 2^(1/4) apart (for percentiles).",
+        mesos: "`allocator/mesos/allocation_run_ms/p50`, `/p99`, ...",
+    },
+    Metric {
+        name: "parley_offer_wait_seconds",
+        kind: Kind::Histogram,
+        label: None,
+        help: "From resources returning to the pool (a task ended, an offer declined or expired, an accept's unused rest) to the offer the next allocation run made of them.",
+        mesos: "closest: `allocator/mesos/allocation_run_latency_ms`",
+    },
+    Metric {
+        name: "parley_registry_write_errors_total",
+        kind: Kind::Counter,
+        label: None,
+        help: "Changes the durable registry failed to write.",
+        mesos: "none (closest: `registrar/state_store_ms`, its timing)",
+    },
+    Metric {
+        name: "parley_streams_overflowed_total",
+        kind: Kind::Counter,
+        label: None,
+        help: "Framework streams closed because their reader stopped: it took nothing from a full queue for two heartbeats.",
+        mesos: "none",
+    },
+    Metric {
+        name: "parley_rate_limited_total",
+        kind: Kind::Counter,
+        label: None,
+        help: "Requests refused (429) by the per-client rate limit.",
+        mesos: "none (Mesos' `--rate_limits` queue rather than refuse)",
+    },
+    Metric {
+        name: "parley_auth_denied_total",
+        kind: Kind::Counter,
+        label: Some("reason"),
+        help: "Requests refused: 401 (missing, invalid) and 403 (kind, not_owner, role, quota).",
+        mesos: "none (Mesos logs them)",
+    },
+    Metric {
+        name: "parley_loop_panics_total",
+        kind: Kind::Counter,
+        label: Some("loop"),
+        help: "Panics of a background loop (it was restarted).",
+        mesos: "none",
+    },
+    Metric {
+        name: "parley_ledger_mismatches_total",
+        kind: Kind::Counter,
+        label: None,
+        help: "Disagreements found in the books (offered/used vs the allocator): always a bug.",
+        mesos: "none",
+    },
+    Metric {
+        name: "parley_drain_kills_total",
+        kind: Kind::Counter,
+        label: None,
+        help: "Tasks killed because their agent's drain deadline passed (reason agent_drained).",
+        mesos: "none",
+    },
+    Metric {
+        name: "parley_tasks_fenced_total",
+        kind: Kind::Counter,
+        label: None,
+        help: "Kills ordered of tasks reported lost or gone that their returning agent still ran (reason agent_partitioned).",
+        mesos: "none",
+    },
+    Metric {
+        name: "parley_preemptions_total",
+        kind: Kind::Counter,
+        label: None,
+        help: "Preemption plans made toward fair share (each names tasks of roles above theirs).",
+        mesos: "none (Mesos has no fair-share preemption)",
+    },
+    Metric {
+        name: "parley_tasks_preempted_total",
+        kind: Kind::Counter,
+        label: None,
+        help: "Tasks killed by preemption at their deadline (reason preempted).",
+        mesos: "none",
+    },
+    Metric {
+        name: "parley_starved_roles",
+        kind: Kind::Gauge,
+        label: None,
+        help: "Roles with demand below their fair share or guarantee (preemption on).",
+        mesos: "none",
+    },
+    Metric {
+        name: "parley_tasks_memory_limit_total",
+        kind: Kind::Counter,
+        label: None,
+        help: "Tasks the kernel killed at their memory limit (reason memory_limit).",
+        mesos: "none (Mesos: a status reason only)",
+    },
+    Metric {
+        name: "parley_tasks_measured_total",
+        kind: Kind::Counter,
+        label: None,
+        help: "Ended isolated tasks whose usage their agent measured.",
+        mesos: "none",
+    },
+    Metric {
+        name: "parley_task_cpu_seconds_total",
+        kind: Kind::Counter,
+        label: None,
+        help: "CPU time used by measured tasks, counted when each ended.",
+        mesos: "closest: the agent's `/monitor/statistics` `cpus_user_time_secs`, `cpus_throttled_time_secs`, per container",
+    },
+    Metric {
+        name: "parley_task_throttled_seconds_total",
+        kind: Kind::Counter,
+        label: None,
+        help: "Time measured tasks were held back by their CPU quota, counted when each ended.",
+        mesos: "closest: the agent's `/monitor/statistics` `cpus_user_time_secs`, `cpus_throttled_time_secs`, per container",
+    },
+    Metric {
+        name: "parley_task_peak_memory_bytes_total",
+        kind: Kind::Counter,
+        label: None,
+        help: "Sum over measured tasks of each one's peak memory (divide by parley_tasks_measured_total).",
+        mesos: "closest: `/monitor/statistics` `mem_rss_bytes`",
+    },
+    Metric {
+        name: "parley_agent_gpus",
+        kind: Kind::Gauge,
+        label: Some("agent"),
+        help: "GPUs of each active agent that has any.",
+        mesos: "closest: `master/gpus_total`, `master/gpus_used` (cluster-wide only)",
+    },
+    Metric {
+        name: "parley_agent_gpus_used",
+        kind: Kind::Gauge,
+        label: Some("agent"),
+        help: "GPUs of each active agent held by non-terminal tasks.",
+        mesos: "closest: `master/gpus_total`, `master/gpus_used` (cluster-wide only)",
+    },
+    Metric {
+        name: "parley_tasks_gpu_measured_total",
+        kind: Kind::Counter,
+        label: None,
+        help: "Ended GPU tasks whose GPU usage their agent read from NVML.",
+        mesos: "none",
+    },
+    Metric {
+        name: "parley_task_gpu_memory_bytes_total",
+        kind: Kind::Counter,
+        label: None,
+        help: "Sum over GPU-measured tasks of each one's peak GPU memory (divide by parley_tasks_gpu_measured_total).",
+        mesos: "none",
+    },
+    Metric {
+        name: "parley_task_gpu_utilization_percent_total",
+        kind: Kind::Counter,
+        label: None,
+        help: "Sum over GPU-measured tasks of each one's mean GPU utilisation (divide by parley_tasks_gpu_measured_total).",
+        mesos: "none",
+    },
+];
+
+/// Writes the `# HELP` and `# TYPE` lines of `name`, from [`METRICS`].
+///
+/// # Panics
+///
+/// In debug builds, for a name not in [`METRICS`] (a metric nobody documented); release builds
+/// write no header for it.
+fn header(out: &mut String, name: &str) {
+    let metric = METRICS.iter().find(|m| m.name == name);
+    debug_assert!(metric.is_some(), "metric {name} is not in METRICS");
+    if let Some(m) = metric {
+        let _ = writeln!(
+            out,
+            "# HELP {} {}\n# TYPE {} {}",
+            m.name,
+            m.help,
+            m.name,
+            m.kind.as_str()
+        );
+    }
+}
+
+/// The metrics reference as a Markdown table: metric (with its label), type, meaning and the
+/// closest Mesos metric.
+pub fn reference_table() -> String {
+    let mut out = String::from("| metric | type | what | Mesos equivalent |\n|---|---|---|---|\n");
+    for m in &METRICS {
+        let label = m.label.map(|l| format!("{{{l}}}")).unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "| `{}{label}` | {} | {} | {} |",
+            m.name,
+            m.kind.as_str(),
+            m.help,
+            m.mesos
+        );
+    }
+    out
+}
+
 /// Upper bounds (seconds) of the allocation-run histogram's buckets.
 const RUN_BUCKETS: [f64; 10] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1.0,
@@ -235,131 +592,65 @@ impl Metrics {
         let mut out = String::new();
         let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let counters = [
-            (
-                "parley_offers_created_total",
-                "Offers made.",
-                load(&self.offers_created),
-            ),
-            (
-                "parley_offers_accepted_total",
-                "Offers accepted.",
-                load(&self.offers_accepted),
-            ),
-            (
-                "parley_offers_declined_total",
-                "Offers declined.",
-                load(&self.offers_declined),
-            ),
+            ("parley_offers_created_total", load(&self.offers_created)),
+            ("parley_offers_accepted_total", load(&self.offers_accepted)),
+            ("parley_offers_declined_total", load(&self.offers_declined)),
             (
                 "parley_offers_rescinded_total",
-                "Offers rescinded.",
                 load(&self.offers_rescinded),
             ),
-            (
-                "parley_offers_expired_total",
-                "Offers expired unanswered.",
-                load(&self.offers_expired),
-            ),
+            ("parley_offers_expired_total", load(&self.offers_expired)),
             (
                 "parley_registry_write_errors_total",
-                "Changes the durable registry failed to write.",
                 load(&self.registry_write_errors),
             ),
             (
                 "parley_streams_overflowed_total",
-                "Framework streams closed because their reader fell max_stream_queue events behind.",
                 load(&self.streams_overflowed),
             ),
-            (
-                "parley_rate_limited_total",
-                "Requests refused (429) by the per-client rate limit.",
-                load(&self.rate_limited),
-            ),
+            ("parley_rate_limited_total", load(&self.rate_limited)),
             (
                 "parley_tasks_memory_limit_total",
-                "Tasks the kernel killed at their memory limit (reason memory_limit).",
                 load(&self.tasks_memory_limit),
             ),
-            (
-                "parley_tasks_measured_total",
-                "Ended isolated tasks whose usage their agent measured.",
-                load(&self.tasks_measured),
-            ),
+            ("parley_tasks_measured_total", load(&self.tasks_measured)),
             (
                 "parley_task_peak_memory_bytes_total",
-                "Sum over measured tasks of each one's peak memory (divide by parley_tasks_measured_total).",
                 load(&self.task_peak_memory_bytes),
             ),
             (
                 "parley_tasks_gpu_measured_total",
-                "Ended GPU tasks whose GPU usage their agent read from NVML.",
                 load(&self.tasks_gpu_measured),
             ),
             (
                 "parley_task_gpu_memory_bytes_total",
-                "Sum over GPU-measured tasks of each one's peak GPU memory (divide by parley_tasks_gpu_measured_total).",
                 load(&self.task_gpu_memory_bytes),
             ),
-            (
-                "parley_ledger_mismatches_total",
-                "Disagreements found in the books (offered/used vs the allocator): always a bug.",
-                g.ledger_mismatches,
-            ),
-            (
-                "parley_drain_kills_total",
-                "Tasks killed because their agent's drain deadline passed (reason agent_drained).",
-                g.drain_kills,
-            ),
-            (
-                "parley_tasks_fenced_total",
-                "Kills ordered of tasks reported lost or gone that their returning agent still ran (reason agent_partitioned).",
-                g.fences,
-            ),
-            (
-                "parley_preemptions_total",
-                "Preemption plans made toward fair share (each names tasks of roles above theirs).",
-                g.preemptions,
-            ),
-            (
-                "parley_tasks_preempted_total",
-                "Tasks killed by preemption at their deadline (reason preempted).",
-                g.tasks_preempted,
-            ),
+            ("parley_ledger_mismatches_total", g.ledger_mismatches),
+            ("parley_drain_kills_total", g.drain_kills),
+            ("parley_tasks_fenced_total", g.fences),
+            ("parley_preemptions_total", g.preemptions),
+            ("parley_tasks_preempted_total", g.tasks_preempted),
         ];
-        for (name, help, v) in counters {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
-            );
+        for (name, v) in counters {
+            header(&mut out, name);
+            let _ = writeln!(out, "{name} {v}");
         }
-        for (name, help, micros) in [
-            (
-                "parley_task_cpu_seconds_total",
-                "CPU time used by measured tasks, counted when each ended.",
-                load(&self.task_cpu_micros),
-            ),
+        for (name, micros) in [
+            ("parley_task_cpu_seconds_total", load(&self.task_cpu_micros)),
             (
                 "parley_task_throttled_seconds_total",
-                "Time measured tasks were held back by their CPU quota, counted when each ended.",
                 load(&self.task_throttled_micros),
             ),
             (
                 "parley_task_gpu_utilization_percent_total",
-                "Sum over GPU-measured tasks of each one's mean GPU utilisation (divide by parley_tasks_gpu_measured_total).",
                 load(&self.task_gpu_utilization_micros),
             ),
         ] {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {:.6}",
-                micros as f64 / 1e6
-            );
+            header(&mut out, name);
+            let _ = writeln!(out, "{name} {:.6}", micros as f64 / 1e6);
         }
-        let _ = writeln!(
-            out,
-            "# HELP parley_auth_denied_total Requests refused: 401 (missing, invalid) and 403 \
-             (kind, not_owner, role, quota).\n# TYPE parley_auth_denied_total counter"
-        );
+        header(&mut out, "parley_auth_denied_total");
         for (denial, count) in Denial::ALL.iter().zip(&self.auth_denied) {
             let _ = writeln!(
                 out,
@@ -368,11 +659,7 @@ impl Metrics {
                 load(count)
             );
         }
-        let _ = writeln!(
-            out,
-            "# HELP parley_loop_panics_total Panics of a background loop (it was restarted).\n\
-             # TYPE parley_loop_panics_total counter"
-        );
+        header(&mut out, "parley_loop_panics_total");
         for (name, count) in LOOPS.iter().zip(&self.loop_panics) {
             let _ = writeln!(
                 out,
@@ -380,53 +667,30 @@ impl Metrics {
                 load(count)
             );
         }
-        let _ = writeln!(
-            out,
-            "# HELP parley_outstanding_offers Offers not yet answered.\n\
-             # TYPE parley_outstanding_offers gauge\nparley_outstanding_offers {}",
-            g.outstanding_offers
-        );
-        let _ = writeln!(
-            out,
-            "# HELP parley_tasks_unhealthy Tasks not ended whose health check reports them \
-             unhealthy.\n# TYPE parley_tasks_unhealthy gauge\nparley_tasks_unhealthy {}",
-            g.tasks_unhealthy
-        );
-        let _ = writeln!(
-            out,
-            "# HELP parley_starved_roles Roles with demand below their fair share or guarantee \
-             (preemption on).\n# TYPE parley_starved_roles gauge\nparley_starved_roles {}",
-            g.starved_roles
-        );
+        header(&mut out, "parley_outstanding_offers");
+        let _ = writeln!(out, "parley_outstanding_offers {}", g.outstanding_offers);
+        header(&mut out, "parley_tasks_unhealthy");
+        let _ = writeln!(out, "parley_tasks_unhealthy {}", g.tasks_unhealthy);
+        header(&mut out, "parley_starved_roles");
+        let _ = writeln!(out, "parley_starved_roles {}", g.starved_roles);
         let labelled = [
-            ("parley_tasks", "Tasks by state.", &g.tasks_by_state),
-            ("parley_agents", "Agents by state.", &g.agents_by_state),
-            (
-                "parley_frameworks",
-                "Frameworks by state.",
-                &g.frameworks_by_state,
-            ),
+            ("parley_tasks", &g.tasks_by_state),
+            ("parley_agents", &g.agents_by_state),
+            ("parley_frameworks", &g.frameworks_by_state),
         ];
-        for (name, help, map) in labelled {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+        for (name, map) in labelled {
+            header(&mut out, name);
             for (state, n) in map.iter() {
                 let _ = writeln!(out, "{name}{{state=\"{state}\"}} {n}");
             }
         }
-        let _ = writeln!(
-            out,
-            "# HELP parley_role_dominant_share Dominant share of each role's allocation.\n\
-             # TYPE parley_role_dominant_share gauge"
-        );
+        header(&mut out, "parley_role_dominant_share");
         for (role, share) in &g.role_shares {
             let _ = writeln!(out, "parley_role_dominant_share{{role=\"{role}\"}} {share}");
         }
         render_resources(&mut out, g);
         let name = "parley_allocation_run_seconds";
-        let _ = writeln!(
-            out,
-            "# HELP {name} Duration of allocation runs.\n# TYPE {name} histogram"
-        );
+        header(&mut out, name);
         for (bound, bucket) in RUN_BUCKETS.iter().zip(&self.allocation_buckets) {
             let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {}", load(bucket));
         }
@@ -441,15 +705,12 @@ impl Metrics {
         render_fine(
             &mut out,
             "parley_allocation_run_fine_seconds",
-            "Duration of allocation runs, in buckets 2^(1/4) apart (for percentiles).",
             &self.allocation_fine,
             load(&self.allocation_micros),
         );
         render_fine(
             &mut out,
             "parley_offer_wait_seconds",
-            "From resources returning to the pool (a task ended, an offer declined or expired, \
-             an accept's unused rest) to the offer the next allocation run made of them.",
             &self.offer_wait,
             load(&self.offer_wait_micros),
         );
@@ -461,37 +722,21 @@ impl Metrics {
 /// used as a percentage of total (Mesos' `master/cpus_percent`, ...).
 fn render_resources(out: &mut String, g: &Gauges) {
     /// One gauge: its name, help, and how to read it from a resource's use.
-    type Gauge = (&'static str, &'static str, fn(&ResourceUse) -> f64);
+    type Gauge = (&'static str, fn(&ResourceUse) -> f64);
     let kinds: [Gauge; 4] = [
-        (
-            "parley_resources_total",
-            "Resources of the active agents.",
-            |r| r.total,
-        ),
-        (
-            "parley_resources_used",
-            "Resources held by non-terminal tasks.",
-            |r| r.used,
-        ),
-        (
-            "parley_resources_offered",
-            "Resources held by outstanding offers.",
-            |r| r.offered,
-        ),
-        (
-            "parley_resources_used_percent",
-            "Resources held by non-terminal tasks, in percent of the active agents' total.",
-            |r| {
-                if r.total > 0.0 {
-                    100.0 * r.used / r.total
-                } else {
-                    0.0
-                }
-            },
-        ),
+        ("parley_resources_total", |r| r.total),
+        ("parley_resources_used", |r| r.used),
+        ("parley_resources_offered", |r| r.offered),
+        ("parley_resources_used_percent", |r| {
+            if r.total > 0.0 {
+                100.0 * r.used / r.total
+            } else {
+                0.0
+            }
+        }),
     ];
-    for (name, help, value) in kinds {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+    for (name, value) in kinds {
+        header(out, name);
         for (resource, r) in &g.resources {
             let _ = writeln!(out, "{name}{{resource=\"{resource}\"}} {}", value(r));
         }
@@ -503,25 +748,13 @@ fn render_resources(out: &mut String, g: &Gauges) {
 /// [`crate::state::MAX_AGENT_GPU_SERIES`]).
 fn render_agent_gpus(out: &mut String, g: &Gauges) {
     /// One gauge: its name, help, and how to read it from `(agent, total, used)`.
-    type Series = (
-        &'static str,
-        &'static str,
-        fn(&(protocol::AgentId, f64, f64)) -> f64,
-    );
+    type Series = (&'static str, fn(&(protocol::AgentId, f64, f64)) -> f64);
     let series: [Series; 2] = [
-        (
-            "parley_agent_gpus",
-            "GPUs of each active agent that has any.",
-            |a| a.1,
-        ),
-        (
-            "parley_agent_gpus_used",
-            "GPUs of each active agent held by non-terminal tasks.",
-            |a| a.2,
-        ),
+        ("parley_agent_gpus", |a| a.1),
+        ("parley_agent_gpus_used", |a| a.2),
     ];
-    for (name, help, value) in series {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+    for (name, value) in series {
+        header(out, name);
         for a in &g.agent_gpus {
             let _ = writeln!(out, "{name}{{agent=\"{}\"}} {}", a.0, value(a));
         }
@@ -529,8 +762,8 @@ fn render_agent_gpus(out: &mut String, g: &Gauges) {
 }
 
 /// Writes one fine histogram in Prometheus text.
-fn render_fine(out: &mut String, name: &str, help: &str, h: &FineHistogram, sum_micros: u64) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+fn render_fine(out: &mut String, name: &str, h: &FineHistogram, sum_micros: u64) {
+    header(out, name);
     let mut cumulative = 0;
     for (i, count) in h.counts.iter().enumerate() {
         cumulative += count.load(Ordering::Relaxed);
@@ -549,6 +782,30 @@ fn render_fine(out: &mut String, name: &str, help: &str, h: &FineHistogram, sum_
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// Every metric of the table is written, once, with its type; nothing else is.
+    #[test]
+    fn render_writes_exactly_the_documented_metrics() {
+        let text = Metrics::default().render(&Gauges::default());
+        let typed: Vec<(&str, &str)> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter_map(|l| l.split_once(' '))
+            .collect();
+        let documented: Vec<(&str, &str)> =
+            METRICS.iter().map(|m| (m.name, m.kind.as_str())).collect();
+        let mut a = typed.clone();
+        let mut b = documented.clone();
+        a.sort_unstable();
+        b.sort_unstable();
+        assert_eq!(a, b, "written (left) and documented (right) differ");
+        assert_eq!(typed.len(), METRICS.len(), "a metric is written twice");
+        let table = reference_table();
+        assert!(
+            table.contains("| `parley_tasks{state}` | gauge |"),
+            "{table}"
+        );
+    }
 
     #[test]
     fn renders_counters_histogram_and_gauges() {

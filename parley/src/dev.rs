@@ -70,7 +70,7 @@ pub async fn run(
     let mut config = config;
     let agent_token = match &config.credentials {
         Some(credentials) => {
-            let token = crate::secrets::new_token();
+            let token = parley::secrets::new_token();
             let mut credentials = (**credentials).clone();
             credentials
                 .add(coordinator::auth::Principal::new(

@@ -1,9 +1,10 @@
 //! The `coordinator` binary (package `parley`): command line and config file, and `--dev`;
 //! everything else is the `coordinator` library.
 //!
-//! Modules: this file (flags, [`coordinator::Overrides`] from the file and the flags, the runtime,
-//! shutdown signals), `dev` (`--dev`: the coordinator plus local agents in one process) and
-//! `secrets` (the `new-token` and `hash-secret` subcommands for credentials files).
+//! Modules: this file ([`coordinator::Overrides`] from the file and the flags, the runtime,
+//! shutdown signals), `dev` (`--dev`: the coordinator plus local agents in one process), and in
+//! the package's library `parley::cli` (the flags) and `parley::secrets` (the `new-token` and
+//! `hash-secret` subcommands for credentials files).
 //!
 //! ```text
 //! coordinator --listen 127.0.0.1:5050 [--config parley.toml] [--credentials creds.toml] ...
@@ -30,65 +31,9 @@ use clap::Parser;
 use coordinator::{Config, Layer, Overrides};
 
 mod dev;
-mod secrets;
 
-/// Parley coordinator: offers cluster resources to frameworks with hierarchical DRF.
-#[derive(Debug, Parser)]
-#[command(name = "coordinator", version)]
-struct Args {
-    /// Address to listen on (default 127.0.0.1:5050).
-    #[arg(long, env = "PARLEY_LISTEN")]
-    listen: Option<SocketAddr>,
-    /// TOML file with the settings below and the initial role tree (`[roles]` path = weight).
-    #[arg(long, value_name = "FILE")]
-    config: Option<std::path::PathBuf>,
-    /// The settings, each overriding the file's.
-    #[command(flatten)]
-    settings: Overrides,
-    /// Also run local agents in this process (a single-node cluster for trying Parley out).
-    #[arg(long)]
-    dev: bool,
-    /// With --dev: how many local agents share this machine's resources (default 2).
-    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
-    dev_agents: u16,
-    /// With --dev: the port of the jobs service (`parley-jobs`, started in this process on
-    /// the coordinator's address; `parleyctl run FILE` talks to it). 0 starts none.
-    #[arg(long, value_name = "PORT", default_value_t = parley_jobs::DEV_PORT)]
-    dev_jobs_port: u16,
-    /// Where the coordinator keeps its durable registry (`DIR/registry.redb`) and, with --dev,
-    /// the local agents their ids, journals and task sandboxes (`DIR/agent-N`).
-    #[arg(long, value_name = "DIR", default_value = "data")]
-    data_dir: std::path::PathBuf,
-    /// Keep the books in memory only: a restart forgets frameworks and run-time role weights
-    /// (agents and their tasks still come back by re-registering).
-    #[arg(long)]
-    in_memory: bool,
-    /// High availability: etcd client URLs (comma-separated). Several coordinators started
-    /// with the same etcd and prefix elect one leader; the others redirect to it.
-    #[arg(long, value_name = "URL[,URL...]")]
-    etcd: Option<String>,
-    /// With --etcd: the key prefix of this cluster's registry and election.
-    #[arg(long, value_name = "P", default_value = "/parley")]
-    etcd_prefix: String,
-    /// With --etcd (required): the base URL at which the others reach this coordinator.
-    #[arg(long, value_name = "URL")]
-    advertise_url: Option<String>,
-    /// With --etcd: the leader lease in seconds (failover takes about this long).
-    #[arg(long, value_name = "N", default_value_t = 10)]
-    leader_lease_s: u64,
-    /// With --etcd: a leader whose last lease renewal is older than this steps down
-    /// (Kubernetes' renew deadline); default two thirds of the lease. Renewals are sent every
-    /// third of the lease, and at least twice within this deadline.
-    #[arg(long, value_name = "MS")]
-    leader_renew_deadline_ms: Option<u64>,
-    /// With --etcd: how long a new leader waits for the agents it knew to re-register before
-    /// offering.
-    #[arg(long, value_name = "N", default_value_t = 10)]
-    reregister_grace_s: u64,
-    /// Helpers for credentials files (nothing is served).
-    #[command(subcommand)]
-    command: Option<secrets::Command>,
-}
+use parley::cli::Args;
+use parley::secrets;
 
 /// The HA options of `--etcd`, if given (validated).
 fn ha_options(args: &Args) -> anyhow::Result<Option<coordinator::ha::HaOptions>> {

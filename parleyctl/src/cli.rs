@@ -19,7 +19,7 @@ pub const TASK_STATES: [&str; 8] = [
     version,
     about,
     long_about = None,
-    after_help = "Exit codes: 0 ok, 1 the coordinator answered an error (or named no such thing), 2 usage, 3 the coordinator could not be reached."
+    after_help = "A framework is named by its id or its unique name, an agent by its id or its unique hostname.\n\nExit codes: 0 ok, 1 the coordinator answered an error (or named no such thing), 2 usage, 3 the coordinator could not be reached."
 )]
 pub struct Cli {
     /// The coordinator's base URL; or several, separated by commas (the coordinators of a
@@ -85,6 +85,16 @@ pub enum Command {
     },
     /// The role tree with weights, allocations and dominant shares.
     Roles,
+    /// Prints a shell completion script for parleyctl.
+    ///
+    /// Load it in the current shell with, for example, `source <(parleyctl completions bash)`,
+    /// or install it where your shell looks: `parleyctl completions bash >
+    /// /etc/bash_completion.d/parleyctl`, `parleyctl completions zsh > "${fpath[1]}/_parleyctl"`,
+    /// `parleyctl completions fish > ~/.config/fish/completions/parleyctl.fish`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
     /// Why a framework is, or is not, getting offers.
     Explain {
         /// The framework (its id or its unique name).
@@ -202,6 +212,25 @@ pub enum JobAction {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    /// Each shell's script is not empty and completes the subcommands.
+    #[test]
+    fn completions_name_the_subcommands() {
+        for shell in ["bash", "zsh", "fish"] {
+            let cli = Cli::try_parse_from(["parleyctl", "completions", shell]).unwrap();
+            let Command::Completions { shell } = cli.command else {
+                panic!("not the completions command");
+            };
+            let mut out = Vec::new();
+            crate::commands::completions(shell, &mut out).unwrap();
+            let script = String::from_utf8(out).unwrap();
+            assert!(!script.trim().is_empty(), "{shell}: empty");
+            for sub in ["offers", "explain", "drain", "completions"] {
+                assert!(script.contains(sub), "{shell} does not complete {sub}");
+            }
+        }
+        assert!(Cli::try_parse_from(["parleyctl", "completions", "tcsh"]).is_err());
+    }
 
     #[test]
     fn the_command_line_is_consistent() {

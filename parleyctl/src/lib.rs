@@ -29,6 +29,9 @@ pub use error::{CtlError, EXIT_API, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE};
 /// Runs one parsed command line, writing what it shows to `out`.
 pub async fn run(cli: &Cli, out: &mut (dyn Write + Send)) -> Result<(), CtlError> {
     let json = cli.json;
+    if let Command::Completions { shell } = &cli.command {
+        return commands::completions(*shell, out);
+    }
     if let Some(done) = run_jobs(cli, out).await {
         return done;
     }
@@ -65,7 +68,9 @@ pub async fn run(cli: &Cli, out: &mut (dyn Write + Send)) -> Result<(), CtlError
             stderr,
             follow,
         } => commands::logs::logs(&api, task, framework.as_deref(), *stderr, *follow, out).await,
-        Command::Run { .. } | Command::Jobs | Command::Job { .. } => Ok(()),
+        Command::Run { .. } | Command::Jobs | Command::Job { .. } | Command::Completions { .. } => {
+            Ok(())
+        }
     }
 }
 

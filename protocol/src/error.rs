@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 /// The error body.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorBody {
     /// The error.
     pub error: ErrorDetail,
@@ -11,6 +12,7 @@ pub struct ErrorBody {
 
 /// What went wrong.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorDetail {
     /// A stable snake_case code, e.g. `offer_not_found`.
     pub code: String,

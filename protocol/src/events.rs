@@ -11,6 +11,7 @@ use crate::{AgentId, FrameworkId, Offer, OfferId, TaskStatus};
 
 /// An event on a framework's stream (`GET /api/v1/frameworks/{id}/events`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "event", content = "data", rename_all = "snake_case")]
 // A status (with its usage and GPUs) makes `Update` the large variant; events are built one at
 // a time and serialized at once, so boxing it would only cost an allocation per update.
@@ -50,6 +51,7 @@ pub enum FrameworkEvent {
 
 /// An event on the operator offer stream (`GET /api/v1/offers/events`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "event", content = "data", rename_all = "snake_case")]
 pub enum OfferEvent {
     /// An offer was made.
@@ -70,6 +72,7 @@ pub enum OfferEvent {
 
 /// How an offer ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct OfferOutcome {
     /// The offer.
     pub offer_id: OfferId,

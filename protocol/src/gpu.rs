@@ -10,6 +10,7 @@ pub const GPUS: &str = "gpus";
 
 /// One GPU of an agent, as it registers it and operators see it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct GpuDevice {
     /// The driver's index of the device (`nvidia-smi`'s numbering).

@@ -34,6 +34,7 @@ pub enum Probe<'a> {
 
 /// An HTTP GET on the task's host.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct HttpProbe {
     /// The port on 127.0.0.1 (1 to 65535).
@@ -50,6 +51,7 @@ fn root_path() -> String {
 /// A task's health check: `{"command": {"shell": "test -f ok"}, "interval_s": 2}` or
 /// `{"http": {"port": 8080, "path": "/healthz"}}`; every timing field is optional.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct HealthCheck {
     /// Run this command (like the task's); exit 0 is healthy. Exactly one of `command` and

@@ -16,6 +16,7 @@ macro_rules! uuid_id {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
         #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
         #[serde(transparent)]
         pub struct $name(pub Uuid);
 
@@ -78,6 +79,7 @@ pub const MAX_TASK_ID_LEN: usize = 200;
 /// It names the task's sandbox directory on the agent, so it is restricted to
 /// `[A-Za-z0-9][A-Za-z0-9._-]{0,199}`.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(try_from = "String", into = "String")]
 pub struct TaskId(String);
 

@@ -25,6 +25,7 @@ pub const MAX_PIDS: i64 = 4_194_304;
 
 /// A task's network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum NetworkMode {
     /// The host's network (the default).
@@ -37,6 +38,7 @@ pub enum NetworkMode {
 /// A task's isolation options; every field is optional and the agent's defaults apply. Each
 /// field set requires its agent to enforce it (see [`Isolation::check_agent`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Isolation {
     /// At most this many processes and threads in the task's cgroup (the agent's default when

@@ -25,6 +25,7 @@ pub const MAX_DRAIN_DEADLINE_S: f64 = 30.0 * 24.0 * 3600.0;
 
 /// `POST /api/v1/agents/{id}/drain`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct DrainAgent {
     /// Seconds from now until the tasks still running there are killed; `0` kills them now.
@@ -51,6 +52,7 @@ impl DrainAgent {
 
 /// The answer to a drain or reactivate: the agent's state afterwards.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AgentMaintenance {
     /// The agent.
     pub agent_id: AgentId,
@@ -58,6 +60,7 @@ pub struct AgentMaintenance {
     pub state: String,
     /// When its remaining tasks are (or were) killed, while draining or drained.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub deadline: Option<Timestamp>,
     /// How many outstanding offers on it were rescinded by this call.
     #[serde(default)]
@@ -67,12 +70,14 @@ pub struct AgentMaintenance {
 /// The `agent_draining` event: on the stream of each framework with tasks on the agent (its own
 /// tasks only) and on the offer stream (every framework's tasks, one event per framework).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AgentDraining {
     /// The agent being drained.
     pub agent_id: AgentId,
     /// The framework whose tasks these are.
     pub framework_id: FrameworkId,
     /// When tasks still running there are killed (reason `agent_drained`).
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub deadline: Timestamp,
     /// The framework's non-terminal tasks on the agent.
     pub task_ids: Vec<TaskId>,

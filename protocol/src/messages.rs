@@ -18,6 +18,7 @@ use crate::{
 
 /// `POST /api/v1/frameworks`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RegisterFramework {
     /// A human-readable name.
@@ -48,6 +49,7 @@ pub struct RegisterFramework {
 
 /// Answer to [`RegisterFramework`], and the `subscribed` event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct FrameworkRegistered {
     /// The framework's id (the same one on re-registration).
     pub framework_id: FrameworkId,
@@ -57,6 +59,7 @@ pub struct FrameworkRegistered {
 
 /// `POST /api/v1/frameworks/{id}/accept`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AcceptRequest {
     /// Offers to use; all of one agent.
@@ -71,6 +74,7 @@ pub struct AcceptRequest {
 
 /// Answer to [`AcceptRequest`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AcceptResponse {
     /// The task ids sent to the agent.
     pub launched: Vec<TaskId>,
@@ -78,6 +82,7 @@ pub struct AcceptResponse {
 
 /// `POST /api/v1/frameworks/{id}/decline`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct DeclineRequest {
     /// Offers to give back.
@@ -89,6 +94,7 @@ pub struct DeclineRequest {
 
 /// `POST /api/v1/frameworks/{id}/revive`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ReviveRequest {
     /// A new demand hint, replacing the old one.
@@ -98,6 +104,7 @@ pub struct ReviveRequest {
 
 /// `POST /api/v1/frameworks/{id}/kill`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct KillRequest {
     /// The task to kill.
@@ -106,6 +113,7 @@ pub struct KillRequest {
 
 /// `POST /api/v1/frameworks/{id}/acknowledge`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AcknowledgeRequest {
     /// The task of the update.
@@ -117,6 +125,7 @@ pub struct AcknowledgeRequest {
 /// `POST /api/v1/frameworks/{id}/acknowledgements`: several
 /// acknowledgements in one call, each as [`AcknowledgeRequest`].
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AcknowledgeBatch {
     /// The acknowledgements, in any order.
@@ -126,6 +135,7 @@ pub struct AcknowledgeBatch {
 /// The answer to [`AcknowledgeBatch`]: how many were recorded, and the ones the coordinator did
 /// not know (an update of a task already forgotten, or never sent): they changed nothing.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AcknowledgeBatchResponse {
     /// Acknowledgements recorded.
     pub acknowledged: usize,
@@ -136,6 +146,7 @@ pub struct AcknowledgeBatchResponse {
 
 /// `POST /api/v1/frameworks/{id}/reconcile`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ReconcileRequest {
     /// Tasks to report; empty means all of the framework's tasks.
@@ -145,6 +156,7 @@ pub struct ReconcileRequest {
 
 /// An empty JSON object, `{}`: the body of many answers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Empty {}
 
 // ---------------------------------------------------------------------------------------------
@@ -153,6 +165,7 @@ pub struct Empty {}
 
 /// `POST /api/v1/agents`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RegisterAgent {
     /// The node's hostname.
@@ -187,6 +200,7 @@ pub struct RegisterAgent {
 
 /// Answer to [`RegisterAgent`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AgentRegistered {
     /// The agent's id (the same one on re-registration).
     pub agent_id: AgentId,
@@ -206,6 +220,7 @@ pub struct AgentRegistered {
 
 /// `POST {agent}/api/v1/tasks`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LaunchTasks {
     /// The framework the tasks belong to.
     pub framework_id: FrameworkId,
@@ -222,6 +237,7 @@ pub struct LaunchTasks {
 /// to. Without it the agent kills the task only if one framework has a
 /// task of that id.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct KillTask {
     /// The framework of the task to kill.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -236,6 +252,7 @@ pub struct KillTask {
 /// `POST /api/v1/agents/{id}/statuses`: several status updates of one
 /// agent, applied in order, all or none (`200 {}` once every one is recorded).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct StatusBatch {
     /// The updates, oldest first.
@@ -244,6 +261,7 @@ pub struct StatusBatch {
 
 /// `GET {agent}/api/v1/tasks`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TaskStatusList {
     /// The latest status of each task the agent knows.
     pub tasks: Vec<TaskStatus>,
@@ -255,6 +273,7 @@ pub struct TaskStatusList {
 
 /// `GET /api/v1/offers`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct OfferList {
     /// The outstanding offers.
     pub offers: Vec<Offer>,
@@ -262,6 +281,7 @@ pub struct OfferList {
 
 /// `PUT /api/v1/roles/{path}`: any of weight, guarantee and limit (at least one).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SetWeight {
     /// The new weight; absent: the weight stays as it is.
@@ -295,6 +315,7 @@ where
 
 /// A node of the role tree, as `GET /api/v1/roles` shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RoleNode {
     /// The role's path; empty for the root.
     pub path: String,
@@ -307,6 +328,7 @@ pub struct RoleNode {
     /// Dominant share of `allocated` against the cluster's capacity.
     pub dominant_share: f64,
     /// Child roles.
+    #[cfg_attr(feature = "openapi", schema(no_recursion))]
     pub children: Vec<RoleNode>,
     /// Frameworks registered directly under this role.
     pub frameworks: Vec<FrameworkId>,
@@ -331,6 +353,7 @@ pub struct RoleNode {
 
 /// An agent, as operators see it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AgentInfo {
     /// Its id.
     pub agent_id: AgentId,
@@ -349,14 +372,17 @@ pub struct AgentInfo {
     /// `active`, `lost`, `draining` or `drained` (see [`crate::maintenance`]).
     pub state: String,
     /// When it (last) registered.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub registered_at: Timestamp,
     /// When it last heartbeated.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub last_heartbeat_at: Timestamp,
     /// Its GPUs, as it registered them (empty, and absent on the wire, without GPUs).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpu_devices: Vec<crate::gpu::GpuDevice>,
     /// While draining or drained: when its remaining tasks are (were) killed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub drain_deadline: Option<Timestamp>,
     /// Its reservations, static and dynamic (empty, and absent on the wire,
     /// without any).
@@ -366,6 +392,7 @@ pub struct AgentInfo {
 
 /// A framework, as operators see it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct FrameworkInfo {
     /// Its id.
     pub framework_id: FrameworkId,
@@ -394,6 +421,7 @@ pub struct FrameworkInfo {
     /// Tasks not yet terminal.
     pub active_tasks: usize,
     /// When it registered.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub registered_at: Timestamp,
     /// The capabilities it declared that the coordinator knows (`gpu_resources`,
     /// `partition_aware`).
@@ -406,6 +434,7 @@ pub struct FrameworkInfo {
 
 /// A task, as operators see it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TaskInfo {
     /// Its id.
     pub task_id: TaskId,
@@ -426,6 +455,7 @@ pub struct TaskInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
     /// When the state last changed.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub updated_at: Timestamp,
     /// The GPUs its agent gave it (UUIDs), when it asked for `gpus`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -437,6 +467,7 @@ pub struct TaskInfo {
 
 /// `GET /api/v1/agents`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AgentList {
     /// The agents.
     pub agents: Vec<AgentInfo>,
@@ -444,6 +475,7 @@ pub struct AgentList {
 
 /// `GET /api/v1/frameworks`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct FrameworkList {
     /// The frameworks.
     pub frameworks: Vec<FrameworkInfo>,
@@ -451,6 +483,7 @@ pub struct FrameworkList {
 
 /// `GET /api/v1/tasks`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TaskList {
     /// The tasks.
     pub tasks: Vec<TaskInfo>,
@@ -459,6 +492,7 @@ pub struct TaskList {
 /// `GET /api/v1/frameworks/{id}/explain`: why a framework is, or is not,
 /// getting offers, from the allocator's own data.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct FrameworkExplanation {
     /// The framework.
     pub framework_id: FrameworkId,
@@ -497,6 +531,7 @@ pub struct FrameworkExplanation {
 /// Active agents by what they are for one framework. Each agent is counted once, under the first
 /// that applies, in this order.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ExplainAgents {
     /// Active agents in all.
     pub active: usize,
@@ -533,6 +568,7 @@ pub struct ExplainAgents {
 
 /// `GET /api/v1/state`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ClusterState {
     /// The agents.
     pub agents: Vec<AgentInfo>,

@@ -8,6 +8,7 @@ use crate::{AgentId, FrameworkId, OfferId, Resources, Timestamp};
 
 /// An offer as sent to a framework and listed to operators.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Offer {
     /// Usable by one accept or decline.
     pub offer_id: OfferId,
@@ -25,8 +26,10 @@ pub struct Offer {
     #[serde(default)]
     pub attributes: BTreeMap<String, String>,
     /// When it was made.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub created_at: Timestamp,
     /// When it is rescinded if still unanswered.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub expires_at: Timestamp,
     /// Set when the resources come from a pool reserved for a role; absent for
     /// unreserved resources.

@@ -22,6 +22,7 @@ pub const MAX_PRIORITY: i32 = 1000;
 /// from [`MIN_PRIORITY`] to [`MAX_PRIORITY`]; a task without one has priority 0. Anything else
 /// is refused on deserialization with a message naming `priority`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(transparent)]
 pub struct Priority(i32);
 
@@ -73,12 +74,14 @@ impl<'de> Deserialize<'de> for Priority {
 /// The `preemption` event: on the stream of a framework whose tasks are taken back, and on the
 /// offer stream, before any of them is killed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Preemption {
     /// The framework whose tasks these are.
     pub framework_id: FrameworkId,
     /// Its tasks to be taken back.
     pub task_ids: Vec<TaskId>,
     /// When those still running are killed (reason `preempted`).
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub deadline: Timestamp,
     /// The starved role they are taken back for.
     pub for_role: String,

@@ -17,6 +17,7 @@ use crate::{OfferId, Resources, RolePath};
 
 /// Resources reserved for a role (a static reservation as the agent sends it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Reservation {
     /// The role whose subtree the resources are offered to.
@@ -65,6 +66,7 @@ impl FromStr for Reservation {
 
 /// The mark on an offer drawn from a reserved pool.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct OfferReservation {
     /// The role the offered resources are reserved for.
     pub role: RolePath,
@@ -72,6 +74,7 @@ pub struct OfferReservation {
 
 /// Body of `POST /api/v1/frameworks/{id}/reserve` and `.../unreserve`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ReserveRequest {
     /// An outstanding offer of the framework (consumed by the operation).
@@ -83,6 +86,7 @@ pub struct ReserveRequest {
 
 /// Answer to a reserve or unreserve.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ReserveResponse {
     /// The role.
     pub role: RolePath,
@@ -92,6 +96,7 @@ pub struct ReserveResponse {
 
 /// Whether a reservation came from the agent's flag or from frameworks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ReservationKind {
     /// The agent's `--reserve` flag.
@@ -102,6 +107,7 @@ pub enum ReservationKind {
 
 /// One reservation in `GET /api/v1/agents`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AgentReservation {
     /// The role.
     pub role: RolePath,

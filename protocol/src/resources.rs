@@ -330,6 +330,34 @@ impl<'de> Deserialize<'de> for Resources {
     }
 }
 
+/// On the wire a [`Resources`] is a JSON object of names to non-negative amounts, e.g.
+/// `{"cpus": 2, "mem": 1024}`: written by hand here, since its `Serialize` is.
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for Resources {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, SchemaType, Type};
+        let amount = ObjectBuilder::new()
+            .schema_type(SchemaType::Type(Type::Number))
+            .minimum(Some(0.0));
+        ObjectBuilder::new()
+            .schema_type(SchemaType::Type(Type::Object))
+            .description(Some(
+                "Named resource amounts, e.g. {\"cpus\": 2, \"mem\": 1024, \"gpus\": 1}; \
+                 amounts are read to a thousandth of a unit.",
+            ))
+            .additional_properties(Some(AdditionalProperties::RefOr(amount.into())))
+            .max_properties(Some(MAX_NAMES_PER_VECTOR))
+            .into()
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for Resources {
+    fn name() -> std::borrow::Cow<'static, str> {
+        "Resources".into()
+    }
+}
+
 /// Reads a [`Resources`] that is a sum over agents (a role's `allocated`, a framework's `used`
 /// and `offered`), whose amounts may exceed [`MAX_UNITS`] up to [`MAX_SUM_UNITS`]. For
 /// `#[serde(deserialize_with = "...")]` on response fields; requests keep the strict bound.

@@ -12,6 +12,7 @@ pub const MAX_SEGMENT_LEN: usize = 64;
 /// A path in the role tree, e.g. `eng/batch`: one or more `/`-separated segments of
 /// `[a-z0-9_-]`, each 1 to 64 characters, at most 16 deep. The root itself has no path.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(try_from = "String", into = "String")]
 pub struct RolePath(String);
 
@@ -94,6 +95,7 @@ pub const MAX_WEIGHT: f64 = 1e6;
 
 /// A role's weight: a finite number in `(0, 1e6]`. Default 1.
 #[derive(Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(try_from = "f64", into = "f64")]
 pub struct Weight(f64);
 

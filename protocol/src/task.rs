@@ -9,6 +9,7 @@ use crate::{AgentId, FrameworkId, Resources, TaskId, Timestamp, UpdateId};
 
 /// How to run a task: a shell line (`sh -c`) or an argument vector.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum CommandSpec {
     /// Run through `sh -c`.
@@ -38,6 +39,7 @@ impl CommandSpec {
 
 /// A task to launch on an agent, as sent in an accept.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TaskSpec {
     /// Chosen by the framework; unique within it.
     pub task_id: TaskId,
@@ -71,6 +73,7 @@ pub struct TaskSpec {
 /// The states of a task. `finished`, `failed`, `killed`, `lost`, `error` and `gone` are
 /// terminal; `unreachable` is not (see [`crate::partition`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum TaskState {
     /// Accepted by the coordinator, on its way to the agent.
@@ -169,6 +172,7 @@ impl fmt::Display for TaskState {
 
 /// One state change of one task, as reported by an agent and relayed to the framework.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TaskStatus {
     /// The task.
     pub task_id: TaskId,
@@ -187,6 +191,7 @@ pub struct TaskStatus {
     /// Identifies this update; the framework acknowledges it by this id.
     pub update_id: UpdateId,
     /// When the state changed.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub timestamp: Timestamp,
     /// What the task uses; agents set it so a coordinator that lost its books can account
     /// adopted tasks. Optional on the wire: absent means unknown.
@@ -229,6 +234,7 @@ pub const REASON_AGENT_PARTITIONED: &str = "agent_partitioned";
 
 /// What an isolated task used over its life, as its cgroup counted it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TaskUsage {
     /// The most memory it held at once, in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -9,11 +9,15 @@
 //! - [`stream`]: [`SseReader`], an event stream read frame by frame with a deadline
 //!   (`next_frame`, `next_event`, `next_matching`, `until_end`), over a `reqwest` response
 //!   or any byte stream, and the [`SseEvent`] trait for typed events.
+//! - [`docs`]: generated documentation: [`docs::fresh_or_bless`] fails a test when a committed
+//!   generated file is stale (`PARLEY_BLESS=1` rewrites it), and a binary's Markdown reference
+//!   and man page from its clap definition.
 //!
 //! Frames are read with `protocol::sse`, the parser every client uses (the SDK, `parleyctl`),
 //! so the tests read the coordinator's streams exactly as its clients do; the parser itself is
 //! tested byte by byte and fuzzed (`fuzz/fuzz_targets/sse.rs`).
 
+pub mod docs;
 pub mod stream;
 pub mod wait;
 

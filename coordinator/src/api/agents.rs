@@ -3,8 +3,7 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
-use axum::{Json, Router};
+use axum::Json;
 use protocol::messages::{AgentList, AgentRegistered, Empty, RegisterAgent, StatusBatch};
 use protocol::{AgentId, TaskStatus};
 
@@ -12,17 +11,28 @@ use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::{Body, Id};
 use super::input;
+use super::openapi::AgentPath;
+use super::Route;
 use crate::runtime::Coordinator;
 
 /// Routes under `/api/v1/agents`.
-pub fn router() -> Router<Coordinator> {
-    Router::new()
-        .route("/api/v1/agents", post(register).get(list))
-        .route("/api/v1/agents/{id}/heartbeat", post(heartbeat))
-        .route("/api/v1/agents/{id}/status", post(status))
-        .route("/api/v1/agents/{id}/statuses", post(statuses))
+pub fn routes() -> Vec<Route> {
+    vec![
+        Route::post("/api/v1/agents", register),
+        Route::get("/api/v1/agents", list),
+        Route::post("/api/v1/agents/{id}/heartbeat", heartbeat),
+        Route::post("/api/v1/agents/{id}/status", status),
+        Route::post("/api/v1/agents/{id}/statuses", statuses),
+    ]
 }
 
+#[utoipa::path(post, path = "/api/v1/agents", tag = "agents", operation_id = "register_agent",
+    summary = "Register (or re-register) an agent",
+    request_body = RegisterAgent,
+    responses(
+        (status = 201, description = "A new agent", body = AgentRegistered),
+        (status = 200, description = "Re-registered", body = AgentRegistered),
+    ))]
 async fn register(
     State(c): State<Coordinator>,
     caller: Caller,
@@ -58,12 +68,20 @@ async fn register(
         .into_response())
 }
 
+#[utoipa::path(get, path = "/api/v1/agents", tag = "agents", operation_id = "list_agents",
+    summary = "List the agents",
+    responses((status = 200, description = "Every known agent", body = AgentList)))]
 async fn list(State(c): State<Coordinator>) -> Json<AgentList> {
     Json(AgentList {
         agents: c.read(|s| s.agents()),
     })
 }
 
+#[utoipa::path(post, path = "/api/v1/agents/{id}/heartbeat", tag = "agents",
+    summary = "An agent's heartbeat",
+    params(AgentPath),
+    request_body = Empty,
+    responses((status = 200, description = "Done: `{}`", body = Empty)))]
 async fn heartbeat(
     State(c): State<Coordinator>,
     caller: Caller,
@@ -77,6 +95,11 @@ async fn heartbeat(
     Ok(Json(Empty {}))
 }
 
+#[utoipa::path(post, path = "/api/v1/agents/{id}/status", tag = "agents",
+    summary = "One task status update from the agent",
+    params(AgentPath),
+    request_body = TaskStatus,
+    responses((status = 200, description = "Done: `{}`", body = Empty)))]
 async fn status(
     State(c): State<Coordinator>,
     caller: Caller,
@@ -93,6 +116,11 @@ async fn status(
     Ok(Json(Empty {}))
 }
 
+#[utoipa::path(post, path = "/api/v1/agents/{id}/statuses", tag = "agents",
+    summary = "Several task status updates from the agent, all or none",
+    params(AgentPath),
+    request_body = StatusBatch,
+    responses((status = 200, description = "Done: `{}`", body = Empty)))]
 async fn statuses(
     State(c): State<Coordinator>,
     caller: Caller,

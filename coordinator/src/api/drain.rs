@@ -7,21 +7,23 @@
 //! The rules are the registry's (`State::drain_agent`).
 
 use axum::extract::State;
-use axum::routing::post;
-use axum::{Json, Router};
+use axum::Json;
 use protocol::maintenance::{AgentMaintenance, DrainAgent};
 use protocol::messages::Empty;
 use protocol::AgentId;
 
 use super::error::ApiError;
 use super::extract::{Body, Id};
+use super::openapi::AgentPath;
+use super::Route;
 use crate::runtime::Coordinator;
 
 /// The drain and reactivate routes.
-pub fn router() -> Router<Coordinator> {
-    Router::new()
-        .route("/api/v1/agents/{id}/drain", post(drain))
-        .route("/api/v1/agents/{id}/reactivate", post(reactivate))
+pub fn routes() -> Vec<Route> {
+    vec![
+        Route::post("/api/v1/agents/{id}/drain", drain),
+        Route::post("/api/v1/agents/{id}/reactivate", reactivate),
+    ]
 }
 
 /// Reads the drain body field by field, so that every refusal names `deadline_s` (serde's own
@@ -56,6 +58,11 @@ fn drain_request(body: serde_json::Value) -> Result<DrainAgent, ApiError> {
     Ok(req)
 }
 
+#[utoipa::path(post, path = "/api/v1/agents/{id}/drain", tag = "maintenance",
+    summary = "Drain an agent: no new offers, its tasks killed at the deadline",
+    params(AgentPath),
+    request_body = DrainAgent,
+    responses((status = 200, description = "The agent's maintenance state afterwards", body = AgentMaintenance)))]
 async fn drain(
     State(c): State<Coordinator>,
     Id(id): Id<AgentId>,
@@ -66,6 +73,11 @@ async fn drain(
     Ok(Json(answer))
 }
 
+#[utoipa::path(post, path = "/api/v1/agents/{id}/reactivate", tag = "maintenance",
+    summary = "Reactivate a draining or drained agent",
+    params(AgentPath),
+    request_body = Empty,
+    responses((status = 200, description = "The agent's maintenance state afterwards", body = AgentMaintenance)))]
 async fn reactivate(
     State(c): State<Coordinator>,
     Id(id): Id<AgentId>,

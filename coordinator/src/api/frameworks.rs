@@ -4,8 +4,7 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use protocol::messages::{
     AcceptRequest, AcceptResponse, AcknowledgeBatch, AcknowledgeBatchResponse, AcknowledgeRequest,
     DeclineRequest, Empty, FrameworkList, FrameworkRegistered, KillRequest, ReconcileRequest,
@@ -17,31 +16,39 @@ use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::{Body, Id};
 use super::input;
+use super::openapi::FrameworkPath;
 use super::sse;
+use super::Route;
 use crate::runtime::Coordinator;
 use crate::store::Change;
 
 /// Routes under `/api/v1/frameworks`.
-pub fn router() -> Router<Coordinator> {
-    Router::new()
-        .route("/api/v1/frameworks", post(register).get(list))
-        .route("/api/v1/frameworks/{id}", axum::routing::delete(remove))
-        .route("/api/v1/frameworks/{id}/events", get(events))
-        .route("/api/v1/frameworks/{id}/accept", post(accept))
-        .route("/api/v1/frameworks/{id}/decline", post(decline))
-        .route("/api/v1/frameworks/{id}/suppress", post(suppress))
-        .route("/api/v1/frameworks/{id}/revive", post(revive))
-        .route("/api/v1/frameworks/{id}/kill", post(kill))
-        .route("/api/v1/frameworks/{id}/acknowledge", post(acknowledge))
-        .route(
-            "/api/v1/frameworks/{id}/acknowledgements",
-            post(acknowledge_many),
-        )
-        .route("/api/v1/frameworks/{id}/reconcile", post(reconcile))
+pub fn routes() -> Vec<Route> {
+    vec![
+        Route::post("/api/v1/frameworks", register),
+        Route::get("/api/v1/frameworks", list),
+        Route::delete("/api/v1/frameworks/{id}", remove),
+        Route::get("/api/v1/frameworks/{id}/events", events),
+        Route::post("/api/v1/frameworks/{id}/accept", accept),
+        Route::post("/api/v1/frameworks/{id}/decline", decline),
+        Route::post("/api/v1/frameworks/{id}/suppress", suppress),
+        Route::post("/api/v1/frameworks/{id}/revive", revive),
+        Route::post("/api/v1/frameworks/{id}/kill", kill),
+        Route::post("/api/v1/frameworks/{id}/acknowledge", acknowledge),
+        Route::post("/api/v1/frameworks/{id}/acknowledgements", acknowledge_many),
+        Route::post("/api/v1/frameworks/{id}/reconcile", reconcile),
+    ]
 }
 
 type Ok200 = Result<Json<Empty>, ApiError>;
 
+#[utoipa::path(post, path = "/api/v1/frameworks", tag = "frameworks", operation_id = "register_framework",
+    summary = "Register (or re-register) a framework",
+    request_body = RegisterFramework,
+    responses(
+        (status = 201, description = "A new framework", body = FrameworkRegistered),
+        (status = 200, description = "Re-registered within its failover timeout", body = FrameworkRegistered),
+    ))]
 async fn register(
     State(c): State<Coordinator>,
     caller: Caller,
@@ -107,12 +114,20 @@ pub async fn register_framework(
     })
 }
 
+#[utoipa::path(get, path = "/api/v1/frameworks", tag = "frameworks", operation_id = "list_frameworks",
+    summary = "List the frameworks",
+    responses((status = 200, description = "Every registered framework", body = FrameworkList)))]
 async fn list(State(c): State<Coordinator>) -> Json<FrameworkList> {
     Json(FrameworkList {
         frameworks: c.read(|s| s.frameworks()),
     })
 }
 
+#[utoipa::path(get, path = "/api/v1/frameworks/{id}/events", tag = "frameworks",
+    summary = "The framework's event stream",
+    description = "Server-sent events: `subscribed` first, then `offers`, `rescind`, `update`, `preemption`, `error` and `heartbeat`; each `data` line is the JSON of the event named by its `event` line.",
+    params(FrameworkPath),
+    responses((status = 200, description = "The stream, until the client disconnects", content_type = "text/event-stream", body = String)))]
 async fn events(
     State(c): State<Coordinator>,
     caller: Caller,
@@ -125,6 +140,11 @@ async fn events(
     Ok(sse::framework_stream(c, id, rx, generation).into_response())
 }
 
+#[utoipa::path(post, path = "/api/v1/frameworks/{id}/accept", tag = "frameworks",
+    summary = "Accept offers, launching tasks",
+    params(FrameworkPath),
+    request_body = AcceptRequest,
+    responses((status = 200, description = "The tasks sent to the agent", body = AcceptResponse)))]
 async fn accept(
     State(c): State<Coordinator>,
     caller: Caller,
@@ -139,6 +159,11 @@ async fn accept(
     Ok(Json(AcceptResponse { launched }))
 }
 
+#[utoipa::path(post, path = "/api/v1/frameworks/{id}/decline", tag = "frameworks",
+    summary = "Decline offers",
+    params(FrameworkPath),
+    request_body = DeclineRequest,
+    responses((status = 200, description = "Done: `{}`", body = Empty)))]
 async fn decline(
     State(c): State<Coordinator>,
     caller: Caller,
@@ -153,6 +178,11 @@ async fn decline(
     Ok(Json(Empty {}))
 }
 
+#[utoipa::path(post, path = "/api/v1/frameworks/{id}/suppress", tag = "frameworks",
+    summary = "Stop receiving offers",
+    params(FrameworkPath),
+    request_body = Empty,
+    responses((status = 200, description = "Done: `{}`", body = Empty)))]
 async fn suppress(
     State(c): State<Coordinator>,
     caller: Caller,
@@ -166,6 +196,11 @@ async fn suppress(
     Ok(Json(Empty {}))
 }
 
+#[utoipa::path(post, path = "/api/v1/frameworks/{id}/revive", tag = "frameworks",
+    summary = "Receive offers again, clearing decline filters",
+    params(FrameworkPath),
+    request_body = ReviveRequest,
+    responses((status = 200, description = "Done: `{}`", body = Empty)))]
 async fn revive(
     State(c): State<Coordinator>,
     caller: Caller,
@@ -179,6 +214,11 @@ async fn revive(
     Ok(Json(Empty {}))
 }
 
+#[utoipa::path(post, path = "/api/v1/frameworks/{id}/kill", tag = "frameworks",
+    summary = "Kill a task",
+    params(FrameworkPath),
+    request_body = KillRequest,
+    responses((status = 200, description = "Done: `{}`", body = Empty)))]
 async fn kill(
     State(c): State<Coordinator>,
     caller: Caller,
@@ -192,6 +232,11 @@ async fn kill(
     Ok(Json(Empty {}))
 }
 
+#[utoipa::path(post, path = "/api/v1/frameworks/{id}/acknowledge", tag = "frameworks",
+    summary = "Acknowledge a status update",
+    params(FrameworkPath),
+    request_body = AcknowledgeRequest,
+    responses((status = 200, description = "Done: `{}`", body = Empty)))]
 async fn acknowledge(
     State(c): State<Coordinator>,
     caller: Caller,
@@ -205,6 +250,11 @@ async fn acknowledge(
     Ok(Json(Empty {}))
 }
 
+#[utoipa::path(post, path = "/api/v1/frameworks/{id}/acknowledgements", tag = "frameworks",
+    summary = "Acknowledge several status updates",
+    params(FrameworkPath),
+    request_body = AcknowledgeBatch,
+    responses((status = 200, description = "How many were recorded, and the unknown ones", body = AcknowledgeBatchResponse)))]
 async fn acknowledge_many(
     State(c): State<Coordinator>,
     caller: Caller,
@@ -230,6 +280,11 @@ async fn acknowledge_many(
     }))
 }
 
+#[utoipa::path(post, path = "/api/v1/frameworks/{id}/reconcile", tag = "frameworks",
+    summary = "Ask for the latest status of tasks",
+    params(FrameworkPath),
+    request_body = ReconcileRequest,
+    responses((status = 200, description = "Done: `{}`", body = Empty)))]
 async fn reconcile(
     State(c): State<Coordinator>,
     caller: Caller,
@@ -243,6 +298,10 @@ async fn reconcile(
     Ok(Json(Empty {}))
 }
 
+#[utoipa::path(delete, path = "/api/v1/frameworks/{id}", tag = "frameworks", operation_id = "remove_framework",
+    summary = "Remove a framework, killing its tasks",
+    params(FrameworkPath),
+    responses((status = 200, description = "Done: `{}`", body = Empty)))]
 async fn remove(State(c): State<Coordinator>, caller: Caller, Id(id): Id<FrameworkId>) -> Ok200 {
     // Written first, applied once durable: killed tasks cannot be revived if the write fails.
     c.run_write_first(

@@ -19,6 +19,12 @@
 //! - [`input`]: wire requests converted to the registry's domain inputs, validated.
 //! - [`limit`]: the per-client request rate limit (429 with `Retry-After`).
 //! - [`error`]: [`error::ApiError`], every failure as a status and an error body.
+//! - [`openapi`]: the OpenAPI 3.1 document of these routes, served at
+//!   `GET /api/v1/openapi.json`.
+//!
+//! The router is built from one table, [`routes`]: each [`Route`] is a method, a path and its
+//! handler, and the OpenAPI document must list the same (method, path) pairs (the
+//! `coordinator/tests/openapi.rs` suite compares the two).
 
 pub mod agents;
 pub mod auth;
@@ -28,6 +34,7 @@ pub mod extract;
 pub mod frameworks;
 pub mod input;
 pub mod limit;
+pub mod openapi;
 pub mod operator;
 pub mod output;
 pub mod reservations;
@@ -35,13 +42,83 @@ pub mod sse;
 pub mod ui;
 
 use axum::extract::DefaultBodyLimit;
-use axum::http::Uri;
+use axum::handler::Handler;
+use axum::http::{Method, Uri};
 use axum::response::{IntoResponse, Response};
+use axum::routing::MethodRouter;
 use axum::Router;
 use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::runtime::Coordinator;
 use error::ApiError;
+
+/// One route of the API: a method, axum's path pattern (`{id}` a parameter, `{*path}` the rest
+/// of the path) and the handler of that method there.
+pub struct Route {
+    /// The method (a `GET` route answers `HEAD` too).
+    pub method: Method,
+    /// axum's path pattern, e.g. `/api/v1/frameworks/{id}/accept`.
+    pub path: &'static str,
+    /// The handler, for [`Route::method`] only.
+    handler: MethodRouter<Coordinator>,
+}
+
+impl std::fmt::Debug for Route {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.method, self.path)
+    }
+}
+
+impl Route {
+    /// `GET path`.
+    pub fn get<H: Handler<T, Coordinator>, T: 'static>(path: &'static str, handler: H) -> Self {
+        Self::with(Method::GET, path, axum::routing::get(handler))
+    }
+
+    /// `POST path`.
+    pub fn post<H: Handler<T, Coordinator>, T: 'static>(path: &'static str, handler: H) -> Self {
+        Self::with(Method::POST, path, axum::routing::post(handler))
+    }
+
+    /// `PUT path`.
+    pub fn put<H: Handler<T, Coordinator>, T: 'static>(path: &'static str, handler: H) -> Self {
+        Self::with(Method::PUT, path, axum::routing::put(handler))
+    }
+
+    /// `DELETE path`.
+    pub fn delete<H: Handler<T, Coordinator>, T: 'static>(path: &'static str, handler: H) -> Self {
+        Self::with(Method::DELETE, path, axum::routing::delete(handler))
+    }
+
+    /// A route whose handler is already a method router of `method` alone (one with a state
+    /// of its own, as the Mesos API's).
+    pub fn with(method: Method, path: &'static str, handler: MethodRouter<Coordinator>) -> Self {
+        Self {
+            method,
+            path,
+            handler,
+        }
+    }
+}
+
+/// Every route of the API, the one table [`app`] builds the router from.
+pub fn routes(coordinator: &Coordinator) -> Vec<Route> {
+    [
+        frameworks::routes(),
+        agents::routes(),
+        drain::routes(),
+        reservations::routes(),
+        operator::routes(),
+        output::routes(),
+        ui::routes(),
+        // The Mesos v1 scheduler API, on the same books: see `crate::mesos`.
+        crate::mesos::routes(coordinator.clone()),
+        openapi::routes(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
 
 /// The whole API for one coordinator. Request bodies are limited to the configured
 /// `max_body_bytes` (413 beyond); with `rate_limit_per_s` set, each client's request rate too
@@ -55,16 +132,10 @@ pub fn app(coordinator: Coordinator) -> Router {
             coordinator.config().rate_limit_burst,
         ))
     });
-    let router = Router::new()
-        .merge(frameworks::router())
-        .merge(agents::router())
-        .merge(drain::router())
-        .merge(reservations::router())
-        .merge(operator::router())
-        .merge(output::router())
-        .merge(ui::router())
-        // The Mesos v1 scheduler API, on the same books: see `crate::mesos`.
-        .merge(crate::mesos::router(coordinator.clone()))
+    // Two routes of one path with different methods merge into one method router.
+    let router = routes(&coordinator)
+        .into_iter()
+        .fold(Router::new(), |router, r| router.route(r.path, r.handler))
         .fallback(|uri: Uri| async move { ApiError::NoRoute(uri.path().to_owned()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(axum::middleware::from_fn_with_state(

@@ -6,30 +6,34 @@ use std::collections::HashMap;
 use axum::extract::{Path, Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, put};
-use axum::{Json, Router};
-use protocol::messages::{Empty, FrameworkExplanation, OfferList, RoleNode, SetWeight};
+use axum::Json;
+use protocol::messages::{
+    ClusterState, Empty, FrameworkExplanation, OfferList, RoleNode, SetWeight, TaskList,
+};
 use protocol::{AgentId, FrameworkId, RolePath};
 
 use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::{Body, Id};
+use super::openapi::{FrameworkPath, Health, OffersQuery, RolePathParam, TasksQuery};
 use super::sse;
+use super::Route;
 use crate::runtime::Coordinator;
 use crate::state::task_list_json;
 
 /// The operator routes, `/metrics` and `/health` (the dashboard's are in [`super::ui`]).
-pub fn router() -> Router<Coordinator> {
-    Router::new()
-        .route("/api/v1/offers", get(offers))
-        .route("/api/v1/offers/events", get(offer_events))
-        .route("/api/v1/state", get(state))
-        .route("/api/v1/tasks", get(tasks))
-        .route("/api/v1/roles", get(roles))
-        .route("/api/v1/frameworks/{id}/explain", get(explain))
-        .route("/api/v1/roles/{*path}", put(set_weight))
-        .route("/metrics", get(metrics))
-        .route("/health", get(health))
+pub fn routes() -> Vec<Route> {
+    vec![
+        Route::get("/api/v1/offers", offers),
+        Route::get("/api/v1/offers/events", offer_events),
+        Route::get("/api/v1/state", state),
+        Route::get("/api/v1/tasks", tasks),
+        Route::get("/api/v1/roles", roles),
+        Route::get("/api/v1/frameworks/{id}/explain", explain),
+        Route::put("/api/v1/roles/{*path}", set_weight),
+        Route::get("/metrics", metrics),
+        Route::get("/health", health),
+    ]
 }
 
 /// Parses an optional id query parameter.
@@ -61,6 +65,10 @@ pub(super) fn check_query(
     Ok(query)
 }
 
+#[utoipa::path(get, path = "/api/v1/offers", tag = "operator",
+    summary = "The outstanding offers",
+    params(OffersQuery),
+    responses((status = 200, description = "The offers, filtered by the parameters given", body = OfferList)))]
 async fn offers(
     State(c): State<Coordinator>,
     query: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
@@ -73,10 +81,18 @@ async fn offers(
     }))
 }
 
+#[utoipa::path(get, path = "/api/v1/offers/events", tag = "operator",
+    summary = "The live stream of offers made and ended",
+    description = "Server-sent events: `offered`, `accepted`, `declined`, `rescinded`, `expired` and `preemption`, each with its JSON on the `data` line.",
+    responses((status = 200, description = "The stream, until the client disconnects", content_type = "text/event-stream", body = String)))]
 async fn offer_events(State(c): State<Coordinator>) -> Response {
     sse::offer_stream(&c).into_response()
 }
 
+#[utoipa::path(get, path = "/api/v1/frameworks/{id}/explain", tag = "operator",
+    summary = "Why a framework is, or is not, getting offers",
+    params(FrameworkPath),
+    responses((status = 200, description = "The allocator's view of the framework", body = FrameworkExplanation)))]
 async fn explain(
     State(c): State<Coordinator>,
     caller: Caller,
@@ -91,6 +107,9 @@ async fn explain(
 
 /// The books are copied under the lock (tasks as cached JSON, see `State::tasks_json`), then
 /// written out off the async workers: a cluster of 100,000 tasks is tens of megabytes.
+#[utoipa::path(get, path = "/api/v1/state", tag = "operator",
+    summary = "The whole cluster state, from one snapshot",
+    responses((status = 200, description = "Agents, frameworks, tasks, roles and offers", body = ClusterState)))]
 async fn state(State(c): State<Coordinator>) -> Result<Response, ApiError> {
     let snapshot = c.read(|s| s.cluster_snapshot());
     let body = tokio::task::spawn_blocking(move || snapshot.to_json())
@@ -103,6 +122,10 @@ async fn state(State(c): State<Coordinator>) -> Result<Response, ApiError> {
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
+#[utoipa::path(get, path = "/api/v1/tasks", tag = "operator",
+    summary = "The tasks",
+    params(TasksQuery),
+    responses((status = 200, description = "The tasks, filtered by the parameters given", body = TaskList)))]
 async fn tasks(
     State(c): State<Coordinator>,
     query: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
@@ -118,10 +141,18 @@ async fn tasks(
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
+#[utoipa::path(get, path = "/api/v1/roles", tag = "operator",
+    summary = "The role tree",
+    responses((status = 200, description = "The root role and its subtree", body = RoleNode)))]
 async fn roles(State(c): State<Coordinator>) -> Json<RoleNode> {
     Json(c.read(|s| s.roles()))
 }
 
+#[utoipa::path(put, path = "/api/v1/roles/{path}", tag = "operator",
+    summary = "Set a role's weight, guarantee or limit",
+    params(RolePathParam),
+    request_body = SetWeight,
+    responses((status = 200, description = "Done: `{}`", body = Empty)))]
 async fn set_weight(
     State(c): State<Coordinator>,
     Path(path): Path<String>,
@@ -142,6 +173,9 @@ async fn set_weight(
     Ok(Json(Empty {}))
 }
 
+#[utoipa::path(get, path = "/metrics", tag = "meta",
+    summary = "Prometheus metrics",
+    responses((status = 200, description = "The Prometheus text format, version 0.0.4", content_type = "text/plain", body = String)))]
 async fn metrics(State(c): State<Coordinator>) -> Response {
     let gauges = c.read(|s| s.gauges());
     let text = c.metrics().render(&gauges);
@@ -149,6 +183,9 @@ async fn metrics(State(c): State<Coordinator>) -> Response {
 }
 
 /// `{"role": "leader" | "follower" | "standalone", "leader": URL | null}`.
+#[utoipa::path(get, path = "/health", tag = "meta",
+    summary = "Liveness, and this coordinator's part in high availability",
+    responses((status = 200, description = "Its role and the leader it knows", body = Health)))]
 async fn health(State(c): State<Coordinator>) -> Json<serde_json::Value> {
     let (role, leader) = c.ha_status().get();
     Json(serde_json::json!({ "role": role.as_str(), "leader": leader }))

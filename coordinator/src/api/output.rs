@@ -12,25 +12,30 @@ use std::collections::HashMap;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::{Json, Router};
+use axum::Json;
 use protocol::ErrorBody;
 use protocol::{FrameworkId, TaskId};
 
 use super::error::ApiError;
+use super::openapi::{OutputPath, OutputQuery};
+use super::Route;
 use crate::runtime::task_output::{OutputFetchError, OutputFile, OutputRead, MAX_OUTPUT_BYTES};
 use crate::runtime::Coordinator;
 
 /// The output route.
-pub fn router() -> Router<Coordinator> {
-    Router::new().route(
+pub fn routes() -> Vec<Route> {
+    vec![Route::get(
         "/api/v1/frameworks/{id}/tasks/{task_id}/output",
-        get(output),
-    )
+        output,
+    )]
 }
 
 type RawQuery = Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>;
 
+#[utoipa::path(get, path = "/api/v1/frameworks/{id}/tasks/{task_id}/output", tag = "operator",
+    summary = "A task's stdout or stderr, read from its agent",
+    params(OutputPath, OutputQuery),
+    responses((status = 200, description = "The bytes read", content_type = "text/plain", body = String)))]
 async fn output(
     State(c): State<Coordinator>,
     path: Result<Path<(String, String)>, axum::extract::rejection::PathRejection>,

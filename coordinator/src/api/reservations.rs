@@ -4,24 +4,31 @@
 //! the framework's role afterwards). The rules are in `crate::state` (`reservations.rs`).
 
 use axum::extract::State;
-use axum::routing::post;
-use axum::{Json, Router};
+use axum::Json;
 use protocol::reservation::{ReserveRequest, ReserveResponse};
 use protocol::FrameworkId;
 
 use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::{Body, Id};
+use super::openapi::FrameworkPath;
+use super::Route;
 use crate::runtime::Coordinator;
 use crate::state::ReservationOp;
 
-/// The reserve / unreserve routes (merged into the framework API).
-pub fn router() -> Router<Coordinator> {
-    Router::new()
-        .route("/api/v1/frameworks/{id}/reserve", post(reserve))
-        .route("/api/v1/frameworks/{id}/unreserve", post(unreserve))
+/// The reserve / unreserve routes (part of the framework API).
+pub fn routes() -> Vec<Route> {
+    vec![
+        Route::post("/api/v1/frameworks/{id}/reserve", reserve),
+        Route::post("/api/v1/frameworks/{id}/unreserve", unreserve),
+    ]
 }
 
+#[utoipa::path(post, path = "/api/v1/frameworks/{id}/reserve", tag = "frameworks",
+    summary = "Reserve part of an offer for the framework's role",
+    params(FrameworkPath),
+    request_body = ReserveRequest,
+    responses((status = 200, description = "The agent's dynamic reservation for the role afterwards", body = ReserveResponse)))]
 async fn reserve(
     State(c): State<Coordinator>,
     caller: Caller,
@@ -31,6 +38,11 @@ async fn reserve(
     operate(c, caller, id, req, ReservationOp::Reserve).await
 }
 
+#[utoipa::path(post, path = "/api/v1/frameworks/{id}/unreserve", tag = "frameworks",
+    summary = "Give back part of a dynamic reservation on an offer",
+    params(FrameworkPath),
+    request_body = ReserveRequest,
+    responses((status = 200, description = "The agent's dynamic reservation for the role afterwards", body = ReserveResponse)))]
 async fn unreserve(
     State(c): State<Coordinator>,
     caller: Caller,

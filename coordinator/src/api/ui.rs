@@ -10,14 +10,16 @@ use std::sync::Arc;
 use axum::extract::{Query, State};
 use axum::http::header;
 use axum::response::{Html, IntoResponse, Response};
-use axum::routing::get;
-use axum::Router;
 use protocol::{AgentId, FrameworkId};
 use serde::Serialize;
 
 use super::error::ApiError;
 use super::extract::Id;
+use super::openapi::{
+    AgentPage, AgentPageQuery, AgentPath, AgentView, FrameworkPath, FrameworkView, HistoryQuery,
+};
 use super::operator::check_query;
+use super::Route;
 use crate::history::{History, Sample};
 use crate::runtime::Coordinator;
 use crate::state::StateError;
@@ -29,25 +31,35 @@ const DEFAULT_AGENT_PAGE: usize = 50;
 const MAX_ROWS: usize = 500;
 
 /// The dashboard's routes.
-pub fn router() -> Router<Coordinator> {
-    Router::new()
-        .route("/", get(page))
-        .route("/ui/app.js", get(script))
-        .route("/ui/style.css", get(style))
-        .route("/api/v1/history", get(history))
-        .route("/api/v1/dashboard/agents", get(agent_page))
-        .route("/api/v1/dashboard/agents/{id}", get(agent_view))
-        .route("/api/v1/dashboard/frameworks/{id}", get(framework_view))
+pub fn routes() -> Vec<Route> {
+    vec![
+        Route::get("/", page),
+        Route::get("/ui/app.js", script),
+        Route::get("/ui/style.css", style),
+        Route::get("/api/v1/history", history),
+        Route::get("/api/v1/dashboard/agents", agent_page),
+        Route::get("/api/v1/dashboard/agents/{id}", agent_view),
+        Route::get("/api/v1/dashboard/frameworks/{id}", framework_view),
+    ]
 }
 
+#[utoipa::path(get, path = "/", tag = "dashboard",
+    summary = "The dashboard",
+    responses((status = 200, description = "The dashboard", content_type = "text/html", body = String)))]
 async fn page() -> Html<&'static str> {
     Html(include_str!("../ui/index.html"))
 }
 
+#[utoipa::path(get, path = "/ui/app.js", tag = "dashboard",
+    summary = "The dashboard's script",
+    responses((status = 200, description = "The dashboard's script", content_type = "text/javascript", body = String)))]
 async fn script() -> Response {
     asset("text/javascript", include_str!("../ui/app.js"))
 }
 
+#[utoipa::path(get, path = "/ui/style.css", tag = "dashboard",
+    summary = "The dashboard's style sheet",
+    responses((status = 200, description = "The dashboard's style sheet", content_type = "text/css", body = String)))]
 async fn style() -> Response {
     asset("text/css", include_str!("../ui/style.css"))
 }
@@ -71,17 +83,23 @@ fn number(query: &HashMap<String, String>, name: &str) -> Result<Option<u64>, Ap
 type RawQuery = Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>;
 
 /// `GET /api/v1/history`: the body.
-#[derive(Serialize)]
-struct HistoryPage<'a> {
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct HistoryPage<'a> {
     /// Milliseconds between samples.
     interval_ms: u64,
     /// The most samples kept.
     capacity: usize,
     /// The latest sample's number: below the `after` asked for, the coordinator restarted.
     latest: u64,
+    /// The samples, oldest first.
+    #[schema(value_type = Vec<super::openapi::HistorySample>)]
     samples: Vec<&'a Sample>,
 }
 
+#[utoipa::path(get, path = "/api/v1/history", tag = "dashboard",
+    summary = "Samples of the books, one a second, for the dashboard's charts",
+    params(HistoryQuery),
+    responses((status = 200, description = "The samples after `after`", body = HistoryPage)))]
 async fn history(State(c): State<Coordinator>, query: RawQuery) -> Result<Response, ApiError> {
     let query = check_query(query, &["after"])?;
     let after = number(&query, "after")?.unwrap_or(0);
@@ -95,6 +113,10 @@ async fn history(State(c): State<Coordinator>, query: RawQuery) -> Result<Respon
     Ok(axum::Json(body).into_response())
 }
 
+#[utoipa::path(get, path = "/api/v1/dashboard/agents", tag = "dashboard",
+    summary = "A page of agents",
+    params(AgentPageQuery),
+    responses((status = 200, description = "The page and the number of agents in all", body = AgentPage)))]
 async fn agent_page(State(c): State<Coordinator>, query: RawQuery) -> Result<Response, ApiError> {
     let query = check_query(query, &["offset", "limit"])?;
     let offset = number(&query, "offset")?.unwrap_or(0);
@@ -141,6 +163,10 @@ fn detail_json(
     ([(header::CONTENT_TYPE, "application/json")], out).into_response()
 }
 
+#[utoipa::path(get, path = "/api/v1/dashboard/agents/{id}", tag = "dashboard",
+    summary = "One agent with its tasks (capped) and offers",
+    params(AgentPath),
+    responses((status = 200, description = "The agent", body = AgentView)))]
 async fn agent_view(
     State(c): State<Coordinator>,
     Id(id): Id<AgentId>,
@@ -161,6 +187,10 @@ async fn agent_view(
     ))
 }
 
+#[utoipa::path(get, path = "/api/v1/dashboard/frameworks/{id}", tag = "dashboard",
+    summary = "One framework with its tasks (capped) and offers",
+    params(FrameworkPath),
+    responses((status = 200, description = "The framework", body = FrameworkView)))]
 async fn framework_view(
     State(c): State<Coordinator>,
     Id(id): Id<FrameworkId>,

@@ -30,15 +30,16 @@ pub mod types;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use protocol::ErrorBody;
 use serde_json::json;
 
 use crate::api::auth::Caller;
 use crate::api::error::ApiError;
+use crate::api::Route;
 use crate::runtime::Coordinator;
 pub use stream::Sessions;
 
@@ -54,15 +55,21 @@ pub struct Mesos {
     pub sessions: Sessions,
 }
 
-/// `POST /api/v1/scheduler` and `GET /version`, for one coordinator.
-pub fn router<S>(coordinator: Coordinator) -> Router<S> {
-    Router::new()
-        .route("/api/v1/scheduler", post(scheduler))
-        .route("/version", get(version))
-        .with_state(Mesos {
-            coordinator,
-            sessions: Sessions::default(),
-        })
+/// `POST /api/v1/scheduler` and `GET /version`, for one coordinator: routes of the API's table
+/// (`crate::api::routes`), with the Mesos streams as their own state.
+pub fn routes(coordinator: Coordinator) -> Vec<Route> {
+    let mesos = Mesos {
+        coordinator,
+        sessions: Sessions::default(),
+    };
+    vec![
+        Route::with(
+            Method::POST,
+            "/api/v1/scheduler",
+            post(scheduler).with_state(mesos.clone()),
+        ),
+        Route::with(Method::GET, "/version", get(version).with_state(mesos)),
+    ]
 }
 
 /// Why a Mesos call is refused: a status the Mesos API prescribes (400 for a stream id
@@ -92,6 +99,9 @@ impl IntoResponse for Refusal {
     }
 }
 
+#[utoipa::path(get, path = "/version", tag = "mesos",
+    summary = "The Mesos version this API speaks",
+    responses((status = 200, description = "`version` (Mesos), `build_user` and `parley_version`", body = crate::api::openapi::MesosVersion)))]
 async fn version() -> Json<serde_json::Value> {
     Json(json!({
         "version": MESOS_VERSION,
@@ -100,6 +110,14 @@ async fn version() -> Json<serde_json::Value> {
     }))
 }
 
+#[utoipa::path(post, path = "/api/v1/scheduler", tag = "mesos",
+    summary = "The Mesos v1 scheduler API",
+    description = "A Mesos v1 scheduler `Call` as JSON. `SUBSCRIBE` answers 200 with a RecordIO stream of Mesos events (`Mesos-Stream-Id` header); the other calls answer 202 with no body. See the book's Mesos page for the calls supported.",
+    request_body(content = Object, description = "A Mesos scheduler call", content_type = "application/json"),
+    responses(
+        (status = 200, description = "SUBSCRIBE: the event stream", content_type = "application/recordio", body = String),
+        (status = 202, description = "Any other call: accepted"),
+    ))]
 async fn scheduler(
     State(m): State<Mesos>,
     caller: Caller,

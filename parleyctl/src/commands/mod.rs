@@ -8,6 +8,7 @@
 //! - [`logs`]: a task's output.
 //! - [`maintenance`]: `drain`, `reactivate`.
 //! - [`watch`]: `offers --watch`, the offer event stream as lines.
+//! - [`completions`]: `completions bash|zsh|fish`, a shell completion script.
 //! - [`jobs`]: the jobs service's `run FILE [--wait]`, `jobs`, `job status|stop|scale|restart|delete|logs`.
 
 pub mod change;
@@ -55,6 +56,15 @@ pub async fn resolve_framework(api: &Api, name_or_id: &str) -> Result<FrameworkI
                 .join(", ")
         ))),
     }
+}
+
+/// Writes the completion script of `shell` for the whole command line (every subcommand and
+/// flag, from [`crate::Cli`]'s clap definition, so it cannot miss one).
+pub fn completions(shell: clap_complete::Shell, out: &mut dyn Write) -> Result<(), CtlError> {
+    use clap::CommandFactory;
+    let mut command = crate::Cli::command();
+    clap_complete::generate(shell, &mut command, "parleyctl", out);
+    Ok(())
 }
 
 /// Writes an API answer unchanged, with a final newline.

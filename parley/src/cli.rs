@@ -1,0 +1,70 @@
+//! The `coordinator` binary's command line ([`Args`], clap derive; the settings themselves are
+//! [`coordinator::Overrides`]), here in the library so that its reference
+//! (`docs/src/reference/cli/coordinator.md`, `docs/man/coordinator.1`) is generated from it.
+
+use std::net::SocketAddr;
+
+use clap::Parser;
+use coordinator::Overrides;
+
+/// Parley coordinator: offers cluster resources to frameworks with hierarchical DRF.
+#[derive(Debug, Parser)]
+#[command(
+    name = "coordinator",
+    version,
+    after_help = "Exit codes: 0 after a clean stop (SIGINT or SIGTERM); 2 a bad flag, setting or config file (one line naming it); 1 any other error (a port in use, a registry already open by another coordinator); 3 a leader of a highly available cluster lost its leadership (run it under a supervisor that restarts it)."
+)]
+pub struct Args {
+    /// Address to listen on (default 127.0.0.1:5050).
+    #[arg(long, env = "PARLEY_LISTEN")]
+    pub listen: Option<SocketAddr>,
+    /// TOML file with the settings below and the initial role tree (`[roles]` path = weight).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<std::path::PathBuf>,
+    /// The settings, each overriding the file's.
+    #[command(flatten)]
+    pub settings: Overrides,
+    /// Also run local agents in this process (a single-node cluster for trying Parley out).
+    #[arg(long)]
+    pub dev: bool,
+    /// With --dev: how many local agents share this machine's resources (default 2).
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub dev_agents: u16,
+    /// With --dev: the port of the jobs service (`parley-jobs`, started in this process on
+    /// the coordinator's address; `parleyctl run FILE` talks to it). 0 starts none.
+    #[arg(long, value_name = "PORT", default_value_t = parley_jobs::DEV_PORT)]
+    pub dev_jobs_port: u16,
+    /// Where the coordinator keeps its durable registry (`DIR/registry.redb`) and, with --dev,
+    /// the local agents their ids, journals and task sandboxes (`DIR/agent-N`).
+    #[arg(long, value_name = "DIR", default_value = "data")]
+    pub data_dir: std::path::PathBuf,
+    /// Keep the books in memory only: a restart forgets frameworks and run-time role weights
+    /// (agents and their tasks still come back by re-registering).
+    #[arg(long)]
+    pub in_memory: bool,
+    /// High availability: etcd client URLs (comma-separated). Several coordinators started
+    /// with the same etcd and prefix elect one leader; the others redirect to it.
+    #[arg(long, value_name = "URL[,URL...]")]
+    pub etcd: Option<String>,
+    /// With --etcd: the key prefix of this cluster's registry and election.
+    #[arg(long, value_name = "P", default_value = "/parley")]
+    pub etcd_prefix: String,
+    /// With --etcd (required): the base URL at which the others reach this coordinator.
+    #[arg(long, value_name = "URL")]
+    pub advertise_url: Option<String>,
+    /// With --etcd: the leader lease in seconds (failover takes about this long).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub leader_lease_s: u64,
+    /// With --etcd: a leader whose last lease renewal is older than this steps down
+    /// (Kubernetes' renew deadline); default two thirds of the lease. Renewals are sent every
+    /// third of the lease, and at least twice within this deadline.
+    #[arg(long, value_name = "MS")]
+    pub leader_renew_deadline_ms: Option<u64>,
+    /// With --etcd: how long a new leader waits for the agents it knew to re-register before
+    /// offering.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub reregister_grace_s: u64,
+    /// Helpers for credentials files (nothing is served).
+    #[command(subcommand)]
+    pub command: Option<crate::secrets::Command>,
+}
