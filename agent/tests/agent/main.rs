@@ -11,3 +11,4 @@ mod image;
 mod isolation;
 mod real_agent;
 mod simulated;
+mod cli_reference;

@@ -24,7 +24,7 @@
 //!
 //! The router is built from one table, [`routes`]: each [`Route`] is a method, a path and its
 //! handler, and the OpenAPI document must list the same (method, path) pairs (the
-//! `coordinator/tests/openapi.rs` suite compares the two).
+//! `coordinator/tests/coordinator/openapi.rs` suite compares the two).
 
 pub mod agents;
 pub mod auth;

@@ -3,7 +3,7 @@
 //! feature derives their schemas), and served at `GET /api/v1/openapi.json`.
 //!
 //! The document lists exactly the routes of [`super::routes`], the table the router is built
-//! from (`coordinator/tests/openapi.rs` fails on a route one has and the other lacks), with
+//! from (`coordinator/tests/coordinator/openapi.rs` fails on a route one has and the other lacks), with
 //! axum's `{*path}` written `{path}`. A copy is committed at `docs/src/reference/openapi.json`
 //! for the book; the same suite fails when the copy is stale.
 //!

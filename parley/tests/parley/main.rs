@@ -13,3 +13,4 @@ mod registry_process;
 mod security_cli;
 mod support;
 mod tls_flags;
+mod cli_reference;

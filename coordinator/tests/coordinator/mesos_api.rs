@@ -5,7 +5,6 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod support;
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -14,7 +13,7 @@ use coordinator::mesos::recordio::Decoder;
 use futures::{Stream, StreamExt};
 use protocol::{CommandSpec, TaskState};
 use serde_json::{json, Value};
-use support::{fast_config, wait_for, FakeAgent, Rest, TestCoordinator, DEADLINE};
+use crate::support::{fast_config, wait_for, FakeAgent, Rest, TestCoordinator, DEADLINE};
 
 type Chunks = Pin<Box<dyn Stream<Item = reqwest::Result<axum::body::Bytes>> + Send>>;
 

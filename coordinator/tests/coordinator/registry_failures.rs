@@ -5,12 +5,11 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod support;
 
 use axum::http::Method;
 use protocol::FrameworkId;
 use serde_json::{json, Value};
-use support::{fast_config, Api, Rest};
+use crate::support::{fast_config, Api, Rest};
 
 fn config(registry: &std::path::Path) -> coordinator::Config {
     coordinator::Config {

@@ -4,11 +4,10 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod support;
 
 use protocol::{FrameworkEvent, FrameworkId};
 use serde_json::json;
-use support::{fast_config, wait_for, EventStream, FakeAgent, Rest, TestCoordinator};
+use crate::support::{fast_config, wait_for, EventStream, FakeAgent, Rest, TestCoordinator};
 
 /// Accepts every offer whole with one long-running task.
 fn accept_everything(c: &TestCoordinator, fw: FrameworkId, mut events: EventStream) {

@@ -4,13 +4,12 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod support;
 
 use axum::http::Method;
 use protocol::events::OfferEvent;
 use protocol::{FrameworkId, OfferId, TaskState};
 use serde_json::{json, Value};
-use support::{fast_config, wait_for, Api, FakeAgent, Rest, TestCoordinator};
+use crate::support::{fast_config, wait_for, Api, FakeAgent, Rest, TestCoordinator};
 use testkit::SseReader;
 
 /// Everything a bad request must leave unchanged.
@@ -347,7 +346,7 @@ async fn the_offer_stream_shows_every_offer_life() {
         .await;
     assert_eq!(status, 200);
 
-    let deadline = testkit::deadline_in(support::DEADLINE);
+    let deadline = testkit::deadline_in(crate::support::DEADLINE);
     let mut seen: Vec<OfferEvent> = Vec::new();
     while !seen
         .iter()

@@ -5,7 +5,6 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod support;
 
 use std::sync::Arc;
 
@@ -15,7 +14,7 @@ use coordinator::auth::{Credentials, SecretHash};
 use coordinator::Config;
 use protocol::{AgentId, FrameworkId};
 use serde_json::{json, Value};
-use support::{Api, Rest};
+use crate::support::{Api, Rest};
 
 const FW_A: &str = "token-of-framework-a";
 const FW_B: &str = "token-of-framework-b";

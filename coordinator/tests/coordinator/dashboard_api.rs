@@ -4,11 +4,10 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod support;
 
 use protocol::TaskState;
 use serde_json::{json, Value};
-use support::{fast_config, wait_for, FakeAgent, Rest, TestCoordinator};
+use crate::support::{fast_config, wait_for, FakeAgent, Rest, TestCoordinator};
 
 fn code(body: &Value) -> &str {
     body["error"]["code"].as_str().unwrap_or_default()

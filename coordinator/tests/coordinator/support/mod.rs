@@ -11,7 +11,7 @@
 //!   [`keep_alive`].
 //! - [`wait_for`]: `testkit`'s polling wait with this suite's [`DEADLINE`].
 
-#![allow(dead_code, unused_imports, clippy::unwrap_used)]
+#![allow(clippy::unwrap_used)]
 
 pub mod fake_agent;
 pub mod oneshot;
@@ -21,12 +21,12 @@ use std::time::Duration;
 
 use axum::http::Method;
 use coordinator::Config;
-use protocol::{AgentId, FrameworkEvent, FrameworkId, Offer, OfferId, TaskState, TaskStatus};
-use serde_json::{json, Value};
+use protocol::{AgentId, FrameworkEvent, FrameworkId, Offer, TaskState, TaskStatus};
+use serde_json::Value;
 use testkit::{deadline_in, SseError, SseEvent, SseReader};
 use tokio_util::sync::CancellationToken;
 
-pub use fake_agent::{keep_alive, FakeAgent, Received};
+pub use fake_agent::{keep_alive, FakeAgent};
 pub use oneshot::Api;
 pub use rest::Rest;
 

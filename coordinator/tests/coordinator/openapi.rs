@@ -12,7 +12,6 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod support;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -21,7 +20,7 @@ use axum::http::Method;
 use coordinator::api::openapi;
 use coordinator::Coordinator;
 use serde_json::{json, Value};
-use support::{fast_config, FakeAgent, Rest, TestCoordinator};
+use crate::support::{fast_config, FakeAgent, Rest, TestCoordinator};
 
 /// The document as JSON.
 fn document() -> Value {
@@ -185,7 +184,7 @@ async fn answers_of_a_populated_cluster_match_the_schemas() {
     let agent_id: protocol::AgentId =
         serde_json::from_value(registered["agent_id"].clone()).unwrap();
     agent.id.lock().unwrap().replace(agent_id);
-    let _alive = support::keep_alive(&c, agent_id);
+    let _alive = crate::support::keep_alive(&c, agent_id);
 
     let (status, fw) = c
         .post(
@@ -384,6 +383,6 @@ fn the_books_copy_of_the_document_is_fresh() {
     testkit::docs::fresh_or_bless(
         &committed_copy(),
         openapi::json().as_bytes(),
-        "cargo test -p coordinator --test openapi",
+        "cargo test -p coordinator --test coordinator openapi::",
     );
 }

@@ -13,6 +13,6 @@ fn the_generated_cli_reference_is_fresh() {
             "## `coordinator new-token`",
             "`--etcd <URL[,URL...]>`",
         ],
-        "cargo test -p parley --test cli_reference",
+        "cargo test -p parley --test parley cli_reference::",
     );
 }

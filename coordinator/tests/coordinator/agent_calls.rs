@@ -4,7 +4,6 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod support;
 
 use std::sync::{Arc, Mutex};
 
@@ -17,7 +16,7 @@ use axum::Router;
 use protocol::messages::LaunchTasks;
 use protocol::TaskState;
 use serde_json::{json, Value};
-use support::{fast_config, wait_for, Api, Rest, TestCoordinator};
+use crate::support::{fast_config, wait_for, Api, Rest, TestCoordinator};
 
 const NOWHERE: &str = "http://127.0.0.1:9";
 const TOKEN: &str = "the-agents-own-token-0123456789";

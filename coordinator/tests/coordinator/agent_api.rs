@@ -4,13 +4,12 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod support;
 
 use std::time::Duration;
 
 use protocol::{AgentId, FrameworkEvent, FrameworkId, TaskState, TaskStatus};
 use serde_json::json;
-use support::{fast_config, keep_alive, Api, FakeAgent, Rest, TestCoordinator};
+use crate::support::{fast_config, keep_alive, Api, FakeAgent, Rest, TestCoordinator};
 
 /// The endpoint of agents registered in process: never called, as no task is launched.
 const NOWHERE: &str = "http://127.0.0.1:9";
@@ -128,7 +127,7 @@ async fn a_silent_agent_is_lost_with_its_offers_and_tasks() {
         .await;
     assert_eq!(status, 200, "{body}");
     let _beat2 = keep_alive(&c, silent_id);
-    support::wait_for("the fence", || {
+    crate::support::wait_for("the fence", || {
         std::future::ready(silent.fences() == ["t1"])
     })
     .await;

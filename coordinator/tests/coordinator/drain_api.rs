@@ -4,7 +4,6 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod support;
 
 use std::sync::Arc;
 
@@ -13,7 +12,7 @@ use axum::http::{header, Method, Request};
 use coordinator::auth::{Credentials, SecretHash};
 use coordinator::Config;
 use serde_json::{json, Value};
-use support::Api;
+use crate::support::Api;
 
 const NODES: &str = "token-of-agent-pool";
 const TEAM: &str = "token-of-team";

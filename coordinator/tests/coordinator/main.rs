@@ -1,0 +1,20 @@
+//! The coordinator's API tests, in one binary: each module one part of the HTTP API (framework,
+//! agent, operator, auth, drain, dashboard, Mesos, the OpenAPI document, limits, registry
+//! failures, fairness), against a coordinator serving real HTTP on loopback or its router
+//! called request by request ([`support`]). Run one module with
+//! `cargo test -p coordinator --test coordinator <module>::`.
+
+mod support;
+mod agent_api;
+mod agent_calls;
+mod auth_api;
+mod dashboard_api;
+mod drain_api;
+mod fairness;
+mod framework_api;
+mod limits;
+mod mesos_api;
+mod metrics_reference;
+mod openapi;
+mod operator_api;
+mod registry_failures;
