@@ -54,8 +54,11 @@ pub mod mesos;
 pub mod metrics;
 pub mod runtime;
 pub mod server;
-pub mod state;
 pub mod store;
+
+/// The books (the `parley-books` crate), re-exported under the name the coordinator's modules
+/// have always used for them.
+pub use books as state;
 
 pub use allocator;
 pub use config::{Config, ConfigError, Layer, Overrides};

@@ -145,7 +145,7 @@ impl Coordinator {
     /// or read: starting with empty books instead would forget frameworks silently.
     pub fn new(config: Config, shutdown: CancellationToken) -> Result<Self, ServeError> {
         let start = Instant::now();
-        let mut state = State::new(&config);
+        let mut state = State::new(&books::Settings::from(&config));
         let metrics = Arc::new(Metrics::default());
         let mut write_failures = None;
         let store = match &config.registry {

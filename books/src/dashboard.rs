@@ -25,7 +25,7 @@ pub struct ResourceUse {
     pub offered: f64,
 }
 
-/// What the books say at one moment, for the history ring (`crate::history`).
+/// What the books say at one moment, for the history ring (the coordinator's `history`).
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct BookSample {
     /// Outstanding offers.

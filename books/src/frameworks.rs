@@ -9,7 +9,7 @@ use protocol::{FrameworkEvent, FrameworkId, Resources, RolePath};
 use super::input::FrameworkRegistration;
 use super::ledger::Eligibility;
 use super::{Connection, Effect, Effects, FrameworkRecord, Now, State, StateError, ORPHAN_ROLE};
-use crate::store::{Change, StoredFramework};
+use crate::records::{Change, StoredFramework};
 
 /// A registration checked against the books and computed, not applied
 /// ([`State::plan_registration`]).

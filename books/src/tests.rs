@@ -38,10 +38,10 @@ pub(super) fn registration(
 }
 
 fn setup() -> (State, FrameworkId, AgentId, Offer) {
-    setup_with(&Config::default())
+    setup_with(&Settings::default())
 }
 
-fn setup_with(config: &Config) -> (State, FrameworkId, AgentId, Offer) {
+fn setup_with(config: &Settings) -> (State, FrameworkId, AgentId, Offer) {
     let mut s = State::with_ids(config, IdSource::sequential());
     let mut fx = Vec::new();
     let (fw, _) = s
@@ -263,7 +263,7 @@ fn failover_removes_a_disconnected_framework_after_its_timeout() {
     assert_eq!(
         fx,
         [
-            Effect::Persist(crate::store::Change::RemoveFramework(fw)),
+            Effect::Persist(crate::records::Change::RemoveFramework(fw)),
             Effect::ToFramework(
                 fw,
                 FrameworkEvent::Error {
@@ -285,7 +285,7 @@ fn a_task_that_ended_during_a_coordinator_restart_is_kept_for_its_framework() {
     // A fresh coordinator: an agent re-registers reporting a task of an unknown framework
     // that ended while no coordinator ran. The update must be kept (not dropped after the
     // agent was told it is recorded) until the framework comes back and acknowledges it.
-    let mut s = State::new(&Config::default());
+    let mut s = State::new(&Settings::default());
     let (agent, fw) = (AgentId::new(), FrameworkId::new());
     let status = TaskStatus {
         task_id: "t2".parse().unwrap(),
@@ -399,7 +399,7 @@ fn framework(s: &mut State, id: Option<FrameworkId>, now: u64) -> FrameworkId {
 fn an_adopted_running_task_holds_the_resources_it_reports() {
     // A fresh coordinator (restarted): the agent comes back with a task of a framework that
     // has not re-registered yet.
-    let mut s = State::new(&Config::default());
+    let mut s = State::new(&Settings::default());
     let (agent, orphan_fw) = (AgentId::new(), FrameworkId::new());
     let status = running("t1", orphan_fw, agent, Some("cpus=1,mem=10"));
     let mut fx = Vec::new();
@@ -506,7 +506,7 @@ fn an_offer_that_does_not_conflict_with_an_adopted_task_survives() {
 
 #[test]
 fn adopted_tasks_reporting_more_than_the_agent_has_hold_only_what_fits() {
-    let mut s = State::new(&Config::default());
+    let mut s = State::new(&Settings::default());
     let (agent, fw) = (AgentId::new(), FrameworkId::new());
     let tasks = vec![
         running("t1", fw, agent, Some("cpus=3")),
@@ -564,10 +564,10 @@ fn listed(s: &State, fw: FrameworkId) -> Vec<String> {
         .collect()
 }
 
-fn bounded(n: usize) -> Config {
-    Config {
+fn bounded(n: usize) -> Settings {
+    Settings {
         max_completed_tasks_per_framework: n,
-        ..Config::default()
+        ..Settings::default()
     }
 }
 
@@ -675,7 +675,7 @@ fn a_finished_task_whose_update_is_unacknowledged_is_never_forgotten() {
     assert_eq!(s.frameworks[&fw].completed.len(), 2);
 }
 
-fn persisted(fx: &Effects) -> Vec<crate::store::Change> {
+fn persisted(fx: &Effects) -> Vec<crate::records::Change> {
     fx.iter()
         .filter_map(|e| match e {
             Effect::Persist(c) => Some(c.clone()),
@@ -685,9 +685,9 @@ fn persisted(fx: &Effects) -> Vec<crate::store::Change> {
 }
 
 /// Plays the changes into a snapshot the way the store does (later changes win).
-fn snapshot_of(changes: &[crate::store::Change]) -> crate::store::Snapshot {
-    use crate::store::Change;
-    let mut snap = crate::store::Snapshot::default();
+fn snapshot_of(changes: &[crate::records::Change]) -> crate::records::Snapshot {
+    use crate::records::Change;
+    let mut snap = crate::records::Snapshot::default();
     for c in changes {
         match c {
             Change::PutFramework(f) => {
@@ -727,8 +727,8 @@ fn snapshot_of(changes: &[crate::store::Change]) -> crate::store::Snapshot {
 
 #[test]
 fn registrations_removals_and_weights_are_persisted_and_restored() {
-    use crate::store::Change;
-    let mut s = State::new(&Config::default());
+    use crate::records::Change;
+    let mut s = State::new(&Settings::default());
     let mut fx = Vec::new();
     let register =
         |name: &str, role: &str, id: Option<FrameworkId>| registration(name, role, Some(30.0), id);
@@ -757,7 +757,7 @@ fn registrations_removals_and_weights_are_persisted_and_restored() {
     assert!(matches!(changes[3], Change::RemoveFramework(id) if id == gone));
 
     // A new coordinator restores them: the framework is back, disconnected, in its last role.
-    let mut t = State::new(&Config::default());
+    let mut t = State::new(&Settings::default());
     t.restore(snapshot_of(&changes), &at(1_000));
     let fws = t.frameworks();
     assert_eq!(fws.len(), 1);
@@ -789,12 +789,12 @@ fn registrations_removals_and_weights_are_persisted_and_restored() {
 
 #[test]
 fn a_restored_framework_that_does_not_come_back_is_removed_after_its_failover_timeout() {
-    let mut s = State::new(&Config::default());
+    let mut s = State::new(&Settings::default());
     let mut fx = Vec::new();
     let (fw, _) = s
         .register_framework(registration("f", "eng", Some(10.0), None), &at(0), &mut fx)
         .unwrap();
-    let mut t = State::new(&Config::default());
+    let mut t = State::new(&Settings::default());
     t.restore(snapshot_of(&persisted(&fx)), &at(0));
     // Its agent comes back with a running task: accounted under the real framework and role.
     let agent = AgentId::new();
@@ -821,13 +821,13 @@ fn a_restored_framework_that_does_not_come_back_is_removed_after_its_failover_ti
     assert!(fx
         .iter()
         .any(|e| matches!(e, Effect::Kill { task_id, .. } if task_id.as_str() == "t")));
-    assert!(persisted(&fx).contains(&crate::store::Change::RemoveFramework(fw)));
+    assert!(persisted(&fx).contains(&crate::records::Change::RemoveFramework(fw)));
     assert!(t.agents()[0].used.is_empty());
 }
 
 #[test]
 fn a_task_of_a_removed_framework_reported_by_an_agent_is_killed() {
-    let mut s = State::new(&Config::default());
+    let mut s = State::new(&Settings::default());
     let fw = framework(&mut s, None, 0);
     let mut fx = Vec::new();
     s.remove_framework(fw, "test", &mut fx).unwrap();
@@ -1093,7 +1093,7 @@ fn outcome(offer: &Offer, tasks: &[&str], reason: Option<&str>) -> OfferOutcome 
 
 #[test]
 fn an_allocation_run_makes_exactly_one_offer_event_and_one_offers_event() {
-    let config = Config::default();
+    let config = Settings::default();
     let mut s = State::with_ids(&config, IdSource::sequential());
     let mut fx = Vec::new();
     let (fw, _) = s
@@ -1261,7 +1261,7 @@ fn removing_a_framework_kills_its_tasks_and_ends_its_stream() {
                 endpoint: "http://127.0.0.1:1".into(),
                 task_id: "a".parse().unwrap(),
             },
-            Effect::Persist(crate::store::Change::RemoveFramework(fw)),
+            Effect::Persist(crate::records::Change::RemoveFramework(fw)),
             Effect::ToFramework(
                 fw,
                 FrameworkEvent::Error {
@@ -1338,7 +1338,7 @@ fn books_that_drift_are_reported_not_floored_silently() {
 
 #[test]
 fn a_framework_keeps_its_owner_through_a_restart_and_re_registration() {
-    let mut s = State::new(&Config::default());
+    let mut s = State::new(&Settings::default());
     let mut fx = Vec::new();
     let (fw, _) = s
         .register_framework(
@@ -1352,7 +1352,7 @@ fn a_framework_keeps_its_owner_through_a_restart_and_re_registration() {
         .unwrap();
     assert_eq!(s.framework_owner(fw), Some(Some("team-a")));
     assert_eq!(s.frameworks_owned_by("team-a"), 1);
-    let mut t = State::new(&Config::default());
+    let mut t = State::new(&Settings::default());
     t.restore(snapshot_of(&persisted(&fx)), &at(0));
     assert_eq!(t.framework_owner(fw), Some(Some("team-a")));
     // Re-registering without an owner (authentication off) keeps it.
@@ -1436,8 +1436,8 @@ fn agent_pages_and_an_agents_tasks() {
 
 #[test]
 fn a_stored_agent_that_does_not_come_back_is_lost_then_forgotten_and_one_that_does_is_not() {
-    use crate::store::{Change, Snapshot, StoredAgent};
-    let config = Config::default();
+    use crate::records::{Change, Snapshot, StoredAgent};
+    let config = Settings::default();
     let limit = ms(config.agent_heartbeat_interval) * u64::from(config.max_missed_heartbeats);
     let retention = ms(config.lost_agent_retention);
     let stored = |id: AgentId| StoredAgent {
@@ -1491,7 +1491,7 @@ fn a_stored_agent_that_does_not_come_back_is_lost_then_forgotten_and_one_that_do
 /// GPU agents under gating, and one without it is still held back from them.
 #[test]
 fn the_gpu_capability_survives_a_restore() {
-    let mut s = State::new(&Config::default());
+    let mut s = State::new(&Settings::default());
     let mut fx = Vec::new();
     let mut req = registration("gpu", "eng", Some(10.0), None);
     req.gpu_resources = true;
@@ -1503,7 +1503,7 @@ fn the_gpu_capability_survives_a_restore() {
             &mut fx,
         )
         .unwrap();
-    let mut t = State::new(&Config::default());
+    let mut t = State::new(&Settings::default());
     t.restore(snapshot_of(&persisted(&fx)), &at(0));
     let caps = |st: &State, id| {
         st.frameworks()
@@ -1539,7 +1539,7 @@ fn a_role_update_is_checked_in_full_persisted_and_restored() {
     );
     refused(&s, r#"{"weight": 2, "limit": {"disk": 1}}"#, "limit.disk");
     refused(&s, r#"{}"#, "body");
-    assert_eq!(s.role_quota(&eng), crate::store::StoredQuota::default());
+    assert_eq!(s.role_quota(&eng), crate::records::StoredQuota::default());
 
     let body = req(r#"{"weight": 2, "guarantee": {"cpus": 1}, "limit": {"cpus": 2}}"#);
     let changes = s.plan_role_update(&eng, &body).unwrap();
@@ -1547,7 +1547,7 @@ fn a_role_update_is_checked_in_full_persisted_and_restored() {
     let mut fx = Vec::new();
     s.apply_role_update(&eng, &body, &mut fx);
     assert_eq!(fx, vec![Effect::Allocate]);
-    let want = crate::store::StoredQuota {
+    let want = crate::records::StoredQuota {
         guarantee: Some("cpus=1".parse().unwrap()),
         limit: Some("cpus=2".parse().unwrap()),
     };
@@ -1555,7 +1555,7 @@ fn a_role_update_is_checked_in_full_persisted_and_restored() {
     // The limit merged with the stored guarantee: a limit below it is refused.
     refused(&s, r#"{"limit": {"cpus": 0.5}}"#, "limit.cpus");
 
-    let mut restored = State::with_ids(&Config::default(), IdSource::sequential());
+    let mut restored = State::with_ids(&Settings::default(), IdSource::sequential());
     restored.restore(snapshot_of(&changes), &at(0));
     assert_eq!(restored.role_quota(&eng), want);
     let node = restored.roles();

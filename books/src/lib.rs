@@ -1,12 +1,15 @@
-//! The registry: the one owner of the coordinator's books — agents, frameworks, tasks,
-//! outstanding offers, and the H-DRF [`Allocator`].
+//! The coordinator's books, as a pure crate: the one owner of agents, frameworks, tasks,
+//! outstanding offers, and the H-DRF [`Allocator`]. No I/O, no clock, no async runtime: its
+//! dependencies are `protocol`, `allocator` and plain data crates (`cargo tree -e normal -p
+//! parley-books` shows no tokio, axum, hyper, reqwest, redb or etcd client), and the
+//! coordinator's runtime only carries out the [`Effect`]s it returns.
 //!
 //! # Design
 //!
 //! [`State`] is plain synchronous data. It is mutated only through its methods, which take the
 //! current time as [`Now`] and, instead of doing I/O, push the side effects to perform into an
 //! [`Effects`] list (send this event to that framework, publish an offer event, POST a launch to
-//! an agent, run an allocation soon). The async shell ([`crate::runtime`]) holds the state behind
+//! an agent, run an allocation soon). The coordinator's async shell (its `runtime`) holds the state behind
 //! one mutex, never across an `.await`, and performs the effects after each call. So:
 //!
 //! - every rule of the books is testable without a network or a clock, and every id it makes
@@ -50,7 +53,7 @@
 //!
 //! # Restarts
 //!
-//! The durable registry ([`crate::store`]) keeps frameworks, removed framework ids and run-time
+//! The durable registry (the coordinator's `store`, whose records are [`records`]) keeps frameworks, removed framework ids and run-time
 //! role weights: calls that change them push [`Effect::Persist`], and [`State::restore`] puts
 //! them back after a restart (frameworks disconnected, their failover timeouts started again).
 //! Everything else is rebuilt from the agents. Re-registration is robust to a coordinator that
@@ -71,7 +74,7 @@
 //! - `frameworks.rs`: registration, streams (subscribe / disconnect), failover, removal,
 //!   suppress / revive.
 //! - `offers.rs`: turning allocation decisions into offers; accept, decline, expiry, rescind.
-//! - `owners.rs`: which principal owns a framework or agent id (for `crate::api::auth`).
+//! - `owners.rs`: which principal owns a framework or agent id (for the coordinator's `api::auth`).
 //! - `partition.rs`: tasks of lost agents: `unreachable` and `gone` for partition-aware
 //!   frameworks, and fencing (killing) a task its framework was told is not running.
 //! - `tasks.rs`: status updates, kill, acknowledgements and re-sends, reconciliation, adoption.
@@ -87,6 +90,9 @@
 //! - `input.rs`: the domain inputs of registration, accept and decline.
 //! - `pending.rs`: each framework's unacknowledged updates.
 //! - `explain.rs`: why a framework is or is not getting offers, agent by agent.
+//! - [`records`]: the durable registry's record types ([`records::Change`],
+//!   [`records::Snapshot`]); the backends that store them live in the coordinator.
+//! - [`settings`]: [`Settings`], what the books read of the configuration.
 
 mod agent_token;
 mod agents;
@@ -104,7 +110,9 @@ mod partition;
 mod pending;
 mod preempt;
 mod quota;
+pub mod records;
 mod reservations;
+pub mod settings;
 mod tasks;
 #[cfg(test)]
 mod tests;
@@ -132,11 +140,12 @@ use protocol::{
     TaskStatus, Timestamp, UpdateId,
 };
 
-use crate::allocator::{Allocator, Policy};
-use crate::config::Config;
+use allocator::{Allocator, Policy};
 use ledger::Ledger;
+pub use settings::Settings;
 
 pub use agent_token::AgentToken;
+pub use agents::AgentContact;
 pub use dashboard::{BookSample, ResourceUse, SAMPLE_MAX_SHARES};
 pub use error::StateError;
 pub use frameworks::RegistrationPlan;
@@ -206,8 +215,8 @@ pub enum Effect {
     },
     /// Resources were freed (or a framework became eligible): run an allocation soon.
     Allocate,
-    /// Write this change to the durable registry ([`crate::store`]) before answering.
-    Persist(crate::store::Change),
+    /// Write this change to the durable registry (the coordinator's `store`) before answering.
+    Persist(crate::records::Change),
 }
 
 /// The effects of one or more state calls, in order.
@@ -263,7 +272,7 @@ pub(crate) struct AgentRecord {
     pub(crate) registered_at: Timestamp,
     pub(crate) last_heartbeat_at: Timestamp,
     pub(crate) last_heartbeat_ms: u64,
-    /// The agent principal that registered it, with credentials configured (`crate::auth`).
+    /// The agent principal that registered it, with credentials configured (the coordinator's `auth`).
     pub(crate) owner: Option<Arc<str>>,
     /// Its drain, while draining or drained (`drain.rs`).
     pub(crate) drain: Option<drain::Drain>,
@@ -300,7 +309,7 @@ pub(crate) struct FrameworkRecord {
     pub(crate) completed: VecDeque<TaskId>,
     /// A placeholder made for adopted tasks; becomes real when the framework re-registers.
     pub(crate) placeholder: bool,
-    /// The principal that registered it, with credentials configured (`crate::auth`).
+    /// The principal that registered it, with credentials configured (the coordinator's `auth`).
     pub(crate) owner: Option<Arc<str>>,
     /// It declared the `gpu_resources` capability.
     pub(crate) gpu_resources: bool,
@@ -433,7 +442,7 @@ pub struct State {
     pub(crate) offer_waits: Vec<u64>,
     /// Agents the durable registry knew at load that have not re-registered yet, with when
     /// they were loaded (see [`State::check_agents`]).
-    pub(crate) awaited_agents: BTreeMap<AgentId, (crate::store::StoredAgent, u64)>,
+    pub(crate) awaited_agents: BTreeMap<AgentId, (crate::records::StoredAgent, u64)>,
     /// Tasks killed by drain deadlines since the start (`drain.rs`).
     pub(crate) drain_kills: u64,
     /// Dynamic reservations by agent and role (`reservations.rs`), kept (and persisted) while
@@ -460,13 +469,13 @@ impl std::fmt::Debug for State {
 
 impl State {
     /// An empty registry with the config's timing and initial role tree; random ids.
-    pub fn new(config: &Config) -> Self {
+    pub fn new(config: &Settings) -> Self {
         Self::with_ids(config, IdSource::random())
     }
 
     /// An empty registry whose new ids come from `ids` (tests pass
     /// [`IdSource::sequential`] to know them in advance).
-    pub fn with_ids(config: &Config, ids: IdSource) -> Self {
+    pub fn with_ids(config: &Settings, ids: IdSource) -> Self {
         let mut allocator = Allocator::new(Policy::Hdrf);
         allocator.set_max_kinds(config.max_resource_kinds);
         allocator.set_gpu_gating(config.gpu_gating);
@@ -534,12 +543,12 @@ impl State {
         &self,
         role: &RolePath,
         weight: protocol::Weight,
-    ) -> Result<crate::store::Change, StateError> {
+    ) -> Result<crate::records::Change, StateError> {
         if role.as_str().starts_with('_') {
             return Err(StateError::ReservedRole);
         }
         self.ledger.check_roles(role, self.timing.max_roles)?;
-        Ok(crate::store::Change::SetWeight(role.clone(), weight))
+        Ok(crate::records::Change::SetWeight(role.clone(), weight))
     }
 
     /// Sets a role's weight checked by [`State::plan_role_weight`] (creating the role) without
@@ -562,7 +571,7 @@ impl State {
     /// re-registering; their tasks are then accounted under these frameworks. Stored agents
     /// are awaited from `now`: one that does not re-register within the agent timeout is
     /// reported lost ([`State::check_agents`]).
-    pub fn restore(&mut self, snapshot: crate::store::Snapshot, now: &Now) {
+    pub fn restore(&mut self, snapshot: crate::records::Snapshot, now: &Now) {
         for agent in snapshot.agents {
             self.awaited_agents.insert(agent.id, (agent, now.ms));
         }

@@ -75,7 +75,7 @@ fn reserve_a(r: &str) -> Vec<Reservation> {
 
 #[test]
 fn a_static_reservation_for_an_unknown_role_registers_nothing() {
-    let mut s = State::with_ids(&Config::default(), IdSource::sequential());
+    let mut s = State::with_ids(&Settings::default(), IdSource::sequential());
     let mut fx = Vec::new();
     let err = s
         .register_agent(registration(reserve_a("cpus=2")), &at(0), &mut fx)
@@ -90,7 +90,7 @@ fn a_static_reservation_for_an_unknown_role_registers_nothing() {
 
 #[test]
 fn pools_are_offered_apart_and_tasks_go_back_to_their_pool() {
-    let mut s = State::with_ids(&Config::default(), IdSource::sequential());
+    let mut s = State::with_ids(&Settings::default(), IdSource::sequential());
     let a = framework(&mut s, "a/x");
     let b = framework(&mut s, "b");
     let mut fx = Vec::new();
@@ -173,7 +173,7 @@ fn pools_are_offered_apart_and_tasks_go_back_to_their_pool() {
 
 #[test]
 fn reserve_and_unreserve_consume_the_offer_and_persist() {
-    let mut s = State::with_ids(&Config::default(), IdSource::sequential());
+    let mut s = State::with_ids(&Settings::default(), IdSource::sequential());
     let a = framework(&mut s, "a");
     let mut fx = Vec::new();
     let (ag, _) = s
@@ -213,7 +213,7 @@ fn reserve_and_unreserve_consume_the_offer_and_persist() {
     assert_eq!(out.reserved, res("cpus=2"));
     assert!(s.offers(None, None).is_empty(), "the offer is consumed");
     assert!(
-        fx.contains(&Effect::Persist(crate::store::Change::SetReservation(
+        fx.contains(&Effect::Persist(crate::records::Change::SetReservation(
             ag,
             "a".parse().unwrap(),
             res("cpus=2")
@@ -257,9 +257,9 @@ fn reserve_and_unreserve_consume_the_offer_and_persist() {
 
 #[test]
 fn a_restored_dynamic_reservation_is_applied_when_its_agent_registers() {
-    let mut s = State::with_ids(&Config::default(), IdSource::sequential());
+    let mut s = State::with_ids(&Settings::default(), IdSource::sequential());
     let ag = AgentId::new();
-    let snapshot = crate::store::Snapshot {
+    let snapshot = crate::records::Snapshot {
         reservations: vec![(ag, "a".parse().unwrap(), res("cpus=1"))],
         weights: vec![("a".parse().unwrap(), protocol::Weight::new(1.0).unwrap())],
         ..Default::default()
@@ -277,8 +277,8 @@ fn a_restored_dynamic_reservation_is_applied_when_its_agent_registers() {
 
 #[test]
 fn a_forgotten_agent_takes_its_dynamic_reservations_with_it() {
-    use crate::store::{Change, Snapshot, StoredAgent};
-    let config = Config::default();
+    use crate::records::{Change, Snapshot, StoredAgent};
+    let config = Settings::default();
     let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap();
     let limit = ms(config.agent_heartbeat_interval) * u64::from(config.max_missed_heartbeats);
     let retention = ms(config.lost_agent_retention);
@@ -321,7 +321,7 @@ fn a_forgotten_agent_takes_its_dynamic_reservations_with_it() {
 
 #[test]
 fn a_reservation_whose_offer_ended_between_its_write_and_its_apply_puts_the_registry_back() {
-    let mut s = State::with_ids(&Config::default(), IdSource::sequential());
+    let mut s = State::with_ids(&Settings::default(), IdSource::sequential());
     let a = framework(&mut s, "a");
     let mut fx = Vec::new();
     let (ag, _) = s
@@ -339,7 +339,7 @@ fn a_reservation_whose_offer_ended_between_its_write_and_its_apply_puts_the_regi
         .unwrap();
     assert_eq!(
         plan.change(),
-        crate::store::Change::SetReservation(ag, "a".parse().unwrap(), res("cpus=2"))
+        crate::records::Change::SetReservation(ag, "a".parse().unwrap(), res("cpus=2"))
     );
     assert_eq!(s.offers(None, None).len(), 1);
     // Meanwhile the offer is declined: applying answers as the books now do, and queues the
@@ -359,7 +359,7 @@ fn a_reservation_whose_offer_ended_between_its_write_and_its_apply_puts_the_regi
     assert!(matches!(err, StateError::OfferGone { .. }), "{err:?}");
     assert_eq!(
         fx,
-        vec![Effect::Persist(crate::store::Change::SetReservation(
+        vec![Effect::Persist(crate::records::Change::SetReservation(
             ag,
             "a".parse().unwrap(),
             Resources::default()

@@ -77,9 +77,9 @@ fn running(id: &str, fw: FrameworkId, agent: AgentId) -> TaskStatus {
 
 #[test]
 fn resource_kinds_are_capped_in_total_and_a_refusal_changes_nothing() {
-    let config = Config {
+    let config = Settings {
         max_resource_kinds: 4,
-        ..Config::default()
+        ..Settings::default()
     };
     let mut s = State::with_ids(&config, IdSource::sequential());
     let mut fx = Vec::new();
@@ -140,9 +140,9 @@ fn resource_kinds_are_capped_in_total_and_a_refusal_changes_nothing() {
 
 #[test]
 fn frameworks_are_capped_and_re_registration_still_works() {
-    let config = Config {
+    let config = Settings {
         max_frameworks: 2,
-        ..Config::default()
+        ..Settings::default()
     };
     let mut s = State::with_ids(&config, IdSource::sequential());
     let mut fx = Vec::new();
@@ -176,9 +176,9 @@ fn frameworks_are_capped_and_re_registration_still_works() {
 
 #[test]
 fn roles_are_capped_counting_every_prefix() {
-    let config = Config {
+    let config = Settings {
         max_roles: 2,
-        ..Config::default()
+        ..Settings::default()
     };
     let mut s = State::with_ids(&config, IdSource::sequential());
     let mut fx = Vec::new();
@@ -208,9 +208,9 @@ fn roles_are_capped_counting_every_prefix() {
 
 #[test]
 fn a_failover_timeout_past_the_ceiling_is_clamped() {
-    let config = Config {
+    let config = Settings {
         max_failover_timeout: Duration::from_secs(3600),
-        ..Config::default()
+        ..Settings::default()
     };
     let mut s = State::with_ids(&config, IdSource::sequential());
     let mut fx = Vec::new();
@@ -247,9 +247,9 @@ fn a_failover_timeout_past_the_ceiling_is_clamped() {
 
 #[test]
 fn placeholder_frameworks_are_bounded_and_tasks_past_the_bound_are_killed() {
-    let config = Config {
+    let config = Settings {
         max_placeholder_frameworks: 1,
-        ..Config::default()
+        ..Settings::default()
     };
     let mut s = State::with_ids(&config, IdSource::sequential());
     let (one, two) = (FrameworkId::new(), FrameworkId::new());
@@ -285,9 +285,9 @@ fn placeholder_frameworks_are_bounded_and_tasks_past_the_bound_are_killed() {
 
 #[test]
 fn removed_framework_ids_are_bounded_oldest_forgotten_first() {
-    let config = Config {
+    let config = Settings {
         max_removed_frameworks: 2,
-        ..Config::default()
+        ..Settings::default()
     };
     let mut s = State::with_ids(&config, IdSource::sequential());
     let mut fx = Vec::new();
@@ -317,11 +317,11 @@ fn removed_framework_ids_are_bounded_oldest_forgotten_first() {
 
 #[test]
 fn lost_agents_are_forgotten_after_the_retention() {
-    let config = Config {
+    let config = Settings {
         agent_heartbeat_interval: Duration::from_secs(1),
         max_missed_heartbeats: 1,
         lost_agent_retention: Duration::from_secs(60),
-        ..Config::default()
+        ..Settings::default()
     };
     let mut s = State::with_ids(&config, IdSource::sequential());
     let mut fx = Vec::new();
@@ -352,9 +352,9 @@ fn lost_agents_are_forgotten_after_the_retention() {
 
 #[test]
 fn unacknowledged_updates_are_bounded_per_framework() {
-    let config = Config {
+    let config = Settings {
         max_pending_updates_per_framework: 16,
-        ..Config::default()
+        ..Settings::default()
     };
     let mut s = State::with_ids(&config, IdSource::sequential());
     let mut fx = Vec::new();
@@ -391,9 +391,9 @@ fn unacknowledged_updates_are_bounded_per_framework() {
 
 #[test]
 fn reconcile_deduplicates_ids_and_is_capped() {
-    let config = Config {
+    let config = Settings {
         max_stream_queue: 16,
-        ..Config::default()
+        ..Settings::default()
     };
     let mut s = State::with_ids(&config, IdSource::sequential());
     let mut fx = Vec::new();

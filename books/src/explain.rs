@@ -8,7 +8,7 @@ use protocol::FrameworkId;
 
 use super::views::connection_name;
 use super::{AgentState, Connection, Now, State, StateError};
-use crate::allocator::BlockReason;
+use allocator::BlockReason;
 
 impl State {
     /// Why the framework is, or is not, getting offers now. Unknown (or placeholder) ids are

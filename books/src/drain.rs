@@ -11,7 +11,7 @@
 //! tasks is left. [`State::reactivate_agent`] ends the drain and offers the agent again.
 //!
 //! The durable registry keeps each drain's deadline with the agent's record
-//! ([`crate::store::StoredAgent::drain_deadline`]; a reactivation clears it), so a drain
+//! ([`crate::records::StoredAgent::drain_deadline`]; a reactivation clears it), so a drain
 //! survives a coordinator restart or failover: the agent comes back draining when it
 //! re-registers, its frameworks are told again, and the original deadline still holds (a
 //! deadline that passed meanwhile kills at once). A drain also survives the agent's own loss

@@ -38,7 +38,7 @@ fn agent(s: &mut State, fx: &mut Effects) -> AgentId {
 /// One subscribed framework with task `a` (cpus=1) on one agent, and an outstanding offer of
 /// the rest of that agent.
 fn running_task() -> (State, FrameworkId, AgentId) {
-    let mut s = State::with_ids(&Config::default(), IdSource::sequential());
+    let mut s = State::with_ids(&Settings::default(), IdSource::sequential());
     let mut fx = Vec::new();
     let reg = FrameworkRegistration {
         name: "f".into(),
@@ -225,7 +225,7 @@ fn a_drain_rescinds_tells_then_kills_at_the_deadline_and_reactivate_offers_again
 
 #[test]
 fn draining_an_idle_agent_drains_it_at_once_and_unknown_agents_change_nothing() {
-    let mut s = State::with_ids(&Config::default(), IdSource::sequential());
+    let mut s = State::with_ids(&Settings::default(), IdSource::sequential());
     let mut fx = Vec::new();
     let ag = agent(&mut s, &mut fx);
     let before = s.agents();
@@ -294,10 +294,10 @@ fn explain_counts_draining_agents_and_names_them_when_they_are_the_reason() {
 }
 
 /// The registry changes among the effects.
-fn persisted(fx: &Effects) -> Vec<crate::store::StoredAgent> {
+fn persisted(fx: &Effects) -> Vec<crate::records::StoredAgent> {
     fx.iter()
         .filter_map(|e| match e {
-            Effect::Persist(crate::store::Change::PutAgent(a)) => Some(a.clone()),
+            Effect::Persist(crate::records::Change::PutAgent(a)) => Some(a.clone()),
             _ => None,
         })
         .collect()
@@ -316,9 +316,9 @@ fn a_drain_is_kept_in_the_registry_and_put_back_when_the_agent_re_registers() {
 
     // A new coordinator on the same registry, 20 s later: the agent is awaited, then comes
     // back (its task has ended meanwhile) and is draining again, with the same deadline.
-    let mut t = State::with_ids(&Config::default(), IdSource::sequential());
+    let mut t = State::with_ids(&Settings::default(), IdSource::sequential());
     t.restore(
-        crate::store::Snapshot {
+        crate::records::Snapshot {
             agents: written,
             ..Default::default()
         },
@@ -386,8 +386,8 @@ fn a_stored_drain_whose_deadline_passed_kills_at_once_after_the_restart() {
     s.drain_agent(ag, 5.0, &at(10), &mut fx).unwrap();
     let written = persisted(&fx);
     // Restored 10 s later with the framework: the deadline passed while no coordinator ran.
-    let mut t = State::with_ids(&Config::default(), IdSource::sequential());
-    let framework = crate::store::StoredFramework {
+    let mut t = State::with_ids(&Settings::default(), IdSource::sequential());
+    let framework = crate::records::StoredFramework {
         id: fw,
         name: "f".into(),
         role: "eng".parse().unwrap(),
@@ -398,7 +398,7 @@ fn a_stored_drain_whose_deadline_passed_kills_at_once_after_the_restart() {
         partition_timeout_s: None,
     };
     t.restore(
-        crate::store::Snapshot {
+        crate::records::Snapshot {
             agents: written,
             frameworks: vec![framework],
             ..Default::default()

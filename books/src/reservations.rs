@@ -22,7 +22,7 @@ use protocol::reservation::{
 use protocol::{AgentId, FrameworkId, Resources, RolePath};
 
 use super::{Effect, Effects, Now, State, StateError};
-use crate::store::Change;
+use crate::records::Change;
 
 /// Which of the two calls on an offer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

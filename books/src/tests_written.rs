@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
-use crate::store::Change;
+use crate::records::Change;
 
 fn now(ms: u64) -> Now {
     let start = chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap();
@@ -43,7 +43,7 @@ fn books(s: &State) -> String {
 
 #[test]
 fn planning_changes_no_books_and_applying_the_plan_is_registering() {
-    let mut s = State::with_ids(&Config::default(), IdSource::sequential());
+    let mut s = State::with_ids(&Settings::default(), IdSource::sequential());
     let before = books(&s);
     let plan = s
         .plan_registration(&registration("f", "eng/new", None), &now(5))
@@ -70,7 +70,7 @@ fn planning_changes_no_books_and_applying_the_plan_is_registering() {
     assert_eq!(fws[0].registered_at, plan.record.registered_at);
 
     // The same as `register_framework` would have stored.
-    let mut t = State::with_ids(&Config::default(), IdSource::sequential());
+    let mut t = State::with_ids(&Settings::default(), IdSource::sequential());
     let mut fx = Vec::new();
     t.register_framework(registration("f", "eng/new", None), &now(5), &mut fx)
         .unwrap();
@@ -79,9 +79,9 @@ fn planning_changes_no_books_and_applying_the_plan_is_registering() {
 
 #[test]
 fn a_written_registration_that_no_longer_passes_changes_nothing_and_puts_the_store_back() {
-    let config = Config {
+    let config = Settings {
         max_frameworks: 1,
-        ..Config::default()
+        ..Settings::default()
     };
     let mut s = State::with_ids(&config, IdSource::sequential());
     // A new framework's record was written; meanwhile another took the last place.
@@ -128,7 +128,7 @@ fn a_written_registration_that_no_longer_passes_changes_nothing_and_puts_the_sto
 
 #[test]
 fn a_written_removal_is_not_queued_again() {
-    let mut s = State::with_ids(&Config::default(), IdSource::sequential());
+    let mut s = State::with_ids(&Settings::default(), IdSource::sequential());
     let mut fx = Vec::new();
     let (fw, _) = s
         .register_framework(registration("f", "eng", None), &now(0), &mut fx)

@@ -50,9 +50,9 @@ fn task(id: &str, ag: AgentId, priority: i64) -> TaskSpec {
 /// Role `a` runs 4 tasks filling the one agent (`hi-0`, `hi-1` at priority 5, `lo-0`, `lo-1`
 /// at 0), then a framework of role `b` subscribes with nothing.
 fn full_cluster(grace: Option<std::time::Duration>) -> (State, FrameworkId, FrameworkId, AgentId) {
-    let config = Config {
+    let config = Settings {
         preemption_grace: grace,
-        ..Config::default()
+        ..Settings::default()
     };
     let mut s = State::with_ids(&config, IdSource::sequential());
     let mut fx = Vec::new();

@@ -18,7 +18,7 @@ const LOST_AT: u64 = 75_005;
 /// A framework (partition-aware with this timeout, or not) whose task `a` (cpus=1) runs on
 /// one agent; the running status the agent reported, acknowledged.
 fn launched(partition_timeout_s: Option<f64>) -> (State, FrameworkId, AgentId, TaskStatus) {
-    let mut s = State::with_ids(&Config::default(), IdSource::sequential());
+    let mut s = State::with_ids(&Settings::default(), IdSource::sequential());
     let mut fx = Vec::new();
     let mut req = registration("f", "eng", None, None);
     req.partition_timeout_s = partition_timeout_s;
@@ -291,12 +291,12 @@ fn the_partition_timeout_is_shown_persisted_and_restored() {
     assert_eq!(info.partition_timeout_s, Some(120.0));
     assert_eq!(info.capabilities, ["partition_aware"]);
     let mut fx = Vec::new();
-    let mut again = State::with_ids(&Config::default(), IdSource::sequential());
+    let mut again = State::with_ids(&Settings::default(), IdSource::sequential());
     let mut req = registration("f", "eng", None, Some(fw));
     req.partition_timeout_s = Some(120.0);
     again.register_framework(req, &at(0), &mut fx).unwrap();
     let stored = fx.iter().find_map(|e| match e {
-        Effect::Persist(crate::store::Change::PutFramework(f)) => Some(f.clone()),
+        Effect::Persist(crate::records::Change::PutFramework(f)) => Some(f.clone()),
         _ => None,
     });
     assert_eq!(stored.unwrap().partition_timeout_s, Some(120.0));
