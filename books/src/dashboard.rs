@@ -63,9 +63,7 @@ impl State {
             *s.tasks.entry(t.state().as_str()).or_default() += 1;
         }
         for a in self.agents.values() {
-            *s.agents
-                .entry(super::views::agent_state_name(a.state))
-                .or_default() += 1;
+            *s.agents.entry(a.state.name()).or_default() += 1;
         }
         s.resources = self.resource_use();
         let mut roles = Vec::new();

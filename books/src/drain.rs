@@ -22,7 +22,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use protocol::maintenance::{AgentDraining, AgentMaintenance, AGENT_DRAINED, AGENT_DRAINING};
 use protocol::{AgentId, FrameworkEvent, FrameworkId, OfferEvent, TaskId, Timestamp};
 
-use super::views::agent_state_name;
 use super::{AgentRecord, Effect, Effects, Now, State, StateError};
 
 /// A drain in progress (or done) on one agent.
@@ -59,10 +58,10 @@ fn ms_until(deadline: Timestamp, now: &Now) -> u64 {
 /// The state name operators see for an agent: `lost`, `draining`, `drained` or `active`.
 pub(crate) fn agent_view_state(a: &AgentRecord) -> &'static str {
     match (&a.drain, a.state) {
-        (_, super::AgentState::Lost) => agent_state_name(a.state),
+        (_, super::AgentState::Lost) => a.state.name(),
         (Some(d), _) if d.drained => AGENT_DRAINED,
         (Some(_), _) => AGENT_DRAINING,
-        (None, s) => agent_state_name(s),
+        (None, s) => s.name(),
     }
 }
 

@@ -257,6 +257,16 @@ pub enum AgentState {
     Lost,
 }
 
+impl AgentState {
+    /// The name operators see: `active` or `lost`.
+    pub fn name(self) -> &'static str {
+        match self {
+            AgentState::Active => "active",
+            AgentState::Lost => "lost",
+        }
+    }
+}
+
 /// One agent's books.
 #[derive(Debug, Clone)]
 pub(crate) struct AgentRecord {

@@ -348,13 +348,6 @@ pub(super) fn task_json(fw: FrameworkId, id: &TaskId, t: &TaskRecord) -> Arc<str
         .clone()
 }
 
-pub(super) fn agent_state_name(s: AgentState) -> &'static str {
-    match s {
-        AgentState::Active => "active",
-        AgentState::Lost => "lost",
-    }
-}
-
 pub(super) fn connection_name(c: Connection) -> &'static str {
     match c {
         Connection::Connected { .. } => "connected",
