@@ -21,9 +21,9 @@ impl State {
             .ok_or(StateError::UnknownFramework(id))?;
         let its_offers: Vec<_> = self
             .offers
-            .values()
-            .filter(|r| r.offer.framework_id == id)
-            .map(|r| r.offer.agent_id)
+            .iter()
+            .filter(|r| r.offer().framework_id == id)
+            .map(|r| r.offer().agent_id)
             .collect();
         let holding: HashSet<_> = its_offers.iter().copied().collect();
         let mut agents = ExplainAgents::default();

@@ -104,6 +104,7 @@ mod frameworks;
 mod ids;
 mod input;
 mod ledger;
+mod offer_book;
 mod offers;
 mod owners;
 mod partition;
@@ -136,12 +137,13 @@ use std::sync::{Arc, OnceLock};
 use protocol::events::OfferEvent;
 use protocol::messages::LaunchTasks;
 use protocol::{
-    AgentId, FrameworkEvent, FrameworkId, Offer, OfferId, Resources, RolePath, TaskId, TaskState,
-    TaskStatus, Timestamp, UpdateId,
+    AgentId, FrameworkEvent, FrameworkId, Resources, RolePath, TaskId, TaskState, TaskStatus,
+    Timestamp, UpdateId,
 };
 
 use allocator::{Allocator, Policy};
 use ledger::Ledger;
+use offer_book::OfferBook;
 pub use settings::Settings;
 
 pub use agent_token::AgentToken;
@@ -157,9 +159,6 @@ pub use views::{task_list_json, ClusterSnapshot, Gauges, MAX_AGENT_GPU_SERIES};
 
 /// The role under which tasks of frameworks the coordinator does not know are kept.
 pub const ORPHAN_ROLE: &str = "_orphans";
-
-/// How many ended offers are remembered, to answer 409 (not 404) for a reused offer id.
-const ENDED_OFFERS_REMEMBERED: usize = 100_000;
 
 /// The current time: a monotonic millisecond clock for deadlines (the allocator's `now`) and the
 /// wall clock for timestamps shown on the wire.
@@ -420,13 +419,6 @@ impl TaskRecord {
     }
 }
 
-/// An outstanding offer.
-#[derive(Debug, Clone)]
-pub(crate) struct OfferRecord {
-    pub(crate) offer: Offer,
-    pub(crate) expires_ms: u64,
-}
-
 /// The registry. See the module docs.
 pub struct State {
     pub(crate) timing: Timing,
@@ -442,9 +434,8 @@ pub struct State {
     /// `max_removed_frameworks`.
     pub(crate) removed_order: VecDeque<FrameworkId>,
     pub(crate) tasks: BTreeMap<(FrameworkId, TaskId), TaskRecord>,
-    pub(crate) offers: BTreeMap<OfferId, OfferRecord>,
-    pub(crate) ended_offers: HashMap<OfferId, &'static str>,
-    pub(crate) ended_order: VecDeque<OfferId>,
+    /// Outstanding offers and how recent ones ended (`offer_book.rs`).
+    pub(crate) offers: OfferBook,
     /// Agents whose resources returned to the pool since the last allocation run, with when
     /// that first happened (for the offer-wait metric, see [`State::take_offer_waits`]).
     pub(crate) freed_at: HashMap<AgentId, u64>,
@@ -520,9 +511,7 @@ impl State {
             removed_frameworks: HashSet::new(),
             removed_order: VecDeque::new(),
             tasks: BTreeMap::new(),
-            offers: BTreeMap::new(),
-            ended_offers: HashMap::new(),
-            ended_order: VecDeque::new(),
+            offers: OfferBook::default(),
             freed_at: HashMap::new(),
             offer_waits: Vec::new(),
             awaited_agents: BTreeMap::new(),

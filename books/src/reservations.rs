@@ -318,7 +318,7 @@ impl State {
             });
         }
         let offers = self.check_offers(fw, &[req.offer_id])?;
-        Ok(offers[0].offer.clone())
+        Ok(offers[0].offer().clone())
     }
 
     /// Ends `offer` (consumed by a reserve / unreserve): its resources return to the pool

@@ -5,7 +5,7 @@
 
 use protocol::events::OfferOutcome;
 use protocol::messages::LaunchTasks;
-use protocol::{CommandSpec, FrameworkEvent, Resources, TaskSpec, TaskState};
+use protocol::{CommandSpec, FrameworkEvent, Offer, OfferId, Resources, TaskSpec, TaskState};
 use std::time::Duration;
 
 use super::*;
