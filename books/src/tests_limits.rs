@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use protocol::{FrameworkEvent, Resources, TaskState, TaskStatus};
 
+use super::tests::new_books;
 use super::*;
 
 fn at(ms: u64) -> Now {
@@ -81,7 +82,7 @@ fn resource_kinds_are_capped_in_total_and_a_refusal_changes_nothing() {
         max_resource_kinds: 4,
         ..Settings::default()
     };
-    let mut s = State::with_ids(&config, IdSource::sequential());
+    let mut s = new_books(&config);
     let mut fx = Vec::new();
     s.register_agent(agent(names("a", 3), None, vec![]), &at(0), &mut fx)
         .unwrap();
@@ -144,7 +145,7 @@ fn frameworks_are_capped_and_re_registration_still_works() {
         max_frameworks: 2,
         ..Settings::default()
     };
-    let mut s = State::with_ids(&config, IdSource::sequential());
+    let mut s = new_books(&config);
     let mut fx = Vec::new();
     let (a, _) = s
         .register_framework(registration(None), &at(0), &mut fx)
@@ -180,7 +181,7 @@ fn roles_are_capped_counting_every_prefix() {
         max_roles: 2,
         ..Settings::default()
     };
-    let mut s = State::with_ids(&config, IdSource::sequential());
+    let mut s = new_books(&config);
     let mut fx = Vec::new();
     let role = |r: &str| FrameworkRegistration {
         role: r.parse().unwrap(),
@@ -212,7 +213,7 @@ fn a_failover_timeout_past_the_ceiling_is_clamped() {
         max_failover_timeout: Duration::from_secs(3600),
         ..Settings::default()
     };
-    let mut s = State::with_ids(&config, IdSource::sequential());
+    let mut s = new_books(&config);
     let mut fx = Vec::new();
     let year = 365.0 * 24.0 * 3600.0;
     let (fw, _) = s
@@ -251,7 +252,7 @@ fn placeholder_frameworks_are_bounded_and_tasks_past_the_bound_are_killed() {
         max_placeholder_frameworks: 1,
         ..Settings::default()
     };
-    let mut s = State::with_ids(&config, IdSource::sequential());
+    let mut s = new_books(&config);
     let (one, two) = (FrameworkId::new(), FrameworkId::new());
     let id = AgentId::new();
     let mut fx = Vec::new();
@@ -289,7 +290,7 @@ fn removed_framework_ids_are_bounded_oldest_forgotten_first() {
         max_removed_frameworks: 2,
         ..Settings::default()
     };
-    let mut s = State::with_ids(&config, IdSource::sequential());
+    let mut s = new_books(&config);
     let mut fx = Vec::new();
     let mut ids = Vec::new();
     for _ in 0..3 {
@@ -323,7 +324,7 @@ fn lost_agents_are_forgotten_after_the_retention() {
         lost_agent_retention: Duration::from_secs(60),
         ..Settings::default()
     };
-    let mut s = State::with_ids(&config, IdSource::sequential());
+    let mut s = new_books(&config);
     let mut fx = Vec::new();
     let (id, _) = s
         .register_agent(
@@ -356,7 +357,7 @@ fn unacknowledged_updates_are_bounded_per_framework() {
         max_pending_updates_per_framework: 16,
         ..Settings::default()
     };
-    let mut s = State::with_ids(&config, IdSource::sequential());
+    let mut s = new_books(&config);
     let mut fx = Vec::new();
     let (fw, _) = s
         .register_framework(registration(None), &at(0), &mut fx)
@@ -395,7 +396,7 @@ fn reconcile_deduplicates_ids_and_is_capped() {
         max_stream_queue: 16,
         ..Settings::default()
     };
-    let mut s = State::with_ids(&config, IdSource::sequential());
+    let mut s = new_books(&config);
     let mut fx = Vec::new();
     let (fw, _) = s
         .register_framework(registration(None), &at(0), &mut fx)
