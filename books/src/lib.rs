@@ -110,6 +110,8 @@ mod owners;
 mod partition;
 mod pending;
 mod preempt;
+#[cfg(test)]
+mod proptests;
 mod quota;
 pub mod records;
 mod reservations;
