@@ -74,6 +74,8 @@
 //! - `frameworks.rs`: registration, streams (subscribe / disconnect), failover, removal,
 //!   suppress / revive.
 //! - `offers.rs`: turning allocation decisions into offers; accept, decline, expiry, rescind.
+//! - `offer_book.rs`: the outstanding offers and how recent ones ended, as a sub-book with
+//!   private fields.
 //! - `owners.rs`: which principal owns a framework or agent id (for the coordinator's `api::auth`).
 //! - `partition.rs`: tasks of lost agents: `unreachable` and `gone` for partition-aware
 //!   frameworks, and fencing (killing) a task its framework was told is not running.
@@ -93,6 +95,9 @@
 //! - [`records`]: the durable registry's record types ([`records::Change`],
 //!   [`records::Snapshot`]); the backends that store them live in the coordinator.
 //! - [`settings`]: [`Settings`], what the books read of the configuration.
+//!
+//! Tests: `tests*.rs` build books with sequential ids and assert each call's whole effect list
+//! (`tests::check`); `proptests.rs` checks the books' totals against the allocator's.
 
 mod agent_token;
 mod agents;
@@ -114,6 +119,7 @@ mod preempt;
 mod proptests;
 mod quota;
 pub mod records;
+mod remembered;
 mod reservations;
 pub mod settings;
 mod tasks;
@@ -133,7 +139,7 @@ mod tests_reservations;
 mod tests_written;
 mod views;
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, OnceLock};
 
 use protocol::events::OfferEvent;
@@ -146,6 +152,7 @@ use protocol::{
 use allocator::{Allocator, Policy};
 use ledger::Ledger;
 use offer_book::OfferBook;
+use remembered::Remembered;
 pub use settings::Settings;
 
 pub use agent_token::AgentToken;
@@ -239,7 +246,6 @@ pub(crate) struct Timing {
     pub(crate) max_roles: usize,
     pub(crate) max_failover_timeout_ms: u64,
     pub(crate) max_placeholder_frameworks: usize,
-    pub(crate) max_removed_frameworks: usize,
     pub(crate) max_stream_queue: usize,
     pub(crate) lost_agent_retention_ms: u64,
     pub(crate) max_pending_updates_per_framework: usize,
@@ -431,10 +437,8 @@ pub struct State {
     pub(crate) agents: BTreeMap<AgentId, AgentRecord>,
     pub(crate) frameworks: BTreeMap<FrameworkId, FrameworkRecord>,
     /// Frameworks removed; their ids are not adopted again and their tasks' late updates dropped.
-    pub(crate) removed_frameworks: HashSet<FrameworkId>,
-    /// `removed_frameworks` in removal order, so the oldest is forgotten past
-    /// `max_removed_frameworks`.
-    pub(crate) removed_order: VecDeque<FrameworkId>,
+    /// The oldest is forgotten past `max_removed_frameworks`.
+    pub(crate) removed_frameworks: Remembered<FrameworkId, ()>,
     pub(crate) tasks: BTreeMap<(FrameworkId, TaskId), TaskRecord>,
     /// Outstanding offers and how recent ones ended (`offer_book.rs`).
     pub(crate) offers: OfferBook,
@@ -501,7 +505,6 @@ impl State {
                 max_roles: config.max_roles,
                 max_failover_timeout_ms: ms(config.max_failover_timeout),
                 max_placeholder_frameworks: config.max_placeholder_frameworks,
-                max_removed_frameworks: config.max_removed_frameworks.max(1),
                 max_stream_queue: config.max_stream_queue,
                 lost_agent_retention_ms: ms(config.lost_agent_retention),
                 max_pending_updates_per_framework: config.max_pending_updates_per_framework.max(1),
@@ -510,8 +513,7 @@ impl State {
             ids,
             agents: BTreeMap::new(),
             frameworks: BTreeMap::new(),
-            removed_frameworks: HashSet::new(),
-            removed_order: VecDeque::new(),
+            removed_frameworks: Remembered::new(config.max_removed_frameworks),
             tasks: BTreeMap::new(),
             offers: OfferBook::default(),
             freed_at: HashMap::new(),

@@ -2,9 +2,11 @@
 //! is answered "gone, accepted / declined / rescinded / expired" rather than "unknown"). It owns
 //! its maps privately: the rules in `offers.rs` add, look up and end offers only through it.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::BTreeMap;
 
 use protocol::{Offer, OfferId};
+
+use super::remembered::Remembered;
 
 /// How many ended offers are remembered, to answer 409 (not 404) for a reused offer id.
 const ENDED_OFFERS_REMEMBERED: usize = 100_000;
@@ -34,11 +36,19 @@ impl OfferRecord {
 }
 
 /// The outstanding offers by id, and the ends of the last [`ENDED_OFFERS_REMEMBERED`].
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct OfferBook {
     outstanding: BTreeMap<OfferId, OfferRecord>,
-    ended: HashMap<OfferId, &'static str>,
-    ended_order: VecDeque<OfferId>,
+    ended: Remembered<OfferId, &'static str>,
+}
+
+impl Default for OfferBook {
+    fn default() -> Self {
+        Self {
+            outstanding: BTreeMap::new(),
+            ended: Remembered::new(ENDED_OFFERS_REMEMBERED),
+        }
+    }
 }
 
 impl OfferBook {
@@ -81,13 +91,7 @@ impl OfferBook {
     /// outstanding (nothing changes then).
     pub(crate) fn end(&mut self, id: OfferId, how: &'static str) -> Option<OfferRecord> {
         let rec = self.outstanding.remove(&id)?;
-        self.ended.insert(id, how);
-        self.ended_order.push_back(id);
-        while self.ended_order.len() > ENDED_OFFERS_REMEMBERED {
-            if let Some(old) = self.ended_order.pop_front() {
-                self.ended.remove(&old);
-            }
-        }
+        self.ended.remember(id, how);
         Some(rec)
     }
 }
