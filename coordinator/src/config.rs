@@ -157,6 +157,35 @@ impl Default for Config {
     }
 }
 
+impl From<&Config> for books::Settings {
+    /// The settings the books read, from the coordinator's.
+    fn from(c: &Config) -> Self {
+        Self {
+            allocation_interval: c.allocation_interval,
+            offer_timeout: c.offer_timeout,
+            agent_heartbeat_interval: c.agent_heartbeat_interval,
+            max_missed_heartbeats: c.max_missed_heartbeats,
+            framework_heartbeat_interval: c.framework_heartbeat_interval,
+            default_failover_timeout: c.default_failover_timeout,
+            default_refuse_seconds: c.default_refuse_seconds,
+            update_resend_interval: c.update_resend_interval,
+            max_completed_tasks_per_framework: c.max_completed_tasks_per_framework,
+            max_resource_kinds: c.max_resource_kinds,
+            max_frameworks: c.max_frameworks,
+            max_roles: c.max_roles,
+            max_failover_timeout: c.max_failover_timeout,
+            max_placeholder_frameworks: c.max_placeholder_frameworks,
+            max_removed_frameworks: c.max_removed_frameworks,
+            max_pending_updates_per_framework: c.max_pending_updates_per_framework,
+            lost_agent_retention: c.lost_agent_retention,
+            max_stream_queue: c.max_stream_queue,
+            roles: c.roles.clone(),
+            gpu_gating: c.gpu_gating,
+            preemption_grace: c.preemption_grace,
+        }
+    }
+}
+
 /// A setting that was rejected; the message names it.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ConfigError {
@@ -763,6 +792,16 @@ fn roles_table<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<(String, f6
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_books_default_settings_are_the_configs_defaults() {
+        // The books' tests build their settings from `Settings::default()`: it must be what
+        // a coordinator with the default config gives them.
+        assert_eq!(
+            books::Settings::from(&Config::default()),
+            books::Settings::default()
+        );
+    }
 
     #[test]
     fn defaults_are_valid_and_documented() {

@@ -22,11 +22,14 @@
 //!   role patterns and which kind may call which route.
 //! - [`config`]: [`Config`], every setting with its default; [`Overrides`], one layer of optional
 //!   settings (the TOML file or the command line); validation.
-//! - [`state`]: the registry, the one owner of the books (agents, frameworks, tasks, offers,
-//!   the allocator). Synchronous; methods validate before mutating and return effects.
+//! - [`state`]: the books, the `parley-books` crate re-exported (PURE, like the allocator:
+//!   `cargo tree -e normal -p parley-books` has no tokio, axum, hyper, reqwest or redb): agents,
+//!   frameworks, tasks, offers, the ledger over the allocator, and the registry's record types.
+//!   Synchronous; methods validate before mutating and return effects. [`config::Config`]
+//!   converts into the `books::Settings` it reads.
 //! - [`store`]: the durable registry behind [`store::Registry`], by default an embedded redb
-//!   file: frameworks, removed framework ids, run-time role weights, agents; written through
-//!   [`state::Effect::Persist`], read at start.
+//!   file: frameworks, removed framework ids, run-time role weights, agents (record types from
+//!   the books, re-exported); written through [`state::Effect::Persist`], read at start.
 //! - [`ha`]: high availability on etcd: the etcd client and registry backend (fenced writes),
 //!   leader election, and the follower's redirect middleware; [`serve_ha`] runs it.
 //! - [`outbox`]: the queue between the books and one framework's stream, which coalesces
@@ -46,6 +49,15 @@
 //!   `GET /api/v1/history`, the dashboard's charts.
 //! - `ui/`: the dashboard page served at `/` (static HTML, hand-written JS and CSS, SVG charts;
 //!   no build step), routed by `api::ui`.
+//!
+//! # Layers
+//!
+//! Each module names only those below it: the books; [`auth`], [`config`], [`store`],
+//! [`history`], [`http`], [`metrics`]; [`runtime`] (which holds the HA role it is told,
+//! [`runtime::HaStatus`]); [`ha`]; [`api`] and [`mesos`]; [`server`].
+//! `scripts/check-layers.py coordinator/src` lists any import cycle; the one left is
+//! [`api`] ↔ [`mesos`] (the API's router merges the Mesos router, which uses the API's auth,
+//! errors and inputs).
 
 pub mod api;
 pub mod auth;
@@ -58,8 +70,11 @@ pub mod metrics;
 pub mod outbox;
 pub mod runtime;
 pub mod server;
-pub mod state;
 pub mod store;
+
+/// The books (the `parley-books` crate), re-exported under the name the coordinator's modules
+/// have always used for them.
+pub use books as state;
 
 pub use allocator;
 pub use config::{Config, ConfigError, Layer, Overrides};

@@ -27,16 +27,17 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
-use crate::ha::{HaStatus, Role};
 use crate::history::History;
 use crate::metrics::Metrics;
 use crate::outbox::{Outbox, OutboxReader, Push};
-use crate::server::ServeError;
 use crate::state::{AgentToken, Effect, Effects, Now, State, StateError};
-use crate::store::{Change, Registry, Snapshot, Store, WriteFailures, Writer};
+use crate::store::{Change, Registry, Snapshot, Store, StoreError, WriteFailures, Writer};
 
 pub mod agent_call;
+mod leadership;
 pub mod task_output;
+
+pub use leadership::{HaStatus, Role};
 
 /// Capacity of the operator offer stream; a slower reader skips what it missed.
 const OFFER_EVENTS_CAPACITY: usize = 4096;
@@ -148,13 +149,30 @@ enum Io {
     },
 }
 
+/// Why a [`Coordinator`] could not be made, or could not take over as leader.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The durable registry could not be opened or read.
+    #[error(transparent)]
+    Registry(#[from] StoreError),
+    /// The HTTP client for requests to agents could not be built.
+    #[error("cannot build the HTTP client for agents")]
+    HttpClient(#[from] reqwest::Error),
+    /// The durable registry's writer thread could not be started.
+    #[error("cannot start the registry writer thread")]
+    RegistryWriter(#[source] std::io::Error),
+    /// The CA file for calls to agents cannot be used (the message names the file).
+    #[error(transparent)]
+    Tls(#[from] parley_tls::TlsError),
+}
+
 impl Coordinator {
     /// A coordinator whose books hold what `config.registry` kept (empty without one).
     /// `shutdown` ends its streams and background loops. Fails if the registry cannot be opened
     /// or read: starting with empty books instead would forget frameworks silently.
-    pub fn new(config: Config, shutdown: CancellationToken) -> Result<Self, ServeError> {
+    pub fn new(config: Config, shutdown: CancellationToken) -> Result<Self, StartError> {
         let start = Instant::now();
-        let mut state = State::new(&config);
+        let mut state = State::new(&books::Settings::from(&config));
         let metrics = Arc::new(Metrics::default());
         let mut write_failures = None;
         let store = match &config.registry {
@@ -176,7 +194,7 @@ impl Coordinator {
                 let counted = Arc::clone(&metrics);
                 Some(
                     Writer::spawn(store, move |_, _| counted.count_registry_write_error())
-                        .map_err(ServeError::RegistryWriter)?,
+                        .map_err(StartError::RegistryWriter)?,
                 )
             }
             None => None,
@@ -237,10 +255,10 @@ impl Coordinator {
         &self,
         registry: Box<dyn Registry>,
         snapshot: Snapshot,
-    ) -> Result<(), ServeError> {
+    ) -> Result<(), StartError> {
         let counted = Arc::clone(&self.shared.metrics);
         let writer = Writer::spawn(registry, move |_, _| counted.count_registry_write_error())
-            .map_err(ServeError::RegistryWriter)?;
+            .map_err(StartError::RegistryWriter)?;
         let now = self.now();
         let old = {
             let mut inner = self.lock();

@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api;
 use crate::config::{Config, ConfigError};
 use crate::history::History;
-use crate::runtime::Coordinator;
+use crate::runtime::{Coordinator, StartError};
 use crate::store::StoreError;
 
 /// Why a coordinator could not start, or stopped serving with an error.
@@ -58,6 +58,17 @@ pub enum ServeError {
     /// to rejoin as a follower.
     #[error("lost the leadership (lease expired or a fenced write failed): stopped; restart to rejoin as a follower")]
     LeadershipLost,
+}
+
+impl From<StartError> for ServeError {
+    fn from(e: StartError) -> Self {
+        match e {
+            StartError::Registry(e) => ServeError::Registry(e),
+            StartError::HttpClient(e) => ServeError::HttpClient(e),
+            StartError::RegistryWriter(e) => ServeError::RegistryWriter(e),
+            StartError::Tls(e) => ServeError::Tls(e),
+        }
+    }
 }
 
 impl From<reqwest::Error> for ServeError {

@@ -72,22 +72,8 @@ impl Coordinator {
         task: &TaskId,
         read: OutputRead,
     ) -> Result<Vec<u8>, OutputFetchError> {
-        let (agent, endpoint, token) = self.read(|s| {
-            if !s.frameworks.contains_key(&framework) {
-                return Err(StateError::UnknownFramework(framework));
-            }
-            let record = s
-                .tasks
-                .get(&(framework, task.clone()))
-                .ok_or_else(|| StateError::UnknownTask(task.clone()))?;
-            let agent = record.agent_id;
-            let endpoint = s
-                .agents
-                .get(&agent)
-                .map(|a| a.endpoint.clone())
-                .ok_or(StateError::UnknownAgent(agent))?;
-            Ok((agent, endpoint, s.agent_token(agent)))
-        })?;
+        let contact = self.read(|s| s.task_agent(framework, task))?;
+        let (agent, endpoint, token) = (contact.agent_id, contact.endpoint, contact.token);
         let limit = read.limit.min(MAX_OUTPUT_BYTES);
         let url = format!("{endpoint}/api/v1/tasks/{task}/{}", read.file.name());
         let mut query = vec![

@@ -50,9 +50,13 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use protocol::{AgentId, FrameworkId, RolePath, Timestamp, Weight};
+use protocol::{FrameworkId, RolePath, Weight};
 use redb::{Database, ReadableTable, TableDefinition};
-use serde::{Deserialize, Serialize};
+
+pub use books::records::{
+    parse_reservation_key, reservation_key, Change, Snapshot, StoredAgent, StoredFramework,
+    StoredQuota,
+};
 
 pub use writer::Writer;
 
@@ -95,124 +99,6 @@ impl Registry for Store {
     fn apply(&self, changes: &[Change]) -> Result<(), StoreError> {
         Store::apply(self, changes)
     }
-}
-
-/// A stored agent: enough to report it lost if it never comes back after a restart.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StoredAgent {
-    /// Its id.
-    pub id: AgentId,
-    /// Its hostname.
-    pub hostname: String,
-    /// Its base URL.
-    pub endpoint: String,
-    /// When it last registered (heartbeats are not written: one write per heartbeat would
-    /// cost more than the timeout it bounds is worth).
-    pub last_seen: Timestamp,
-    /// The deadline of its drain, while an operator has it draining or drained;
-    /// absent for an agent in service and in records written before drains were kept.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub drain_deadline: Option<Timestamp>,
-}
-
-/// A stored framework.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StoredFramework {
-    /// Its id.
-    pub id: FrameworkId,
-    /// Its name.
-    pub name: String,
-    /// Its role.
-    pub role: RolePath,
-    /// Its failover timeout in seconds.
-    pub failover_timeout_s: f64,
-    /// When it first registered.
-    pub registered_at: Timestamp,
-    /// The principal that owns it (registered with credentials configured); absent in files
-    /// written before authentication existed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owner: Option<String>,
-    /// It declared the `gpu_resources` capability; absent (false) in files written before GPU
-    /// gating existed.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub gpu_resources: bool,
-    /// Its partition timeout in seconds when it is partition-aware; absent otherwise (and in
-    /// files written before partition awareness existed).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub partition_timeout_s: Option<f64>,
-}
-
-/// One change to the stored facts.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Change {
-    /// A framework registered, or re-registered with a new name, role or failover timeout.
-    PutFramework(StoredFramework),
-    /// A framework was removed: forget its record, remember its id as removed.
-    RemoveFramework(FrameworkId),
-    /// A role's weight was set at run time.
-    SetWeight(RolePath, Weight),
-    /// A role's quota was set at run time (both parts `None`: the record is removed).
-    SetQuota(RolePath, StoredQuota),
-    /// Forget a framework's record without remembering its id as removed: takes back a
-    /// registration that was written but could not be applied to the books (see
-    /// [`crate::runtime::Coordinator::run_write_first`]).
-    ForgetFramework(FrameworkId),
-    /// An agent registered or re-registered.
-    PutAgent(StoredAgent),
-    /// An agent was forgotten (lost for longer than the retention).
-    RemoveAgent(AgentId),
-    /// An agent's dynamic reservation for a role was set (empty resources: removed).
-    SetReservation(AgentId, RolePath, protocol::Resources),
-}
-
-/// The key of an agent's dynamic reservation for a role: `{agent id}/{role path}`.
-pub(crate) fn reservation_key(agent: AgentId, role: &RolePath) -> String {
-    format!("{agent}/{}", role.as_str())
-}
-
-/// `(agent, role)` of a [`reservation_key`].
-pub(crate) fn parse_reservation_key(key: &str) -> Result<(AgentId, RolePath), String> {
-    let (agent, role) = key
-        .split_once('/')
-        .ok_or_else(|| "expected AGENT_ID/ROLE".to_owned())?;
-    let agent: AgentId = agent.parse().map_err(|e| format!("agent id: {e}"))?;
-    let role = RolePath::new(role).map_err(|e| format!("role: {e}"))?;
-    Ok((agent, role))
-}
-
-/// A role's quota as stored: what `PUT /api/v1/roles/{path}` last set.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct StoredQuota {
-    /// What the role is guaranteed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub guarantee: Option<protocol::Resources>,
-    /// What its subtree may hold at most (allocations plus outstanding offers).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit: Option<protocol::Resources>,
-}
-
-impl StoredQuota {
-    /// Neither a guarantee nor a limit.
-    pub fn is_empty(&self) -> bool {
-        self.guarantee.is_none() && self.limit.is_none()
-    }
-}
-
-/// Everything the store holds, as read at start.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Snapshot {
-    /// The registered frameworks, by id.
-    pub frameworks: Vec<StoredFramework>,
-    /// Ids of removed frameworks.
-    pub removed_frameworks: Vec<FrameworkId>,
-    /// Role weights set at run time.
-    pub weights: Vec<(RolePath, Weight)>,
-    /// The agents last known.
-    pub agents: Vec<StoredAgent>,
-    /// Role quotas set at run time.
-    pub quotas: Vec<(RolePath, StoredQuota)>,
-    /// Dynamic reservations: agent, role, what is reserved.
-    pub reservations: Vec<(AgentId, RolePath, protocol::Resources)>,
 }
 
 /// The store could not be opened, read or written.
@@ -530,6 +416,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use protocol::AgentId;
 
     fn framework(name: &str, role: &str) -> StoredFramework {
         StoredFramework {

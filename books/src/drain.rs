@@ -11,7 +11,7 @@
 //! tasks is left. [`State::reactivate_agent`] ends the drain and offers the agent again.
 //!
 //! The durable registry keeps each drain's deadline with the agent's record
-//! ([`crate::store::StoredAgent::drain_deadline`]; a reactivation clears it), so a drain
+//! ([`crate::records::StoredAgent::drain_deadline`]; a reactivation clears it), so a drain
 //! survives a coordinator restart or failover: the agent comes back draining when it
 //! re-registers, its frameworks are told again, and the original deadline still holds (a
 //! deadline that passed meanwhile kills at once). A drain also survives the agent's own loss
@@ -22,7 +22,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use protocol::maintenance::{AgentDraining, AgentMaintenance, AGENT_DRAINED, AGENT_DRAINING};
 use protocol::{AgentId, FrameworkEvent, FrameworkId, OfferEvent, TaskId, Timestamp};
 
-use super::views::agent_state_name;
 use super::{AgentRecord, Effect, Effects, Now, State, StateError};
 
 /// A drain in progress (or done) on one agent.
@@ -59,10 +58,10 @@ fn ms_until(deadline: Timestamp, now: &Now) -> u64 {
 /// The state name operators see for an agent: `lost`, `draining`, `drained` or `active`.
 pub(crate) fn agent_view_state(a: &AgentRecord) -> &'static str {
     match (&a.drain, a.state) {
-        (_, super::AgentState::Lost) => agent_state_name(a.state),
+        (_, super::AgentState::Lost) => a.state.name(),
         (Some(d), _) if d.drained => AGENT_DRAINED,
         (Some(_), _) => AGENT_DRAINING,
-        (None, s) => agent_state_name(s),
+        (None, s) => s.name(),
     }
 }
 

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 
 use protocol::{AgentId, FrameworkId, Resources, RolePath, Weight};
 
-use crate::allocator::{Allocator, AllocatorError, Decision};
+use allocator::{Allocator, AllocatorError, Decision};
 
 /// Who holds resources: an agent or a framework.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -207,7 +207,7 @@ impl Ledger {
 
     /// Sets a role's quota (creating the role), checked by the caller; a refusal is a books
     /// mismatch and is logged.
-    pub fn set_role_quota(&mut self, role: &RolePath, quota: &crate::store::StoredQuota) {
+    pub fn set_role_quota(&mut self, role: &RolePath, quota: &crate::records::StoredQuota) {
         let r = self
             .allocator
             .set_role_quota(role, quota.guarantee.as_ref(), quota.limit.as_ref());
@@ -544,7 +544,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::allocator::Policy;
+    use allocator::Policy;
 
     fn res(s: &str) -> Resources {
         s.parse().unwrap()

@@ -1,12 +1,15 @@
-//! The registry: the one owner of the coordinator's books — agents, frameworks, tasks,
-//! outstanding offers, and the H-DRF [`Allocator`].
+//! The coordinator's books, as a pure crate: the one owner of agents, frameworks, tasks,
+//! outstanding offers, and the H-DRF [`Allocator`]. No I/O, no clock, no async runtime: its
+//! dependencies are `protocol`, `allocator` and plain data crates (`cargo tree -e normal -p
+//! parley-books` shows no tokio, axum, hyper, reqwest, redb or etcd client), and the
+//! coordinator's runtime only carries out the [`Effect`]s it returns.
 //!
 //! # Design
 //!
 //! [`State`] is plain synchronous data. It is mutated only through its methods, which take the
 //! current time as [`Now`] and, instead of doing I/O, push the side effects to perform into an
 //! [`Effects`] list (send this event to that framework, publish an offer event, POST a launch to
-//! an agent, run an allocation soon). The async shell ([`crate::runtime`]) holds the state behind
+//! an agent, run an allocation soon). The coordinator's async shell (its `runtime`) holds the state behind
 //! one mutex, never across an `.await`, and performs the effects after each call. So:
 //!
 //! - every rule of the books is testable without a network or a clock, and every id it makes
@@ -50,7 +53,7 @@
 //!
 //! # Restarts
 //!
-//! The durable registry ([`crate::store`]) keeps frameworks, removed framework ids and run-time
+//! The durable registry (the coordinator's `store`, whose records are [`records`]) keeps frameworks, removed framework ids and run-time
 //! role weights: calls that change them push [`Effect::Persist`], and [`State::restore`] puts
 //! them back after a restart (frameworks disconnected, their failover timeouts started again).
 //! Everything else is rebuilt from the agents. Re-registration is robust to a coordinator that
@@ -71,7 +74,9 @@
 //! - `frameworks.rs`: registration, streams (subscribe / disconnect), failover, removal,
 //!   suppress / revive.
 //! - `offers.rs`: turning allocation decisions into offers; accept, decline, expiry, rescind.
-//! - `owners.rs`: which principal owns a framework or agent id (for `crate::api::auth`).
+//! - `offer_book.rs`: the outstanding offers and how recent ones ended, as a sub-book with
+//!   private fields.
+//! - `owners.rs`: which principal owns a framework or agent id (for the coordinator's `api::auth`).
 //! - `partition.rs`: tasks of lost agents: `unreachable` and `gone` for partition-aware
 //!   frameworks, and fencing (killing) a task its framework was told is not running.
 //! - `tasks.rs`: status updates, kill, acknowledgements and re-sends, reconciliation, adoption.
@@ -87,6 +92,12 @@
 //! - `input.rs`: the domain inputs of registration, accept and decline.
 //! - `pending.rs`: each framework's unacknowledged updates.
 //! - `explain.rs`: why a framework is or is not getting offers, agent by agent.
+//! - [`records`]: the durable registry's record types ([`records::Change`],
+//!   [`records::Snapshot`]); the backends that store them live in the coordinator.
+//! - [`settings`]: [`Settings`], what the books read of the configuration.
+//!
+//! Tests: `tests*.rs` build books with sequential ids and assert each call's whole effect list
+//! (`tests::check`); `proptests.rs` checks the books' totals against the allocator's.
 
 mod agent_token;
 mod agents;
@@ -98,13 +109,19 @@ mod frameworks;
 mod ids;
 mod input;
 mod ledger;
+mod offer_book;
 mod offers;
 mod owners;
 mod partition;
 mod pending;
 mod preempt;
+#[cfg(test)]
+mod proptests;
 mod quota;
+pub mod records;
+mod remembered;
 mod reservations;
+pub mod settings;
 mod tasks;
 #[cfg(test)]
 mod tests;
@@ -122,21 +139,24 @@ mod tests_reservations;
 mod tests_written;
 mod views;
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, OnceLock};
 
 use protocol::events::OfferEvent;
 use protocol::messages::LaunchTasks;
 use protocol::{
-    AgentId, FrameworkEvent, FrameworkId, Offer, OfferId, Resources, RolePath, TaskId, TaskState,
-    TaskStatus, Timestamp, UpdateId,
+    AgentId, FrameworkEvent, FrameworkId, Resources, RolePath, TaskId, TaskState, TaskStatus,
+    Timestamp, UpdateId,
 };
 
-use crate::allocator::{Allocator, Policy};
-use crate::config::Config;
+use allocator::{Allocator, Policy};
 use ledger::Ledger;
+use offer_book::OfferBook;
+use remembered::Remembered;
+pub use settings::Settings;
 
 pub use agent_token::AgentToken;
+pub use agents::AgentContact;
 pub use dashboard::{BookSample, ResourceUse, SAMPLE_MAX_SHARES};
 pub use error::StateError;
 pub use frameworks::RegistrationPlan;
@@ -148,9 +168,6 @@ pub use views::{task_list_json, ClusterSnapshot, Gauges, MAX_AGENT_GPU_SERIES};
 
 /// The role under which tasks of frameworks the coordinator does not know are kept.
 pub const ORPHAN_ROLE: &str = "_orphans";
-
-/// How many ended offers are remembered, to answer 409 (not 404) for a reused offer id.
-const ENDED_OFFERS_REMEMBERED: usize = 100_000;
 
 /// The current time: a monotonic millisecond clock for deadlines (the allocator's `now`) and the
 /// wall clock for timestamps shown on the wire.
@@ -206,8 +223,8 @@ pub enum Effect {
     },
     /// Resources were freed (or a framework became eligible): run an allocation soon.
     Allocate,
-    /// Write this change to the durable registry ([`crate::store`]) before answering.
-    Persist(crate::store::Change),
+    /// Write this change to the durable registry (the coordinator's `store`) before answering.
+    Persist(crate::records::Change),
 }
 
 /// The effects of one or more state calls, in order.
@@ -229,7 +246,6 @@ pub(crate) struct Timing {
     pub(crate) max_roles: usize,
     pub(crate) max_failover_timeout_ms: u64,
     pub(crate) max_placeholder_frameworks: usize,
-    pub(crate) max_removed_frameworks: usize,
     pub(crate) max_stream_queue: usize,
     pub(crate) lost_agent_retention_ms: u64,
     pub(crate) max_pending_updates_per_framework: usize,
@@ -248,6 +264,16 @@ pub enum AgentState {
     Lost,
 }
 
+impl AgentState {
+    /// The name operators see: `active` or `lost`.
+    pub fn name(self) -> &'static str {
+        match self {
+            AgentState::Active => "active",
+            AgentState::Lost => "lost",
+        }
+    }
+}
+
 /// One agent's books.
 #[derive(Debug, Clone)]
 pub(crate) struct AgentRecord {
@@ -263,7 +289,7 @@ pub(crate) struct AgentRecord {
     pub(crate) registered_at: Timestamp,
     pub(crate) last_heartbeat_at: Timestamp,
     pub(crate) last_heartbeat_ms: u64,
-    /// The agent principal that registered it, with credentials configured (`crate::auth`).
+    /// The agent principal that registered it, with credentials configured (the coordinator's `auth`).
     pub(crate) owner: Option<Arc<str>>,
     /// Its drain, while draining or drained (`drain.rs`).
     pub(crate) drain: Option<drain::Drain>,
@@ -300,7 +326,7 @@ pub(crate) struct FrameworkRecord {
     pub(crate) completed: VecDeque<TaskId>,
     /// A placeholder made for adopted tasks; becomes real when the framework re-registers.
     pub(crate) placeholder: bool,
-    /// The principal that registered it, with credentials configured (`crate::auth`).
+    /// The principal that registered it, with credentials configured (the coordinator's `auth`).
     pub(crate) owner: Option<Arc<str>>,
     /// It declared the `gpu_resources` capability.
     pub(crate) gpu_resources: bool,
@@ -401,13 +427,6 @@ impl TaskRecord {
     }
 }
 
-/// An outstanding offer.
-#[derive(Debug, Clone)]
-pub(crate) struct OfferRecord {
-    pub(crate) offer: Offer,
-    pub(crate) expires_ms: u64,
-}
-
 /// The registry. See the module docs.
 pub struct State {
     pub(crate) timing: Timing,
@@ -418,14 +437,11 @@ pub struct State {
     pub(crate) agents: BTreeMap<AgentId, AgentRecord>,
     pub(crate) frameworks: BTreeMap<FrameworkId, FrameworkRecord>,
     /// Frameworks removed; their ids are not adopted again and their tasks' late updates dropped.
-    pub(crate) removed_frameworks: HashSet<FrameworkId>,
-    /// `removed_frameworks` in removal order, so the oldest is forgotten past
-    /// `max_removed_frameworks`.
-    pub(crate) removed_order: VecDeque<FrameworkId>,
+    /// The oldest is forgotten past `max_removed_frameworks`.
+    pub(crate) removed_frameworks: Remembered<FrameworkId, ()>,
     pub(crate) tasks: BTreeMap<(FrameworkId, TaskId), TaskRecord>,
-    pub(crate) offers: BTreeMap<OfferId, OfferRecord>,
-    pub(crate) ended_offers: HashMap<OfferId, &'static str>,
-    pub(crate) ended_order: VecDeque<OfferId>,
+    /// Outstanding offers and how recent ones ended (`offer_book.rs`).
+    pub(crate) offers: OfferBook,
     /// Agents whose resources returned to the pool since the last allocation run, with when
     /// that first happened (for the offer-wait metric, see [`State::take_offer_waits`]).
     pub(crate) freed_at: HashMap<AgentId, u64>,
@@ -433,7 +449,7 @@ pub struct State {
     pub(crate) offer_waits: Vec<u64>,
     /// Agents the durable registry knew at load that have not re-registered yet, with when
     /// they were loaded (see [`State::check_agents`]).
-    pub(crate) awaited_agents: BTreeMap<AgentId, (crate::store::StoredAgent, u64)>,
+    pub(crate) awaited_agents: BTreeMap<AgentId, (crate::records::StoredAgent, u64)>,
     /// Tasks killed by drain deadlines since the start (`drain.rs`).
     pub(crate) drain_kills: u64,
     /// Dynamic reservations by agent and role (`reservations.rs`), kept (and persisted) while
@@ -460,13 +476,13 @@ impl std::fmt::Debug for State {
 
 impl State {
     /// An empty registry with the config's timing and initial role tree; random ids.
-    pub fn new(config: &Config) -> Self {
+    pub fn new(config: &Settings) -> Self {
         Self::with_ids(config, IdSource::random())
     }
 
     /// An empty registry whose new ids come from `ids` (tests pass
     /// [`IdSource::sequential`] to know them in advance).
-    pub fn with_ids(config: &Config, ids: IdSource) -> Self {
+    pub fn with_ids(config: &Settings, ids: IdSource) -> Self {
         let mut allocator = Allocator::new(Policy::Hdrf);
         allocator.set_max_kinds(config.max_resource_kinds);
         allocator.set_gpu_gating(config.gpu_gating);
@@ -489,7 +505,6 @@ impl State {
                 max_roles: config.max_roles,
                 max_failover_timeout_ms: ms(config.max_failover_timeout),
                 max_placeholder_frameworks: config.max_placeholder_frameworks,
-                max_removed_frameworks: config.max_removed_frameworks.max(1),
                 max_stream_queue: config.max_stream_queue,
                 lost_agent_retention_ms: ms(config.lost_agent_retention),
                 max_pending_updates_per_framework: config.max_pending_updates_per_framework.max(1),
@@ -498,12 +513,9 @@ impl State {
             ids,
             agents: BTreeMap::new(),
             frameworks: BTreeMap::new(),
-            removed_frameworks: HashSet::new(),
-            removed_order: VecDeque::new(),
+            removed_frameworks: Remembered::new(config.max_removed_frameworks),
             tasks: BTreeMap::new(),
-            offers: BTreeMap::new(),
-            ended_offers: HashMap::new(),
-            ended_order: VecDeque::new(),
+            offers: OfferBook::default(),
             freed_at: HashMap::new(),
             offer_waits: Vec::new(),
             awaited_agents: BTreeMap::new(),
@@ -534,12 +546,12 @@ impl State {
         &self,
         role: &RolePath,
         weight: protocol::Weight,
-    ) -> Result<crate::store::Change, StateError> {
+    ) -> Result<crate::records::Change, StateError> {
         if role.as_str().starts_with('_') {
             return Err(StateError::ReservedRole);
         }
         self.ledger.check_roles(role, self.timing.max_roles)?;
-        Ok(crate::store::Change::SetWeight(role.clone(), weight))
+        Ok(crate::records::Change::SetWeight(role.clone(), weight))
     }
 
     /// Sets a role's weight checked by [`State::plan_role_weight`] (creating the role) without
@@ -562,7 +574,7 @@ impl State {
     /// re-registering; their tasks are then accounted under these frameworks. Stored agents
     /// are awaited from `now`: one that does not re-register within the agent timeout is
     /// reported lost ([`State::check_agents`]).
-    pub fn restore(&mut self, snapshot: crate::store::Snapshot, now: &Now) {
+    pub fn restore(&mut self, snapshot: crate::records::Snapshot, now: &Now) {
         for agent in snapshot.agents {
             self.awaited_agents.insert(agent.id, (agent, now.ms));
         }

@@ -25,7 +25,7 @@ pub struct ResourceUse {
     pub offered: f64,
 }
 
-/// What the books say at one moment, for the history ring (`crate::history`).
+/// What the books say at one moment, for the history ring (the coordinator's `history`).
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct BookSample {
     /// Outstanding offers.
@@ -63,9 +63,7 @@ impl State {
             *s.tasks.entry(t.state().as_str()).or_default() += 1;
         }
         for a in self.agents.values() {
-            *s.agents
-                .entry(super::views::agent_state_name(a.state))
-                .or_default() += 1;
+            *s.agents.entry(a.state.name()).or_default() += 1;
         }
         s.resources = self.resource_use();
         let mut roles = Vec::new();

@@ -1,11 +1,22 @@
 //! Agents: registration and re-registration (with their tasks), heartbeats, and loss.
 
-use protocol::{AgentId, TaskState, TaskStatus, Timestamp};
+use protocol::{AgentId, FrameworkId, TaskId, TaskState, TaskStatus, Timestamp};
 
 use super::{
     AgentRecord, AgentRegistration, AgentState, AgentToken, Effect, Effects, Now, State, StateError,
 };
-use crate::store::{Change, StoredAgent};
+use crate::records::{Change, StoredAgent};
+
+/// How to call the agent a task runs on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentContact {
+    /// The agent.
+    pub agent_id: AgentId,
+    /// Its base URL.
+    pub endpoint: String,
+    /// The token to present to it, if it registered one.
+    pub token: Option<AgentToken>,
+}
 
 impl State {
     /// Registers an agent, or re-registers a known (or, after a coordinator restart, unknown) one
@@ -124,8 +135,34 @@ impl State {
 
     /// The token to present when calling the agent (none for an agent that registered without
     /// one, or an unknown agent).
-    pub(crate) fn agent_token(&self, id: AgentId) -> Option<AgentToken> {
+    pub fn agent_token(&self, id: AgentId) -> Option<AgentToken> {
         self.agents.get(&id)?.api_token.clone()
+    }
+
+    /// How to reach the agent that runs task `task` of `framework` (to read its output there),
+    /// or why it cannot be named: an unknown framework, task or agent.
+    pub fn task_agent(
+        &self,
+        framework: FrameworkId,
+        task: &TaskId,
+    ) -> Result<AgentContact, StateError> {
+        if !self.frameworks.contains_key(&framework) {
+            return Err(StateError::UnknownFramework(framework));
+        }
+        let record = self
+            .tasks
+            .get(&(framework, task.clone()))
+            .ok_or_else(|| StateError::UnknownTask(task.clone()))?;
+        let agent_id = record.agent_id;
+        let agent = self
+            .agents
+            .get(&agent_id)
+            .ok_or(StateError::UnknownAgent(agent_id))?;
+        Ok(AgentContact {
+            agent_id,
+            endpoint: agent.endpoint.clone(),
+            token: agent.api_token.clone(),
+        })
     }
 
     /// Tasks the books place on a re-registering agent in a running (or unreachable) state

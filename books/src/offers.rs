@@ -11,10 +11,8 @@ use protocol::{
     TaskStatus,
 };
 
-use super::{
-    Accept, AgentState, Decline, Effect, Effects, Now, OfferRecord, State, StateError, TaskRecord,
-    ENDED_OFFERS_REMEMBERED,
-};
+use super::offer_book::OfferRecord;
+use super::{Accept, AgentState, Decline, Effect, Effects, Now, State, StateError, TaskRecord};
 
 /// How an offer ended, for the operator stream and for the 409 message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,13 +73,7 @@ impl State {
                     .reservation
                     .map(|role| protocol::reservation::OfferReservation { role }),
             };
-            self.offers.insert(
-                offer.offer_id,
-                OfferRecord {
-                    offer: offer.clone(),
-                    expires_ms,
-                },
-            );
+            self.offers.insert(offer.clone(), expires_ms);
             fx.push(Effect::Offer(OfferEvent::OfferCreated(offer.clone())));
             batches.entry(d.framework).or_default().push(offer);
             if let Some(since) = self.freed_at.remove(&d.agent) {
@@ -112,12 +104,12 @@ impl State {
                 return Err(StateError::DuplicateOffer(*id));
             }
             match self.offers.get(id) {
-                Some(rec) if rec.offer.framework_id != fw => {
+                Some(rec) if rec.offer().framework_id != fw => {
                     return Err(StateError::OfferNotYours(*id))
                 }
                 Some(rec) => out.push(rec),
                 None => {
-                    return Err(match self.ended_offers.get(id) {
+                    return Err(match self.offers.ended(id) {
                         Some(how) => StateError::OfferGone { offer: *id, how },
                         None => StateError::UnknownOffer(*id),
                     })
@@ -140,17 +132,17 @@ impl State {
         self.live_framework_mut(fw)?;
         let refuse_ms = self.refuse_ms(req.refuse);
         let offers = self.check_offers(fw, &req.offer_ids)?;
-        let first = offers[0].offer.clone();
+        let first = offers[0].offer().clone();
         let agent_id = first.agent_id;
         let mut offered = Resources::new();
         for rec in &offers {
-            if rec.offer.agent_id != agent_id {
+            if rec.offer().agent_id != agent_id {
                 return Err(StateError::OffersOnSeveralAgents(
                     first.offer_id,
-                    rec.offer.offer_id,
+                    rec.offer().offer_id,
                 ));
             }
-            offered.add_assign(&rec.offer.resources);
+            offered.add_assign(&rec.offer().resources);
         }
         let mut needed = Resources::new();
         let mut ids = HashSet::new();
@@ -262,7 +254,7 @@ impl State {
         let offers: Vec<Offer> = self
             .check_offers(fw, &req.offer_ids)?
             .into_iter()
-            .map(|r| r.offer.clone())
+            .map(|r| r.offer().clone())
             .collect();
         // One filter per agent covering every declined offer there (an agent may have made
         // several: one per pool, reserved and unreserved, or cut by a limit); a filter per
@@ -301,15 +293,10 @@ impl State {
 
     /// Rescinds every offer whose time is up.
     pub fn expire_offers(&mut self, now: &Now, fx: &mut Effects) {
-        let due: Vec<OfferId> = self
-            .offers
-            .iter()
-            .filter(|(_, r)| r.expires_ms <= now.ms)
-            .map(|(id, _)| *id)
-            .collect();
+        let due = self.offers.ids_where(|r| r.expires_ms() <= now.ms);
         for id in &due {
             if let Some(rec) = self.offers.get(id) {
-                let agent = rec.offer.agent_id;
+                let agent = rec.offer().agent_id;
                 self.freed(agent, now.ms);
             }
             self.end_offer(
@@ -328,12 +315,7 @@ impl State {
 
     /// Rescinds every outstanding offer on an agent (before it leaves or changes).
     pub(crate) fn rescind_agent_offers(&mut self, agent: AgentId, reason: &str, fx: &mut Effects) {
-        let ids: Vec<OfferId> = self
-            .offers
-            .iter()
-            .filter(|(_, r)| r.offer.agent_id == agent)
-            .map(|(id, _)| *id)
-            .collect();
+        let ids = self.offers.ids_where(|r| r.offer().agent_id == agent);
         for id in ids {
             self.end_offer(id, Ending::Rescinded, Some(reason), &[], true, fx);
         }
@@ -364,13 +346,13 @@ impl State {
             let victim = self
                 .offers
                 .iter()
-                .find(|(_, r)| {
-                    r.offer.agent_id == agent
+                .find(|r| {
+                    r.offer().agent_id == agent
                         && short
                             .names()
-                            .any(|n| r.offer.resources.millis(n.as_str()) > 0)
+                            .any(|n| r.offer().resources.millis(n.as_str()) > 0)
                 })
-                .map(|(id, _)| *id);
+                .map(|r| r.offer().offer_id);
             let Some(id) = victim else {
                 break free;
             };
@@ -391,12 +373,7 @@ impl State {
         reason: &str,
         fx: &mut Effects,
     ) {
-        let ids: Vec<OfferId> = self
-            .offers
-            .iter()
-            .filter(|(_, r)| r.offer.framework_id == fw)
-            .map(|(id, _)| *id)
-            .collect();
+        let ids = self.offers.ids_where(|r| r.offer().framework_id == fw);
         for id in ids {
             self.end_offer(id, Ending::Rescinded, Some(reason), &[], true, fx);
         }
@@ -415,10 +392,10 @@ impl State {
         release: bool,
         fx: &mut Effects,
     ) {
-        let Some(rec) = self.offers.remove(&id) else {
+        let Some(rec) = self.offers.end(id, how.as_str()) else {
             return;
         };
-        let offer = rec.offer;
+        let offer = rec.into_offer();
         if release {
             self.ledger.end_offer(
                 offer.framework_id,
@@ -426,13 +403,6 @@ impl State {
                 &offer.resources,
                 offer.reservation.as_ref().map(|r| &r.role),
             );
-        }
-        self.ended_offers.insert(id, how.as_str());
-        self.ended_order.push_back(id);
-        while self.ended_order.len() > ENDED_OFFERS_REMEMBERED {
-            if let Some(old) = self.ended_order.pop_front() {
-                self.ended_offers.remove(&old);
-            }
         }
         let outcome = OfferOutcome {
             offer_id: id,
@@ -475,12 +445,12 @@ fn assign_pools(
 ) -> Result<(Vec<PoolDraw>, Vec<Option<RolePath>>), StateError> {
     let mut pools: Vec<PoolDraw> = Vec::new();
     for rec in offers {
-        let role = rec.offer.reservation.as_ref().map(|r| r.role.clone());
+        let role = rec.offer().reservation.as_ref().map(|r| r.role.clone());
         match pools.iter_mut().find(|p| p.role == role) {
-            Some(p) => p.offered.add_assign(&rec.offer.resources),
+            Some(p) => p.offered.add_assign(&rec.offer().resources),
             None => pools.push(PoolDraw {
                 role,
-                offered: rec.offer.resources.clone(),
+                offered: rec.offer().resources.clone(),
                 needed: Resources::new(),
             }),
         }

@@ -8,7 +8,7 @@ use protocol::FrameworkId;
 
 use super::views::connection_name;
 use super::{AgentState, Connection, Now, State, StateError};
-use crate::allocator::BlockReason;
+use allocator::BlockReason;
 
 impl State {
     /// Why the framework is, or is not, getting offers now. Unknown (or placeholder) ids are
@@ -21,9 +21,9 @@ impl State {
             .ok_or(StateError::UnknownFramework(id))?;
         let its_offers: Vec<_> = self
             .offers
-            .values()
-            .filter(|r| r.offer.framework_id == id)
-            .map(|r| r.offer.agent_id)
+            .iter()
+            .filter(|r| r.offer().framework_id == id)
+            .map(|r| r.offer().agent_id)
             .collect();
         let holding: HashSet<_> = its_offers.iter().copied().collect();
         let mut agents = ExplainAgents::default();

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use protocol::{FrameworkEvent, TaskState};
 
-use super::tests::{at, books, registration, reregister, running, task};
+use super::tests::{at, books, check, new_books, registration, reregister, running, task};
 use super::*;
 
 /// Just past the default agent timeout (5 missed heartbeats of 15 s) after the last heartbeat
@@ -18,7 +18,7 @@ const LOST_AT: u64 = 75_005;
 /// A framework (partition-aware with this timeout, or not) whose task `a` (cpus=1) runs on
 /// one agent; the running status the agent reported, acknowledged.
 fn launched(partition_timeout_s: Option<f64>) -> (State, FrameworkId, AgentId, TaskStatus) {
-    let mut s = State::with_ids(&Config::default(), IdSource::sequential());
+    let mut s = new_books(&Settings::default());
     let mut fx = Vec::new();
     let mut req = registration("f", "eng", None, None);
     req.partition_timeout_s = partition_timeout_s;
@@ -276,11 +276,24 @@ fn a_removed_framework_takes_its_unreachable_tasks_with_it() {
     let (mut s, fw, _, _) = launched(Some(600.0));
     lose(&mut s);
     assert_eq!(s.partitioned.len(), 1);
-    let mut fx = Vec::new();
-    s.remove_framework(fw, "test", &mut fx).unwrap();
+    // No kill: the agent is away.
+    check(
+        &mut s,
+        |s, fx| s.remove_framework(fw, "test", fx).unwrap(),
+        vec![
+            Effect::Persist(crate::records::Change::RemoveFramework(fw)),
+            Effect::ToFramework(
+                fw,
+                FrameworkEvent::Error {
+                    message: "framework removed: test".into(),
+                },
+            ),
+            Effect::CloseStream(fw),
+            Effect::Allocate,
+        ],
+    );
     assert!(s.partitioned.is_empty());
     assert!(s.tasks.is_empty());
-    assert!(!fx.iter().any(|e| matches!(e, Effect::Kill { .. })));
     books(&s);
 }
 
@@ -291,12 +304,12 @@ fn the_partition_timeout_is_shown_persisted_and_restored() {
     assert_eq!(info.partition_timeout_s, Some(120.0));
     assert_eq!(info.capabilities, ["partition_aware"]);
     let mut fx = Vec::new();
-    let mut again = State::with_ids(&Config::default(), IdSource::sequential());
+    let mut again = new_books(&Settings::default());
     let mut req = registration("f", "eng", None, Some(fw));
     req.partition_timeout_s = Some(120.0);
     again.register_framework(req, &at(0), &mut fx).unwrap();
     let stored = fx.iter().find_map(|e| match e {
-        Effect::Persist(crate::store::Change::PutFramework(f)) => Some(f.clone()),
+        Effect::Persist(crate::records::Change::PutFramework(f)) => Some(f.clone()),
         _ => None,
     });
     assert_eq!(stored.unwrap().partition_timeout_s, Some(120.0));

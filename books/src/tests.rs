@@ -5,7 +5,7 @@
 
 use protocol::events::OfferOutcome;
 use protocol::messages::LaunchTasks;
-use protocol::{CommandSpec, FrameworkEvent, Resources, TaskSpec, TaskState};
+use protocol::{CommandSpec, FrameworkEvent, Offer, OfferId, Resources, TaskSpec, TaskState};
 use std::time::Duration;
 
 use super::*;
@@ -17,6 +17,26 @@ pub(super) fn at(ms: u64) -> Now {
         ms,
         wall: start + chrono::Duration::milliseconds(i64::try_from(ms).unwrap()),
     }
+}
+
+/// Empty books whose new ids are sequential ([`IdSource::sequential`]), so every id, and so
+/// every effect, a test sees is known in advance.
+pub(super) fn new_books(settings: &Settings) -> State {
+    State::with_ids(settings, IdSource::sequential())
+}
+
+/// Runs `call` on the books and asserts that it pushed exactly `expected`, in order: an extra
+/// effect (one more offer, a kill) or a missing one (a registry write) fails. Returns what the
+/// call returned.
+pub(super) fn check<T>(
+    s: &mut State,
+    call: impl FnOnce(&mut State, &mut Effects) -> T,
+    expected: Vec<Effect>,
+) -> T {
+    let mut fx = Vec::new();
+    let out = call(s, &mut fx);
+    assert_eq!(fx, expected, "the effects of the call");
+    out
 }
 
 pub(super) fn registration(
@@ -38,11 +58,11 @@ pub(super) fn registration(
 }
 
 fn setup() -> (State, FrameworkId, AgentId, Offer) {
-    setup_with(&Config::default())
+    setup_with(&Settings::default())
 }
 
-fn setup_with(config: &Config) -> (State, FrameworkId, AgentId, Offer) {
-    let mut s = State::with_ids(config, IdSource::sequential());
+fn setup_with(config: &Settings) -> (State, FrameworkId, AgentId, Offer) {
+    let mut s = new_books(config);
     let mut fx = Vec::new();
     let (fw, _) = s
         .register_framework(registration("f", "eng", None, None), &at(0), &mut fx)
@@ -69,12 +89,18 @@ fn setup_with(config: &Config) -> (State, FrameworkId, AgentId, Offer) {
     let mut fx = Vec::new();
     assert_eq!(s.allocate(&at(1), &mut fx), 1);
     let offer = s.offers(None, None).remove(0);
-    assert!(fx.contains(&Effect::ToFramework(
-        fw,
-        FrameworkEvent::Offers {
-            offers: vec![offer.clone()]
-        }
-    )));
+    assert_eq!(
+        fx,
+        vec![
+            Effect::Offer(OfferEvent::OfferCreated(offer.clone())),
+            Effect::ToFramework(
+                fw,
+                FrameworkEvent::Offers {
+                    offers: vec![offer.clone()]
+                }
+            ),
+        ]
+    );
     (s, fw, agent, offer)
 }
 
@@ -144,16 +170,29 @@ fn isolation_the_agent_cannot_give_is_refused_and_changes_nothing() {
 #[test]
 fn accept_moves_resources_from_offered_to_used_and_returns_the_rest() {
     let (mut s, fw, agent, offer) = setup();
-    let mut fx = Vec::new();
     let req = Accept {
         offer_ids: vec![offer.offer_id],
         tasks: vec![task("a", agent, "cpus=1,mem=10")],
         refuse: Some(Duration::ZERO),
     };
-    assert_eq!(s.accept(fw, req, &at(2), &mut fx).unwrap().len(), 1);
-    assert!(fx
-        .iter()
-        .any(|e| matches!(e, Effect::Launch { endpoint, .. } if endpoint == "http://127.0.0.1:1")));
+    let launched = check(
+        &mut s,
+        |s, fx| s.accept(fw, req, &at(2), fx).unwrap(),
+        vec![
+            Effect::Offer(OfferEvent::OfferAccepted(outcome(&offer, &["a"], None))),
+            Effect::Allocate,
+            Effect::Launch {
+                agent_id: agent,
+                endpoint: "http://127.0.0.1:1".into(),
+                body: LaunchTasks {
+                    framework_id: fw,
+                    tasks: vec![task("a", agent, "cpus=1,mem=10")],
+                    partition_timeout_s: None,
+                },
+            },
+        ],
+    );
+    assert_eq!(launched.len(), 1);
     let a = &s.agents()[0];
     assert_eq!(a.used, "cpus=1,mem=10".parse().unwrap());
     assert!(a.offered.is_empty());
@@ -263,7 +302,7 @@ fn failover_removes_a_disconnected_framework_after_its_timeout() {
     assert_eq!(
         fx,
         [
-            Effect::Persist(crate::store::Change::RemoveFramework(fw)),
+            Effect::Persist(crate::records::Change::RemoveFramework(fw)),
             Effect::ToFramework(
                 fw,
                 FrameworkEvent::Error {
@@ -285,7 +324,7 @@ fn a_task_that_ended_during_a_coordinator_restart_is_kept_for_its_framework() {
     // A fresh coordinator: an agent re-registers reporting a task of an unknown framework
     // that ended while no coordinator ran. The update must be kept (not dropped after the
     // agent was told it is recorded) until the framework comes back and acknowledges it.
-    let mut s = State::new(&Config::default());
+    let mut s = new_books(&Settings::default());
     let (agent, fw) = (AgentId::new(), FrameworkId::new());
     let status = TaskStatus {
         task_id: "t2".parse().unwrap(),
@@ -399,7 +438,7 @@ fn framework(s: &mut State, id: Option<FrameworkId>, now: u64) -> FrameworkId {
 fn an_adopted_running_task_holds_the_resources_it_reports() {
     // A fresh coordinator (restarted): the agent comes back with a task of a framework that
     // has not re-registered yet.
-    let mut s = State::new(&Config::default());
+    let mut s = new_books(&Settings::default());
     let (agent, orphan_fw) = (AgentId::new(), FrameworkId::new());
     let status = running("t1", orphan_fw, agent, Some("cpus=1,mem=10"));
     let mut fx = Vec::new();
@@ -453,16 +492,31 @@ fn an_adopted_running_task_holds_the_resources_it_reports() {
 fn an_adopted_task_rescinds_the_offers_holding_its_resources() {
     // The whole agent is offered when the agent reports a task the books do not know.
     let (mut s, fw, agent, offer) = setup();
-    let mut fx = Vec::new();
     let status = running("t9", fw, agent, Some("cpus=1"));
-    s.agent_status(agent, status, &at(2), &mut fx).unwrap();
-    assert!(fx.contains(&Effect::ToFramework(
-        fw,
-        FrameworkEvent::Rescind {
-            offer_id: offer.offer_id
-        }
-    )));
-    assert!(fx.contains(&Effect::Allocate));
+    check(
+        &mut s,
+        |s, fx| s.agent_status(agent, status.clone(), &at(2), fx).unwrap(),
+        vec![
+            Effect::ToFramework(
+                fw,
+                FrameworkEvent::Rescind {
+                    offer_id: offer.offer_id,
+                },
+            ),
+            Effect::Offer(OfferEvent::OfferRescinded(outcome(
+                &offer,
+                &[],
+                Some("resources in use by an adopted task"),
+            ))),
+            Effect::Allocate,
+            Effect::ToFramework(
+                fw,
+                FrameworkEvent::Update {
+                    status: status.clone(),
+                },
+            ),
+        ],
+    );
     assert!(s.offers(None, None).is_empty());
     let a = &s.agents()[0];
     assert_eq!(a.used, "cpus=1".parse().unwrap());
@@ -506,7 +560,7 @@ fn an_offer_that_does_not_conflict_with_an_adopted_task_survives() {
 
 #[test]
 fn adopted_tasks_reporting_more_than_the_agent_has_hold_only_what_fits() {
-    let mut s = State::new(&Config::default());
+    let mut s = new_books(&Settings::default());
     let (agent, fw) = (AgentId::new(), FrameworkId::new());
     let tasks = vec![
         running("t1", fw, agent, Some("cpus=3")),
@@ -564,10 +618,10 @@ fn listed(s: &State, fw: FrameworkId) -> Vec<String> {
         .collect()
 }
 
-fn bounded(n: usize) -> Config {
-    Config {
+fn bounded(n: usize) -> Settings {
+    Settings {
         max_completed_tasks_per_framework: n,
-        ..Config::default()
+        ..Settings::default()
     }
 }
 
@@ -675,7 +729,7 @@ fn a_finished_task_whose_update_is_unacknowledged_is_never_forgotten() {
     assert_eq!(s.frameworks[&fw].completed.len(), 2);
 }
 
-fn persisted(fx: &Effects) -> Vec<crate::store::Change> {
+fn persisted(fx: &Effects) -> Vec<crate::records::Change> {
     fx.iter()
         .filter_map(|e| match e {
             Effect::Persist(c) => Some(c.clone()),
@@ -685,9 +739,9 @@ fn persisted(fx: &Effects) -> Vec<crate::store::Change> {
 }
 
 /// Plays the changes into a snapshot the way the store does (later changes win).
-fn snapshot_of(changes: &[crate::store::Change]) -> crate::store::Snapshot {
-    use crate::store::Change;
-    let mut snap = crate::store::Snapshot::default();
+fn snapshot_of(changes: &[crate::records::Change]) -> crate::records::Snapshot {
+    use crate::records::Change;
+    let mut snap = crate::records::Snapshot::default();
     for c in changes {
         match c {
             Change::PutFramework(f) => {
@@ -727,8 +781,8 @@ fn snapshot_of(changes: &[crate::store::Change]) -> crate::store::Snapshot {
 
 #[test]
 fn registrations_removals_and_weights_are_persisted_and_restored() {
-    use crate::store::Change;
-    let mut s = State::new(&Config::default());
+    use crate::records::Change;
+    let mut s = new_books(&Settings::default());
     let mut fx = Vec::new();
     let register =
         |name: &str, role: &str, id: Option<FrameworkId>| registration(name, role, Some(30.0), id);
@@ -757,7 +811,7 @@ fn registrations_removals_and_weights_are_persisted_and_restored() {
     assert!(matches!(changes[3], Change::RemoveFramework(id) if id == gone));
 
     // A new coordinator restores them: the framework is back, disconnected, in its last role.
-    let mut t = State::new(&Config::default());
+    let mut t = new_books(&Settings::default());
     t.restore(snapshot_of(&changes), &at(1_000));
     let fws = t.frameworks();
     assert_eq!(fws.len(), 1);
@@ -789,12 +843,12 @@ fn registrations_removals_and_weights_are_persisted_and_restored() {
 
 #[test]
 fn a_restored_framework_that_does_not_come_back_is_removed_after_its_failover_timeout() {
-    let mut s = State::new(&Config::default());
+    let mut s = new_books(&Settings::default());
     let mut fx = Vec::new();
     let (fw, _) = s
         .register_framework(registration("f", "eng", Some(10.0), None), &at(0), &mut fx)
         .unwrap();
-    let mut t = State::new(&Config::default());
+    let mut t = new_books(&Settings::default());
     t.restore(snapshot_of(&persisted(&fx)), &at(0));
     // Its agent comes back with a running task: accounted under the real framework and role.
     let agent = AgentId::new();
@@ -813,21 +867,36 @@ fn a_restored_framework_that_does_not_come_back_is_removed_after_its_failover_ti
     assert_eq!((info.name.as_str(), info.role.as_str()), ("f", "eng"));
     assert_eq!(info.used, "cpus=1".parse().unwrap());
 
-    let mut fx = Vec::new();
-    t.check_failover(&at(9_999), &mut fx);
+    check(&mut t, |t, fx| t.check_failover(&at(9_999), fx), vec![]);
     assert_eq!(t.frameworks().len(), 1, "not before its timeout");
-    t.check_failover(&at(10_000), &mut fx);
+    check(
+        &mut t,
+        |t, fx| t.check_failover(&at(10_000), fx),
+        vec![
+            Effect::Kill {
+                agent_id: agent,
+                framework_id: fw,
+                endpoint: "http://127.0.0.1:1".into(),
+                task_id: "t".parse().unwrap(),
+            },
+            Effect::Persist(crate::records::Change::RemoveFramework(fw)),
+            Effect::ToFramework(
+                fw,
+                FrameworkEvent::Error {
+                    message: "framework removed: failover timeout passed".into(),
+                },
+            ),
+            Effect::CloseStream(fw),
+            Effect::Allocate,
+        ],
+    );
     assert!(t.frameworks().is_empty());
-    assert!(fx
-        .iter()
-        .any(|e| matches!(e, Effect::Kill { task_id, .. } if task_id.as_str() == "t")));
-    assert!(persisted(&fx).contains(&crate::store::Change::RemoveFramework(fw)));
     assert!(t.agents()[0].used.is_empty());
 }
 
 #[test]
 fn a_task_of_a_removed_framework_reported_by_an_agent_is_killed() {
-    let mut s = State::new(&Config::default());
+    let mut s = new_books(&Settings::default());
     let fw = framework(&mut s, None, 0);
     let mut fx = Vec::new();
     s.remove_framework(fw, "test", &mut fx).unwrap();
@@ -940,26 +1009,24 @@ fn a_status_batch_is_applied_in_order_and_refused_whole() {
     done_a.state = TaskState::Finished;
     let run_b = running("b", fw, agent, Some("cpus=1"));
     let batch = vec![run_a.clone(), run_b.clone(), done_a.clone()];
-    let mut fx = Vec::new();
-    s.agent_statuses(agent, batch, &at(4), &mut fx).unwrap();
-    let relayed: Vec<(String, TaskState)> = fx
-        .iter()
-        .filter_map(|e| match e {
-            Effect::ToFramework(_, FrameworkEvent::Update { status }) => {
-                Some((status.task_id.to_string(), status.state))
-            }
-            _ => None,
-        })
-        .collect();
-    assert_eq!(
-        relayed,
-        [
-            ("a".to_owned(), TaskState::Running),
-            ("b".to_owned(), TaskState::Running),
-            ("a".to_owned(), TaskState::Finished),
-        ]
+    let relay = |status: &TaskStatus| {
+        Effect::ToFramework(
+            fw,
+            FrameworkEvent::Update {
+                status: status.clone(),
+            },
+        )
+    };
+    check(
+        &mut s,
+        |s, fx| s.agent_statuses(agent, batch, &at(4), fx).unwrap(),
+        vec![
+            relay(&run_a),
+            relay(&run_b),
+            Effect::Allocate,
+            relay(&done_a),
+        ],
     );
-    assert!(fx.contains(&Effect::Allocate));
     assert_eq!(s.agents()[0].used, "cpus=1".parse().unwrap());
     assert_eq!(s.frameworks[&fw].pending.len(), 3);
 }
@@ -1081,7 +1148,7 @@ fn launch_a(s: &mut State, fw: FrameworkId, agent: AgentId, offer: &Offer) -> Ef
     fx
 }
 
-fn outcome(offer: &Offer, tasks: &[&str], reason: Option<&str>) -> OfferOutcome {
+pub(super) fn outcome(offer: &Offer, tasks: &[&str], reason: Option<&str>) -> OfferOutcome {
     OfferOutcome {
         offer_id: offer.offer_id,
         framework_id: offer.framework_id,
@@ -1093,8 +1160,8 @@ fn outcome(offer: &Offer, tasks: &[&str], reason: Option<&str>) -> OfferOutcome 
 
 #[test]
 fn an_allocation_run_makes_exactly_one_offer_event_and_one_offers_event() {
-    let config = Config::default();
-    let mut s = State::with_ids(&config, IdSource::sequential());
+    let config = Settings::default();
+    let mut s = new_books(&config);
     let mut fx = Vec::new();
     let (fw, _) = s
         .register_framework(registration("f", "eng", None, None), &at(0), &mut fx)
@@ -1261,7 +1328,7 @@ fn removing_a_framework_kills_its_tasks_and_ends_its_stream() {
                 endpoint: "http://127.0.0.1:1".into(),
                 task_id: "a".parse().unwrap(),
             },
-            Effect::Persist(crate::store::Change::RemoveFramework(fw)),
+            Effect::Persist(crate::records::Change::RemoveFramework(fw)),
             Effect::ToFramework(
                 fw,
                 FrameworkEvent::Error {
@@ -1338,7 +1405,7 @@ fn books_that_drift_are_reported_not_floored_silently() {
 
 #[test]
 fn a_framework_keeps_its_owner_through_a_restart_and_re_registration() {
-    let mut s = State::new(&Config::default());
+    let mut s = new_books(&Settings::default());
     let mut fx = Vec::new();
     let (fw, _) = s
         .register_framework(
@@ -1352,7 +1419,7 @@ fn a_framework_keeps_its_owner_through_a_restart_and_re_registration() {
         .unwrap();
     assert_eq!(s.framework_owner(fw), Some(Some("team-a")));
     assert_eq!(s.frameworks_owned_by("team-a"), 1);
-    let mut t = State::new(&Config::default());
+    let mut t = new_books(&Settings::default());
     t.restore(snapshot_of(&persisted(&fx)), &at(0));
     assert_eq!(t.framework_owner(fw), Some(Some("team-a")));
     // Re-registering without an owner (authentication off) keeps it.
@@ -1436,8 +1503,8 @@ fn agent_pages_and_an_agents_tasks() {
 
 #[test]
 fn a_stored_agent_that_does_not_come_back_is_lost_then_forgotten_and_one_that_does_is_not() {
-    use crate::store::{Change, Snapshot, StoredAgent};
-    let config = Config::default();
+    use crate::records::{Change, Snapshot, StoredAgent};
+    let config = Settings::default();
     let limit = ms(config.agent_heartbeat_interval) * u64::from(config.max_missed_heartbeats);
     let retention = ms(config.lost_agent_retention);
     let stored = |id: AgentId| StoredAgent {
@@ -1448,7 +1515,7 @@ fn a_stored_agent_that_does_not_come_back_is_lost_then_forgotten_and_one_that_do
         drain_deadline: None,
     };
     let (gone, back) = (AgentId::new(), AgentId::new());
-    let mut s = State::new(&config);
+    let mut s = new_books(&config);
     s.restore(
         Snapshot {
             agents: vec![stored(gone), stored(back)],
@@ -1491,7 +1558,7 @@ fn a_stored_agent_that_does_not_come_back_is_lost_then_forgotten_and_one_that_do
 /// GPU agents under gating, and one without it is still held back from them.
 #[test]
 fn the_gpu_capability_survives_a_restore() {
-    let mut s = State::new(&Config::default());
+    let mut s = new_books(&Settings::default());
     let mut fx = Vec::new();
     let mut req = registration("gpu", "eng", Some(10.0), None);
     req.gpu_resources = true;
@@ -1503,7 +1570,7 @@ fn the_gpu_capability_survives_a_restore() {
             &mut fx,
         )
         .unwrap();
-    let mut t = State::new(&Config::default());
+    let mut t = new_books(&Settings::default());
     t.restore(snapshot_of(&persisted(&fx)), &at(0));
     let caps = |st: &State, id| {
         st.frameworks()
@@ -1539,7 +1606,7 @@ fn a_role_update_is_checked_in_full_persisted_and_restored() {
     );
     refused(&s, r#"{"weight": 2, "limit": {"disk": 1}}"#, "limit.disk");
     refused(&s, r#"{}"#, "body");
-    assert_eq!(s.role_quota(&eng), crate::store::StoredQuota::default());
+    assert_eq!(s.role_quota(&eng), crate::records::StoredQuota::default());
 
     let body = req(r#"{"weight": 2, "guarantee": {"cpus": 1}, "limit": {"cpus": 2}}"#);
     let changes = s.plan_role_update(&eng, &body).unwrap();
@@ -1547,7 +1614,7 @@ fn a_role_update_is_checked_in_full_persisted_and_restored() {
     let mut fx = Vec::new();
     s.apply_role_update(&eng, &body, &mut fx);
     assert_eq!(fx, vec![Effect::Allocate]);
-    let want = crate::store::StoredQuota {
+    let want = crate::records::StoredQuota {
         guarantee: Some("cpus=1".parse().unwrap()),
         limit: Some("cpus=2".parse().unwrap()),
     };
@@ -1555,7 +1622,7 @@ fn a_role_update_is_checked_in_full_persisted_and_restored() {
     // The limit merged with the stored guarantee: a limit below it is refused.
     refused(&s, r#"{"limit": {"cpus": 0.5}}"#, "limit.cpus");
 
-    let mut restored = State::with_ids(&Config::default(), IdSource::sequential());
+    let mut restored = new_books(&Settings::default());
     restored.restore(snapshot_of(&changes), &at(0));
     assert_eq!(restored.role_quota(&eng), want);
     let node = restored.roles();
@@ -1592,27 +1659,35 @@ fn a_task_lost_to_an_unreachable_launch_takes_the_terminal_state_its_agent_repor
     let mut failed = running("a", fw, agent, Some("cpus=1,mem=10"));
     failed.state = TaskState::Failed;
     failed.message = Some("the agent restarted before the task's process started".into());
-    let mut fx = Vec::new();
-    s.register_agent(
-        reregister(agent, "cpus=4,mem=100", vec![failed.clone()]),
-        &at(4),
-        &mut fx,
-    )
-    .unwrap();
-    assert!(fx.iter().any(|e| matches!(
-        e,
-        Effect::ToFramework(f, FrameworkEvent::Update { status })
-            if *f == fw && status.task_id == id && status.state == TaskState::Failed
-    )));
+    check(
+        &mut s,
+        |s, fx| {
+            s.register_agent(
+                reregister(agent, "cpus=4,mem=100", vec![failed.clone()]),
+                &at(4),
+                fx,
+            )
+            .unwrap()
+        },
+        vec![
+            Effect::ToFramework(
+                fw,
+                FrameworkEvent::Update {
+                    status: failed.clone(),
+                },
+            ),
+            Effect::Allocate,
+        ],
+    );
     assert_eq!(
         s.tasks.get(&(fw, id.clone())).unwrap().state(),
         TaskState::Failed
     );
     // It holds nothing, and a second report changes nothing more.
     assert!(s.agents()[0].used.is_empty());
-    let mut fx = Vec::new();
-    s.apply_reported_status(agent, failed, &at(5), &mut fx);
-    assert!(!fx
-        .iter()
-        .any(|e| matches!(e, Effect::ToFramework(_, FrameworkEvent::Update { .. }))));
+    check(
+        &mut s,
+        |s, fx| s.apply_reported_status(agent, failed, &at(5), fx),
+        vec![],
+    );
 }

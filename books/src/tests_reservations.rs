@@ -6,6 +6,7 @@
 use protocol::reservation::{Reservation, ReservationKind, ReserveRequest};
 use protocol::{CommandSpec, TaskSpec};
 
+use super::tests::{check, new_books};
 use super::*;
 
 fn at(ms: u64) -> Now {
@@ -75,7 +76,7 @@ fn reserve_a(r: &str) -> Vec<Reservation> {
 
 #[test]
 fn a_static_reservation_for_an_unknown_role_registers_nothing() {
-    let mut s = State::with_ids(&Config::default(), IdSource::sequential());
+    let mut s = new_books(&Settings::default());
     let mut fx = Vec::new();
     let err = s
         .register_agent(registration(reserve_a("cpus=2")), &at(0), &mut fx)
@@ -90,7 +91,7 @@ fn a_static_reservation_for_an_unknown_role_registers_nothing() {
 
 #[test]
 fn pools_are_offered_apart_and_tasks_go_back_to_their_pool() {
-    let mut s = State::with_ids(&Config::default(), IdSource::sequential());
+    let mut s = new_books(&Settings::default());
     let a = framework(&mut s, "a/x");
     let b = framework(&mut s, "b");
     let mut fx = Vec::new();
@@ -173,7 +174,7 @@ fn pools_are_offered_apart_and_tasks_go_back_to_their_pool() {
 
 #[test]
 fn reserve_and_unreserve_consume_the_offer_and_persist() {
-    let mut s = State::with_ids(&Config::default(), IdSource::sequential());
+    let mut s = new_books(&Settings::default());
     let a = framework(&mut s, "a");
     let mut fx = Vec::new();
     let (ag, _) = s
@@ -212,12 +213,21 @@ fn reserve_and_unreserve_consume_the_offer_and_persist() {
         .unwrap();
     assert_eq!(out.reserved, res("cpus=2"));
     assert!(s.offers(None, None).is_empty(), "the offer is consumed");
-    assert!(
-        fx.contains(&Effect::Persist(crate::store::Change::SetReservation(
-            ag,
-            "a".parse().unwrap(),
-            res("cpus=2")
-        )))
+    assert_eq!(
+        fx,
+        vec![
+            Effect::Persist(crate::records::Change::SetReservation(
+                ag,
+                "a".parse().unwrap(),
+                res("cpus=2")
+            )),
+            Effect::Offer(OfferEvent::OfferAccepted(super::tests::outcome(
+                &offer,
+                &[],
+                Some("consumed by a reserve or unreserve operation")
+            ))),
+            Effect::Allocate,
+        ]
     );
     assert_eq!(s.allocate(&at(3), &mut fx), 2);
     let reserved = s
@@ -257,9 +267,9 @@ fn reserve_and_unreserve_consume_the_offer_and_persist() {
 
 #[test]
 fn a_restored_dynamic_reservation_is_applied_when_its_agent_registers() {
-    let mut s = State::with_ids(&Config::default(), IdSource::sequential());
+    let mut s = new_books(&Settings::default());
     let ag = AgentId::new();
-    let snapshot = crate::store::Snapshot {
+    let snapshot = crate::records::Snapshot {
         reservations: vec![(ag, "a".parse().unwrap(), res("cpus=1"))],
         weights: vec![("a".parse().unwrap(), protocol::Weight::new(1.0).unwrap())],
         ..Default::default()
@@ -277,13 +287,13 @@ fn a_restored_dynamic_reservation_is_applied_when_its_agent_registers() {
 
 #[test]
 fn a_forgotten_agent_takes_its_dynamic_reservations_with_it() {
-    use crate::store::{Change, Snapshot, StoredAgent};
-    let config = Config::default();
+    use crate::records::{Change, Snapshot, StoredAgent};
+    let config = Settings::default();
     let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap();
     let limit = ms(config.agent_heartbeat_interval) * u64::from(config.max_missed_heartbeats);
     let retention = ms(config.lost_agent_retention);
     let gone = AgentId::new();
-    let mut s = State::new(&config);
+    let mut s = new_books(&config);
     s.restore(
         Snapshot {
             agents: vec![StoredAgent {
@@ -321,7 +331,7 @@ fn a_forgotten_agent_takes_its_dynamic_reservations_with_it() {
 
 #[test]
 fn a_reservation_whose_offer_ended_between_its_write_and_its_apply_puts_the_registry_back() {
-    let mut s = State::with_ids(&Config::default(), IdSource::sequential());
+    let mut s = new_books(&Settings::default());
     let a = framework(&mut s, "a");
     let mut fx = Vec::new();
     let (ag, _) = s
@@ -339,7 +349,7 @@ fn a_reservation_whose_offer_ended_between_its_write_and_its_apply_puts_the_regi
         .unwrap();
     assert_eq!(
         plan.change(),
-        crate::store::Change::SetReservation(ag, "a".parse().unwrap(), res("cpus=2"))
+        crate::records::Change::SetReservation(ag, "a".parse().unwrap(), res("cpus=2"))
     );
     assert_eq!(s.offers(None, None).len(), 1);
     // Meanwhile the offer is declined: applying answers as the books now do, and queues the
@@ -359,7 +369,7 @@ fn a_reservation_whose_offer_ended_between_its_write_and_its_apply_puts_the_regi
     assert!(matches!(err, StateError::OfferGone { .. }), "{err:?}");
     assert_eq!(
         fx,
-        vec![Effect::Persist(crate::store::Change::SetReservation(
+        vec![Effect::Persist(crate::records::Change::SetReservation(
             ag,
             "a".parse().unwrap(),
             Resources::default()
@@ -377,12 +387,19 @@ fn a_reservation_whose_offer_ended_between_its_write_and_its_apply_puts_the_regi
     let plan = s
         .plan_reservation(a, &req, super::ReservationOp::Reserve)
         .unwrap();
-    let mut fx = Vec::new();
-    let out = s.commit_reservation(plan, &at(5), &mut fx).unwrap();
-    assert_eq!(out.reserved, res("cpus=2"));
-    assert!(
-        !fx.iter().any(|e| matches!(e, Effect::Persist(_))),
-        "{fx:?}"
+    // No `Persist`: the plan's write was made before.
+    let out = check(
+        &mut s,
+        |s, fx| s.commit_reservation(plan, &at(5), fx).unwrap(),
+        vec![
+            Effect::Offer(OfferEvent::OfferAccepted(super::tests::outcome(
+                &offer,
+                &[],
+                Some("consumed by a reserve or unreserve operation"),
+            ))),
+            Effect::Allocate,
+        ],
     );
+    assert_eq!(out.reserved, res("cpus=2"));
     assert_eq!(s.ledger_mismatches(), 0);
 }

@@ -1,5 +1,5 @@
 //! Domain inputs: what the registry's operations take, already converted from the wire
-//! requests and validated at the API edge ([`crate::api`]). The registry checks what only the
+//! requests and validated at the API edge (the coordinator's `api` module). The registry checks what only the
 //! books can tell (unknown ids, offers of another framework, tasks that do not fit), not the
 //! shape of a request.
 

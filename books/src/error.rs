@@ -1,5 +1,5 @@
 //! [`StateError`]: why the registry refused an operation, in the books' terms. The API layer
-//! maps each variant to an HTTP status and a stable error code ([`crate::api::error`]);
+//! maps each variant to an HTTP status and a stable error code (the coordinator's `api::error`);
 //! messages say how to fix the request. Malformed requests are refused before they get here.
 
 use protocol::{AgentId, FrameworkId, OfferId, Resources, TaskId, UpdateId};

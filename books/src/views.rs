@@ -135,10 +135,10 @@ impl State {
     /// Outstanding offers, optionally only one framework's and/or one agent's.
     pub fn offers(&self, framework: Option<FrameworkId>, agent: Option<AgentId>) -> Vec<Offer> {
         self.offers
-            .values()
-            .filter(|r| framework.is_none_or(|f| r.offer.framework_id == f))
-            .filter(|r| agent.is_none_or(|a| r.offer.agent_id == a))
-            .map(|r| r.offer.clone())
+            .iter()
+            .filter(|r| framework.is_none_or(|f| r.offer().framework_id == f))
+            .filter(|r| agent.is_none_or(|a| r.offer().agent_id == a))
+            .map(|r| r.offer().clone())
             .collect()
     }
 
@@ -346,13 +346,6 @@ pub(super) fn task_json(fw: FrameworkId, id: &TaskId, t: &TaskRecord) -> Arc<str
                 .into()
         })
         .clone()
-}
-
-pub(super) fn agent_state_name(s: AgentState) -> &'static str {
-    match s {
-        AgentState::Active => "active",
-        AgentState::Lost => "lost",
-    }
 }
 
 pub(super) fn connection_name(c: Connection) -> &'static str {

@@ -3,8 +3,9 @@
 
 #![allow(clippy::unwrap_used)]
 
+use super::tests::new_books;
 use super::*;
-use crate::store::Change;
+use crate::records::Change;
 
 fn now(ms: u64) -> Now {
     let start = chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap();
@@ -43,7 +44,7 @@ fn books(s: &State) -> String {
 
 #[test]
 fn planning_changes_no_books_and_applying_the_plan_is_registering() {
-    let mut s = State::with_ids(&Config::default(), IdSource::sequential());
+    let mut s = new_books(&Settings::default());
     let before = books(&s);
     let plan = s
         .plan_registration(&registration("f", "eng/new", None), &now(5))
@@ -70,7 +71,7 @@ fn planning_changes_no_books_and_applying_the_plan_is_registering() {
     assert_eq!(fws[0].registered_at, plan.record.registered_at);
 
     // The same as `register_framework` would have stored.
-    let mut t = State::with_ids(&Config::default(), IdSource::sequential());
+    let mut t = new_books(&Settings::default());
     let mut fx = Vec::new();
     t.register_framework(registration("f", "eng/new", None), &now(5), &mut fx)
         .unwrap();
@@ -79,11 +80,11 @@ fn planning_changes_no_books_and_applying_the_plan_is_registering() {
 
 #[test]
 fn a_written_registration_that_no_longer_passes_changes_nothing_and_puts_the_store_back() {
-    let config = Config {
+    let config = Settings {
         max_frameworks: 1,
-        ..Config::default()
+        ..Settings::default()
     };
-    let mut s = State::with_ids(&config, IdSource::sequential());
+    let mut s = new_books(&config);
     // A new framework's record was written; meanwhile another took the last place.
     let plan = s
         .plan_registration(&registration("a", "eng", None), &now(0))
@@ -128,7 +129,7 @@ fn a_written_registration_that_no_longer_passes_changes_nothing_and_puts_the_sto
 
 #[test]
 fn a_written_removal_is_not_queued_again() {
-    let mut s = State::with_ids(&Config::default(), IdSource::sequential());
+    let mut s = new_books(&Settings::default());
     let mut fx = Vec::new();
     let (fw, _) = s
         .register_framework(registration("f", "eng", None), &now(0), &mut fx)

@@ -22,7 +22,7 @@ use protocol::reservation::{
 use protocol::{AgentId, FrameworkId, Resources, RolePath};
 
 use super::{Effect, Effects, Now, State, StateError};
-use crate::store::Change;
+use crate::records::Change;
 
 /// Which of the two calls on an offer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -318,7 +318,7 @@ impl State {
             });
         }
         let offers = self.check_offers(fw, &[req.offer_id])?;
-        Ok(offers[0].offer.clone())
+        Ok(offers[0].offer().clone())
     }
 
     /// Ends `offer` (consumed by a reserve / unreserve): its resources return to the pool

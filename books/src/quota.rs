@@ -17,7 +17,7 @@ use protocol::messages::SetWeight;
 use protocol::{Resources, RolePath};
 
 use super::{Effect, Effects, State, StateError};
-use crate::store::{Change, StoredQuota};
+use crate::records::{Change, StoredQuota};
 
 impl State {
     /// A role's quota as it is now.

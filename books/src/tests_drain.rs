@@ -2,10 +2,13 @@
 
 #![allow(clippy::unwrap_used)]
 
+use protocol::events::OfferOutcome;
 use protocol::maintenance::AgentDraining;
-use protocol::{CommandSpec, FrameworkEvent, TaskSpec, TaskState};
+use protocol::{CommandSpec, FrameworkEvent, OfferId, TaskSpec, TaskState};
 
+use super::tests::{check, new_books};
 use super::*;
+use crate::records::StoredAgent;
 
 fn at(ms: u64) -> Now {
     let start = chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap();
@@ -38,7 +41,7 @@ fn agent(s: &mut State, fx: &mut Effects) -> AgentId {
 /// One subscribed framework with task `a` (cpus=1) on one agent, and an outstanding offer of
 /// the rest of that agent.
 fn running_task() -> (State, FrameworkId, AgentId) {
-    let mut s = State::with_ids(&Config::default(), IdSource::sequential());
+    let mut s = new_books(&Settings::default());
     let mut fx = Vec::new();
     let reg = FrameworkRegistration {
         name: "f".into(),
@@ -126,19 +129,35 @@ fn a_drain_rescinds_tells_then_kills_at_the_deadline_and_reactivate_offers_again
         deadline: at(10_100).wall,
         task_ids: vec!["a".parse().unwrap()],
     };
-    let rescind = fx
-        .iter()
-        .position(|e| matches!(e, Effect::ToFramework(_, FrameworkEvent::Rescind { .. })))
-        .unwrap();
-    let told = fx
-        .iter()
-        .position(|e| *e == Effect::ToFramework(fw, FrameworkEvent::AgentDraining(event.clone())))
-        .unwrap();
-    assert!(rescind < told);
-    assert!(fx.contains(&Effect::Offer(OfferEvent::AgentDraining(event))));
-    assert!(
-        !fx.iter().any(|e| matches!(e, Effect::Kill { .. })),
-        "no kill before the deadline"
+    // The rest of the agent was offered again (offer 2): rescinded before the framework is
+    // told, and no kill before the deadline.
+    let rescinded = OfferId(IdSource::nth(2));
+    assert_eq!(
+        fx,
+        vec![
+            Effect::ToFramework(
+                fw,
+                FrameworkEvent::Rescind {
+                    offer_id: rescinded
+                }
+            ),
+            Effect::Offer(OfferEvent::OfferRescinded(OfferOutcome {
+                offer_id: rescinded,
+                framework_id: fw,
+                agent_id: ag,
+                tasks: vec![],
+                reason: Some("agent draining".into()),
+            })),
+            Effect::ToFramework(fw, FrameworkEvent::AgentDraining(event.clone())),
+            Effect::Offer(OfferEvent::AgentDraining(event)),
+            Effect::Persist(crate::records::Change::PutAgent(StoredAgent {
+                id: ag,
+                hostname: "h".into(),
+                endpoint: "http://127.0.0.1:1".into(),
+                last_seen: at(0).wall,
+                drain_deadline: Some(at(10_100).wall),
+            })),
+        ]
     );
 
     let mut fx = Vec::new();
@@ -225,7 +244,7 @@ fn a_drain_rescinds_tells_then_kills_at_the_deadline_and_reactivate_offers_again
 
 #[test]
 fn draining_an_idle_agent_drains_it_at_once_and_unknown_agents_change_nothing() {
-    let mut s = State::with_ids(&Config::default(), IdSource::sequential());
+    let mut s = new_books(&Settings::default());
     let mut fx = Vec::new();
     let ag = agent(&mut s, &mut fx);
     let before = s.agents();
@@ -294,10 +313,10 @@ fn explain_counts_draining_agents_and_names_them_when_they_are_the_reason() {
 }
 
 /// The registry changes among the effects.
-fn persisted(fx: &Effects) -> Vec<crate::store::StoredAgent> {
+fn persisted(fx: &Effects) -> Vec<crate::records::StoredAgent> {
     fx.iter()
         .filter_map(|e| match e {
-            Effect::Persist(crate::store::Change::PutAgent(a)) => Some(a.clone()),
+            Effect::Persist(crate::records::Change::PutAgent(a)) => Some(a.clone()),
             _ => None,
         })
         .collect()
@@ -316,9 +335,9 @@ fn a_drain_is_kept_in_the_registry_and_put_back_when_the_agent_re_registers() {
 
     // A new coordinator on the same registry, 20 s later: the agent is awaited, then comes
     // back (its task has ended meanwhile) and is draining again, with the same deadline.
-    let mut t = State::with_ids(&Config::default(), IdSource::sequential());
+    let mut t = new_books(&Settings::default());
     t.restore(
-        crate::store::Snapshot {
+        crate::records::Snapshot {
             agents: written,
             ..Default::default()
         },
@@ -386,8 +405,8 @@ fn a_stored_drain_whose_deadline_passed_kills_at_once_after_the_restart() {
     s.drain_agent(ag, 5.0, &at(10), &mut fx).unwrap();
     let written = persisted(&fx);
     // Restored 10 s later with the framework: the deadline passed while no coordinator ran.
-    let mut t = State::with_ids(&Config::default(), IdSource::sequential());
-    let framework = crate::store::StoredFramework {
+    let mut t = new_books(&Settings::default());
+    let framework = crate::records::StoredFramework {
         id: fw,
         name: "f".into(),
         role: "eng".parse().unwrap(),
@@ -398,7 +417,7 @@ fn a_stored_drain_whose_deadline_passed_kills_at_once_after_the_restart() {
         partition_timeout_s: None,
     };
     t.restore(
-        crate::store::Snapshot {
+        crate::records::Snapshot {
             agents: written,
             frameworks: vec![framework],
             ..Default::default()
@@ -423,11 +442,15 @@ fn a_stored_drain_whose_deadline_passed_kills_at_once_after_the_restart() {
     )
     .unwrap();
     assert_eq!(t.agent(ag).unwrap().state, "draining");
-    let mut fx = Vec::new();
-    t.check_drains(&at(10_002), &mut fx);
-    assert!(
-        fx.iter()
-            .any(|e| matches!(e, Effect::Kill { task_id, .. } if task_id.as_str() == "a")),
-        "the task is killed at once: {fx:?}"
+    // The task is killed at once.
+    check(
+        &mut t,
+        |t, fx| t.check_drains(&at(10_002), fx),
+        vec![Effect::Kill {
+            agent_id: ag,
+            framework_id: fw,
+            endpoint: "http://127.0.0.1:1".into(),
+            task_id: "a".parse().unwrap(),
+        }],
     );
 }

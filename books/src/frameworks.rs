@@ -9,7 +9,7 @@ use protocol::{FrameworkEvent, FrameworkId, Resources, RolePath};
 use super::input::FrameworkRegistration;
 use super::ledger::Eligibility;
 use super::{Connection, Effect, Effects, FrameworkRecord, Now, State, StateError, ORPHAN_ROLE};
-use crate::store::{Change, StoredFramework};
+use crate::records::{Change, StoredFramework};
 
 /// A registration checked against the books and computed, not applied
 /// ([`State::plan_registration`]).
@@ -275,15 +275,7 @@ impl State {
 
     /// Remembers a removed framework id, forgetting the oldest past `max_removed_frameworks`.
     pub(crate) fn remember_removed(&mut self, id: FrameworkId) {
-        if !self.removed_frameworks.insert(id) {
-            return;
-        }
-        self.removed_order.push_back(id);
-        while self.removed_order.len() > self.timing.max_removed_frameworks {
-            if let Some(old) = self.removed_order.pop_front() {
-                self.removed_frameworks.remove(&old);
-            }
-        }
+        self.removed_frameworks.remember(id, ());
     }
 
     /// Moves a framework to another role: a fresh allocator leaf, its tasks re-accounted.

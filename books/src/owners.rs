@@ -1,5 +1,5 @@
 //! Who owns a framework or an agent id: the principal that registered it, with credentials
-//! configured (`crate::auth`; the API layer decides who may act, from these answers).
+//! configured (the coordinator's `auth`; the API layer decides who may act, from these answers).
 
 use std::sync::Arc;
 
