@@ -147,6 +147,7 @@ enum Call {
         id: Option<Pick>,
         role: Index,
         demand: bool,
+        webui_url: None,
     },
     Subscribe(Pick),
     Disconnect(Index),
