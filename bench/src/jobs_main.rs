@@ -234,14 +234,21 @@ impl Bench {
         Ok(took)
     }
 
+    /// The job's summary, from the list: `GET /api/v1/jobs/bench` would also copy every
+    /// running attempt, under the lock the scheduler needs.
     async fn job(&self) -> anyhow::Result<Value> {
         let r = self
             .http
-            .get(format!("{}/bench", self.base))
+            .get(&self.base)
             .send()
             .await
-            .context("GET the job")?;
-        Ok(r.json().await?)
+            .context("GET the jobs")?;
+        let list: Value = r.json().await?;
+        list["jobs"]
+            .as_array()
+            .and_then(|jobs| jobs.iter().find(|j| j["name"] == "bench"))
+            .cloned()
+            .context("the job is not listed")
     }
 
     fn spec(args: &Args, tasks: u64, cpus: f64) -> Value {
@@ -293,7 +300,7 @@ impl Bench {
                 );
             }
             cluster.check_alive()?;
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
         };
         let elapsed = started.elapsed();
         // The service's own clock: from its submission to the job's end.

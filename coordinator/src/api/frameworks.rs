@@ -95,9 +95,9 @@ pub async fn register_framework(
                 let change = Change::PutFramework(plan.record.clone());
                 Ok::<_, ApiError>(((input, plan), vec![change]))
             },
-            |s, (input, plan), now, fx| {
+            move |s, (input, plan), now, fx| {
                 let (id, new) = s.apply_written_registration(input, &plan, now, fx)?;
-                s.set_framework_webui_url(id, webui_url.clone());
+                s.set_framework_webui_url(id, webui_url);
                 Ok((id, new, s.framework_heartbeat_s()))
             },
         )
