@@ -388,7 +388,10 @@ impl Bench {
         ));
         table.push_str(&format!("| submission answered in | {submit:.1?} |\n"));
         table.push_str(&format!("| jobs service RSS before | {} |\n", mib(before)));
-        table.push_str(&format!("| jobs service RSS queued | **{}** |\n", mib(after)));
+        table.push_str(&format!(
+            "| jobs service RSS queued | **{}** |\n",
+            mib(after)
+        ));
         table.push_str(&format!(
             "| jobs service peak RSS | {} |\n",
             mib(measure::peak_rss(self.jobs_pid)?)

@@ -346,7 +346,9 @@ impl Job {
             .running
             .values()
             .filter(|r| r.generation < self.generation)
-            .filter(|r| !self.restarting.contains_key(&r.index) && !self.unhealthy.contains(&r.index))
+            .filter(|r| {
+                !self.restarting.contains_key(&r.index) && !self.unhealthy.contains(&r.index)
+            })
             .filter(|r| !self.retiring.contains_key(&r.index))
             .map(|r| r.index)
             .collect();
@@ -365,7 +367,8 @@ impl Job {
                 }
             } else if !serving || available > floor {
                 // Unavailable: killed first; it starts again on the new spec when it ends.
-                self.restarting.insert(index, "replaced by a rolling update");
+                self.restarting
+                    .insert(index, "replaced by a rolling update");
                 kill.push(r.task_id.clone());
                 available -= usize::from(serving);
             } else {
@@ -1291,7 +1294,9 @@ impl Book {
         parse_task_id(id.as_str()).is_some_and(|(name, index, attempt)| {
             self.jobs.get(name).is_some_and(|j| {
                 j.running.get(&index).is_some_and(|r| r.attempt == attempt)
-                    || j.retiring.get(&index).is_some_and(|(r, _)| r.attempt == attempt)
+                    || j.retiring
+                        .get(&index)
+                        .is_some_and(|(r, _)| r.attempt == attempt)
             })
         })
     }

@@ -422,7 +422,8 @@ fn roll_to_the_end(replicas: u32, unavailable: u32, surge: u32) {
     let mut killed: BTreeSet<TaskId> = BTreeSet::new();
     let mut now = 1;
     for id in launch_all(&mut book, now) {
-        book.update(&id, TaskState::Running, None, None, now).unwrap();
+        book.update(&id, TaskState::Running, None, None, now)
+            .unwrap();
     }
     let new = parse_any(&format!(
         "{head}\ncommand = \"echo v2\"\n[resources]\ncpus = 1\n"
@@ -441,14 +442,20 @@ fn roll_to_the_end(replicas: u32, unavailable: u32, surge: u32) {
         let floor = replicas.saturating_sub(unavailable) as usize;
         assert!(serving >= floor, "{serving} serving < {floor}: {view:#?}");
         let alive = view.running.len();
-        assert!(alive <= (replicas + surge) as usize, "{alive} alive: {view:#?}");
+        assert!(
+            alive <= (replicas + surge) as usize,
+            "{alive} alive: {view:#?}"
+        );
     };
     for _ in 0..100 {
         check(&book, &killed);
         let view = book.view("web").unwrap();
         if view.summary.outdated == 0
             && view.running.len() == replicas as usize
-            && view.running.iter().all(|r| r.generation == 1 && r.state == TaskState::Running)
+            && view
+                .running
+                .iter()
+                .all(|r| r.generation == 1 && r.state == TaskState::Running)
         {
             assert!(view.running.iter().all(|r| !killed.contains(&r.task_id)));
             return;
@@ -461,14 +468,16 @@ fn roll_to_the_end(replicas: u32, unavailable: u32, surge: u32) {
             .map(|r| r.task_id.clone())
             .collect();
         for id in ending {
-            book.update(&id, TaskState::Killed, None, None, now).unwrap();
+            book.update(&id, TaskState::Killed, None, None, now)
+                .unwrap();
             check(&book, &killed);
             killed.extend(book.roll_task(&id));
         }
         now += 1;
         for id in launch_all(&mut book, now) {
             check(&book, &killed);
-            book.update(&id, TaskState::Running, None, None, now).unwrap();
+            book.update(&id, TaskState::Running, None, None, now)
+                .unwrap();
             killed.extend(book.roll_task(&id));
             check(&book, &killed);
         }
@@ -527,8 +536,13 @@ fn a_restored_book_keeps_a_roll_s_retiring_replica() {
     let mut book = Book::default();
     book.submit(spec(head), 0).unwrap();
     let old = launch_all(&mut book, 1);
-    let mut records = vec![book.update(&old[0], TaskState::Running, None, None, 1).unwrap()];
-    let new = parse_any(&format!("{head}\ncommand = \"echo v2\"\n[resources]\ncpus = 1\n")).unwrap();
+    let mut records = vec![book
+        .update(&old[0], TaskState::Running, None, None, 1)
+        .unwrap()];
+    let new = parse_any(&format!(
+        "{head}\ncommand = \"echo v2\"\n[resources]\ncpus = 1\n"
+    ))
+    .unwrap();
     book.update_service(new.clone(), 2).unwrap();
     let agent = AgentId::new();
     let c = book.candidates(3, 10);
@@ -548,9 +562,13 @@ fn a_restored_book_keeps_a_roll_s_retiring_replica() {
     assert!(again.is_current(&task_id("web", 0, 0)));
     assert_eq!(again.view("web").unwrap().summary.outdated, 1);
     // The successor comes up: the old replica is killed, and its end is the roll's end.
-    again.update(&task_id("web", 0, 1), TaskState::Running, None, None, 5).unwrap();
+    again
+        .update(&task_id("web", 0, 1), TaskState::Running, None, None, 5)
+        .unwrap();
     assert_eq!(again.roll(), [task_id("web", 0, 0)]);
-    again.update(&task_id("web", 0, 0), TaskState::Killed, None, None, 6).unwrap();
+    again
+        .update(&task_id("web", 0, 0), TaskState::Killed, None, None, 6)
+        .unwrap();
     assert_eq!(again.view("web").unwrap().summary.outdated, 0);
     assert!(again.candidates(7, 10).is_empty());
 }
@@ -564,14 +582,18 @@ fn an_update_during_a_roll_rolls_on_to_the_newest_spec() {
         book.update(&id, TaskState::Running, None, None, 1).unwrap();
     }
     let v = |n: u32| {
-        parse_any(&format!("{head}\ncommand = \"echo v{n}\"\n[resources]\ncpus = 1\n")).unwrap()
+        parse_any(&format!(
+            "{head}\ncommand = \"echo v{n}\"\n[resources]\ncpus = 1\n"
+        ))
+        .unwrap()
     };
     assert_eq!(book.update_service(v(1), 2).unwrap(), (1, vec![]));
     // Index 0's successor (generation 1) comes up; generation 2 arrives before index 0's old
     // replica was killed.
     let successor = launch_all(&mut book, 3);
     assert_eq!(successor, [task_id("web", 0, 1)]);
-    book.update(&successor[0], TaskState::Running, None, None, 4).unwrap();
+    book.update(&successor[0], TaskState::Running, None, None, 4)
+        .unwrap();
     let (generation, kill) = book.update_service(v(2), 5).unwrap();
     assert_eq!(generation, 2);
     assert!(
@@ -584,18 +606,26 @@ fn an_update_during_a_roll_rolls_on_to_the_newest_spec() {
         let view = book.view("web").unwrap();
         if view.summary.outdated == 0
             && view.running.len() == 2
-            && view.running.iter().all(|r| r.generation == 2 && r.state == TaskState::Running)
+            && view
+                .running
+                .iter()
+                .all(|r| r.generation == 2 && r.state == TaskState::Running)
         {
             return;
         }
         now += 1;
         for r in view.running.iter().filter(|r| killed.contains(&r.task_id)) {
-            book.update(&r.task_id, TaskState::Killed, None, None, now).unwrap();
+            book.update(&r.task_id, TaskState::Killed, None, None, now)
+                .unwrap();
         }
         for id in launch_all(&mut book, now) {
-            book.update(&id, TaskState::Running, None, None, now).unwrap();
+            book.update(&id, TaskState::Running, None, None, now)
+                .unwrap();
         }
         killed.extend(book.roll());
     }
-    panic!("the roll did not reach generation 2: {:#?}", book.view("web"));
+    panic!(
+        "the roll did not reach generation 2: {:#?}",
+        book.view("web")
+    );
 }

@@ -239,7 +239,8 @@ impl Shared {
     /// Stores `records` together with the ends kept so far, in one transaction: an index's end
     /// is never stored after its next attempt's launch.
     pub fn put_attempts(&self, records: &[AttemptRecord]) -> Result<(), StoreError> {
-        let mut all = std::mem::take(&mut *self.ends.lock().unwrap_or_else(PoisonError::into_inner));
+        let mut all =
+            std::mem::take(&mut *self.ends.lock().unwrap_or_else(PoisonError::into_inner));
         all.extend_from_slice(records);
         self.store.put_attempts(&all)
     }
@@ -326,7 +327,11 @@ pub fn webui_url(config: &ServiceConfig, addr: SocketAddr) -> Option<String> {
     if config.webui_url.is_some() {
         return config.webui_url.clone();
     }
-    let scheme = if config.tls.is_some() { "https" } else { "http" };
+    let scheme = if config.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
     (!addr.ip().is_unspecified()).then(|| format!("{scheme}://{addr}/"))
 }
 

@@ -844,19 +844,31 @@ mod tests {
         let res = "[resources]\ncpus = 1\n";
         let ok = parse_any(&format!("{service}{res}")).unwrap();
         assert_eq!((ok.max_unavailable, ok.max_surge), (0, 1));
-        let given = parse_any(&format!("{service}max_unavailable = 2\nmax_surge = 0\n{res}")).unwrap();
+        let given = parse_any(&format!(
+            "{service}max_unavailable = 2\nmax_surge = 0\n{res}"
+        ))
+        .unwrap();
         assert_eq!((given.max_unavailable, given.max_surge), (2, 0));
-        let e = err(&format!("{service}max_unavailable = 0\nmax_surge = 0\n{res}"));
+        let e = err(&format!(
+            "{service}max_unavailable = 0\nmax_surge = 0\n{res}"
+        ));
         assert_eq!((e.field.as_str(), e.line), ("max_surge", Some(5)), "{e}");
         let e = err(&format!("{service}max_surge = -1\n{res}"));
         assert_eq!(e.field, "max_surge", "{e}");
         let e = err(&format!("{service}max_unavailable = 1.5\n{res}"));
         assert_eq!(e.field, "max_unavailable", "{e}");
-        let e = err(&format!("name = \"b\"\ncommand = \"x\"\nmax_surge = 1\n{res}"));
+        let e = err(&format!(
+            "name = \"b\"\ncommand = \"x\"\nmax_surge = 1\n{res}"
+        ));
         assert_eq!(e.field, "max_surge", "{e}");
-        let e = err(&format!("name = \"b\"\ncommand = \"x\"\nduration_s = -1\n{res}"));
+        let e = err(&format!(
+            "name = \"b\"\ncommand = \"x\"\nduration_s = -1\n{res}"
+        ));
         assert_eq!(e.field, "duration_s", "{e}");
-        let d = parse_any(&format!("name = \"b\"\ncommand = \"x\"\nduration_s = 0.5\n{res}")).unwrap();
+        let d = parse_any(&format!(
+            "name = \"b\"\ncommand = \"x\"\nduration_s = 0.5\n{res}"
+        ))
+        .unwrap();
         assert_eq!(d.duration_s, Some(0.5));
     }
 

@@ -489,11 +489,23 @@ async fn a_service_rolls_to_a_new_spec_within_max_unavailable() {
         r#"{"max_unavailable": 0, "max_surge": 0}"#,
     ))
     .await;
-    assert_eq!((status, &body["error"]["field"]), (400, &Value::from("max_surge")), "{body}");
+    assert_eq!(
+        (status, &body["error"]["field"]),
+        (400, &Value::from("max_surge")),
+        "{body}"
+    );
     let (status, body) = put(web_spec(marks.path(), 2, r#"{"name": "other"}"#)).await;
-    assert_eq!((status, &body["error"]["field"]), (400, &Value::from("name")), "{body}");
+    assert_eq!(
+        (status, &body["error"]["field"]),
+        (400, &Value::from("name")),
+        "{body}"
+    );
     let (status, body) = put(web_spec(marks.path(), 2, r#"{"depends_on": ["x"]}"#)).await;
-    assert_eq!((status, &body["error"]["field"]), (400, &Value::from("depends_on")), "{body}");
+    assert_eq!(
+        (status, &body["error"]["field"]),
+        (400, &Value::from("depends_on")),
+        "{body}"
+    );
     let unchanged = api.get("/web").await.unwrap();
     assert_eq!(unchanged["generation"], 0, "{unchanged:#}");
     assert_eq!(unchanged["outdated"], 0, "{unchanged:#}");
@@ -519,7 +531,10 @@ async fn a_service_rolls_to_a_new_spec_within_max_unavailable() {
     .unwrap();
     let samples = samples.into_inner().unwrap();
     let least = samples.iter().map(|(up, _)| *up).min().unwrap();
-    assert!(least >= 3, "{least} replicas running at one point: {samples:?}");
+    assert!(
+        least >= 3,
+        "{least} replicas running at one point: {samples:?}"
+    );
     assert!(
         samples.iter().any(|(_, outdated)| *outdated > 0),
         "the roll was never seen under way: {samples:?}"
@@ -560,21 +575,25 @@ async fn the_dashboard_links_to_the_jobs_page_and_its_table() {
     // The coordinator's frameworks API (the dashboard's frameworks table) carries the page's URL.
     let page_url = format!("http://{}/", jobs.addr);
     let http = reqwest::Client::new();
-    let listed = wait_until(WITHIN, "the jobs framework listed with its web UI", || async {
-        let v: Value = http
-            .get(format!("{}/api/v1/frameworks", cluster.url))
-            .send()
-            .await
-            .ok()?
-            .json()
-            .await
-            .ok()?;
-        v["frameworks"]
-            .as_array()?
-            .iter()
-            .find(|f| f["name"] == "parley-jobs")
-            .cloned()
-    })
+    let listed = wait_until(
+        WITHIN,
+        "the jobs framework listed with its web UI",
+        || async {
+            let v: Value = http
+                .get(format!("{}/api/v1/frameworks", cluster.url))
+                .send()
+                .await
+                .ok()?
+                .json()
+                .await
+                .ok()?;
+            v["frameworks"]
+                .as_array()?
+                .iter()
+                .find(|f| f["name"] == "parley-jobs")
+                .cloned()
+        },
+    )
     .await
     .unwrap();
     assert_eq!(listed["webui_url"], page_url, "{listed:#}");

@@ -149,7 +149,11 @@ pub async fn run(
         .call(Method::POST, "", Some((text.clone(), content_type)))
         .await
     {
-        Err(CtlError::Api { status: 409, code, message }) if code == "job_exists" => {
+        Err(CtlError::Api {
+            status: 409,
+            code,
+            message,
+        }) if code == "job_exists" => {
             // Like `nomad job run`: a service that exists is updated to the file's spec (a
             // rolling update when what its replicas run changed); any other job is refused.
             let name = spec_name(&text, content_type).ok_or_else(|| CtlError::Api {
@@ -159,14 +163,18 @@ pub async fn run(
             })?;
             let (_, existing) = api.get(&format!("/{name}")).await?;
             if existing["kind"] != "service" {
-                return Err(CtlError::Api { status: 409, code, message });
+                return Err(CtlError::Api {
+                    status: 409,
+                    code,
+                    message,
+                });
             }
             let answer = api
                 .call(Method::PUT, &format!("/{name}"), Some((text, content_type)))
                 .await?;
             if !json {
-                let updated: Value = serde_json::from_str(&answer)
-                    .map_err(|e| CtlError::Protocol(e.to_string()))?;
+                let updated: Value =
+                    serde_json::from_str(&answer).map_err(|e| CtlError::Protocol(e.to_string()))?;
                 writeln!(
                     out,
                     "service {name} updated to generation {} ({} replicas to replace)",
@@ -209,8 +217,7 @@ pub async fn run(
         }
         // A service never ends by itself: it is up once every replica runs.
         let rolled = view["outdated"].as_u64().unwrap_or(0) == 0;
-        if view["kind"] == "service" && rolled && count(&view, "running") == count(&view, "total")
-        {
+        if view["kind"] == "service" && rolled && count(&view, "running") == count(&view, "total") {
             let up = view["running"]
                 .as_array()
                 .is_some_and(|r| r.iter().all(|t| t["state"] == "running"));
