@@ -342,6 +342,31 @@ impl Job {
         }
         let floor = (self.spec.count as usize).saturating_sub(self.spec.max_unavailable as usize);
         let mut available = self.available_count();
+        // First the retiring replicas: one whose successor serves goes, as far as the budget
+        // allows (it serves too until it is killed); one that does not serve goes at once.
+        let retiring: Vec<u32> = self
+            .retiring
+            .iter()
+            .filter(|(_, (_, killed))| !killed)
+            .map(|(i, _)| *i)
+            .collect();
+        for index in retiring {
+            // Its successor is newer, if not the newest (an update came during the roll).
+            let successor_up = self.running.get(&index).is_some_and(|r| self.available(r));
+            let Some((old, _)) = self.retiring.get(&index) else {
+                continue;
+            };
+            let serving = old.state == TaskState::Running
+                && (self.spec.health_check.is_none() || old.healthy == Some(true));
+            if !serving || (successor_up && available > floor) {
+                kill.push(old.task_id.clone());
+                available -= usize::from(serving);
+                if let Some((_, killed)) = self.retiring.get_mut(&index) {
+                    *killed = true;
+                }
+            }
+        }
+        // Then the replicas of older generations.
         let outdated: Vec<u32> = self
             .running
             .values()
@@ -373,28 +398,6 @@ impl Job {
                 available -= usize::from(serving);
             } else {
                 break;
-            }
-        }
-        let retiring: Vec<u32> = self
-            .retiring
-            .iter()
-            .filter(|(_, (_, killed))| !killed)
-            .map(|(i, _)| *i)
-            .collect();
-        for index in retiring {
-            // Its successor is newer, if not the newest (an update came during the roll).
-            let successor_up = self.running.get(&index).is_some_and(|r| self.available(r));
-            let Some((old, _)) = self.retiring.get(&index) else {
-                continue;
-            };
-            let serving = old.state == TaskState::Running
-                && (self.spec.health_check.is_none() || old.healthy == Some(true));
-            if successor_up || !serving || available > floor {
-                kill.push(old.task_id.clone());
-                available -= usize::from(serving && !successor_up);
-                if let Some((_, killed)) = self.retiring.get_mut(&index) {
-                    *killed = true;
-                }
             }
         }
         kill
@@ -1578,7 +1581,7 @@ pub struct TaskView {
 
 /// Whether replicas of `new` would run differently from those of `old`: anything but the
 /// replica count, the rolling-update bounds, the restart backoff and the priority changed.
-fn runs_differently(old: &JobSpec, new: &JobSpec) -> bool {
+pub fn runs_differently(old: &JobSpec, new: &JobSpec) -> bool {
     let launch_only = |s: &JobSpec| {
         let mut raw = s.raw.clone();
         raw.replicas = None;
