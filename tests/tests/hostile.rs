@@ -147,7 +147,6 @@ enum Call {
         id: Option<Pick>,
         role: Index,
         demand: bool,
-        webui_url: None,
     },
     Subscribe(Pick),
     Disconnect(Index),
