@@ -348,12 +348,14 @@ impl Cluster {
 }
 
 /// A loopback address with a port that was free a moment ago.
-fn free_port() -> anyhow::Result<SocketAddr> {
+pub fn free_port() -> anyhow::Result<SocketAddr> {
     let listener = StdListener::bind((Ipv4Addr::LOCALHOST, 0)).context("finding a free port")?;
     Ok(listener.local_addr()?)
 }
 
-fn spawn(command: &mut Command, log: &std::path::Path) -> anyhow::Result<Child> {
+/// Spawns `command` with its output to `log` (created), its `RUST_LOG` from
+/// `PARLEY_BENCH_CHILD_LOG` (default `warn`), killed when its handle is dropped.
+pub fn spawn(command: &mut Command, log: &std::path::Path) -> anyhow::Result<Child> {
     let out = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
     let err = out.try_clone()?;
     let child = command
@@ -369,7 +371,8 @@ fn spawn(command: &mut Command, log: &std::path::Path) -> anyhow::Result<Child> 
     Ok(child)
 }
 
-async fn stop_child(mut child: Child) {
+/// Stops a child: SIGTERM, then SIGKILL after 10 s.
+pub async fn stop_child(mut child: Child) {
     if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(pid),

@@ -247,8 +247,17 @@ impl State {
                 owner: None,
                 gpu_resources: false,
                 partition_timeout_s: None,
+                webui_url: None,
             },
         );
+    }
+
+    /// Sets framework `id`'s web UI URL, as its latest registration stated it (checked by the
+    /// API layer with [`protocol::messages::check_webui_url`]).
+    pub fn set_framework_webui_url(&mut self, id: FrameworkId, url: Option<String>) {
+        if let Some(fw) = self.frameworks.get_mut(&id) {
+            fw.webui_url = url;
+        }
     }
 
     /// The placeholder framework that holds adopted tasks of an unknown framework. False when

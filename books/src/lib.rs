@@ -334,6 +334,9 @@ pub(crate) struct FrameworkRecord {
     /// agent that is lost become `unreachable`, then `gone` after this long (see
     /// [`protocol::partition`]). `None`: they become `lost`.
     pub(crate) partition_timeout_s: Option<f64>,
+    /// Its own web UI, as its latest registration stated it (not persisted: a framework
+    /// states it again whenever it registers).
+    pub(crate) webui_url: Option<String>,
 }
 
 impl FrameworkRecord {

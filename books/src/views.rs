@@ -201,6 +201,7 @@ impl State {
                 .map(|(_, name)| name.to_owned())
                 .collect(),
                 partition_timeout_s: f.partition_timeout_s,
+                webui_url: f.webui_url.clone(),
             })
             .collect()
     }

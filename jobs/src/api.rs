@@ -1,7 +1,7 @@
 //! The REST API under `/api/v1/jobs`: submit (`POST`, a TOML or JSON spec), list, get (with
 //! every running attempt, retry and failure), one task, stop, scale and restart (a service),
-//! delete,
-//! and the event stream of changes (`/api/v1/jobs/events`, SSE); [`router`] builds it
+//! delete, update (a service's new spec: scaled or rolled), the event stream of changes
+//! (`/api/v1/jobs/events`, SSE), and the jobs page at `/`; [`router`] builds it
 //! over the service's [`Shared`] state. Errors are `{"error": {"code", "message"}}`, with
 //! `field` (and `line`) for a bad spec; a refused submission changes nothing.
 
@@ -82,7 +82,9 @@ impl From<BookError> for ApiError {
             BookError::Exists(_) => Self::new(StatusCode::CONFLICT, "job_exists", message),
             BookError::NotFound(_) => Self::new(StatusCode::NOT_FOUND, "job_not_found", message),
             BookError::NotService(_) => Self::new(StatusCode::CONFLICT, "not_a_service", message),
-            BookError::UnknownDependency { field, .. } | BookError::Cycle { field, .. } => Self {
+            BookError::UnknownDependency { field, .. }
+            | BookError::Cycle { field, .. }
+            | BookError::Unchangeable { field, .. } => Self {
                 field: Some(field),
                 ..Self::new(StatusCode::BAD_REQUEST, "invalid_spec", message)
             },
@@ -101,14 +103,25 @@ pub fn router(shared: Arc<Shared>) -> Router {
     Router::new()
         .route("/api/v1/jobs", post(submit).get(list))
         .route("/api/v1/jobs/events", get(events))
-        .route("/api/v1/jobs/{name}", get(show).delete(delete))
+        .route("/api/v1/jobs/{name}", get(show).put(update).delete(delete))
         .route("/api/v1/jobs/{name}/stop", post(stop))
         .route("/api/v1/jobs/{name}/scale", post(scale))
         .route("/api/v1/jobs/{name}/restart", post(restart))
         .route("/api/v1/jobs/{name}/tasks/{index}", get(task))
         .layer(middleware::from_fn_with_state(shared.clone(), authorize))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_SPEC_BYTES))
+        // The page holds no data (it reads the API, with the token), so it needs none.
+        .route("/", get(page))
         .with_state(shared)
+}
+
+/// The jobs page: every job with its progress, read from `GET /api/v1/jobs` every two seconds
+/// (the coordinator's dashboard links here: it is the framework's `webui_url`).
+pub const PAGE: &str = include_str!("page.html");
+
+/// `GET /`: [`PAGE`].
+async fn page() -> axum::response::Html<&'static str> {
+    axum::response::Html(PAGE)
 }
 
 /// Checks the bearer token, when the service has one (compared in constant time).
@@ -133,12 +146,8 @@ async fn authorize(State(shared): State<Arc<Shared>>, request: Request, next: Ne
     next.run(request).await
 }
 
-/// `POST /api/v1/jobs`: a spec, TOML or JSON (by `Content-Type`, else by its first character).
-async fn submit(
-    State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
-    body: String,
-) -> Result<(StatusCode, Json<JobSummary>), ApiError> {
+/// Reads a spec in the format its `Content-Type` names, else by its first character.
+fn read_spec(headers: &HeaderMap, body: &str) -> Result<spec::JobSpec, SpecError> {
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -148,9 +157,18 @@ async fn submit(
     } else if content_type.contains("toml") {
         Format::Toml
     } else {
-        Format::sniff(&body)
+        Format::sniff(body)
     };
-    let spec = spec::parse(&body, format)?;
+    spec::parse(body, format)
+}
+
+/// `POST /api/v1/jobs`: a spec, TOML or JSON (by `Content-Type`, else by its first character).
+async fn submit(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: String,
+) -> Result<(StatusCode, Json<JobSummary>), ApiError> {
+    let spec = read_spec(&headers, &body)?;
     let now = now_ms();
     let mut book = shared.lock_book();
     book.check_submit(&spec)?;
@@ -159,6 +177,7 @@ async fn submit(
         submitted_ms: now,
         stopped: false,
         spec: spec.raw.clone(),
+        generation: 0,
     };
     // Stored first: a job the store lost would vanish at the next restart.
     shared
@@ -175,6 +194,49 @@ async fn submit(
         .ok_or_else(|| ApiError::internal("a submitted job is missing"))?;
     tracing::info!(job = %name, "job submitted");
     Ok((StatusCode::CREATED, Json(summary)))
+}
+
+/// `PUT /api/v1/jobs/{name}`: a service's new spec (TOML or JSON, as for a submission). A
+/// changed `replicas` scales it; any change to what a replica runs starts a rolling update,
+/// bounded by the new spec's `max_unavailable` and `max_surge`. Answers with the job.
+async fn update(
+    State(shared): State<Arc<Shared>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: String,
+) -> Result<Response, ApiError> {
+    let spec = read_spec(&headers, &body)?;
+    if spec.name != name {
+        return Err(SpecError {
+            field: "name".into(),
+            message: format!(
+                "the spec names {:?} but the request is for {name:?}; a job keeps its name",
+                spec.name
+            ),
+            line: None,
+        }
+        .into());
+    }
+    let kill = {
+        let mut book = shared.lock_book();
+        book.check_update(&spec)?;
+        let job = book.job(&name).ok_or_else(|| not_found(&name))?;
+        let changes = crate::book::runs_differently(job.spec(), &spec);
+        let mut record = JobRecord::of(job, job.state() == JobState::Stopped);
+        record.spec = spec.raw.clone();
+        record.generation += u32::from(changes);
+        // Stored first: a restarted service rolls on to the spec it acknowledged.
+        shared
+            .store
+            .put_job(&name, &record)
+            .map_err(ApiError::internal)?;
+        let (generation, kill) = book.update_service(spec, now_ms())?;
+        debug_assert_eq!(generation, record.generation);
+        shared.publish(&book, &name);
+        tracing::info!(job = %name, generation, "service updated");
+        kill
+    };
+    kill_and_show(&shared, &name, &kill).await
 }
 
 /// The answer to `GET /api/v1/jobs`.

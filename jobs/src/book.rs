@@ -92,6 +92,14 @@ pub enum BookError {
         /// The name.
         name: String,
     },
+    /// An update tries to change what cannot change.
+    #[error("{field}: {why}")]
+    Unchangeable {
+        /// The field.
+        field: String,
+        /// Why it cannot change.
+        why: String,
+    },
     /// `depends_on` would close a cycle.
     #[error("{field}: depending on {name:?} makes a cycle")]
     Cycle {
@@ -137,6 +145,16 @@ pub struct Running {
     /// When it was killed for running past its `timeout_s`, if it was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timed_out_ms: Option<Millis>,
+    /// The spec generation it was launched with (a service's rolling update replaces the
+    /// replicas of older generations).
+    pub generation: u32,
+    /// Its health check's latest verdict, for a replica with one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub healthy: Option<bool>,
+    /// True for a replica a rolling update is replacing: it serves until its successor runs,
+    /// then it is killed.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub retiring: bool,
 }
 
 /// One attempt that ended without success.
@@ -190,6 +208,13 @@ pub struct AttemptRecord {
     /// When the service killed it for running past its time limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timed_out_ms: Option<Millis>,
+    /// The spec generation it was launched with.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub generation: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// One task the book would launch next.
@@ -230,8 +255,14 @@ pub struct Job {
     /// How long its succeeded tasks ran, in all, and how many there were: the estimate of
     /// the next task's length.
     learned: (Millis, u64),
-    /// A service's replicas killed to be restarted: their end costs no backoff.
-    restarting: BTreeSet<u32>,
+    /// A service's replicas killed to be restarted, and why: their end costs no backoff.
+    restarting: BTreeMap<u32, &'static str>,
+    /// The spec's generation: 0 at submission, one more with each update that changes what
+    /// a replica runs.
+    generation: u32,
+    /// A service's replicas being replaced by a rolling update (by index): they serve until
+    /// their successor, which runs under the same index, is up; `true` once killed.
+    retiring: BTreeMap<u32, (Running, bool)>,
     /// A service's replicas killed because their health check failed.
     unhealthy: BTreeSet<u32>,
 }
@@ -260,9 +291,126 @@ impl Job {
             attempts: BTreeMap::new(),
             next_run_ms: None,
             learned: (0, 0),
-            restarting: BTreeSet::new(),
+            restarting: BTreeMap::new(),
             unhealthy: BTreeSet::new(),
+            generation: 0,
+            retiring: BTreeMap::new(),
         }
+    }
+
+    /// Its spec's generation (see [`Book::update_service`]).
+    pub fn generation(&self) -> u32 {
+        self.generation
+    }
+
+    /// Whether `r` serves now: running, not being killed, and healthy when it has a check.
+    fn available(&self, r: &Running) -> bool {
+        r.state == TaskState::Running
+            && !self.restarting.contains_key(&r.index)
+            && !self.unhealthy.contains(&r.index)
+            && (self.spec.health_check.is_none() || r.healthy == Some(true))
+    }
+
+    /// How many replicas serve now, retiring ones included.
+    fn available_count(&self) -> usize {
+        let current = self.running.values().filter(|r| self.available(r)).count();
+        let retiring = self
+            .retiring
+            .values()
+            .filter(|(r, killed)| !killed && r.state == TaskState::Running)
+            .filter(|(r, _)| self.spec.health_check.is_none() || r.healthy == Some(true))
+            .count();
+        current + retiring
+    }
+
+    /// Every attempt launched and not ended: running, and retiring replicas.
+    fn alive(&self) -> Vec<TaskId> {
+        self.running
+            .values()
+            .chain(self.retiring.values().map(|(r, _)| r))
+            .map(|r| r.task_id.clone())
+            .collect()
+    }
+
+    /// One step of a service's rolling update: replaces replicas of older generations as far
+    /// as `max_surge` and `max_unavailable` allow, and kills retiring replicas whose
+    /// successor serves (or that the unavailability budget can spare). Returns what to kill.
+    fn roll(&mut self) -> Vec<TaskId> {
+        let mut kill = Vec::new();
+        if self.spec.kind != Kind::Service || self.state != JobState::Active {
+            return kill;
+        }
+        let floor = (self.spec.count as usize).saturating_sub(self.spec.max_unavailable as usize);
+        let mut available = self.available_count();
+        // First the retiring replicas: one whose successor serves goes, as far as the budget
+        // allows (it serves too until it is killed); one that does not serve goes at once.
+        let retiring: Vec<u32> = self
+            .retiring
+            .iter()
+            .filter(|(_, (_, killed))| !killed)
+            .map(|(i, _)| *i)
+            .collect();
+        for index in retiring {
+            // Its successor is newer, if not the newest (an update came during the roll).
+            let successor_up = self.running.get(&index).is_some_and(|r| self.available(r));
+            let Some((old, _)) = self.retiring.get(&index) else {
+                continue;
+            };
+            let serving = old.state == TaskState::Running
+                && (self.spec.health_check.is_none() || old.healthy == Some(true));
+            if !serving || (successor_up && available > floor) {
+                kill.push(old.task_id.clone());
+                available -= usize::from(serving);
+                if let Some((_, killed)) = self.retiring.get_mut(&index) {
+                    *killed = true;
+                }
+            }
+        }
+        // Then the replicas of older generations.
+        let outdated: Vec<u32> = self
+            .running
+            .values()
+            .filter(|r| r.generation < self.generation)
+            .filter(|r| {
+                !self.restarting.contains_key(&r.index) && !self.unhealthy.contains(&r.index)
+            })
+            .filter(|r| !self.retiring.contains_key(&r.index))
+            .map(|r| r.index)
+            .collect();
+        for index in outdated {
+            let Some(r) = self.running.get(&index) else {
+                continue;
+            };
+            let serving = self.available(r);
+            if self.retiring.len() < self.spec.max_surge as usize {
+                // Surge: the successor starts under the same index while this one serves.
+                if let Some(mut old) = self.running.remove(&index) {
+                    old.retiring = true;
+                    self.attempts.insert(index, old.attempt + 1);
+                    self.retiring.insert(index, (old, false));
+                    self.unlaunched.insert(index);
+                }
+            } else if !serving || available > floor {
+                // Unavailable: killed first; it starts again on the new spec when it ends.
+                self.restarting
+                    .insert(index, "replaced by a rolling update");
+                kill.push(r.task_id.clone());
+                available -= usize::from(serving);
+            } else {
+                break;
+            }
+        }
+        kill
+    }
+
+    /// Replicas still on an older spec: retiring, or running an older generation.
+    fn outdated(&self) -> usize {
+        self.retiring.len()
+            + self
+                .running
+                .values()
+                .filter(|r| r.generation < self.generation)
+                .count()
     }
 
     /// The job's spec.
@@ -367,6 +515,56 @@ impl Job {
         self.unlaunched = Ranges::new();
         self.retry.clear();
     }
+}
+
+/// A retiring replica's new state: recorded, and once it ended, forgotten (its successor
+/// runs under its index).
+fn retired(
+    job: &mut Job,
+    index: u32,
+    state: TaskState,
+    exit_code: Option<i32>,
+    message: Option<String>,
+    now: Millis,
+) -> Option<AttemptRecord> {
+    let (run, _) = job.retiring.get_mut(&index)?;
+    let mut record = AttemptRecord {
+        job: job.spec.name.clone(),
+        index,
+        attempt: run.attempt,
+        state,
+        exit_code,
+        message,
+        agent_id: run.agent_id,
+        launched_ms: run.launched_ms,
+        ended_ms: None,
+        timed_out_ms: run.timed_out_ms,
+        generation: run.generation,
+    };
+    if !state.is_terminal() {
+        if run.state == state {
+            return None;
+        }
+        run.state = state;
+        return Some(record);
+    }
+    let (run, _) = job.retiring.remove(&index)?;
+    record.ended_ms = Some(now);
+    let history = job.failures.entry(index).or_default();
+    history.push(Failure {
+        index,
+        attempt: run.attempt,
+        state,
+        exit_code,
+        message: Some("replaced by a rolling update".into()),
+        counted: false,
+        ran_ms: now.saturating_sub(run.launched_ms),
+        ended_ms: now,
+    });
+    if history.len() > SERVICE_HISTORY {
+        history.remove(0);
+    }
+    Some(record)
 }
 
 /// How an attempt ended, in words.
@@ -566,6 +764,19 @@ impl Book {
         let Some(job) = self.jobs.get_mut(&r.job) else {
             return;
         };
+        // A replica being replaced when the service stopped: the next attempt is its successor.
+        let replaced = job.spec.kind == Kind::Service
+            && job
+                .running
+                .get(&r.index)
+                .is_some_and(|old| old.attempt + 1 == r.attempt);
+        if replaced {
+            if let Some(mut old) = job.running.remove(&r.index) {
+                old.retiring = true;
+                job.attempts.insert(r.index, r.attempt);
+                job.retiring.insert(r.index, (old, false));
+            }
+        }
         if r.attempt != job.next_attempt(r.index) {
             return;
         }
@@ -591,6 +802,9 @@ impl Book {
                 agent_id: r.agent_id,
                 launched_ms: r.launched_ms,
                 timed_out_ms: r.timed_out_ms,
+                generation: r.generation,
+                healthy: None,
+                retiring: false,
             },
         );
         if r.state.is_terminal() {
@@ -738,6 +952,9 @@ impl Book {
                 agent_id: Some(agent),
                 launched_ms: now,
                 timed_out_ms: None,
+                generation: job.generation,
+                healthy: None,
+                retiring: false,
             },
         );
         Some(AttemptRecord {
@@ -751,6 +968,7 @@ impl Book {
             launched_ms: now,
             ended_ms: None,
             timed_out_ms: None,
+            generation: job.generation,
         })
     }
 
@@ -772,6 +990,13 @@ impl Book {
     ) -> Option<AttemptRecord> {
         let (name, index, attempt) = parse_task_id(id.as_str())?;
         let job = self.jobs.get_mut(name)?;
+        if job
+            .retiring
+            .get(&index)
+            .is_some_and(|(r, _)| r.attempt == attempt)
+        {
+            return retired(job, index, state, exit_code, message, now);
+        }
         let run = job.running.get_mut(&index)?;
         if run.attempt != attempt {
             return None;
@@ -787,6 +1012,7 @@ impl Book {
             launched_ms: run.launched_ms,
             ended_ms: None,
             timed_out_ms: run.timed_out_ms,
+            generation: run.generation,
         };
         if !state.is_terminal() {
             if run.state == state {
@@ -873,6 +1099,7 @@ impl Book {
                         launched_ms: run.launched_ms,
                         ended_ms: None,
                         timed_out_ms: Some(now),
+                        generation: run.generation,
                     });
                 }
             }
@@ -926,14 +1153,116 @@ impl Book {
                 .range(replicas..)
                 .map(|(_, r)| r.task_id.clone()),
         );
+        for (_, (r, killed)) in job.retiring.range_mut(replicas..) {
+            *killed = true;
+            kill.push(r.task_id.clone());
+        }
         Ok(kill)
+    }
+
+    /// Checks that `spec` could replace service `spec.name`'s spec now, changing nothing: the
+    /// job exists, is a service, and keeps its kind and dependencies.
+    pub fn check_update(&self, spec: &JobSpec) -> Result<(), BookError> {
+        let job = self
+            .jobs
+            .get(&spec.name)
+            .ok_or_else(|| BookError::NotFound(spec.name.clone()))?;
+        if job.spec.kind != Kind::Service {
+            return Err(BookError::NotService(spec.name.clone()));
+        }
+        if spec.kind != Kind::Service {
+            return Err(BookError::Unchangeable {
+                field: "kind".into(),
+                why: "a service stays a service; delete it and submit the new job".into(),
+            });
+        }
+        if spec.depends_on != job.spec.depends_on {
+            return Err(BookError::Unchangeable {
+                field: "depends_on".into(),
+                why: "a service's dependencies cannot change in an update".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Replaces service `spec.name`'s spec (after [`Book::check_update`]'s checks). When what a
+    /// replica runs changed (anything but `replicas`, the update bounds, retries' backoff and
+    /// priority), the spec's generation goes up and a rolling update replaces the replicas,
+    /// step by step ([`Book::roll`]); a changed `replicas` scales. Returns the new generation
+    /// and the tasks to kill now.
+    pub fn update_service(
+        &mut self,
+        spec: JobSpec,
+        now: Millis,
+    ) -> Result<(u32, Vec<TaskId>), BookError> {
+        self.check_update(&spec)?;
+        let name = spec.name.clone();
+        let replicas = spec.count;
+        let job = self.service_mut(&name)?;
+        if runs_differently(&job.spec, &spec) {
+            job.generation += 1;
+        }
+        let generation = job.generation;
+        let count = job.spec.count;
+        job.spec = spec;
+        job.spec.count = count;
+        let mut kill = self.scale(&name, replicas, now)?;
+        kill.extend(self.roll());
+        Ok((generation, kill))
+    }
+
+    /// A rolling update's next step for every service: the tasks to kill.
+    pub fn roll(&mut self) -> Vec<TaskId> {
+        self.jobs.values_mut().flat_map(Job::roll).collect()
+    }
+
+    /// A rolling update's next step for the job that task `id` belongs to: the tasks to kill.
+    pub fn roll_task(&mut self, id: &TaskId) -> Vec<TaskId> {
+        parse_task_id(id.as_str())
+            .and_then(|(name, _, _)| self.jobs.get_mut(name))
+            .map(Job::roll)
+            .unwrap_or_default()
+    }
+
+    /// Sets a restored job's spec generation (on restart, before its attempts).
+    pub fn restore_generation(&mut self, name: &str, generation: u32) {
+        if let Some(job) = self.jobs.get_mut(name) {
+            job.generation = generation;
+        }
+    }
+
+    /// A replica's health check verdict; true when it changed.
+    pub fn health(&mut self, id: &TaskId, healthy: bool) -> bool {
+        let Some((name, index, attempt)) = parse_task_id(id.as_str()) else {
+            return false;
+        };
+        let Some(job) = self.jobs.get_mut(name) else {
+            return false;
+        };
+        let run = match job.running.get_mut(&index) {
+            Some(r) if r.attempt == attempt => Some(r),
+            _ => job
+                .retiring
+                .get_mut(&index)
+                .map(|(r, _)| r)
+                .filter(|r| r.attempt == attempt),
+        };
+        match run {
+            Some(r) if r.healthy != Some(healthy) => {
+                r.healthy = Some(healthy);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Restarts a service: returns its running replicas, to kill; each starts again at once
     /// when its end arrives.
     pub fn restart(&mut self, name: &str) -> Result<Vec<TaskId>, BookError> {
         let job = self.service_mut(name)?;
-        job.restarting.extend(job.running.keys().copied());
+        for index in job.running.keys() {
+            job.restarting.insert(*index, "restarted on request");
+        }
         Ok(job.running.values().map(|r| r.task_id.clone()).collect())
     }
 
@@ -958,26 +1287,26 @@ impl Book {
         self.jobs
             .values()
             .filter(|j| j.state == JobState::Stopped)
-            .flat_map(|j| j.running.values().map(|r| r.task_id.clone()))
+            .flat_map(Job::alive)
             .collect()
     }
 
-    /// Whether `id` is the attempt its index is running now.
+    /// Whether `id` is an attempt the book is waiting on: the one its index runs now, or a
+    /// replica a rolling update is replacing.
     pub fn is_current(&self, id: &TaskId) -> bool {
         parse_task_id(id.as_str()).is_some_and(|(name, index, attempt)| {
-            self.jobs
-                .get(name)
-                .and_then(|j| j.running.get(&index))
-                .is_some_and(|r| r.attempt == attempt)
+            self.jobs.get(name).is_some_and(|j| {
+                j.running.get(&index).is_some_and(|r| r.attempt == attempt)
+                    || j.retiring
+                        .get(&index)
+                        .is_some_and(|(r, _)| r.attempt == attempt)
+            })
         })
     }
 
     /// Every attempt that is launched and has not ended, for reconciliation.
     pub fn in_flight(&self) -> Vec<TaskId> {
-        self.jobs
-            .values()
-            .flat_map(|j| j.running.values().map(|r| r.task_id.clone()))
-            .collect()
+        self.jobs.values().flat_map(Job::alive).collect()
     }
 
     /// Stops a job: nothing more is launched; returns its running tasks, to kill.
@@ -986,7 +1315,7 @@ impl Book {
             .jobs
             .get_mut(name)
             .ok_or_else(|| BookError::NotFound(name.to_owned()))?;
-        let running = job.running.values().map(|r| r.task_id.clone()).collect();
+        let running = job.alive();
         if !job.state.is_done() {
             job.end(JobState::Stopped, "stopped on request".into(), now);
             self.cascade(now);
@@ -1002,7 +1331,7 @@ impl Book {
             .remove(name)
             .ok_or_else(|| BookError::NotFound(name.to_owned()))?;
         self.cascade(now);
-        Ok(job.running.values().map(|r| r.task_id.clone()).collect())
+        Ok(job.alive())
     }
 
     /// Starts waiting jobs whose dependencies all succeeded, and fails those with a failed,
@@ -1064,7 +1393,12 @@ impl Book {
         Some(JobView {
             summary: summary(job),
             spec: job.spec.raw.clone(),
-            running: job.running.values().cloned().collect(),
+            running: job
+                .running
+                .values()
+                .chain(job.retiring.values().map(|(r, _)| r))
+                .cloned()
+                .collect(),
             retrying: job
                 .retry
                 .iter()
@@ -1127,6 +1461,8 @@ fn summary(job: &Job) -> JobSummary {
         kind: job.spec.kind,
         next_run_ms: job.next_run_ms.filter(|_| job.state == JobState::Active),
         seq: job.seq,
+        generation: job.generation,
+        outdated: job.outdated() as u32,
         state: job.state,
         reason: job.reason.clone(),
         priority: job.spec.priority,
@@ -1136,7 +1472,7 @@ fn summary(job: &Job) -> JobSummary {
             total: job.spec.count,
             queued: job.unlaunched.len() as u32,
             retrying: job.retry.len() as u32,
-            running: job.running.len() as u32,
+            running: (job.running.len() + job.retiring.len()) as u32,
             succeeded: job.succeeded.len() as u32,
             failed: job.failed.len() as u32,
         },
@@ -1155,6 +1491,14 @@ pub struct JobSummary {
     pub next_run_ms: Option<Millis>,
     /// Its submission order.
     pub seq: u64,
+    /// Its spec's generation: 0 as submitted, one more with each update that changed what a
+    /// service's replicas run.
+    #[serde(default)]
+    pub generation: u32,
+    /// A service's replicas still on an older generation (a rolling update is under way
+    /// while this is above 0).
+    #[serde(default)]
+    pub outdated: u32,
     /// Its state.
     pub state: JobState,
     /// Why it failed or stopped.
@@ -1235,6 +1579,22 @@ pub struct TaskView {
     pub failures: Vec<Failure>,
 }
 
+/// Whether replicas of `new` would run differently from those of `old`: anything but the
+/// replica count, the rolling-update bounds, the restart backoff and the priority changed.
+pub fn runs_differently(old: &JobSpec, new: &JobSpec) -> bool {
+    let launch_only = |s: &JobSpec| {
+        let mut raw = s.raw.clone();
+        raw.replicas = None;
+        raw.max_unavailable = None;
+        raw.max_surge = None;
+        raw.backoff_s = None;
+        raw.max_backoff_s = None;
+        raw.priority = None;
+        raw
+    };
+    launch_only(old) != launch_only(new)
+}
+
 /// Whether an attempt that ended in `state` did nothing wrong: lost (or gone) with its agent,
 /// or killed to take its resources back (preemption, a drain). It runs again without using up
 /// a retry.
@@ -1269,9 +1629,9 @@ fn restart_replica(
 ) {
     let requested = job.restarting.remove(&index);
     let sick = job.unhealthy.remove(&index);
-    let counted = !requested && !blameless(state, message.as_deref());
-    let message = if requested {
-        Some("restarted on request".to_owned())
+    let counted = requested.is_none() && !blameless(state, message.as_deref());
+    let message = if let Some(why) = requested {
+        Some(why.to_owned())
     } else if sick {
         Some("unhealthy: killed after its health check failed".to_owned())
     } else {

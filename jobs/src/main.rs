@@ -58,6 +58,10 @@ struct Args {
     /// Where the service keeps its state (`jobs.redb`).
     #[arg(long, default_value = "./data/jobs")]
     data_dir: PathBuf,
+    /// The jobs page's URL, registered as the framework's web UI (the coordinator's dashboard
+    /// links to it); default `http(s)://LISTEN/`, none when listening on every interface.
+    #[arg(long, value_name = "URL")]
+    webui_url: Option<String>,
     /// How jobs of the same priority share the queue: `fifo` (first submitted first) or `fair`
     /// (each next task to the job running the fewest).
     #[arg(long, default_value = "fifo", value_parser = ["fifo", "fair"])]
@@ -125,6 +129,11 @@ async fn main_async(args: Args) -> anyhow::Result<()> {
         parley_jobs::book::QueueOrder::Fifo
     };
     config.failover_timeout = seconds("--failover-timeout-s", args.failover_timeout_s)?;
+    if let Some(url) = &args.webui_url {
+        framework_sdk::protocol::messages::check_webui_url(url)
+            .map_err(|e| anyhow::anyhow!("--webui-url: {e}"))?;
+    }
+    config.webui_url = args.webui_url;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;

@@ -41,7 +41,7 @@ impl JobsScheduler {
     }
 
     fn store_or_log(&self, records: &[AttemptRecord]) -> bool {
-        match self.shared.store.put_attempts(records) {
+        match self.shared.put_attempts(records) {
             Ok(()) => true,
             Err(e) => {
                 tracing::error!(error = %e, "cannot record attempts");
@@ -139,7 +139,7 @@ fn task_spec(spec: &JobSpec, c: &Candidate, offer: &Offer) -> TaskSpec {
         resources: spec.resources.clone(),
         command: spec.command.clone(),
         env,
-        duration_s: None,
+        duration_s: spec.duration_s,
         isolation: None,
         health_check: spec.health_check.clone(),
         priority: None,
@@ -244,8 +244,11 @@ impl Scheduler for JobsScheduler {
     async fn status_update(&mut self, ctx: &mut Context, status: &TaskStatus) {
         self.places.status(status);
         let now = now_ms();
-        let (record, known) = {
+        let (record, known, retire) = {
             let mut book = self.shared.lock_book();
+            let healthy = status
+                .healthy
+                .is_some_and(|h| book.health(&status.task_id, h));
             let record = book.update(
                 &status.task_id,
                 status.state,
@@ -256,8 +259,17 @@ impl Scheduler for JobsScheduler {
             if let Some(r) = &record {
                 self.shared.publish(&book, &r.job);
             }
-            (record, book.is_current(&status.task_id))
+            // A replica that came up, went or turned healthy may let a rolling update move on.
+            let retire = if record.is_some() || healthy {
+                book.roll_task(&status.task_id)
+            } else {
+                Vec::new()
+            };
+            (record, book.is_current(&status.task_id), retire)
         };
+        for id in retire {
+            ctx.kill(id);
+        }
         if status.healthy == Some(false) && self.shared.lock_book().unhealthy(&status.task_id) {
             // An unhealthy replica is replaced: killed here, started again when its end arrives.
             tracing::warn!(task_id = %status.task_id, "replica unhealthy; replacing it");
@@ -267,7 +279,7 @@ impl Scheduler for JobsScheduler {
             // Only launches and ends must survive a restart (reconciliation brings back the
             // states in between), so a `running` update costs no write.
             if record.state.is_terminal() {
-                self.store_or_log(&[record]);
+                self.shared.record_end(record);
             }
         } else if !known && !status.state.is_terminal() {
             // A task no job is waiting on (its job was deleted, or a newer attempt of its

@@ -18,7 +18,7 @@ use framework_sdk::{
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::book::{Book, JobSummary, Millis, QueueOrder, DEFAULT_AGING_MS};
+use crate::book::{AttemptRecord, Book, JobSummary, Millis, QueueOrder, DEFAULT_AGING_MS};
 use crate::scheduler::JobsScheduler;
 use crate::store::{JobRecord, Store, StoreError};
 
@@ -64,6 +64,10 @@ pub struct ServiceConfig {
     pub order: QueueOrder,
     /// How long the tasks survive when the service is away.
     pub failover_timeout: Duration,
+    /// The jobs page's URL, registered as the framework's `webui_url` (the coordinator's
+    /// dashboard links to it). `None`: the API's own address (`http(s)://ADDR/`), unless it
+    /// listens on every interface (then no link: give the name clients reach it by).
+    pub webui_url: Option<String>,
 }
 
 impl ServiceConfig {
@@ -86,6 +90,7 @@ impl ServiceConfig {
             aging: Duration::from_millis(DEFAULT_AGING_MS),
             order: QueueOrder::Fifo,
             failover_timeout: framework_sdk::DEFAULT_FAILOVER_TIMEOUT,
+            webui_url: None,
         }
     }
 }
@@ -116,6 +121,8 @@ pub struct Shared {
     /// Tasks to ask the coordinator about once registered (those in flight at start-up).
     to_check: Mutex<Option<Vec<TaskId>>>,
     last_offers_ms: AtomicU64,
+    /// Ends of attempts not stored yet: written with the next launches, or by the next tick.
+    ends: Mutex<Vec<AttemptRecord>>,
     /// The API's bearer token, if it has one.
     pub api_token: Option<String>,
     events: tokio::sync::broadcast::Sender<JobEvent>,
@@ -218,6 +225,26 @@ impl Shared {
         }
     }
 
+    /// Keeps an attempt's end to store soon: ends come one status update at a time, and a
+    /// transaction each would cap the service at the disk's sync rate. An end lost in a crash
+    /// costs nothing: the attempt is restored as running, and reconciliation brings its end
+    /// back from the coordinator.
+    pub(crate) fn record_end(&self, record: AttemptRecord) {
+        self.ends
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(record);
+    }
+
+    /// Stores `records` together with the ends kept so far, in one transaction: an index's end
+    /// is never stored after its next attempt's launch.
+    pub fn put_attempts(&self, records: &[AttemptRecord]) -> Result<(), StoreError> {
+        let mut all =
+            std::mem::take(&mut *self.ends.lock().unwrap_or_else(PoisonError::into_inner));
+        all.extend_from_slice(records);
+        self.store.put_attempts(&all)
+    }
+
     pub(crate) fn offers_seen(&self, now: Millis) {
         self.last_offers_ms.store(now, Ordering::Relaxed);
     }
@@ -261,7 +288,7 @@ impl Running {
 /// Starts the service on `listener` in the background; see [`Running`].
 pub async fn start(config: ServiceConfig, listener: TcpListener) -> Result<Running, ServiceError> {
     let addr = listener.local_addr()?;
-    let (shared, driving) = prepare(&config)?;
+    let (shared, driving) = prepare(&config, addr)?;
     let stop = shared.stop.clone();
     let shutdown = stop.clone();
     let s = shared.clone();
@@ -281,7 +308,7 @@ pub async fn run(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServiceError> {
-    let (shared, driving) = prepare(&config)?;
+    let (shared, driving) = prepare(&config, listener.local_addr()?)?;
     let stop = shared.stop.clone();
     let serving = serve(shared, driving, listener, config.tls.clone(), stop.clone());
     tokio::pin!(serving);
@@ -294,8 +321,25 @@ pub async fn run(
     }
 }
 
-/// Opens the store, rebuilds the book and sets up the driver.
-fn prepare(config: &ServiceConfig) -> Result<(Arc<Shared>, Driving), ServiceError> {
+/// The jobs page's URL for a service whose API listens on `addr`: as configured, or the
+/// address itself unless it is every interface's.
+pub fn webui_url(config: &ServiceConfig, addr: SocketAddr) -> Option<String> {
+    if config.webui_url.is_some() {
+        return config.webui_url.clone();
+    }
+    let scheme = if config.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    (!addr.ip().is_unspecified()).then(|| format!("{scheme}://{addr}/"))
+}
+
+/// Opens the store, rebuilds the book and sets up the driver; `addr` is the API's.
+fn prepare(
+    config: &ServiceConfig,
+    addr: SocketAddr,
+) -> Result<(Arc<Shared>, Driving), ServiceError> {
     std::fs::create_dir_all(&config.data_dir)?;
     let store = Store::open(&config.data_dir.join(STORE_FILE))?;
     let aging_ms = config.aging.as_millis().max(1) as Millis;
@@ -316,6 +360,7 @@ fn prepare(config: &ServiceConfig) -> Result<(Arc<Shared>, Driving), ServiceErro
         framework_id: Mutex::new(None),
         to_check: Mutex::new((!in_flight.is_empty()).then_some(in_flight)),
         last_offers_ms: AtomicU64::new(0),
+        ends: Mutex::new(Vec::new()),
         api_token: config.api_token.clone(),
         events: tokio::sync::broadcast::channel(EVENT_BUFFER).0,
         stop: CancellationToken::new(),
@@ -326,6 +371,7 @@ fn prepare(config: &ServiceConfig) -> Result<(Arc<Shared>, Driving), ServiceErro
     dc.token = config.token.clone();
     dc.framework_id = framework_id;
     dc.failover_timeout = config.failover_timeout;
+    dc.webui_url = webui_url(config, addr);
     // The jobs must outlive this process: a restarted service takes them over.
     dc.unregister_on_stop = false;
     let driver = Driver::new(dc.clone(), JobsScheduler::new(shared.clone()))?;
@@ -384,6 +430,9 @@ async fn serve(
     // The driver ends on shutdown, or on an error it cannot get past: either way, stop all.
     stop.cancel();
     let _ = ticker.await;
+    if let Err(e) = shared.put_attempts(&[]) {
+        tracing::error!(error = %e, "cannot record the last ends of attempts");
+    }
     let served = http.await;
     driven?;
     match served {
@@ -409,13 +458,15 @@ async fn tick(shared: Arc<Shared>, stop: CancellationToken) {
         let (timed_out, replaced, pending) = {
             let mut book = shared.lock_book();
             let timed_out = book.timeouts(now);
-            if let Err(e) = shared.store.put_attempts(&timed_out) {
+            // Also stores the ends kept since the last launch.
+            if let Err(e) = shared.put_attempts(&timed_out) {
                 tracing::error!(error = %e, "cannot record timeouts");
             }
             for r in &timed_out {
                 shared.publish(&book, &r.job);
             }
-            let replaced = start_periodic_runs(&shared, &mut book, now);
+            let mut replaced = start_periodic_runs(&shared, &mut book, now);
+            replaced.extend(book.roll());
             (timed_out, replaced, book.pending(now))
         };
         let mut kills: Vec<TaskId> = timed_out
@@ -471,6 +522,7 @@ fn start_periodic_runs(shared: &Shared, book: &mut Book, now: Millis) -> Vec<Tas
             submitted_ms: now,
             stopped: false,
             spec: run.raw.clone(),
+            generation: 0,
         };
         let name = run.name.clone();
         if let Err(e) = shared.store.put_job(&name, &record) {

@@ -22,6 +22,13 @@ pub const MAX_COUNT: i64 = 10_000_000;
 /// The most retries of one index.
 pub const MAX_RETRIES: i64 = 100;
 
+/// A service's `max_unavailable` when not given: a rolling update keeps every replica up.
+pub const DEFAULT_MAX_UNAVAILABLE: i64 = 0;
+
+/// A service's `max_surge` when not given: one successor at a time, started before the replica
+/// it replaces is killed.
+pub const DEFAULT_MAX_SURGE: i64 = 1;
+
 /// The longest job name (it becomes part of every task id).
 pub const MAX_NAME_LEN: usize = 63;
 
@@ -96,6 +103,14 @@ pub struct RawSpec {
     /// started again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health_check: Option<protocol::HealthCheck>,
+    /// For a service: how many replicas a rolling update may take down below `replicas` at
+    /// once (killed before their successors run); default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_unavailable: Option<i64>,
+    /// For a service: how many replicas a rolling update may start above `replicas` at once
+    /// (successors started before the replicas they replace are killed); default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_surge: Option<i64>,
     /// For a periodic job: a cron pattern (five fields, or six with seconds first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<String>,
@@ -147,6 +162,10 @@ pub struct RawSpec {
     /// Where the tasks may run, by agent attribute.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub constraints: Vec<RawConstraint>,
+    /// Meaningful on simulated agents only (`agent --simulate`): each task "runs" this many
+    /// seconds and finishes. Real agents ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_s: Option<f64>,
 }
 
 /// `[resources]` as written.
@@ -265,6 +284,12 @@ pub struct JobSpec {
     pub health_check: Option<protocol::HealthCheck>,
     /// Where tasks may run.
     pub constraints: Vec<Constraint>,
+    /// A service's rolling update: replicas it may take down at once.
+    pub max_unavailable: u32,
+    /// A service's rolling update: replicas it may start above `count` at once.
+    pub max_surge: u32,
+    /// How long each task runs on a simulated agent.
+    pub duration_s: Option<f64>,
 }
 
 /// Reads and checks a spec written in `format`.
@@ -440,6 +465,16 @@ impl RawSpec {
                 SpecError::new(field, m.clone())
             })?;
         }
+        let (max_unavailable, max_surge) = self.rolling(kind)?;
+        let duration_s = match self.duration_s {
+            Some(d) if !d.is_finite() || !(0.0..=7.0 * 24.0 * 3600.0).contains(&d) => {
+                return Err(SpecError::new(
+                    "duration_s",
+                    format!("{d} is out of range: give seconds between 0 and one week"),
+                ))
+            }
+            d => d,
+        };
         if kind == Kind::Service {
             for (field, given) in [
                 ("count", self.count.is_some()),
@@ -593,7 +628,48 @@ impl RawSpec {
             max_running,
             placement,
             constraints,
+            max_unavailable,
+            max_surge,
+            duration_s,
         })
+    }
+
+    /// A service's rolling-update bounds (`max_unavailable`, `max_surge`); other kinds may not
+    /// give them.
+    fn rolling(&self, kind: Kind) -> Result<(u32, u32), SpecError> {
+        let given = [
+            ("max_unavailable", self.max_unavailable),
+            ("max_surge", self.max_surge),
+        ];
+        if kind != Kind::Service {
+            if let Some((field, _)) = given.iter().find(|(_, v)| v.is_some()) {
+                return Err(SpecError::new(
+                    *field,
+                    "only a service has a rolling update; give it with kind = \"service\"",
+                ));
+            }
+            return Ok((0, 0));
+        }
+        for (field, value) in given {
+            if let Some(v) = value {
+                if !(0..=MAX_COUNT).contains(&v) {
+                    return Err(SpecError::new(
+                        field,
+                        format!("{v} is out of range: give between 0 and {MAX_COUNT}"),
+                    ));
+                }
+            }
+        }
+        let unavailable = self.max_unavailable.unwrap_or(DEFAULT_MAX_UNAVAILABLE) as u32;
+        let surge = self.max_surge.unwrap_or(DEFAULT_MAX_SURGE) as u32;
+        if unavailable == 0 && surge == 0 {
+            return Err(SpecError::new(
+                "max_surge",
+                "max_unavailable and max_surge are both 0: a rolling update could replace no \
+                 replica; give at least 1 to one of them",
+            ));
+        }
+        Ok((unavailable, surge))
     }
 
     /// The schedule of a periodic job (`None` for the other kinds, which may not have one).
@@ -760,6 +836,40 @@ mod tests {
 
     fn err(text: &str) -> SpecError {
         parse_any(text).unwrap_err()
+    }
+
+    #[test]
+    fn rolling_update_bounds_are_a_service_s_and_checked() {
+        let service = "name = \"web\"\nkind = \"service\"\ncommand = \"x\"\n";
+        let res = "[resources]\ncpus = 1\n";
+        let ok = parse_any(&format!("{service}{res}")).unwrap();
+        assert_eq!((ok.max_unavailable, ok.max_surge), (0, 1));
+        let given = parse_any(&format!(
+            "{service}max_unavailable = 2\nmax_surge = 0\n{res}"
+        ))
+        .unwrap();
+        assert_eq!((given.max_unavailable, given.max_surge), (2, 0));
+        let e = err(&format!(
+            "{service}max_unavailable = 0\nmax_surge = 0\n{res}"
+        ));
+        assert_eq!((e.field.as_str(), e.line), ("max_surge", Some(5)), "{e}");
+        let e = err(&format!("{service}max_surge = -1\n{res}"));
+        assert_eq!(e.field, "max_surge", "{e}");
+        let e = err(&format!("{service}max_unavailable = 1.5\n{res}"));
+        assert_eq!(e.field, "max_unavailable", "{e}");
+        let e = err(&format!(
+            "name = \"b\"\ncommand = \"x\"\nmax_surge = 1\n{res}"
+        ));
+        assert_eq!(e.field, "max_surge", "{e}");
+        let e = err(&format!(
+            "name = \"b\"\ncommand = \"x\"\nduration_s = -1\n{res}"
+        ));
+        assert_eq!(e.field, "duration_s", "{e}");
+        let d = parse_any(&format!(
+            "name = \"b\"\ncommand = \"x\"\nduration_s = 0.5\n{res}"
+        ))
+        .unwrap();
+        assert_eq!(d.duration_s, Some(0.5));
     }
 
     const GOOD: &str = r#"

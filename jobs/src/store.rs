@@ -53,8 +53,11 @@ pub struct JobRecord {
     /// Whether it was stopped.
     #[serde(default)]
     pub stopped: bool,
-    /// The spec as submitted.
+    /// The spec as submitted, or as last updated.
     pub spec: RawSpec,
+    /// The spec's generation (one more with each update that changed what replicas run).
+    #[serde(default)]
+    pub generation: u32,
 }
 
 impl JobRecord {
@@ -65,6 +68,7 @@ impl JobRecord {
             submitted_ms: job.submitted_ms(),
             stopped,
             spec: job.spec().raw.clone(),
+            generation: job.generation(),
         }
     }
 }
@@ -211,6 +215,7 @@ impl Store {
                 message: e.to_string(),
             })?;
             book.restore_job(spec, record.seq, record.submitted_ms, record.stopped, now);
+            book.restore_generation(&name, record.generation);
             for attempt in self.attempts(&name)? {
                 book.restore_attempt(&attempt, now);
             }
@@ -250,6 +255,7 @@ mod tests {
                         submitted_ms: 5,
                         stopped: false,
                         spec: spec.raw.clone(),
+                        generation: 0,
                     },
                 )
                 .unwrap();

@@ -434,6 +434,195 @@ async fn a_service_replaces_a_killed_replica_and_scales() {
     cluster.shutdown().await.unwrap();
 }
 
+/// The service's spec, version `v` (its replicas leave a marker `v{v}-INDEX` in `marks`).
+fn web_spec(marks: &Path, v: u32, extra: &str) -> String {
+    let command = format!(
+        "touch {}/v{v}-$PARLEY_TASK_INDEX; exec sleep 600",
+        shell_quote(marks)
+    );
+    let mut spec = serde_json::json!({
+        "name": "web",
+        "kind": "service",
+        "replicas": 4,
+        "max_unavailable": 1,
+        "max_surge": 1,
+        "command": command,
+        "resources": {"cpus": 0.1, "mem": 16},
+    });
+    let extra: serde_json::Map<String, Value> = serde_json::from_str(extra).unwrap();
+    for (key, value) in extra {
+        spec[key] = value;
+    }
+    spec.to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_rolls_to_a_new_spec_within_max_unavailable() {
+    let cluster = Cluster::start(&["cpus=4,mem=2048"]).await.unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let marks = tempfile::tempdir().unwrap();
+    let jobs = start_jobs(&cluster, data.path()).await;
+    let api = Api::new(&jobs);
+    let (status, body) = api
+        .submit(&web_spec(marks.path(), 1, "{}"), "application/json")
+        .await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(replicas(&api, 4).await.len(), 4);
+    let put = |body: String| {
+        let http = api.http.clone();
+        let url = format!("{}/web", api.base);
+        async move {
+            let r = http
+                .put(url)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        }
+    };
+    // Bad updates are refused naming the field, and change nothing.
+    let (status, body) = put(web_spec(
+        marks.path(),
+        2,
+        r#"{"max_unavailable": 0, "max_surge": 0}"#,
+    ))
+    .await;
+    assert_eq!(
+        (status, &body["error"]["field"]),
+        (400, &Value::from("max_surge")),
+        "{body}"
+    );
+    let (status, body) = put(web_spec(marks.path(), 2, r#"{"name": "other"}"#)).await;
+    assert_eq!(
+        (status, &body["error"]["field"]),
+        (400, &Value::from("name")),
+        "{body}"
+    );
+    let (status, body) = put(web_spec(marks.path(), 2, r#"{"depends_on": ["x"]}"#)).await;
+    assert_eq!(
+        (status, &body["error"]["field"]),
+        (400, &Value::from("depends_on")),
+        "{body}"
+    );
+    let unchanged = api.get("/web").await.unwrap();
+    assert_eq!(unchanged["generation"], 0, "{unchanged:#}");
+    assert_eq!(unchanged["outdated"], 0, "{unchanged:#}");
+
+    let (status, body) = put(web_spec(marks.path(), 2, "{}")).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["generation"], 1, "{body:#}");
+    // Sampled while it rolls: replicas running (on either spec), never fewer than
+    // replicas - max_unavailable = 3; the roll ends with all four on the new spec.
+    let samples = std::sync::Mutex::new(Vec::new());
+    let done = wait_until(WITHIN, "the roll to generation 1", || async {
+        let v = api.get("/web").await?;
+        let list = v["running"].as_array()?;
+        let up = list.iter().filter(|r| r["state"] == "running").count();
+        samples.lock().unwrap().push((up, v["outdated"].as_u64()?));
+        let new = list
+            .iter()
+            .filter(|r| r["state"] == "running" && r["generation"] == 1)
+            .count();
+        (v["outdated"] == 0 && new == 4 && list.len() == 4).then_some(v)
+    })
+    .await
+    .unwrap();
+    let samples = samples.into_inner().unwrap();
+    let least = samples.iter().map(|(up, _)| *up).min().unwrap();
+    assert!(
+        least >= 3,
+        "{least} replicas running at one point: {samples:?}"
+    );
+    assert!(
+        samples.iter().any(|(_, outdated)| *outdated > 0),
+        "the roll was never seen under way: {samples:?}"
+    );
+    let replaced = done["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["attempt"] == 0)
+        .filter(|f| {
+            f["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("rolling update"))
+        })
+        .count();
+    assert_eq!(replaced, 4, "{done:#}");
+    for i in 0..4 {
+        let marker = marks.path().join(format!("v2-{i}"));
+        assert!(marker.exists(), "replica {i} never ran the new spec");
+    }
+    let stopped = api.stop_job("web").await;
+    assert_eq!(stopped["state"], "stopped");
+    jobs.stop().await.unwrap();
+    cluster.wait_agents_idle().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_links_to_the_jobs_page_and_its_table() {
+    let cluster = Cluster::start(&["cpus=2,mem=1024"]).await.unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let jobs = start_jobs(&cluster, data.path()).await;
+    let api = Api::new(&jobs);
+    api.submit_ok(
+        "name = \"pair\"\ncommand = \"true\"\ncount = 2\n[resources]\ncpus = 0.1\nmem = 16\n",
+    )
+    .await;
+    // The coordinator's frameworks API (the dashboard's frameworks table) carries the page's URL.
+    let page_url = format!("http://{}/", jobs.addr);
+    let http = reqwest::Client::new();
+    let listed = wait_until(
+        WITHIN,
+        "the jobs framework listed with its web UI",
+        || async {
+            let v: Value = http
+                .get(format!("{}/api/v1/frameworks", cluster.url))
+                .send()
+                .await
+                .ok()?
+                .json()
+                .await
+                .ok()?;
+            v["frameworks"]
+                .as_array()?
+                .iter()
+                .find(|f| f["name"] == "parley-jobs")
+                .cloned()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(listed["webui_url"], page_url, "{listed:#}");
+    // The page is served there, and reads the jobs table with per-job progress.
+    let page = http.get(&page_url).send().await.unwrap();
+    assert_eq!(page.status().as_u16(), 200);
+    assert!(page
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/html")));
+    let html = page.text().await.unwrap();
+    assert!(html.contains("<title>Parley jobs</title>") && html.contains("api/v1/jobs"));
+    api.wait_done("pair").await;
+    let table = api.get("").await.unwrap();
+    let row = table["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["name"] == "pair")
+        .unwrap()
+        .clone();
+    assert_eq!(row["tasks"]["total"], 2, "{row:#}");
+    assert_eq!(row["tasks"]["succeeded"], 2, "{row:#}");
+    jobs.stop().await.unwrap();
+    cluster.wait_agents_idle().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_periodic_job_runs_on_a_fast_schedule_until_stopped() {
     let cluster = Cluster::start(&["cpus=2,mem=1024"]).await.unwrap();

@@ -141,12 +141,15 @@ pub enum Command {
         #[arg(long, short)]
         follow: bool,
     },
-    /// Submits a job spec (TOML, or JSON for a `.json` file) to the jobs service.
+    /// Submits a job spec (TOML, or JSON for a `.json` file) to the jobs service. A service
+    /// that exists is updated to the file's spec instead: scaled, or rolled replica by replica
+    /// within its `max_unavailable` and `max_surge`.
     Run {
         /// The spec file.
         file: PathBuf,
-        /// Wait for the job to end (a service: until every replica runs), printing its
-        /// progress; the exit code is 0 only if it succeeded. A periodic job is not waited for.
+        /// Wait for the job to end (a service: until every replica runs the latest spec),
+        /// printing its progress; the exit code is 0 only if it succeeded. A periodic job is
+        /// not waited for.
         #[arg(long)]
         wait: bool,
     },

@@ -45,6 +45,33 @@ pub struct RegisterFramework {
     /// [`crate::partition::DEFAULT_PARTITION_TIMEOUT_S`]). Refused without the capability.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partition_timeout_s: Option<f64>,
+    /// The URL of the framework's own web UI, as Mesos' `FrameworkInfo.webui_url`: the
+    /// dashboard's frameworks table links to it. An `http://` or `https://` URL of at most
+    /// [`MAX_WEBUI_URL_LEN`] bytes ([`check_webui_url`]); a re-registration states it anew.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webui_url: Option<String>,
+}
+
+/// The longest [`RegisterFramework::webui_url`], in bytes.
+pub const MAX_WEBUI_URL_LEN: usize = 2048;
+
+/// Checks a framework's `webui_url`: `http://` or `https://`, something after the scheme, at
+/// most [`MAX_WEBUI_URL_LEN`] bytes, no whitespace or control characters.
+pub fn check_webui_url(url: &str) -> Result<(), String> {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"));
+    match rest {
+        None => Err(format!("{url:?} is not an http:// or https:// URL")),
+        Some("") => Err(format!("{url:?} names no host")),
+        Some(_) if url.len() > MAX_WEBUI_URL_LEN => {
+            Err(format!("is longer than {MAX_WEBUI_URL_LEN} bytes"))
+        }
+        Some(_) if url.chars().any(|c| c.is_whitespace() || c.is_control()) => {
+            Err(format!("{url:?} holds whitespace or control characters"))
+        }
+        Some(_) => Ok(()),
+    }
 }
 
 /// Answer to [`RegisterFramework`], and the `subscribed` event.
@@ -430,6 +457,9 @@ pub struct FrameworkInfo {
     /// Its partition timeout, when it is partition-aware (see [`crate::partition`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partition_timeout_s: Option<f64>,
+    /// Its own web UI, as it registered it ([`RegisterFramework::webui_url`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webui_url: Option<String>,
 }
 
 /// A task, as operators see it.
@@ -587,6 +617,28 @@ pub struct ClusterState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_webui_url_is_an_http_url_of_sane_length() {
+        assert!(check_webui_url("http://127.0.0.1:5070/").is_ok());
+        assert!(check_webui_url("https://jobs.example/ui").is_ok());
+        for bad in [
+            "",
+            "ftp://x/",
+            "http://",
+            "javascript:alert(1)",
+            "http://a b/",
+            "http://x/\n",
+        ] {
+            assert!(check_webui_url(bad).is_err(), "{bad:?}");
+        }
+        let long = format!("http://x/{}", "a".repeat(MAX_WEBUI_URL_LEN));
+        assert!(check_webui_url(&long).is_err());
+        // Optional and additive: a registration without it reads as before.
+        let r: RegisterFramework =
+            serde_json::from_str(r#"{"name": "f", "role": "default"}"#).unwrap();
+        assert_eq!(r.webui_url, None);
+    }
 
     #[test]
     fn register_framework_minimal_and_strict() {

@@ -85,6 +85,7 @@ impl TestFramework {
             demand: None,
             capabilities,
             partition_timeout_s: None,
+            webui_url: None,
         };
         Self::register_with(url, request, true).await
     }

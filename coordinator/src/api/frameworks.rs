@@ -89,6 +89,7 @@ pub async fn register_framework(
     caller: &Caller,
     req: RegisterFramework,
 ) -> Result<Registered, ApiError> {
+    let webui_url = req.webui_url.clone();
     let mut input = input::framework_registration(req)?;
     // The owner is checked when planning only: it changes by registration alone, and
     // registrations run one at a time.
@@ -101,8 +102,9 @@ pub async fn register_framework(
                 let change = Change::PutFramework(plan.record.clone());
                 Ok::<_, ApiError>(((input, plan), vec![change]))
             },
-            |s, (input, plan), now, fx| {
+            move |s, (input, plan), now, fx| {
                 let (id, new) = s.apply_written_registration(input, &plan, now, fx)?;
+                s.set_framework_webui_url(id, webui_url);
                 Ok((id, new, s.framework_heartbeat_s()))
             },
         )

@@ -53,6 +53,9 @@ pub fn framework_registration(req: RegisterFramework) -> Result<FrameworkRegistr
     }
     protocol::capability::check_capabilities(&req.capabilities)
         .map_err(|reason| invalid("capabilities", reason))?;
+    if let Some(url) = &req.webui_url {
+        protocol::messages::check_webui_url(url).map_err(|reason| invalid("webui_url", reason))?;
+    }
     let partition_aware = protocol::partition::declares_partition_aware(&req.capabilities);
     let partition_timeout_s = match (partition_aware, req.partition_timeout_s) {
         (false, Some(_)) => {
@@ -364,6 +367,7 @@ mod tests {
             demand: None,
             capabilities: vec![],
             partition_timeout_s: None,
+            webui_url: None,
         };
         let err = framework_registration(req("f", "_orphans")).unwrap_err();
         assert_eq!(field_of(err), "role");
@@ -410,6 +414,7 @@ mod tests {
             demand: demand.map(|d| d.parse().unwrap()),
             capabilities: caps.iter().map(|c| c.to_string()).collect(),
             partition_timeout_s: None,
+            webui_url: None,
         };
         assert!(
             framework_registration(req(&["gpu_resources"], None))

@@ -162,6 +162,11 @@ pub async fn subscribe(m: &Mesos, caller: &Caller, call: Call) -> Result<Respons
             .map(|(_, name)| name.to_owned())
             .collect(),
             partition_timeout_s: None,
+            // A URL Parley would refuse is left out rather than failing the subscription.
+            webui_url: info
+                .webui_url
+                .clone()
+                .filter(|u| protocol::messages::check_webui_url(u).is_ok()),
         },
     )
     .await?;

@@ -69,6 +69,9 @@ pub struct FrameworkInfo {
     /// Capabilities, e.g. `MULTI_ROLE`, `PARTITION_AWARE`.
     #[serde(default)]
     pub capabilities: Vec<Capability>,
+    /// Its web UI, for the dashboard's link.
+    #[serde(default)]
+    pub webui_url: Option<String>,
 }
 
 /// One framework capability.

@@ -43,6 +43,17 @@ function link(text, hash) {
   return a;
 }
 
+// The framework's own web UI (its registered webui_url, http(s) only), in a new tab.
+function webui(f) {
+  if (!f.webui_url) return "";
+  const a = document.createElement("a");
+  a.href = f.webui_url;
+  a.target = "_blank";
+  a.rel = "noopener noreferrer";
+  a.textContent = "open";
+  return a;
+}
+
 function row(cells, tag) {
   const tr = document.createElement("tr");
   for (const c of cells) {
@@ -291,9 +302,10 @@ async function refreshOverview() {
     ]);
     for (const f of fws.frameworks) frameworkNames[f.framework_id] = f.name || shortId(f.framework_id);
     $("frameworks-count").textContent = "(" + fws.frameworks.length + ")";
-    fill("frameworks", ["name", "role", "state", "share", "tasks", "offers"],
+    fill("frameworks", ["name", "role", "state", "share", "tasks", "offers", "web UI"],
       fws.frameworks.map((f) => [link(f.name || shortId(f.framework_id), "#framework/" + f.framework_id), f.role,
-        f.state + (f.suppressed ? " (suppressed)" : ""), bar(f.dominant_share), f.active_tasks, why(f)]));
+        f.state + (f.suppressed ? " (suppressed)" : ""), bar(f.dominant_share), f.active_tasks, why(f),
+        webui(f)]));
     fill("roles", ["role", "weight", "allocated", "dominant share", "guarantee", "limit", "reserved", "frameworks"],
       roleRows(roles, 0, []));
     const first = agents.total === 0 ? 0 : agents.offset + 1;

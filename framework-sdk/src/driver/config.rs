@@ -88,6 +88,9 @@ pub struct DriverConfig {
     /// (the default): they are `lost`, and the agent has killed them by then, so launching a
     /// lost task again never runs it twice.
     pub partition_aware: Option<Duration>,
+    /// The URL of the framework's own web UI (Mesos' `webui_url`), sent at every registration:
+    /// the coordinator's dashboard links to it. Default none.
+    pub webui_url: Option<String>,
 }
 
 impl DriverConfig {
@@ -116,6 +119,7 @@ impl DriverConfig {
             token: None,
             gpu_resources: false,
             partition_aware: None,
+            webui_url: None,
         }
     }
 
@@ -146,6 +150,9 @@ impl DriverConfig {
 
     /// Checks the values are usable; the message names the bad field.
     pub fn validate(&self) -> Result<(), String> {
+        if let Some(url) = &self.webui_url {
+            protocol::messages::check_webui_url(url).map_err(|e| format!("webui_url: {e}"))?;
+        }
         if let Some(timeout) = self.partition_aware {
             protocol::partition::check_partition_timeout(timeout.as_secs_f64())
                 .map_err(|e| format!("partition_aware: {e}"))?;

@@ -237,6 +237,7 @@ impl<S: Scheduler> Runner<S> {
             .map(|(_, name)| name.to_owned())
             .collect(),
             partition_timeout_s: self.config.partition_aware.map(|d| d.as_secs_f64()),
+            webui_url: self.config.webui_url.clone(),
         };
         let registration = match self.client.register(&request).await {
             Ok(r) => r,

@@ -145,9 +145,46 @@ pub async fn run(
         Some("json") => "application/json",
         _ => "application/toml",
     };
-    let answer = api
-        .call(Method::POST, "", Some((text, content_type)))
-        .await?;
+    let answer = match api
+        .call(Method::POST, "", Some((text.clone(), content_type)))
+        .await
+    {
+        Err(CtlError::Api {
+            status: 409,
+            code,
+            message,
+        }) if code == "job_exists" => {
+            // Like `nomad job run`: a service that exists is updated to the file's spec (a
+            // rolling update when what its replicas run changed); any other job is refused.
+            let name = spec_name(&text, content_type).ok_or_else(|| CtlError::Api {
+                status: 409,
+                code: code.clone(),
+                message: message.clone(),
+            })?;
+            let (_, existing) = api.get(&format!("/{name}")).await?;
+            if existing["kind"] != "service" {
+                return Err(CtlError::Api {
+                    status: 409,
+                    code,
+                    message,
+                });
+            }
+            let answer = api
+                .call(Method::PUT, &format!("/{name}"), Some((text, content_type)))
+                .await?;
+            if !json {
+                let updated: Value =
+                    serde_json::from_str(&answer).map_err(|e| CtlError::Protocol(e.to_string()))?;
+                writeln!(
+                    out,
+                    "service {name} updated to generation {} ({} replicas to replace)",
+                    updated["generation"], updated["outdated"]
+                )?;
+            }
+            answer
+        }
+        other => other?,
+    };
     let submitted: Value =
         serde_json::from_str(&answer).map_err(|e| CtlError::Protocol(e.to_string()))?;
     let name = submitted["name"]
@@ -179,7 +216,8 @@ pub async fn run(
             break (raw, view);
         }
         // A service never ends by itself: it is up once every replica runs.
-        if view["kind"] == "service" && count(&view, "running") == count(&view, "total") {
+        let rolled = view["outdated"].as_u64().unwrap_or(0) == 0;
+        if view["kind"] == "service" && rolled && count(&view, "running") == count(&view, "total") {
             let up = view["running"]
                 .as_array()
                 .is_some_and(|r| r.iter().all(|t| t["state"] == "running"));
@@ -203,6 +241,16 @@ pub async fn run(
                 .unwrap_or_default()
         ))),
     }
+}
+
+/// The `name` a spec file gives, read loosely (the service checks the rest).
+fn spec_name(text: &str, content_type: &str) -> Option<String> {
+    let value: Value = if content_type.contains("json") {
+        serde_json::from_str(text).ok()?
+    } else {
+        toml::from_str(text).ok()?
+    };
+    value["name"].as_str().map(str::to_owned)
 }
 
 /// `parleyctl jobs`: every job, one line each.

@@ -48,6 +48,7 @@ fn request(name: &str, capabilities: &[&str], demand: Option<&str>) -> RegisterF
         demand: demand.map(|d| d.parse().unwrap()),
         capabilities: capabilities.iter().map(|c| c.to_string()).collect(),
         partition_timeout_s: None,
+        webui_url: None,
     }
 }
 

@@ -157,6 +157,7 @@ async fn the_sdk_and_an_agent_follow_a_followers_redirect_to_the_leader() {
         demand: None,
         capabilities: Vec::new(),
         partition_timeout_s: None,
+        webui_url: None,
     };
     let probe = client
         .register(&request)

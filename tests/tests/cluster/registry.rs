@@ -66,6 +66,7 @@ async fn a_restarted_coordinator_remembers_frameworks_weights_and_removals() {
         demand: None,
         capabilities: Vec::new(),
         partition_timeout_s: None,
+        webui_url: None,
     };
     gone.remove().await.unwrap();
 
@@ -142,6 +143,7 @@ async fn a_framework_that_does_not_come_back_after_a_restart_is_removed_with_its
         demand: None,
         capabilities: Vec::new(),
         partition_timeout_s: None,
+        webui_url: None,
     };
     let mut fw = TestFramework::register_with(&cluster.url, request, true)
         .await

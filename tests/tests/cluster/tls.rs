@@ -156,6 +156,7 @@ async fn clients_without_the_ca_or_without_tls_are_refused() {
         demand: None,
         capabilities: Vec::new(),
         partition_timeout_s: None,
+        webui_url: None,
     };
     let err = untrusting.register(&request).await.unwrap_err();
     let chain = format!("{err:?}");
