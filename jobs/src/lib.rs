@@ -19,6 +19,7 @@
 //! - [`scheduler`]: [`scheduler::JobsScheduler`], the SDK `Scheduler` that launches the
 //!   book's tasks on offers.
 //! - [`api`]: the axum router under `/api/v1/jobs`.
+//! - [`cli`]: [`cli::Args`], the binary's flags and environment variables.
 //! - [`service`]: [`service::ServiceConfig`], [`service::run`] and [`service::start`]: the
 //!   store, the driver, the API and the service's clock wired together.
 //!
@@ -28,6 +29,7 @@
 
 pub mod api;
 pub mod book;
+pub mod cli;
 pub mod ranges;
 pub mod schedule;
 pub mod scheduler;

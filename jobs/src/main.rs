@@ -14,65 +14,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use framework_sdk::{BearerToken, RolePath};
+use parley_jobs::cli::Args;
 use parley_jobs::ServiceConfig;
-
-/// parley-jobs: a jobs service for Parley. Submit job specs to its API (or with `parleyctl
-/// run FILE`); it runs them as one framework.
-#[derive(Debug, Parser)]
-#[command(name = "parley-jobs", version, about)]
-struct Args {
-    /// The coordinator's base URL; or several, separated by commas (it follows the leader).
-    #[arg(
-        long,
-        env = "PARLEY_COORDINATOR",
-        default_value = "http://127.0.0.1:5050"
-    )]
-    coordinator: String,
-    /// A PEM file of the CA to trust for an https:// coordinator.
-    #[arg(long, env = "PARLEY_CA_FILE", value_name = "FILE")]
-    ca_file: Option<PathBuf>,
-    /// The role the jobs' tasks run under.
-    #[arg(long, default_value = "default")]
-    role: RolePath,
-    /// The framework's name.
-    #[arg(long, default_value = "parley-jobs")]
-    name: String,
-    /// The framework principal's token, for a coordinator with credentials.
-    #[arg(long, env = "PARLEY_TOKEN", hide_env_values = true)]
-    token: Option<BearerToken>,
-    /// The token clients of this service's API must present (default: the API is open, so
-    /// it should listen on loopback only).
-    #[arg(long, env = "PARLEY_JOBS_API_TOKEN", hide_env_values = true)]
-    api_token: Option<String>,
-    /// The API's TLS certificate (PEM, the server's first): HTTPS instead of HTTP. Needs
-    /// --tls-key.
-    #[arg(long, env = "PARLEY_JOBS_TLS_CERT", value_name = "FILE")]
-    tls_cert: Option<PathBuf>,
-    /// The API's TLS private key (PEM). Needs --tls-cert.
-    #[arg(long, env = "PARLEY_JOBS_TLS_KEY", value_name = "FILE")]
-    tls_key: Option<PathBuf>,
-    /// Where the API listens.
-    #[arg(long, default_value = "127.0.0.1:5070")]
-    listen: SocketAddr,
-    /// Where the service keeps its state (`jobs.redb`).
-    #[arg(long, default_value = "./data/jobs")]
-    data_dir: PathBuf,
-    /// The jobs page's URL, registered as the framework's web UI (the coordinator's dashboard
-    /// links to it); default `http(s)://LISTEN/`, none when listening on every interface.
-    #[arg(long, value_name = "URL")]
-    webui_url: Option<String>,
-    /// How jobs of the same priority share the queue: `fifo` (first submitted first) or `fair`
-    /// (each next task to the job running the fewest).
-    #[arg(long, default_value = "fifo", value_parser = ["fifo", "fair"])]
-    queue_order: String,
-    /// Seconds for a queued job to gain one point of priority.
-    #[arg(long, default_value_t = 60.0)]
-    aging_s: f64,
-    /// How long the jobs' tasks survive while this service is away, in seconds.
-    #[arg(long, default_value_t = framework_sdk::DEFAULT_FAILOVER_TIMEOUT.as_secs_f64())]
-    failover_timeout_s: f64,
-}
 
 fn seconds(flag: &str, value: f64) -> anyhow::Result<Duration> {
     anyhow::ensure!(

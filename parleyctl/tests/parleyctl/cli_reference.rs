@@ -14,6 +14,6 @@ fn the_generated_cli_reference_is_fresh() {
             "### `parleyctl job status`",
             "`PARLEY_COORDINATOR`",
         ],
-        "cargo test -p parleyctl --test cli_reference",
+        "cargo test -p parleyctl --test parleyctl cli_reference::",
     );
 }

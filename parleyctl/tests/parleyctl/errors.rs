@@ -3,10 +3,8 @@
 //! coordinators, of which the leader is found.
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
+use crate::support::{binary, texts};
 use coordinator::auth::{Credentials, SecretHash};
-use support::{binary, texts};
 use tests::fake_leader::FakeFollower;
 use tests::Cluster;
 

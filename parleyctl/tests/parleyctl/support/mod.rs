@@ -1,6 +1,6 @@
 //! What the parleyctl tests share: running a command line through the library, or the real
 //! binary as a child process.
-#![allow(dead_code, clippy::unwrap_used)]
+#![allow(clippy::unwrap_used)]
 
 use std::process::Output;
 

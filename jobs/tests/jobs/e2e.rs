@@ -6,8 +6,6 @@
 use std::path::Path;
 use std::time::Duration;
 
-mod support;
-
 use parley_jobs::service::Running;
 use parley_jobs::ServiceConfig;
 use serde_json::Value;
@@ -265,7 +263,7 @@ async fn a_restarted_service_finishes_the_array_launching_each_index_once() {
     let out = tempfile::tempdir().unwrap();
     let jobs = start_jobs(&cluster, data.path()).await;
     let api = Api::new(&jobs);
-    let spec = support::logging_array("steady", 12, 4, out.path());
+    let spec = crate::support::logging_array("steady", 12, 4, out.path());
     api.submit_ok(&spec).await;
     wait_until(WITHIN, "some tasks done and some running", || async {
         let v = api.get("/steady").await?;
@@ -287,8 +285,8 @@ async fn a_restarted_service_finishes_the_array_launching_each_index_once() {
     assert_eq!(view["state"], "succeeded", "{view:#}");
     assert_eq!(view["succeeded"], serde_json::json!([[0, 12]]));
     assert!(view["failures"].as_array().unwrap().is_empty(), "{view:#}");
-    support::assert_each_ran_once(out.path(), 12);
-    support::assert_one_framework(&cluster, framework).await;
+    crate::support::assert_each_ran_once(out.path(), 12);
+    crate::support::assert_one_framework(&cluster, framework).await;
     jobs.stop().await.unwrap();
     cluster.wait_agents_idle().await.unwrap();
     cluster.shutdown().await.unwrap();

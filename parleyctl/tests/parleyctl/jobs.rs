@@ -4,12 +4,10 @@
 //! JSON, and an unreachable service is exit code 3.
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::{binary, ctl, ok, texts};
 use parleyctl::{CtlError, EXIT_API, EXIT_UNREACHABLE};
-use support::{binary, ctl, ok, texts};
 use tests::Cluster;
 
 fn refs(args: &[String]) -> Vec<&str> {

@@ -1,7 +1,7 @@
 //! What the restart tests share: an array command that logs each index's start and end, and
 //! the checks that every index ran exactly once under one framework.
 
-#![allow(clippy::unwrap_used, dead_code)]
+#![allow(clippy::unwrap_used)]
 
 use std::path::Path;
 

@@ -4,8 +4,6 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
@@ -56,7 +54,7 @@ async fn a_service_killed_mid_array_finishes_it_after_a_restart() {
         .port();
     let (mut child, base) = spawn(&cluster.url, data.path(), port).await;
     let http = reqwest::Client::new();
-    let spec = support::logging_array("crashy", 16, 5, out.path());
+    let spec = crate::support::logging_array("crashy", 16, 5, out.path());
     let r = http
         .post(&base)
         .header("content-type", "application/toml")
@@ -90,8 +88,8 @@ async fn a_service_killed_mid_array_finishes_it_after_a_restart() {
     .unwrap();
     assert_eq!(done["state"], "succeeded", "{done:#}");
     assert_eq!(done["succeeded"], serde_json::json!([[0, 16]]));
-    support::assert_each_ran_once(out.path(), 16);
-    support::assert_one_framework(&cluster, framework).await;
+    crate::support::assert_each_ran_once(out.path(), 16);
+    crate::support::assert_one_framework(&cluster, framework).await;
     child.start_kill().unwrap();
     child.wait().await.unwrap();
     cluster.wait_agents_idle().await.unwrap();

@@ -3,11 +3,9 @@
 //! with reason `agent_drained`, and bad input is a usage or API error that changes nothing.
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
+use crate::support::{ctl, ok};
 use parleyctl::CtlError;
 use protocol::TaskState;
-use support::{ctl, ok};
 use tests::framework::{shell_task, TestFramework};
 use tests::{Cluster, WITHIN};
 

@@ -4,13 +4,11 @@
 //! `offers --watch` (the real binary) prints offer lines.
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
+use crate::support::{binary, ctl, ok, texts};
 use protocol::messages::{
     AgentList, FrameworkExplanation, FrameworkList, OfferList, RoleNode, TaskList,
 };
 use protocol::TaskState;
-use support::{binary, ctl, ok, texts};
 use tests::framework::{shell_task, TestFramework};
 use tests::{Cluster, WITHIN};
 

@@ -2,10 +2,8 @@
 //! certificate is unknown (unreachable, exit 3); a CA file that is not there is a usage error.
 #![allow(clippy::unwrap_used)]
 
-mod support;
-
+use crate::support::{binary, texts};
 use parley_tls::testing::TestPki;
-use support::{binary, texts};
 use tokio_util::sync::CancellationToken;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,0 +1,12 @@
+//! `parleyctl`'s tests, in one binary: its commands run through the library or as the real
+//! binary against a coordinator (and a jobs service) on loopback, its errors and exit codes,
+//! TLS, maintenance, jobs, and the generated command reference. Run one module with
+//! `cargo test -p parleyctl --test parleyctl <module>::`.
+
+mod cli_reference;
+mod commands;
+mod errors;
+mod jobs;
+mod maintenance;
+mod support;
+mod tls;
