@@ -8,7 +8,7 @@
 # task saw and the agent's GPU figures for it (gpu-jobs' "usage" lines), and the task statuses,
 # then stops everything. On failure it prints the end of the coordinator's and agent's logs.
 #
-# Build the binaries where Rust is:   cargo build --release -p parley -p agent -p examples
+# Build the binaries where Rust is:   cargo build --release -p parley -p parley-agent -p examples
 # and carry target/release/{coordinator,agent,gpu-jobs} over. Settings (environment):
 #   PARLEY_BIN        directory of the binaries (default: target/release next to this script)
 #   COORDINATOR_BIN   AGENT_BIN   GPU_JOBS_BIN   each binary, overriding PARLEY_BIN
@@ -76,7 +76,7 @@ case "$port" in
     '' | *[!0-9]*) die "PARLEY_CHECK_PORT must be a port number, got '$port'" ;;
 esac
 for b in "$coordinator" "$agent" "$gpu_jobs"; do
-    [ -x "$b" ] || die "missing binary $b (cargo build --release -p parley -p agent -p examples; or set PARLEY_BIN)"
+    [ -x "$b" ] || die "missing binary $b (cargo build --release -p parley -p parley-agent -p examples; or set PARLEY_BIN)"
 done
 command -v curl >/dev/null 2>&1 || die "curl is needed to read the coordinator's API"
 

@@ -1,7 +1,7 @@
 //! Run with:
 //!
 //! ```text
-//! cargo run --release -p agent --example fake_coordinator -- 127.0.0.1:5050 1.0
+//! cargo run --release -p parley-agent --example fake_coordinator -- 127.0.0.1:5050 1.0
 //! ```
 //!
 //! The agent tests' fake coordinator as a standalone server (listen address, heartbeat interval

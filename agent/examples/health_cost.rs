@@ -3,7 +3,7 @@
 //! timed from start to verdict. Prints the median and 90th percentile of each.
 //!
 //! ```text
-//! cargo run -p agent --example health_cost -- 200
+//! cargo run -p parley-agent --example health_cost -- 200
 //! ```
 
 use std::collections::BTreeMap;

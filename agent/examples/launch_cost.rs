@@ -4,7 +4,7 @@
 //! includes killing and removing the cgroup). Prints the median and 90th percentile of each.
 //!
 //! ```text
-//! cargo build -p agent --bin parley-launch --example launch_cost
+//! cargo build -p parley-agent --bin parley-launch --example launch_cost
 //! sudo target/debug/examples/launch_cost target/debug/parley-launch 50
 //! ```
 

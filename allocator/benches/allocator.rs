@@ -1,9 +1,9 @@
 //! Allocator benchmarks.
 //!
 //! Run with:
-//! - `cargo bench -p allocator --bench allocator` — criterion timing of one `pick`, then the
+//! - `cargo bench -p parley-allocator --bench allocator` — criterion timing of one `pick`, then the
 //!   `DeclineOffers` rounds at the small size (1k agents x 100 frameworks).
-//! - `ALLOC_BENCH_SIZE=10k cargo bench -p allocator --bench allocator -- rounds` — one size only
+//! - `ALLOC_BENCH_SIZE=10k cargo bench -p parley-allocator --bench allocator -- rounds` — one size only
 //!   (`1k`, `10k`, `50k`), rounds only; `ALLOC_BENCH_TREE=flat` for a flat tree (each framework in
 //!   its own top-level role) instead of 10 top roles x 10 sub-roles; `ALLOC_BENCH_ROUNDS=n` to
 //!   override the number of rounds; `ALLOC_BENCH_WINDOW=n` for the window size of the per-window

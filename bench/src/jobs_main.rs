@@ -10,7 +10,7 @@
 //!   agent has), so all stay queued while the service answers offers; the service's memory.
 //!
 //! ```sh
-//! cargo build --release -p parley -p agent -p parley-jobs -p parley-bench
+//! cargo build --release -p parley -p parley-agent -p parley-jobs -p parley-bench
 //! target/release/parley-jobs-bench throughput --agents 1000 --tasks 100000
 //! target/release/parley-jobs-bench queue --tasks 1000000
 //! ```

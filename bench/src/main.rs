@@ -2,7 +2,7 @@
 //! SDK frameworks against them and prints one markdown table. Run with:
 //!
 //! ```sh
-//! cargo build --release -p parley -p agent -p parley-bench
+//! cargo build --release -p parley -p parley-agent -p parley-bench
 //! target/release/parley-bench --agents 1000 --frameworks 100 --tasks 20000
 //! ```
 
@@ -129,7 +129,7 @@ async fn real_main() -> anyhow::Result<bool> {
     ] {
         if !bin.is_file() {
             anyhow::bail!(
-                "{} does not exist; build it (cargo build --release -p parley -p agent) or give {flag}",
+                "{} does not exist; build it (cargo build --release -p parley -p parley-agent) or give {flag}",
                 bin.display()
             );
         }

@@ -7,8 +7,6 @@
 //! cargo run -p parley-jobs -- --coordinator http://127.0.0.1:5050 --listen 127.0.0.1:5070
 //! ```
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 

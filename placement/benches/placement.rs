@@ -9,7 +9,7 @@
 //!   quarter at most 5 tasks per rack, a quarter `zone == b` and spread over racks, a quarter
 //!   none; 20 tasks of each constrained job already run.
 //!
-//! Run with: `cargo bench -p placement --bench placement` (add a filter such as
+//! Run with: `cargo bench -p parley-placement --bench placement` (add a filter such as
 //! `place_1000` to run one group).
 #![allow(clippy::unwrap_used)]
 // criterion's macros generate undocumented functions.

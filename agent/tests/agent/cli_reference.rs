@@ -13,6 +13,6 @@ fn the_generated_cli_reference_is_fresh() {
             "`--simulate <SIMULATE>`",
             "`PARLEY_COORDINATOR`",
         ],
-        "cargo test -p agent --test agent cli_reference::",
+        "cargo test -p parley-agent --test agent cli_reference::",
     );
 }

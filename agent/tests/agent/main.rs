@@ -1,7 +1,7 @@
 //! The agent's integration tests, in one binary: the `agent` binary's command line (`cli`,
 //! `gpu_cli`), and an in-process agent against the fake coordinator of [`common`] (real tasks,
 //! isolation, images, hardening, simulated agents). Run one module with
-//! `cargo test -p agent --test agent <module>::`.
+//! `cargo test -p parley-agent --test agent <module>::`.
 
 mod cli;
 mod cli_reference;

@@ -1,6 +1,6 @@
 //! `hdrf-sim`: runs an H-DRF / DRF / plain-sum scenario task by task and prints the outcome.
 //!
-//! Run with: `cargo run -p allocator --bin hdrf-sim -- scenario.json` (or the scenario on stdin).
+//! Run with: `cargo run -p parley-allocator --bin hdrf-sim -- scenario.json` (or the scenario on stdin).
 //! The format is documented in `allocator::sim`. Invalid input exits with status 2 and a
 //! one-line error on stderr.
 

@@ -1,7 +1,7 @@
 //! What the preemption check costs at scale: 1,000 agents, 10,000 running tasks,
 //! 10 roles of 10 frameworks, one role starved. Prints the time of the per-check work
 //! (`preemption_input` + `FairShares::compute`) and of one plan over all the tasks; run with
-//! `cargo test --release -p allocator --test allocator preempt_cost -- --nocapture` for the numbers in
+//! `cargo test --release -p parley-allocator --test allocator preempt_cost -- --nocapture` for the numbers in
 //! the book's Performance page (`docs/src/performance.md`).
 #![allow(clippy::unwrap_used)]
 

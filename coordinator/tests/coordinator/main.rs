@@ -2,7 +2,7 @@
 //! agent, operator, auth, drain, dashboard, Mesos, the OpenAPI document, limits, registry
 //! failures, fairness), against a coordinator serving real HTTP on loopback or its router
 //! called request by request ([`support`]). Run one module with
-//! `cargo test -p coordinator --test coordinator <module>::`.
+//! `cargo test -p parley-coordinator --test coordinator <module>::`.
 
 mod agent_api;
 mod agent_calls;

@@ -28,6 +28,6 @@ fn the_metrics_reference_is_fresh() {
     testkit::docs::fresh_or_bless(
         &testkit::docs::repository().join("docs/src/reference/metrics.md"),
         page.as_bytes(),
-        "cargo test -p coordinator --test coordinator metrics_reference::",
+        "cargo test -p parley-coordinator --test coordinator metrics_reference::",
     );
 }

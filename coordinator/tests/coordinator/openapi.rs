@@ -382,6 +382,6 @@ fn the_books_copy_of_the_document_is_fresh() {
     testkit::docs::fresh_or_bless(
         &committed_copy(),
         openapi::json().as_bytes(),
-        "cargo test -p coordinator --test coordinator openapi::",
+        "cargo test -p parley-coordinator --test coordinator openapi::",
     );
 }

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run -p parley &                                              # on 127.0.0.1:5050
-//! cargo run -p agent --bin agent -- --listen 127.0.0.1:5051 --gpus auto &       # on a GPU machine
+//! cargo run -p parley-agent --bin agent -- --listen 127.0.0.1:5051 --gpus auto &       # on a GPU machine
 //! cargo run -p examples --bin gpu-jobs -- --tasks 2
 //! ```
 //!

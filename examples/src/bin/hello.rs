@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run -p parley &                                              # on 127.0.0.1:5050
-//! cargo run -p agent --bin agent -- --listen 127.0.0.1:5051 --resources cpus=4,mem=4096 &
+//! cargo run -p parley-agent --bin agent -- --listen 127.0.0.1:5051 --resources cpus=4,mem=4096 &
 //! cargo run -p examples --bin hello -- --coordinator http://127.0.0.1:5050 --tasks 5 --command 'echo hi'
 //! ```
 //!

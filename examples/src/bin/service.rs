@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run -p parley &
-//! cargo run -p agent --bin agent -- --listen 127.0.0.1:5051 --resources cpus=4,mem=4096 &
+//! cargo run -p parley-agent --bin agent -- --listen 127.0.0.1:5051 --resources cpus=4,mem=4096 &
 //! cargo run -p examples --bin service -- --replicas 3 --command 'sleep 3600'
 //! ```
 //!

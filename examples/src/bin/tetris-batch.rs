@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run -p parley &
-//! cargo run -p agent --bin agent -- --simulate 20 --resources cpus=8,mem=16384 &
+//! cargo run -p parley-agent --bin agent -- --simulate 20 --resources cpus=8,mem=16384 &
 //! cargo run -p examples --bin tetris-batch -- --jobs 20 --max-tasks 30 --simulated --policy tetris
 //! cargo run -p examples --bin tetris-batch -- --jobs 20 --max-tasks 30 --simulated --policy first-fit
 //! ```

@@ -331,7 +331,7 @@ pub fn agent_binary() -> PathBuf {
     let agent = coordinator.with_file_name("agent");
     assert!(
         agent.exists(),
-        "{} is missing: build it first (cargo build -p agent --bin agent)",
+        "{} is missing: build it first (cargo build -p parley-agent --bin agent)",
         agent.display()
     );
     agent
