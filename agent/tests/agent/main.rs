@@ -4,6 +4,7 @@
 //! `cargo test -p agent --test agent <module>::`.
 
 mod cli;
+mod cli_reference;
 mod common;
 mod gpu_cli;
 mod hardening;
@@ -11,4 +12,3 @@ mod image;
 mod isolation;
 mod real_agent;
 mod simulated;
-mod cli_reference;

@@ -4,12 +4,11 @@
 
 #![allow(clippy::unwrap_used)]
 
-
 use std::time::Duration;
 
+use crate::support::{fast_config, keep_alive, Api, FakeAgent, Rest, TestCoordinator};
 use protocol::{AgentId, FrameworkEvent, FrameworkId, TaskState, TaskStatus};
 use serde_json::json;
-use crate::support::{fast_config, keep_alive, Api, FakeAgent, Rest, TestCoordinator};
 
 /// The endpoint of agents registered in process: never called, as no task is launched.
 const NOWHERE: &str = "http://127.0.0.1:9";

@@ -4,9 +4,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-
 use std::sync::{Arc, Mutex};
 
+use crate::support::{fast_config, wait_for, Api, Rest, TestCoordinator};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
@@ -16,7 +16,6 @@ use axum::Router;
 use protocol::messages::LaunchTasks;
 use protocol::TaskState;
 use serde_json::{json, Value};
-use crate::support::{fast_config, wait_for, Api, Rest, TestCoordinator};
 
 const NOWHERE: &str = "http://127.0.0.1:9";
 const TOKEN: &str = "the-agents-own-token-0123456789";

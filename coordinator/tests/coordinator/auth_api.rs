@@ -5,16 +5,15 @@
 
 #![allow(clippy::unwrap_used)]
 
-
 use std::sync::Arc;
 
+use crate::support::{Api, Rest};
 use axum::body::Body;
 use axum::http::{header, Method, Request};
 use coordinator::auth::{Credentials, SecretHash};
 use coordinator::Config;
 use protocol::{AgentId, FrameworkId};
 use serde_json::{json, Value};
-use crate::support::{Api, Rest};
 
 const FW_A: &str = "token-of-framework-a";
 const FW_B: &str = "token-of-framework-b";

@@ -4,10 +4,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-
+use crate::support::{fast_config, wait_for, FakeAgent, Rest, TestCoordinator};
 use protocol::TaskState;
 use serde_json::{json, Value};
-use crate::support::{fast_config, wait_for, FakeAgent, Rest, TestCoordinator};
 
 fn code(body: &Value) -> &str {
     body["error"]["code"].as_str().unwrap_or_default()

@@ -4,15 +4,14 @@
 
 #![allow(clippy::unwrap_used)]
 
-
 use std::sync::Arc;
 
+use crate::support::Api;
 use axum::body::Body;
 use axum::http::{header, Method, Request};
 use coordinator::auth::{Credentials, SecretHash};
 use coordinator::Config;
 use serde_json::{json, Value};
-use crate::support::Api;
 
 const NODES: &str = "token-of-agent-pool";
 const TEAM: &str = "token-of-team";

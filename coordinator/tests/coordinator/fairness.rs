@@ -4,10 +4,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-
+use crate::support::{fast_config, wait_for, EventStream, FakeAgent, Rest, TestCoordinator};
 use protocol::{FrameworkEvent, FrameworkId};
 use serde_json::json;
-use crate::support::{fast_config, wait_for, EventStream, FakeAgent, Rest, TestCoordinator};
 
 /// Accepts every offer whole with one long-running task.
 fn accept_everything(c: &TestCoordinator, fw: FrameworkId, mut events: EventStream) {

@@ -3,12 +3,11 @@
 
 #![allow(clippy::unwrap_used)]
 
-
 use std::time::Duration;
 
+use crate::support::{fast_config, wait_for, FakeAgent, Rest, TestCoordinator};
 use protocol::{FrameworkEvent, FrameworkId, TaskState, TaskStatus};
 use serde_json::json;
-use crate::support::{fast_config, wait_for, FakeAgent, Rest, TestCoordinator};
 
 #[tokio::test]
 async fn offers_arrive_and_accept_launches_on_the_agent() {
@@ -466,7 +465,8 @@ async fn a_newer_stream_replaces_the_older_and_delete_ends_it() {
 #[tokio::test]
 async fn batched_statuses_and_acknowledgements() {
     let (c, fw, mut events, agent_id, _agent) = two_tasks_launched("b").await;
-    let status_of = |task: &str, state: TaskState| crate::support::status_of(agent_id, fw, task, state);
+    let status_of =
+        |task: &str, state: TaskState| crate::support::status_of(agent_id, fw, task, state);
 
     // A batch with one status of another agent is refused whole: nothing is relayed.
     let mut foreign = status_of("t2", TaskState::Running);

@@ -3,13 +3,12 @@
 //! defers updates to the re-send; only a reader that stopped is cut off, and it gets its pending
 //! updates on reconnecting), and supervised background loops. The body limit (413) is tested in `operator_api.rs`.
 
-
 use std::collections::BTreeSet;
 
+use crate::support::*;
 use coordinator::Config;
 use protocol::{AgentId, FrameworkEvent, TaskState};
 use serde_json::{json, Value};
-use crate::support::*;
 
 fn code(body: &Value) -> &str {
     body["error"]["code"].as_str().unwrap_or_default()

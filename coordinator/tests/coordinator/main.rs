@@ -4,7 +4,6 @@
 //! called request by request ([`support`]). Run one module with
 //! `cargo test -p coordinator --test coordinator <module>::`.
 
-mod support;
 mod agent_api;
 mod agent_calls;
 mod auth_api;
@@ -18,3 +17,4 @@ mod metrics_reference;
 mod openapi;
 mod operator_api;
 mod registry_failures;
+mod support;

@@ -5,15 +5,14 @@
 
 #![allow(clippy::unwrap_used)]
 
-
 use std::collections::VecDeque;
 use std::pin::Pin;
 
+use crate::support::{fast_config, wait_for, FakeAgent, Rest, TestCoordinator, DEADLINE};
 use coordinator::mesos::recordio::Decoder;
 use futures::{Stream, StreamExt};
 use protocol::{CommandSpec, TaskState};
 use serde_json::{json, Value};
-use crate::support::{fast_config, wait_for, FakeAgent, Rest, TestCoordinator, DEADLINE};
 
 type Chunks = Pin<Box<dyn Stream<Item = reqwest::Result<axum::body::Bytes>> + Send>>;
 

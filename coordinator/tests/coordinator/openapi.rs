@@ -12,15 +12,14 @@
 
 #![allow(clippy::unwrap_used)]
 
-
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
+use crate::support::{fast_config, FakeAgent, Rest, TestCoordinator};
 use axum::http::Method;
 use coordinator::api::openapi;
 use coordinator::Coordinator;
 use serde_json::{json, Value};
-use crate::support::{fast_config, FakeAgent, Rest, TestCoordinator};
 
 /// The document as JSON.
 fn document() -> Value {

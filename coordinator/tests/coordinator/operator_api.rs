@@ -4,12 +4,11 @@
 
 #![allow(clippy::unwrap_used)]
 
-
+use crate::support::{fast_config, wait_for, Api, FakeAgent, Rest, TestCoordinator};
 use axum::http::Method;
 use protocol::events::OfferEvent;
 use protocol::{FrameworkId, OfferId, TaskState};
 use serde_json::{json, Value};
-use crate::support::{fast_config, wait_for, Api, FakeAgent, Rest, TestCoordinator};
 use testkit::SseReader;
 
 /// Everything a bad request must leave unchanged.

@@ -5,11 +5,10 @@
 
 #![allow(clippy::unwrap_used)]
 
-
+use crate::support::{fast_config, Api, Rest};
 use axum::http::Method;
 use protocol::FrameworkId;
 use serde_json::{json, Value};
-use crate::support::{fast_config, Api, Rest};
 
 fn config(registry: &std::path::Path) -> coordinator::Config {
     coordinator::Config {

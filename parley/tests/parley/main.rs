@@ -5,6 +5,7 @@
 //! `cargo test -p parley --test parley <module>::`.
 
 mod chaos;
+mod cli_reference;
 mod dev_jobs;
 mod ha;
 mod partition;
@@ -13,4 +14,3 @@ mod registry_process;
 mod security_cli;
 mod support;
 mod tls_flags;
-mod cli_reference;
