@@ -449,7 +449,7 @@ pub struct Overrides {
     #[arg(long, value_name = "SECS", env = "PARLEY_ALLOCATION_INTERVAL")]
     #[serde(alias = "allocation_interval_s")]
     pub allocation_interval: Option<f64>,
-    /// Seconds to batch changes before an early allocation run (default 0.005).
+    /// Seconds to batch changes before an early allocation run, 0 allowed (default 0.005).
     #[arg(long, value_name = "SECS", env = "PARLEY_ALLOCATION_BATCH_DELAY")]
     #[serde(alias = "allocation_batch_delay_s")]
     pub allocation_batch_delay: Option<f64>,
@@ -461,18 +461,18 @@ pub struct Overrides {
     #[arg(long, value_name = "SECS", env = "PARLEY_AGENT_HEARTBEAT_INTERVAL")]
     #[serde(alias = "agent_heartbeat_interval_s")]
     pub agent_heartbeat_interval: Option<f64>,
-    /// Missed heartbeats before an agent is lost (default 5).
+    /// Missed heartbeats before an agent is lost, 1 to 1000 (default 5).
     #[arg(long, value_name = "N", env = "PARLEY_MAX_MISSED_HEARTBEATS")]
     pub max_missed_heartbeats: Option<u32>,
     /// Seconds between heartbeat events on framework streams (default 15).
     #[arg(long, value_name = "SECS", env = "PARLEY_FRAMEWORK_HEARTBEAT_INTERVAL")]
     #[serde(alias = "framework_heartbeat_interval_s")]
     pub framework_heartbeat_interval: Option<f64>,
-    /// Failover timeout of frameworks that give none, in seconds (default 60).
+    /// Failover timeout of frameworks that give none, in seconds, 0 allowed (default 60).
     #[arg(long, value_name = "SECS", env = "PARLEY_DEFAULT_FAILOVER_TIMEOUT")]
     #[serde(alias = "default_failover_timeout_s")]
     pub default_failover_timeout: Option<f64>,
-    /// Decline filter length when a framework gives none, in seconds (default 5).
+    /// Decline filter length when a framework gives none, in seconds, 0 allowed (default 5).
     #[arg(long, value_name = "SECS", env = "PARLEY_DEFAULT_REFUSE_SECONDS")]
     pub default_refuse_seconds: Option<f64>,
     /// Seconds between re-sends of unacknowledged task updates (default 10).
@@ -483,24 +483,25 @@ pub struct Overrides {
     #[arg(long, value_name = "SECS", env = "PARLEY_AGENT_REQUEST_TIMEOUT")]
     #[serde(alias = "agent_request_timeout_s")]
     pub agent_request_timeout: Option<f64>,
-    /// Largest request body in bytes (default 1048576).
+    /// Largest request body in bytes, 1024 to 1073741824; larger bodies get 413 (default
+    /// 1048576).
     #[arg(long, value_name = "BYTES", env = "PARLEY_MAX_BODY_BYTES")]
     pub max_body_bytes: Option<usize>,
     /// Completed (terminal, acknowledged) tasks kept per framework before the oldest is
-    /// forgotten (default 1000).
+    /// forgotten, at least 1 (default 1000).
     #[arg(
         long,
         value_name = "N",
         env = "PARLEY_MAX_COMPLETED_TASKS_PER_FRAMEWORK"
     )]
     pub max_completed_tasks_per_framework: Option<usize>,
-    /// Most distinct resource names in the cluster (default 256).
+    /// Most distinct resource names in the cluster, 1 to 100000 (default 256).
     #[arg(long, value_name = "N", env = "PARLEY_MAX_RESOURCE_KINDS")]
     pub max_resource_kinds: Option<usize>,
-    /// Most frameworks in the books (default 10000).
+    /// Most frameworks in the books, 1 to 10000000 (default 10000).
     #[arg(long, value_name = "N", env = "PARLEY_MAX_FRAMEWORKS")]
     pub max_frameworks: Option<usize>,
-    /// Most roles in the role tree, every path prefix counted (default 1000).
+    /// Most roles in the role tree, every path prefix counted, 1 to 1000000 (default 1000).
     #[arg(long, value_name = "N", env = "PARLEY_MAX_ROLES")]
     pub max_roles: Option<usize>,
     /// Longest failover timeout a framework may ask for, in seconds; longer ones are clamped
@@ -508,10 +509,10 @@ pub struct Overrides {
     #[arg(long, value_name = "SECS", env = "PARLEY_MAX_FAILOVER_TIMEOUT")]
     #[serde(alias = "max_failover_timeout_s")]
     pub max_failover_timeout: Option<f64>,
-    /// Most placeholder frameworks for tasks of unknown frameworks (default 1000).
+    /// Most placeholder frameworks for tasks of unknown frameworks, 0 to 10000000 (default 1000).
     #[arg(long, value_name = "N", env = "PARLEY_MAX_PLACEHOLDER_FRAMEWORKS")]
     pub max_placeholder_frameworks: Option<usize>,
-    /// Removed framework ids remembered (default 100000).
+    /// Removed framework ids remembered, 1 to 100000000 (default 100000).
     #[arg(long, value_name = "N", env = "PARLEY_MAX_REMOVED_FRAMEWORKS")]
     pub max_removed_frameworks: Option<usize>,
     /// Seconds a connection may take to send a request's headers, idle keep-alive included
@@ -523,21 +524,22 @@ pub struct Overrides {
     #[arg(long, value_name = "SECS", env = "PARLEY_LOST_AGENT_RETENTION")]
     #[serde(alias = "lost_agent_retention_s")]
     pub lost_agent_retention: Option<f64>,
-    /// Most unacknowledged updates kept per framework, the oldest dropped past it (default
-    /// 100000).
+    /// Most unacknowledged updates kept per framework, the oldest dropped past it, 1 to
+    /// 100000000 (default 100000).
     #[arg(
         long,
         value_name = "N",
         env = "PARLEY_MAX_PENDING_UPDATES_PER_FRAMEWORK"
     )]
     pub max_pending_updates_per_framework: Option<usize>,
-    /// Most events queued on one framework stream before it is closed (default 10000).
+    /// Most events queued on one framework stream before its updates wait for their re-send;
+    /// also the most task ids in one `reconcile`; 16 to 10000000 (default 10000).
     #[arg(long, value_name = "N", env = "PARLEY_MAX_STREAM_QUEUE")]
     pub max_stream_queue: Option<usize>,
     /// Requests per second per client, 0 = no limit (default 0).
     #[arg(long, value_name = "N", env = "PARLEY_RATE_LIMIT_PER_S")]
     pub rate_limit_per_s: Option<f64>,
-    /// Burst of the per-client rate limit (default 1000).
+    /// Burst of the per-client rate limit, at least 1 (default 1000).
     #[arg(long, value_name = "N", env = "PARLEY_RATE_LIMIT_BURST")]
     pub rate_limit_burst: Option<u32>,
     /// GPU gating: `on` (the default) offers agents with GPUs only to frameworks that declared
@@ -549,7 +551,8 @@ pub struct Overrides {
     /// this many seconds after their frameworks are told. Off unless given; from 0.1 to 86400.
     #[arg(long, value_name = "SECS", env = "PARLEY_PREEMPTION_GRACE_S")]
     pub preemption_grace_s: Option<f64>,
-    /// A role weight, e.g. `--role eng/batch=2` (repeatable; overrides the file).
+    /// A role weight, e.g. `--role eng/batch=2` (repeatable; in the environment comma-separated,
+    /// `PARLEY_ROLES=eng=2,sci=1`; overrides the file).
     // In the file: a `[roles]` table of path = weight, checked when applied.
     #[arg(
         long = "role",
@@ -792,7 +795,7 @@ fn role_weight(path: &str, weight: f64) -> Result<(RolePath, Weight), String> {
 /// File keys of earlier versions that still load (serde aliases on [`Overrides`]), each with
 /// the key that replaced it. Listed here for the reference page, which names them as deprecated;
 /// a test loads each one.
-pub const DEPRECATED_KEYS: [(&str, &str); 10] = [
+pub const DEPRECATED_KEYS: [(&str, &str); 11] = [
     ("allocation_interval_s", "allocation_interval"),
     ("allocation_batch_delay_s", "allocation_batch_delay"),
     ("offer_timeout_s", "offer_timeout"),
@@ -806,6 +809,7 @@ pub const DEPRECATED_KEYS: [(&str, &str); 10] = [
     ("agent_request_timeout_s", "agent_request_timeout"),
     ("max_failover_timeout_s", "max_failover_timeout"),
     ("header_read_timeout_s", "header_read_timeout"),
+    ("lost_agent_retention_s", "lost_agent_retention"),
 ];
 
 /// A setting's default as the reference page shows it, from [`Config::default`] (`key` is the
