@@ -840,10 +840,8 @@ fn default_text(key: &str, c: &Config) -> String {
         "lost_agent_retention" => secs(c.lost_agent_retention),
         "max_pending_updates_per_framework" => count(c.max_pending_updates_per_framework),
         "max_stream_queue" => count(c.max_stream_queue),
-        "rate_limit_per_s" => match c.rate_limit_per_s {
-            n if n == 0.0 => "0 (off)".into(),
-            n => n.to_string(),
-        },
+        "rate_limit_per_s" if c.rate_limit_per_s == 0.0 => "0 (off)".into(),
+        "rate_limit_per_s" => c.rate_limit_per_s.to_string(),
         "rate_limit_burst" => c.rate_limit_burst.to_string(),
         "gpu_gating" => if c.gpu_gating { "on" } else { "off" }.into(),
         "preemption_grace_s" => c

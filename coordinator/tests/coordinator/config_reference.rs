@@ -4,6 +4,8 @@
 //! (`docs/src/reference/config.md`) is generated from the definitions (`PARLEY_BLESS=1`
 //! regenerates it).
 
+#![allow(clippy::unwrap_used)]
+
 use std::any::TypeId;
 use std::path::PathBuf;
 use std::process::Command;
