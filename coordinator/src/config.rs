@@ -359,7 +359,7 @@ impl Config {
     }
 
     /// The defaults, then the file's settings (if any), then the flags'; validated. The first bad
-    /// value is reported, named as its layer spells it (`offer_timeout_s` in the file,
+    /// value is reported, named as its layer spells it (`offer_timeout` in the file,
     /// `--offer-timeout` on the command line).
     pub fn from_layers(file: Option<&Overrides>, flags: &Overrides) -> Result<Config, ConfigError> {
         let mut config = Config::default();
@@ -406,24 +406,31 @@ fn one_line(s: &str) -> String {
 /// Which layer an [`Overrides`] came from: errors name a setting as that layer spells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Layer {
-    /// The TOML file (`offer_timeout_s`).
+    /// The TOML file (`offer_timeout`).
     File,
     /// The command line (`--offer-timeout`).
     Flags,
 }
 
 /// Optional settings: one layer over the defaults, either the TOML config file or the command
-/// line (the same struct is deserialized from the file and parsed from the flags, so the two
-/// cannot drift). Unset fields leave the setting alone; [`Config::from_layers`] applies the
-/// file, then the flags, then validates.
+/// line with its environment variables (the same struct is deserialized from the file and parsed
+/// from the flags, so the two cannot drift). Unset fields leave the setting alone;
+/// [`Config::from_layers`] applies the file, then the flags, then validates.
+///
+/// Each field is one setting, named once: its file key is the field's name, its flag the name
+/// with `-` for `_` (`--offer-timeout`), its environment variable `PARLEY_` and the name in
+/// capitals (`PARLEY_OFFER_TIMEOUT`). The one exception is `roles`: the flag is the repeatable
+/// `--role`, the file a `[roles]` table. Keys of earlier versions still load as serde aliases
+/// ([`DEPRECATED_KEYS`]). The book's reference page is generated from this struct
+/// ([`reference_table`]).
 ///
 /// The file form (every key optional; an unknown key is an error, so a typo is not silently
 /// ignored):
 ///
 /// ```toml
 /// listen = "127.0.0.1:5050"
-/// allocation_interval_s = 1.0
-/// offer_timeout_s = 60
+/// allocation_interval = 1.0
+/// offer_timeout = 60
 /// tls_cert = "/etc/parley/coordinator.crt"
 /// tls_key = "/etc/parley/coordinator.key"
 /// agent_ca_file = "/etc/parley/ca.pem"
@@ -439,116 +446,132 @@ pub struct Overrides {
     #[arg(skip)]
     pub listen: Option<String>,
     /// Seconds between allocation runs (default 1).
-    #[arg(long, value_name = "SECS")]
-    #[serde(rename = "allocation_interval_s")]
+    #[arg(long, value_name = "SECS", env = "PARLEY_ALLOCATION_INTERVAL")]
+    #[serde(alias = "allocation_interval_s")]
     pub allocation_interval: Option<f64>,
-    /// Seconds to batch changes before an early allocation run (default 0.005).
-    #[arg(long, value_name = "SECS")]
-    #[serde(rename = "allocation_batch_delay_s")]
+    /// Seconds to batch changes before an early allocation run, 0 allowed (default 0.005).
+    #[arg(long, value_name = "SECS", env = "PARLEY_ALLOCATION_BATCH_DELAY")]
+    #[serde(alias = "allocation_batch_delay_s")]
     pub allocation_batch_delay: Option<f64>,
     /// Seconds before an unanswered offer is rescinded (default 60).
-    #[arg(long, value_name = "SECS")]
-    #[serde(rename = "offer_timeout_s")]
+    #[arg(long, value_name = "SECS", env = "PARLEY_OFFER_TIMEOUT")]
+    #[serde(alias = "offer_timeout_s")]
     pub offer_timeout: Option<f64>,
     /// Seconds between agent heartbeats (default 15).
-    #[arg(long, value_name = "SECS")]
-    #[serde(rename = "agent_heartbeat_interval_s")]
+    #[arg(long, value_name = "SECS", env = "PARLEY_AGENT_HEARTBEAT_INTERVAL")]
+    #[serde(alias = "agent_heartbeat_interval_s")]
     pub agent_heartbeat_interval: Option<f64>,
-    /// Missed heartbeats before an agent is lost (default 5).
-    #[arg(long, value_name = "N")]
+    /// Missed heartbeats before an agent is lost, 1 to 1000 (default 5).
+    #[arg(long, value_name = "N", env = "PARLEY_MAX_MISSED_HEARTBEATS")]
     pub max_missed_heartbeats: Option<u32>,
     /// Seconds between heartbeat events on framework streams (default 15).
-    #[arg(long, value_name = "SECS")]
-    #[serde(rename = "framework_heartbeat_interval_s")]
+    #[arg(long, value_name = "SECS", env = "PARLEY_FRAMEWORK_HEARTBEAT_INTERVAL")]
+    #[serde(alias = "framework_heartbeat_interval_s")]
     pub framework_heartbeat_interval: Option<f64>,
-    /// Failover timeout of frameworks that give none, in seconds (default 60).
-    #[arg(long, value_name = "SECS")]
-    #[serde(rename = "default_failover_timeout_s")]
+    /// Failover timeout of frameworks that give none, in seconds, 0 allowed (default 60).
+    #[arg(long, value_name = "SECS", env = "PARLEY_DEFAULT_FAILOVER_TIMEOUT")]
+    #[serde(alias = "default_failover_timeout_s")]
     pub default_failover_timeout: Option<f64>,
-    /// Decline filter length when a framework gives none, in seconds (default 5).
-    #[arg(long, value_name = "SECS")]
+    /// Decline filter length when a framework gives none, in seconds, 0 allowed (default 5).
+    #[arg(long, value_name = "SECS", env = "PARLEY_DEFAULT_REFUSE_SECONDS")]
     pub default_refuse_seconds: Option<f64>,
     /// Seconds between re-sends of unacknowledged task updates (default 10).
-    #[arg(long, value_name = "SECS")]
-    #[serde(rename = "update_resend_interval_s")]
+    #[arg(long, value_name = "SECS", env = "PARLEY_UPDATE_RESEND_INTERVAL")]
+    #[serde(alias = "update_resend_interval_s")]
     pub update_resend_interval: Option<f64>,
     /// Timeout of requests to agents, in seconds (default 10).
-    #[arg(long, value_name = "SECS")]
-    #[serde(rename = "agent_request_timeout_s")]
+    #[arg(long, value_name = "SECS", env = "PARLEY_AGENT_REQUEST_TIMEOUT")]
+    #[serde(alias = "agent_request_timeout_s")]
     pub agent_request_timeout: Option<f64>,
-    /// Largest request body in bytes (default 1048576).
-    #[arg(long, value_name = "BYTES")]
+    /// Largest request body in bytes, 1024 to 1073741824; larger bodies get 413 (default
+    /// 1048576).
+    #[arg(long, value_name = "BYTES", env = "PARLEY_MAX_BODY_BYTES")]
     pub max_body_bytes: Option<usize>,
     /// Completed (terminal, acknowledged) tasks kept per framework before the oldest is
-    /// forgotten (default 1000).
-    #[arg(long, value_name = "N")]
+    /// forgotten, at least 1 (default 1000).
+    #[arg(
+        long,
+        value_name = "N",
+        env = "PARLEY_MAX_COMPLETED_TASKS_PER_FRAMEWORK"
+    )]
     pub max_completed_tasks_per_framework: Option<usize>,
-    /// Most distinct resource names in the cluster (default 256).
-    #[arg(long, value_name = "N")]
+    /// Most distinct resource names in the cluster, 1 to 100000 (default 256).
+    #[arg(long, value_name = "N", env = "PARLEY_MAX_RESOURCE_KINDS")]
     pub max_resource_kinds: Option<usize>,
-    /// Most frameworks in the books (default 10000).
-    #[arg(long, value_name = "N")]
+    /// Most frameworks in the books, 1 to 10000000 (default 10000).
+    #[arg(long, value_name = "N", env = "PARLEY_MAX_FRAMEWORKS")]
     pub max_frameworks: Option<usize>,
-    /// Most roles in the role tree, every path prefix counted (default 1000).
-    #[arg(long, value_name = "N")]
+    /// Most roles in the role tree, every path prefix counted, 1 to 1000000 (default 1000).
+    #[arg(long, value_name = "N", env = "PARLEY_MAX_ROLES")]
     pub max_roles: Option<usize>,
     /// Longest failover timeout a framework may ask for, in seconds; longer ones are clamped
     /// (default 604800, 7 days).
-    #[arg(long, value_name = "SECS")]
-    #[serde(rename = "max_failover_timeout_s")]
+    #[arg(long, value_name = "SECS", env = "PARLEY_MAX_FAILOVER_TIMEOUT")]
+    #[serde(alias = "max_failover_timeout_s")]
     pub max_failover_timeout: Option<f64>,
-    /// Most placeholder frameworks for tasks of unknown frameworks (default 1000).
-    #[arg(long, value_name = "N")]
+    /// Most placeholder frameworks for tasks of unknown frameworks, 0 to 10000000 (default 1000).
+    #[arg(long, value_name = "N", env = "PARLEY_MAX_PLACEHOLDER_FRAMEWORKS")]
     pub max_placeholder_frameworks: Option<usize>,
-    /// Removed framework ids remembered (default 100000).
-    #[arg(long, value_name = "N")]
+    /// Removed framework ids remembered, 1 to 100000000 (default 100000).
+    #[arg(long, value_name = "N", env = "PARLEY_MAX_REMOVED_FRAMEWORKS")]
     pub max_removed_frameworks: Option<usize>,
     /// Seconds a connection may take to send a request's headers, idle keep-alive included
     /// (default 30).
-    #[arg(long, value_name = "SECS")]
-    #[serde(rename = "header_read_timeout_s")]
+    #[arg(long, value_name = "SECS", env = "PARLEY_HEADER_READ_TIMEOUT")]
+    #[serde(alias = "header_read_timeout_s")]
     pub header_read_timeout: Option<f64>,
     /// Seconds a lost agent is remembered before it is forgotten (default 86400).
-    #[arg(long, value_name = "SECS")]
-    #[serde(rename = "lost_agent_retention_s")]
+    #[arg(long, value_name = "SECS", env = "PARLEY_LOST_AGENT_RETENTION")]
+    #[serde(alias = "lost_agent_retention_s")]
     pub lost_agent_retention: Option<f64>,
-    /// Most unacknowledged updates kept per framework, the oldest dropped past it (default
-    /// 100000).
-    #[arg(long, value_name = "N")]
+    /// Most unacknowledged updates kept per framework, the oldest dropped past it, 1 to
+    /// 100000000 (default 100000).
+    #[arg(
+        long,
+        value_name = "N",
+        env = "PARLEY_MAX_PENDING_UPDATES_PER_FRAMEWORK"
+    )]
     pub max_pending_updates_per_framework: Option<usize>,
-    /// Most events queued on one framework stream before it is closed (default 10000).
-    #[arg(long, value_name = "N")]
+    /// Most events queued on one framework stream before its updates wait for their re-send;
+    /// also the most task ids in one `reconcile`; 16 to 10000000 (default 10000).
+    #[arg(long, value_name = "N", env = "PARLEY_MAX_STREAM_QUEUE")]
     pub max_stream_queue: Option<usize>,
     /// Requests per second per client, 0 = no limit (default 0).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", env = "PARLEY_RATE_LIMIT_PER_S")]
     pub rate_limit_per_s: Option<f64>,
-    /// Burst of the per-client rate limit (default 1000).
-    #[arg(long, value_name = "N")]
+    /// Burst of the per-client rate limit, at least 1 (default 1000).
+    #[arg(long, value_name = "N", env = "PARLEY_RATE_LIMIT_BURST")]
     pub rate_limit_burst: Option<u32>,
     /// GPU gating: `on` (the default) offers agents with GPUs only to frameworks that declared
     /// `gpu_resources`; `off` offers them to everyone (file: `gpu_gating = false`).
-    #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off, env = "PARLEY_GPU_GATING")]
     pub gpu_gating: Option<bool>,
     /// Preemption toward fair share: a role with demand below its fair share (or
     /// guarantee) for this many seconds gets tasks taken back from roles above theirs, killed
     /// this many seconds after their frameworks are told. Off unless given; from 0.1 to 86400.
-    #[arg(long = "preemption-grace-s", value_name = "SECS")]
-    #[serde(rename = "preemption_grace_s")]
-    pub preemption_grace: Option<f64>,
-    /// A role weight, e.g. `--role eng/batch=2` (repeatable; overrides the file).
+    #[arg(long, value_name = "SECS", env = "PARLEY_PREEMPTION_GRACE_S")]
+    pub preemption_grace_s: Option<f64>,
+    /// A role weight, e.g. `--role eng/batch=2` (repeatable; in the environment comma-separated,
+    /// `PARLEY_ROLES=eng=2,sci=1`; overrides the file).
     // In the file: a `[roles]` table of path = weight, checked when applied.
-    #[arg(long = "role", value_name = "PATH=WEIGHT", value_parser = parse_role)]
+    #[arg(
+        long = "role",
+        value_name = "PATH=WEIGHT",
+        value_parser = parse_role,
+        env = "PARLEY_ROLES",
+        value_delimiter = ','
+    )]
     #[serde(default, deserialize_with = "roles_table")]
     pub roles: Vec<(String, f64)>,
     /// Serve HTTPS with this PEM certificate chain (needs `--tls-key`).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", env = "PARLEY_TLS_CERT")]
     pub tls_cert: Option<PathBuf>,
     /// The PEM private key of `--tls-cert`.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", env = "PARLEY_TLS_KEY")]
     pub tls_key: Option<PathBuf>,
     /// Trust only the CAs in this PEM file when calling agents over https:// (default: the
     /// built-in Mozilla roots).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", env = "PARLEY_AGENT_CA_FILE")]
     pub agent_ca_file: Option<PathBuf>,
     /// TOML file of principals and what they may do; with it every endpoint but `/health` needs
     /// `Authorization: Bearer <token>` (see `docs/src/operating/security.md`). Without it the API
@@ -568,63 +591,63 @@ struct SecondsSetting {
 
 const SECONDS: [SecondsSetting; 12] = [
     SecondsSetting {
-        file: "header_read_timeout_s",
+        file: "header_read_timeout",
         flag: "--header-read-timeout",
         get: |o| o.header_read_timeout,
         set: |c| &mut c.header_read_timeout,
         allow_zero: false,
     },
     SecondsSetting {
-        file: "lost_agent_retention_s",
+        file: "lost_agent_retention",
         flag: "--lost-agent-retention",
         get: |o| o.lost_agent_retention,
         set: |c| &mut c.lost_agent_retention,
         allow_zero: false,
     },
     SecondsSetting {
-        file: "max_failover_timeout_s",
+        file: "max_failover_timeout",
         flag: "--max-failover-timeout",
         get: |o| o.max_failover_timeout,
         set: |c| &mut c.max_failover_timeout,
         allow_zero: false,
     },
     SecondsSetting {
-        file: "allocation_interval_s",
+        file: "allocation_interval",
         flag: "--allocation-interval",
         get: |o| o.allocation_interval,
         set: |c| &mut c.allocation_interval,
         allow_zero: false,
     },
     SecondsSetting {
-        file: "allocation_batch_delay_s",
+        file: "allocation_batch_delay",
         flag: "--allocation-batch-delay",
         get: |o| o.allocation_batch_delay,
         set: |c| &mut c.allocation_batch_delay,
         allow_zero: true,
     },
     SecondsSetting {
-        file: "offer_timeout_s",
+        file: "offer_timeout",
         flag: "--offer-timeout",
         get: |o| o.offer_timeout,
         set: |c| &mut c.offer_timeout,
         allow_zero: false,
     },
     SecondsSetting {
-        file: "agent_heartbeat_interval_s",
+        file: "agent_heartbeat_interval",
         flag: "--agent-heartbeat-interval",
         get: |o| o.agent_heartbeat_interval,
         set: |c| &mut c.agent_heartbeat_interval,
         allow_zero: false,
     },
     SecondsSetting {
-        file: "framework_heartbeat_interval_s",
+        file: "framework_heartbeat_interval",
         flag: "--framework-heartbeat-interval",
         get: |o| o.framework_heartbeat_interval,
         set: |c| &mut c.framework_heartbeat_interval,
         allow_zero: false,
     },
     SecondsSetting {
-        file: "default_failover_timeout_s",
+        file: "default_failover_timeout",
         flag: "--default-failover-timeout",
         get: |o| o.default_failover_timeout,
         set: |c| &mut c.default_failover_timeout,
@@ -638,14 +661,14 @@ const SECONDS: [SecondsSetting; 12] = [
         allow_zero: true,
     },
     SecondsSetting {
-        file: "update_resend_interval_s",
+        file: "update_resend_interval",
         flag: "--update-resend-interval",
         get: |o| o.update_resend_interval,
         set: |c| &mut c.update_resend_interval,
         allow_zero: false,
     },
     SecondsSetting {
-        file: "agent_request_timeout_s",
+        file: "agent_request_timeout",
         flag: "--agent-request-timeout",
         get: |o| o.agent_request_timeout,
         set: |c| &mut c.agent_request_timeout,
@@ -726,7 +749,7 @@ impl Overrides {
         if let Some(on) = self.gpu_gating {
             config.gpu_gating = on;
         }
-        if let Some(v) = self.preemption_grace {
+        if let Some(v) = self.preemption_grace_s {
             let name = match layer {
                 Layer::File => "preemption_grace_s",
                 Layer::Flags => "--preemption-grace-s",
@@ -769,6 +792,126 @@ fn role_weight(path: &str, weight: f64) -> Result<(RolePath, Weight), String> {
 }
 
 /// The `--role PATH=WEIGHT` flag: checked as it is parsed, so a bad one is a usage error.
+/// File keys of earlier versions that still load (serde aliases on [`Overrides`]), each with
+/// the key that replaced it. Listed here for the reference page, which names them as deprecated;
+/// a test loads each one.
+pub const DEPRECATED_KEYS: [(&str, &str); 11] = [
+    ("allocation_interval_s", "allocation_interval"),
+    ("allocation_batch_delay_s", "allocation_batch_delay"),
+    ("offer_timeout_s", "offer_timeout"),
+    ("agent_heartbeat_interval_s", "agent_heartbeat_interval"),
+    (
+        "framework_heartbeat_interval_s",
+        "framework_heartbeat_interval",
+    ),
+    ("default_failover_timeout_s", "default_failover_timeout"),
+    ("update_resend_interval_s", "update_resend_interval"),
+    ("agent_request_timeout_s", "agent_request_timeout"),
+    ("max_failover_timeout_s", "max_failover_timeout"),
+    ("header_read_timeout_s", "header_read_timeout"),
+    ("lost_agent_retention_s", "lost_agent_retention"),
+];
+
+/// A setting's default as the reference page shows it, from [`Config::default`] (`key` is the
+/// [`Overrides`] field).
+fn default_text(key: &str, c: &Config) -> String {
+    let secs = |d: Duration| d.as_secs_f64().to_string();
+    let count = |n: usize| n.to_string();
+    match key {
+        "allocation_interval" => secs(c.allocation_interval),
+        "allocation_batch_delay" => secs(c.allocation_batch_delay),
+        "offer_timeout" => secs(c.offer_timeout),
+        "agent_heartbeat_interval" => secs(c.agent_heartbeat_interval),
+        "max_missed_heartbeats" => c.max_missed_heartbeats.to_string(),
+        "framework_heartbeat_interval" => secs(c.framework_heartbeat_interval),
+        "default_failover_timeout" => secs(c.default_failover_timeout),
+        "default_refuse_seconds" => secs(c.default_refuse_seconds),
+        "update_resend_interval" => secs(c.update_resend_interval),
+        "agent_request_timeout" => secs(c.agent_request_timeout),
+        "max_body_bytes" => count(c.max_body_bytes),
+        "max_completed_tasks_per_framework" => count(c.max_completed_tasks_per_framework),
+        "max_resource_kinds" => count(c.max_resource_kinds),
+        "max_frameworks" => count(c.max_frameworks),
+        "max_roles" => count(c.max_roles),
+        "max_failover_timeout" => secs(c.max_failover_timeout),
+        "max_placeholder_frameworks" => count(c.max_placeholder_frameworks),
+        "max_removed_frameworks" => count(c.max_removed_frameworks),
+        "header_read_timeout" => secs(c.header_read_timeout),
+        "lost_agent_retention" => secs(c.lost_agent_retention),
+        "max_pending_updates_per_framework" => count(c.max_pending_updates_per_framework),
+        "max_stream_queue" => count(c.max_stream_queue),
+        "rate_limit_per_s" if c.rate_limit_per_s == 0.0 => "0 (off)".into(),
+        "rate_limit_per_s" => c.rate_limit_per_s.to_string(),
+        "rate_limit_burst" => c.rate_limit_burst.to_string(),
+        "gpu_gating" => if c.gpu_gating { "on" } else { "off" }.into(),
+        "preemption_grace_s" => c
+            .preemption_grace
+            .map_or_else(|| "off".into(), |d| d.as_secs_f64().to_string()),
+        "roles" if c.roles.is_empty() => "none".into(),
+        "tls_cert" | "tls_key" if c.tls_cert.is_none() => "none (plain HTTP)".into(),
+        "agent_ca_file" if c.agent_ca_file.is_none() => "built-in roots".into(),
+        "credentials" if c.credentials.is_none() => "none (open API)".into(),
+        _ => String::new(),
+    }
+}
+
+/// The settings table of the book's reference page (`docs/src/reference/config.md`), one row per
+/// [`Overrides`] setting, generated from its definition: the file key (and deprecated keys from
+/// [`DEPRECATED_KEYS`]), the flag and environment variable (clap's), the default
+/// ([`Config::default`]) and the help text (the field's doc comment, as `--help` shows it).
+pub fn reference_table() -> String {
+    use clap::Args as _;
+    use std::fmt::Write as _;
+
+    let command = Overrides::augment_args(clap::Command::new("coordinator"));
+    let defaults = Config::default();
+    let mut out = String::from(
+        "| file key | flag | environment variable | default | meaning |\n|---|---|---|---|---|\n",
+    );
+    // `listen` is file-only here: its flag belongs to the binary (a socket address).
+    let _ = writeln!(
+        out,
+        "| `listen` | `--listen ADDR` | `PARLEY_LISTEN` | `127.0.0.1:5050` | Address to listen \
+         on. |"
+    );
+    for arg in command.get_arguments() {
+        let key = arg.get_id().as_str();
+        let mut file = if key == "roles" {
+            "`[roles]` table".to_owned()
+        } else {
+            format!("`{key}`")
+        };
+        for (old, _) in DEPRECATED_KEYS.iter().filter(|(_, new)| *new == key) {
+            let _ = write!(file, "<br>(deprecated: `{old}`)");
+        }
+        let value = arg
+            .get_value_names()
+            .map(|v| v.iter().map(|n| n.as_str()).collect::<Vec<_>>().join(" "))
+            .unwrap_or_default();
+        let mut flag = format!("`--{} {value}`", arg.get_long().unwrap_or(key));
+        if key == "roles" {
+            flag.push_str(" (repeatable)");
+        }
+        let env = arg
+            .get_env()
+            .map(|e| format!("`{}`", e.to_string_lossy()))
+            .unwrap_or_default();
+        let help = arg
+            .get_long_help()
+            .or(arg.get_help())
+            .map(|h| one_line(&h.to_string()).replace('|', "\\|"))
+            .unwrap_or_default();
+        let default = default_text(key, &defaults);
+        let _ = writeln!(
+            out,
+            "| {file} | {} | {env} | {} | {help} |",
+            flag.replace('|', "\\|"),
+            default.replace('|', "\\|")
+        );
+    }
+    out
+}
+
 fn parse_role(s: &str) -> Result<(String, f64), String> {
     let (path, weight) = s
         .split_once('=')
@@ -822,14 +965,14 @@ mod tests {
     fn preemption_is_off_by_default_and_a_bad_grace_is_named() {
         assert_eq!(Config::default().preemption_grace, None);
         let flags = Overrides {
-            preemption_grace: Some(1.5),
+            preemption_grace_s: Some(1.5),
             ..Overrides::default()
         };
         let c = Config::from_layers(None, &flags).unwrap();
         assert_eq!(c.preemption_grace, Some(Duration::from_millis(1500)));
         for bad in [0.0, -1.0, f64::NAN, 1e9] {
             let flags = Overrides {
-                preemption_grace: Some(bad),
+                preemption_grace_s: Some(bad),
                 ..Overrides::default()
             };
             let e = Config::from_layers(None, &flags).unwrap_err().to_string();
@@ -960,18 +1103,24 @@ mod tests {
         assert_eq!(c.roles.len(), 1);
         assert_eq!(file.listen.as_deref(), Some("127.0.0.1:1"));
 
-        let err = Overrides::from_toml("offer_timeout = 3\n")
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("offer_timeout"), "{err}");
-        assert!(!err.contains('\n'), "one line: {err}");
+        // An unknown key, a value of the wrong type, and a setting given under both its key
+        // and its deprecated one are errors naming the key, on one line.
+        for (text, key) in [
+            ("offer_timeout_secs = 3\n", "offer_timeout_secs"),
+            ("offer_timeout = \"soon\"\n", "offer_timeout"),
+            ("offer_timeout = 3\noffer_timeout_s = 3\n", "offer_timeout"),
+        ] {
+            let err = Overrides::from_toml(text).unwrap_err().to_string();
+            assert!(err.contains(key), "{text}: {err}");
+            assert!(!err.contains('\n'), "one line: {err}");
+        }
 
-        let bad = Overrides::from_toml("offer_timeout_s = -1\n").unwrap();
+        let bad = Overrides::from_toml("offer_timeout = -1\n").unwrap();
         let err = bad
             .apply(&mut Config::default(), Layer::File)
             .unwrap_err()
             .to_string();
-        assert!(err.contains("offer_timeout_s"), "{err}");
+        assert!(err.contains("offer_timeout"), "{err}");
 
         let bad = Overrides::from_toml("[roles]\n\"eng\" = 0\n").unwrap();
         let err = bad

@@ -3,6 +3,8 @@
 //! defers updates to the re-send; only a reader that stopped is cut off, and it gets its pending
 //! updates on reconnecting), and supervised background loops. The body limit (413) is tested in `operator_api.rs`.
 
+#![allow(clippy::unwrap_used)]
+
 use std::collections::BTreeSet;
 
 use crate::support::*;
