@@ -144,6 +144,17 @@ fn agent_with_running_tasks(agent: AgentId, fw: protocol::FrameworkId, n: usize)
            "resources": {"cpus": 4}, "agent_id": agent, "tasks": tasks})
 }
 
+/// Acknowledges `status` for `fw`; fails unless accepted.
+async fn acknowledge(api: &impl Rest, fw: protocol::FrameworkId, status: &protocol::TaskStatus) {
+    let (code, body) = api
+        .post(
+            &format!("/api/v1/frameworks/{fw}/acknowledge"),
+            json!({"task_id": status.task_id, "update_id": status.update_id}),
+        )
+        .await;
+    assert!((200..300).contains(&code), "{code} {body}");
+}
+
 /// `connected` or `disconnected`, from the framework list.
 async fn framework_state(api: &impl Rest, fw: protocol::FrameworkId) -> String {
     let list = api.get("/api/v1/frameworks").await;
@@ -179,13 +190,7 @@ async fn a_full_stream_defers_updates_to_the_resend_and_stays_open() {
             .wait_for("an update", |e| matches!(e, FrameworkEvent::Update { .. }))
             .await;
         if let FrameworkEvent::Update { status } = event {
-            let (code, body) = tc
-                .post(
-                    &format!("/api/v1/frameworks/{fw}/acknowledge"),
-                    json!({"task_id": status.task_id, "update_id": status.update_id}),
-                )
-                .await;
-            assert!((200..300).contains(&code), "{code} {body}");
+            acknowledge(&tc, fw, &status).await;
             got.insert(status.task_id.to_string());
         }
     }
@@ -250,13 +255,7 @@ async fn a_reader_that_stopped_is_cut_off_and_gets_its_updates_on_reconnecting()
             .expect("an update in time")
             .expect("the stream stays open");
         if let FrameworkEvent::Update { status } = event {
-            let (code, body) = api
-                .post(
-                    &format!("/api/v1/frameworks/{fw}/acknowledge"),
-                    json!({"task_id": status.task_id, "update_id": status.update_id}),
-                )
-                .await;
-            assert!((200..300).contains(&code), "{code} {body}");
+            acknowledge(&api, fw, &status).await;
             got.insert(status.task_id.to_string());
         }
     }
