@@ -22,7 +22,7 @@
 //! The queue itself is synchronous and takes the time as an argument, so it is tested without
 //! a runtime; [`OutboxReader`] is the async end the SSE response reads from.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -47,11 +47,13 @@ pub struct Queue {
     events: VecDeque<FrameworkEvent>,
     /// The update ids waiting in `events`.
     updates: HashSet<UpdateId>,
-    /// Unread offers, by id, with the sequence number of the `offers` event holding them.
-    offers: HashMap<OfferId, u64>,
+    /// The unrescinded offers of the waiting `offers` event. There is at most one such event
+    /// (new offers join it until it is read), and an offer rescinded while it waits is only
+    /// taken out of this set: the event is filtered when read.
+    offers: HashSet<OfferId>,
     /// Sequence number of `events[0]`; an event's number is its position plus this.
     front_seq: u64,
-    /// The number of the waiting `offers` event new offers join, if one is waiting.
+    /// The number of the waiting `offers` event, if one is waiting.
     open_offers: Option<u64>,
     /// The most events kept before updates are deferred.
     limit: usize,
@@ -69,7 +71,7 @@ impl Queue {
         Self {
             events: VecDeque::new(),
             updates: HashSet::new(),
-            offers: HashMap::new(),
+            offers: HashSet::new(),
             front_seq: 0,
             open_offers: None,
             limit: limit.max(1),
@@ -103,13 +105,15 @@ impl Queue {
                 self.push_offers(offers);
                 Push::Queued
             }
-            FrameworkEvent::Rescind { offer_id } => match self.offers.remove(&offer_id) {
-                Some(seq) => {
-                    self.cancel_offer(seq, offer_id);
-                    Push::Dropped
+            FrameworkEvent::Rescind { offer_id } => {
+                if !self.offers.remove(&offer_id) {
+                    return self.push_other(FrameworkEvent::Rescind { offer_id });
                 }
-                None => self.push_other(FrameworkEvent::Rescind { offer_id }),
-            },
+                if self.offers.is_empty() {
+                    self.drop_open_offers();
+                }
+                Push::Dropped
+            }
             FrameworkEvent::Update { status } => {
                 if full || self.updates.contains(&status.update_id) {
                     return Push::Dropped;
@@ -124,21 +128,18 @@ impl Queue {
 
     /// Takes the next event, if any.
     pub fn pop(&mut self, now: Instant) -> Option<FrameworkEvent> {
-        let event = self.events.pop_front()?;
-        let seq = self.front_seq;
+        let mut event = self.events.pop_front()?;
         self.front_seq += 1;
         self.last_read = now;
-        match &event {
+        match &mut event {
             FrameworkEvent::Update { status } => {
                 self.updates.remove(&status.update_id);
             }
             FrameworkEvent::Offers { offers } => {
-                if self.open_offers == Some(seq) {
-                    self.open_offers = None;
-                }
-                for offer in offers {
-                    self.offers.remove(&offer.offer_id);
-                }
+                // The one waiting offers event: what was rescinded meanwhile is left out.
+                self.open_offers = None;
+                offers.retain(|o| self.offers.remove(&o.offer_id));
+                self.offers.clear();
             }
             _ => {}
         }
@@ -176,36 +177,17 @@ impl Queue {
                 seq
             }
         };
-        for offer in &offers {
-            self.offers.insert(offer.offer_id, seq);
-        }
-        if let Some(FrameworkEvent::Offers { offers: waiting }) = self.event_mut(seq) {
+        self.offers.extend(offers.iter().map(|o| o.offer_id));
+        let index = (seq - self.front_seq) as usize;
+        if let Some(FrameworkEvent::Offers { offers: waiting }) = self.events.get_mut(index) {
             waiting.extend(offers);
         }
     }
 
-    /// Takes `offer` out of the waiting `offers` event `seq`, and that event out of the queue
-    /// when it is left empty.
-    fn cancel_offer(&mut self, seq: u64, offer: OfferId) {
-        let emptied = match self.event_mut(seq) {
-            Some(FrameworkEvent::Offers { offers }) => {
-                offers.retain(|o| o.offer_id != offer);
-                offers.is_empty()
-            }
-            _ => false,
-        };
-        if emptied {
-            // Only the open event can be emptied: an older `offers` event would have been read
-            // before the open one was started, so it is the newest waiting offers event and
-            // no offer waits in another. Removing it renumbers the events after it.
-            let index = (seq - self.front_seq) as usize;
-            self.events.remove(index);
-            self.open_offers = None;
-            for s in self.offers.values_mut() {
-                if *s > seq {
-                    *s -= 1;
-                }
-            }
+    /// Takes the waiting `offers` event out of the queue: every offer in it was rescinded.
+    fn drop_open_offers(&mut self) {
+        if let Some(seq) = self.open_offers.take() {
+            self.events.remove((seq - self.front_seq) as usize);
         }
     }
 
@@ -215,11 +197,6 @@ impl Queue {
         }
         self.events.push_back(event);
         Push::Queued
-    }
-
-    fn event_mut(&mut self, seq: u64) -> Option<&mut FrameworkEvent> {
-        let index = usize::try_from(seq.checked_sub(self.front_seq)?).ok()?;
-        self.events.get_mut(index)
     }
 }
 
@@ -401,6 +378,11 @@ mod tests {
         // A rescind of an offer already read is sent.
         assert_eq!(q.push(rescind(3), t), Push::Queued);
         assert_eq!(drain(&mut q, t), vec![rescind(3)]);
+        // Of several waiting offers, only the rescinded one is left out.
+        q.push(offers(&[4, 5]), t);
+        q.push(offers(&[6]), t);
+        assert_eq!(q.push(rescind(5), t), Push::Dropped);
+        assert_eq!(drain(&mut q, t), vec![offers(&[4, 6])]);
     }
 
     #[test]
