@@ -372,6 +372,9 @@ pub(crate) struct TaskRecord {
     pub(crate) preempt_killed: bool,
     /// Its priority for preemption (0 unless the TaskSpec set one).
     pub(crate) priority: i32,
+    /// When the books took it in, as a count of tasks taken in before it (see
+    /// `State::take_in_order`): preemption takes the most recently launched first.
+    pub(crate) launch_order: u64,
     /// Its framework asked to kill it while it was `unreachable`: the kill is sent again when
     /// its agent returns (`partition.rs`).
     pub(crate) kill_on_return: bool,
@@ -388,6 +391,7 @@ impl TaskRecord {
         agent_id: AgentId,
         resources: Resources,
         latest: TaskStatus,
+        launch_order: u64,
     ) -> Self {
         Self {
             name,
@@ -401,6 +405,7 @@ impl TaskRecord {
             pool: None,
             preempt_killed: false,
             priority: 0,
+            launch_order,
             kill_on_return: false,
             view: OnceLock::new(),
         }
@@ -443,6 +448,10 @@ pub struct State {
     /// The oldest is forgotten past `max_removed_frameworks`.
     pub(crate) removed_frameworks: Remembered<FrameworkId, ()>,
     pub(crate) tasks: BTreeMap<(FrameworkId, TaskId), TaskRecord>,
+    /// Tasks taken into the books so far (launched, or adopted from an agent's report): the
+    /// next one's `launch_order`. Not kept across restarts: adopted tasks count as launched
+    /// in the order they are reported.
+    pub(crate) tasks_taken_in: u64,
     /// Outstanding offers and how recent ones ended (`offer_book.rs`).
     pub(crate) offers: OfferBook,
     /// Agents whose resources returned to the pool since the last allocation run, with when
@@ -518,6 +527,7 @@ impl State {
             frameworks: BTreeMap::new(),
             removed_frameworks: Remembered::new(config.max_removed_frameworks),
             tasks: BTreeMap::new(),
+            tasks_taken_in: 0,
             offers: OfferBook::default(),
             freed_at: HashMap::new(),
             offer_waits: Vec::new(),

@@ -217,8 +217,14 @@ impl State {
                 gpu_devices: None,
                 healthy: None,
             };
-            let mut record =
-                TaskRecord::new(task.name.clone(), agent_id, task.resources.clone(), latest);
+            let order = self.take_in_order();
+            let mut record = TaskRecord::new(
+                task.name.clone(),
+                agent_id,
+                task.resources.clone(),
+                latest,
+                order,
+            );
             record.pool = pool;
             record.priority = task.priority.map_or(0, protocol::preempt::Priority::get);
             self.tasks.insert((fw, task.task_id.clone()), record);

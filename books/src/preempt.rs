@@ -186,6 +186,7 @@ impl State {
                 task_id: task.clone(),
                 resources: t.resources.clone(),
                 priority: t.priority,
+                launch_order: t.launch_order,
                 reserved_for: t.pool.as_ref().map(ToString::to_string),
             })
             .collect()

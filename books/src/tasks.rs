@@ -9,6 +9,12 @@ use protocol::{
 use super::{AgentState, Connection, Effect, Effects, Now, State, StateError, TaskRecord};
 
 impl State {
+    /// The `launch_order` of the next task taken into the books.
+    pub(crate) fn take_in_order(&mut self) -> u64 {
+        self.tasks_taken_in += 1;
+        self.tasks_taken_in
+    }
+
     /// A status update posted by an agent. Once this returns `Ok` the update is recorded and
     /// will reach the framework (at least once).
     pub fn agent_status(
@@ -213,7 +219,8 @@ impl State {
             }
             _ => (Resources::new(), None),
         };
-        let mut record = TaskRecord::new(String::new(), agent, resources, status.clone());
+        let order = self.take_in_order();
+        let mut record = TaskRecord::new(String::new(), agent, resources, status.clone(), order);
         record.pool = pool;
         self.tasks.insert((fw, status.task_id.clone()), record);
         if !status.state.is_terminal() {

@@ -48,16 +48,8 @@ fn task(id: &str, ag: AgentId, priority: i64) -> TaskSpec {
     }
 }
 
-/// Role `a` runs 4 tasks filling the one agent (`hi-0`, `hi-1` at priority 5, `lo-0`, `lo-1`
-/// at 0), then a framework of role `b` subscribes with nothing.
-fn full_cluster(grace: Option<std::time::Duration>) -> (State, FrameworkId, FrameworkId, AgentId) {
-    let config = Settings {
-        preemption_grace: grace,
-        ..Settings::default()
-    };
-    let mut s = new_books(&config);
-    let mut fx = Vec::new();
-    let fa = framework(&mut s, "a", &mut fx);
+/// Registers the one agent, `cpus=4,mem=100`.
+fn agent(s: &mut State, fx: &mut Effects) -> AgentId {
     let (ag, _) = s
         .register_agent(
             AgentRegistration {
@@ -72,9 +64,23 @@ fn full_cluster(grace: Option<std::time::Duration>) -> (State, FrameworkId, Fram
                 reservations: Vec::new(),
             },
             &at(0),
-            &mut fx,
+            fx,
         )
         .unwrap();
+    ag
+}
+
+/// Role `a` runs 4 tasks filling the one agent (`hi-0`, `hi-1` at priority 5, `lo-0`, `lo-1`
+/// at 0), then a framework of role `b` subscribes with nothing.
+fn full_cluster(grace: Option<std::time::Duration>) -> (State, FrameworkId, FrameworkId, AgentId) {
+    let config = Settings {
+        preemption_grace: grace,
+        ..Settings::default()
+    };
+    let mut s = new_books(&config);
+    let mut fx = Vec::new();
+    let fa = framework(&mut s, "a", &mut fx);
+    let ag = agent(&mut s, &mut fx);
     assert_eq!(s.allocate(&at(1), &mut fx), 1);
     let offer = s.offers(None, None).remove(0);
     let accept = Accept {
@@ -141,7 +147,7 @@ fn a_starved_role_gets_the_lowest_priority_tasks_after_the_grace_told_before_kil
     let deadline = at(2100).wall;
     let event = Preemption {
         framework_id: fa,
-        task_ids: vec!["lo-0".parse().unwrap(), "lo-1".parse().unwrap()],
+        task_ids: vec!["lo-1".parse().unwrap(), "lo-0".parse().unwrap()],
         deadline,
         for_role: "b".into(),
     };
@@ -168,7 +174,7 @@ fn a_starved_role_gets_the_lowest_priority_tasks_after_the_grace_told_before_kil
     s.check_preemption(&at(2099), &mut fx);
     assert!(fx.is_empty(), "{fx:?}");
     s.check_preemption(&at(2100), &mut fx);
-    assert_eq!(kills(&fx), ["lo-0", "lo-1"]);
+    assert_eq!(kills(&fx), ["lo-1", "lo-0"]);
     assert_eq!(s.tasks_preempted(), 2);
 
     let mut fx = Vec::new();
@@ -220,7 +226,7 @@ fn a_role_that_does_not_take_what_was_freed_gets_no_second_preemption() {
     s.check_preemption(&at(10), &mut fx);
     s.check_preemption(&at(1100), &mut fx);
     s.check_preemption(&at(2100), &mut fx);
-    assert_eq!(kills(&fx), ["lo-0", "lo-1"]);
+    assert_eq!(kills(&fx), ["lo-1", "lo-0"]);
     for t in ["lo-0", "lo-1"] {
         s.agent_status(ag, killed_status(fa, ag, t), &at(2200), &mut fx)
             .unwrap();
@@ -280,4 +286,42 @@ fn tasks_on_a_draining_agent_are_not_taken() {
         check(&mut s, |s, fx| s.check_preemption(&at(ms), fx), vec![]);
     }
     assert_eq!(s.preemptions(), 0);
+}
+
+#[test]
+fn of_equal_tasks_the_most_recently_launched_are_taken_first() {
+    let config = Settings {
+        preemption_grace: Some(std::time::Duration::from_secs(1)),
+        ..Settings::default()
+    };
+    let mut s = new_books(&config);
+    let mut fx = Vec::new();
+    let fa = framework(&mut s, "a", &mut fx);
+    let ag = agent(&mut s, &mut fx);
+    // Launched in two accepts, the later one first in id order: `a-0` and `a-1` last.
+    for (k, batch) in [["z-0", "z-1"], ["a-0", "a-1"]].iter().enumerate() {
+        let ms = 1 + 2 * k as u64;
+        assert_eq!(s.allocate(&at(ms), &mut fx), 1);
+        let offer = s.offers(None, None).remove(0);
+        let accept = Accept {
+            offer_ids: vec![offer.offer_id],
+            tasks: batch.iter().map(|t| task(t, ag, 0)).collect(),
+            refuse: Some(std::time::Duration::ZERO),
+        };
+        s.accept(fa, accept, &at(ms + 1), &mut fx).unwrap();
+    }
+    framework(&mut s, "b", &mut fx);
+    let mut fx = Vec::new();
+    s.check_preemption(&at(10), &mut fx);
+    s.check_preemption(&at(1100), &mut fx);
+    let taken: Vec<String> = fx
+        .iter()
+        .find_map(|e| match e {
+            Effect::ToFramework(f, FrameworkEvent::Preemption(p)) if *f == fa => {
+                Some(p.task_ids.iter().map(ToString::to_string).collect())
+            }
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(taken, ["a-1", "a-0"], "{fx:?}");
 }

@@ -47,8 +47,10 @@
 //! the task uses, at or above its guarantee. Frameworks within a role are not protected from
 //! each other: the role's lowest-priority tasks go first whichever framework runs them. Among candidates: the
 //! lowest `priority` first; then the branch furthest above its fair share; then, to take the
-//! fewest tasks, the smallest task that alone finishes the job, else the largest; ties by
-//! framework id and task id. Same inputs, same plan, whatever the order of the tasks given.
+//! fewest tasks, the smallest task that alone finishes the job, else the largest; then the
+//! most recently launched task (the least work lost, as Hadoop's fair scheduler chooses);
+//! ties by framework id and task id. Same inputs, same plan, whatever the order of the tasks
+//! given.
 //! A guarantee above the role's fair share is served only as far as the other roles' own fair
 //! shares allow.
 //!
@@ -110,6 +112,9 @@ pub struct TaskInput {
     pub resources: Resources,
     /// Its priority (higher = more important; default 0).
     pub priority: i32,
+    /// When it was launched, as a sequence number that only grows (the books count launches):
+    /// of otherwise equal candidates the highest, the most recently launched, goes first.
+    pub launch_order: u64,
     /// The role whose reserved pool it is booked in (`None`: unreserved). What it frees goes
     /// back to that pool, which only that role's subtree is offered: such a task is taken only
     /// for a starved role inside that subtree.

@@ -1,6 +1,7 @@
 //! [`plan`]: which running tasks to take back for one starved role (see the module docs of
 //! `preempt`).
 
+use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
 use protocol::FrameworkId;
@@ -8,7 +9,8 @@ use protocol::FrameworkId;
 use super::{FairShares, Plan, TaskInput, Victim, SHARE_TOLERANCE};
 
 /// Tasks of one framework with the same priority and resources: the planner picks among
-/// groups, then takes the group's tasks in task id order, so a plan costs
+/// groups, then takes the group's tasks most recently launched first (the least work lost),
+/// so a plan costs
 /// O(victims x groups), not O(victims x tasks).
 struct Group<'a> {
     framework: FrameworkId,
@@ -96,7 +98,11 @@ pub fn plan(shares: &FairShares, for_role: &str, tasks: &[TaskInput]) -> Option<
     let mut groups: Vec<Group<'_>> = groups
         .into_iter()
         .map(|((framework, priority, millis), mut list)| {
-            list.sort_by(|a, b| a.task_id.cmp(&b.task_id));
+            list.sort_by(|a, b| {
+                b.launch_order
+                    .cmp(&a.launch_order)
+                    .then_with(|| a.task_id.cmp(&b.task_id))
+            });
             let res: Vec<f64> = millis.iter().map(|v| *v as f64).collect();
             let leaf = shares.frameworks[&framework];
             Group {
@@ -116,8 +122,9 @@ pub fn plan(shares: &FairShares, for_role: &str, tasks: &[TaskInput]) -> Option<
     while !satisfied(&freed, &zero) {
         let now_share = share3(cap, s_held, &freed, &zero);
         let short_of_share = now_share + SHARE_TOLERANCE < fair;
-        // Smallest key wins: (priority, -excess, covers first, covers ? size : -size, group).
-        let mut best: Option<(i32, f64, bool, f64, usize)> = None;
+        // Smallest key wins: (priority, -excess, covers first, covers ? size : -size, the
+        // most recently launched next task, group).
+        let mut best: Option<(i32, f64, bool, f64, Reverse<u64>, usize)> = None;
         for (gi, g) in groups.iter().enumerate() {
             if g.next >= g.tasks.len() {
                 continue;
@@ -164,6 +171,7 @@ pub fn plan(shares: &FairShares, for_role: &str, tasks: &[TaskInput]) -> Option<
                 -excess,
                 !covers,
                 if covers { g.size } else { -g.size },
+                Reverse(g.tasks[g.next].launch_order),
                 gi,
             );
             let better = best.as_ref().is_none_or(|b| {
@@ -173,13 +181,14 @@ pub fn plan(shares: &FairShares, for_role: &str, tasks: &[TaskInput]) -> Option<
                     .then(key.2.cmp(&b.2))
                     .then(key.3.total_cmp(&b.3))
                     .then(key.4.cmp(&b.4))
+                    .then(key.5.cmp(&b.5))
                     .is_lt()
             });
             if better {
                 best = Some(key);
             }
         }
-        let Some((_, excess_neg, _, _, gi)) = best else {
+        let Some((_, excess_neg, _, _, _, gi)) = best else {
             break;
         };
         let g = &mut groups[gi];

@@ -22,6 +22,7 @@ fn task(f: u128, id: &str, res: &str, priority: i32) -> TaskInput {
         task_id: id.parse().unwrap(),
         resources: r(res),
         priority,
+        launch_order: 0,
         reserved_for: None,
     }
 }
@@ -121,6 +122,17 @@ fn lowest_priority_first_then_largest_and_never_below_the_fair_share() {
     let p = plan(&shares, "b", &tasks).unwrap();
     let ids: Vec<String> = p.victims.iter().map(|v| v.task_id.to_string()).collect();
     assert_eq!(ids, ["big-1", "big-2"]);
+
+    // Equal tasks: the most recently launched go first, whatever their ids.
+    let mut same: Vec<TaskInput> = (0..4)
+        .map(|i| task(1, &format!("s-{i}"), "cpus=1,mem=1", 0))
+        .collect();
+    for (t, order) in same.iter_mut().zip([30, 10, 40, 20]) {
+        t.launch_order = order;
+    }
+    let p = plan(&shares, "b", &same).unwrap();
+    let ids: Vec<String> = p.victims.iter().map(|v| v.task_id.to_string()).collect();
+    assert_eq!(ids, ["s-2", "s-0", "s-3", "s-1"]);
 
     // Nothing to take without going below a's fair share: a 5-cpu task.
     let shares = FairShares::compute(&Input {
@@ -349,6 +361,8 @@ fn arb_case() -> impl Strategy<Value = (Input, Vec<TaskInput>)> {
                     task_id: format!("t{n}").parse().unwrap(),
                     resources: res,
                     priority: p,
+                    // Launched in an order unrelated to the ids.
+                    launch_order: (n as u64 * 7) % 11,
                     reserved_for: None,
                 });
             }

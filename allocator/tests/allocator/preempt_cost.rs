@@ -48,6 +48,7 @@ fn the_check_and_a_plan_at_1000_agents_and_10000_tasks() {
                 task_id: format!("t{i}").parse().unwrap(),
                 resources: task_res.clone(),
                 priority: (i % 3) as i32,
+                launch_order: i as u64,
                 reserved_for: None,
             });
         }
