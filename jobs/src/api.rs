@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Path, Request, State};
+use axum::extract::{Extension, Path, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -16,9 +16,9 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Serialize;
 
-use crate::book::{BookError, JobState, JobSummary};
+use crate::book::{Book, BookError, JobState, JobSummary};
 use crate::service::{now_ms, Shared};
-use crate::spec::{self, Format, SpecError};
+use crate::spec::{self, Format, SpecError, ANONYMOUS};
 use crate::store::JobRecord;
 use framework_sdk::TaskId;
 
@@ -124,26 +124,68 @@ async fn page() -> axum::response::Html<&'static str> {
     axum::response::Html(PAGE)
 }
 
-/// Checks the bearer token, when the service has one (compared in constant time).
-async fn authorize(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
-    if let Some(want) = &shared.api_token {
-        let given = request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or_default();
-        let same: bool = subtle::ConstantTimeEq::ct_eq(given.as_bytes(), want.as_bytes()).into();
-        if !same {
-            return ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "unauthorized",
-                "give the jobs service's token: Authorization: Bearer TOKEN",
-            )
-            .into_response();
+/// Who is calling: a user of the users file, else [`ANONYMOUS`]. Jobs it submits are its
+/// own; it may change no other user's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller(pub String);
+
+/// Checks the bearer token: a user's, when the service has a users file (then the request
+/// runs as that user), else the one API token, when it has one (compared in constant time).
+async fn authorize(
+    State(shared): State<Arc<Shared>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let given = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or_default();
+    let caller = if let Some(users) = &shared.users {
+        match users.who(given) {
+            Some(user) => user.name.clone(),
+            None => {
+                return ApiError::new(
+                    StatusCode::UNAUTHORIZED,
+                    "unauthorized",
+                    "give your jobs API token: Authorization: Bearer TOKEN",
+                )
+                .into_response();
+            }
         }
-    }
+    } else {
+        if let Some(want) = &shared.api_token {
+            let same: bool =
+                subtle::ConstantTimeEq::ct_eq(given.as_bytes(), want.as_bytes()).into();
+            if !same {
+                return ApiError::new(
+                    StatusCode::UNAUTHORIZED,
+                    "unauthorized",
+                    "give the jobs service's token: Authorization: Bearer TOKEN",
+                )
+                .into_response();
+            }
+        }
+        ANONYMOUS.to_owned()
+    };
+    request.extensions_mut().insert(Caller(caller));
     next.run(request).await
+}
+
+/// Refuses (403 `not_owner`) a change to job `name` by a user other than its owner; 404 when
+/// there is no such job.
+fn check_owner(book: &Book, name: &str, caller: &Caller) -> Result<(), ApiError> {
+    let job = book.job(name).ok_or_else(|| not_found(name))?;
+    let owner = &job.spec().owner;
+    if *owner != caller.0 {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "not_owner",
+            format!("job {name:?} belongs to {owner:?}; a user may change only its own jobs"),
+        ));
+    }
+    Ok(())
 }
 
 /// Reads a spec in the format its `Content-Type` names, else by its first character.
@@ -165,20 +207,16 @@ fn read_spec(headers: &HeaderMap, body: &str) -> Result<spec::JobSpec, SpecError
 /// `POST /api/v1/jobs`: a spec, TOML or JSON (by `Content-Type`, else by its first character).
 async fn submit(
     State(shared): State<Arc<Shared>>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     body: String,
 ) -> Result<(StatusCode, Json<JobSummary>), ApiError> {
-    let spec = read_spec(&headers, &body)?;
+    let mut spec = read_spec(&headers, &body)?;
+    spec.owner = caller.0;
     let now = now_ms();
     let mut book = shared.lock_book();
     book.check_submit(&spec)?;
-    let record = JobRecord {
-        seq: book.next_seq(),
-        submitted_ms: now,
-        stopped: false,
-        spec: spec.raw.clone(),
-        generation: 0,
-    };
+    let record = JobRecord::new(&spec, book.next_seq(), now);
     // Stored first: a job the store lost would vanish at the next restart.
     shared
         .store
@@ -201,11 +239,13 @@ async fn submit(
 /// bounded by the new spec's `max_unavailable` and `max_surge`. Answers with the job.
 async fn update(
     State(shared): State<Arc<Shared>>,
+    Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
     headers: HeaderMap,
     body: String,
 ) -> Result<Response, ApiError> {
-    let spec = read_spec(&headers, &body)?;
+    let mut spec = read_spec(&headers, &body)?;
+    spec.owner.clone_from(&caller.0);
     if spec.name != name {
         return Err(SpecError {
             field: "name".into(),
@@ -219,6 +259,7 @@ async fn update(
     }
     let kill = {
         let mut book = shared.lock_book();
+        check_owner(&book, &name, &caller)?;
         book.check_update(&spec)?;
         let job = book.job(&name).ok_or_else(|| not_found(&name))?;
         let changes = crate::book::runs_differently(job.spec(), &spec);
@@ -323,10 +364,12 @@ async fn task(
 /// `POST /api/v1/jobs/{name}/stop`: nothing more is launched, running tasks are killed.
 async fn stop(
     State(shared): State<Arc<Shared>>,
+    Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
     let kill = {
         let mut book = shared.lock_book();
+        check_owner(&book, &name, &caller)?;
         let job = book.job(&name).ok_or_else(|| not_found(&name))?;
         let record = JobRecord::of(job, true);
         shared
@@ -350,6 +393,7 @@ struct ScaleRequest {
 /// `POST /api/v1/jobs/{name}/scale` `{"replicas": N}`: a service's new replica count.
 async fn scale(
     State(shared): State<Arc<Shared>>,
+    Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
     body: String,
 ) -> Result<Response, ApiError> {
@@ -365,6 +409,7 @@ async fn scale(
     let replicas = request.replicas as u32;
     let kill = {
         let mut book = shared.lock_book();
+        check_owner(&book, &name, &caller)?;
         let job = book.job(&name).ok_or_else(|| not_found(&name))?;
         if job.spec().kind != spec::Kind::Service {
             return Err(BookError::NotService(name).into());
@@ -386,22 +431,26 @@ async fn scale(
 /// once.
 async fn restart(
     State(shared): State<Arc<Shared>>,
+    Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
-    let kill = shared.lock_book().restart(&name)?;
+    let kill = {
+        let mut book = shared.lock_book();
+        check_owner(&book, &name, &caller)?;
+        book.restart(&name)?
+    };
     kill_and_show(&shared, &name, &kill).await
 }
 
 /// `DELETE /api/v1/jobs/{name}`: forgets the job (killing what still runs).
 async fn delete(
     State(shared): State<Arc<Shared>>,
+    Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
     let kill = {
         let mut book = shared.lock_book();
-        if book.job(&name).is_none() {
-            return Err(not_found(&name));
-        }
+        check_owner(&book, &name, &caller)?;
         shared.store.delete_job(&name).map_err(ApiError::internal)?;
         let kill = book.delete(&name, now_ms())?;
         shared.publish(&book, &name);

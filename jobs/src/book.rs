@@ -579,6 +579,28 @@ fn describe(f: &Failure) -> String {
     s
 }
 
+/// The most tasks each user's jobs may run at once, over all of them (the Capacity
+/// Scheduler's per-user limit): a user's own `max_running`, else the default; `None`, no limit.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UserLimits {
+    /// Users with a limit of their own.
+    pub per_user: BTreeMap<String, u32>,
+    /// The limit of every other user (the anonymous one included).
+    pub default: Option<u32>,
+}
+
+impl UserLimits {
+    /// The limit of `user`.
+    pub fn of(&self, user: &str) -> Option<u32> {
+        self.per_user.get(user).copied().or(self.default)
+    }
+
+    /// These limits with `default` for every other user.
+    pub fn with_default(self, default: Option<u32>) -> Self {
+        Self { default, ..self }
+    }
+}
+
 /// Every job the service knows.
 #[derive(Debug, Clone)]
 pub struct Book {
@@ -586,6 +608,7 @@ pub struct Book {
     next_seq: u64,
     aging_ms: Millis,
     order: QueueOrder,
+    limits: UserLimits,
 }
 
 impl Default for Book {
@@ -602,7 +625,27 @@ impl Book {
             next_seq: 0,
             aging_ms,
             order: QueueOrder::Fifo,
+            limits: UserLimits::default(),
         }
+    }
+
+    /// Sets how many tasks each user's jobs may run at once.
+    pub fn set_user_limits(&mut self, limits: UserLimits) {
+        self.limits = limits;
+    }
+
+    /// How many more tasks each limited user may start now (users without a limit are
+    /// absent).
+    fn user_room(&self) -> BTreeMap<&str, usize> {
+        let mut room: BTreeMap<&str, usize> = BTreeMap::new();
+        for job in self.jobs.values() {
+            let owner = job.spec.owner.as_str();
+            if let Some(limit) = self.limits.of(owner) {
+                let left = room.entry(owner).or_insert(limit as usize);
+                *left = left.saturating_sub(job.running.len());
+            }
+        }
+        room
     }
 
     /// Sets how jobs of the same priority share the queue.
@@ -816,7 +859,7 @@ impl Book {
     /// The tasks to launch next, best first, at most `limit`: jobs by priority (with aging),
     /// then by submission ([`QueueOrder::Fifo`]) or by fewest running
     /// ([`QueueOrder::Fair`]); within a job, retries that are due, then indexes in order; no
-    /// job past its `max_running`.
+    /// job past its `max_running`, no user past its limit ([`UserLimits`]).
     pub fn candidates(&self, now: Millis, limit: usize) -> Vec<Candidate> {
         if self.order == QueueOrder::Fair {
             return self.fair_candidates(now, limit);
@@ -828,9 +871,18 @@ impl Book {
                 j.seq,
             )
         });
+        let mut users = self.user_room();
         let mut out = Vec::new();
         for job in order {
-            let take = job.pending(now).min(limit.saturating_sub(out.len()));
+            let user = users.get_mut(job.spec.owner.as_str());
+            let room = user.as_deref().copied().unwrap_or(usize::MAX);
+            let take = job
+                .pending(now)
+                .min(limit.saturating_sub(out.len()))
+                .min(room);
+            if let Some(left) = user {
+                *left -= take;
+            }
             let due = job
                 .retry
                 .iter()
@@ -880,6 +932,7 @@ impl Book {
                 Reverse((Reverse(prio), j.running.len(), j.seq, slot))
             })
             .collect();
+        let mut users = self.user_room();
         let mut next = vec![0usize; jobs.len()];
         let mut out = Vec::new();
         while out.len() < limit {
@@ -890,6 +943,13 @@ impl Book {
             let Some(&index) = indexes.get(next[slot]) else {
                 continue;
             };
+            if let Some(left) = users.get_mut(job.spec.owner.as_str()) {
+                // A user at its limit: none of its jobs gets more in this call.
+                let Some(less) = left.checked_sub(1) else {
+                    continue;
+                };
+                *left = less;
+            }
             next[slot] += 1;
             out.push(Candidate {
                 job: job.spec.name.clone(),
@@ -903,9 +963,16 @@ impl Book {
 
     /// How many tasks are ready to launch now.
     pub fn pending(&self, now: Millis) -> usize {
-        self.jobs
-            .values()
-            .fold(0usize, |n, j| n.saturating_add(j.pending(now)))
+        let mut by_user: BTreeMap<&str, usize> = BTreeMap::new();
+        for j in self.jobs.values() {
+            let n = by_user.entry(j.spec.owner.as_str()).or_default();
+            *n = n.saturating_add(j.pending(now));
+        }
+        let room = self.user_room();
+        by_user
+            .iter()
+            .map(|(user, n)| room.get(user).map_or(*n, |r| (*n).min(*r)))
+            .fold(0usize, usize::saturating_add)
     }
 
     /// The earliest retry that is not due yet, if any.
@@ -1466,6 +1533,7 @@ fn summary(job: &Job) -> JobSummary {
         state: job.state,
         reason: job.reason.clone(),
         priority: job.spec.priority,
+        owner: job.spec.owner.clone(),
         submitted_ms: job.submitted_ms,
         ended_ms: job.ended_ms,
         tasks: TaskCounts {
@@ -1477,6 +1545,10 @@ fn summary(job: &Job) -> JobSummary {
             failed: job.failed.len() as u32,
         },
     }
+}
+
+fn anonymous() -> String {
+    crate::spec::ANONYMOUS.to_owned()
 }
 
 /// A job in a list.
@@ -1506,6 +1578,9 @@ pub struct JobSummary {
     pub reason: Option<String>,
     /// Its priority as submitted.
     pub priority: i64,
+    /// Who submitted it (the jobs API's user; `anonymous` without a users file).
+    #[serde(default = "anonymous")]
+    pub owner: String,
     /// When it was submitted.
     pub submitted_ms: Millis,
     /// When it ended.

@@ -176,6 +176,46 @@ fn max_running_limits_a_job() {
     assert_eq!(book.pending(1), 1);
 }
 
+fn owned(extra: &str, owner: &str) -> JobSpec {
+    let mut s = spec(extra);
+    s.owner = owner.into();
+    s
+}
+
+#[test]
+fn a_user_limit_caps_all_its_jobs_together_in_either_order() {
+    for order in [QueueOrder::Fifo, QueueOrder::Fair] {
+        let mut book = Book::default();
+        book.set_order(order);
+        let mut per_user = BTreeMap::new();
+        per_user.insert("alice".to_owned(), 3);
+        book.set_user_limits(UserLimits {
+            per_user,
+            default: Some(5),
+        });
+        book.submit(owned("name = \"a1\"\ncount = 4", "alice"), 0)
+            .unwrap();
+        book.submit(owned("name = \"a2\"\ncount = 4", "alice"), 0)
+            .unwrap();
+        book.submit(owned("name = \"b\"\ncount = 4", "bob"), 0)
+            .unwrap();
+        // alice 3 of 8, bob (the default limit, 5) all 4.
+        assert_eq!(book.pending(0), 7, "{order:?}");
+        let ids = launch_all(&mut book, 0);
+        let by_job = |job: &str| ids.iter().filter(|i| i.as_str().contains(job)).count();
+        assert_eq!(by_job("-a1-") + by_job("-a2-"), 3, "{order:?}: {ids:?}");
+        assert_eq!(by_job("-b-"), 4, "{order:?}");
+        assert_eq!(book.pending(0), 0, "alice is at her limit");
+        assert!(book.candidates(0, 100).is_empty());
+        // One of alice's ends: one more of hers may start, whichever job it is from.
+        let alice = ids.iter().find(|i| !i.as_str().contains("-b-")).unwrap();
+        finish(&mut book, alice, TaskState::Finished, 1);
+        assert_eq!(book.pending(1), 1, "{order:?}");
+        assert_eq!(launch_all(&mut book, 1).len(), 1);
+        assert_eq!(book.pending(1), 0);
+    }
+}
+
 #[test]
 fn timeouts_are_reported_once_and_count_as_failures() {
     let mut book = Book::default();

@@ -36,6 +36,16 @@ pub struct Args {
     /// it should listen on loopback only).
     #[arg(long, env = "PARLEY_JOBS_API_TOKEN", hide_env_values = true)]
     pub api_token: Option<String>,
+    /// A users file (TOML, `[[user]]` entries with `name`, `secret_sha256` and an optional
+    /// `max_running`): every API request must then carry one user's token, its jobs are that
+    /// user's, and a user may change only its own. Replaces --api-token.
+    #[arg(long, env = "PARLEY_JOBS_USERS", value_name = "FILE")]
+    pub users: Option<PathBuf>,
+    /// The most tasks the jobs of one user may run at once, over all of them, for a user
+    /// without a `max_running` of its own (and for everyone without a users file).
+    #[arg(long, env = "PARLEY_JOBS_MAX_RUNNING_PER_USER", value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_running_per_user: Option<u32>,
     /// The API's TLS certificate (PEM, the server's first): HTTPS instead of HTTP. Needs
     /// --tls-key.
     #[arg(long, env = "PARLEY_JOBS_TLS_CERT", value_name = "FILE")]

@@ -1,8 +1,8 @@
 //! `parley-jobs`: run work on Parley without writing a framework. The service registers as
 //! one framework (through the SDK's `Driver`, no private coordinator API) and runs every job
 //! submitted to its REST API: batch arrays with retries and exponential backoff, per-task
-//! time limits, dependencies between jobs, priorities with aging and a per-job concurrency
-//! limit; and services, whose replicas are restarted whenever they end and can be scaled.
+//! time limits, dependencies between jobs, priorities with aging, and limits on the tasks
+//! running at once per job and per user; and services, whose replicas are restarted whenever they end and can be scaled.
 //! Tasks are placed with the SDK's policies and constraints. Its state is durable in a redb
 //! file, and a restarted service takes its tasks over without launching any attempt twice.
 //!
@@ -18,7 +18,9 @@
 //!   rebuild after a restart.
 //! - [`scheduler`]: [`scheduler::JobsScheduler`], the SDK `Scheduler` that launches the
 //!   book's tasks on offers.
-//! - [`api`]: the axum router under `/api/v1/jobs`.
+//! - [`users`]: [`users::Users`], the API's users file: each user's token hash and running
+//!   task limit.
+//! - [`api`]: the axum router under `/api/v1/jobs`; who calls, and who may change a job.
 //! - [`cli`]: [`cli::Args`], the binary's flags and environment variables.
 //! - [`service`]: [`service::ServiceConfig`], [`service::run`] and [`service::start`]: the
 //!   store, the driver, the API and the service's clock wired together.
@@ -36,6 +38,7 @@ pub mod scheduler;
 pub mod service;
 pub mod spec;
 pub mod store;
+pub mod users;
 
 pub use service::{run, start, ServiceConfig};
 

@@ -47,7 +47,7 @@ async fn shutdown_signal() {
 }
 
 async fn main_async(args: Args) -> anyhow::Result<()> {
-    if args.api_token.is_none() && !args.listen.ip().is_loopback() {
+    if args.api_token.is_none() && args.users.is_none() && !args.listen.ip().is_loopback() {
         tracing::warn!(listen = %args.listen, "the jobs API is open (no --api-token) and not on loopback");
     }
     let mut config = ServiceConfig::new(&args.coordinator, args.role, &args.data_dir);
@@ -55,6 +55,11 @@ async fn main_async(args: Args) -> anyhow::Result<()> {
     config.name = args.name;
     config.token = args.token;
     config.api_token = args.api_token;
+    config.users = match &args.users {
+        Some(path) => Some(parley_jobs::users::Users::load(path)?),
+        None => None,
+    };
+    config.max_running_per_user = args.max_running_per_user;
     config.tls =
         parley_tls::ServerTls::from_options(args.tls_cert.as_deref(), args.tls_key.as_deref())
             .context("--tls-cert / --tls-key")?;

@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use crate::book::{AttemptRecord, Book, JobSummary, Millis, QueueOrder, DEFAULT_AGING_MS};
 use crate::scheduler::JobsScheduler;
 use crate::store::{JobRecord, Store, StoreError};
+use crate::users::Users;
 
 /// How often the service looks at the clock: retries that came due, tasks past their time
 /// limit, whether offers must be revived.
@@ -53,7 +54,14 @@ pub struct ServiceConfig {
     /// The framework principal's token, for a coordinator with credentials.
     pub token: Option<BearerToken>,
     /// The token clients of this service's API must present (`None`: the API is open).
+    /// Ignored when `users` is set.
     pub api_token: Option<String>,
+    /// The API's users, each with its own token ([`Users`]); every request must then name
+    /// one, and a user may change only its own jobs.
+    pub users: Option<Users>,
+    /// The most tasks the jobs of a user without a `max_running` of its own may run at once
+    /// (the anonymous user's too); `None`: no limit.
+    pub max_running_per_user: Option<u32>,
     /// The API's certificate and key: HTTPS when set, plain HTTP otherwise.
     pub tls: Option<parley_tls::ServerTls>,
     /// Where the store lives ([`STORE_FILE`] inside).
@@ -85,6 +93,8 @@ impl ServiceConfig {
             role,
             token: None,
             api_token: None,
+            users: None,
+            max_running_per_user: None,
             tls: None,
             data_dir: data_dir.into(),
             aging: Duration::from_millis(DEFAULT_AGING_MS),
@@ -125,6 +135,8 @@ pub struct Shared {
     ends: Mutex<Vec<AttemptRecord>>,
     /// The API's bearer token, if it has one.
     pub api_token: Option<String>,
+    /// The API's users, if it has a users file.
+    pub users: Option<Users>,
     events: tokio::sync::broadcast::Sender<JobEvent>,
     /// Cancelled when the service stops; event streams end with it, so the API's graceful
     /// shutdown does not wait on them.
@@ -345,6 +357,13 @@ fn prepare(
     let aging_ms = config.aging.as_millis().max(1) as Millis;
     let mut book = store.load(aging_ms, now_ms())?;
     book.set_order(config.order);
+    book.set_user_limits(
+        config
+            .users
+            .as_ref()
+            .map_or_else(Default::default, |u| u.limits(None))
+            .with_default(config.max_running_per_user),
+    );
     let framework_id = store.framework_id()?;
     let in_flight = book.in_flight();
     let connection = Connection {
@@ -362,6 +381,7 @@ fn prepare(
         last_offers_ms: AtomicU64::new(0),
         ends: Mutex::new(Vec::new()),
         api_token: config.api_token.clone(),
+        users: config.users.clone(),
         events: tokio::sync::broadcast::channel(EVENT_BUFFER).0,
         stop: CancellationToken::new(),
     });
@@ -517,13 +537,7 @@ fn start_periodic_runs(shared: &Shared, book: &mut Book, now: Millis) -> Vec<Tas
             kill.extend(book.stop(&old, now).unwrap_or_default());
             shared.publish(book, &old);
         }
-        let record = JobRecord {
-            seq: book.next_seq(),
-            submitted_ms: now,
-            stopped: false,
-            spec: run.raw.clone(),
-            generation: 0,
-        };
+        let record = JobRecord::new(&run, book.next_seq(), now);
         let name = run.name.clone();
         if let Err(e) = shared.store.put_job(&name, &record) {
             tracing::error!(job = %name, error = %e, "cannot record a periodic run");

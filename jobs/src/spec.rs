@@ -290,7 +290,14 @@ pub struct JobSpec {
     pub max_surge: u32,
     /// How long each task runs on a simulated agent.
     pub duration_s: Option<f64>,
+    /// Who submitted it: the jobs API's user, [`ANONYMOUS`] without a users file. Set by the
+    /// service, never read from the spec; the user's `max_running` counts its tasks.
+    pub owner: String,
 }
+
+/// The owner of jobs submitted without a users file (to an open API, or with the one
+/// `--api-token`).
+pub const ANONYMOUS: &str = "anonymous";
 
 /// Reads and checks a spec written in `format`.
 pub fn parse(text: &str, format: Format) -> Result<JobSpec, SpecError> {
@@ -631,6 +638,7 @@ impl RawSpec {
             max_unavailable,
             max_surge,
             duration_s,
+            owner: ANONYMOUS.to_owned(),
         })
     }
 

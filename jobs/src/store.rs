@@ -12,7 +12,7 @@ use redb::{Database, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 
 use crate::book::{AttemptRecord, Book, Job, Millis};
-use crate::spec::RawSpec;
+use crate::spec::{JobSpec, RawSpec, ANONYMOUS};
 
 const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
 const JOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("jobs");
@@ -58,17 +58,30 @@ pub struct JobRecord {
     /// The spec's generation (one more with each update that changed what replicas run).
     #[serde(default)]
     pub generation: u32,
+    /// Who submitted it (absent in stores written before users existed: [`ANONYMOUS`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 impl JobRecord {
+    /// What to store of a job submitted now as the `seq`th.
+    pub fn new(spec: &JobSpec, seq: u64, submitted_ms: Millis) -> Self {
+        Self {
+            seq,
+            submitted_ms,
+            stopped: false,
+            spec: spec.raw.clone(),
+            generation: 0,
+            owner: Some(spec.owner.clone()),
+        }
+    }
+
     /// What to store of `job`, `stopped` or not.
     pub fn of(job: &Job, stopped: bool) -> Self {
         Self {
-            seq: job.seq(),
-            submitted_ms: job.submitted_ms(),
             stopped,
-            spec: job.spec().raw.clone(),
             generation: job.generation(),
+            ..Self::new(job.spec(), job.seq(), job.submitted_ms())
         }
     }
 }
@@ -210,10 +223,11 @@ impl Store {
         jobs.sort_by_key(|(_, r)| r.seq);
         let mut book = Book::new(aging_ms);
         for (name, record) in jobs {
-            let spec = record.spec.check().map_err(|e| StoreError::Spec {
+            let mut spec = record.spec.check().map_err(|e| StoreError::Spec {
                 name: name.clone(),
                 message: e.to_string(),
             })?;
+            spec.owner = record.owner.unwrap_or_else(|| ANONYMOUS.to_owned());
             book.restore_job(spec, record.seq, record.submitted_ms, record.stopped, now);
             book.restore_generation(&name, record.generation);
             for attempt in self.attempts(&name)? {
@@ -247,18 +261,7 @@ mod tests {
             store.set_framework_id(id).unwrap();
             let mut book = Book::default();
             book.submit(spec.clone(), 5).unwrap();
-            store
-                .put_job(
-                    "a",
-                    &JobRecord {
-                        seq: 0,
-                        submitted_ms: 5,
-                        stopped: false,
-                        spec: spec.raw.clone(),
-                        generation: 0,
-                    },
-                )
-                .unwrap();
+            store.put_job("a", &JobRecord::new(&spec, 0, 5)).unwrap();
             let agent = AgentId::new();
             let launched: Vec<_> = book
                 .candidates(5, 10)

@@ -865,3 +865,112 @@ async fn a_torn_down_framework_is_registered_anew_and_the_array_finishes() {
     cluster.wait_agents_idle().await.unwrap();
     cluster.shutdown().await.unwrap();
 }
+
+/// `printf %s TOKEN | sha256sum`, in hex.
+fn sha256_hex(token: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(token.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// `GET /api/v1/jobs` as the user of `token`.
+async fn list_as(http: &reqwest::Client, base: &str, token: &str) -> Option<Value> {
+    let r = http.get(base).bearer_auth(token).send().await.ok()?;
+    r.json().await.ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_limit_caps_its_jobs_together_and_users_change_only_their_own() {
+    let cluster = Cluster::start(&["cpus=4,mem=2048"]).await.unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let users = format!(
+        "[[user]]\nname = \"alice\"\nsecret_sha256 = \"{}\"\nmax_running = 2\n\
+         [[user]]\nname = \"bob\"\nsecret_sha256 = \"{}\"\n",
+        sha256_hex("alice-token-0123456789"),
+        sha256_hex("bob-token-0123456789ab")
+    );
+    let mut config = ServiceConfig::new(&cluster.url, "default".parse().unwrap(), data.path());
+    config.users = Some(parley_jobs::users::Users::parse(&users).unwrap());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let jobs = parley_jobs::start(config, listener).await.unwrap();
+    let base = format!("http://{}/api/v1/jobs", jobs.addr);
+    let http = reqwest::Client::new();
+    let long = |name: &str| {
+        format!("name = \"{name}\"\ncount = 3\ncommand = \"sleep 60\"\n[resources]\ncpus = 0.1\nmem = 16\n")
+    };
+    for (token, name) in [
+        ("alice-token-0123456789", "a1"),
+        ("alice-token-0123456789", "a2"),
+        ("bob-token-0123456789ab", "b"),
+    ] {
+        let r = http
+            .post(&base)
+            .bearer_auth(token)
+            .header("content-type", "application/toml")
+            .body(long(name))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 201, "{}", r.text().await.unwrap());
+    }
+    let anonymous = http.get(&base).send().await.unwrap();
+    assert_eq!(anonymous.status().as_u16(), 401);
+    // bob's three run, so the cluster had room; alice's two jobs run two tasks in all.
+    let list = wait_until(WITHIN, "bob's 3 and alice's 2 running", || async {
+        let v = list_as(&http, &base, "bob-token-0123456789ab").await?;
+        let running = |job: &str| {
+            v["jobs"]
+                .as_array()
+                .and_then(|l| l.iter().find(|j| j["name"] == job))
+                .and_then(|j| j["tasks"]["running"].as_u64())
+                .unwrap_or(0)
+        };
+        (running("b") == 3 && running("a1") + running("a2") == 2).then_some(v)
+    })
+    .await
+    .unwrap();
+    let owners: Vec<&str> = list["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["owner"].as_str().unwrap())
+        .collect();
+    assert_eq!(owners, ["alice", "alice", "bob"]);
+    // bob may not stop alice's job; alice may.
+    let r = http
+        .post(format!("{base}/a1/stop"))
+        .bearer_auth("bob-token-0123456789ab")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 403);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "not_owner");
+    for (token, name) in [
+        ("alice-token-0123456789", "a1"),
+        ("alice-token-0123456789", "a2"),
+        ("bob-token-0123456789ab", "b"),
+    ] {
+        let r = http
+            .post(format!("{base}/{name}/stop"))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 200, "{}", r.text().await.unwrap());
+    }
+    wait_until(WITHIN, "nothing left running", || async {
+        let v = list_as(&http, &base, "alice-token-0123456789").await?;
+        v["jobs"]
+            .as_array()?
+            .iter()
+            .all(|j| j["tasks"]["running"] == 0)
+            .then_some(())
+    })
+    .await
+    .unwrap();
+    jobs.stop().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
