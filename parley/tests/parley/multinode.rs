@@ -169,6 +169,68 @@ fn start_coordinator(net: &Net, dir: &Path, k: usize, etcd: &Etcd, pki: &TestPki
     Coord::in_namespace_with(&net.ns(&host), &base, 5050, &args, ops)
 }
 
+/// Starts agents `node0` to `node3` (hosts `a0` to `a3`, `cpus=4,mem=4096`), joining with
+/// the agent principal's token, serving and trusting TLS; all but `node1` have `jobs=yes`.
+fn start_agents(net: &Net, dir: &Path, urls: &str, tls: &[String], pki: &TestPki) -> Vec<Agent> {
+    (0..AGENTS)
+        .map(|k| {
+            let host = format!("a{k}");
+            let jobs_here = if k == 1 { "no" } else { "yes" };
+            let mut extra = vec![
+                "--resources".to_owned(),
+                "cpus=4,mem=4096".to_owned(),
+                "--attributes".to_owned(),
+                format!("jobs={jobs_here}"),
+                "--token".to_owned(),
+                AGENT_SECRET.to_owned(),
+            ];
+            extra.extend_from_slice(tls);
+            Agent::in_namespace_with(
+                &net.ns(&host),
+                &format!("node{k}"),
+                &net.addr(&host),
+                urls,
+                &dir.join(&host),
+                &extra,
+                client(pki, None),
+            )
+        })
+        .collect()
+}
+
+/// The batch: [`JOB_TASKS`] tasks, 3 at a time, off `node1`, each appending its index and
+/// attempt to `runs` once it is done.
+fn batch_spec(runs: &Path) -> String {
+    format!(
+        "name = \"count\"\n\
+         command = \"sleep 1 && echo \\\"$PARLEY_TASK_INDEX $PARLEY_TASK_ATTEMPT\\\" >> {}\"\n\
+         count = {JOB_TASKS}\n\
+         max_running = 3\n\
+         max_retries = 2\n\
+         [resources]\ncpus = 0.5\nmem = 32\n\
+         [[constraints]]\nattribute = \"jobs\"\nequals = \"yes\"\n",
+        runs.display()
+    )
+}
+
+/// Every index of the batch ran exactly once to success: one line each in `runs`, and the job's
+/// only failures are attempts lost before they started (they wrote no line).
+fn assert_batch_ran_once(runs: &Path, job: &Value) {
+    assert_eq!(job["tasks"]["succeeded"], JOB_TASKS, "{job}");
+    let failures = job["failures"].as_array().cloned().unwrap_or_default();
+    let failed: Vec<&Value> = failures.iter().filter(|f| f["state"] != "lost").collect();
+    assert!(failed.is_empty(), "batch tasks failed: {failed:?}");
+    let text = std::fs::read_to_string(runs).unwrap();
+    let mut ran: BTreeMap<usize, Vec<&str>> = BTreeMap::new();
+    for line in text.lines() {
+        let (index, attempt) = line.split_once(' ').unwrap();
+        ran.entry(index.parse().unwrap()).or_default().push(attempt);
+    }
+    let twice: Vec<_> = ran.iter().filter(|(_, a)| a.len() != 1).collect();
+    assert!(twice.is_empty(), "indexes not run exactly once: {twice:?}");
+    assert_eq!(ran.len(), JOB_TASKS, "indexes run: {ran:?}");
+}
+
 /// Whether every task has one attempt running (and none is queued).
 fn all_running(seen: &Seen) -> bool {
     let mut running = vec![0; TASKS];
@@ -248,30 +310,7 @@ async fn a_cluster_of_namespaces_loses_no_task_to_partitions_or_a_leader_cut_off
         "--tls-key".to_owned(),
         pki.key_file.display().to_string(),
     ];
-    let agents: Vec<Agent> = (0..AGENTS)
-        .map(|k| {
-            let host = format!("a{k}");
-            let jobs_here = if k == 1 { "no" } else { "yes" };
-            let mut extra = vec![
-                "--resources".to_owned(),
-                "cpus=4,mem=4096".to_owned(),
-                "--attributes".to_owned(),
-                format!("jobs={jobs_here}"),
-                "--token".to_owned(),
-                AGENT_SECRET.to_owned(),
-            ];
-            extra.extend_from_slice(&tls_flags);
-            Agent::in_namespace_with(
-                &net.ns(&host),
-                &format!("node{k}"),
-                &net.addr(&host),
-                &urls,
-                &dir.join(&host),
-                &extra,
-                client(&pki, None),
-            )
-        })
-        .collect();
+    let agents = start_agents(&net, dir, &urls, &tls_flags, &pki);
     wait_agents(first, AGENTS).await;
 
     // The jobs service, in its own namespace.
@@ -315,16 +354,7 @@ async fn a_cluster_of_namespaces_loses_no_task_to_partitions_or_a_leader_cut_off
     .await;
 
     // The batch: each task appends its index once it is done.
-    let spec = format!(
-        "name = \"count\"\n\
-         command = \"sleep 1 && echo \\\"$PARLEY_TASK_INDEX $PARLEY_TASK_ATTEMPT\\\" >> {}\"\n\
-         count = {JOB_TASKS}\n\
-         max_running = 3\n\
-         max_retries = 2\n\
-         [resources]\ncpus = 0.5\nmem = 32\n\
-         [[constraints]]\nattribute = \"jobs\"\nequals = \"yes\"\n",
-        runs.display()
-    );
+    let spec = batch_spec(&runs);
     let r = jobs
         .client
         .post(format!("{}/api/v1/jobs", jobs.base))
@@ -425,27 +455,13 @@ async fn a_cluster_of_namespaces_loses_no_task_to_partitions_or_a_leader_cut_off
     })
     .await;
     let job = jobs.get("/api/v1/jobs/count").await.unwrap();
-    assert_eq!(job["tasks"]["succeeded"], JOB_TASKS, "{job}");
-    let text = std::fs::read_to_string(&runs).unwrap();
-    let mut ran: BTreeMap<usize, Vec<&str>> = BTreeMap::new();
-    for line in text.lines() {
-        let (index, attempt) = line.split_once(' ').unwrap();
-        ran.entry(index.parse().unwrap()).or_default().push(attempt);
-    }
-    let twice: Vec<_> = ran.iter().filter(|(_, a)| a.len() != 1).collect();
-    assert!(twice.is_empty(), "indexes not run exactly once: {twice:?}");
-    assert_eq!(ran.len(), JOB_TASKS, "indexes run: {ran:?}");
+    assert_batch_ran_once(&runs, &job);
 
     // The framework: each task runs once; only node1's attempts were lost, and fenced.
     {
         let seen = seen.lock().unwrap();
         assert!(all_running(&seen));
-        let failed: Vec<_> = seen
-            .last
-            .iter()
-            .filter(|(_, s)| s.state == TaskState::Failed)
-            .map(|(id, s)| (id, s.message.clone()))
-            .collect();
+        let failed = seen.failed();
         assert!(failed.is_empty(), "attempts ran twice at once: {failed:?}");
         for id in &short {
             assert_eq!(seen.history(id), [TaskState::Running], "{id} on node0");

@@ -284,12 +284,7 @@ async fn run(case: Case) {
 
     {
         let seen = seen.lock().unwrap();
-        let failed: Vec<_> = seen
-            .last
-            .iter()
-            .filter(|(_, s)| s.state == TaskState::Failed)
-            .map(|(id, s)| (id, s.message.clone()))
-            .collect();
+        let failed = seen.failed();
         assert!(failed.is_empty(), "attempts ran twice at once: {failed:?}");
         for id in &cut {
             assert_eq!(seen.history(id), case.history, "{id}");

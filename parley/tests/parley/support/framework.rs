@@ -46,6 +46,16 @@ impl Seen {
             .count()
     }
 
+    /// The attempts that ended `failed` (a [`Retrier`]'s: started while another attempt of the
+    /// same task ran), with their messages.
+    pub fn failed(&self) -> Vec<(String, Option<String>)> {
+        self.last
+            .iter()
+            .filter(|(_, s)| s.state == TaskState::Failed)
+            .map(|(id, s)| (id.clone(), s.message.clone()))
+            .collect()
+    }
+
     /// The states attempt `id` went through in the framework's view from its first `running`,
     /// repeats dropped.
     pub fn history(&self, id: &str) -> Vec<TaskState> {
