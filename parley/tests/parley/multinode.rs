@@ -233,7 +233,7 @@ fn assert_batch_ran_once(runs: &Path, job: &Value) {
 
 /// Whether every task has one attempt running (and none is queued).
 fn all_running(seen: &Seen) -> bool {
-    let mut running = vec![0; TASKS];
+    let mut running = [0; TASKS];
     for (id, s) in &seen.last {
         if s.state == TaskState::Running {
             running[parse_attempt(id).0] += 1;
