@@ -3,7 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-/// A CA and a server certificate for `localhost`, `127.0.0.1` and `::1`, as files.
+/// A CA and a server certificate (for `localhost`, `127.0.0.1` and `::1`, or the names given),
+/// as files.
 #[derive(Debug, Clone)]
 pub struct TestPki {
     /// The CA certificate (what clients trust): `ca.pem`.
@@ -17,6 +18,13 @@ pub struct TestPki {
 impl TestPki {
     /// Generates the CA and the server certificate (ECDSA P-256, ring) and writes them in `dir`.
     pub fn generate(dir: &Path) -> Result<Self, String> {
+        Self::generate_for(dir, &["localhost", "127.0.0.1", "::1"])
+    }
+
+    /// As [`TestPki::generate`], with a server certificate for `names` (host names or IP
+    /// addresses, each a `subjectAltName`; the first is also its common name), e.g. the
+    /// addresses of several machines that share one certificate in a test.
+    pub fn generate_for(dir: &Path, names: &[&str]) -> Result<Self, String> {
         let text = |e: rcgen::Error| e.to_string();
         let ca_key = rcgen::KeyPair::generate().map_err(text)?;
         let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(text)?;
@@ -31,15 +39,12 @@ impl TestPki {
         let ca = ca_params.self_signed(&ca_key).map_err(text)?;
 
         let key = rcgen::KeyPair::generate().map_err(text)?;
-        let names = vec![
-            "localhost".to_string(),
-            "127.0.0.1".to_string(),
-            "::1".to_string(),
-        ];
+        let first = names.first().copied().unwrap_or("localhost");
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
         let mut params = rcgen::CertificateParams::new(names).map_err(text)?;
         params
             .distinguished_name
-            .push(rcgen::DnType::CommonName, "localhost");
+            .push(rcgen::DnType::CommonName, first);
         let cert = params.signed_by(&key, &ca, &ca_key).map_err(text)?;
 
         let pki = Self {

@@ -1,13 +1,15 @@
 //! Tests of the `coordinator` binary as a real process, in one binary: its flags (`tls_flags`,
 //! `security_cli`, `preemption_flag`), its registry across restarts, `--dev` with the jobs
-//! service, HA on etcd (`ha`), chaos runs (`chaos`) and network partitions in namespaces
-//! (`partition`). The process harness is in [`support`]. Run one module with
+//! service, HA on etcd (`ha`), chaos runs (`chaos`), network partitions in namespaces
+//! (`partition`) and a whole cluster on a network of namespaces under faults (`multinode`). The
+//! process harness is in [`support`]. Run one module with
 //! `cargo test -p parley --test parley <module>::`.
 
 mod chaos;
 mod cli_reference;
 mod dev_jobs;
 mod ha;
+mod multinode;
 mod partition;
 mod preemption_flag;
 mod registry_process;

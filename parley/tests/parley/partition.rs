@@ -30,100 +30,6 @@ use framework_sdk::Driver;
 /// Tasks per run (4 per agent).
 const TASKS: usize = 12;
 
-/// A framework that runs [`TASKS`] tasks as attempts `tNN-A`, launching attempt `A+1` of a
-/// task whose attempt is `lost` or `gone`; at most 4 tasks per offer (so 4 per agent).
-struct Retrier {
-    task: Task,
-    queue: Vec<(usize, usize)>,
-    seen: Arc<Mutex<Seen>>,
-}
-
-impl Retrier {
-    fn new(locks: &Path) -> (Retrier, Arc<Mutex<Seen>>) {
-        let seen = Arc::new(Mutex::new(Seen::default()));
-        // The attempt holds its task's lock while it sleeps; `-n`: fail at once if it is held.
-        let line = format!(
-            "exec flock -n -E 75 {}/\"${{PARLEY_TASK_ID%-*}}\".lock sleep 12",
-            locks.display()
-        );
-        let task = Task::shell(line)
-            .resources("cpus=0.25,mem=16")
-            .build()
-            .unwrap();
-        let queue = (0..TASKS).rev().map(|i| (i, 0)).collect();
-        let r = Retrier {
-            task,
-            queue,
-            seen: Arc::clone(&seen),
-        };
-        (r, seen)
-    }
-}
-
-fn attempt_id(i: usize, attempt: usize) -> TaskId {
-    TaskId::new(format!("t{i:02}-{attempt}")).unwrap()
-}
-
-/// The task index and attempt of an attempt's id.
-fn parse_attempt(id: &str) -> (usize, usize) {
-    let (i, a) = id.trim_start_matches('t').split_once('-').unwrap();
-    (i.parse().unwrap(), a.parse().unwrap())
-}
-
-#[async_trait]
-impl Scheduler for Retrier {
-    async fn offers(&mut self, _ctx: &mut Context, offers: Vec<Offer>) -> Decisions {
-        let mut seen = self.seen.lock().unwrap();
-        let (task, queue) = (&self.task, &mut self.queue);
-        let d = Decisions::launch_or_decline(&offers, |offer| {
-            let mut room = offer.resources.clone();
-            let mut tasks = Vec::new();
-            while tasks.len() < 4 {
-                let Some(left) = room.checked_sub(task.resources()) else {
-                    break;
-                };
-                let Some((i, a)) = queue.pop() else { break };
-                room = left;
-                tasks.push(task.on(offer, attempt_id(i, a)));
-            }
-            tasks
-        });
-        seen.launched += d
-            .answers()
-            .iter()
-            .map(|a| match a {
-                Answer::Launch { tasks, .. } => tasks.len(),
-                _ => 0,
-            })
-            .sum::<usize>();
-        d
-    }
-
-    async fn status_update(&mut self, _ctx: &mut Context, status: &TaskStatus) {
-        let mut seen = self.seen.lock().unwrap();
-        seen.updates.push(status.clone());
-        let id = status.task_id.as_str().to_owned();
-        let first_verdict = !seen
-            .last
-            .get(&id)
-            .is_some_and(|s| matches!(s.state, TaskState::Lost | TaskState::Gone));
-        if matches!(status.state, TaskState::Lost | TaskState::Gone) && first_verdict {
-            let (i, a) = parse_attempt(&id);
-            self.queue.push((i, a + 1));
-        }
-        seen.last.insert(id, status.clone());
-    }
-
-    fn requeue(&mut self, task: TaskSpec) {
-        self.seen.lock().unwrap().requeued += 1;
-        self.queue.push(parse_attempt(task.task_id.as_str()));
-    }
-
-    fn pending_tasks(&self) -> usize {
-        self.queue.len()
-    }
-}
-
 /// How a run goes, and what it must show.
 struct Case {
     /// The net number (distinct per test).
@@ -255,24 +161,6 @@ async fn start(net: &Net, dir: &Path, ha: bool) -> Processes {
     }
 }
 
-/// The coordinator that leads now (polled, with a deadline).
-async fn leader(coords: &[Coord]) -> &Coord {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        for c in coords {
-            let role = c.health().await.map(|h| h["role"].clone());
-            if role.is_some_and(|r| r == "leader" || r == "standalone") {
-                return c;
-            }
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no leader within 30 s"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// Agent 0's attempts, as the framework saw them first launched there.
 fn on_agent(seen: &Seen, agent: AgentId) -> Vec<String> {
     seen.last
@@ -280,19 +168,6 @@ fn on_agent(seen: &Seen, agent: AgentId) -> Vec<String> {
         .filter(|(_, s)| s.agent_id == agent)
         .map(|(id, _)| id.clone())
         .collect()
-}
-
-/// The states attempt `id` went through in the framework's view from its first `running`,
-/// repeats dropped.
-fn history(seen: &Seen, id: &str) -> Vec<TaskState> {
-    let mut out: Vec<TaskState> = Vec::new();
-    let updates = seen.updates.iter().filter(|s| s.task_id.as_str() == id);
-    for s in updates.skip_while(|s| s.state != TaskState::Running) {
-        if out.last() != Some(&s.state) {
-            out.push(s.state);
-        }
-    }
-    out
 }
 
 async fn run(case: Case) {
@@ -324,7 +199,7 @@ async fn run(case: Case) {
     let first_leader = coords.iter().position(|c| c.base == first.base).unwrap();
     let host_of = |i: usize| format!("c{i}");
 
-    let (retrier, seen) = Retrier::new(&locks);
+    let (retrier, seen) = Retrier::new(&locks, "sleep 12", TASKS, "cpus=0.25,mem=16");
     let urls: Vec<&str> = coords.iter().map(|c| c.base.as_str()).collect();
     let mut config = driver_config(&urls.join(","));
     config.partition_aware = case.partition_aware;
@@ -403,21 +278,16 @@ async fn run(case: Case) {
     .await
     .unwrap_or_else(|e| {
         let seen = seen.lock().unwrap();
-        let states: Vec<_> = cut.iter().map(|id| (id, history(&seen, id))).collect();
+        let states: Vec<_> = cut.iter().map(|id| (id, seen.history(id))).collect();
         panic!("{e}: {states:?}")
     });
 
     {
         let seen = seen.lock().unwrap();
-        let failed: Vec<_> = seen
-            .last
-            .iter()
-            .filter(|(_, s)| s.state == TaskState::Failed)
-            .map(|(id, s)| (id, s.message.clone()))
-            .collect();
+        let failed = seen.failed();
         assert!(failed.is_empty(), "attempts ran twice at once: {failed:?}");
         for id in &cut {
-            assert_eq!(history(&seen, id), case.history, "{id}");
+            assert_eq!(seen.history(id), case.history, "{id}");
         }
         let relaunched = seen.launched - TASKS;
         let expected = match end {
@@ -471,7 +341,7 @@ async fn wait_all_or_panic(
         {
             let seen = seen.lock().unwrap();
             for (id, s) in &seen.last {
-                detail.push_str(&format!("{id}: {:?} {:?}\n", history(&seen, id), s.message));
+                detail.push_str(&format!("{id}: {:?} {:?}\n", seen.history(id), s.message));
             }
         }
         for a in agents {

@@ -75,6 +75,22 @@ pub async fn wait_all_terminal(
     }
 }
 
+/// The coordinator that leads now, `leader` or `standalone` in its `/health` (polled, with a
+/// deadline of 30 s).
+pub async fn leader(coords: &[Coord]) -> &Coord {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        for c in coords {
+            let role = c.health().await.map(|h| h["role"].clone());
+            if role.is_some_and(|r| r == "leader" || r == "standalone") {
+                return c;
+            }
+        }
+        assert!(Instant::now() < deadline, "no leader within 30 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Waits until `n` agents are active at `coord`; on failure shows its log.
 pub async fn wait_agents(coord: &Coord, n: usize) {
     testkit::wait_for(
@@ -168,4 +184,97 @@ pub async fn assert_books_zero(leader: &Coord, timeout: Duration) {
 pub fn p50_max(xs: &mut [Duration]) -> (Duration, Duration) {
     xs.sort();
     (xs[xs.len() / 2], xs[xs.len() - 1])
+}
+
+/// One disagreement between the leader's books and the agents, or `None` when they balance:
+/// from one snapshot of the leader's `/api/v1/state`, each agent's `used` is the sum of the
+/// resources of the tasks that hold resources there (not terminal, not `unreachable`), its
+/// `offered` the sum of its offers, and both fit in its total; and each agent process runs
+/// exactly the tasks the leader has running on it.
+pub async fn books_imbalance(leader: &Coord, agents: &[Agent]) -> Option<String> {
+    use protocol::messages::ClusterState;
+    use protocol::Resources;
+    let (s, body) = leader.get("/api/v1/state").await;
+    if s != 200 {
+        return Some(format!("GET /api/v1/state: {s} {body}"));
+    }
+    let state: ClusterState = match serde_json::from_value(body) {
+        Ok(state) => state,
+        Err(e) => return Some(format!("GET /api/v1/state: {e}")),
+    };
+    for info in &state.agents {
+        let holds = |t: &&protocol::messages::TaskInfo| {
+            t.agent_id == info.agent_id
+                && !t.state.is_terminal()
+                && t.state != TaskState::Unreachable
+        };
+        let mut used = Resources::default();
+        for t in state.tasks.iter().filter(holds) {
+            used.add_assign(&t.resources);
+        }
+        let mut offered = Resources::default();
+        for o in state.offers.iter().filter(|o| o.agent_id == info.agent_id) {
+            offered.add_assign(&o.resources);
+        }
+        let name = &info.hostname;
+        let same = |a: &Resources, b: &Resources| a.fits_in(b) && b.fits_in(a);
+        if !same(&used, &info.used) {
+            return Some(format!(
+                "{name}: used {} but its tasks hold {used}",
+                info.used
+            ));
+        }
+        if !same(&offered, &info.offered) {
+            return Some(format!(
+                "{name}: offered {} but its offers hold {offered}",
+                info.offered
+            ));
+        }
+        if !used.add(&offered).fits_in(&info.resources) {
+            return Some(format!(
+                "{name}: used {used} + offered {offered} > {}",
+                info.resources
+            ));
+        }
+        let Some(agent) = agents.iter().find(|a| &a.name == name) else {
+            continue;
+        };
+        let mut leader_view: Vec<String> = state
+            .tasks
+            .iter()
+            .filter(holds)
+            .map(|t| t.task_id.to_string())
+            .collect();
+        let mut agent_view: Vec<String> = agent
+            .tasks()
+            .await
+            .into_iter()
+            .filter(|t| !t.state.is_terminal())
+            .map(|t| t.task_id.to_string())
+            .collect();
+        leader_view.sort();
+        agent_view.sort();
+        if leader_view != agent_view {
+            return Some(format!(
+                "{name}: the leader has {leader_view:?} running there, the agent {agent_view:?}"
+            ));
+        }
+    }
+    None
+}
+
+/// Waits (up to `timeout`) until [`books_imbalance`] finds nothing; panics with the last
+/// disagreement.
+pub async fn assert_books_balance(leader: &Coord, agents: &[Agent], timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let Some(wrong) = books_imbalance(leader, agents).await else {
+            return;
+        };
+        assert!(
+            Instant::now() < deadline,
+            "the books do not balance: {wrong}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

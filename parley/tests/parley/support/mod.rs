@@ -1,13 +1,14 @@
-//! Real processes for the chaos tests (and `ha.rs`): etcd members, `coordinator` and `agent`
-//! processes (each in its own process group, killed with the group on drop, so no task
-//! outlives a test), an in-process framework driven by the SDK that records every update it
-//! receives, the seed, and the checks the chaos tests share (tasks as their agents saw them,
-//! books back to zero).
+//! Real processes for the chaos tests (and `ha.rs`, `partition.rs`, `multinode.rs`): etcd
+//! members, `coordinator`, `agent` and `parley-jobs` processes (each in its own process group,
+//! killed with the group on drop; task processes left behind are killed by [`Leftovers`]),
+//! in-process frameworks driven by the SDK that record every update they receive, the seed, and
+//! the checks the chaos tests share (tasks as their agents saw them, books back to zero or
+//! balanced). [`netns`] makes a network of namespaces for tests that cut links.
 //!
-//! - [`procs`]: [`Proc`], [`Etcd`], [`Coord`], [`Agent`];
-//! - [`framework`]: [`Sleeper`], [`Seen`], [`driver_config`];
+//! - [`procs`]: [`Proc`], [`Etcd`], [`Coord`], [`Agent`], [`binary`], [`Leftovers`];
+//! - [`framework`]: [`Sleeper`], [`Retrier`], [`Seen`], [`driver_config`];
 //! - [`checks`]: [`wait_all_terminal`], [`assert_tasks_as_agents_saw_them`],
-//!   [`assert_books_zero`].
+//!   [`assert_books_zero`], [`assert_books_balance`], [`leader`].
 
 #![allow(clippy::unwrap_used, dead_code, unused_imports)]
 

@@ -102,11 +102,11 @@ impl Drop for Proc {
     }
 }
 
-/// etcd members on loopback, killed on drop.
+/// etcd members (on loopback, or each in a network namespace), killed on drop.
 pub struct Etcd {
     members: Vec<Proc>,
     urls: Vec<String>,
-    _dir: tempfile::TempDir,
+    _dir: Option<tempfile::TempDir>,
 }
 
 impl Etcd {
@@ -125,26 +125,56 @@ impl Etcd {
             let client = format!("http://127.0.0.1:{c}");
             let peer = format!("http://127.0.0.1:{p}");
             let mut cmd = Command::new("etcd");
-            cmd.args(["--name", &format!("n{i}"), "--data-dir"])
-                .arg(dir.path().join(format!("n{i}")))
-                .args(["--listen-client-urls", &client])
-                .args(["--advertise-client-urls", &client])
-                .args(["--listen-peer-urls", &peer])
-                .args(["--initial-advertise-peer-urls", &peer])
-                .args(["--initial-cluster", &cluster.join(",")])
-                .args(["--initial-cluster-state", "new"])
-                .args(["--initial-cluster-token", "parley-test"])
-                .args(["--heartbeat-interval=50", "--election-timeout=500"]);
+            member_args(
+                &mut cmd,
+                &format!("n{i}"),
+                dir.path(),
+                &client,
+                &peer,
+                &cluster,
+            );
             members.push(Proc::spawn(cmd));
             urls.push(client);
         }
         let etcd = Etcd {
             members,
             urls,
-            _dir: dir,
+            _dir: Some(dir),
         };
+        etcd.wait_writable().await;
+        etcd
+    }
+
+    /// Starts one member in the namespace of each of `hosts` of `net` (client port 2379, peer
+    /// port 2380 on the host's address; data under `dir`) as one cluster, and waits until each
+    /// takes writes.
+    pub async fn in_namespaces(net: &super::netns::Net, hosts: &[&str], dir: &Path) -> Etcd {
+        let cluster: Vec<String> = hosts
+            .iter()
+            .map(|h| format!("{h}=http://{}:2380", net.addr(h)))
+            .collect();
+        let mut members = Vec::new();
+        let mut urls = Vec::new();
+        for h in hosts {
+            let client = format!("http://{}:2379", net.addr(h));
+            let peer = format!("http://{}:2380", net.addr(h));
+            let mut cmd = super::netns::Net::command_in(&net.ns(h), Path::new("etcd"));
+            member_args(&mut cmd, h, dir, &client, &peer, &cluster);
+            members.push(Proc::spawn(cmd));
+            urls.push(client);
+        }
+        let etcd = Etcd {
+            members,
+            urls,
+            _dir: None,
+        };
+        etcd.wait_writable().await;
+        etcd
+    }
+
+    async fn wait_writable(&self) {
         let http = reqwest::Client::new();
-        for url in &etcd.urls {
+        for (url, member) in self.urls.iter().zip(&self.members) {
             testkit::wait_for(Duration::from_secs(30), "etcd writable", || async {
                 http.post(format!("{url}/v3/kv/put"))
                     .json(&json!({"key": B64.encode("/probe"), "value": B64.encode("1")}))
@@ -153,9 +183,8 @@ impl Etcd {
                     .is_ok_and(|r| r.status().is_success())
             })
             .await
-            .unwrap();
+            .unwrap_or_else(|e| panic!("{e}: {url}; its log:\n{}", member.log()));
         }
-        etcd
     }
 
     /// The client URLs, comma-separated.
@@ -197,6 +226,28 @@ impl Etcd {
     }
 }
 
+/// The flags of etcd member `name` of `cluster` (`NAME=PEER_URL` each), its data in `dir/name`,
+/// with the short heartbeat and election timeout the tests fail over with.
+fn member_args(
+    cmd: &mut Command,
+    name: &str,
+    dir: &Path,
+    client: &str,
+    peer: &str,
+    cluster: &[String],
+) {
+    cmd.args(["--name", name, "--data-dir"])
+        .arg(dir.join(name))
+        .args(["--listen-client-urls", client])
+        .args(["--advertise-client-urls", client])
+        .args(["--listen-peer-urls", peer])
+        .args(["--initial-advertise-peer-urls", peer])
+        .args(["--initial-cluster", &cluster.join(",")])
+        .args(["--initial-cluster-state", "new"])
+        .args(["--initial-cluster-token", "parley-test"])
+        .args(["--heartbeat-interval=50", "--election-timeout=500"]);
+}
+
 /// A `coordinator` process on a fixed loopback port (so a restart comes back at the same URL).
 pub struct Coord {
     /// The process.
@@ -204,6 +255,8 @@ pub struct Coord {
     /// Its base URL.
     pub base: String,
     port: u16,
+    /// How the test calls it (a CA file and a token, when it serves TLS with credentials).
+    client: reqwest::Client,
 }
 
 /// Timings that make the tests fast: agents and framework streams heartbeat every 0.5 s.
@@ -219,7 +272,7 @@ impl Coord {
     pub fn etcd(etcd: &Etcd, prefix: &str, lease_s: u64) -> Coord {
         let port = free_port();
         let base = format!("http://127.0.0.1:{port}");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_coordinator"));
+        let mut cmd = Command::new(binary("coordinator"));
         cmd.args(["--listen", &format!("127.0.0.1:{port}")])
             .args(["--etcd", &etcd.endpoints(), "--etcd-prefix", prefix])
             .args(["--advertise-url", &base])
@@ -231,13 +284,14 @@ impl Coord {
             proc: Proc::spawn(cmd),
             base,
             port,
+            client: http(),
         }
     }
 
     /// `coordinator --data-dir DIR` (the embedded redb registry) on `port` (0: a free one).
     pub fn redb(data_dir: &Path, port: u16) -> Coord {
         let port = if port == 0 { free_port() } else { port };
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_coordinator"));
+        let mut cmd = Command::new(binary("coordinator"));
         cmd.args(["--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
             .arg(data_dir)
             .args(FAST)
@@ -247,21 +301,34 @@ impl Coord {
             proc: Proc::spawn(cmd),
             base: format!("http://127.0.0.1:{port}"),
             port,
+            client: http(),
         }
     }
 
     /// `coordinator ARGS` in network namespace `ns`, listening on every address of it at
     /// `port`; `base` is how the test reaches it.
     pub fn in_namespace(ns: &str, base: &str, port: u16, args: &[String]) -> Coord {
-        let bin = PathBuf::from(env!("CARGO_BIN_EXE_coordinator"));
-        let mut cmd = super::netns::Net::command_in(ns, &bin);
-        cmd.args(["--listen", &format!("0.0.0.0:{port}")])
-            .args(args)
-            .env("RUST_LOG", "info");
+        let mut all = vec!["--listen".to_owned(), format!("0.0.0.0:{port}")];
+        all.extend_from_slice(args);
+        Self::in_namespace_with(ns, base, port, &all, http())
+    }
+
+    /// `coordinator ARGS` in network namespace `ns` (its listen address in `args` or its
+    /// `--config` file), reached by the test at `base` (port `port`) through `client`.
+    pub fn in_namespace_with(
+        ns: &str,
+        base: &str,
+        port: u16,
+        args: &[String],
+        client: reqwest::Client,
+    ) -> Coord {
+        let mut cmd = super::netns::Net::command_in(ns, &binary("coordinator"));
+        cmd.args(args).env("RUST_LOG", "info");
         Coord {
             proc: Proc::spawn(cmd),
             base: base.to_owned(),
             port,
+            client,
         }
     }
 
@@ -277,7 +344,7 @@ impl Coord {
 
     /// Its `/health`, if it answers.
     pub async fn health(&self) -> Option<Value> {
-        let r = http().get(self.url("/health")).send().await.ok()?;
+        let r = self.client.get(self.url("/health")).send().await.ok()?;
         r.json().await.ok()
     }
 
@@ -306,7 +373,7 @@ impl Coord {
 
     /// `GET path` as JSON (status, body).
     pub async fn get(&self, path: &str) -> (u16, Value) {
-        match http().get(self.url(path)).send().await {
+        match self.client.get(self.url(path)).send().await {
             Ok(r) => {
                 let s = r.status().as_u16();
                 (s, r.json().await.unwrap_or(Value::Null))
@@ -314,6 +381,23 @@ impl Coord {
             Err(e) => (0, json!(e.to_string())),
         }
     }
+}
+
+/// The path of the program `name` (`coordinator`, `agent`, `parley-jobs`): in `PARLEY_BIN_DIR`
+/// when it is set (e.g. the binaries of an installed package), else the cargo-built one beside
+/// this test's `coordinator` (`cargo test --workspace` builds them all).
+pub fn binary(name: &str) -> PathBuf {
+    let path = match std::env::var_os("PARLEY_BIN_DIR") {
+        Some(dir) => PathBuf::from(dir).join(name),
+        None => PathBuf::from(env!("CARGO_BIN_EXE_coordinator")).with_file_name(name),
+    };
+    assert!(
+        path.exists(),
+        "{} is missing: build it first (cargo build --workspace --bins), or set PARLEY_BIN_DIR \
+         to the directory that holds it",
+        path.display()
+    );
+    path
 }
 
 /// An HTTP client that does not follow redirects.
@@ -325,16 +409,9 @@ pub fn http() -> reqwest::Client {
         .unwrap()
 }
 
-/// The built `agent` binary (beside the `coordinator` one; `cargo test --workspace` builds it).
+/// The `agent` binary (see [`binary`]).
 pub fn agent_binary() -> PathBuf {
-    let coordinator = PathBuf::from(env!("CARGO_BIN_EXE_coordinator"));
-    let agent = coordinator.with_file_name("agent");
-    assert!(
-        agent.exists(),
-        "{} is missing: build it first (cargo build -p parley-agent --bin agent)",
-        agent.display()
-    );
-    agent
+    binary("agent")
 }
 
 /// A real `agent` process on a fixed port with its own work dir (a restart keeps both).
@@ -348,6 +425,8 @@ pub struct Agent {
     port: u16,
     work_dir: PathBuf,
     coordinators: String,
+    /// How the test calls it (trusting its CA when it serves TLS).
+    client: reqwest::Client,
 }
 
 impl Agent {
@@ -360,14 +439,30 @@ impl Agent {
     /// 5051), against `coordinators`, work dir `dir`.
     pub fn in_namespace(ns: &str, name: &str, addr: &str, coordinators: &str, dir: &Path) -> Agent {
         let cmd = super::netns::Net::command_in(ns, &agent_binary());
-        Self::launch_with(cmd, name, coordinators, dir, addr, 5051)
+        Self::launch_with(cmd, name, coordinators, dir, addr, 5051, &[], http())
+    }
+
+    /// As [`Agent::in_namespace`], with `extra` flags (`--resources` among them replaces the
+    /// default; `--tls-cert` makes its URL `https://`), called by the test through `client`.
+    pub fn in_namespace_with(
+        ns: &str,
+        name: &str,
+        addr: &str,
+        coordinators: &str,
+        dir: &Path,
+        extra: &[String],
+        client: reqwest::Client,
+    ) -> Agent {
+        let cmd = super::netns::Net::command_in(ns, &agent_binary());
+        Self::launch_with(cmd, name, coordinators, dir, addr, 5051, extra, client)
     }
 
     fn launch(name: &str, coordinators: &str, dir: &Path, port: u16) -> Agent {
         let cmd = Command::new(agent_binary());
-        Self::launch_with(cmd, name, coordinators, dir, "127.0.0.1", port)
+        Self::launch_with(cmd, name, coordinators, dir, "127.0.0.1", port, &[], http())
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn launch_with(
         mut cmd: Command,
         name: &str,
@@ -375,10 +470,20 @@ impl Agent {
         dir: &Path,
         addr: &str,
         port: u16,
+        extra: &[String],
+        client: reqwest::Client,
     ) -> Agent {
         cmd.args(["--coordinator", coordinators])
-            .args(["--listen", &format!("{addr}:{port}")])
-            .args(["--resources", "cpus=2,mem=2048"])
+            .args(["--listen", &format!("{addr}:{port}")]);
+        if !extra.iter().any(|a| a == "--resources") {
+            cmd.args(["--resources", "cpus=2,mem=2048"]);
+        }
+        let scheme = if extra.iter().any(|a| a == "--tls-cert") {
+            "https"
+        } else {
+            "http"
+        };
+        cmd.args(extra)
             .args(["--hostname", name])
             .args(["--isolation", "none", "--kill-grace-s", "1"])
             .args(["--api-token", AGENT_TOKEN])
@@ -390,11 +495,12 @@ impl Agent {
         }
         Agent {
             proc: Proc::spawn(cmd),
-            base: format!("http://{addr}:{port}"),
+            base: format!("{scheme}://{addr}:{port}"),
             name: name.to_owned(),
             port,
             work_dir: dir.to_path_buf(),
             coordinators: coordinators.to_owned(),
+            client,
         }
     }
 
@@ -408,7 +514,8 @@ impl Agent {
 
     /// The tasks as this agent sees them (`GET /api/v1/tasks`).
     pub async fn tasks(&self) -> Vec<TaskStatus> {
-        let r = http()
+        let r = self
+            .client
             .get(format!("{}/api/v1/tasks", self.base))
             .bearer_auth(AGENT_TOKEN)
             .send()
@@ -425,4 +532,70 @@ pub fn is_root() -> bool {
         .arg("-u")
         .output()
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// Task processes that outlive their agent (an agent killed with its group does not take its
+/// tasks along: each task has a process group of its own), found by a `marker` in their command
+/// lines (e.g. a path under the test's temporary directory) and SIGKILLed, with their groups,
+/// on drop: so a failing test leaves none behind.
+pub struct Leftovers {
+    marker: String,
+}
+
+impl Leftovers {
+    /// Watches for processes whose command line contains `marker`.
+    pub fn new(marker: &str) -> Leftovers {
+        Leftovers {
+            marker: marker.to_owned(),
+        }
+    }
+
+    /// The processes whose command line contains the marker, as `(pid, process group)`.
+    pub fn find(&self) -> Vec<(u32, u32)> {
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        let mut found = Vec::new();
+        for entry in dir.flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+                continue;
+            };
+            if !String::from_utf8_lossy(&cmdline).contains(&self.marker) {
+                continue;
+            }
+            // `/proc/PID/stat`: "pid (comm) state ppid pgrp ..."; comm may hold spaces.
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+            if let Some(pgrp) = after.split_whitespace().nth(2).and_then(|g| g.parse().ok()) {
+                found.push((pid, pgrp));
+            }
+        }
+        found
+    }
+}
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        // Never the test's own group.
+        let ours = std::fs::read_to_string("/proc/self/stat")
+            .ok()
+            .and_then(|s| {
+                let rest = s.rsplit_once(')')?.1.to_owned();
+                rest.split_whitespace().nth(2)?.parse::<u32>().ok()
+            });
+        for (pid, pgrp) in self.find() {
+            let group = (Some(pgrp) != ours).then(|| format!("-{pgrp}"));
+            for target in group.into_iter().chain([pid.to_string()]) {
+                let _ = Command::new("kill")
+                    .args(["-KILL", "--", &target])
+                    .stderr(Stdio::null())
+                    .status();
+            }
+        }
+    }
 }
