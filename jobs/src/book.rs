@@ -252,9 +252,9 @@ pub struct Job {
     attempts: BTreeMap<u32, u32>,
     /// A periodic job's next run.
     next_run_ms: Option<Millis>,
-    /// How long its succeeded tasks ran, in all, and how many there were: the estimate of
-    /// the next task's length.
-    learned: (Millis, u64),
+    /// How long its succeeded tasks ran, in all, and their sizes, in all (1 each without
+    /// `sizes`): the estimate of the next task's length.
+    learned: (Millis, f64),
     /// A service's replicas killed to be restarted, and why: their end costs no backoff.
     restarting: BTreeMap<u32, &'static str>,
     /// The spec's generation: 0 at submission, one more with each update that changes what
@@ -290,7 +290,7 @@ impl Job {
             failures: BTreeMap::new(),
             attempts: BTreeMap::new(),
             next_run_ms: None,
-            learned: (0, 0),
+            learned: (0, 0.0),
             restarting: BTreeMap::new(),
             unhealthy: BTreeSet::new(),
             generation: 0,
@@ -433,14 +433,40 @@ impl Job {
         self.submitted_ms
     }
 
-    /// How long a task of this job is expected to run, in seconds: the average of its
-    /// succeeded tasks so far, or its `timeout_s` (or 60 s) before any has. Tetris' remaining
-    /// work term uses it, so short jobs finish first.
-    pub fn estimated_task_s(&self) -> f64 {
-        match self.learned {
-            (total, n) if n > 0 => total as f64 / n as f64 / 1000.0,
-            _ => self.spec.timeout_ms.map_or(60.0, |t| t as f64 / 1000.0),
-        }
+    /// How long task `index` of this job is expected to run, in seconds: the average of its
+    /// succeeded tasks so far, weighted by their declared `sizes` where given (time per unit
+    /// of size, times this index's size); before any has succeeded, its `timeout_s` (or 60 s),
+    /// scaled by this index's size over the mean size. Tetris' remaining work term uses it,
+    /// so short tasks finish first.
+    pub fn estimated_task_s(&self, index: u32) -> f64 {
+        self.estimator().task_s(index)
+    }
+
+    /// [`Job::estimated_task_s`] for any index, owned (it holds no borrow of the book).
+    pub fn estimator(&self) -> Estimator {
+        let sizes = self.spec.sizes.clone();
+        let per_size_s = match self.learned {
+            (total, sizes) if sizes > 0.0 => total as f64 / sizes / 1000.0,
+            _ => {
+                let base = self.spec.timeout_ms.map_or(60.0, |t| t as f64 / 1000.0);
+                match &sizes {
+                    Some(all) if !all.is_empty() => {
+                        base * all.len() as f64 / all.iter().sum::<f64>()
+                    }
+                    _ => base,
+                }
+            }
+        };
+        Estimator { per_size_s, sizes }
+    }
+
+    /// Index `index`'s declared size (1 without `sizes`).
+    fn size(&self, index: u32) -> f64 {
+        self.spec
+            .sizes
+            .as_ref()
+            .and_then(|s| s.get(index as usize).copied())
+            .unwrap_or(1.0)
     }
 
     /// The attempts running now.
@@ -598,6 +624,26 @@ impl UserLimits {
     /// These limits with `default` for every other user.
     pub fn with_default(self, default: Option<u32>) -> Self {
         Self { default, ..self }
+    }
+}
+
+/// How long a job's tasks are expected to run ([`Job::estimator`]).
+#[derive(Debug, Clone)]
+pub struct Estimator {
+    /// Seconds per unit of declared size (per task without `sizes`).
+    per_size_s: f64,
+    sizes: Option<std::sync::Arc<[f64]>>,
+}
+
+impl Estimator {
+    /// Task `index`'s expected run time, in seconds.
+    pub fn task_s(&self, index: u32) -> f64 {
+        let size = self
+            .sizes
+            .as_ref()
+            .and_then(|s| s.get(index as usize).copied())
+            .unwrap_or(1.0);
+        self.per_size_s * size
     }
 }
 
@@ -1106,7 +1152,8 @@ impl Book {
         }
         if state == TaskState::Finished {
             job.succeeded.insert(index);
-            job.learned = (job.learned.0.saturating_add(ran_ms), job.learned.1 + 1);
+            let size = job.size(index);
+            job.learned = (job.learned.0.saturating_add(ran_ms), job.learned.1 + size);
         } else {
             let message = match (timed_out, &job.spec.timeout_ms) {
                 (Some(_), Some(limit)) => {

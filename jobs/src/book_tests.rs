@@ -403,7 +403,7 @@ fn a_job_learns_how_long_its_tasks_run() {
     book.submit(spec("name = \"a\"\ncount = 3\ntimeout_s = 30"), 0)
         .unwrap();
     assert_eq!(
-        book.job("a").unwrap().estimated_task_s(),
+        book.job("a").unwrap().estimated_task_s(0),
         30.0,
         "the limit first"
     );
@@ -412,10 +412,28 @@ fn a_job_learns_how_long_its_tasks_run() {
     finish(&mut book, &ids[1], TaskState::Finished, 4_000);
     finish(&mut book, &ids[2], TaskState::Failed, 9_000);
     assert_eq!(
-        book.job("a").unwrap().estimated_task_s(),
+        book.job("a").unwrap().estimated_task_s(1),
         3.0,
         "the average of those that succeeded"
     );
+}
+
+#[test]
+fn declared_sizes_weight_the_learned_length() {
+    let mut book = Book::default();
+    book.submit(
+        spec("name = \"a\"\ncount = 4\ntimeout_s = 30\nsizes = [1, 3, 2, 2]"),
+        0,
+    )
+    .unwrap();
+    let job = |b: &Book, i| b.job("a").unwrap().estimated_task_s(i);
+    // Before any end: the limit, scaled by size over the mean size (2).
+    assert_eq!((job(&book, 0), job(&book, 1)), (15.0, 45.0));
+    let ids = launch_all(&mut book, 0);
+    // Index 0 (size 1) ran 1 s, index 1 (size 3) 5 s: 6 s for 4 units, 1.5 s a unit.
+    finish(&mut book, &ids[0], TaskState::Finished, 1_000);
+    finish(&mut book, &ids[1], TaskState::Finished, 5_000);
+    assert_eq!((job(&book, 2), job(&book, 0)), (3.0, 1.5));
 }
 
 #[test]

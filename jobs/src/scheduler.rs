@@ -9,13 +9,16 @@ use framework_sdk::constraints::{self, Constraint, TaskPlaces};
 use framework_sdk::placement::{self, Assignment, JobId, PendingTask, Placement};
 use framework_sdk::prelude::*;
 
-use crate::book::{task_id, AttemptRecord, Candidate};
+use crate::book::{task_id, AttemptRecord, Candidate, Estimator};
 use crate::service::{now_ms, Shared};
 use crate::spec::{JobSpec, PlacementPolicy};
 
 /// The most tasks placed in one answer to offers; the rest wait for the next offers, so one
 /// huge array never makes a single callback slow.
 pub const MAX_PER_ROUND: usize = 5_000;
+
+/// The jobs of this round's candidates: their specs and task-length estimates, by name.
+type Specs = BTreeMap<String, (JobSpec, Estimator)>;
 
 /// The jobs service's framework.
 pub struct JobsScheduler {
@@ -57,7 +60,7 @@ impl JobsScheduler {
         policy: PlacementPolicy,
         offers: &[Offer],
         cands: &[(Candidate, JobId)],
-        specs: &BTreeMap<String, (JobSpec, f64)>,
+        specs: &Specs,
     ) -> Vec<Assignment> {
         let tasks: Vec<PendingTask> = cands
             .iter()
@@ -66,7 +69,7 @@ impl JobsScheduler {
                 Some(PendingTask {
                     job: *job,
                     demand: spec.resources.clone(),
-                    duration_s: *estimate,
+                    duration_s: estimate.task_s(c.index),
                 })
             })
             .collect();
@@ -170,11 +173,11 @@ impl Scheduler for JobsScheduler {
             drop(book);
             return Decisions::launch_or_decline(&offers, |_| Vec::new());
         }
-        let specs: BTreeMap<String, (JobSpec, f64)> = cands
+        let specs: Specs = cands
             .iter()
             .filter_map(|c| {
                 let job = book.job(&c.job)?;
-                Some((c.job.clone(), (job.spec().clone(), job.estimated_task_s())))
+                Some((c.job.clone(), (job.spec().clone(), job.estimator())))
             })
             .collect();
         let seqs: BTreeMap<String, JobId> = cands

@@ -166,6 +166,11 @@ pub struct RawSpec {
     /// seconds and finishes. Real agents ignore it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_s: Option<f64>,
+    /// Each index's declared size (any unit: input bytes, rows, frames), one per task of a
+    /// batch array: the service learns how long a task runs per unit of size, so index `i`
+    /// is expected to run that long times `sizes[i]` (Tetris' remaining-work term).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sizes: Option<Vec<f64>>,
 }
 
 /// `[resources]` as written.
@@ -290,6 +295,8 @@ pub struct JobSpec {
     pub max_surge: u32,
     /// How long each task runs on a simulated agent.
     pub duration_s: Option<f64>,
+    /// Each index's declared size (shared: the scheduler copies specs every round).
+    pub sizes: Option<std::sync::Arc<[f64]>>,
     /// Who submitted it: the jobs API's user, [`ANONYMOUS`] without a users file. Set by the
     /// service, never read from the spec; the user's `max_running` counts its tasks.
     pub owner: String,
@@ -531,6 +538,7 @@ impl RawSpec {
             Kind::Service => (self.replicas.unwrap_or(1), "replicas"),
         };
         check_count(count_field, count)?;
+        let sizes = self.check_sizes(kind, count)?;
         for key in self.env.keys() {
             let ok = key.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
                 && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
@@ -638,8 +646,46 @@ impl RawSpec {
             max_unavailable,
             max_surge,
             duration_s,
+            sizes,
             owner: ANONYMOUS.to_owned(),
         })
+    }
+
+    /// `sizes`: one positive number per index, for a batch or periodic job only.
+    fn check_sizes(
+        &self,
+        kind: Kind,
+        count: i64,
+    ) -> Result<Option<std::sync::Arc<[f64]>>, SpecError> {
+        let Some(sizes) = &self.sizes else {
+            return Ok(None);
+        };
+        if kind == Kind::Service {
+            return Err(SpecError::new(
+                "sizes",
+                "is for batch and periodic jobs: a service's replicas have no sizes",
+            ));
+        }
+        if sizes.len() as i64 != count {
+            return Err(SpecError::new(
+                "sizes",
+                format!(
+                    "has {} entries for {count} tasks: give one size per index",
+                    sizes.len()
+                ),
+            ));
+        }
+        if let Some((i, s)) = sizes
+            .iter()
+            .enumerate()
+            .find(|(_, s)| !s.is_finite() || **s <= 0.0 || **s > 1e15)
+        {
+            return Err(SpecError::new(
+                format!("sizes[{i}]"),
+                format!("{s} is not a size: give a number above 0 and at most 1e15"),
+            ));
+        }
+        Ok(Some(sizes.as_slice().into()))
     }
 
     /// A service's rolling-update bounds (`max_unavailable`, `max_surge`); other kinds may not
@@ -844,6 +890,27 @@ mod tests {
 
     fn err(text: &str) -> SpecError {
         parse_any(text).unwrap_err()
+    }
+
+    #[test]
+    fn sizes_are_one_positive_number_per_index_of_a_batch_job() {
+        let res = "[resources]\ncpus = 1\n";
+        let batch = "name = \"a\"\ncommand = \"x\"\ncount = 3\n";
+        let ok = parse_any(&format!("{batch}sizes = [1, 2.5, 4]\n{res}")).unwrap();
+        assert_eq!(ok.sizes.as_deref(), Some(&[1.0, 2.5, 4.0][..]));
+        for (sizes, field, says) in [
+            ("[1, 2]", "sizes", "has 2 entries for 3 tasks"),
+            ("[1, 0, 2]", "sizes[1]", "is not a size"),
+            ("[1, 2, -3]", "sizes[2]", "is not a size"),
+        ] {
+            let e = err(&format!("{batch}sizes = {sizes}\n{res}"));
+            assert_eq!(e.field, field, "{e}");
+            assert!(e.message.contains(says), "{e}");
+        }
+        let e = err(&format!(
+            "name = \"w\"\nkind = \"service\"\ncommand = \"x\"\nsizes = [1]\n{res}"
+        ));
+        assert_eq!(e.field, "sizes", "{e}");
     }
 
     #[test]
