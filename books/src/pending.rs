@@ -2,8 +2,13 @@
 //!
 //! Every operation on the hot path (record, acknowledge, "has this task an update pending?") is
 //! O(log n) or O(1), so the cost of a status update does not grow with the number of updates in
-//! flight. Updates keep the order they were first recorded in, so re-sends and a new stream
-//! replay them in that order (a task's `running` never overtakes its `starting`).
+//! flight. **A task has at most one update pending, its latest**: a new update of the task
+//! supersedes an unacknowledged older one (it carries the task's whole state, so nothing is
+//! lost), so a re-send or a new stream never delivers a task's older state after a newer one
+//! (a `running` re-sent after its `finished` would tell the framework the task runs again),
+//! and a busy framework's pending updates stay bounded by its tasks, not by their updates.
+//! Updates keep the order they were recorded in, so re-sends and a new stream replay them in
+//! that order.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -23,7 +28,8 @@ struct Entry {
 pub(crate) struct PendingUpdates {
     by_id: HashMap<UpdateId, Entry>,
     order: BTreeMap<u64, UpdateId>,
-    per_task: HashMap<TaskId, u32>,
+    /// The one pending update of each task that has one.
+    per_task: HashMap<TaskId, UpdateId>,
     next_seq: u64,
     /// No re-send is due before this time (a lower bound; `u64::MAX` when empty).
     next_due_ms: u64,
@@ -31,12 +37,17 @@ pub(crate) struct PendingUpdates {
 
 impl PendingUpdates {
     /// Records `status` as sent at `now_ms`. An update with the same id is replaced (it keeps
-    /// no older place in the order: it was just sent again).
+    /// no older place in the order: it was just sent again), and so is an older pending update
+    /// of the same task (superseded).
     pub(crate) fn record(&mut self, status: TaskStatus, now_ms: u64, resend_ms: u64) {
+        if let Some(older) = self.per_task.get(&status.task_id).copied() {
+            self.remove(&older);
+        }
         self.remove(&status.update_id);
         let seq = self.next_seq;
         self.next_seq += 1;
-        *self.per_task.entry(status.task_id.clone()).or_default() += 1;
+        self.per_task
+            .insert(status.task_id.clone(), status.update_id);
         self.order.insert(seq, status.update_id);
         self.by_id.insert(
             status.update_id,
@@ -58,11 +69,8 @@ impl PendingUpdates {
         let entry = self.by_id.remove(update)?;
         self.order.remove(&entry.seq);
         let task = entry.status.task_id;
-        if let Some(n) = self.per_task.get_mut(&task) {
-            *n -= 1;
-            if *n == 0 {
-                self.per_task.remove(&task);
-            }
+        if self.per_task.get(&task) == Some(update) {
+            self.per_task.remove(&task);
         }
         if self.by_id.is_empty() {
             self.next_due_ms = u64::MAX;
@@ -174,17 +182,18 @@ mod tests {
     }
 
     #[test]
-    fn tracks_updates_per_task_and_keeps_order() {
+    fn a_task_s_newer_update_supersedes_its_pending_one_and_order_is_kept() {
         let mut p = PendingUpdates::default();
         let a = status("t1", TaskState::Starting);
         let b = status("t1", TaskState::Running);
         let c = status("t2", TaskState::Running);
         p.record(a.clone(), 0, 10);
-        p.record(b.clone(), 1, 10);
-        p.record(c.clone(), 2, 10);
-        assert_eq!(p.len(), 3);
-        assert!(p.has_task(&a.task_id));
-        assert_eq!(p.remove(&a.update_id), Some(a.task_id.clone()));
+        p.record(c.clone(), 1, 10);
+        p.record(b.clone(), 2, 10);
+        assert_eq!(p.len(), 2, "t1's starting is superseded by its running");
+        assert!(!p.contains(&a.update_id));
+        assert_eq!(p.statuses(), vec![&c, &b]);
+        assert_eq!(p.remove(&a.update_id), None, "a superseded update is gone");
         assert!(p.has_task(&a.task_id), "t1 still has its running update");
         assert_eq!(p.remove(&b.update_id), Some(b.task_id.clone()));
         assert!(!p.has_task(&a.task_id));
@@ -196,8 +205,8 @@ mod tests {
     #[test]
     fn resends_only_what_is_due_in_order() {
         let mut p = PendingUpdates::default();
-        let a = status("t1", TaskState::Starting);
-        let b = status("t1", TaskState::Running);
+        let a = status("t1", TaskState::Running);
+        let b = status("t2", TaskState::Running);
         p.record(a.clone(), 0, 10);
         p.record(b.clone(), 5, 10);
         assert!(p.due(9, 10, 100).is_empty());
