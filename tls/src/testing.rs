@@ -1,7 +1,9 @@
 //! [`TestPki`] (feature `testing`): a throwaway certificate authority and a server certificate
-//! it signed, written as PEM files, for tests that serve HTTPS.
+//! it signed ([`crate::pki::Ca`]), written as PEM files, for tests that serve HTTPS.
 
 use std::path::{Path, PathBuf};
+
+use crate::pki::Ca;
 
 /// A CA and a server certificate for `localhost`, `127.0.0.1` and `::1`, as files.
 #[derive(Debug, Clone)]
@@ -17,31 +19,10 @@ pub struct TestPki {
 impl TestPki {
     /// Generates the CA and the server certificate (ECDSA P-256, ring) and writes them in `dir`.
     pub fn generate(dir: &Path) -> Result<Self, String> {
-        let text = |e: rcgen::Error| e.to_string();
-        let ca_key = rcgen::KeyPair::generate().map_err(text)?;
-        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(text)?;
-        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        ca_params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, "Parley test CA");
-        ca_params.key_usages = vec![
-            rcgen::KeyUsagePurpose::KeyCertSign,
-            rcgen::KeyUsagePurpose::CrlSign,
-        ];
-        let ca = ca_params.self_signed(&ca_key).map_err(text)?;
-
-        let key = rcgen::KeyPair::generate().map_err(text)?;
-        let names = vec![
-            "localhost".to_string(),
-            "127.0.0.1".to_string(),
-            "::1".to_string(),
-        ];
-        let mut params = rcgen::CertificateParams::new(names).map_err(text)?;
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, "localhost");
-        let cert = params.signed_by(&key, &ca, &ca_key).map_err(text)?;
-
+        let text = |e: crate::pki::PkiError| e.to_string();
+        let ca = Ca::generate("Parley test CA").map_err(text)?;
+        let names = ["localhost", "127.0.0.1", "::1"].map(String::from);
+        let server = ca.issue_server(&names).map_err(text)?;
         let pki = Self {
             ca_file: dir.join("ca.pem"),
             cert_file: dir.join("server.crt"),
@@ -50,9 +31,9 @@ impl TestPki {
         let write = |path: &Path, pem: String| {
             std::fs::write(path, pem).map_err(|e| format!("{}: {e}", path.display()))
         };
-        write(&pki.ca_file, ca.pem())?;
-        write(&pki.cert_file, cert.pem())?;
-        write(&pki.key_file, key.serialize_pem())?;
+        write(&pki.ca_file, ca.cert_pem())?;
+        write(&pki.cert_file, server.cert_pem)?;
+        write(&pki.key_file, server.key_pem)?;
         Ok(pki)
     }
 }

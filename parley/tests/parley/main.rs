@@ -14,3 +14,4 @@ mod registry_process;
 mod security_cli;
 mod support;
 mod tls_flags;
+mod tls_init;
