@@ -107,6 +107,12 @@ pub struct Config {
     /// The principals allowed in ([`crate::auth`]); `None` (the default) leaves the API open,
     /// as without authentication.
     pub credentials: Option<std::sync::Arc<crate::auth::Credentials>>,
+    /// The file [`Config::credentials`] was read from, read again on a reload
+    /// (`crate::reload`); `None` when the principals were given in code.
+    pub credentials_file: Option<PathBuf>,
+    /// Reload the TLS certificate and the credentials file on SIGHUP (the `coordinator`
+    /// binary turns it on; off by default, so a library user's process keeps its own SIGHUP).
+    pub reload_on_sighup: bool,
     /// GPU gating, as Mesos does it: offers from agents whose total has `gpus > 0` go only to
     /// frameworks that declared the `gpu_resources` capability, so CPU-only frameworks cannot
     /// strand GPU machines (default on; `--gpu-gating off` turns it off).
@@ -151,6 +157,8 @@ impl Default for Config {
             tls_key: None,
             agent_ca_file: None,
             credentials: None,
+            credentials_file: None,
+            reload_on_sighup: false,
             gpu_gating: true,
             preemption_grace: None,
         }
@@ -716,6 +724,7 @@ impl Overrides {
             let credentials =
                 crate::auth::Credentials::load(path).map_err(ConfigError::Credentials)?;
             config.credentials = Some(std::sync::Arc::new(credentials));
+            config.credentials_file = Some(path.clone());
         }
         let counts = [
             (self.max_resource_kinds, &mut config.max_resource_kinds),
