@@ -97,7 +97,7 @@ fn the_files_load_are_private_and_are_not_replaced_without_force() {
         assert!(!text.contains(&t), "the credentials file holds only hashes");
         let p = credentials.authenticate(&t).unwrap();
         assert_eq!(&*p.name, principal);
-        assert!(check(&**p), "{principal}");
+        assert!(check(p), "{principal}");
     }
 
     // A second init refuses, naming the file, and changes nothing.

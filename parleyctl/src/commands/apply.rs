@@ -154,7 +154,7 @@ fn plan(spec: &RoleSpec, now: Option<&RoleNode>) -> Option<(serde_json::Value, V
             }
         }
     }
-    (!body.is_empty()).then(|| (serde_json::Value::Object(body), said))
+    (!body.is_empty()).then_some((serde_json::Value::Object(body), said))
 }
 
 /// `parleyctl apply -f FILE [--dry-run]`.
