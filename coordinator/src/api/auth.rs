@@ -7,7 +7,7 @@
 //!    a cross-site form or `text/plain` POST without asking; it cannot send
 //!    `application/json` without a CORS preflight, which this server never grants.
 //! 2. with credentials configured, any route but `/health` (and the Mesos API's `/version`,
-//!    and the dashboard's login and logout) without a valid `Authorization: Bearer <token>`
+//!    and the dashboard's static page, script and style, login and logout) without a valid `Authorization: Bearer <token>`
 //!    or dashboard cookie (`super::session`): 401 `unauthorized` with
 //!    `WWW-Authenticate: Bearer`. The Mesos scheduler API also takes
 //!    `Basic base64(<principal>:<token>)`, which is what Mesos clients send. A request
@@ -344,7 +344,10 @@ fn check(credentials: &Credentials, req: &mut Request) -> Result<(), ApiError> {
         return Err(ApiError::UnsupportedMediaType);
     }
     let path = req.uri().path();
-    if path == "/health" || path == "/version" || super::session::is_login_route(path) {
+    // The dashboard's page and assets are static and hold no data: served to anyone, so a
+    // browser without the cookie gets the login form (its reads are then checked).
+    let page = path == "/" || path == "/ui/app.js" || path == "/ui/style.css";
+    if path == "/health" || path == "/version" || page || super::session::is_login_route(path) {
         return Ok(());
     }
     let basic_ok = path == "/api/v1/scheduler";
