@@ -237,6 +237,16 @@ pub async fn run(
     }
     agent.feed(|core, now, out| core.start(now, out));
 
+    if let (Some(server), Some(files)) = (&tls, &agent.config.tls) {
+        let hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+            .map_err(AgentError::Serve)?;
+        agent.tracker.spawn(reload_tls_on_sighup(
+            hangups,
+            server.clone(),
+            files.clone(),
+            agent.cancel.clone(),
+        ));
+    }
     let on_shutdown = agent.clone();
     let served = parley_tls::serve(listener, tls, api::app(agent.clone()), async move {
         shutdown.await;
@@ -251,6 +261,30 @@ pub async fn run(
     agent.flush()?;
     tracing::info!(work_dir = %work_dir.display(), "agent stopped");
     served.map_err(AgentError::Serve)
+}
+
+/// Re-reads the agent's certificate and key on every SIGHUP: new connections get the new pair,
+/// open ones keep theirs; a pair that does not load is logged and the one in use stays.
+async fn reload_tls_on_sighup(
+    mut hangups: tokio::signal::unix::Signal,
+    server: parley_tls::ServerTls,
+    files: TlsFiles,
+    cancel: tokio_util::sync::CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            got = hangups.recv() => {
+                if got.is_none() {
+                    return;
+                }
+                match server.reload(&files.cert, &files.key) {
+                    Ok(()) => tracing::info!("SIGHUP: reloaded the TLS certificate"),
+                    Err(e) => tracing::error!(reason = %e, "SIGHUP: cannot reload the TLS certificate; keeping the one in use"),
+                }
+            }
+        }
+    }
 }
 
 /// Creates the work dir, and its `sandboxes` directory, as the agent's own: mode 0711, so

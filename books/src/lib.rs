@@ -153,7 +153,7 @@ use allocator::{Allocator, Policy};
 use ledger::Ledger;
 use offer_book::OfferBook;
 use remembered::Remembered;
-pub use settings::Settings;
+pub use settings::{Settings, STANDARD_RESOURCES};
 
 pub use agent_token::AgentToken;
 pub use agents::AgentContact;
@@ -473,6 +473,9 @@ pub struct State {
     pub(crate) partitioned: BTreeMap<(FrameworkId, TaskId), u64>,
     /// Fences ordered since the start (`partition.rs`).
     pub(crate) fences: u64,
+    /// Resource names a quota may name though no agent offers them yet: the standard ones and
+    /// the declared `known_resources` (`quota.rs`).
+    pub(crate) known_resources: std::collections::BTreeSet<String>,
 }
 
 impl std::fmt::Debug for State {
@@ -537,6 +540,11 @@ impl State {
             preempt: preempt::Preemption::new(config.preemption_grace),
             partitioned: BTreeMap::new(),
             fences: 0,
+            known_resources: settings::STANDARD_RESOURCES
+                .iter()
+                .map(|n| (*n).to_owned())
+                .chain(config.known_resources.iter().map(|n| n.as_str().to_owned()))
+                .collect(),
         }
     }
 

@@ -7,7 +7,9 @@
 //!   value, `null` clears a guarantee or limit;
 //! - amounts are checked by [`protocol::Resources`] when the body is read (finite,
 //!   non-negative, at most `MAX_UNITS`); a resource name no registered agent offers is refused
-//!   (`unknown resource`), so a typo cannot make a quota that never binds;
+//!   (`unknown resource`), so a typo cannot make a quota that never binds, unless it is a
+//!   standard resource (`cpus`, `mem`, `disk`, `gpus`) or declared in `known_resources`:
+//!   those may be given quotas at install time, before any agent joins;
 //! - a limit below the guarantee in any resource is refused (after merging with what is set);
 //! - a guarantee above the cluster's capacity is accepted and reported (`guarantee_unmet` in
 //!   `GET /api/v1/roles`): agents come and go, a guarantee should not have to;
@@ -92,11 +94,13 @@ impl State {
         let capacity = self.ledger.allocator().capacity();
         for (field, r) in [("guarantee", &q.guarantee), ("limit", &q.limit)] {
             for name in r.iter().flat_map(Resources::names) {
-                if capacity.millis(name.as_str()) == 0 {
+                if capacity.millis(name.as_str()) == 0
+                    && !self.known_resources.contains(name.as_str())
+                {
                     return Err(StateError::InvalidQuota {
                         field: format!("{field}.{name}"),
                         reason: format!(
-                            "unknown resource: no registered agent offers {name:?} (the cluster has {capacity})"
+                            "unknown resource: no registered agent offers {name:?} and it is neither standard (cpus, mem, disk, gpus) nor in known_resources (the cluster has {capacity})"
                         ),
                     });
                 }

@@ -54,7 +54,13 @@ pub struct Settings {
     pub gpu_gating: bool,
     /// Preemption toward fair share: `None` never preempts.
     pub preemption_grace: Option<Duration>,
+    /// Resource names a quota may name before any agent offers them, besides the standard
+    /// ones ([`STANDARD_RESOURCES`]).
+    pub known_resources: Vec<protocol::ResourceName>,
 }
+
+/// The resources every cluster knows, so that quotas on them can be set before agents join.
+pub const STANDARD_RESOURCES: [&str; 4] = ["cpus", "mem", "disk", "gpus"];
 
 impl Default for Settings {
     fn default() -> Self {
@@ -80,6 +86,7 @@ impl Default for Settings {
             roles: Vec::new(),
             gpu_gating: true,
             preemption_grace: None,
+            known_resources: Vec::new(),
         }
     }
 }

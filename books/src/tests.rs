@@ -1605,7 +1605,7 @@ fn a_role_update_is_checked_in_full_persisted_and_restored() {
         r#"{"guarantee": {"cpus": 2}, "limit": {"cpus": 1}}"#,
         "limit.cpus",
     );
-    refused(&s, r#"{"weight": 2, "limit": {"disk": 1}}"#, "limit.disk");
+    refused(&s, r#"{"weight": 2, "limit": {"fpga": 1}}"#, "limit.fpga");
     refused(&s, r#"{}"#, "body");
     assert_eq!(s.role_quota(&eng), crate::records::StoredQuota::default());
 
@@ -1630,6 +1630,32 @@ fn a_role_update_is_checked_in_full_persisted_and_restored() {
     let eng_node = node.children.iter().find(|c| c.path == "eng").unwrap();
     assert_eq!(eng_node.weight, 2.0);
     assert_eq!(eng_node.limit, want.limit);
+}
+
+#[test]
+fn standard_and_declared_resources_take_quotas_before_any_agent_joins() {
+    use protocol::messages::SetWeight;
+    let eng: RolePath = "eng".parse().unwrap();
+    let req = |body: &str| serde_json::from_str::<SetWeight>(body).unwrap();
+    let empty = new_books(&Settings::default());
+    for name in crate::STANDARD_RESOURCES {
+        let body = format!(r#"{{"guarantee": {{"{name}": 1}}}}"#);
+        assert!(empty.plan_role_update(&eng, &req(&body)).is_ok(), "{name}");
+    }
+    match empty.plan_role_update(&eng, &req(r#"{"limit": {"fpga": 1}}"#)) {
+        Err(StateError::InvalidQuota { field, reason }) => {
+            assert_eq!(field, "limit.fpga");
+            assert!(reason.contains("known_resources"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let declared = new_books(&Settings {
+        known_resources: vec![protocol::ResourceName::new("fpga").unwrap()],
+        ..Settings::default()
+    });
+    assert!(declared
+        .plan_role_update(&eng, &req(r#"{"limit": {"fpga": 1}}"#))
+        .is_ok());
 }
 
 #[test]

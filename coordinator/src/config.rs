@@ -107,10 +107,19 @@ pub struct Config {
     /// The principals allowed in ([`crate::auth`]); `None` (the default) leaves the API open,
     /// as without authentication.
     pub credentials: Option<std::sync::Arc<crate::auth::Credentials>>,
+    /// The file [`Config::credentials`] was read from, read again on a reload
+    /// (`crate::reload`); `None` when the principals were given in code.
+    pub credentials_file: Option<PathBuf>,
+    /// Reload the TLS certificate and the credentials file on SIGHUP (the `coordinator`
+    /// binary turns it on; off by default, so a library user's process keeps its own SIGHUP).
+    pub reload_on_sighup: bool,
     /// GPU gating, as Mesos does it: offers from agents whose total has `gpus > 0` go only to
     /// frameworks that declared the `gpu_resources` capability, so CPU-only frameworks cannot
     /// strand GPU machines (default on; `--gpu-gating off` turns it off).
     pub gpu_gating: bool,
+    /// Resource names a role's quota may name before any agent offers them, besides `cpus`,
+    /// `mem`, `disk` and `gpus` (always known), so quotas can be set at install time.
+    pub known_resources: Vec<protocol::ResourceName>,
     /// Preemption toward fair share: `None` (the default) never preempts; with a
     /// grace, a role with demand below its fair share or guarantee for that long gets tasks
     /// taken back from roles above theirs, killed that long after their frameworks are told
@@ -151,8 +160,11 @@ impl Default for Config {
             tls_key: None,
             agent_ca_file: None,
             credentials: None,
+            credentials_file: None,
+            reload_on_sighup: false,
             gpu_gating: true,
             preemption_grace: None,
+            known_resources: Vec::new(),
         }
     }
 }
@@ -182,6 +194,7 @@ impl From<&Config> for books::Settings {
             roles: c.roles.clone(),
             gpu_gating: c.gpu_gating,
             preemption_grace: c.preemption_grace,
+            known_resources: c.known_resources.clone(),
         }
     }
 }
@@ -226,6 +239,9 @@ pub enum ConfigError {
     /// The credentials file cannot be read or is invalid.
     #[error("{0}")]
     Credentials(String),
+    /// A name in `known_resources` is not a resource name.
+    #[error("invalid resource name {0:?} in known_resources (--known-resources): a lowercase letter, then up to 31 lowercase letters, digits or '_'")]
+    KnownResource(String),
 }
 
 /// Converts seconds to a duration, checking the range (`allow_zero` for settings where zero
@@ -551,6 +567,15 @@ pub struct Overrides {
     /// this many seconds after their frameworks are told. Off unless given; from 0.1 to 86400.
     #[arg(long, value_name = "SECS", env = "PARLEY_PREEMPTION_GRACE_S")]
     pub preemption_grace_s: Option<f64>,
+    /// Resources a role's quota may name before any agent offers them, besides cpus, mem, disk
+    /// and gpus (always known), e.g. `fpga,ssd` (file: `known_resources = ["fpga"]`).
+    #[arg(
+        long,
+        value_name = "NAME[,NAME...]",
+        env = "PARLEY_KNOWN_RESOURCES",
+        value_delimiter = ','
+    )]
+    pub known_resources: Option<Vec<String>>,
     /// A role weight, e.g. `--role eng/batch=2` (repeatable; in the environment comma-separated,
     /// `PARLEY_ROLES=eng=2,sci=1`; overrides the file).
     // In the file: a `[roles]` table of path = weight, checked when applied.
@@ -716,6 +741,7 @@ impl Overrides {
             let credentials =
                 crate::auth::Credentials::load(path).map_err(ConfigError::Credentials)?;
             config.credentials = Some(std::sync::Arc::new(credentials));
+            config.credentials_file = Some(path.clone());
         }
         let counts = [
             (self.max_resource_kinds, &mut config.max_resource_kinds),
@@ -755,6 +781,15 @@ impl Overrides {
                 Layer::Flags => "--preemption-grace-s",
             };
             config.preemption_grace = Some(preemption_grace(name, v)?);
+        }
+        if let Some(names) = &self.known_resources {
+            config.known_resources = names
+                .iter()
+                .map(|n| {
+                    protocol::ResourceName::new(n.trim())
+                        .map_err(|_| ConfigError::KnownResource(n.clone()))
+                })
+                .collect::<Result<_, _>>()?;
         }
         for (path, weight) in &self.roles {
             let (role, weight) =
@@ -848,6 +883,7 @@ fn default_text(key: &str, c: &Config) -> String {
             .preemption_grace
             .map_or_else(|| "off".into(), |d| d.as_secs_f64().to_string()),
         "roles" if c.roles.is_empty() => "none".into(),
+        "known_resources" if c.known_resources.is_empty() => "none".into(),
         "tls_cert" | "tls_key" if c.tls_cert.is_none() => "none (plain HTTP)".into(),
         "agent_ca_file" if c.agent_ca_file.is_none() => "built-in roots".into(),
         "credentials" if c.credentials.is_none() => "none (open API)".into(),
@@ -1241,5 +1277,27 @@ mod tests {
         let mut c = Config::default();
         c.set_role(RolePath::new("_x").unwrap(), Weight::ONE);
         assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn known_resources_come_from_the_file_or_the_flag_and_bad_names_are_named() {
+        let file = Overrides::from_toml("known_resources = [\"fpga\", \"ssd\"]\n").unwrap();
+        let mut c = Config::default();
+        file.apply(&mut c, Layer::File).unwrap();
+        let names: Vec<&str> = c.known_resources.iter().map(|n| n.as_str()).collect();
+        assert_eq!(names, ["fpga", "ssd"]);
+        let settings = books::Settings::from(&c);
+        assert_eq!(settings.known_resources.len(), 2);
+        let bad = Overrides {
+            known_resources: Some(vec!["Bad-Name".into()]),
+            ..Overrides::default()
+        };
+        let mut c = Config::default();
+        let err = bad.apply(&mut c, Layer::Flags).unwrap_err().to_string();
+        assert!(
+            err.contains("\"Bad-Name\"") && err.contains("known_resources"),
+            "{err}"
+        );
+        assert!(c.known_resources.is_empty(), "a bad list changes nothing");
     }
 }

@@ -42,6 +42,8 @@
 //!   same books, so unmodified Mesos frameworks (pymesos) run on Parley.
 //! - [`server`]: [`serve`]: wiring, graceful shutdown, supervised background loops
 //!   (allocation, offer expiry, agent liveness, failover, update re-sends).
+//! - [`reload`]: re-reading the TLS certificate and the credentials file while serving (on
+//!   SIGHUP); a file that does not load replaces nothing.
 //! - [`http`]: the HTTP/1 accept loop (header read and idle timeout, peer addresses for the
 //!   rate limit, graceful shutdown).
 //! - [`metrics`]: per-instance counters rendered as Prometheus text.
@@ -54,7 +56,7 @@
 //!
 //! Each module names only those below it: the books; [`auth`], [`config`], [`store`],
 //! [`history`], [`http`], [`metrics`]; [`runtime`] (which holds the HA role it is told,
-//! [`runtime::HaStatus`]); [`ha`]; [`api`] and [`mesos`]; [`server`].
+//! [`runtime::HaStatus`]); [`reload`]; [`ha`]; [`api`] and [`mesos`]; [`server`].
 //! `scripts/check-layers.py coordinator/src` lists any import cycle; the one left is
 //! [`api`] ↔ [`mesos`] (the API's router merges the Mesos router, which uses the API's auth,
 //! errors and inputs).
@@ -68,6 +70,7 @@ pub mod http;
 pub mod mesos;
 pub mod metrics;
 pub mod outbox;
+pub mod reload;
 pub mod runtime;
 pub mod server;
 pub mod store;

@@ -87,6 +87,12 @@ struct Shared {
     /// Whether the allocation loop makes offers: always when standalone; for an HA leader once
     /// the agents had their time to re-register.
     offering: AtomicBool,
+    /// The principals requests are checked against: the config's at start, replaced by a
+    /// reload (`crate::reload`). `None`: the API is open (a reload never changes that).
+    credentials: std::sync::RwLock<Option<Arc<crate::auth::Credentials>>>,
+    /// The certificate being served, once serving over HTTPS started (a reload replaces the
+    /// pair inside it).
+    tls: std::sync::OnceLock<parley_tls::ServerTls>,
 }
 
 struct Inner {
@@ -204,6 +210,7 @@ impl Coordinator {
             config.agent_request_timeout,
         )?;
         let (offer_events, _) = broadcast::channel(OFFER_EVENTS_CAPACITY);
+        let credentials = config.credentials.clone();
         Ok(Self {
             shared: Arc::new(Shared {
                 inner: Mutex::new(Inner {
@@ -225,6 +232,8 @@ impl Coordinator {
                 write_failures,
                 ha: HaStatus::new(Role::Standalone),
                 offering: AtomicBool::new(true),
+                credentials: std::sync::RwLock::new(credentials),
+                tls: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -275,6 +284,37 @@ impl Coordinator {
     /// The settings.
     pub fn config(&self) -> &Config {
         &self.shared.config
+    }
+
+    /// The principals requests are checked against now; `None` when the API is open.
+    pub fn credentials(&self) -> Option<Arc<crate::auth::Credentials>> {
+        let guard = self
+            .shared
+            .credentials
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        guard.clone()
+    }
+
+    /// Replaces the principals (a reload of the credentials file). Requests already past the
+    /// check keep the principal they were let in as; streams stay open.
+    pub fn set_credentials(&self, credentials: Arc<crate::auth::Credentials>) {
+        let mut guard = self
+            .shared
+            .credentials
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        *guard = Some(credentials);
+    }
+
+    /// The certificate served over HTTPS, once serving started with one.
+    pub fn server_tls(&self) -> Option<&parley_tls::ServerTls> {
+        self.shared.tls.get()
+    }
+
+    /// Records the certificate being served (at most once; a later call is ignored).
+    pub fn set_server_tls(&self, tls: parley_tls::ServerTls) {
+        let _ = self.shared.tls.set(tls);
     }
 
     /// The metrics counters.

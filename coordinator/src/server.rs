@@ -1,6 +1,8 @@
 //! [`serve`]: wires the registry, the API and the background loops, and runs them until the
 //! shutdown future resolves. With `Config::tls_cert` and `Config::tls_key` it serves HTTPS
-//! (rustls with ring, through `parley_tls`); otherwise plain HTTP.
+//! (rustls with ring, through `parley_tls`); otherwise plain HTTP. With
+//! `Config::reload_on_sighup` a SIGHUP re-reads the certificate and the credentials file
+//! (`crate::reload`).
 //!
 //! Background loops, each ending on the shutdown token:
 //! - allocation: every `allocation_interval`, and `allocation_batch_delay` after a kick (a
@@ -161,8 +163,20 @@ pub async fn serve_coordinator(
             return Err(e.into());
         }
     };
+    if let Some(tls) = &tls {
+        coordinator.set_server_tls(tls.clone());
+    }
     let token = coordinator.shutdown_token().clone();
-    let loops = spawn_loops(&coordinator);
+    let mut loops = spawn_loops(&coordinator);
+    if config.reload_on_sighup {
+        match crate::reload::reload_on_sighup(coordinator.clone()) {
+            Ok(handle) => loops.push(handle),
+            Err(e) => {
+                coordinator.close_registry();
+                return Err(ServeError::Io(e));
+            }
+        }
+    }
     let app = api::app(coordinator.clone());
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, tls = tls.is_some(), "coordinator listening");

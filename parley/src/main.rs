@@ -10,12 +10,14 @@
 //! coordinator --listen 127.0.0.1:5050 [--config parley.toml] [--credentials creds.toml] ...
 //! coordinator new-token            # a random token and the hash to put in the credentials file
 //! printf %s "$TOKEN" | coordinator hash-secret
+//! coordinator tls init --out pki --coordinator coord1=10.0.0.2,coord1.example
 //! ```
 //!
 //! The durable registry is `--data-dir`/registry.redb (default `data/registry.redb`) unless
 //! `--in-memory`; with `--etcd URL[,URL...] --advertise-url URL` it is on etcd instead, and
 //! several coordinators elect a leader (`coordinator::ha`; exit code 3 when this one loses the
-//! leadership: restart it and it rejoins as a follower). Settings: defaults, then the TOML file, then flags. A bad flag or setting is a one-line
+//! leadership: restart it and it rejoins as a follower). Settings: defaults, then the TOML file, then flags. SIGHUP re-reads
+//! the TLS certificate and the credentials file (`coordinator::reload`). A bad flag or setting is a one-line
 //! error naming it, before anything starts. Ctrl-C or SIGTERM shut down gracefully.
 
 /// mimalloc instead of the system allocator: the request path allocates many small objects
@@ -118,6 +120,9 @@ fn load(args: &Args) -> anyhow::Result<(Config, SocketAddr)> {
              loopback only: use --listen 127.0.0.1:PORT, or give --credentials FILE"
         );
     }
+    // SIGHUP re-reads the certificate and the credentials file. Not with --dev, whose local
+    // agents' principal is added in code, not in the file.
+    config.reload_on_sighup = !args.dev;
     if !args.in_memory {
         config.registry = Some(args.data_dir.join("registry.redb"));
     }

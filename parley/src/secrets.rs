@@ -1,5 +1,5 @@
 //! `coordinator new-token` and `coordinator hash-secret`: make the tokens and the hashes of a
-//! credentials file (see the book's Security page, `docs/src/operating/security.md`). The
+//! credentials file (and `coordinator tls init`, in [`crate::tls_init`], a whole cluster's) (see the book's Security page, `docs/src/operating/security.md`). The
 //! coordinator stores only SHA-256 hashes of random tokens (`coordinator::auth::secret` says why
 //! that is enough).
 
@@ -17,6 +17,9 @@ pub enum Command {
     /// Reads a token on stdin (one line; the trailing newline is dropped) and prints its
     /// `secret_sha256`, the same as `printf %s "$TOKEN" | sha256sum`.
     HashSecret,
+    /// A cluster's TLS files and credentials (`tls init`).
+    #[command(subcommand)]
+    Tls(crate::tls_init::TlsCommand),
 }
 
 /// A random 256-bit token, as 64 hex digits.
@@ -50,6 +53,7 @@ pub fn run(command: &Command) -> ExitCode {
             println!("{}", SecretHash::of(token).to_hex());
             ExitCode::SUCCESS
         }
+        Command::Tls(command) => crate::tls_init::run(command),
     }
 }
 

@@ -107,6 +107,18 @@ pub enum Command {
         /// The new weight (a positive number).
         weight: f64,
     },
+    /// Makes the roles of a TOML file so (weights, guarantees, limits), sending only what
+    /// differs: a second apply changes nothing. The file is checked in full first; a mistake
+    /// names its key and nothing is applied. Needs an admin token.
+    Apply {
+        /// The roles file: `[roles."eng"]` tables with `weight`, `guarantee = { cpus = 4 }`,
+        /// `limit = {..}` (an empty table clears a guarantee or limit).
+        #[arg(short = 'f', long = "file", value_name = "FILE")]
+        file: PathBuf,
+        /// Print what would change, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Removes a framework: kills its tasks, rescinds its offers; needs an admin token.
     Teardown {
         /// The framework (its id or its unique name).

@@ -53,6 +53,7 @@ pub async fn run(cli: &Cli, out: &mut (dyn Write + Send)) -> Result<(), CtlError
         Command::Weight { role, weight } => {
             commands::change::weight(&api, role, *weight, json, out).await
         }
+        Command::Apply { file, dry_run } => commands::apply::apply(&api, file, *dry_run, out).await,
         Command::Teardown { framework } => {
             commands::change::teardown(&api, framework, json, out).await
         }

@@ -17,12 +17,16 @@
 //! - `listener` (feature `server`): `TlsListener`, an `axum::serve::Listener` that runs TLS
 //!   handshakes concurrently (each with a time limit) over a `TcpListener`, and `serve`, which
 //!   serves an axum app over plain HTTP or HTTPS.
+//! - `pki` (feature `pki`): `Ca`, a cluster certificate authority and the server certificates
+//!   it signs, as PEM (rcgen).
 //! - `testing` (feature `testing`): `TestPki`, a throwaway CA and server certificate as files.
 
 pub mod client;
 pub mod error;
 #[cfg(feature = "server")]
 mod listener;
+#[cfg(feature = "pki")]
+pub mod pki;
 #[cfg(feature = "server")]
 mod server;
 #[cfg(feature = "testing")]

@@ -1,10 +1,17 @@
 //! [`ServerTls`]: a server's certificate chain and private key, read from PEM files, checked to
 //! belong together, and turned into a rustls server configuration (ring; TLS 1.2 and 1.3;
 //! ALPN `http/1.1`; no client certificates).
+//!
+//! The certificate can be replaced while serving ([`ServerTls::reload`], on SIGHUP): the
+//! configuration's certificate resolver reads the current pair from a lock on every handshake,
+//! so new connections get the new certificate and open ones, already past their handshake, are
+//! not touched. A pair that does not load replaces nothing.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::PrivateKeyDer;
 use tokio_rustls::TlsAcceptor;
@@ -12,10 +19,12 @@ use tokio_rustls::TlsAcceptor;
 use crate::client::pem_certificates;
 use crate::error::{read, TlsError};
 
-/// A loaded server certificate and key, ready to accept TLS connections. Cheap to clone.
+/// A loaded server certificate and key, ready to accept TLS connections. Cheap to clone; the
+/// clones share the certificate, so [`ServerTls::reload`] on one changes them all.
 #[derive(Clone)]
 pub struct ServerTls {
     acceptor: TlsAcceptor,
+    current: Arc<CurrentCert>,
 }
 
 impl std::fmt::Debug for ServerTls {
@@ -24,38 +33,71 @@ impl std::fmt::Debug for ServerTls {
     }
 }
 
+/// The certificate handshakes get: the last pair loaded.
+#[derive(Debug)]
+struct CurrentCert(RwLock<Arc<CertifiedKey>>);
+
+impl ResolvesServerCert for CurrentCert {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        // A writer never panics while holding the lock, but a poisoned one still holds a
+        // whole pair: use it.
+        let guard = self.0.read().unwrap_or_else(|e| e.into_inner());
+        Some(Arc::clone(&guard))
+    }
+}
+
+/// Reads and checks a certificate chain and its key.
+fn load_pair(cert: &Path, key: &Path) -> Result<CertifiedKey, TlsError> {
+    let chain = pem_certificates("TLS certificate", cert, &read("TLS certificate", cert)?)?;
+    let key_pem = read("TLS key", key)?;
+    let private = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| TlsError::Pem {
+        what: "TLS key",
+        path: key.to_path_buf(),
+        reason: match e {
+            rustls_pki_types::pem::Error::NoItemsFound => {
+                "no PEM private key (BEGIN PRIVATE KEY) in it".to_string()
+            }
+            other => format!("malformed PEM: {other}"),
+        },
+    })?;
+    // Parses the key and checks it is the certificate's (rustls' own check).
+    CertifiedKey::from_der(chain, private, &crate::provider()).map_err(|e| TlsError::Mismatch {
+        cert: cert.to_path_buf(),
+        key: key.to_path_buf(),
+        reason: e.to_string(),
+    })
+}
+
 impl ServerTls {
     /// Loads `cert` (PEM: the server's certificate first, then any intermediates) and `key`
     /// (PEM: PKCS#8, PKCS#1 or SEC1). Fails, naming the file, when one cannot be read, holds
     /// no certificate or key, or when the key is not the certificate's.
     pub fn from_pem_files(cert: &Path, key: &Path) -> Result<Self, TlsError> {
-        let chain = pem_certificates("TLS certificate", cert, &read("TLS certificate", cert)?)?;
-        let key_pem = read("TLS key", key)?;
-        let private = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| TlsError::Pem {
-            what: "TLS key",
-            path: key.to_path_buf(),
-            reason: match e {
-                rustls_pki_types::pem::Error::NoItemsFound => {
-                    "no PEM private key (BEGIN PRIVATE KEY) in it".to_string()
-                }
-                other => format!("malformed PEM: {other}"),
-            },
-        })?;
-        let mismatch = |e: rustls::Error| TlsError::Mismatch {
-            cert: cert.to_path_buf(),
-            key: key.to_path_buf(),
-            reason: e.to_string(),
-        };
+        let current = Arc::new(CurrentCert(RwLock::new(Arc::new(load_pair(cert, key)?))));
         let mut config = rustls::ServerConfig::builder_with_provider(crate::provider())
             .with_safe_default_protocol_versions()
-            .map_err(mismatch)?
+            .map_err(|e| TlsError::Mismatch {
+                cert: cert.to_path_buf(),
+                key: key.to_path_buf(),
+                reason: e.to_string(),
+            })?
             .with_no_client_auth()
-            .with_single_cert(chain, private)
-            .map_err(mismatch)?;
+            .with_cert_resolver(Arc::clone(&current) as Arc<dyn ResolvesServerCert>);
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(Self {
             acceptor: TlsAcceptor::from(Arc::new(config)),
+            current,
         })
+    }
+
+    /// Reads `cert` and `key` again, checked as [`ServerTls::from_pem_files`] does, and makes
+    /// them the certificate of every handshake from now on. On an error (which names the file)
+    /// the certificate in use stays.
+    pub fn reload(&self, cert: &Path, key: &Path) -> Result<(), TlsError> {
+        let pair = Arc::new(load_pair(cert, key)?);
+        let mut guard = self.current.0.write().unwrap_or_else(|e| e.into_inner());
+        *guard = pair;
+        Ok(())
     }
 
     /// The optional pair of settings: `None` when neither is given (plain HTTP), the loaded
@@ -120,6 +162,25 @@ mod tests {
             .to_string();
         assert!(err.contains("cannot be used together"), "{err}");
         assert!(err.contains("a.crt") && err.contains("b.key"), "{err}");
+    }
+
+    #[test]
+    fn a_reload_swaps_the_pair_and_a_bad_one_keeps_the_old() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key) = write_pair(dir.path(), "a");
+        let (cert_b, key_b) = write_pair(dir.path(), "b");
+        let tls = ServerTls::from_pem_files(&cert, &key).unwrap();
+        let served = |tls: &ServerTls| tls.current.0.read().unwrap().cert[0].to_vec();
+        let first = served(&tls);
+        let err = tls.reload(&cert, &key_b).unwrap_err().to_string();
+        assert!(err.contains("cannot be used together"), "{err}");
+        assert_eq!(served(&tls), first, "a bad pair replaces nothing");
+        tls.clone().reload(&cert_b, &key_b).unwrap();
+        assert_ne!(served(&tls), first, "clones share the certificate");
+        assert_eq!(
+            served(&tls),
+            pem_certificates("c", &cert_b, &std::fs::read(&cert_b).unwrap()).unwrap()[0].to_vec()
+        );
     }
 
     #[test]

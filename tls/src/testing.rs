@@ -1,7 +1,9 @@
 //! [`TestPki`] (feature `testing`): a throwaway certificate authority and a server certificate
-//! it signed, written as PEM files, for tests that serve HTTPS.
+//! it signed ([`crate::pki::Ca`]), written as PEM files, for tests that serve HTTPS.
 
 use std::path::{Path, PathBuf};
+
+use crate::pki::Ca;
 
 /// A CA and a server certificate (for `localhost`, `127.0.0.1` and `::1`, or the names given),
 /// as files.
@@ -25,28 +27,10 @@ impl TestPki {
     /// addresses, each a `subjectAltName`; the first is also its common name), e.g. the
     /// addresses of several machines that share one certificate in a test.
     pub fn generate_for(dir: &Path, names: &[&str]) -> Result<Self, String> {
-        let text = |e: rcgen::Error| e.to_string();
-        let ca_key = rcgen::KeyPair::generate().map_err(text)?;
-        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(text)?;
-        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        ca_params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, "Parley test CA");
-        ca_params.key_usages = vec![
-            rcgen::KeyUsagePurpose::KeyCertSign,
-            rcgen::KeyUsagePurpose::CrlSign,
-        ];
-        let ca = ca_params.self_signed(&ca_key).map_err(text)?;
-
-        let key = rcgen::KeyPair::generate().map_err(text)?;
-        let first = names.first().copied().unwrap_or("localhost");
+        let text = |e: crate::pki::PkiError| e.to_string();
+        let ca = Ca::generate("Parley test CA").map_err(text)?;
         let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
-        let mut params = rcgen::CertificateParams::new(names).map_err(text)?;
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, first);
-        let cert = params.signed_by(&key, &ca, &ca_key).map_err(text)?;
-
+        let server = ca.issue_server(&names).map_err(text)?;
         let pki = Self {
             ca_file: dir.join("ca.pem"),
             cert_file: dir.join("server.crt"),
@@ -55,9 +39,9 @@ impl TestPki {
         let write = |path: &Path, pem: String| {
             std::fs::write(path, pem).map_err(|e| format!("{}: {e}", path.display()))
         };
-        write(&pki.ca_file, ca.pem())?;
-        write(&pki.cert_file, cert.pem())?;
-        write(&pki.key_file, key.serialize_pem())?;
+        write(&pki.ca_file, ca.cert_pem())?;
+        write(&pki.cert_file, server.cert_pem)?;
+        write(&pki.key_file, server.key_pem)?;
         Ok(pki)
     }
 }

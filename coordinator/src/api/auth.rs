@@ -6,10 +6,13 @@
 //!    `application/json`: 415 `unsupported_media_type`, credentials or not. A browser can send
 //!    a cross-site form or `text/plain` POST without asking; it cannot send
 //!    `application/json` without a CORS preflight, which this server never grants.
-//! 2. with credentials configured, any route but `/health` (and the Mesos API's `/version`)
-//!    without a valid `Authorization: Bearer <token>`: 401 `unauthorized` with
+//! 2. with credentials configured, any route but `/health` (and the Mesos API's `/version`,
+//!    and the dashboard's static page, script and style, login and logout) without a valid `Authorization: Bearer <token>`
+//!    or dashboard cookie (`super::session`): 401 `unauthorized` with
 //!    `WWW-Authenticate: Bearer`. The Mesos scheduler API also takes
-//!    `Basic base64(<principal>:<token>)`, which is what Mesos clients send;
+//!    `Basic base64(<principal>:<token>)`, which is what Mesos clients send. A request
+//!    authenticated by the cookie other than `GET`/`HEAD` needs the `X-Parley-CSRF` header
+//!    (403 without: see `super::session` for why);
 //! 3. a route the principal's kind may not call ([`crate::auth::policy`]): 403 `forbidden`.
 //!
 //! Then handlers check ownership under the books' lock ([`Caller::framework`],
@@ -220,10 +223,18 @@ fn authenticate(
         }
     }
     let Some(value) = headers.get(header::AUTHORIZATION) else {
-        return Err(ApiError::Unauthenticated(
-            Denial::Missing,
-            "this coordinator requires credentials: send Authorization: Bearer <token>".into(),
-        ));
+        return match session_cookie(headers) {
+            Some(token) => credentials.authenticate(token).cloned().ok_or_else(|| {
+                ApiError::Unauthenticated(
+                    Denial::Invalid,
+                    "the dashboard session's token is no longer valid: log in again".into(),
+                )
+            }),
+            None => Err(ApiError::Unauthenticated(
+                Denial::Missing,
+                "this coordinator requires credentials: send Authorization: Bearer <token>".into(),
+            )),
+        };
     };
     let token = value
         .to_str()
@@ -243,6 +254,19 @@ fn authenticate(
         .authenticate(token)
         .cloned()
         .ok_or_else(|| ApiError::Unauthenticated(Denial::Invalid, "unknown bearer token".into()))
+}
+
+/// The token of the dashboard's session cookie (`super::session::COOKIE`), if any.
+fn session_cookie(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == super::session::COOKIE)
+        .map(|(_, value)| value.trim())
+        .filter(|v| !v.is_empty())
 }
 
 /// `Authorization: Basic base64(<principal>:<token>)` (Mesos clients' principal and
@@ -283,16 +307,16 @@ fn basic(
 /// The middleware: content type, authentication, the route policy; then counts and logs any
 /// refusal (its own or a handler's).
 pub async fn guard(State(c): State<Coordinator>, mut req: Request, next: Next) -> Response {
-    if c.config().credentials.is_none() {
+    let Some(credentials) = c.credentials() else {
         // Open: only the content type to check, and nothing is refused that needs counting.
         if needs_json(req.method(), req.headers()) && !is_json(req.headers()) {
             return ApiError::UnsupportedMediaType.into_response();
         }
         return next.run(req).await;
-    }
+    };
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
-    let checked = check(&c, &mut req);
+    let checked = check(&credentials, &mut req);
     let caller = req
         .extensions()
         .get::<Caller>()
@@ -315,19 +339,30 @@ pub async fn guard(State(c): State<Coordinator>, mut req: Request, next: Next) -
     response
 }
 
-fn check(c: &Coordinator, req: &mut Request) -> Result<(), ApiError> {
+fn check(credentials: &Credentials, req: &mut Request) -> Result<(), ApiError> {
     if needs_json(req.method(), req.headers()) && !is_json(req.headers()) {
         return Err(ApiError::UnsupportedMediaType);
     }
-    let Some(credentials) = c.config().credentials.as_deref() else {
-        return Ok(());
-    };
     let path = req.uri().path();
-    if path == "/health" || path == "/version" {
+    // The dashboard's page and assets are static and hold no data: served to anyone, so a
+    // browser without the cookie gets the login form (its reads are then checked).
+    let page = path == "/" || path == "/ui/app.js" || path == "/ui/style.css";
+    if path == "/health" || path == "/version" || page || super::session::is_login_route(path) {
         return Ok(());
     }
     let basic_ok = path == "/api/v1/scheduler";
     let principal = authenticate(credentials, req.headers(), basic_ok)?;
+    let by_cookie = !req.headers().contains_key(header::AUTHORIZATION);
+    let safe = req.method() == Method::GET || req.method() == Method::HEAD;
+    if by_cookie && !safe && !req.headers().contains_key(super::session::CSRF_HEADER) {
+        return Err(ApiError::Forbidden(
+            Denial::Kind,
+            format!(
+                "a request authenticated by the dashboard's cookie needs the {} header (or send Authorization: Bearer)",
+                super::session::CSRF_HEADER
+            ),
+        ));
+    }
     let route = req
         .extensions()
         .get::<MatchedPath>()
@@ -350,6 +385,14 @@ mod tests {
             }
         }
         h
+    }
+
+    #[test]
+    fn the_session_cookie_is_found_among_others() {
+        let h = headers(&[(header::COOKIE, "a=1; parley_session=tok; b=2")]);
+        assert_eq!(session_cookie(&h), Some("tok"));
+        let h = headers(&[(header::COOKIE, "parley_sessionx=tok; parley_session=")]);
+        assert_eq!(session_cookie(&h), None);
     }
 
     #[test]

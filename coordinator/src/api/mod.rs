@@ -13,6 +13,7 @@
 //!   holds.
 //! - [`output`]: a task's stdout / stderr, read from its agent for operators.
 //! - [`operator`]: offers, offer events, state, roles, metrics, health.
+//! - [`session`]: the dashboard's login and logout (an `HttpOnly` cookie carrying the token).
 //! - [`ui`]: the dashboard page and the reads it polls (history, agent pages, detail views).
 //! - [`sse`]: the two event streams.
 //! - [`extract`]: JSON body and path-id extractors with API error bodies.
@@ -38,6 +39,7 @@ pub mod openapi;
 pub mod operator;
 pub mod output;
 pub mod reservations;
+pub mod session;
 pub mod sse;
 pub mod ui;
 
@@ -111,6 +113,7 @@ pub fn routes(coordinator: &Coordinator) -> Vec<Route> {
         operator::routes(),
         output::routes(),
         ui::routes(),
+        session::routes(),
         // The Mesos v1 scheduler API, on the same books: see `crate::mesos`.
         crate::mesos::routes(coordinator.clone()),
         openapi::routes(),

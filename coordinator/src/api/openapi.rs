@@ -9,8 +9,8 @@
 //!
 //! Besides the handlers' own answers, every operation may answer a `4XX` or `5XX` with the
 //! error body ([`protocol::ErrorBody`]), added here by [`Common`] so that no annotation can
-//! forget it, and takes an optional bearer token (with credentials configured, every route
-//! but `/health` and `/version` needs one).
+//! forget it, and takes an optional bearer token or dashboard cookie (with credentials
+//! configured, every route but `/health`, `/version` and the login needs one).
 //!
 //! Also here: the parameter lists of the annotations (path and query parameters, as
 //! [`utoipa::IntoParams`] structs), and the schemas of answers the handlers write without one
@@ -26,7 +26,9 @@ use protocol::{AgentId, FrameworkId, Offer, TaskState};
 use serde::Serialize;
 use utoipa::openapi::path::Operation;
 use utoipa::openapi::response::ResponseBuilder;
-use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::security::{
+    ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
+};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr};
 use utoipa::{IntoParams, Modify, OpenApi, ToSchema};
 
@@ -115,6 +117,8 @@ async fn serve() -> Response {
         super::ui::agent_page,
         super::ui::agent_view,
         super::ui::framework_view,
+        super::session::login,
+        super::session::logout,
         crate::mesos::scheduler,
         crate::mesos::version,
         serve,
@@ -140,6 +144,7 @@ pub struct Common;
 /// The name of the shared error response and of the security scheme in the document.
 const ERROR: &str = "Error";
 const BEARER: &str = "bearer";
+const COOKIE: &str = "cookie";
 
 impl Modify for Common {
     fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
@@ -165,6 +170,14 @@ impl Modify for Common {
             BEARER,
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
         );
+        components.add_security_scheme(
+            COOKIE,
+            SecurityScheme::ApiKey(ApiKey::Cookie(ApiKeyValue::with_description(
+                super::session::COOKIE,
+                "The dashboard's session (`POST /api/v1/login`); requests other than GET and \
+                 HEAD also need the `X-Parley-CSRF` header",
+            ))),
+        );
         for item in doc.paths.paths.values_mut() {
             for op in [
                 &mut item.get,
@@ -189,10 +202,11 @@ fn common(op: &mut Operation) {
             .entry(status.to_owned())
             .or_insert_with(|| RefOr::Ref(Ref::from_response_name(ERROR)));
     }
-    // Either no credentials (an open coordinator) or a bearer token.
+    // Either no credentials (an open coordinator), a bearer token or the dashboard's cookie.
     op.security = Some(vec![
         SecurityRequirement::default(),
         SecurityRequirement::new(BEARER, Vec::<String>::new()),
+        SecurityRequirement::new(COOKIE, Vec::<String>::new()),
     ]);
 }
 

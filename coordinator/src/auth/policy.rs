@@ -5,14 +5,14 @@
 //!
 //! | route | who |
 //! |---|---|
-//! | `GET /health`, `GET /version` | anyone, no credentials |
+//! | `GET /health`, `GET /version`, the dashboard's static `/`, `/ui/app.js`, `/ui/style.css`, `POST /api/v1/login`, `/logout` | anyone, no credentials |
 //! | `POST /api/v1/scheduler` (Mesos) | framework principals (their own frameworks) |
 //! | `POST /api/v1/frameworks`, `POST /api/v1/frameworks/{id}/..`, `GET ../{id}/events` | framework principals (their own frameworks) |
 //! | `DELETE /api/v1/frameworks/{id}` | its framework principal, or an admin operator |
 //! | `POST /api/v1/agents`, `POST /api/v1/agents/{id}/..` | agent principals (their own agents) |
 //! | `GET /api/v1/agents` | operators, and framework principals (the SDK checks that tasks fit) |
 //! | `GET /api/v1/frameworks/{id}/explain` | operators, and the framework's own principal |
-//! | every other `GET` (state, offers, offer stream, tasks, roles, metrics, dashboard) | operators |
+//! | every other `GET` (state, offers, offer stream, tasks, roles, metrics, the dashboard's reads) | operators |
 //! | `PUT /api/v1/roles/{path}` | admin operators |
 //! | `POST /api/v1/agents/{id}/drain`, `POST /api/v1/agents/{id}/reactivate` | admin operators |
 

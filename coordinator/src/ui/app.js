@@ -7,6 +7,8 @@
 //  - every 2 s on a detail view: /api/v1/dashboard/agents/{id} or /frameworks/{id} (tasks capped
 //    by the coordinator, with their count) and a framework's explain;
 //  - the offer stream /api/v1/offers/events with an EventSource for the live event log.
+// With credentials, any answer 401 shows the login form; logging in (POST /api/v1/login) sets an
+// HttpOnly cookie that every later request, the EventSource's included, carries.
 // Markers for tests: #summary[data-samples], [data-tasks-running]; #events[data-offer-created];
 // each chart's svg[data-points]; task rows tr[data-task-state].
 "use strict";
@@ -87,6 +89,7 @@ function fill(id, head, rows, total) {
 
 async function getJSON(url) {
   const r = await fetch(url, { cache: "no-store" });
+  if (r.status === 401) needLogin();
   const body = await r.json();
   if (!r.ok) throw new Error(body.error ? body.error.message : "HTTP " + r.status);
   return body;
@@ -420,22 +423,71 @@ function route() {
 // ---- the live offer stream -----------------------------------------------------------------
 
 const events = $("events");
-const source = new EventSource("/api/v1/offers/events");
-for (const kind of ["offer_created", "offer_accepted", "offer_declined", "offer_rescinded", "offer_expired"]) {
-  source.addEventListener(kind, (e) => {
-    const d = JSON.parse(e.data);
-    const line = document.createElement("div");
-    line.textContent = new Date().toLocaleTimeString() + " " + kind + " " + shortId(d.offer_id) +
-      " fw=" + fwName(d.framework_id) + " agent=" + shortId(d.agent_id) +
-      (d.resources ? " " + res(d.resources) : "") + (d.reason ? " (" + d.reason + ")" : "");
-    line.className = kind;
-    events.prepend(line);
-    while (events.childNodes.length > 200) events.removeChild(events.lastChild);
-    if (kind === "offer_created") events.dataset.offerCreated = String(Number(events.dataset.offerCreated) + 1);
+let source = null;
+
+function openStream() {
+  if (source) source.close();
+  source = new EventSource("/api/v1/offers/events");
+  // A refused stream (401) is closed for good by the browser: check whether it is the login.
+  source.addEventListener("error", () => {
+    if (source.readyState === EventSource.CLOSED) {
+      fetch("/api/v1/history?after=0", { cache: "no-store" }).then((r) => {
+        if (r.status === 401) needLogin();
+        else setTimeout(openStream, 3000);
+      }, () => setTimeout(openStream, 3000));
+    }
   });
+  for (const kind of ["offer_created", "offer_accepted", "offer_declined", "offer_rescinded", "offer_expired"]) {
+    source.addEventListener(kind, (e) => {
+      const d = JSON.parse(e.data);
+      const line = document.createElement("div");
+      line.textContent = new Date().toLocaleTimeString() + " " + kind + " " + shortId(d.offer_id) +
+        " fw=" + fwName(d.framework_id) + " agent=" + shortId(d.agent_id) +
+        (d.resources ? " " + res(d.resources) : "") + (d.reason ? " (" + d.reason + ")" : "");
+      line.className = kind;
+      events.prepend(line);
+      while (events.childNodes.length > 200) events.removeChild(events.lastChild);
+      if (kind === "offer_created") events.dataset.offerCreated = String(Number(events.dataset.offerCreated) + 1);
+    });
+  }
 }
 
+// ---- login ---------------------------------------------------------------------------------
+
+function needLogin() {
+  $("login").hidden = false;
+  $("logout").hidden = true;
+}
+
+$("login").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const r = await fetch("/api/v1/login", {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ token: $("login-token").value }),
+  });
+  $("login-token").value = "";
+  if (!r.ok) {
+    const body = await r.json().catch(() => ({}));
+    $("login-error").textContent = body.error ? body.error.message : "HTTP " + r.status;
+    return;
+  }
+  $("login-error").textContent = "";
+  $("login").hidden = true;
+  $("logout").hidden = false;
+  openStream();
+  route();
+  pollHistory();
+});
+
+$("logout").addEventListener("click", async () => {
+  await fetch("/api/v1/logout", { method: "POST", headers: { "X-Parley-CSRF": "1" } });
+  if (source) source.close();
+  needLogin();
+});
+
 window.addEventListener("hashchange", route);
+openStream();
 route();
 pollHistory();
 setInterval(pollHistory, 1000);

@@ -147,12 +147,15 @@ async fn without_a_valid_token_only_health_answers() {
     let api = secured();
     let (status, _) = call(&api, None, Method::GET, "/health", None).await;
     assert_eq!(status, 200);
+    // The dashboard's static page (no data) too, so a browser can show its login form.
+    let (status, _) = call(&api, None, Method::GET, "/", None).await;
+    assert_eq!(status, 200);
     for (token, why) in [(None, "no token"), (Some("guess"), "unknown token")] {
         for (method, path) in [
             (Method::GET, "/api/v1/state"),
             (Method::GET, "/api/v1/frameworks"),
             (Method::GET, "/metrics"),
-            (Method::GET, "/"),
+            (Method::GET, "/api/v1/history"),
             (Method::POST, "/api/v1/frameworks"),
             (Method::GET, "/no/such/route"),
         ] {

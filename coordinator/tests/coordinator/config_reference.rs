@@ -149,6 +149,12 @@ fn sample(arg: &clap::Arg) -> Sample {
         ("roles", "eng=2", "[roles]\n\"eng\" = 2\n"),
         // `on` / `off` on the command line, a TOML boolean in the file.
         ("gpu_gating", "off", "gpu_gating = false\n"),
+        // A comma-separated list; in the file an array.
+        (
+            "known_resources",
+            "fpga,ssd",
+            "known_resources = [\"fpga\", \"ssd\"]\n",
+        ),
     ];
     if let Some((_, text, toml)) = exceptions.iter().find(|(k, _, _)| *k == key) {
         return Sample {

@@ -9,6 +9,7 @@ mod agent_calls;
 mod auth_api;
 mod config_reference;
 mod dashboard_api;
+mod dashboard_login;
 mod drain_api;
 mod fairness;
 mod framework_api;

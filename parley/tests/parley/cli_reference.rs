@@ -11,6 +11,7 @@ fn the_generated_cli_reference_is_fresh() {
         &[
             "# `coordinator`",
             "## `coordinator new-token`",
+            "## `coordinator tls init`",
             "`--etcd <URL[,URL...]>`",
         ],
         "cargo test -p parley --test parley cli_reference::",

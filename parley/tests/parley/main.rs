@@ -14,5 +14,7 @@ mod partition;
 mod preemption_flag;
 mod registry_process;
 mod security_cli;
+mod sighup_reload;
 mod support;
 mod tls_flags;
+mod tls_init;

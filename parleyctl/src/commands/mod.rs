@@ -5,12 +5,14 @@
 //! - [`roles`]: the role tree, indented.
 //! - [`explain`]: why a framework is or is not offered.
 //! - [`change`]: `weight`, `teardown`.
+//! - [`apply`]: `apply -f roles.toml`, a file's role weights and quotas, idempotently.
 //! - [`logs`]: a task's output.
 //! - [`maintenance`]: `drain`, `reactivate`.
 //! - [`watch`]: `offers --watch`, the offer event stream as lines.
 //! - [`completions`]: `completions bash|zsh|fish`, a shell completion script.
 //! - [`jobs`]: the jobs service's `run FILE [--wait]`, `jobs`, `job status|stop|scale|restart|delete|logs`.
 
+pub mod apply;
 pub mod change;
 pub mod explain;
 pub mod jobs;

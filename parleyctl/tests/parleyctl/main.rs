@@ -3,6 +3,7 @@
 //! TLS, maintenance, jobs, and the generated command reference. Run one module with
 //! `cargo test -p parleyctl --test parleyctl <module>::`.
 
+mod apply;
 mod cli_reference;
 mod commands;
 mod errors;

@@ -3,7 +3,9 @@
 //! running cluster (a coordinator, two real agents, a framework with a running task that keeps
 //! declining its other offers) and, polling the page with a deadline, sees an offer appear in the
 //! live event log, the task counted `running`, charts drawn from the history ring, and the task
-//! `running` on the framework's page; then saves a screenshot to `target/dashboard.png`.
+//! `running` on the framework's page; then saves a screenshot to `target/dashboard.png`. On a
+//! cluster with credentials, the page shows its login form, refuses a bad token, and after an
+//! operator's token its reads and its offer stream work through the login cookie.
 //! Without Chromium the test says why and skips, unless `PARLEY_CI=1` (then it fails).
 #![allow(clippy::unwrap_used)]
 
@@ -173,5 +175,91 @@ async fn the_dashboard_shows_offers_a_running_task_and_charts_in_chromium() {
     stop.cancel();
     let fw = decliner.await.unwrap();
     fw.remove().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
+
+/// What the login form and the page say now.
+const LOGIN_MARKERS: &str = r##"
+return {
+  login_shown: !document.getElementById("login").hidden,
+  error: document.getElementById("login-error").textContent,
+  samples: Number(document.getElementById("summary").dataset.samples || 0),
+  agent_links: document.querySelectorAll('a[href^="#agent/"]').length,
+};
+"##;
+
+/// Types `token` into the login form and submits it, as a person would.
+fn submit_login(token: &str) -> String {
+    format!(
+        r#"document.getElementById("login-token").value = {token:?};
+document.getElementById("login").requestSubmit();
+return true;"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_logs_in_with_an_operator_token_in_chromium() {
+    let Some((chromium, driver)) = browser_paths() else {
+        return;
+    };
+    let hash = |t: &str| coordinator::auth::SecretHash::of(t).to_hex();
+    let credentials = coordinator::auth::Credentials::from_toml(&format!(
+        "[[principals]]\nname = \"nodes\"\nkind = \"agent\"\nsecret_sha256 = \"{}\"\n\
+         [[principals]]\nname = \"bob\"\nkind = \"operator\"\naccess = \"read\"\nsecret_sha256 = \"{}\"\n",
+        hash("browser-agent-token"),
+        hash("browser-reader-token")
+    ))
+    .unwrap();
+    let cluster = Cluster::builder()
+        .credentials(credentials, "browser-agent-token", "browser-reader-token")
+        .agent("cpus=2,mem=1024")
+        .start()
+        .await
+        .unwrap();
+    let browser = Browser::start(&driver, &chromium).await.unwrap();
+    browser.goto(&format!("{}/", cluster.url)).await.unwrap();
+    let marks = || {
+        let browser = &browser;
+        async move { browser.eval(LOGIN_MARKERS).await.ok() }
+    };
+    wait_until(WITHIN, "the login form after a 401", || async {
+        marks().await.filter(|m| m["login_shown"] == true)
+    })
+    .await
+    .unwrap();
+
+    browser.eval(&submit_login("not-a-token")).await.unwrap();
+    let refused = wait_until(WITHIN, "the refusal", || async {
+        marks()
+            .await
+            .filter(|m| m["error"].as_str().is_some_and(|e| !e.is_empty()))
+    })
+    .await
+    .unwrap();
+    assert_eq!(refused["login_shown"], true, "{refused}");
+
+    browser
+        .eval(&submit_login("browser-reader-token"))
+        .await
+        .unwrap();
+    let seen = wait_until(WITHIN, "the page's reads through the cookie", || async {
+        marks().await.filter(|m| {
+            m["login_shown"] == false && num(m, "samples") >= 1 && num(m, "agent_links") >= 1
+        })
+    })
+    .await
+    .unwrap();
+    assert_eq!(seen["error"], "", "{seen}");
+    // The live offer stream is open through the cookie too.
+    let open = wait_until(WITHIN, "the offer stream to be open", || async {
+        browser
+            .eval("return source !== null && source.readyState === EventSource.OPEN;")
+            .await
+            .ok()
+            .filter(|v| *v == true)
+    })
+    .await;
+    assert!(open.is_ok(), "the EventSource did not open");
+    browser.close().await.unwrap();
     cluster.shutdown().await.unwrap();
 }

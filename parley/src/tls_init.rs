@@ -1,0 +1,321 @@
+//! `coordinator tls init`: everything a secured cluster needs, in one command. It writes, in
+//! one directory: a cluster CA (`ca.pem`, and `ca.key` 0600), a server certificate and key for
+//! each coordinator and agent host (`NAME.crt`, `NAME.key` 0600), a `credentials.toml` for the
+//! coordinators holding only SHA-256 hashes, and the plain tokens in `tokens/PRINCIPAL` (0600,
+//! one file per principal). See the book's Security page (`docs/src/operating/security.md`).
+//!
+//! Nothing is written until every name is checked and every certificate made, and an existing
+//! file is never overwritten without `--force`: a second `init` in the same directory would
+//! otherwise replace the CA every agent and client trusts.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use coordinator::auth::SecretHash;
+use parley_tls::pki::Ca;
+
+/// `coordinator tls ...`.
+#[derive(Debug, clap::Subcommand)]
+pub enum TlsCommand {
+    /// Writes a cluster CA, server certificates for the coordinators and agents, a credentials
+    /// file and its tokens into one directory.
+    Init(InitArgs),
+}
+
+/// The flags of `coordinator tls init`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct InitArgs {
+    /// The directory to write into (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// A coordinator host: its file name and the DNS names and IP addresses clients reach it
+    /// by, e.g. coord1=198.18.0.2,coord1.example (repeatable; at least one). Writes
+    /// NAME.crt and NAME.key.
+    #[arg(
+        long = "coordinator",
+        value_name = "NAME=SAN[,SAN...]",
+        required = true
+    )]
+    pub coordinators: Vec<String>,
+    /// An agent host serving its API over HTTPS (`agent --tls-cert NAME.crt --tls-key
+    /// NAME.key`), as for --coordinator (repeatable).
+    #[arg(long = "agent", value_name = "NAME=SAN[,SAN...]")]
+    pub agents: Vec<String>,
+    /// The name of the admin operator principal.
+    #[arg(long, value_name = "NAME", default_value = "admin")]
+    pub admin: String,
+    /// The name of the read-only operator principal.
+    #[arg(long, value_name = "NAME", default_value = "reader")]
+    pub reader: String,
+    /// The name of the agent principal (every agent registers with its token).
+    #[arg(long, value_name = "NAME", default_value = "agents")]
+    pub agent_principal: String,
+    /// The name of the framework principal (it may register in every role, `*`).
+    #[arg(long, value_name = "NAME", default_value = "framework")]
+    pub framework: String,
+    /// Overwrite files already in the directory (a new CA: every certificate it signed stops
+    /// being trusted by clients given the new ca.pem).
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// One host's certificate: its file name and subject alternative names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Host {
+    /// `NAME` of `NAME.crt` / `NAME.key`.
+    pub name: String,
+    /// Its DNS names and IP addresses.
+    pub sans: Vec<String>,
+}
+
+/// What `tls init` writes: every file, with its text and whether it is secret (0600).
+#[derive(Debug)]
+pub struct Plan {
+    /// (path, contents, secret).
+    pub files: Vec<(PathBuf, String, bool)>,
+}
+
+/// Parses `NAME=SAN[,SAN...]` (`flag` is named in errors).
+pub fn parse_host(flag: &str, text: &str) -> Result<Host, String> {
+    let (name, sans) = text
+        .split_once('=')
+        .ok_or_else(|| format!("--{flag} {text:?}: expected NAME=SAN[,SAN...]"))?;
+    check_name(&format!("--{flag} {text:?}"), name)?;
+    if name == "ca" || name == "credentials" {
+        return Err(format!(
+            "--{flag} {text:?}: the name {name:?} is taken by the CA or credentials files"
+        ));
+    }
+    let sans: Vec<String> = sans
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect();
+    if sans.is_empty() {
+        return Err(format!(
+            "--{flag} {text:?}: give at least one DNS name or IP address after '='"
+        ));
+    }
+    Ok(Host {
+        name: name.to_string(),
+        sans,
+    })
+}
+
+/// A file or principal name: 1 to 64 of `A-Z a-z 0-9 . _ -`, not starting with '.'.
+fn check_name(what: &str, name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what}: name {name:?} must be 1 to 64 letters, digits, '.', '_' or '-' (not starting with '.')"
+        ))
+    }
+}
+
+/// Checks the flags and makes every file's contents (nothing is written).
+pub fn plan(args: &InitArgs) -> Result<Plan, String> {
+    let mut hosts = Vec::new();
+    for text in &args.coordinators {
+        hosts.push(parse_host("coordinator", text)?);
+    }
+    for text in &args.agents {
+        hosts.push(parse_host("agent", text)?);
+    }
+    let mut seen = BTreeSet::new();
+    for h in &hosts {
+        if !seen.insert(h.name.as_str()) {
+            return Err(format!(
+                "host name {:?} is given twice (--coordinator and --agent names share NAME.crt)",
+                h.name
+            ));
+        }
+    }
+    let principals = [
+        ("admin", &args.admin),
+        ("reader", &args.reader),
+        ("agent-principal", &args.agent_principal),
+        ("framework", &args.framework),
+    ];
+    let mut names = BTreeSet::new();
+    for (flag, name) in principals {
+        check_name(&format!("--{flag}"), name)?;
+        if !names.insert(name.as_str()) {
+            return Err(format!(
+                "--{flag}: principal name {name:?} is used twice; give each principal its own"
+            ));
+        }
+    }
+
+    let dir = &args.out;
+    let ca = Ca::generate("Parley cluster CA").map_err(|e| e.to_string())?;
+    let mut files = vec![
+        (dir.join("ca.pem"), ca.cert_pem(), false),
+        (dir.join("ca.key"), ca.key_pem(), true),
+    ];
+    for h in &hosts {
+        let issued = ca
+            .issue_server(&h.sans)
+            .map_err(|e| format!("host {:?}: {e}", h.name))?;
+        files.push((dir.join(format!("{}.crt", h.name)), issued.cert_pem, false));
+        files.push((dir.join(format!("{}.key", h.name)), issued.key_pem, true));
+    }
+    let mut credentials = String::from(
+        "# Written by `coordinator tls init`. Only hashes: the tokens are in tokens/.\n",
+    );
+    let entries = [
+        (&args.admin, "kind = \"operator\"\naccess = \"admin\"\n"),
+        (&args.reader, "kind = \"operator\"\naccess = \"read\"\n"),
+        (&args.agent_principal, "kind = \"agent\"\n"),
+        (&args.framework, "kind = \"framework\"\nroles = [\"*\"]\n"),
+    ];
+    for (name, kind) in entries {
+        let token = crate::secrets::new_token();
+        credentials.push_str(&format!(
+            "\n[[principals]]\nname = \"{name}\"\n{kind}secret_sha256 = \"{}\"\n",
+            SecretHash::of(&token).to_hex()
+        ));
+        files.push((dir.join("tokens").join(name), format!("{token}\n"), true));
+    }
+    files.push((dir.join("credentials.toml"), credentials, false));
+    Ok(Plan { files })
+}
+
+/// Writes the plan's files: refuses, naming the first, when any exists and `force` is off;
+/// secret files are created 0600 (and `tokens/` 0700) before anything is written into them.
+pub fn write(plan: &Plan, force: bool) -> Result<(), String> {
+    if !force {
+        if let Some((path, _, _)) = plan.files.iter().find(|(p, _, _)| p.exists()) {
+            return Err(format!(
+                "{} already exists: tls init never replaces a CA, certificate or token without --force (which makes a new CA)",
+                path.display()
+            ));
+        }
+    }
+    for (path, text, secret) in &plan.files {
+        if let Some(parent) = path.parent() {
+            create_dir(parent)?;
+        }
+        write_file(path, text, *secret)?;
+    }
+    Ok(())
+}
+
+fn create_dir(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::DirBuilderExt;
+    if dir.is_dir() {
+        return Ok(());
+    }
+    // The tokens' directory is the owner's only; the others are readable like any config.
+    let mode = if dir.file_name().is_some_and(|n| n == "tokens") {
+        0o700
+    } else {
+        0o755
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(mode)
+        .create(dir)
+        .map_err(|e| format!("cannot create directory {}: {e}", dir.display()))
+}
+
+/// Writes `text` to a temporary file with the final mode, then renames it over `path`, so a
+/// secret is never readable by others, not even for a moment.
+fn write_file(path: &Path, text: &str, secret: bool) -> Result<(), String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let err = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let _ = std::fs::remove_file(&tmp);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(if secret { 0o600 } else { 0o644 })
+        .open(&tmp)
+        .map_err(err)?;
+    file.write_all(text.as_bytes()).map_err(err)?;
+    file.sync_all().map_err(err)?;
+    drop(file);
+    std::fs::rename(&tmp, path).map_err(err)
+}
+
+/// Runs `coordinator tls ...`.
+pub fn run(command: &TlsCommand) -> ExitCode {
+    let TlsCommand::Init(args) = command;
+    let result = plan(args).and_then(|p| write(&p, args.force).map(|()| p));
+    match result {
+        Ok(plan) => {
+            println!("wrote into {}:", args.out.display());
+            for (path, _, secret) in &plan.files {
+                let rel = path.strip_prefix(&args.out).unwrap_or(path);
+                let note = if *secret { "  (secret, 0600)" } else { "" };
+                println!("  {}{note}", rel.display());
+            }
+            println!(
+                "start each coordinator with --tls-cert NAME.crt --tls-key NAME.key --credentials credentials.toml;\n\
+                 agents with --ca-file ca.pem --token \"$(cat tokens/{})\"; keep ca.key offline.",
+                args.agent_principal
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        args: InitArgs,
+    }
+
+    fn args(extra: &[&str]) -> InitArgs {
+        let mut argv = vec!["x", "--out", "/nonexistent-out"];
+        argv.extend_from_slice(extra);
+        Wrap::try_parse_from(argv).unwrap().args
+    }
+
+    #[test]
+    fn bad_hosts_and_names_are_named_before_anything_is_made() {
+        let cases: [(&[&str], &str); 7] = [
+            (&["--coordinator", "c1"], "expected NAME=SAN"),
+            (&["--coordinator", "c1="], "at least one DNS name"),
+            (&["--coordinator", "../x=a"], "name \"../x\""),
+            (&["--coordinator", "ca=a"], "taken by the CA"),
+            (
+                &["--coordinator", "c1=a b"],
+                "invalid certificate name \"a b\"",
+            ),
+            (
+                &["--coordinator", "c1=a", "--agent", "c1=b"],
+                "\"c1\" is given twice",
+            ),
+            (
+                &["--coordinator", "c1=a", "--reader", "admin"],
+                "--reader: principal name \"admin\" is used twice",
+            ),
+        ];
+        for (argv, expected) in cases {
+            let err = plan(&args(argv)).unwrap_err();
+            assert!(err.contains(expected), "{argv:?}: {err}");
+        }
+    }
+}
