@@ -156,7 +156,12 @@ async fn a_silent_agent_is_lost_with_its_offers_and_tasks() {
     c.assert_books_consistent().await;
 }
 
-fn status_json(agent: AgentId, fw: FrameworkId, task: &str, state: &str) -> serde_json::Value {
+pub(crate) fn status_json(
+    agent: AgentId,
+    fw: FrameworkId,
+    task: &str,
+    state: &str,
+) -> serde_json::Value {
     json!({"task_id": task, "framework_id": fw, "agent_id": agent, "state": state,
            "update_id": protocol::UpdateId::new(), "timestamp": protocol::now()})
 }
