@@ -416,11 +416,16 @@ impl TaskRecord {
         !self.latest.state.is_terminal() && self.latest.state != TaskState::Unreachable
     }
 
-    /// Records a new latest status (its update id too), dropping the cached view.
-    pub(crate) fn set_latest(&mut self, status: TaskStatus) {
+    /// Records a new latest status (its update id too), dropping the cached view. Returns the
+    /// state the task just ended in, if it was not terminal before (for the terminal counts).
+    #[must_use]
+    pub(crate) fn set_latest(&mut self, status: TaskStatus) -> Option<TaskState> {
+        let ended = (!self.latest.state.is_terminal() && status.state.is_terminal())
+            .then_some(status.state);
         self.update_ids.push(status.update_id);
         self.latest = status;
         self.view = OnceLock::new();
+        ended
     }
 
     /// The task's resources for a status the coordinator makes, `None` when unknown (an
@@ -464,6 +469,16 @@ pub struct State {
     pub(crate) partitioned: BTreeMap<(FrameworkId, TaskId), u64>,
     /// Fences ordered since the start (`partition.rs`).
     pub(crate) fences: u64,
+    /// Tasks that ended since the start, by state in [`TaskState::ALL`] order (only the
+    /// terminal ones count).
+    pub(crate) tasks_terminal: [u64; TaskState::ALL.len()],
+}
+
+/// Counts a task that just reached the terminal `state` (see [`TaskRecord::set_latest`]).
+fn count_terminal(counts: &mut [u64; TaskState::ALL.len()], state: Option<TaskState>) {
+    if let Some(i) = state.and_then(|s| TaskState::ALL.iter().position(|t| *t == s)) {
+        counts[i] += 1;
+    }
 }
 
 impl std::fmt::Debug for State {
@@ -527,6 +542,7 @@ impl State {
             preempt: preempt::Preemption::new(config.preemption_grace),
             partitioned: BTreeMap::new(),
             fences: 0,
+            tasks_terminal: [0; TaskState::ALL.len()],
         }
     }
 

@@ -327,6 +327,6 @@ async fn a_measured_end_is_relayed_with_its_reason_and_usage_and_counted_once() 
     assert_eq!(value("parley_tasks_memory_limit_total"), "1");
     assert_eq!(value("parley_tasks_measured_total"), "1");
     assert_eq!(value("parley_task_peak_memory_bytes_total"), "67108864");
-    assert_eq!(value("parley_task_cpu_seconds_total"), "1.500000");
-    assert_eq!(value("parley_task_throttled_seconds_total"), "0.250000");
+    assert_eq!(value("parley_task_cpu_seconds_total"), "1.5");
+    assert_eq!(value("parley_task_throttled_seconds_total"), "0.25");
 }
