@@ -149,6 +149,8 @@ fn sample(arg: &clap::Arg) -> Sample {
         ("roles", "eng=2", "[roles]\n\"eng\" = 2\n"),
         // `on` / `off` on the command line, a TOML boolean in the file.
         ("gpu_gating", "off", "gpu_gating = false\n"),
+        // `text` or `json`; not the default, so that it is seen to change something.
+        ("log_format", "json", "log_format = \"json\"\n"),
     ];
     if let Some((_, text, toml)) = exceptions.iter().find(|(k, _, _)| *k == key) {
         return Sample {
