@@ -185,10 +185,21 @@ pub(crate) struct OutputQuery {
 }
 
 /// The router of one real agent. Launches, kills and output reads need the agent's token
-/// ([`crate::auth`]); `GET /tasks` (statuses only: no environment, no output) and
-/// `GET /health` stay open for operators and monitoring.
+/// ([`crate::auth`]); `GET /tasks` (statuses only: no environment, no output), `GET /health`
+/// and `GET /metrics` (counts only, see [`crate::metrics`]) stay open for operators and
+/// monitoring.
 pub(crate) fn app(agent: Arc<RealAgent>) -> Router {
+    let registry = Arc::new(crate::metrics::registry(&agent));
     Router::new()
+        .route(
+            "/metrics",
+            get(move || async move {
+                (
+                    [(header::CONTENT_TYPE, observe::CONTENT_TYPE)],
+                    observe::encode(&registry),
+                )
+            }),
+        )
         .route("/api/v1/tasks", post(launch).get(list))
         .route("/api/v1/tasks/{task_id}/kill", post(kill))
         .route("/api/v1/tasks/{task_id}/stdout", get(stdout))
@@ -214,6 +225,7 @@ async fn launch(
             LaunchError::Refused(refused) => refused.into(),
             LaunchError::Sandbox { .. } | LaunchError::Journal(_) => {
                 tracing::error!("launch failed: {e}");
+                agent.metrics().count_launch_failure();
                 ApiError::new(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "internal",

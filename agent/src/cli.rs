@@ -100,4 +100,7 @@ pub struct Cli {
     /// device indices like 0,2. Simulated agents take gpus=N from --resources instead.
     #[arg(long, default_value = "auto", allow_hyphen_values = true)]
     pub gpus: String,
+    /// How log lines are written.
+    #[command(flatten)]
+    pub log: observe::logging::LogArgs,
 }

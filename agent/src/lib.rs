@@ -32,6 +32,8 @@
 //!   several coordinators (`--coordinator a,b,c`): follows the leader, and tells the shell when
 //!   another coordinator answers, so the agent registers again with its running tasks.
 //! - `api`: the agent's HTTP API (axum router).
+//! - [`metrics`]: `GET /metrics`: the table of the agent's metrics, its counters, and the
+//!   registry that writes them with the process' figures (`parley-observe`).
 //! - [`simulated`]: the simulated agents' shell: many cores in one process, one listener, one
 //!   driver loop, fake tasks.
 //!
@@ -117,6 +119,7 @@ pub mod health;
 pub mod image;
 pub mod isolation;
 pub mod journal;
+pub mod metrics;
 pub mod resources;
 pub mod simulated;
 pub mod task_user;

@@ -46,13 +46,7 @@ fn main() {
             ),
         },
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    observe::logging::init(cli.log.log_format, observe::logging::Stream::Stderr);
     let plan = match plan(cli) {
         Ok(plan) => plan,
         Err(e) => fail(&format!("{e:#}")),

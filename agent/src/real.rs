@@ -22,7 +22,8 @@ use crate::executor::{self, MemoryLimits, TaskUser};
 use crate::gpu::{GpuDiscovery, LocalGpu, TaskGpus};
 use crate::health;
 use crate::isolation::{self, Isolator};
-use crate::journal::{Journal, JournalError, Replay};
+use crate::journal::{Journal, JournalError, Record, Replay};
+use crate::metrics::AgentMetrics;
 
 /// The file in the work dir holding the agent id the coordinator gave.
 pub const AGENT_ID_FILE: &str = "agent_id";
@@ -84,6 +85,8 @@ pub(crate) struct RealAgent {
     /// The [`client::Leader::generation`] of the last registration: another coordinator
     /// answering means registering again.
     registered_at: AtomicU64,
+    /// The counters of `/metrics`.
+    metrics: AgentMetrics,
     /// Cancelled on shutdown; every background task watches it.
     pub cancel: CancellationToken,
     /// Requests, timers, process watchers: awaited on shutdown.
@@ -153,6 +156,7 @@ impl RealAgent {
             http,
             leader,
             registered_at: AtomicU64::new(0),
+            metrics: AgentMetrics::default(),
             cancel: CancellationToken::new(),
             tracker: TaskTracker::new(),
         });
@@ -226,6 +230,7 @@ impl RealAgent {
                 }
                 out.remove(0);
             }
+            self.metrics.count_launched(ids.len());
             books.core.flush(now, &mut out);
             self.write_journal(&mut books, out)
         };
@@ -245,6 +250,18 @@ impl RealAgent {
             true => self.feed(|core, now, out| core.fence(framework_id, task_id, now, out)),
             false => self.feed(|core, now, out| core.kill(framework_id, task_id, now, out)),
         }
+    }
+
+    /// The counters of `/metrics`.
+    pub(crate) fn metrics(&self) -> &AgentMetrics {
+        &self.metrics
+    }
+
+    /// What a scrape reads from the books: whether the agent is registered, and how many tasks
+    /// run.
+    pub(crate) fn scrape(&self) -> (bool, usize) {
+        let books = self.lock();
+        (books.core.is_registered(), books.core.running())
     }
 
     /// The latest status of every task.
@@ -304,6 +321,11 @@ impl RealAgent {
                     records,
                     durability,
                 } => {
+                    for r in &records {
+                        if let Record::Status { status } = r {
+                            self.metrics.count_status(status);
+                        }
+                    }
                     if let Err(e) = books.journal.append(&records, durability) {
                         // Still report it: a lost journal line only matters if the agent also
                         // restarts.

@@ -402,7 +402,8 @@ impl State {
                 continue;
             };
             if let Some(t) = self.tasks.get_mut(&key) {
-                t.set_latest(status.clone());
+                let ended = t.set_latest(status.clone());
+                crate::count_terminal(&mut self.tasks_terminal, ended);
                 t.lost_by_coordinator = true;
             }
             if let Some(f) = self.frameworks.get_mut(&key.0) {

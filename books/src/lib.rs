@@ -421,11 +421,16 @@ impl TaskRecord {
         !self.latest.state.is_terminal() && self.latest.state != TaskState::Unreachable
     }
 
-    /// Records a new latest status (its update id too), dropping the cached view.
-    pub(crate) fn set_latest(&mut self, status: TaskStatus) {
+    /// Records a new latest status (its update id too), dropping the cached view. Returns the
+    /// state the task just ended in, if it was not terminal before (for the terminal counts).
+    #[must_use]
+    pub(crate) fn set_latest(&mut self, status: TaskStatus) -> Option<TaskState> {
+        let ended = (!self.latest.state.is_terminal() && status.state.is_terminal())
+            .then_some(status.state);
         self.update_ids.push(status.update_id);
         self.latest = status;
         self.view = OnceLock::new();
+        ended
     }
 
     /// The task's resources for a status the coordinator makes, `None` when unknown (an
@@ -476,6 +481,16 @@ pub struct State {
     /// Resource names a quota may name though no agent offers them yet: the standard ones and
     /// the declared `known_resources` (`quota.rs`).
     pub(crate) known_resources: std::collections::BTreeSet<String>,
+    /// Tasks that ended since the start, by state in [`TaskState::ALL`] order (only the
+    /// terminal ones count).
+    pub(crate) tasks_terminal: [u64; TaskState::ALL.len()],
+}
+
+/// Counts a task that just reached the terminal `state` (see [`TaskRecord::set_latest`]).
+fn count_terminal(counts: &mut [u64; TaskState::ALL.len()], state: Option<TaskState>) {
+    if let Some(i) = state.and_then(|s| TaskState::ALL.iter().position(|t| *t == s)) {
+        counts[i] += 1;
+    }
 }
 
 impl std::fmt::Debug for State {
@@ -545,6 +560,7 @@ impl State {
                 .map(|n| (*n).to_owned())
                 .chain(config.known_resources.iter().map(|n| n.as_str().to_owned()))
                 .collect(),
+            tasks_terminal: [0; TaskState::ALL.len()],
         }
     }
 

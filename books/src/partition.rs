@@ -46,7 +46,8 @@ impl State {
         let Some(t) = self.tasks.get_mut(key) else {
             return false;
         };
-        t.set_latest(status.clone());
+        let ended = t.set_latest(status.clone());
+        crate::count_terminal(&mut self.tasks_terminal, ended);
         let gone_at = now.ms.saturating_add((timeout_s * 1000.0) as u64);
         self.partitioned.insert(key.clone(), gone_at);
         self.send_update(status, now, fx);
@@ -95,7 +96,8 @@ impl State {
             return;
         };
         if let Some(t) = self.tasks.get_mut(key) {
-            t.set_latest(status.clone());
+            let ended = t.set_latest(status.clone());
+            crate::count_terminal(&mut self.tasks_terminal, ended);
             t.lost_by_coordinator = true;
         }
         if let Some(f) = self.frameworks.get_mut(&key.0) {

@@ -148,7 +148,8 @@ impl State {
         if t.preempt_killed && status.state == TaskState::Killed && status.reason.is_none() {
             status.reason = Some(protocol::task::REASON_PREEMPTED.into());
         }
-        t.set_latest(status.clone());
+        let ended = t.set_latest(status.clone());
+        crate::count_terminal(&mut self.tasks_terminal, ended);
         if status.state.is_terminal() {
             let (agent, res, pool) = (t.agent_id, t.resources.clone(), t.pool.clone());
             let on_active_agent = self
@@ -180,7 +181,8 @@ impl State {
         else {
             return;
         };
-        t.set_latest(status.clone());
+        let ended = t.set_latest(status.clone());
+        crate::count_terminal(&mut self.tasks_terminal, ended);
         t.lost_by_coordinator = false;
         self.send_update(status, now, fx);
     }

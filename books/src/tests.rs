@@ -611,6 +611,32 @@ fn finish(s: &mut State, fw: FrameworkId, agent: AgentId, id: &str, ack: bool) -
     done
 }
 
+#[test]
+fn each_task_that_ends_is_counted_once_by_its_terminal_state() {
+    let (mut s, fw, agent, offer) = setup();
+    let mut fx = Vec::new();
+    let req = Accept {
+        offer_ids: vec![offer.offer_id],
+        tasks: vec![task("a", agent, "cpus=1"), task("b", agent, "cpus=1")],
+        refuse: Some(Duration::ZERO),
+    };
+    s.accept(fw, req, &at(2), &mut fx).unwrap();
+    let done = finish(&mut s, fw, agent, "a", false);
+    // Sent again by the agent (it was not acknowledged): counted once.
+    s.agent_status(agent, done, &at(12), &mut fx).unwrap();
+    // The agent is lost with task b.
+    s.check_agents(&at(1_000_000), &mut fx);
+    let expected: Vec<(&str, u64)> = vec![
+        ("finished", 1),
+        ("failed", 0),
+        ("killed", 0),
+        ("lost", 1),
+        ("error", 0),
+        ("gone", 0),
+    ];
+    assert_eq!(s.gauges().tasks_terminal, expected);
+}
+
 fn listed(s: &State, fw: FrameworkId) -> Vec<String> {
     s.tasks(Some(fw))
         .into_iter()

@@ -124,6 +124,9 @@ pub struct Gauges {
     /// at most [`MAX_AGENT_GPU_SERIES`] agents (the cluster's sums are in
     /// [`Gauges::resources`] under `gpus` however many there are).
     pub agent_gpus: Vec<(AgentId, f64, f64)>,
+    /// Tasks that reached each terminal state since the start (every terminal state, in
+    /// `TaskState::ALL` order, zeros too); not kept across restarts.
+    pub tasks_terminal: Vec<(&'static str, u64)>,
 }
 
 /// The most agents with their own GPU series on `/metrics` (`parley_agent_gpus{agent}`): two
@@ -294,6 +297,12 @@ impl State {
             preemptions: self.preemptions(),
             tasks_preempted: self.tasks_preempted(),
             starved_roles: self.starved_roles(),
+            tasks_terminal: protocol::TaskState::ALL
+                .iter()
+                .zip(self.tasks_terminal)
+                .filter(|(s, _)| s.is_terminal())
+                .map(|(s, n)| (s.as_str(), n))
+                .collect(),
             ..Gauges::default()
         };
         for t in self.tasks.values() {

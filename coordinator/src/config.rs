@@ -125,6 +125,9 @@ pub struct Config {
     /// taken back from roles above theirs, killed that long after their frameworks are told
     /// (`--preemption-grace-s`; see `docs/src/operating/preemption.md`).
     pub preemption_grace: Option<Duration>,
+    /// How the `coordinator` binary writes its log lines: text (the default) or JSON, one
+    /// object a line (`--log-format`); the library itself installs no subscriber.
+    pub log_format: observe::LogFormat,
 }
 
 impl Default for Config {
@@ -165,6 +168,7 @@ impl Default for Config {
             gpu_gating: true,
             preemption_grace: None,
             known_resources: Vec::new(),
+            log_format: observe::LogFormat::Text,
         }
     }
 }
@@ -603,6 +607,10 @@ pub struct Overrides {
     /// is open.
     #[arg(long, value_name = "FILE", env = "PARLEY_CREDENTIALS")]
     pub credentials: Option<std::path::PathBuf>,
+    /// Log lines as `text` or `json` (one object a line: timestamp, level, target, fields);
+    /// text has colours only on a terminal.
+    #[arg(long, value_name = "text|json", env = "PARLEY_LOG_FORMAT")]
+    pub log_format: Option<observe::LogFormat>,
 }
 
 /// A duration setting: its name in the file, its flag, where it goes, whether zero is allowed.
@@ -736,6 +744,9 @@ impl Overrides {
         }
         if let Some(path) = &self.agent_ca_file {
             config.agent_ca_file = Some(path.clone());
+        }
+        if let Some(format) = self.log_format {
+            config.log_format = format;
         }
         if let Some(path) = &self.credentials {
             let credentials =
@@ -887,6 +898,7 @@ fn default_text(key: &str, c: &Config) -> String {
         "tls_cert" | "tls_key" if c.tls_cert.is_none() => "none (plain HTTP)".into(),
         "agent_ca_file" if c.agent_ca_file.is_none() => "built-in roots".into(),
         "credentials" if c.credentials.is_none() => "none (open API)".into(),
+        "log_format" => c.log_format.to_string(),
         _ => String::new(),
     }
 }

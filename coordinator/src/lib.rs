@@ -46,7 +46,8 @@
 //!   SIGHUP); a file that does not load replaces nothing.
 //! - [`http`]: the HTTP/1 accept loop (header read and idle timeout, peer addresses for the
 //!   rate limit, graceful shutdown).
-//! - [`metrics`]: per-instance counters rendered as Prometheus text.
+//! - [`metrics`]: per-instance counters, and the `prometheus-client` registry that serves them
+//!   with the books' gauges and the process' figures as Prometheus text.
 //! - [`history`]: the ring of samples of the books (one a second, ten minutes) behind
 //!   `GET /api/v1/history`, the dashboard's charts.
 //! - `ui/`: the dashboard page served at `/` (static HTML, hand-written JS and CSS, SVG charts;

@@ -1,61 +1,35 @@
-//! [`Metrics`]: counters of one coordinator instance, rendered as Prometheus text for
-//! `/metrics` together with gauges read from the books.
+//! [`Metrics`]: counters of one coordinator instance, and the `prometheus-client` registry that
+//! serves them on `/metrics` together with gauges read from the books at each scrape and this
+//! process' figures.
 //!
-//! The counters are plain atomics owned by the instance rather than a global `metrics`
-//! recorder: tests run several coordinators in one process, and each must report its own.
+//! The counters are plain atomics owned by the instance, and each coordinator has its own
+//! [`Registry`] rather than a global one: tests run several coordinators in one process, and
+//! each must report its own. Every family is written through [`observe::Scrape`], which takes
+//! its type and help from [`METRICS`] (or `observe::process::METRICS`), the table the book's
+//! reference is generated from: no metric can be served undocumented.
 
-use std::fmt::Write;
+use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
+use observe::process::{BuildInfo, ProcessCollector};
+use observe::prometheus_client::collector::Collector;
+use observe::prometheus_client::encoding::DescriptorEncoder;
+use observe::prometheus_client::registry::Registry;
+use observe::Scrape;
 use protocol::events::OfferEvent;
 
 use crate::auth::Denial;
 use crate::state::{Gauges, ResourceUse};
 
-/// What a metric is in Prometheus' terms.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// Only goes up (until the coordinator restarts).
-    Counter,
-    /// A value now.
-    Gauge,
-    /// Observations in buckets, with their sum and count.
-    Histogram,
-}
+pub use observe::{Kind, Metric};
 
-impl Kind {
-    /// The name in `# TYPE` lines.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Counter => "counter",
-            Kind::Gauge => "gauge",
-            Kind::Histogram => "histogram",
-        }
-    }
-}
-
-/// One metric of `/metrics`: what [`Metrics::render`] writes in its `# HELP` and `# TYPE`
-/// lines, and the book's metrics reference (`docs/src/reference/metrics.md`, generated from
-/// [`METRICS`]).
-#[derive(Debug, Clone, Copy)]
-pub struct Metric {
-    /// Its name.
-    pub name: &'static str,
-    /// Its type.
-    pub kind: Kind,
-    /// Its label, for a metric with one series per value of it.
-    pub label: Option<&'static str>,
-    /// The `# HELP` text.
-    pub help: &'static str,
-    /// The closest metric of a Mesos master, for the reference (Markdown).
-    pub mesos: &'static str,
-}
-
-/// Every metric [`Metrics::render`] writes, in the reference's order. Rendering looks each
-/// name up here (its `header` function), so a metric cannot be written without being documented; a
-/// test checks that every one here is written.
-pub const METRICS: [Metric; 39] = [
+/// Every metric of the coordinator's own, in the reference's order (the process' figures
+/// and `parley_build_info`, shared with the agent, are `observe::process::METRICS`). Each
+/// family is written with the type and help found here; a test checks that every one here is
+/// written.
+pub const METRICS: [Metric; 41] = [
     Metric {
         name: "parley_offers_created_total",
         kind: Kind::Counter,
@@ -329,45 +303,26 @@ pub const METRICS: [Metric; 39] = [
         help: "Sum over GPU-measured tasks of each one's mean GPU utilisation (divide by parley_tasks_gpu_measured_total).",
         mesos: "none",
     },
+    Metric {
+        name: "parley_leader",
+        kind: Kind::Gauge,
+        label: None,
+        help: "1 while this coordinator serves the API (the leader with high availability, always without); 0 while it follows.",
+        mesos: "`master/elected`",
+    },
+    Metric {
+        name: "parley_tasks_terminal_total",
+        kind: Kind::Counter,
+        label: Some("state"),
+        help: "Tasks that reached each terminal state since this coordinator started (it starts again at 0 on restart or on taking over as leader).",
+        mesos: "`master/tasks_finished`, `master/tasks_failed`, `master/tasks_killed`, `master/tasks_lost`, `master/tasks_error`, `master/tasks_gone`",
+    },
 ];
 
-/// Writes the `# HELP` and `# TYPE` lines of `name`, from [`METRICS`].
-///
-/// # Panics
-///
-/// In debug builds, for a name not in [`METRICS`] (a metric nobody documented); release builds
-/// write no header for it.
-fn header(out: &mut String, name: &str) {
-    let metric = METRICS.iter().find(|m| m.name == name);
-    debug_assert!(metric.is_some(), "metric {name} is not in METRICS");
-    if let Some(m) = metric {
-        let _ = writeln!(
-            out,
-            "# HELP {} {}\n# TYPE {} {}",
-            m.name,
-            m.help,
-            m.name,
-            m.kind.as_str()
-        );
-    }
-}
-
-/// The metrics reference as a Markdown table: metric (with its label), type, meaning and the
-/// closest Mesos metric.
+/// The metrics reference as a Markdown table: metric (with its labels), type, meaning and the
+/// closest Mesos metric; the coordinator's own, then the process' figures.
 pub fn reference_table() -> String {
-    let mut out = String::from("| metric | type | what | Mesos equivalent |\n|---|---|---|---|\n");
-    for m in &METRICS {
-        let label = m.label.map(|l| format!("{{{l}}}")).unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "| `{}{label}` | {} | {} | {} |",
-            m.name,
-            m.kind.as_str(),
-            m.help,
-            m.mesos
-        );
-    }
-    out
+    observe::table::reference_table(METRICS.iter().chain(&observe::process::METRICS))
 }
 
 /// Upper bounds (seconds) of the allocation-run histogram's buckets.
@@ -587,9 +542,35 @@ impl Metrics {
         self.offer_wait.observe(waited.as_secs_f64());
     }
 
-    /// Prometheus text exposition of the counters and the given gauges.
-    pub fn render(&self, g: &Gauges) -> String {
-        let mut out = String::new();
+    /// A registry of these counters, the gauges `source` reads at each scrape, and this
+    /// process' figures: what `/metrics` serves.
+    pub fn registry(self: &Arc<Self>, source: Source) -> Registry {
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(Collected {
+            metrics: Arc::clone(self),
+            source,
+        }));
+        registry.register_collector(Box::new(ProcessCollector::new(BuildInfo::new(env!(
+            "CARGO_PKG_VERSION"
+        )))));
+        registry
+    }
+
+    /// Prometheus text of the counters and the given gauges, as a leader's `/metrics` (tests).
+    pub fn render(self: &Arc<Self>, g: &Gauges) -> String {
+        let gauges = g.clone();
+        let source: Source = Box::new(move || {
+            Some(Scraped {
+                gauges: gauges.clone(),
+                leader: true,
+            })
+        });
+        observe::encode(&self.registry(source))
+    }
+
+    /// Writes every family of [`METRICS`]: the counters, and the gauges of `scraped`.
+    fn write(&self, s: &mut Scrape<'_>, scraped: &Scraped) -> fmt::Result {
+        let g = &scraped.gauges;
         let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let counters = [
             ("parley_offers_created_total", load(&self.offers_created)),
@@ -633,8 +614,7 @@ impl Metrics {
             ("parley_tasks_preempted_total", g.tasks_preempted),
         ];
         for (name, v) in counters {
-            header(&mut out, name);
-            let _ = writeln!(out, "{name} {v}");
+            s.counter(name, v)?;
         }
         for (name, micros) in [
             ("parley_task_cpu_seconds_total", load(&self.task_cpu_micros)),
@@ -647,84 +627,115 @@ impl Metrics {
                 load(&self.task_gpu_utilization_micros),
             ),
         ] {
-            header(&mut out, name);
-            let _ = writeln!(out, "{name} {:.6}", micros as f64 / 1e6);
+            s.counter_f64(name, micros as f64 / 1e6)?;
         }
-        header(&mut out, "parley_auth_denied_total");
-        for (denial, count) in Denial::ALL.iter().zip(&self.auth_denied) {
-            let _ = writeln!(
-                out,
-                "parley_auth_denied_total{{reason=\"{}\"}} {}",
-                denial.label(),
-                load(count)
-            );
-        }
-        header(&mut out, "parley_loop_panics_total");
-        for (name, count) in LOOPS.iter().zip(&self.loop_panics) {
-            let _ = writeln!(
-                out,
-                "parley_loop_panics_total{{loop=\"{name}\"}} {}",
-                load(count)
-            );
-        }
-        header(&mut out, "parley_outstanding_offers");
-        let _ = writeln!(out, "parley_outstanding_offers {}", g.outstanding_offers);
-        header(&mut out, "parley_tasks_unhealthy");
-        let _ = writeln!(out, "parley_tasks_unhealthy {}", g.tasks_unhealthy);
-        header(&mut out, "parley_starved_roles");
-        let _ = writeln!(out, "parley_starved_roles {}", g.starved_roles);
+        s.counters(
+            "parley_auth_denied_total",
+            "reason",
+            Denial::ALL
+                .iter()
+                .zip(&self.auth_denied)
+                .map(|(d, c)| (d.label(), load(c))),
+        )?;
+        s.counters(
+            "parley_loop_panics_total",
+            "loop",
+            LOOPS
+                .iter()
+                .zip(&self.loop_panics)
+                .map(|(l, c)| (*l, load(c))),
+        )?;
+        s.counters(
+            "parley_tasks_terminal_total",
+            "state",
+            g.tasks_terminal.iter().map(|(state, n)| (*state, *n)),
+        )?;
+        s.gauge("parley_outstanding_offers", g.outstanding_offers as f64)?;
+        s.gauge("parley_tasks_unhealthy", g.tasks_unhealthy as f64)?;
+        s.gauge("parley_starved_roles", g.starved_roles as f64)?;
+        s.gauge("parley_leader", if scraped.leader { 1.0 } else { 0.0 })?;
         let labelled = [
             ("parley_tasks", &g.tasks_by_state),
             ("parley_agents", &g.agents_by_state),
             ("parley_frameworks", &g.frameworks_by_state),
         ];
         for (name, map) in labelled {
-            header(&mut out, name);
-            for (state, n) in map.iter() {
-                let _ = writeln!(out, "{name}{{state=\"{state}\"}} {n}");
-            }
+            s.gauges(name, "state", map.iter().map(|(k, n)| (*k, *n as f64)))?;
         }
-        header(&mut out, "parley_role_dominant_share");
-        for (role, share) in &g.role_shares {
-            let _ = writeln!(out, "parley_role_dominant_share{{role=\"{role}\"}} {share}");
-        }
-        render_resources(&mut out, g);
-        let name = "parley_allocation_run_seconds";
-        header(&mut out, name);
-        for (bound, bucket) in RUN_BUCKETS.iter().zip(&self.allocation_buckets) {
-            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {}", load(bucket));
-        }
+        s.gauges(
+            "parley_role_dominant_share",
+            "role",
+            g.role_shares.iter().map(|(r, share)| (r.as_str(), *share)),
+        )?;
+        write_resources(s, g)?;
         let runs = load(&self.allocation_runs);
-        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {runs}");
-        let _ = writeln!(
-            out,
-            "{name}_sum {}",
-            load(&self.allocation_micros) as f64 / 1e6
-        );
-        let _ = writeln!(out, "{name}_count {runs}");
-        render_fine(
-            &mut out,
+        let mut below = 0;
+        let coarse: Vec<(f64, u64)> = RUN_BUCKETS
+            .iter()
+            .zip(&self.allocation_buckets)
+            .map(|(bound, bucket)| {
+                // The buckets count cumulatively; the encoder wants each bucket alone.
+                let cumulative = load(bucket);
+                let alone = cumulative.saturating_sub(below);
+                below = cumulative;
+                (*bound, alone)
+            })
+            .collect();
+        let sum = load(&self.allocation_micros) as f64 / 1e6;
+        s.histogram("parley_allocation_run_seconds", sum, runs, &coarse)?;
+        write_fine(
+            s,
             "parley_allocation_run_fine_seconds",
             &self.allocation_fine,
             load(&self.allocation_micros),
-        );
-        render_fine(
-            &mut out,
+        )?;
+        write_fine(
+            s,
             "parley_offer_wait_seconds",
             &self.offer_wait,
             load(&self.offer_wait_micros),
-        );
-        out
+        )
+    }
+}
+
+/// What a scrape reads from the books (once, under their lock) and from the HA status.
+#[derive(Debug, Clone, Default)]
+pub struct Scraped {
+    /// The books' gauges.
+    pub gauges: Gauges,
+    /// Whether this coordinator serves the API (standalone, or the HA leader).
+    pub leader: bool,
+}
+
+/// Reads [`Scraped`] at each scrape; `None` once the coordinator is gone.
+pub type Source = Box<dyn Fn() -> Option<Scraped> + Send + Sync>;
+
+/// The collector of [`Metrics::registry`]: the counters and what its source reads.
+struct Collected {
+    metrics: Arc<Metrics>,
+    source: Source,
+}
+
+impl fmt::Debug for Collected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Collected").finish_non_exhaustive()
+    }
+}
+
+impl Collector for Collected {
+    fn encode(&self, encoder: DescriptorEncoder) -> fmt::Result {
+        let scraped = (self.source)().unwrap_or_default();
+        self.metrics
+            .write(&mut Scrape::new(encoder, &METRICS), &scraped)
     }
 }
 
 /// Writes the resource gauges: total, used and offered per resource on the active agents, and
 /// used as a percentage of total (Mesos' `master/cpus_percent`, ...).
-fn render_resources(out: &mut String, g: &Gauges) {
-    /// One gauge: its name, help, and how to read it from a resource's use.
+fn write_resources(s: &mut Scrape<'_>, g: &Gauges) -> fmt::Result {
+    /// One gauge: its name and how to read it from a resource's use.
     type Gauge = (&'static str, fn(&ResourceUse) -> f64);
-    let kinds: [Gauge; 4] = [
-        ("parley_resources_total", |r| r.total),
+    let kinds: [Gauge; 3] = [
         ("parley_resources_used", |r| r.used),
         ("parley_resources_offered", |r| r.offered),
         ("parley_resources_used_percent", |r| {
@@ -735,47 +746,52 @@ fn render_resources(out: &mut String, g: &Gauges) {
             }
         }),
     ];
+    // `parley_resources_total` has always been typed a counter; kept so for dashboards.
+    s.counters_f64(
+        "parley_resources_total",
+        "resource",
+        g.resources.iter().map(|(k, r)| (k.as_str(), r.total)),
+    )?;
     for (name, value) in kinds {
-        header(out, name);
-        for (resource, r) in &g.resources {
-            let _ = writeln!(out, "{name}{{resource=\"{resource}\"}} {}", value(r));
-        }
+        s.gauges(
+            name,
+            "resource",
+            g.resources.iter().map(|(k, r)| (k.as_str(), value(r))),
+        )?;
     }
-    render_agent_gpus(out, g);
+    write_agent_gpus(s, g)
 }
 
 /// Writes the per-agent GPU gauges (agents with GPUs only, capped: see
 /// [`crate::state::MAX_AGENT_GPU_SERIES`]).
-fn render_agent_gpus(out: &mut String, g: &Gauges) {
-    /// One gauge: its name, help, and how to read it from `(agent, total, used)`.
-    type Series = (&'static str, fn(&(protocol::AgentId, f64, f64)) -> f64);
-    let series: [Series; 2] = [
-        ("parley_agent_gpus", |a| a.1),
-        ("parley_agent_gpus_used", |a| a.2),
-    ];
-    for (name, value) in series {
-        header(out, name);
-        for a in &g.agent_gpus {
-            let _ = writeln!(out, "{name}{{agent=\"{}\"}} {}", a.0, value(a));
-        }
-    }
+fn write_agent_gpus(s: &mut Scrape<'_>, g: &Gauges) -> fmt::Result {
+    let ids: Vec<String> = g.agent_gpus.iter().map(|a| a.0.to_string()).collect();
+    s.gauges(
+        "parley_agent_gpus",
+        "agent",
+        ids.iter()
+            .zip(&g.agent_gpus)
+            .map(|(id, a)| (id.as_str(), a.1)),
+    )?;
+    s.gauges(
+        "parley_agent_gpus_used",
+        "agent",
+        ids.iter()
+            .zip(&g.agent_gpus)
+            .map(|(id, a)| (id.as_str(), a.2)),
+    )
 }
 
-/// Writes one fine histogram in Prometheus text.
-fn render_fine(out: &mut String, name: &str, h: &FineHistogram, sum_micros: u64) {
-    header(out, name);
-    let mut cumulative = 0;
-    for (i, count) in h.counts.iter().enumerate() {
-        cumulative += count.load(Ordering::Relaxed);
-        let _ = writeln!(
-            out,
-            "{name}_bucket{{le=\"{:.9}\"}} {cumulative}",
-            fine_bound(i)
-        );
-    }
-    let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {cumulative}");
-    let _ = writeln!(out, "{name}_sum {}", sum_micros as f64 / 1e6);
-    let _ = writeln!(out, "{name}_count {cumulative}");
+/// Writes one fine histogram.
+fn write_fine(s: &mut Scrape<'_>, name: &str, h: &FineHistogram, sum_micros: u64) -> fmt::Result {
+    let buckets: Vec<(f64, u64)> = h
+        .counts
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (fine_bound(i), c.load(Ordering::Relaxed)))
+        .collect();
+    let count = buckets.iter().map(|b| b.1).sum();
+    s.histogram(name, sum_micros as f64 / 1e6, count, &buckets)
 }
 
 #[cfg(test)]
@@ -786,20 +802,27 @@ mod tests {
     /// Every metric of the table is written, once, with its type; nothing else is.
     #[test]
     fn render_writes_exactly_the_documented_metrics() {
-        let text = Metrics::default().render(&Gauges::default());
+        let text = Arc::new(Metrics::default()).render(&Gauges::default());
         let typed: Vec<(&str, &str)> = text
             .lines()
             .filter_map(|l| l.strip_prefix("# TYPE "))
             .filter_map(|l| l.split_once(' '))
             .collect();
-        let documented: Vec<(&str, &str)> =
-            METRICS.iter().map(|m| (m.name, m.kind.as_str())).collect();
+        let documented: Vec<(&str, &str)> = METRICS
+            .iter()
+            .chain(&observe::process::METRICS)
+            .map(|m| (m.name, m.kind.as_str()))
+            .collect();
         let mut a = typed.clone();
         let mut b = documented.clone();
         a.sort_unstable();
         b.sort_unstable();
         assert_eq!(a, b, "written (left) and documented (right) differ");
-        assert_eq!(typed.len(), METRICS.len(), "a metric is written twice");
+        assert_eq!(
+            typed.len(),
+            METRICS.len() + observe::process::METRICS.len(),
+            "a metric is written twice"
+        );
         let table = reference_table();
         assert!(
             table.contains("| `parley_tasks{state}` | gauge |"),
@@ -809,7 +832,7 @@ mod tests {
 
     #[test]
     fn renders_counters_histogram_and_gauges() {
-        let m = Metrics::default();
+        let m = Arc::new(Metrics::default());
         m.observe_allocation(Duration::from_micros(300));
         m.observe_allocation(Duration::from_secs(2));
         let mut g = Gauges {
@@ -893,7 +916,7 @@ mod tests {
 
     #[test]
     fn fine_histogram_puts_each_run_in_the_bucket_that_holds_it() {
-        let m = Metrics::default();
+        let m = Arc::new(Metrics::default());
         // 1 µs is the first bound itself; 300 µs lies between bound 32 (2^8 = 256 µs) and
         // bound 33 (2^8.25 ≈ 304.4 µs); 1000 s is past the last bound and lands in the last
         // bucket.
@@ -923,7 +946,7 @@ mod tests {
 
     #[test]
     fn gpu_usage_is_counted_apart_from_cgroup_usage() {
-        let m = Metrics::default();
+        let m = Arc::new(Metrics::default());
         let end = |usage: serde_json::Value| -> protocol::TaskStatus {
             serde_json::from_value(serde_json::json!({
                 "task_id": "t", "framework_id": protocol::FrameworkId::new(),
@@ -946,7 +969,7 @@ mod tests {
         for line in [
             "parley_tasks_gpu_measured_total 2",
             "parley_task_gpu_memory_bytes_total 1500",
-            "parley_task_gpu_utilization_percent_total 75.500000",
+            "parley_task_gpu_utilization_percent_total 75.5",
             "parley_tasks_measured_total 1",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} in {text}");

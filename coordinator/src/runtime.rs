@@ -73,6 +73,9 @@ struct Shared {
     shutdown: CancellationToken,
     start: Instant,
     metrics: Arc<Metrics>,
+    /// What `/metrics` serves: the counters, the books' gauges read at each scrape, the
+    /// process' figures ([`Metrics::registry`]).
+    registry: observe::prometheus_client::registry::Registry,
     /// Samples of the books for the dashboard's charts.
     history: History,
     /// Test hook: bit `i` set makes background loop `LOOPS[i]` panic on its next turn
@@ -172,6 +175,21 @@ pub enum StartError {
     Tls(#[from] parley_tls::TlsError),
 }
 
+/// What a scrape of `/metrics` reads: the books' gauges (once, under their lock) and whether
+/// this coordinator leads. Holds the coordinator weakly: its registry is part of it.
+fn scrape_source(weak: std::sync::Weak<Shared>) -> crate::metrics::Source {
+    Box::new(move || {
+        let c = Coordinator {
+            shared: weak.upgrade()?,
+        };
+        let (role, _) = c.ha_status().get();
+        Some(crate::metrics::Scraped {
+            gauges: c.read(|s| s.gauges()),
+            leader: role != Role::Follower,
+        })
+    })
+}
+
 impl Coordinator {
     /// A coordinator whose books hold what `config.registry` kept (empty without one).
     /// `shutdown` ends its streams and background loops. Fails if the registry cannot be opened
@@ -212,7 +230,8 @@ impl Coordinator {
         let (offer_events, _) = broadcast::channel(OFFER_EVENTS_CAPACITY);
         let credentials = config.credentials.clone();
         Ok(Self {
-            shared: Arc::new(Shared {
+            shared: Arc::new_cyclic(|weak: &std::sync::Weak<Shared>| Shared {
+                registry: metrics.registry(scrape_source(weak.clone())),
                 inner: Mutex::new(Inner {
                     state,
                     streams: HashMap::new(),
@@ -320,6 +339,12 @@ impl Coordinator {
     /// The metrics counters.
     pub fn metrics(&self) -> &Metrics {
         &self.shared.metrics
+    }
+
+    /// The `/metrics` page: Prometheus text of the counters, the books' gauges and the
+    /// process' figures.
+    pub fn render_metrics(&self) -> String {
+        observe::encode(&self.shared.registry)
     }
 
     /// The ring of samples behind `GET /api/v1/history`.

@@ -73,4 +73,7 @@ pub struct Args {
     /// How long the jobs' tasks survive while this service is away, in seconds.
     #[arg(long, default_value_t = framework_sdk::DEFAULT_FAILOVER_TIMEOUT.as_secs_f64())]
     pub failover_timeout_s: f64,
+    /// How log lines are written.
+    #[command(flatten)]
+    pub log: observe::logging::LogArgs,
 }

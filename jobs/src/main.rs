@@ -92,13 +92,8 @@ async fn main_async(args: Args) -> anyhow::Result<()> {
 }
 
 fn main() -> ExitCode {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
     let args = Args::parse();
+    observe::logging::init(args.log.log_format, observe::logging::Stream::Stderr);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
         Err(e) => {

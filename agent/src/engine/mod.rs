@@ -313,6 +313,19 @@ impl Core {
             .collect()
     }
 
+    /// Whether the agent is registered with a coordinator (heartbeating).
+    pub fn is_registered(&self) -> bool {
+        self.session.phase == Phase::Registered
+    }
+
+    /// How many tasks' latest state is `running`.
+    pub fn running(&self) -> usize {
+        self.tasks
+            .in_order()
+            .filter(|t| t.latest.state == protocol::TaskState::Running)
+            .count()
+    }
+
     /// The latest status of every task, in launch order, stamped with the agent id and carrying
     /// the task's resources (a status journaled by an older agent may lack them), so that a
     /// coordinator that lost its books can account the task when the agent registers again.

@@ -53,6 +53,10 @@ fn bad_values_are_one_line_errors_naming_them() {
         (&["--no-such-flag"], &["--no-such-flag"]),
         (&["--tls-cert", "a.crt"], &["--tls-cert needs --tls-key"]),
         (&["--tls-key", "a.key"], &["--tls-key needs --tls-cert"]),
+        (
+            &["--log-format", "yaml"],
+            &["--log-format", "yaml", "text, json"],
+        ),
     ] {
         let (code, stderr) = run(args);
         assert_eq!(code, 2, "{args:?}: {stderr}");
@@ -126,4 +130,78 @@ fn an_agent_running_as_root_needs_a_task_user_or_allow_root_tasks() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("--task-user"), "{stderr}");
     assert!(stderr.contains("--allow-root-tasks"), "{stderr}");
+}
+
+/// An `agent` process, killed when dropped.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The lines the agent started with `args` writes to standard error (a pipe) up to the first
+/// that contains `listening`, read until it comes or a deadline passes.
+fn log_until_listening(args: &[&str]) -> Vec<String> {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Running(
+        Command::new(env!("CARGO_BIN_EXE_agent"))
+            .args(["--listen", "127.0.0.1:0", "--allow-root-tasks"])
+            .args(["--coordinator", "http://127.0.0.1:1", "--isolation", "none"])
+            .args(["--work-dir", dir.path().to_str().unwrap()])
+            .args(args)
+            .env("RUST_LOG", "info")
+            .env_remove("PARLEY_LOG_FORMAT")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let stderr = child.0.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut lines = Vec::new();
+    while !lines
+        .last()
+        .is_some_and(|l: &String| l.contains("listening"))
+    {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => lines.push(line),
+            Err(e) => panic!("no listening line ({e}): {lines:?}"),
+        }
+    }
+    lines
+}
+
+#[test]
+fn json_logs_are_one_object_a_line_and_text_logs_have_no_colours_in_a_pipe() {
+    let lines = log_until_listening(&["--log-format", "json"]);
+    for line in &lines {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{line:?}: {e}"));
+        assert!(v["level"].is_string(), "{line}");
+        assert!(v["timestamp"].is_string(), "{line}");
+        assert!(v["fields"]["message"].is_string(), "{line}");
+    }
+    let last: serde_json::Value = serde_json::from_str(lines.last().unwrap()).unwrap();
+    assert_eq!(last["level"], "INFO");
+    assert_eq!(last["fields"]["message"], "listening");
+    let text = log_until_listening(&[]);
+    for line in &text {
+        assert!(!line.contains('\u{1b}'), "colour codes in a pipe: {line:?}");
+        assert!(serde_json::from_str::<serde_json::Value>(line).is_err());
+    }
+    assert!(text.last().unwrap().contains(" INFO "), "{text:?}");
 }

@@ -595,3 +595,82 @@ async fn coordinator_outage_and_restart_without_books() {
     agent.shutdown().await;
     server.stop().await;
 }
+
+/// The value of series `series` (name and labels exactly as printed) on a `/metrics` page.
+fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[tokio::test]
+async fn metrics_count_a_finished_task_without_a_token() {
+    let (fake, agent, _keep) = rig(|_| {}).await;
+    let scrape = || async {
+        // No token: `/metrics` is open, like `/health`.
+        let resp = reqwest::get(format!("{}/metrics", agent.url))
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let kind = resp.headers()["content-type"].to_str().unwrap().to_string();
+        assert!(kind.starts_with("text/plain; version=0.0.4"), "{kind}");
+        resp.text().await.unwrap()
+    };
+    let before = scrape().await;
+    assert_eq!(
+        metric(&before, "parley_agent_registered"),
+        Some(1.0),
+        "{before}"
+    );
+    assert_eq!(
+        metric(&before, "parley_agent_tasks_launched_total"),
+        Some(0.0)
+    );
+
+    let fw = FrameworkId::new();
+    let resp = agent
+        .launch(fw, "m1", json!({"shell": "exit 0"}), json!({"cpus": 1}))
+        .await;
+    assert_eq!(resp.status(), 202);
+    fake.wait_state("m1", TaskState::Finished).await;
+
+    let text = scrape().await;
+    let finished = "parley_agent_tasks_terminal_total{state=\"finished\"}";
+    assert_eq!(metric(&text, finished), Some(1.0), "{text}");
+    assert_eq!(
+        metric(&text, "parley_agent_tasks_terminal_total{state=\"failed\"}"),
+        Some(0.0)
+    );
+    assert_eq!(
+        metric(&text, "parley_agent_tasks_launched_total"),
+        Some(1.0)
+    );
+    assert_eq!(metric(&text, "parley_agent_tasks_running"), Some(0.0));
+    assert_eq!(
+        metric(&text, "parley_agent_launch_failures_total"),
+        Some(0.0)
+    );
+    assert!(metric(&text, "process_resident_memory_bytes").unwrap() > 0.0);
+    assert!(metric(&text, "process_open_fds").unwrap() >= 3.0);
+    assert!(metric(&text, "process_start_time_seconds").unwrap() > 1.6e9);
+    assert!(
+        text.contains("# TYPE process_cpu_seconds_total counter\n"),
+        "{text}"
+    );
+    let version = format!(
+        "parley_build_info{{version=\"{}\"",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert!(text.contains(&version), "{text}");
+    // Every documented metric is served, typed as documented.
+    for m in agent::metrics::METRICS
+        .iter()
+        .chain(&observe::process::METRICS)
+    {
+        if m.name == "process_max_fds" && !text.contains("process_max_fds ") {
+            continue; // an unlimited soft limit has no series
+        }
+        let line = format!("# TYPE {} {}\n", m.name, m.kind.as_str());
+        assert!(text.contains(&line), "{line} missing from {text}");
+    }
+    agent.shutdown().await;
+}

@@ -177,9 +177,8 @@ async fn set_weight(
     summary = "Prometheus metrics",
     responses((status = 200, description = "The Prometheus text format, version 0.0.4", content_type = "text/plain", body = String)))]
 async fn metrics(State(c): State<Coordinator>) -> Response {
-    let gauges = c.read(|s| s.gauges());
-    let text = c.metrics().render(&gauges);
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+    let text = c.render_metrics();
+    ([(header::CONTENT_TYPE, observe::CONTENT_TYPE)], text).into_response()
 }
 
 /// `{"role": "leader" | "follower" | "standalone", "leader": URL | null}`.

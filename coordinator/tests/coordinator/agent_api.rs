@@ -156,7 +156,12 @@ async fn a_silent_agent_is_lost_with_its_offers_and_tasks() {
     c.assert_books_consistent().await;
 }
 
-fn status_json(agent: AgentId, fw: FrameworkId, task: &str, state: &str) -> serde_json::Value {
+pub(crate) fn status_json(
+    agent: AgentId,
+    fw: FrameworkId,
+    task: &str,
+    state: &str,
+) -> serde_json::Value {
     json!({"task_id": task, "framework_id": fw, "agent_id": agent, "state": state,
            "update_id": protocol::UpdateId::new(), "timestamp": protocol::now()})
 }
@@ -322,6 +327,6 @@ async fn a_measured_end_is_relayed_with_its_reason_and_usage_and_counted_once() 
     assert_eq!(value("parley_tasks_memory_limit_total"), "1");
     assert_eq!(value("parley_tasks_measured_total"), "1");
     assert_eq!(value("parley_task_peak_memory_bytes_total"), "67108864");
-    assert_eq!(value("parley_task_cpu_seconds_total"), "1.500000");
-    assert_eq!(value("parley_task_throttled_seconds_total"), "0.250000");
+    assert_eq!(value("parley_task_cpu_seconds_total"), "1.5");
+    assert_eq!(value("parley_task_throttled_seconds_total"), "0.25");
 }

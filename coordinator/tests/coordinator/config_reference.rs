@@ -155,6 +155,8 @@ fn sample(arg: &clap::Arg) -> Sample {
             "fpga,ssd",
             "known_resources = [\"fpga\", \"ssd\"]\n",
         ),
+        // `text` or `json`; not the default, so that it is seen to change something.
+        ("log_format", "json", "log_format = \"json\"\n"),
     ];
     if let Some((_, text, toml)) = exceptions.iter().find(|(k, _, _)| *k == key) {
         return Sample {

@@ -1,7 +1,7 @@
 //! The coordinator's API tests, in one binary: each module one part of the HTTP API (framework,
 //! agent, operator, auth, drain, dashboard, Mesos, the OpenAPI document, limits, registry
-//! failures, fairness), against a coordinator serving real HTTP on loopback or its router
-//! called request by request ([`support`]). Run one module with
+//! failures, fairness, the shape of `/metrics`), against a coordinator serving real HTTP on
+//! loopback or its router called request by request ([`support`]). Run one module with
 //! `cargo test -p parley-coordinator --test coordinator <module>::`.
 
 mod agent_api;
@@ -15,6 +15,7 @@ mod fairness;
 mod framework_api;
 mod limits;
 mod mesos_api;
+mod metric_families;
 mod metrics_reference;
 mod openapi;
 mod operator_api;
