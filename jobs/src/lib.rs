@@ -19,7 +19,8 @@
 //! - [`scheduler`]: [`scheduler::JobsScheduler`], the SDK `Scheduler` that launches the
 //!   book's tasks on offers.
 //! - [`api`]: the axum router under `/api/v1/jobs`.
-//! - [`cli`]: [`cli::Args`], the binary's flags and environment variables.
+//! - [`cli`]: [`cli::Args`], the binary's command line, and [`cli::Settings`], its settings as
+//!   flags, environment variables and file keys (`--config FILE`).
 //! - [`service`]: [`service::ServiceConfig`], [`service::run`] and [`service::start`]: the
 //!   store, the driver, the API and the service's clock wired together.
 //!
