@@ -319,9 +319,9 @@ pub fn commented_toml(header: &str, keys: &[FileKey], set: &[(&str, &str)]) -> S
         comment(&mut out, paragraph);
         out.push_str("#\n");
     }
+    // The last paragraph's `#` separator is not needed: the keys follow, each after a blank line.
     out.pop();
     out.pop();
-    out.push('\n');
     let ordered = keys
         .iter()
         .filter(|k| !k.table)
