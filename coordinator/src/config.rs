@@ -859,8 +859,9 @@ pub const DEPRECATED_KEYS: [(&str, &str); 11] = [
 ];
 
 /// A setting's default as the reference page shows it, from [`Config::default`] (`key` is the
-/// [`Overrides`] field).
-fn default_text(key: &str, c: &Config) -> String {
+/// [`Overrides`] field; empty for a key that is not a setting).
+pub fn default_text(key: &str) -> String {
+    let c = &Config::default();
     let secs = |d: Duration| d.as_secs_f64().to_string();
     let count = |n: usize| n.to_string();
     match key {
@@ -912,7 +913,6 @@ pub fn reference_table() -> String {
     use std::fmt::Write as _;
 
     let command = Overrides::augment_args(clap::Command::new("coordinator"));
-    let defaults = Config::default();
     let mut out = String::from(
         "| file key | flag | environment variable | default | meaning |\n|---|---|---|---|---|\n",
     );
@@ -949,7 +949,7 @@ pub fn reference_table() -> String {
             .or(arg.get_help())
             .map(|h| one_line(&h.to_string()).replace('|', "\\|"))
             .unwrap_or_default();
-        let default = default_text(key, &defaults);
+        let default = default_text(key);
         let _ = writeln!(
             out,
             "| {file} | {} | {env} | {} | {help} |",

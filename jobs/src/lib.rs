@@ -21,7 +21,8 @@
 //! - [`users`]: [`users::Users`], the API's users file: each user's token hash and running
 //!   task limit.
 //! - [`api`]: the axum router under `/api/v1/jobs`; who calls, and who may change a job.
-//! - [`cli`]: [`cli::Args`], the binary's flags and environment variables.
+//! - [`cli`]: [`cli::Args`], the binary's command line, and [`cli::Settings`], its settings as
+//!   flags, environment variables and file keys (`--config FILE`).
 //! - [`service`]: [`service::ServiceConfig`], [`service::run`] and [`service::start`]: the
 //!   store, the driver, the API and the service's clock wired together.
 //!

@@ -1,24 +1,27 @@
-//! The `parley-jobs` binary: flags (or `PARLEY_*` environment variables), logging, and the
-//! service until Ctrl-C or SIGTERM.
+//! The `parley-jobs` binary: settings (defaults, then `--config FILE`, then flags or their
+//! `PARLEY_*` environment variables), logging, and the service until Ctrl-C or SIGTERM.
 //!
 //! Run with:
 //!
 //! ```text
 //! cargo run -p parley-jobs -- --coordinator http://127.0.0.1:5050 --listen 127.0.0.1:5070
+//! parley-jobs --config /etc/parley/jobs.toml
 //! ```
 
+use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use parley_jobs::cli::Args;
+use framework_sdk::{BearerToken, RolePath};
+use parley_jobs::cli::{Args, Settings};
 use parley_jobs::ServiceConfig;
 
-fn seconds(flag: &str, value: f64) -> anyhow::Result<Duration> {
+fn seconds(name: &str, value: f64) -> anyhow::Result<Duration> {
     anyhow::ensure!(
         value.is_finite() && (0.001..=1e9).contains(&value),
-        "{flag} is {value}; use a number of seconds between 0.001 and 1e9"
+        "{name} is {value}; use a number of seconds between 0.001 and 1e9"
     );
     Ok(Duration::from_secs_f64(value))
 }
@@ -46,43 +49,67 @@ async fn shutdown_signal() {
     }
 }
 
-async fn main_async(args: Args) -> anyhow::Result<()> {
-    if args.api_token.is_none() && args.users.is_none() && !args.listen.ip().is_loopback() {
-        tracing::warn!(listen = %args.listen, "the jobs API is open (no --api-token) and not on loopback");
+/// The defaults, then the file's settings (if `--config`), then the flags' and variables'.
+fn layers(args: &Args) -> anyhow::Result<Settings> {
+    let mut settings = Settings::defaults();
+    if let Some(path) = &args.config {
+        settings = Settings::from_file(path)
+            .map_err(anyhow::Error::msg)?
+            .over(settings);
     }
-    let mut config = ServiceConfig::new(&args.coordinator, args.role, &args.data_dir);
-    config.ca_file = args.ca_file;
-    config.name = args.name;
-    config.token = args.token;
-    config.api_token = args.api_token;
-    config.users = match &args.users {
+    Ok(args.settings.clone().over(settings))
+}
+
+async fn main_async(s: Settings) -> anyhow::Result<()> {
+    // Every setting with a default has one after the layering: the fallbacks are never used.
+    let listen_text = s.listen.unwrap_or_default();
+    let listen: SocketAddr = listen_text
+        .parse()
+        .with_context(|| format!("listen {listen_text:?}: expected HOST:PORT"))?;
+    let role_text = s.role.unwrap_or_default();
+    let role = RolePath::new(&role_text).with_context(|| format!("role {role_text:?}"))?;
+    if s.api_token.is_none() && s.users.is_none() && !listen.ip().is_loopback() {
+        tracing::warn!(%listen, "the jobs API is open (no api_token) and not on loopback");
+    }
+    let data_dir = s.data_dir.unwrap_or_default();
+    let mut config = ServiceConfig::new(&s.coordinator.unwrap_or_default(), role, &data_dir);
+    config.ca_file = s.ca_file;
+    config.name = s.name.unwrap_or_default();
+    config.token = s.token.map(BearerToken::new);
+    config.api_token = s.api_token;
+    config.users = match &s.users {
         Some(path) => Some(parley_jobs::users::Users::load(path)?),
         None => None,
     };
-    config.max_running_per_user = args.max_running_per_user;
-    config.tls =
-        parley_tls::ServerTls::from_options(args.tls_cert.as_deref(), args.tls_key.as_deref())
-            .context("--tls-cert / --tls-key")?;
+    config.max_running_per_user = match s.max_running_per_user {
+        Some(0) => anyhow::bail!("max_running_per_user is 0: give at least 1"),
+        n => n,
+    };
+    config.tls = parley_tls::ServerTls::from_options(s.tls_cert.as_deref(), s.tls_key.as_deref())
+        .context("tls_cert / tls_key")?;
     let scheme = if config.tls.is_some() {
         "https"
     } else {
         "http"
     };
-    config.aging = seconds("--aging-s", args.aging_s)?;
-    config.order = if args.queue_order == "fair" {
-        parley_jobs::book::QueueOrder::Fair
-    } else {
-        parley_jobs::book::QueueOrder::Fifo
+    config.aging = seconds("aging_s", s.aging_s.unwrap_or(60.0))?;
+    config.order = match s.queue_order.as_deref().unwrap_or("fifo") {
+        "fifo" => parley_jobs::book::QueueOrder::Fifo,
+        "fair" => parley_jobs::book::QueueOrder::Fair,
+        other => anyhow::bail!("queue_order {other:?}: expected fifo or fair"),
     };
-    config.failover_timeout = seconds("--failover-timeout-s", args.failover_timeout_s)?;
-    if let Some(url) = &args.webui_url {
+    let failover = s
+        .failover_timeout_s
+        .unwrap_or(framework_sdk::DEFAULT_FAILOVER_TIMEOUT.as_secs_f64());
+    config.failover_timeout = seconds("failover_timeout_s", failover)?;
+    if let Some(url) = &s.webui_url {
         framework_sdk::protocol::messages::check_webui_url(url)
-            .map_err(|e| anyhow::anyhow!("--webui-url: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("webui_url: {e}"))?;
     }
-    config.webui_url = args.webui_url;
-    let listener = tokio::net::TcpListener::bind(args.listen)
+    config.webui_url = s.webui_url;
+    let listener = tokio::net::TcpListener::bind(listen)
         .await
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
+        .with_context(|| format!("cannot listen on {listen}"))?;
     println!(
         "parley-jobs: API on {scheme}://{}/api/v1/jobs",
         listener.local_addr()?
@@ -94,6 +121,14 @@ async fn main_async(args: Args) -> anyhow::Result<()> {
 fn main() -> ExitCode {
     let args = Args::parse();
     observe::logging::init(args.log.log_format, observe::logging::Stream::Stderr);
+    let settings = match layers(&args) {
+        Ok(s) => s,
+        Err(e) => {
+            // Exit code 2, as for a bad flag: a restart cannot fix it.
+            eprintln!("parley-jobs: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
         Err(e) => {
@@ -101,7 +136,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(main_async(args)) {
+    match runtime.block_on(main_async(settings)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("parley-jobs: {e:#}");

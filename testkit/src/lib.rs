@@ -12,12 +12,16 @@
 //! - [`docs`]: generated documentation: [`docs::fresh_or_bless`] fails a test when a committed
 //!   generated file is stale (`PARLEY_BLESS=1` rewrites it), and a binary's Markdown reference
 //!   and man page from its clap definition.
+//! - [`settings`]: settings defined once as a flag, an environment variable and a file key:
+//!   the helpers of the tests that walk each through the three, and the commented settings
+//!   files and reference tables generated from the definitions.
 //!
 //! Frames are read with `protocol::sse`, the parser every client uses (the SDK, `parleyctl`),
 //! so the tests read the coordinator's streams exactly as its clients do; the parser itself is
 //! tested byte by byte and fuzzed (`fuzz/fuzz_targets/sse.rs`).
 
 pub mod docs;
+pub mod settings;
 pub mod stream;
 pub mod wait;
 

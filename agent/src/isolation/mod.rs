@@ -160,12 +160,17 @@ pub fn detect(
     }
 }
 
+/// The names of the `agent` binary: as cargo builds it, and as the Debian package installs it
+/// (`/usr/bin/parley-agent`).
+const AGENT_BINARY_NAMES: [&str; 2] = ["agent", "parley-agent"];
+
 /// For the `agent` binary: the small `parley-launch` beside it (two execs per launch are
 /// cheaper with it), else the agent itself (`agent __parley-launch`). An embedding program,
 /// e.g. a test, is not a launcher.
 fn own_launcher() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
-    if exe.file_name()? != "agent" {
+    let name = exe.file_name()?;
+    if !AGENT_BINARY_NAMES.iter().any(|n| name == *n) {
         return None;
     }
     let small = exe.with_file_name("parley-launch");

@@ -10,7 +10,8 @@ fn the_generated_cli_reference_is_fresh() {
         agent::cli::Cli::command(),
         &[
             "# `agent`",
-            "`--simulate <SIMULATE>`",
+            "`--simulate <N>`",
+            "`--config <FILE>`",
             "`PARLEY_COORDINATOR`",
         ],
         "cargo test -p parley-agent --test agent cli_reference::",

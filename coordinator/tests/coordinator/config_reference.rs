@@ -6,13 +6,10 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::any::TypeId;
-use std::path::PathBuf;
-use std::process::Command;
-
-use clap::{Args as _, FromArgMatches as _};
-use coordinator::config::{reference_table, DEPRECATED_KEYS};
+use clap::Args as _;
+use coordinator::config::{default_text, reference_table, DEPRECATED_KEYS};
 use coordinator::Overrides;
+use testkit::settings::{EnvChild, FileKey};
 
 /// The page's prose before the generated table.
 const INTRO: &str = r##"# Settings and flags
@@ -67,37 +64,13 @@ Flags of the `coordinator` binary only (no file key):
 | `--leader-renew-deadline-ms MS` | 2/3 of the lease | with `--etcd`: a leader whose last renewal is older steps down |
 | `--reregister-grace-s N` | 10 | with `--etcd`: how long a new leader waits for known agents before offering |
 
-## The agent
+## The agent and the jobs service
 
-The agent takes flags only (`agent --help`); the source of truth is `agent/src/main.rs` and
-`agent/src/config.rs`.
-
-| flag | default | meaning |
-|---|---|---|
-| `--coordinator URL[,URL...]` (env `PARLEY_COORDINATOR`) | `http://127.0.0.1:5050` | the coordinator, or several (the agent follows the leader) |
-| `--token T` (env `PARLEY_TOKEN`) | none | an agent principal's token, when the coordinator has credentials |
-| `--listen ADDR` | `127.0.0.1:5051` | where the agent API is served (port 0 picks one); give the node's address for a coordinator on another machine |
-| `--advertise-url URL` | derived from `--listen` | how the coordinator reaches this agent |
-| `--resources R` | detected | e.g. `cpus=4,mem=8192,gpus=1` (mem and disk in MiB) |
-| `--attributes A` | none | e.g. `rack=r1,zone=a` |
-| `--reserve ROLE:R` (repeatable) | none | a static [reservation](../operating/reservations.md), e.g. `eng:cpus=4,mem=8192` |
-| `--work-dir DIR` | `./parley-agent` | journal, agent id, API token, sandboxes, image cache |
-| `--hostname H` | the machine's | the hostname to advertise |
-| `--kill-grace-s S` | 5 | between SIGTERM and SIGKILL when a task is killed |
-| `--sandbox-retention-s S` | 86400 | how long a finished task's sandbox is kept |
-| `--tls-cert FILE`, `--tls-key FILE` | none | serve the agent API over HTTPS |
-| `--ca-file FILE` | built-in roots | CAs to trust for an `https://` coordinator |
-| `--api-token T` (env `PARLEY_AGENT_API_TOKEN`) | generated, kept in `WORK_DIR/api_token` | the token the coordinator must present (16–512 visible ASCII characters) |
-| `--isolation auto\|none` | `auto` | a cgroup and namespaces per task where possible ([Isolation](../operating/isolation.md)) |
-| `--cgroup-root DIR` | none | a delegated cgroup v2 directory |
-| `--default-pids N` | 4096 | `pids.max` of an isolated task that does not set `isolation.pids` |
-| `--task-user USER` | the agent's user | run tasks as `NAME`, `UID` or `UID:GID`; required when the agent runs as root |
-| `--allow-root-tasks` | off | let an agent running as root run tasks as root |
-| `--image-root DIR` | none | where tasks' [images](../operating/images.md) live |
-| `--gpus auto\|none\|0,2` | `auto` | which [GPUs](../operating/gpus.md) to use |
-| `--simulate N` | off | run N simulated agents in this process instead of one real agent |
-| `--stagger-s S` | 1 | with `--simulate`: spread first registrations over this long |
-| `--reserve-fraction F` | 1 | with `--simulate`: the fraction of agents (0–1, spread evenly) that send `--reserve` |
+The agent and `parley-jobs` read settings the same way (defaults, `--config FILE`, flags and
+variables; one definition per setting), on pages of their own generated from those definitions:
+[Agent settings](agent-config.md) and [Jobs service settings](jobs-config.md). The Debian
+package installs each binary's settings file, every setting commented out with its default, in
+`/etc/parley/` ([Install](../getting-started/install.md)).
 
 ## Environment variables
 
@@ -105,10 +78,12 @@ The agent takes flags only (`agent --help`); the source of truth is `agent/src/m
 |---|---|
 | `PARLEY_LISTEN` | `coordinator --listen` |
 | `PARLEY_<SETTING>` | `coordinator`: every setting in the first table, e.g. `PARLEY_OFFER_TIMEOUT` |
-| `PARLEY_COORDINATOR` | `agent`, `parleyctl` and the examples: `--coordinator` |
-| `PARLEY_TOKEN` | `agent`, `parleyctl` and the examples: `--token` |
+| `PARLEY_<SETTING>` | `agent`: every setting of [Agent settings](agent-config.md), e.g. `PARLEY_WORK_DIR` |
+| `PARLEY_JOBS_<SETTING>` | `parley-jobs`: its own settings ([Jobs service settings](jobs-config.md)), e.g. `PARLEY_JOBS_LISTEN` |
+| `PARLEY_COORDINATOR` | `agent`, `parley-jobs`, `parleyctl` and the examples: `--coordinator` |
+| `PARLEY_TOKEN` | `agent`, `parley-jobs`, `parleyctl` and the examples: `--token` |
 | `PARLEY_AGENT_API_TOKEN` | `agent --api-token` |
-| `PARLEY_CA_FILE` | the examples: `--ca-file` |
+| `PARLEY_CA_FILE` | `agent`, `parley-jobs` and the examples: `--ca-file` |
 | `RUST_LOG` | every binary's log filter (`tracing-subscriber`), e.g. `RUST_LOG=coordinator=debug` |
 "##;
 
@@ -132,113 +107,37 @@ const OTHER_VARIABLES: [&str; 10] = [
     "PARLEY_BLESS",
 ];
 
-/// One sample value of a setting, as a flag or environment variable takes it and as the file
-/// takes it (a whole `key = value` line, or a table).
-struct Sample {
-    text: String,
-    toml: String,
+/// Settings whose sample value has a form of its own: `(key, flag text, file text)`.
+const SAMPLES: [(&str, &str, &str); 4] = [
+    // The repeatable `--role PATH=WEIGHT`; in the file a `[roles]` table.
+    ("roles", "eng=2", "[roles]\n\"eng\" = 2\n"),
+    // `on` / `off` on the command line, a TOML boolean in the file.
+    ("gpu_gating", "off", "gpu_gating = false\n"),
+    // A comma-separated list; in the file an array.
+    (
+        "known_resources",
+        "fpga,ssd",
+        "known_resources = [\"fpga\", \"ssd\"]\n",
+    ),
+    // `text` or `json`; not the default, so that it is seen to change something.
+    ("log_format", "json", "log_format = \"json\"\n"),
+];
+
+/// A sample value for the argument, different from the default.
+fn sample(arg: &clap::Arg) -> testkit::settings::Sample {
+    testkit::settings::sample(arg, &SAMPLES)
 }
 
-/// A sample value for the argument, different from the default (every setting defaults to
-/// unset), from the type its value parser produces; the few settings with a type of their own
-/// are in the table of exceptions.
-fn sample(arg: &clap::Arg) -> Sample {
-    let key = arg.get_id().as_str();
-    let exceptions = [
-        // The repeatable `--role PATH=WEIGHT`; in the file a `[roles]` table.
-        ("roles", "eng=2", "[roles]\n\"eng\" = 2\n"),
-        // `on` / `off` on the command line, a TOML boolean in the file.
-        ("gpu_gating", "off", "gpu_gating = false\n"),
-        // A comma-separated list; in the file an array.
-        (
-            "known_resources",
-            "fpga,ssd",
-            "known_resources = [\"fpga\", \"ssd\"]\n",
-        ),
-        // `text` or `json`; not the default, so that it is seen to change something.
-        ("log_format", "json", "log_format = \"json\"\n"),
-    ];
-    if let Some((_, text, toml)) = exceptions.iter().find(|(k, _, _)| *k == key) {
-        return Sample {
-            text: (*text).into(),
-            toml: (*toml).into(),
-        };
-    }
-    let ty = arg.get_value_parser().type_id();
-    let (text, value) = if ty == TypeId::of::<f64>() {
-        ("7.5", "7.5".to_owned())
-    } else if ty == TypeId::of::<u32>() || ty == TypeId::of::<usize>() {
-        ("7", "7".to_owned())
-    } else if ty == TypeId::of::<PathBuf>() || ty == TypeId::of::<String>() {
-        ("/etc/parley/sample", "\"/etc/parley/sample\"".to_owned())
-    } else if ty == TypeId::of::<bool>() {
-        ("true", "true".to_owned())
-    } else {
-        panic!("{key}: no sample for its type; add it to the exceptions");
-    };
-    Sample {
-        text: text.into(),
-        toml: format!("{key} = {value}\n"),
-    }
-}
+/// Runs [`every_setting_is_the_same_as_a_flag_a_variable_and_a_file_key`] again in a child
+/// process that parses the settings from its environment alone.
+const CHILD: EnvChild = EnvChild {
+    test: "config_reference::every_setting_is_the_same_as_a_flag_a_variable_and_a_file_key",
+    marker: "CONFIG_REFERENCE_CHILD",
+};
 
-/// The settings parsed from the command line `args`, ignoring the environment: the command's
-/// arguments are rewritten without their variables, so a `PARLEY_*` variable set where the
-/// tests run cannot change the result.
-fn from_flags(args: &[String]) -> Overrides {
-    let command = command().mut_args(|a| a.env(None));
-    let matches = command
-        .try_get_matches_from(std::iter::once("coordinator".to_owned()).chain(args.iter().cloned()))
-        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    Overrides::from_arg_matches(&matches).unwrap()
-}
-
-/// What the child process of [`from_environment`] prints before the settings it parsed.
-const CHILD_MARK: &str = "parsed from the environment: ";
-
-/// The settings parsed from the environment with no flags, in a child process: clap reads
-/// variables from the process's environment at parse time, and setting one in this process
-/// (`std::env::set_var`) would race the other tests of the binary, which run in parallel
-/// threads. So the test binary runs this very test again in a child process ([`CHILD_ENV`]
-/// set, `PARLEY_*` variables of this process removed and `vars` set), which prints the settings
-/// as their `Debug` text instead of testing.
-fn from_environment(vars: &[(&str, &str)]) -> String {
-    let mut child = Command::new(std::env::current_exe().unwrap());
-    child.args([
-        "--exact",
-        "config_reference::every_setting_is_the_same_as_a_flag_a_variable_and_a_file_key",
-        "--nocapture",
-        "--test-threads=1",
-    ]);
-    for (name, _) in std::env::vars_os() {
-        if name.to_string_lossy().starts_with("PARLEY_") {
-            child.env_remove(name);
-        }
-    }
-    child.env(CHILD_ENV, "1").envs(vars.iter().copied());
-    let out = child.output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{vars:?}: {stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-        .lines()
-        .find_map(|l| l.split_once(CHILD_MARK).map(|(_, settings)| settings))
-        .unwrap_or_else(|| panic!("{vars:?}: no settings in {stdout}"))
-        .to_owned()
-}
-
-/// Set in the child process of [`from_environment`].
-const CHILD_ENV: &str = "CONFIG_REFERENCE_CHILD";
-
-/// In the child process of [`from_environment`]: prints the settings parsed from this process's
-/// environment alone.
-fn print_settings_from_the_environment() {
-    let matches = command().try_get_matches_from(["coordinator"]).unwrap();
-    let settings = Overrides::from_arg_matches(&matches).unwrap();
-    println!("{CHILD_MARK}{settings:?}");
+/// The file's text parsed, the error as text.
+fn from_toml(text: &str) -> Result<Overrides, String> {
+    Overrides::from_toml(text).map_err(|e| e.to_string())
 }
 
 #[test]
@@ -283,27 +182,10 @@ fn every_setting_is_named_after_its_field() {
 
 #[test]
 fn every_setting_is_the_same_as_a_flag_a_variable_and_a_file_key() {
-    if std::env::var_os(CHILD_ENV).is_some() {
-        return print_settings_from_the_environment();
+    if CHILD.is_child() {
+        return CHILD.print::<Overrides>(command());
     }
-    for arg in command().get_arguments() {
-        let key = arg.get_id().as_str();
-        let sample = sample(arg);
-        let flag = from_flags(&[format!("--{}={}", arg.get_long().unwrap(), sample.text)]);
-        let file = Overrides::from_toml(&sample.toml).unwrap_or_else(|e| panic!("{key}: {e}"));
-        assert_ne!(flag, Overrides::default(), "{key}: the flag sets nothing");
-        assert_eq!(flag, file, "{key}: the flag and the file key differ");
-        let env = arg.get_env().unwrap().to_string_lossy().into_owned();
-        let from_env = from_environment(&[(env.as_str(), sample.text.as_str())]);
-        assert_eq!(
-            from_env,
-            format!("{flag:?}"),
-            "{key}: the flag and {env} differ"
-        );
-    }
-    // With no variables set, the child parses the defaults: the comparison above is not
-    // vacuous.
-    assert_eq!(from_environment(&[]), format!("{:?}", Overrides::default()));
+    testkit::settings::check_flag_variable_and_file_agree(command, CHILD, &SAMPLES, from_toml);
 }
 
 #[test]
@@ -343,5 +225,64 @@ fn the_config_reference_is_fresh() {
         &testkit::docs::repository().join("docs/src/reference/config.md"),
         page.as_bytes(),
         "cargo test -p coordinator --test coordinator config_reference::",
+    );
+}
+
+/// Every key of the settings file: the settings (their defaults from
+/// [`coordinator::Config::default`], as the reference shows them), `listen`, and the `[roles]`
+/// table.
+fn file_keys() -> Vec<FileKey> {
+    let mut keys = vec![FileKey {
+        key: "listen".into(),
+        help: "Address to listen on.".into(),
+        flag: "--listen ADDR".into(),
+        env: "PARLEY_LISTEN".into(),
+        default: "\"127.0.0.1:5050\"".into(),
+        value: "\"127.0.0.1:5050\"".into(),
+        table: false,
+    }];
+    keys.extend(testkit::settings::file_keys(&command(), |arg| {
+        let words = default_text(arg.get_id().as_str());
+        let toml = match arg.get_id().as_str() {
+            "gpu_gating" => Some("true".to_owned()),
+            _ => words.parse::<f64>().is_ok().then(|| words.clone()),
+        };
+        (words, toml)
+    }));
+    for key in keys.iter_mut().filter(|k| k.key == "roles") {
+        key.table = true;
+        key.value = "[roles]\n\"eng\" = 2\n\"eng/batch\" = 1".into();
+    }
+    keys
+}
+
+#[test]
+fn the_packaged_settings_file_is_fresh_and_sets_nothing_but_loads() {
+    let text = testkit::settings::commented_toml(
+        "/etc/parley/coordinator.toml: the settings of the Parley coordinator \
+         (parley-coordinator.service, which keeps its registry in /var/lib/parley/coordinator).\n\n\
+         Every setting is listed, commented out, with its flag, environment variable and \
+         default; a flag or variable wins over this file. The [roles] table comes last. Set \
+         listen (and credentials, tls_cert and tls_key) for clients on other machines, then: \
+         systemctl enable --now parley-coordinator. Reference: \
+         /usr/share/man/man1/parley-coordinator.1.gz and the book's Settings and flags page.",
+        &file_keys(),
+        &[],
+    );
+    assert_eq!(Overrides::from_toml(&text).unwrap(), Overrides::default());
+    // Each commented-out setting uncommented still parses (its value may still need filling
+    // in, such as a file's path).
+    for line in text
+        .lines()
+        .filter(|l| l.len() > 1 && l.starts_with('#') && !l.starts_with("# "))
+    {
+        let uncommented = text.replacen(line, &line[1..], 1);
+        Overrides::from_toml(&uncommented).unwrap_or_else(|e| panic!("{line}: {e}"));
+    }
+    assert!(text.contains("\n#offer_timeout = 60\n"), "{text}");
+    testkit::docs::fresh_or_bless(
+        &testkit::docs::repository().join("packaging/etc/coordinator.toml"),
+        text.as_bytes(),
+        "cargo test -p parley-coordinator --test coordinator config_reference::",
     );
 }

@@ -10,7 +10,8 @@ fn the_generated_cli_reference_is_fresh() {
         parley_jobs::cli::Args::command(),
         &[
             "# `parley-jobs`",
-            "`--queue-order <QUEUE_ORDER>`",
+            "`--queue-order <fifo\\|fair>`",
+            "`--config <FILE>`",
             "`PARLEY_JOBS_API_TOKEN`",
         ],
         "cargo test -p parley-jobs --test jobs cli_reference::",
