@@ -245,6 +245,9 @@ fn file_keys() -> Vec<FileKey> {
         let words = default_text(arg.get_id().as_str());
         let toml = match arg.get_id().as_str() {
             "gpu_gating" => Some("true".to_owned()),
+            // A list: none declared.
+            "known_resources" => Some("[]".to_owned()),
+            "log_format" => Some("\"text\"".to_owned()),
             _ => words.parse::<f64>().is_ok().then(|| words.clone()),
         };
         (words, toml)
@@ -272,11 +275,16 @@ fn the_packaged_settings_file_is_fresh_and_sets_nothing_but_loads() {
     assert_eq!(Overrides::from_toml(&text).unwrap(), Overrides::default());
     // Each commented-out setting uncommented still parses (its value may still need filling
     // in, such as a file's path).
+    // A table's entries (`#"eng" = 2`) are uncommented with its header (`#[roles]`).
     for line in text
         .lines()
         .filter(|l| l.len() > 1 && l.starts_with('#') && !l.starts_with("# "))
+        .filter(|l| !l.starts_with("#\""))
     {
-        let uncommented = text.replacen(line, &line[1..], 1);
+        let mut uncommented = text.replacen(line, &line[1..], 1);
+        if line.starts_with("#[") {
+            uncommented = uncommented.replace("\n#\"", "\n\"");
+        }
         Overrides::from_toml(&uncommented).unwrap_or_else(|e| panic!("{line}: {e}"));
     }
     assert!(text.contains("\n#offer_timeout = 60\n"), "{text}");
