@@ -72,7 +72,7 @@ async fn main_async(s: Settings) -> anyhow::Result<()> {
         tracing::warn!(%listen, "the jobs API is open (no api_token) and not on loopback");
     }
     let data_dir = s.data_dir.unwrap_or_default();
-    let mut config = ServiceConfig::new(&s.coordinator.unwrap_or_default(), role, &data_dir);
+    let mut config = ServiceConfig::new(s.coordinator.unwrap_or_default(), role, &data_dir);
     config.ca_file = s.ca_file;
     config.name = s.name.unwrap_or_default();
     config.token = s.token.map(BearerToken::new);
