@@ -24,7 +24,7 @@ fi
 echo "== release build of the packaged binaries"
 cargo build --release --locked -p parley -p parley-agent -p parley-jobs -p parleyctl
 echo "== cargo deb -p parley"
-deb="$(cargo deb -p parley --no-build | tail -n 1)"
+deb="$(cargo deb -p parley --no-build --strip | tail -n 1)"
 [ -f "$deb" ] || { echo "cargo deb printed no package path (got: $deb)" >&2; exit 1; }
 ls -l "$deb"
 
@@ -33,7 +33,7 @@ fail() { echo "package check failed: $*" >&2; exit 1; }
 echo "== dpkg-deb --info"
 info="$(dpkg-deb --info "$deb")"
 echo "$info"
-for field in "Package: parley" "Architecture: amd64" "Depends: .*libc6" "Depends: .*util-linux" \
+for field in "Package: parley" "Architecture: amd64" "Depends: .*libc6" \
   "Depends: .*iproute2" "Depends: .*adduser"; do
   grep -q "^ *$field" <<<"$info" || fail "no '$field' in the control data"
 done
@@ -48,8 +48,9 @@ for path in ./usr/bin/parley-coordinator ./usr/bin/parley-agent ./usr/bin/parley
   ./usr/share/man/man1/parley-coordinator.1.gz ./usr/share/man/man1/parley-agent.1.gz \
   ./usr/share/man/man1/parley-jobs.1.gz ./usr/share/man/man1/parleyctl.1.gz \
   ./etc/parley/coordinator.toml ./etc/parley/agent.toml ./etc/parley/jobs.toml \
-  ./lib/systemd/system/parley-coordinator.service ./lib/systemd/system/parley-agent.service \
-  ./lib/systemd/system/parley-jobs.service ./usr/share/doc/parley/copyright; do
+  ./usr/lib/systemd/system/parley-coordinator.service \
+  ./usr/lib/systemd/system/parley-agent.service ./usr/lib/systemd/system/parley-jobs.service \
+  ./usr/share/doc/parley/copyright; do
   grep -qx -- "$path" <<<"$contents" || fail "$path is not in the package"
 done
 conffiles="$(dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles)"
@@ -68,10 +69,12 @@ dpkg-deb -x "$deb" "$root"
 # The units name their binaries by their installed paths, which --root resolves in the unpacked
 # package; the targets they refer to come from this machine's systemd. --man=no: `man` may be
 # absent. An unknown key is only a warning to systemd-analyze: any output fails the check.
-cp -an /lib/systemd/system/. "$root/lib/systemd/system/"
+units=/usr/lib/systemd/system
+mkdir -p "$root$units"
+cp -an /usr/lib/systemd/system/. "$root$units/"
 verify="$(systemd-analyze verify --man=no --root="$root" \
-  /lib/systemd/system/parley-coordinator.service /lib/systemd/system/parley-agent.service \
-  /lib/systemd/system/parley-jobs.service 2>&1)" || fail "systemd-analyze verify: $verify"
+  "$units/parley-coordinator.service" "$units/parley-agent.service" \
+  "$units/parley-jobs.service" 2>&1)" || fail "systemd-analyze verify: $verify"
 [ -z "$verify" ] || fail "systemd-analyze verify: $verify"
 echo "package check passed: $(du -k "$deb" | cut -f1) KiB"
 echo "$deb"

@@ -84,7 +84,7 @@ set_key jobs listen "\"127.0.0.1:$jobs_port\""
 # Starts a unit: with systemctl under systemd, else as its unit file says (ExecStart as User,
 # Group, with its StateDirectory made and owned by that user), in a process group of its own.
 start_unit() {
-  local name="$1" unit="/lib/systemd/system/$1.service"
+  local name="$1" unit="/usr/lib/systemd/system/$1.service"
   if $systemd; then
     systemctl start "$name"
     return
