@@ -462,11 +462,7 @@ impl Job {
 
     /// Index `index`'s declared size (1 without `sizes`).
     fn size(&self, index: u32) -> f64 {
-        self.spec
-            .sizes
-            .as_ref()
-            .and_then(|s| s.get(index as usize).copied())
-            .unwrap_or(1.0)
+        size_of(self.spec.sizes.as_deref(), index)
     }
 
     /// The attempts running now.
@@ -638,13 +634,15 @@ pub struct Estimator {
 impl Estimator {
     /// Task `index`'s expected run time, in seconds.
     pub fn task_s(&self, index: u32) -> f64 {
-        let size = self
-            .sizes
-            .as_ref()
-            .and_then(|s| s.get(index as usize).copied())
-            .unwrap_or(1.0);
-        self.per_size_s * size
+        self.per_size_s * size_of(self.sizes.as_deref(), index)
     }
+}
+
+/// Index `index`'s declared size in `sizes` (1 without sizes).
+fn size_of(sizes: Option<&[f64]>, index: u32) -> f64 {
+    sizes
+        .and_then(|s| s.get(index as usize).copied())
+        .unwrap_or(1.0)
 }
 
 /// Every job the service knows.
