@@ -196,6 +196,15 @@ fn mib(bytes: u64) -> String {
 }
 
 /// A process's resident set size now, in bytes (`VmRSS`).
+/// The CPU time of every simulated agent process together.
+fn agents_cpu(cluster: &Cluster) -> anyhow::Result<Duration> {
+    cluster
+        .agent_pids()
+        .into_iter()
+        .map(measure::cpu_time)
+        .sum::<anyhow::Result<Duration>>()
+}
+
 fn rss(pid: u32) -> anyhow::Result<u64> {
     let path = format!("/proc/{pid}/status");
     let text = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
@@ -272,6 +281,7 @@ impl Bench {
             Some(pid) => Some(measure::cpu_time(pid)?),
             None => None,
         };
+        let agents_before = agents_cpu(cluster)?;
         let started = Instant::now();
         let submit = self
             .submit(&Self::spec(args, tasks, args.task_cpus))
@@ -362,6 +372,15 @@ impl Bench {
             );
             row("coordinator peak RSS", mib(measure::peak_rss(pid)?));
         }
+        let used = agents_cpu(cluster)?.saturating_sub(agents_before);
+        row(
+            "simulated agents CPU",
+            format!(
+                "{:.2} s ({:.3} s per 1,000 tasks)",
+                used.as_secs_f64(),
+                used.as_secs_f64() * 1000.0 / tasks as f64
+            ),
+        );
         Ok(table)
     }
 

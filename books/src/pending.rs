@@ -83,6 +83,11 @@ impl PendingUpdates {
         self.by_id.contains_key(update)
     }
 
+    /// The status of a pending update.
+    pub(crate) fn status(&self, update: &UpdateId) -> Option<&TaskStatus> {
+        self.by_id.get(update).map(|e| &e.status)
+    }
+
     /// Whether any update of this task is pending.
     pub(crate) fn has_task(&self, task: &TaskId) -> bool {
         self.per_task.contains_key(task)

@@ -514,6 +514,20 @@ impl State {
         Ok(())
     }
 
+    /// The updates among `updates` that framework `fw` has still not acknowledged, in the
+    /// order given: what its stream left out while full, to send now that it has room. An
+    /// update since superseded by a newer one of its task is not among them (the newer one
+    /// went its own way). Changes nothing: the re-send timer still covers them.
+    pub fn unacknowledged(&self, fw: FrameworkId, updates: &[UpdateId]) -> Vec<TaskStatus> {
+        let Some(f) = self.frameworks.get(&fw) else {
+            return Vec::new();
+        };
+        updates
+            .iter()
+            .filter_map(|u| f.pending.status(u).cloned())
+            .collect()
+    }
+
     /// Sends again every unacknowledged update whose last send is older than the re-send
     /// interval, to connected frameworks.
     pub fn resend_updates(&mut self, now: &Now, fx: &mut Effects) {

@@ -1744,3 +1744,43 @@ fn a_task_lost_to_an_unreachable_launch_takes_the_terminal_state_its_agent_repor
         vec![],
     );
 }
+
+#[test]
+fn unacknowledged_names_only_updates_still_pending_in_the_order_asked() {
+    let (mut s, fw, agent, offer) = setup();
+    let mut fx = Vec::new();
+    let req = Accept {
+        offer_ids: vec![offer.offer_id],
+        tasks: vec![
+            task("a", agent, "cpus=1"),
+            task("b", agent, "cpus=1"),
+            task("c", agent, "cpus=1"),
+        ],
+        refuse: Some(Duration::ZERO),
+    };
+    s.accept(fw, req, &at(2), &mut fx).unwrap();
+    let a = finish(&mut s, fw, agent, "a", false);
+    let b = finish(&mut s, fw, agent, "b", true);
+    let c_running = running("c", fw, agent, None);
+    s.agent_status(agent, c_running.clone(), &at(12), &mut fx)
+        .unwrap();
+    let mut c_done = running("c", fw, agent, None);
+    c_done.state = TaskState::Finished;
+    s.agent_status(agent, c_done.clone(), &at(13), &mut fx)
+        .unwrap();
+    let got = s.unacknowledged(
+        fw,
+        &[
+            c_done.update_id,
+            b.update_id,
+            c_running.update_id,
+            UpdateId::new(),
+            a.update_id,
+        ],
+    );
+    // b was acknowledged, c's `running` was superseded by its `finished`, one id is unknown.
+    assert_eq!(got, vec![c_done, a]);
+    assert!(s
+        .unacknowledged(FrameworkId::new(), &[b.update_id])
+        .is_empty());
+}

@@ -12,8 +12,10 @@
 //!   either.
 //! - **Updates are deferred, not lost.** An update whose id is already waiting is not queued
 //!   twice (the books re-send unacknowledged updates on a timer). When the queue is full,
-//!   new updates are left out: the books keep every unacknowledged update and send it again
-//!   after the re-send interval, so a slow reader gets its updates later, at the pace it reads.
+//!   new updates are left out and their ids noted; the books keep every unacknowledged update.
+//!   Once the reader has taken the queue down to half its limit, the outbox asks for the
+//!   noted updates again ([`Outbox::with_refill`]), so a slow reader gets them at the pace it
+//!   reads rather than at the next re-send, which stays the safety net.
 //! - **Only a stopped reader is cut off.** A push [`Push::Stalled`] when the queue is full and the
 //!   reader has taken nothing for the stall time (two framework heartbeats), or when events
 //!   that cannot be deferred (rescinds of delivered offers, drains, preemptions) pile up to
@@ -59,6 +61,9 @@ pub struct Queue {
     limit: usize,
     /// How long a reader may take nothing from a full queue before it counts as stopped.
     stall_after: Duration,
+    /// Updates left out while the queue was full, oldest first, to ask for again once the
+    /// reader has made room (at most four limits of them; the re-sends cover the rest).
+    deferred: Vec<UpdateId>,
     /// When the reader last took an event (or the stream opened).
     last_read: Instant,
     closed: bool,
@@ -76,6 +81,7 @@ impl Queue {
             open_offers: None,
             limit: limit.max(1),
             stall_after,
+            deferred: Vec::new(),
             last_read: now,
             closed: false,
         }
@@ -115,7 +121,13 @@ impl Queue {
                 Push::Dropped
             }
             FrameworkEvent::Update { status } => {
-                if full || self.updates.contains(&status.update_id) {
+                if self.updates.contains(&status.update_id) {
+                    return Push::Dropped;
+                }
+                if full {
+                    if self.deferred.len() < self.limit.saturating_mul(4) {
+                        self.deferred.push(status.update_id);
+                    }
                     return Push::Dropped;
                 }
                 self.updates.insert(status.update_id);
@@ -146,6 +158,22 @@ impl Queue {
         Some(event)
     }
 
+    /// Whether updates were left out and the reader has made room for them: at most half the
+    /// limit waits.
+    pub fn wants_refill(&self) -> bool {
+        !self.deferred.is_empty() && !self.closed && self.events.len() <= self.limit / 2
+    }
+
+    /// The updates left out while the queue was full, oldest first, when there is room for
+    /// them now ([`Queue::wants_refill`]); nothing otherwise.
+    pub fn take_deferred(&mut self) -> Vec<UpdateId> {
+        if self.wants_refill() {
+            std::mem::take(&mut self.deferred)
+        } else {
+            Vec::new()
+        }
+    }
+
     /// Ends the queue: later pushes are dropped; what waits can still be read.
     pub fn close(&mut self) {
         self.closed = true;
@@ -156,6 +184,7 @@ impl Queue {
     pub fn discard(&mut self) {
         self.events.clear();
         self.updates.clear();
+        self.deferred.clear();
         self.offers.clear();
         self.open_offers = None;
         self.closed = true;
@@ -200,25 +229,63 @@ impl Queue {
     }
 }
 
+/// Asks for an outbox's deferred updates again ([`Outbox::with_refill`]).
+pub type Refill = Box<dyn Fn(&Arc<Outbox>) + Send + Sync>;
+
 /// A stream's queue shared between the runtime (which pushes, under the books' lock) and the
 /// SSE response (which reads).
-#[derive(Debug)]
 pub struct Outbox {
     queue: Mutex<Queue>,
     ready: Notify,
+    refill: Option<Refill>,
+}
+
+impl std::fmt::Debug for Outbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Outbox")
+            .field("queue", &self.queue)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Outbox {
-    /// A new outbox and the reader of its events.
+    /// A new outbox and the reader of its events; updates it defers come again only with the
+    /// books' re-sends.
     pub fn new(limit: usize, stall_after: Duration) -> (Arc<Outbox>, OutboxReader) {
+        Self::build(limit, stall_after, None)
+    }
+
+    /// [`Outbox::new`], and once the reader has made room after updates were deferred, the
+    /// reader calls `refill` (holding no lock), which should push those updates again
+    /// ([`Outbox::take_deferred`] names them).
+    pub fn with_refill(
+        limit: usize,
+        stall_after: Duration,
+        refill: Refill,
+    ) -> (Arc<Outbox>, OutboxReader) {
+        Self::build(limit, stall_after, Some(refill))
+    }
+
+    fn build(
+        limit: usize,
+        stall_after: Duration,
+        refill: Option<Refill>,
+    ) -> (Arc<Outbox>, OutboxReader) {
         let outbox = Arc::new(Outbox {
             queue: Mutex::new(Queue::new(limit, stall_after, Instant::now())),
             ready: Notify::new(),
+            refill,
         });
         let reader = OutboxReader {
             outbox: outbox.clone(),
         };
         (outbox, reader)
+    }
+
+    /// The updates deferred while the queue was full, when the reader has made room for them
+    /// (see [`Queue::take_deferred`]).
+    pub fn take_deferred(&self) -> Vec<UpdateId> {
+        self.queue().take_deferred()
     }
 
     fn queue(&self) -> MutexGuard<'_, Queue> {
@@ -258,14 +325,19 @@ impl OutboxReader {
     /// The next event; `None` once the outbox is closed and empty. Cancel-safe.
     pub async fn recv(&mut self) -> Option<FrameworkEvent> {
         loop {
-            {
+            let popped = {
                 let mut queue = self.outbox.queue();
-                if let Some(event) = queue.pop(Instant::now()) {
-                    return Some(event);
+                match queue.pop(Instant::now()) {
+                    Some(event) => Some((event, queue.wants_refill())),
+                    None if queue.is_closed() => return None,
+                    None => None,
                 }
-                if queue.is_closed() {
-                    return None;
+            };
+            if let Some((event, refill)) = popped {
+                if let (true, Some(refill)) = (refill, &self.outbox.refill) {
+                    refill(&self.outbox);
                 }
+                return Some(event);
             }
             // `notify_one` keeps a permit when nobody waits, so a push between the check above
             // and this wait is not missed.
@@ -403,6 +475,65 @@ mod tests {
         q.pop(t);
         q.pop(t);
         assert_eq!(q.push(update("a", 1), t), Push::Queued);
+    }
+
+    #[test]
+    fn deferred_updates_are_named_once_the_reader_made_room() {
+        let t = Instant::now();
+        let mut q = Queue::new(4, STALL, t);
+        for n in 1..=4 {
+            assert_eq!(q.push(update(&format!("t{n}"), n), t), Push::Queued);
+        }
+        // Full: left out and noted, once each, oldest first; a duplicate of a waiting one is not.
+        assert_eq!(q.push(update("t5", 5), t), Push::Dropped);
+        assert_eq!(q.push(update("t6", 6), t), Push::Dropped);
+        assert_eq!(q.push(update("t1", 1), t), Push::Dropped);
+        assert!(!q.wants_refill(), "four wait: no room yet");
+        assert_eq!(q.take_deferred(), vec![], "nothing handed out without room");
+        q.pop(t);
+        assert!(!q.wants_refill(), "three wait, more than half the limit");
+        q.pop(t);
+        assert!(q.wants_refill());
+        assert_eq!(q.take_deferred(), vec![UpdateId(id(5)), UpdateId(id(6))]);
+        assert!(!q.wants_refill(), "taken");
+        assert_eq!(q.take_deferred(), vec![]);
+        // A discarded queue forgets them.
+        q.push(update("t7", 7), t);
+        q.push(update("t8", 8), t);
+        q.push(update("t9", 9), t);
+        q.discard();
+        assert!(!q.wants_refill());
+        assert_eq!(q.take_deferred(), vec![]);
+    }
+
+    #[tokio::test]
+    async fn the_reader_asks_for_deferred_updates_when_it_made_room() {
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let refill: Refill = {
+            let asked = asked.clone();
+            Box::new(move |outbox: &Arc<Outbox>| {
+                // What a runtime does: take the ids and push those updates again.
+                let ids = outbox.take_deferred();
+                asked.lock().unwrap().extend(ids.iter().copied());
+                for n in ids {
+                    let n = n.0.as_bytes()[0];
+                    outbox.push(update(&format!("t{n}"), n));
+                }
+            })
+        };
+        let (outbox, mut reader) = Outbox::with_refill(2, STALL, refill);
+        outbox.push(update("t1", 1));
+        outbox.push(update("t2", 2));
+        assert_eq!(outbox.push(update("t3", 3)), Push::Dropped);
+        assert_eq!(reader.recv().await, Some(update("t1", 1)));
+        assert_eq!(*asked.lock().unwrap(), vec![UpdateId(id(3))]);
+        assert_eq!(reader.recv().await, Some(update("t2", 2)));
+        assert_eq!(
+            reader.recv().await,
+            Some(update("t3", 3)),
+            "the deferred update came without a re-send"
+        );
+        assert_eq!(asked.lock().unwrap().len(), 1, "asked once");
     }
 
     #[test]

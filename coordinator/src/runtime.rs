@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use protocol::events::OfferEvent;
 use protocol::messages::{KillTask, LaunchTasks};
-use protocol::{AgentId, FrameworkId, TaskId, TaskState};
+use protocol::{AgentId, FrameworkEvent, FrameworkId, TaskId, TaskState};
 use tokio::sync::{broadcast, oneshot, Notify};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -525,7 +525,15 @@ impl Coordinator {
             .framework_heartbeat_interval
             .saturating_mul(2)
             .max(Duration::from_secs(1));
-        let (outbox, reader) = Outbox::new(config.max_stream_queue, stall_after);
+        // Updates the stream leaves out while full come again as soon as the reader has made
+        // room, not at the next re-send. Weak: the outbox lives in the books' stream slots.
+        let weak = Arc::downgrade(&self.shared);
+        let refill = Box::new(move |outbox: &Arc<Outbox>| {
+            if let Some(shared) = weak.upgrade() {
+                Coordinator { shared }.refill_stream(id, outbox);
+            }
+        });
+        let (outbox, reader) = Outbox::with_refill(config.max_stream_queue, stall_after, refill);
         let (generation, d) = {
             let mut inner = self.lock();
             let generation = inner.state.subscribe(id, &now, &mut fx)?;
@@ -540,6 +548,25 @@ impl Coordinator {
         };
         self.perform(d);
         Ok((reader, generation))
+    }
+
+    /// Pushes again the updates framework `id`'s stream `outbox` left out while it was full
+    /// and has room for now (those still unacknowledged).
+    fn refill_stream(&self, id: FrameworkId, outbox: &Arc<Outbox>) {
+        let inner = self.lock();
+        // Only the framework's current stream: a replaced one gets nothing more.
+        if !inner
+            .streams
+            .get(&id)
+            .is_some_and(|slot| Arc::ptr_eq(&slot.outbox, outbox))
+        {
+            return;
+        }
+        let deferred = outbox.take_deferred();
+        for status in inner.state.unacknowledged(id, &deferred) {
+            // Half the queue is free, so these fit; any left out again are noted again.
+            outbox.push(FrameworkEvent::Update { status });
+        }
     }
 
     /// A framework stream ended (its HTTP response was dropped).

@@ -78,6 +78,22 @@ impl TaskPlaces {
         }
         out
     }
+
+    /// [`TaskPlaces::running`] of the jobs in `jobs` only: what [`place`] needs, which counts
+    /// the live tasks of constrained jobs alone, so a round with no constraint costs nothing
+    /// however many tasks run.
+    pub fn running_of<V>(&self, jobs: &BTreeMap<JobId, V>) -> BTreeMap<JobId, Vec<Attributes>> {
+        let mut out: BTreeMap<JobId, Vec<Attributes>> = BTreeMap::new();
+        if jobs.is_empty() {
+            return out;
+        }
+        for (job, attrs) in self.tasks.values() {
+            if jobs.contains_key(job) {
+                out.entry(*job).or_default().push(attrs.clone());
+            }
+        }
+        out
+    }
 }
 
 /// Runs `policy` on `offers` for `tasks` with each job's `constraints` (jobs absent are
@@ -95,7 +111,7 @@ pub fn place(
 ) -> Vec<Assignment> {
     let slots: Vec<OfferSlot> = offers.iter().map(OfferSlot::from).collect();
     let attributes: Vec<Attributes> = offers.iter().map(|o| o.attributes.clone()).collect();
-    let running = places.running();
+    let running = places.running_of(constraints);
     let input = PlacementInput {
         offers: &slots,
         tasks,
@@ -132,6 +148,21 @@ mod tests {
             expires_at: protocol::now(),
             reservation: None,
         }
+    }
+
+    #[test]
+    fn running_of_lists_only_the_named_jobs() {
+        let a = offer(&[("rack", "r1")]);
+        let mut places = TaskPlaces::new();
+        places.launched("t1".parse().unwrap(), 1, &a);
+        places.launched("t2".parse().unwrap(), 2, &a);
+        places.launched("t3".parse().unwrap(), 2, &a);
+        let none: BTreeMap<JobId, ()> = BTreeMap::new();
+        assert!(places.running_of(&none).is_empty());
+        let two = places.running_of(&BTreeMap::from([(2, ())]));
+        assert_eq!(two.keys().copied().collect::<Vec<_>>(), [2]);
+        assert_eq!(two[&2].len(), 2);
+        assert_eq!(places.running().len(), 2, "running() still lists every job");
     }
 
     #[test]

@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use protocol::{AgentId, TaskId, TaskState};
+use protocol::{AgentId, Resources, TaskId, TaskState};
 use serde::{Deserialize, Serialize};
 
 use crate::ranges::Ranges;
@@ -1003,6 +1003,27 @@ impl Book {
             heap.push(Reverse((prio, load + 1, seq, slot)));
         }
         out
+    }
+
+    /// The least any task ready to launch now asks of each resource (the element-wise
+    /// minimum of their jobs' resources; a resource some job does not ask for is absent), or
+    /// `None` when no task is ready. No ready task fits where this does not.
+    pub fn least_demand(&self, now: Millis) -> Option<Resources> {
+        let mut least: Option<Resources> = None;
+        for j in self.jobs.values().filter(|j| j.pending(now) > 0) {
+            let demand = &j.spec.resources;
+            least = Some(match least {
+                None => demand.clone(),
+                Some(acc) => {
+                    let mut min = Resources::new();
+                    for (name, millis) in acc.iter() {
+                        min.set_millis(name.clone(), millis.min(demand.millis(name.as_str())));
+                    }
+                    min
+                }
+            });
+        }
+        least
     }
 
     /// How many tasks are ready to launch now.

@@ -687,3 +687,36 @@ fn an_update_during_a_roll_rolls_on_to_the_newest_spec() {
         book.view("web")
     );
 }
+
+#[test]
+fn least_demand_is_the_element_wise_minimum_of_ready_jobs() {
+    let mut book = Book::default();
+    assert_eq!(book.least_demand(0), None, "nothing is ready");
+    let sized = |name: &str, res: &str| {
+        parse_any(&format!(
+            "name = \"{name}\"\ncommand = \"true\"\n[resources]\n{res}\n"
+        ))
+        .unwrap()
+    };
+    book.submit(sized("big", "cpus = 4\nmem = 128"), 0).unwrap();
+    book.submit(sized("small", "cpus = 1\nmem = 512\ngpus = 1"), 0)
+        .unwrap();
+    let least = book.least_demand(0).unwrap();
+    assert_eq!(
+        least,
+        "cpus=1,mem=128".parse().unwrap(),
+        "gpus: big asks none"
+    );
+    // Once `small` has launched its only task, only `big` is ready.
+    let agent = AgentId::new();
+    let c = book
+        .candidates(0, usize::MAX)
+        .into_iter()
+        .find(|c| c.job == "small")
+        .unwrap();
+    book.launched(&c, agent, 0).unwrap();
+    assert_eq!(
+        book.least_demand(0),
+        Some("cpus=4,mem=128".parse().unwrap())
+    );
+}

@@ -18,6 +18,11 @@ use framework_sdk::{BearerToken, RolePath};
 use parley_jobs::cli::{Args, Settings};
 use parley_jobs::ServiceConfig;
 
+// mimalloc, as the coordinator and the agent: the service allocates per update and per offer,
+// and glibc's allocator was a fifth of its profile under a 100,000-task array.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn seconds(name: &str, value: f64) -> anyhow::Result<Duration> {
     anyhow::ensure!(
         value.is_finite() && (0.001..=1e9).contains(&value),
@@ -129,7 +134,15 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Runtime::new() {
+    // One worker thread: the service's work goes through one driver and one book lock anyway,
+    // and a second worker only adds cross-thread wake-ups for every chunk of the event
+    // stream (a fifth of its CPU under a 40,000-task array on 2 cores; 0.12 s per 1,000 tasks
+    // with the default two workers, 0.09 s with one). Blocking calls still get their own pool.
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("parley-jobs: cannot start the runtime: {e}");

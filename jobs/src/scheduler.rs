@@ -98,6 +98,25 @@ impl JobsScheduler {
     }
 }
 
+/// At most how many tasks `offers` can hold together when none asks less than `least` of any
+/// resource, capped at [`MAX_PER_ROUND`].
+fn room_for(offers: &[Offer], least: &Resources) -> usize {
+    offers
+        .iter()
+        .map(|o| {
+            least
+                .iter()
+                .filter(|(_, d)| *d > 0)
+                .map(|(name, d)| {
+                    usize::try_from(o.resources.millis(name.as_str()) / d).unwrap_or(usize::MAX)
+                })
+                .min()
+                .unwrap_or(MAX_PER_ROUND)
+        })
+        .fold(0, usize::saturating_add)
+        .min(MAX_PER_ROUND)
+}
+
 /// Deals tasks out round-robin over the offers, so an array spreads over every agent that
 /// has room before any agent takes a second task. Each constraint's test of an agent's
 /// attributes ([`Constraint::admits`]) is kept; counting constraints are only checked to
@@ -168,22 +187,28 @@ impl Scheduler for JobsScheduler {
         let now = now_ms();
         self.shared.offers_seen(now);
         let mut book = self.shared.lock_book();
-        let cands = book.candidates(now, MAX_PER_ROUND);
+        // Ask for no more candidates than the offers can hold: offers often come a few at a
+        // time, and a round's cost grows with its candidates.
+        let limit = book
+            .least_demand(now)
+            .map_or(0, |least| room_for(&offers, &least));
+        let cands = book.candidates(now, limit);
         if cands.is_empty() {
             drop(book);
             return Decisions::launch_or_decline(&offers, |_| Vec::new());
         }
-        let specs: Specs = cands
-            .iter()
-            .filter_map(|c| {
-                let job = book.job(&c.job)?;
-                Some((c.job.clone(), (job.spec().clone(), job.estimator())))
-            })
-            .collect();
-        let seqs: BTreeMap<String, JobId> = cands
-            .iter()
-            .filter_map(|c| Some((c.job.clone(), book.job(&c.job)?.seq())))
-            .collect();
+        // Each job once: a round's candidates are mostly indexes of the same few jobs.
+        let mut specs: Specs = BTreeMap::new();
+        let mut seqs: BTreeMap<String, JobId> = BTreeMap::new();
+        for c in &cands {
+            if seqs.contains_key(&c.job) {
+                continue;
+            }
+            if let Some(job) = book.job(&c.job) {
+                specs.insert(c.job.clone(), (job.spec().clone(), job.estimator()));
+                seqs.insert(c.job.clone(), job.seq());
+            }
+        }
         // One placement per policy, best jobs first; each sees what the earlier left.
         let mut groups: Vec<(PlacementPolicy, Vec<(Candidate, JobId)>)> = Vec::new();
         for c in cands {
@@ -307,5 +332,46 @@ impl Scheduler for JobsScheduler {
 
     fn pending_tasks(&self) -> usize {
         self.shared.lock_book().pending(now_ms())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn offer(resources: &str) -> Offer {
+        Offer {
+            offer_id: OfferId::new(),
+            framework_id: FrameworkId::new(),
+            agent_id: AgentId::new(),
+            hostname: "h".into(),
+            resources: resources.parse().unwrap(),
+            agent_total: resources.parse().unwrap(),
+            attributes: Default::default(),
+            created_at: protocol::now(),
+            expires_at: protocol::now(),
+            reservation: None,
+        }
+    }
+
+    #[test]
+    fn room_for_bounds_the_tasks_offers_can_hold() {
+        let least: Resources = "cpus=1,mem=256".parse().unwrap();
+        // 4 by cpus, 2 by mem; then 3 by cpus; then none.
+        let offers = [
+            offer("cpus=4,mem=512"),
+            offer("cpus=3.5,mem=4096"),
+            offer("cpus=0.5,mem=4096"),
+        ];
+        assert_eq!(room_for(&offers, &least), 2 + 3);
+        assert_eq!(room_for(&[], &least), 0);
+        assert_eq!(
+            room_for(&offers[..1], &Resources::new()),
+            MAX_PER_ROUND,
+            "tasks that ask nothing are bounded by the round's cap"
+        );
+        let many: Vec<Offer> = (0..100).map(|_| offer("cpus=1000,mem=1000000")).collect();
+        assert_eq!(room_for(&many, &least), MAX_PER_ROUND);
     }
 }

@@ -103,6 +103,69 @@ fn split_adjacent(json: &str) -> Option<(&str, &str)> {
     Some((name, data))
 }
 
+/// An SSE frame read as the adjacently tagged value `{"event": EVENT, "data": DATA}` without
+/// building that text: the tag is handed over as a string and `data` is parsed once, straight
+/// into the variant (every event of every stream goes through here).
+struct Envelope<'a> {
+    event: Option<&'a str>,
+    data: Option<&'a str>,
+}
+
+impl<'de> serde::de::MapAccess<'de> for Envelope<'de> {
+    type Error = serde_json::Error;
+
+    fn next_key_seed<K: serde::de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, Self::Error> {
+        use serde::de::value::BorrowedStrDeserializer;
+        let key = match (self.event, self.data) {
+            (Some(_), _) => "event",
+            (None, Some(_)) => "data",
+            (None, None) => return Ok(None),
+        };
+        seed.deserialize(BorrowedStrDeserializer::new(key))
+            .map(Some)
+    }
+
+    fn next_value_seed<V: serde::de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: V,
+    ) -> Result<V::Value, Self::Error> {
+        use serde::de::value::BorrowedStrDeserializer;
+        use serde::de::Error as _;
+        if let Some(event) = self.event.take() {
+            return seed.deserialize(BorrowedStrDeserializer::new(event));
+        }
+        let data = self
+            .data
+            .take()
+            .ok_or_else(|| serde_json::Error::custom("a value without a key"))?;
+        let mut de = serde_json::Deserializer::from_str(data);
+        let value = seed.deserialize(&mut de)?;
+        // Exactly one JSON value: nothing may follow it.
+        de.end()?;
+        Ok(value)
+    }
+}
+
+impl<'de> serde::Deserializer<'de> for Envelope<'de> {
+    type Error = serde_json::Error;
+
+    fn deserialize_any<V: serde::de::Visitor<'de>>(
+        self,
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        visitor.visit_map(self)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map struct enum identifier
+        ignored_any
+    }
+}
+
 macro_rules! sse_helpers {
     ($ty:ty) => {
         impl $ty {
@@ -128,13 +191,10 @@ macro_rules! sse_helpers {
 
             /// Parses an SSE frame back into an event. `data` must be exactly one JSON value.
             pub fn from_sse(event: &str, data: &str) -> Result<Self, serde_json::Error> {
-                // Validate first, so `data` cannot add keys to the envelope below.
-                serde_json::from_str::<serde::de::IgnoredAny>(data)?;
-                let envelope = format!(
-                    "{{\"event\":{},\"data\":{data}}}",
-                    serde_json::to_string(event)?
-                );
-                serde_json::from_str(&envelope)
+                serde::Deserialize::deserialize(Envelope {
+                    event: Some(event),
+                    data: Some(data),
+                })
             }
         }
     };

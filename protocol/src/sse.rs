@@ -72,7 +72,7 @@ impl SseParser {
             }
         }
         // Whole runs up to each line end at a time, not byte by byte.
-        while let Some(end) = rest.iter().position(|&b| b == b'\n' || b == b'\r') {
+        while let Some(end) = memchr::memchr2(b'\n', b'\r', rest) {
             self.push_line_bytes(&rest[..end])?;
             let ended_by_cr = rest[end] == b'\r';
             rest = &rest[end + 1..];

@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use crate::support::*;
 use coordinator::Config;
@@ -200,6 +201,43 @@ async fn a_full_stream_defers_updates_to_the_resend_and_stays_open() {
         "a reader that reads is never cut off: {metrics}"
     );
     assert_eq!(framework_state(&tc, fw).await, "connected");
+}
+
+#[tokio::test]
+async fn updates_a_full_stream_left_out_come_once_the_reader_made_room_not_at_the_resend() {
+    let api = Api::new(Config {
+        max_stream_queue: 16,
+        // Never within the test: only the refill can bring what the full queue left out.
+        update_resend_interval: Duration::from_secs(3600),
+        ..fast_config()
+    });
+    let _loops = coordinator::server::spawn_loops(&api.coordinator);
+    let fw = api.register_framework("f", "eng").await;
+    let (mut reader, _) = api.coordinator.subscribe(fw).unwrap();
+    let agent = AgentId::new();
+    let (status, body) = api
+        .post("/api/v1/agents", agent_with_running_tasks(agent, fw, 40))
+        .await;
+    assert!(status == 200 || status == 201, "{status} {body}");
+    // 40 updates for a queue of 16: the first 15 queue behind `subscribed`, the rest are left
+    // out; reading makes room and brings them, each once, without acknowledging any.
+    let mut got = Vec::new();
+    while got.len() < 40 {
+        let event = tokio::time::timeout(DEADLINE, reader.recv())
+            .await
+            .unwrap_or_else(|_| panic!("only {} of 40 updates came: {got:?}", got.len()))
+            .expect("the stream stays open");
+        if let FrameworkEvent::Update { status } = event {
+            got.push(status.task_id.to_string());
+        }
+    }
+    let unique: BTreeSet<&String> = got.iter().collect();
+    assert_eq!(unique.len(), 40, "each task's update once: {got:?}");
+    let (_, metrics) = api.get_text("/metrics").await;
+    assert!(
+        metrics.contains("parley_streams_overflowed_total 0"),
+        "{metrics}"
+    );
 }
 
 #[tokio::test]

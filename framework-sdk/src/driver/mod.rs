@@ -13,12 +13,13 @@ mod demand;
 mod forgotten;
 mod offer_book;
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use protocol::messages::RegisterFramework;
-use protocol::{FrameworkEvent, FrameworkId, TaskId, UpdateId};
+use protocol::{FrameworkEvent, FrameworkId, Offer, OfferId, TaskId, UpdateId};
 use tokio_util::sync::CancellationToken;
 
 use backoff::Backoff;
@@ -513,19 +514,47 @@ impl<S: Scheduler> Runner<S> {
     }
 }
 
-/// Merges runs of consecutive `offers` events into one, so the scheduler places its queue once
-/// for all the offers that arrived together rather than once per event.
+/// Merges every `offers` event of one read into one, at the place of the last of them, so the
+/// scheduler places its queue once for all the offers that arrived together rather than once
+/// per event (under load, offers arrive between task updates). Moving offers later is safe:
+/// the scheduler only knows more when it sees them. An offer rescinded within the same read
+/// before that place is dropped with its rescind: the scheduler never sees either.
 fn coalesce_offers(events: Vec<FrameworkEvent>) -> Vec<FrameworkEvent> {
-    let mut out: Vec<FrameworkEvent> = Vec::with_capacity(events.len());
-    for event in events {
-        if let FrameworkEvent::Offers { offers: more } = event {
-            if let Some(FrameworkEvent::Offers { offers }) = out.last_mut() {
-                offers.extend(more);
-            } else {
-                out.push(FrameworkEvent::Offers { offers: more });
+    let Some(last) = events
+        .iter()
+        .rposition(|e| matches!(e, FrameworkEvent::Offers { .. }))
+    else {
+        return events;
+    };
+    let mut offered: HashSet<OfferId> = HashSet::new();
+    let mut cancelled: HashSet<OfferId> = HashSet::new();
+    for event in &events[..last] {
+        match event {
+            FrameworkEvent::Offers { offers } => offered.extend(offers.iter().map(|o| o.offer_id)),
+            FrameworkEvent::Rescind { offer_id } if offered.contains(offer_id) => {
+                cancelled.insert(*offer_id);
             }
-        } else {
-            out.push(event);
+            _ => {}
+        }
+    }
+    let mut merged: Vec<Offer> = Vec::new();
+    let mut out: Vec<FrameworkEvent> = Vec::with_capacity(events.len());
+    for (i, event) in events.into_iter().enumerate() {
+        match event {
+            FrameworkEvent::Offers { offers } => {
+                merged.extend(
+                    offers
+                        .into_iter()
+                        .filter(|o| !cancelled.contains(&o.offer_id)),
+                );
+                if i == last && !merged.is_empty() {
+                    out.push(FrameworkEvent::Offers {
+                        offers: std::mem::take(&mut merged),
+                    });
+                }
+            }
+            FrameworkEvent::Rescind { offer_id } if i < last && cancelled.contains(&offer_id) => {}
+            other => out.push(other),
         }
     }
     out
@@ -581,31 +610,56 @@ mod tests {
     }
 
     #[test]
-    fn consecutive_offer_events_are_merged_in_order() {
-        let (a, b) = (offers(2), offers(3));
-        let (FrameworkEvent::Offers { offers: first }, FrameworkEvent::Offers { offers: second }) =
-            (&a, &b)
-        else {
-            unreachable!()
+    fn the_offer_events_of_one_read_are_merged_in_order_at_the_last() {
+        let (a, b, c) = (offers(2), offers(3), offers(4));
+        let ids = |e: &FrameworkEvent| -> Vec<OfferId> {
+            let FrameworkEvent::Offers { offers } = e else {
+                unreachable!()
+            };
+            offers.iter().map(|o| o.offer_id).collect()
         };
-        let expected: Vec<OfferId> = first.iter().chain(second).map(|o| o.offer_id).collect();
+        let expected: Vec<OfferId> = [ids(&a), ids(&b), ids(&c)].concat();
         let merged = coalesce_offers(vec![
             a.clone(),
             b.clone(),
             FrameworkEvent::Heartbeat {},
-            offers(1),
             offers(0),
             FrameworkEvent::Heartbeat {},
-            offers(4),
+            c.clone(),
+            FrameworkEvent::Heartbeat {},
         ]);
         assert_eq!(
             shape(&merged),
-            ["offers 5", "heartbeat", "offers 1", "heartbeat", "offers 4"]
+            ["heartbeat", "heartbeat", "offers 9", "heartbeat"]
         );
-        let FrameworkEvent::Offers { offers } = &merged[0] else {
+        assert_eq!(ids(&merged[2]), expected, "arrival order is kept");
+        let none = coalesce_offers(vec![FrameworkEvent::Heartbeat {}]);
+        assert_eq!(shape(&none), ["heartbeat"]);
+    }
+
+    #[test]
+    fn an_offer_rescinded_in_the_same_read_is_dropped_with_its_rescind() {
+        let (a, b) = (offers(2), offers(1));
+        let first = match &a {
+            FrameworkEvent::Offers { offers } => offers[0].offer_id,
+            _ => unreachable!(),
+        };
+        let other = OfferId::new();
+        let merged = coalesce_offers(vec![
+            a.clone(),
+            FrameworkEvent::Rescind { offer_id: first },
+            FrameworkEvent::Rescind { offer_id: other },
+            b.clone(),
+        ]);
+        // An offer held from an earlier read is rescinded as before.
+        assert_eq!(shape(&merged), ["rescind", "offers 2"]);
+        assert_eq!(merged[0], FrameworkEvent::Rescind { offer_id: other });
+        let FrameworkEvent::Offers { offers: left } = &merged[1] else {
             unreachable!()
         };
-        let got: Vec<OfferId> = offers.iter().map(|o| o.offer_id).collect();
-        assert_eq!(got, expected, "arrival order is kept");
+        assert!(left.iter().all(|o| o.offer_id != first));
+        // Everything rescinded: no empty offers event.
+        let gone = coalesce_offers(vec![offers(0), FrameworkEvent::Heartbeat {}]);
+        assert_eq!(shape(&gone), ["heartbeat"]);
     }
 }
