@@ -2,6 +2,9 @@
 //! and agents (real ones, each on its own `127.0.0.1:0` listener and work dir, and optionally a
 //! simulated fleet behind one listener) — built with [`Cluster::builder`], read through the
 //! coordinator's REST API, and stopped, restarted or shut down piece by piece.
+//!
+//! It is the one in-process cluster of the workspace: the end-to-end tests, `parleyctl`'s and
+//! the jobs service's tests, and the benchmark's in-process run (`parley-bench`) all start it.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -46,6 +49,9 @@ pub struct ClusterBuilder {
     /// Each real agent's resources and attributes.
     agents: Vec<(String, Vec<(String, String)>)>,
     fleet: Option<FleetSpec>,
+    /// The fleet keeps `agent::SimConfig`'s default timing and stagger instead of the tests'.
+    fleet_default_pacing: bool,
+    startup_timeout: Duration,
     durable: bool,
     reap_orphans: bool,
     tokens: Tokens,
@@ -111,12 +117,28 @@ impl ClusterBuilder {
     }
 
     /// A fleet of `count` simulated agents (`agent::run_simulated`, one listener, fast timing,
-    /// registrations staggered over 500 ms) with these resources each.
+    /// registrations staggered over 500 ms unless [`ClusterBuilder::fleet_default_pacing`])
+    /// with these resources each.
     pub fn simulated_agents(mut self, count: usize, resources: &str) -> Self {
         self.fleet = Some(FleetSpec {
             count,
             resources: resources.to_owned(),
         });
+        self
+    }
+
+    /// Paces the simulated fleet as `agent --simulate` does by default (its default timing
+    /// and registration stagger) instead of as the tests do (fast timing, 500 ms): the
+    /// benchmark runs its fleet as a real one would be run.
+    pub fn fleet_default_pacing(mut self) -> Self {
+        self.fleet_default_pacing = true;
+        self
+    }
+
+    /// How long [`ClusterBuilder::start`] waits for every agent to be active (default
+    /// [`WITHIN`]).
+    pub fn startup_timeout(mut self, timeout: Duration) -> Self {
+        self.startup_timeout = timeout;
         self
     }
 
@@ -175,16 +197,29 @@ impl ClusterBuilder {
         }
         let mut want = self.agents.len();
         if let Some(fleet) = self.fleet {
-            cluster.start_fleet(&fleet).await?;
+            cluster
+                .start_fleet(&fleet, self.fleet_default_pacing)
+                .await?;
             want += fleet.count;
         }
-        cluster
-            .wait_for(&format!("{want} active agents"), |c| async move {
+        let c = &cluster;
+        wait_until(
+            self.startup_timeout,
+            &format!("{want} active agents"),
+            || async move {
+                // A part that stopped by itself will not come up: stop waiting, say why below.
+                if c.check_alive().is_err() {
+                    return Some(());
+                }
                 let list = c.agents().await.ok()?;
                 let active = list.agents.iter().filter(|a| a.state == "active").count();
                 (list.agents.len() == want && active == want).then_some(())
-            })
-            .await?;
+            },
+        )
+        .await?;
+        if let Some(error) = cluster.why_stopped().await {
+            return Err(error.context("starting the cluster"));
+        }
         Ok(cluster)
     }
 }
@@ -244,6 +279,8 @@ impl Cluster {
             config: fast_coordinator_config(),
             agents: Vec::new(),
             fleet: None,
+            fleet_default_pacing: false,
+            startup_timeout: WITHIN,
             durable: false,
             reap_orphans: false,
             tokens: Tokens::default(),
@@ -270,11 +307,13 @@ impl Cluster {
         self.coordinator = Some((token, join));
     }
 
-    async fn start_fleet(&mut self, fleet: &FleetSpec) -> anyhow::Result<()> {
+    async fn start_fleet(&mut self, fleet: &FleetSpec, default_pacing: bool) -> anyhow::Result<()> {
         let resources: Resources = fleet.resources.parse().context("fleet resources")?;
         let mut sim = agent::SimConfig::new(self.url.clone(), fleet.count, resources);
-        sim.stagger = Duration::from_millis(500);
-        sim.timing = agent::Timing::fast();
+        if !default_pacing {
+            sim.stagger = Duration::from_millis(500);
+            sim.timing = agent::Timing::fast();
+        }
         sim.token = self.agent_token.clone();
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let token = CancellationToken::new();
@@ -410,6 +449,51 @@ impl Cluster {
         .await?;
         self.serve(listener);
         Ok(())
+    }
+
+    /// Fails, naming it, when a part of the cluster that should be running (the coordinator,
+    /// a real agent, the simulated fleet) has stopped by itself.
+    pub fn check_alive(&self) -> anyhow::Result<()> {
+        let agents = self.agents.iter().enumerate().filter_map(|(i, a)| {
+            let (_, join) = a.running.as_ref()?;
+            Some((format!("agent {i}"), join))
+        });
+        let others = [
+            ("the coordinator", &self.coordinator),
+            ("the simulated fleet", &self.fleet),
+        ]
+        .into_iter()
+        .filter_map(|(what, running)| Some((what.to_owned(), &running.as_ref()?.1)));
+        for (what, join) in others.chain(agents) {
+            if join.is_finished() {
+                bail!("{what} stopped by itself");
+            }
+        }
+        Ok(())
+    }
+
+    /// The error of the first part that stopped by itself (see [`Cluster::check_alive`]), with
+    /// what it returned; it is no longer counted as running.
+    async fn why_stopped(&mut self) -> Option<anyhow::Error> {
+        let mut parts = vec![
+            ("the coordinator".to_owned(), &mut self.coordinator),
+            ("the simulated fleet".to_owned(), &mut self.fleet),
+        ];
+        for (i, slot) in self.agents.iter_mut().enumerate() {
+            parts.push((format!("agent {i}"), &mut slot.running));
+        }
+        for (what, running) in parts {
+            if running.as_ref().is_some_and(|(_, join)| join.is_finished()) {
+                let (_, join) = running.take()?;
+                let why = match join.await {
+                    Ok(Ok(())) => anyhow::anyhow!("{what} stopped by itself"),
+                    Ok(Err(e)) => e.context(format!("{what} stopped by itself")),
+                    Err(e) => anyhow::anyhow!("{what} panicked: {e}"),
+                };
+                return Some(why);
+            }
+        }
+        None
     }
 
     /// Stops the simulated fleet, the real agents and the coordinator, and waits for them.
