@@ -189,7 +189,7 @@ impl ClusterBuilder {
             fleet: None,
             _dirs: dirs,
         };
-        cluster.serve(listener);
+        cluster.serve(listener)?;
         for (resources, attributes) in &self.agents {
             cluster
                 .add_agent_with_attributes(resources, attributes.iter().cloned().collect())
@@ -236,7 +236,8 @@ pub struct Cluster {
     addr: SocketAddr,
     config: coordinator::Config,
     reap_orphans: bool,
-    coordinator: Option<Running>,
+    /// The coordinator, unless stopped; it stops itself when dropped.
+    coordinator: Option<coordinator::Served>,
     /// The coordinator list real agents started from now on are given (default: `url`).
     agent_coordinators: Option<String>,
     agents: Vec<AgentSlot>,
@@ -296,15 +297,10 @@ impl Cluster {
             .await
     }
 
-    fn serve(&mut self, listener: TcpListener) {
-        let token = CancellationToken::new();
-        let serve = coordinator::serve(
-            self.config.clone(),
-            listener,
-            token.clone().cancelled_owned(),
-        );
-        let join = tokio::spawn(async move { Ok(serve.await?) });
-        self.coordinator = Some((token, join));
+    fn serve(&mut self, listener: TcpListener) -> anyhow::Result<()> {
+        let served = coordinator::Served::spawn(self.config.clone(), listener)?;
+        self.coordinator = Some(served);
+        Ok(())
     }
 
     async fn start_fleet(&mut self, fleet: &FleetSpec, default_pacing: bool) -> anyhow::Result<()> {
@@ -426,11 +422,11 @@ impl Cluster {
     /// Stops the coordinator (its in-memory books are lost, the registry's kept; agents keep
     /// running and retrying) and waits for it.
     pub async fn stop_coordinator(&mut self) -> anyhow::Result<()> {
-        let running = self
+        let served = self
             .coordinator
             .take()
             .context("the coordinator is not running")?;
-        stop(running, "coordinator").await
+        Ok(served.stop().await?)
     }
 
     /// Starts a new coordinator (same settings: empty books, or the registry's) on the same
@@ -447,24 +443,28 @@ impl Cluster {
             || async move { TcpListener::bind(addr).await.ok() },
         )
         .await?;
-        self.serve(listener);
-        Ok(())
+        self.serve(listener)
     }
 
     /// Fails, naming it, when a part of the cluster that should be running (the coordinator,
     /// a real agent, the simulated fleet) has stopped by itself.
     pub fn check_alive(&self) -> anyhow::Result<()> {
+        if self
+            .coordinator
+            .as_ref()
+            .is_some_and(coordinator::Served::is_finished)
+        {
+            bail!("the coordinator stopped by itself");
+        }
         let agents = self.agents.iter().enumerate().filter_map(|(i, a)| {
             let (_, join) = a.running.as_ref()?;
             Some((format!("agent {i}"), join))
         });
-        let others = [
-            ("the coordinator", &self.coordinator),
-            ("the simulated fleet", &self.fleet),
-        ]
-        .into_iter()
-        .filter_map(|(what, running)| Some((what.to_owned(), &running.as_ref()?.1)));
-        for (what, join) in others.chain(agents) {
+        let fleet = self
+            .fleet
+            .as_ref()
+            .map(|(_, join)| ("the simulated fleet".to_owned(), join));
+        for (what, join) in fleet.into_iter().chain(agents) {
             if join.is_finished() {
                 bail!("{what} stopped by itself");
             }
@@ -475,10 +475,18 @@ impl Cluster {
     /// The error of the first part that stopped by itself (see [`Cluster::check_alive`]), with
     /// what it returned; it is no longer counted as running.
     async fn why_stopped(&mut self) -> Option<anyhow::Error> {
-        let mut parts = vec![
-            ("the coordinator".to_owned(), &mut self.coordinator),
-            ("the simulated fleet".to_owned(), &mut self.fleet),
-        ];
+        if self
+            .coordinator
+            .as_ref()
+            .is_some_and(coordinator::Served::is_finished)
+        {
+            let why = match self.coordinator.take()?.stop().await {
+                Ok(()) => anyhow::anyhow!("the coordinator stopped by itself"),
+                Err(e) => anyhow::Error::new(e).context("the coordinator stopped by itself"),
+            };
+            return Some(why);
+        }
+        let mut parts = vec![("the simulated fleet".to_owned(), &mut self.fleet)];
         for (i, slot) in self.agents.iter_mut().enumerate() {
             parts.push((format!("agent {i}"), &mut slot.running));
         }
@@ -506,8 +514,8 @@ impl Cluster {
                 self.stop_agent(index).await?;
             }
         }
-        if let Some(running) = self.coordinator.take() {
-            stop(running, "coordinator").await?;
+        if let Some(served) = self.coordinator.take() {
+            served.stop().await?;
         }
         Ok(())
     }
@@ -662,7 +670,8 @@ async fn stop((token, join): Running, what: &str) -> anyhow::Result<()> {
 impl Drop for Cluster {
     fn drop(&mut self) {
         let agents = self.agents.iter().filter_map(|a| a.running.as_ref());
-        for (token, _) in agents.chain(&self.fleet).chain(&self.coordinator) {
+        // The coordinator stops itself when dropped.
+        for (token, _) in agents.chain(&self.fleet) {
             token.cancel();
         }
     }

@@ -4,7 +4,6 @@
 
 use crate::support::{binary, texts};
 use parley_tls::testing::TestPki;
-use tokio_util::sync::CancellationToken;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_https_coordinator_is_reached_with_its_ca_file() {
@@ -20,12 +19,7 @@ async fn an_https_coordinator_is_reached_with_its_ca_file() {
         "https://localhost:{}",
         listener.local_addr().unwrap().port()
     );
-    let stop = CancellationToken::new();
-    let served = tokio::spawn(coordinator::serve(
-        config,
-        listener,
-        stop.clone().cancelled_owned(),
-    ));
+    let served = coordinator::Served::spawn(config, listener).unwrap();
     let ca = pki.ca_file.to_str().unwrap();
 
     let out = binary(&["--coordinator", &url, "--ca-file", ca, "frameworks"], &[]).await;
@@ -59,6 +53,5 @@ async fn an_https_coordinator_is_reached_with_its_ca_file() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--ca-file"), "{stderr}");
 
-    stop.cancel();
-    served.await.unwrap().unwrap();
+    served.stop().await.unwrap();
 }
