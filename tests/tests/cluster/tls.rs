@@ -16,13 +16,15 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 /// A TLS cluster: the coordinator's `https://localhost:PORT` URL, the agent's listener address,
-/// the CA, a client trusting it, and the token that stops both.
+/// the CA, a client trusting it, the coordinator (stopped when dropped) and the token that stops
+/// the agents.
 struct TlsCluster {
     url: String,
     agent_addr: std::net::SocketAddr,
     pki: TestPki,
     http: reqwest::Client,
     stop: CancellationToken,
+    _coordinator: coordinator::Served,
     _dir: tempfile::TempDir,
 }
 
@@ -61,11 +63,7 @@ async fn start(how: Coordinator) -> TlsCluster {
         true => format!("https://localhost:{port}"),
         false => format!("http://127.0.0.1:{port}"),
     };
-    tokio::spawn(coordinator::serve(
-        config,
-        listener,
-        stop.clone().cancelled_owned(),
-    ));
+    let served = coordinator::Served::spawn(config, listener).unwrap();
 
     let mut agent = agent::AgentConfig::new(url.clone(), dir.path().join("agent"));
     agent.resources = Some("cpus=2,mem=512".parse().unwrap());
@@ -94,6 +92,7 @@ async fn start(how: Coordinator) -> TlsCluster {
         pki,
         http,
         stop,
+        _coordinator: served,
         _dir: dir,
     }
 }
