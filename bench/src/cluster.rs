@@ -47,6 +47,8 @@ pub struct ClusterSpec {
     pub startup_timeout: Duration,
 }
 
+// One value per benchmark run: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 enum Parts {
     Processes {
         coordinator: Child,
@@ -54,7 +56,7 @@ enum Parts {
         log_dir: PathBuf,
     },
     /// Cancelled when dropped without [`Cluster::shutdown`].
-    InProcess(Box<tests::Cluster>),
+    InProcess(tests::Cluster),
 }
 
 /// A running coordinator and its simulated agents. Dropping it kills the children (started with
@@ -156,7 +158,7 @@ impl Cluster {
                 Cluster {
                     url: inner.url.clone(),
                     http,
-                    parts: Parts::InProcess(Box::new(inner)),
+                    parts: Parts::InProcess(inner),
                 }
             }
         };
