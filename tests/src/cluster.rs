@@ -43,6 +43,38 @@ struct FleetSpec {
     resources: String,
 }
 
+/// TLS for a [`Cluster`]: the files of a test PKI (a CA, and one certificate for `localhost`
+/// and `127.0.0.1` that every server uses), and how the coordinator uses them. The agents
+/// (real and simulated) always serve HTTPS with the certificate and trust the CA; the
+/// harness's own client trusts it too.
+#[derive(Debug, Clone)]
+pub struct ClusterTls {
+    /// The CA's certificate (PEM).
+    pub ca_file: PathBuf,
+    /// The servers' certificate (PEM).
+    pub cert_file: PathBuf,
+    /// Its private key (PEM).
+    pub key_file: PathBuf,
+    /// The coordinator serves HTTPS (`https://localhost:PORT`), else plain HTTP.
+    pub coordinator_https: bool,
+    /// The coordinator trusts the CA when it calls agents (`agent_ca_file`), else only the
+    /// built-in roots, so it cannot reach them.
+    pub coordinator_trusts_agents: bool,
+}
+
+impl ClusterTls {
+    /// TLS everywhere with `pki`'s files: the coordinator serves HTTPS and trusts the CA.
+    pub fn of(pki: &parley_tls::testing::TestPki) -> Self {
+        Self {
+            ca_file: pki.ca_file.clone(),
+            cert_file: pki.cert_file.clone(),
+            key_file: pki.key_file.clone(),
+            coordinator_https: true,
+            coordinator_trusts_agents: true,
+        }
+    }
+}
+
 /// How to build a [`Cluster`]; from [`Cluster::builder`].
 pub struct ClusterBuilder {
     config: coordinator::Config,
@@ -52,6 +84,7 @@ pub struct ClusterBuilder {
     /// The fleet keeps `agent::SimConfig`'s default timing and stagger instead of the tests'.
     fleet_default_pacing: bool,
     startup_timeout: Duration,
+    tls: Option<ClusterTls>,
     durable: bool,
     reap_orphans: bool,
     tokens: Tokens,
@@ -142,6 +175,12 @@ impl ClusterBuilder {
         self
     }
 
+    /// TLS between the harness, the coordinator and the agents (see [`ClusterTls`]).
+    pub fn tls(mut self, tls: ClusterTls) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
     /// A durable registry in the cluster's temp dir, so [`Cluster::stop_coordinator`] and
     /// [`Cluster::start_coordinator`] keep the stored books.
     pub fn durable_registry(mut self) -> Self {
@@ -165,9 +204,19 @@ impl ClusterBuilder {
         if self.durable {
             config.registry = Some(dirs.path().join("registry.redb"));
         }
+        if let Some(tls) = &self.tls {
+            if tls.coordinator_https {
+                config.tls_cert = Some(tls.cert_file.clone());
+                config.tls_key = Some(tls.key_file.clone());
+            }
+            if tls.coordinator_trusts_agents {
+                config.agent_ca_file = Some(tls.ca_file.clone());
+            }
+        }
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-        let mut http = reqwest::Client::builder();
+        let ca_file = self.tls.as_ref().map(|t| t.ca_file.as_path());
+        let mut http = parley_tls::client_builder(ca_file)?;
         if let Some(token) = &self.tokens.operator {
             let mut headers = reqwest::header::HeaderMap::new();
             headers.insert(
@@ -177,12 +226,13 @@ impl ClusterBuilder {
             http = http.default_headers(headers);
         }
         let mut cluster = Cluster {
-            url: format!("http://{addr}"),
+            url: base_url(self.tls.as_ref(), addr),
             http: http.build()?,
             agent_token: self.tokens.agent.clone(),
             addr,
             config,
             reap_orphans: self.reap_orphans,
+            tls: self.tls,
             coordinator: None,
             agent_coordinators: None,
             agents: Vec::new(),
@@ -236,6 +286,7 @@ pub struct Cluster {
     addr: SocketAddr,
     config: coordinator::Config,
     reap_orphans: bool,
+    tls: Option<ClusterTls>,
     /// The coordinator, unless stopped; it stops itself when dropped.
     coordinator: Option<coordinator::Served>,
     /// The coordinator list real agents started from now on are given (default: `url`).
@@ -282,6 +333,7 @@ impl Cluster {
             fleet: None,
             fleet_default_pacing: false,
             startup_timeout: WITHIN,
+            tls: None,
             durable: false,
             reap_orphans: false,
             tokens: Tokens::default(),
@@ -309,6 +361,10 @@ impl Cluster {
         if !default_pacing {
             sim.stagger = Duration::from_millis(500);
             sim.timing = agent::Timing::fast();
+        }
+        if let Some(tls) = &self.tls {
+            sim.tls = Some(agent_tls(tls));
+            sim.ca_file = Some(tls.ca_file.clone());
         }
         sim.token = self.agent_token.clone();
         let listener = TcpListener::bind("127.0.0.1:0").await?;
@@ -387,6 +443,10 @@ impl Cluster {
         config.timing = agent::Timing::fast();
         config.reap_orphans = self.reap_orphans;
         config.token = self.agent_token.clone();
+        if let Some(tls) = &self.tls {
+            config.tls = Some(agent_tls(tls));
+            config.ca_file = Some(tls.ca_file.clone());
+        }
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let token = CancellationToken::new();
         let stopped = token.clone().cancelled_owned();
@@ -408,7 +468,7 @@ impl Cluster {
             bail!("the coordinator is already running");
         }
         self.addr = addr;
-        self.url = format!("http://{addr}");
+        self.url = base_url(self.tls.as_ref(), addr);
         self.start_coordinator().await
     }
 
@@ -657,6 +717,23 @@ impl Cluster {
             .await?;
         }
         Ok(())
+    }
+}
+
+/// The coordinator's base URL at `addr`: `https://localhost:PORT` (the name its certificate
+/// has) when it serves HTTPS, else `http://ADDR`.
+fn base_url(tls: Option<&ClusterTls>, addr: SocketAddr) -> String {
+    match tls {
+        Some(tls) if tls.coordinator_https => format!("https://localhost:{}", addr.port()),
+        _ => format!("http://{addr}"),
+    }
+}
+
+/// An agent's server certificate and key.
+fn agent_tls(tls: &ClusterTls) -> agent::TlsFiles {
+    agent::TlsFiles {
+        cert: tls.cert_file.clone(),
+        key: tls.key_file.clone(),
     }
 }
 
