@@ -389,6 +389,7 @@ async fn offers_watch_connects_again_after_the_coordinator_restarts() {
         None,
         "the watch is still running"
     );
+    child.kill().await.unwrap();
     cluster.shutdown().await.unwrap();
 }
 
