@@ -1,7 +1,8 @@
 //! [`Cluster`]: the coordinator and the simulated agents under test, started either as child
-//! processes of release binaries (what the benchmark measures) or inside this process through
-//! the coordinator's and the agent's libraries (what the CI-sized test uses: `cargo test`
-//! builds no binaries of other crates).
+//! processes of release binaries (what the benchmark measures) or inside this process (what
+//! the CI-sized test uses: `cargo test` builds no binaries of other crates). In process it is
+//! the workspace's one in-process cluster, [`tests::Cluster`], with the coordinator's default
+//! settings and the simulated agents' default timing.
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener as StdListener};
 use std::path::PathBuf;
@@ -13,8 +14,6 @@ use protocol::messages::AgentList;
 use protocol::Resources;
 use serde::de::DeserializeOwned;
 use tokio::process::{Child, Command};
-use tokio::task::JoinHandle;
-use tokio_util::sync::{CancellationToken, DropGuard};
 
 /// How to start the cluster.
 #[derive(Debug, Clone)]
@@ -30,7 +29,8 @@ pub enum Launch {
         /// Where the children's output goes (`coordinator.log`, `agents-{k}.log`).
         log_dir: PathBuf,
     },
-    /// Tasks of this process's runtime, with the coordinator's default settings.
+    /// Tasks of this process's runtime ([`tests::Cluster`]), with the coordinator's default
+    /// settings.
     InProcess,
 }
 
@@ -47,18 +47,16 @@ pub struct ClusterSpec {
     pub startup_timeout: Duration,
 }
 
+// One value per benchmark run: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 enum Parts {
     Processes {
         coordinator: Child,
         agents: Vec<Child>,
         log_dir: PathBuf,
     },
-    InProcess {
-        stop: CancellationToken,
-        tasks: Vec<JoinHandle<anyhow::Result<()>>>,
-        /// Cancels `stop` when the cluster is dropped without [`Cluster::shutdown`].
-        _cancel_on_drop: DropGuard,
-    },
+    /// Cancelled when dropped without [`Cluster::shutdown`].
+    InProcess(tests::Cluster),
 }
 
 /// A running coordinator and its simulated agents. Dropping it kills the children (started with
@@ -149,40 +147,19 @@ impl Cluster {
                 cluster
             }
             Launch::InProcess => {
-                let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
-                let url = format!("http://{}", listener.local_addr()?);
-                let stop = CancellationToken::new();
-                let serve = coordinator::serve(
-                    coordinator::Config::default(),
-                    listener,
-                    stop.clone().cancelled_owned(),
-                );
-                let coordinator = tokio::spawn(async move { Ok(serve.await?) });
-                let mut cluster = Cluster {
-                    url,
+                let inner = tests::Cluster::builder()
+                    .config(coordinator::Config::default())
+                    .simulated_agents(spec.agents, &spec.agent_resources.to_string())
+                    .fleet_default_pacing()
+                    .startup_timeout(spec.startup_timeout)
+                    .start()
+                    .await
+                    .context("starting the in-process cluster")?;
+                Cluster {
+                    url: inner.url.clone(),
                     http,
-                    parts: Parts::InProcess {
-                        stop: stop.clone(),
-                        tasks: vec![coordinator],
-                        _cancel_on_drop: stop.clone().drop_guard(),
-                    },
-                };
-                cluster.wait_healthy(deadline).await?;
-                let sim = agent::SimConfig::new(
-                    cluster.url.clone(),
-                    spec.agents,
-                    spec.agent_resources.clone(),
-                );
-                let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
-                let stopped = stop.clone().cancelled_owned();
-                let fleet =
-                    tokio::spawn(
-                        async move { Ok(agent::run_simulated(sim, listener, stopped).await?) },
-                    );
-                if let Parts::InProcess { tasks, .. } = &mut cluster.parts {
-                    tasks.push(fleet);
+                    parts: Parts::InProcess(inner),
                 }
-                cluster
             }
         };
         cluster.wait_agents(spec.agents, deadline).await?;
@@ -193,7 +170,7 @@ impl Cluster {
     pub fn coordinator_pid(&self) -> Option<u32> {
         match &self.parts {
             Parts::Processes { coordinator, .. } => coordinator.id(),
-            Parts::InProcess { .. } => None,
+            Parts::InProcess(_) => None,
         }
     }
 
@@ -201,7 +178,7 @@ impl Cluster {
     pub fn agent_pids(&self) -> Vec<u32> {
         match &self.parts {
             Parts::Processes { agents, .. } => agents.iter().filter_map(Child::id).collect(),
-            Parts::InProcess { .. } => Vec::new(),
+            Parts::InProcess(_) => Vec::new(),
         }
     }
 
@@ -268,11 +245,7 @@ impl Cluster {
                     }
                 }
             }
-            Parts::InProcess { tasks, .. } => {
-                if tasks.iter().any(JoinHandle::is_finished) {
-                    bail!("the in-process coordinator or agents stopped by themselves");
-                }
-            }
+            Parts::InProcess(cluster) => cluster.check_alive()?,
         }
         Ok(())
     }
@@ -336,12 +309,7 @@ impl Cluster {
                 }
                 stop_child(coordinator).await;
             }
-            Parts::InProcess { stop, tasks, .. } => {
-                stop.cancel();
-                for task in tasks.into_iter().rev() {
-                    task.await.context("an in-process part panicked")??;
-                }
-            }
+            Parts::InProcess(cluster) => cluster.shutdown().await?,
         }
         Ok(())
     }

@@ -1,7 +1,8 @@
 //! The Parley coordinator: keeps the books of agents, frameworks, tasks and offers, decides with
 //! hierarchical DRF who is offered what, and serves the HTTP API of `docs/src/reference/api.md`.
 //!
-//! Start one with [`serve`] (tests bind `127.0.0.1:0` and pass a cancellation future):
+//! Start one with [`serve`] (or in a background task with [`Served`], as the tests and the
+//! benchmark do, on `127.0.0.1:0`):
 //!
 //! ```no_run
 //! # async fn run() -> anyhow::Result<()> {
@@ -42,6 +43,8 @@
 //!   same books, so unmodified Mesos frameworks (pymesos) run on Parley.
 //! - [`server`]: [`serve`]: wiring, graceful shutdown, supervised background loops
 //!   (allocation, offer expiry, agent liveness, failover, update re-sends).
+//! - [`served`]: [`Served`], a coordinator serving in a background task of the current
+//!   runtime, with its address, a stop that waits for its result, and a stop on drop.
 //! - [`reload`]: re-reading the TLS certificate and the credentials file while serving (on
 //!   SIGHUP); a file that does not load replaces nothing.
 //! - [`http`]: the HTTP/1 accept loop (header read and idle timeout, peer addresses for the
@@ -57,7 +60,7 @@
 //!
 //! Each module names only those below it: the books; [`auth`], [`config`], [`store`],
 //! [`history`], [`http`], [`metrics`]; [`runtime`] (which holds the HA role it is told,
-//! [`runtime::HaStatus`]); [`reload`]; [`ha`]; [`api`] and [`mesos`]; [`server`].
+//! [`runtime::HaStatus`]); [`reload`]; [`ha`]; [`api`] and [`mesos`]; [`server`]; [`served`].
 //! `scripts/check-layers.py coordinator/src` lists any import cycle; the one left is
 //! [`api`] ↔ [`mesos`] (the API's router merges the Mesos router, which uses the API's auth,
 //! errors and inputs).
@@ -73,6 +76,7 @@ pub mod metrics;
 pub mod outbox;
 pub mod reload;
 pub mod runtime;
+pub mod served;
 pub mod server;
 pub mod store;
 
@@ -83,4 +87,5 @@ pub use books as state;
 pub use allocator;
 pub use config::{Config, ConfigError, Layer, Overrides};
 pub use runtime::Coordinator;
+pub use served::Served;
 pub use server::{serve, serve_ha, ServeError};

@@ -2,6 +2,9 @@
 //! and agents (real ones, each on its own `127.0.0.1:0` listener and work dir, and optionally a
 //! simulated fleet behind one listener) — built with [`Cluster::builder`], read through the
 //! coordinator's REST API, and stopped, restarted or shut down piece by piece.
+//!
+//! It is the one in-process cluster of the workspace: the end-to-end tests, `parleyctl`'s and
+//! the jobs service's tests, and the benchmark's in-process run (`parley-bench`) all start it.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -40,12 +43,48 @@ struct FleetSpec {
     resources: String,
 }
 
+/// TLS for a [`Cluster`]: the files of a test PKI (a CA, and one certificate for `localhost`
+/// and `127.0.0.1` that every server uses), and how the coordinator uses them. The agents
+/// (real and simulated) always serve HTTPS with the certificate and trust the CA; the
+/// harness's own client trusts it too.
+#[derive(Debug, Clone)]
+pub struct ClusterTls {
+    /// The CA's certificate (PEM).
+    pub ca_file: PathBuf,
+    /// The servers' certificate (PEM).
+    pub cert_file: PathBuf,
+    /// Its private key (PEM).
+    pub key_file: PathBuf,
+    /// The coordinator serves HTTPS (`https://localhost:PORT`), else plain HTTP.
+    pub coordinator_https: bool,
+    /// The coordinator trusts the CA when it calls agents (`agent_ca_file`), else only the
+    /// built-in roots, so it cannot reach them.
+    pub coordinator_trusts_agents: bool,
+}
+
+impl ClusterTls {
+    /// TLS everywhere with `pki`'s files: the coordinator serves HTTPS and trusts the CA.
+    pub fn of(pki: &parley_tls::testing::TestPki) -> Self {
+        Self {
+            ca_file: pki.ca_file.clone(),
+            cert_file: pki.cert_file.clone(),
+            key_file: pki.key_file.clone(),
+            coordinator_https: true,
+            coordinator_trusts_agents: true,
+        }
+    }
+}
+
 /// How to build a [`Cluster`]; from [`Cluster::builder`].
 pub struct ClusterBuilder {
     config: coordinator::Config,
     /// Each real agent's resources and attributes.
     agents: Vec<(String, Vec<(String, String)>)>,
     fleet: Option<FleetSpec>,
+    /// The fleet keeps `agent::SimConfig`'s default timing and stagger instead of the tests'.
+    fleet_default_pacing: bool,
+    startup_timeout: Duration,
+    tls: Option<ClusterTls>,
     durable: bool,
     reap_orphans: bool,
     tokens: Tokens,
@@ -111,12 +150,34 @@ impl ClusterBuilder {
     }
 
     /// A fleet of `count` simulated agents (`agent::run_simulated`, one listener, fast timing,
-    /// registrations staggered over 500 ms) with these resources each.
+    /// registrations staggered over 500 ms unless [`ClusterBuilder::fleet_default_pacing`])
+    /// with these resources each.
     pub fn simulated_agents(mut self, count: usize, resources: &str) -> Self {
         self.fleet = Some(FleetSpec {
             count,
             resources: resources.to_owned(),
         });
+        self
+    }
+
+    /// Paces the simulated fleet as `agent --simulate` does by default (its default timing
+    /// and registration stagger) instead of as the tests do (fast timing, 500 ms): the
+    /// benchmark runs its fleet as a real one would be run.
+    pub fn fleet_default_pacing(mut self) -> Self {
+        self.fleet_default_pacing = true;
+        self
+    }
+
+    /// How long [`ClusterBuilder::start`] waits for every agent to be active (default
+    /// [`WITHIN`]).
+    pub fn startup_timeout(mut self, timeout: Duration) -> Self {
+        self.startup_timeout = timeout;
+        self
+    }
+
+    /// TLS between the harness, the coordinator and the agents (see [`ClusterTls`]).
+    pub fn tls(mut self, tls: ClusterTls) -> Self {
+        self.tls = Some(tls);
         self
     }
 
@@ -143,9 +204,19 @@ impl ClusterBuilder {
         if self.durable {
             config.registry = Some(dirs.path().join("registry.redb"));
         }
+        if let Some(tls) = &self.tls {
+            if tls.coordinator_https {
+                config.tls_cert = Some(tls.cert_file.clone());
+                config.tls_key = Some(tls.key_file.clone());
+            }
+            if tls.coordinator_trusts_agents {
+                config.agent_ca_file = Some(tls.ca_file.clone());
+            }
+        }
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-        let mut http = reqwest::Client::builder();
+        let ca_file = self.tls.as_ref().map(|t| t.ca_file.as_path());
+        let mut http = parley_tls::client_builder(ca_file)?;
         if let Some(token) = &self.tokens.operator {
             let mut headers = reqwest::header::HeaderMap::new();
             headers.insert(
@@ -155,19 +226,20 @@ impl ClusterBuilder {
             http = http.default_headers(headers);
         }
         let mut cluster = Cluster {
-            url: format!("http://{addr}"),
+            url: base_url(self.tls.as_ref(), addr),
             http: http.build()?,
             agent_token: self.tokens.agent.clone(),
             addr,
             config,
             reap_orphans: self.reap_orphans,
+            tls: self.tls,
             coordinator: None,
             agent_coordinators: None,
             agents: Vec::new(),
             fleet: None,
             _dirs: dirs,
         };
-        cluster.serve(listener);
+        cluster.serve(listener)?;
         for (resources, attributes) in &self.agents {
             cluster
                 .add_agent_with_attributes(resources, attributes.iter().cloned().collect())
@@ -175,16 +247,29 @@ impl ClusterBuilder {
         }
         let mut want = self.agents.len();
         if let Some(fleet) = self.fleet {
-            cluster.start_fleet(&fleet).await?;
+            cluster
+                .start_fleet(&fleet, self.fleet_default_pacing)
+                .await?;
             want += fleet.count;
         }
-        cluster
-            .wait_for(&format!("{want} active agents"), |c| async move {
+        let c = &cluster;
+        wait_until(
+            self.startup_timeout,
+            &format!("{want} active agents"),
+            || async move {
+                // A part that stopped by itself will not come up: stop waiting, say why below.
+                if c.check_alive().is_err() {
+                    return Some(());
+                }
                 let list = c.agents().await.ok()?;
                 let active = list.agents.iter().filter(|a| a.state == "active").count();
                 (list.agents.len() == want && active == want).then_some(())
-            })
-            .await?;
+            },
+        )
+        .await?;
+        if let Some(error) = cluster.why_stopped().await {
+            return Err(error.context("starting the cluster"));
+        }
         Ok(cluster)
     }
 }
@@ -201,7 +286,9 @@ pub struct Cluster {
     addr: SocketAddr,
     config: coordinator::Config,
     reap_orphans: bool,
-    coordinator: Option<Running>,
+    tls: Option<ClusterTls>,
+    /// The coordinator, unless stopped; it stops itself when dropped.
+    coordinator: Option<coordinator::Served>,
     /// The coordinator list real agents started from now on are given (default: `url`).
     agent_coordinators: Option<String>,
     agents: Vec<AgentSlot>,
@@ -244,6 +331,9 @@ impl Cluster {
             config: fast_coordinator_config(),
             agents: Vec::new(),
             fleet: None,
+            fleet_default_pacing: false,
+            startup_timeout: WITHIN,
+            tls: None,
             durable: false,
             reap_orphans: false,
             tokens: Tokens::default(),
@@ -259,22 +349,23 @@ impl Cluster {
             .await
     }
 
-    fn serve(&mut self, listener: TcpListener) {
-        let token = CancellationToken::new();
-        let serve = coordinator::serve(
-            self.config.clone(),
-            listener,
-            token.clone().cancelled_owned(),
-        );
-        let join = tokio::spawn(async move { Ok(serve.await?) });
-        self.coordinator = Some((token, join));
+    fn serve(&mut self, listener: TcpListener) -> anyhow::Result<()> {
+        let served = coordinator::Served::spawn(self.config.clone(), listener)?;
+        self.coordinator = Some(served);
+        Ok(())
     }
 
-    async fn start_fleet(&mut self, fleet: &FleetSpec) -> anyhow::Result<()> {
+    async fn start_fleet(&mut self, fleet: &FleetSpec, default_pacing: bool) -> anyhow::Result<()> {
         let resources: Resources = fleet.resources.parse().context("fleet resources")?;
         let mut sim = agent::SimConfig::new(self.url.clone(), fleet.count, resources);
-        sim.stagger = Duration::from_millis(500);
-        sim.timing = agent::Timing::fast();
+        if !default_pacing {
+            sim.stagger = Duration::from_millis(500);
+            sim.timing = agent::Timing::fast();
+        }
+        if let Some(tls) = &self.tls {
+            sim.tls = Some(agent_tls(tls));
+            sim.ca_file = Some(tls.ca_file.clone());
+        }
         sim.token = self.agent_token.clone();
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let token = CancellationToken::new();
@@ -352,6 +443,10 @@ impl Cluster {
         config.timing = agent::Timing::fast();
         config.reap_orphans = self.reap_orphans;
         config.token = self.agent_token.clone();
+        if let Some(tls) = &self.tls {
+            config.tls = Some(agent_tls(tls));
+            config.ca_file = Some(tls.ca_file.clone());
+        }
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let token = CancellationToken::new();
         let stopped = token.clone().cancelled_owned();
@@ -373,7 +468,7 @@ impl Cluster {
             bail!("the coordinator is already running");
         }
         self.addr = addr;
-        self.url = format!("http://{addr}");
+        self.url = base_url(self.tls.as_ref(), addr);
         self.start_coordinator().await
     }
 
@@ -387,11 +482,11 @@ impl Cluster {
     /// Stops the coordinator (its in-memory books are lost, the registry's kept; agents keep
     /// running and retrying) and waits for it.
     pub async fn stop_coordinator(&mut self) -> anyhow::Result<()> {
-        let running = self
+        let served = self
             .coordinator
             .take()
             .context("the coordinator is not running")?;
-        stop(running, "coordinator").await
+        Ok(served.stop().await?)
     }
 
     /// Starts a new coordinator (same settings: empty books, or the registry's) on the same
@@ -408,8 +503,65 @@ impl Cluster {
             || async move { TcpListener::bind(addr).await.ok() },
         )
         .await?;
-        self.serve(listener);
+        self.serve(listener)
+    }
+
+    /// Fails, naming it, when a part of the cluster that should be running (the coordinator,
+    /// a real agent, the simulated fleet) has stopped by itself.
+    pub fn check_alive(&self) -> anyhow::Result<()> {
+        if self
+            .coordinator
+            .as_ref()
+            .is_some_and(coordinator::Served::is_finished)
+        {
+            bail!("the coordinator stopped by itself");
+        }
+        let agents = self.agents.iter().enumerate().filter_map(|(i, a)| {
+            let (_, join) = a.running.as_ref()?;
+            Some((format!("agent {i}"), join))
+        });
+        let fleet = self
+            .fleet
+            .as_ref()
+            .map(|(_, join)| ("the simulated fleet".to_owned(), join));
+        for (what, join) in fleet.into_iter().chain(agents) {
+            if join.is_finished() {
+                bail!("{what} stopped by itself");
+            }
+        }
         Ok(())
+    }
+
+    /// The error of the first part that stopped by itself (see [`Cluster::check_alive`]), with
+    /// what it returned; it is no longer counted as running.
+    async fn why_stopped(&mut self) -> Option<anyhow::Error> {
+        if self
+            .coordinator
+            .as_ref()
+            .is_some_and(coordinator::Served::is_finished)
+        {
+            let why = match self.coordinator.take()?.stop().await {
+                Ok(()) => anyhow::anyhow!("the coordinator stopped by itself"),
+                Err(e) => anyhow::Error::new(e).context("the coordinator stopped by itself"),
+            };
+            return Some(why);
+        }
+        let mut parts = vec![("the simulated fleet".to_owned(), &mut self.fleet)];
+        for (i, slot) in self.agents.iter_mut().enumerate() {
+            parts.push((format!("agent {i}"), &mut slot.running));
+        }
+        for (what, running) in parts {
+            if running.as_ref().is_some_and(|(_, join)| join.is_finished()) {
+                let (_, join) = running.take()?;
+                let why = match join.await {
+                    Ok(Ok(())) => anyhow::anyhow!("{what} stopped by itself"),
+                    Ok(Err(e)) => e.context(format!("{what} stopped by itself")),
+                    Err(e) => anyhow::anyhow!("{what} panicked: {e}"),
+                };
+                return Some(why);
+            }
+        }
+        None
     }
 
     /// Stops the simulated fleet, the real agents and the coordinator, and waits for them.
@@ -422,8 +574,8 @@ impl Cluster {
                 self.stop_agent(index).await?;
             }
         }
-        if let Some(running) = self.coordinator.take() {
-            stop(running, "coordinator").await?;
+        if let Some(served) = self.coordinator.take() {
+            served.stop().await?;
         }
         Ok(())
     }
@@ -568,6 +720,23 @@ impl Cluster {
     }
 }
 
+/// The coordinator's base URL at `addr`: `https://localhost:PORT` (the name its certificate
+/// has) when it serves HTTPS, else `http://ADDR`.
+fn base_url(tls: Option<&ClusterTls>, addr: SocketAddr) -> String {
+    match tls {
+        Some(tls) if tls.coordinator_https => format!("https://localhost:{}", addr.port()),
+        _ => format!("http://{addr}"),
+    }
+}
+
+/// An agent's server certificate and key.
+fn agent_tls(tls: &ClusterTls) -> agent::TlsFiles {
+    agent::TlsFiles {
+        cert: tls.cert_file.clone(),
+        key: tls.key_file.clone(),
+    }
+}
+
 /// Cancels a running piece and waits for its result.
 async fn stop((token, join): Running, what: &str) -> anyhow::Result<()> {
     token.cancel();
@@ -578,7 +747,8 @@ async fn stop((token, join): Running, what: &str) -> anyhow::Result<()> {
 impl Drop for Cluster {
     fn drop(&mut self) {
         let agents = self.agents.iter().filter_map(|a| a.running.as_ref());
-        for (token, _) in agents.chain(&self.fleet).chain(&self.coordinator) {
+        // The coordinator stops itself when dropped.
+        for (token, _) in agents.chain(&self.fleet) {
             token.cancel();
         }
     }

@@ -6,7 +6,8 @@
 //! # Layout
 //!
 //! - [`cluster`]: [`Cluster`] and its [`ClusterBuilder`] (coordinator settings, real agents,
-//!   a simulated fleet, a durable registry): start, stop and restart agents and the coordinator
+//!   a simulated fleet, a durable registry, TLS with [`ClusterTls`]): start, stop and restart
+//!   agents and the coordinator
 //!   (on the same port), read the REST API, wait for a condition or a task state.
 //! - [`fast_coordinator_config`]: coordinator settings with short intervals for tests.
 //! - [`framework`]: [`framework::TestFramework`], a tiny raw-HTTP framework client (register,
@@ -24,7 +25,7 @@ pub mod framework;
 
 use std::time::Duration;
 
-pub use cluster::{metric_in, Cluster, ClusterBuilder};
+pub use cluster::{metric_in, Cluster, ClusterBuilder, ClusterTls};
 pub use testkit::{deadline_in, wait_for, wait_until, SseReader, TimedOut};
 
 /// Whether CI runs the tests (`PARLEY_CI=1`, set by `.ci/run`): a test whose tool or

@@ -336,13 +336,18 @@ async fn logs_follow_a_running_task_and_say_when_its_agent_is_down() {
 
 /// `offers --watch` outlives a coordinator restart: it says on stderr that the stream ended,
 /// connects again, and goes on printing the new coordinator's events.
+///
+/// Nothing tells the test when the watch has connected, so each phase keeps making offer
+/// events (declining, refused for 0 s, so the offer comes again) until the watch prints one of
+/// that phase's framework; the line after the restart names the new framework, so it cannot be
+/// one read before the restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn offers_watch_connects_again_after_the_coordinator_restarts() {
-    use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+    use tokio::io::{AsyncBufReadExt, BufReader};
     let mut cluster = Cluster::start(&["cpus=2,mem=1024"]).await.unwrap();
     let url = cluster.url.clone();
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_parleyctl"))
-        .args(["--coordinator", &url, "offers", "--watch", "--count", "2"])
+        .args(["--coordinator", &url, "offers", "--watch"])
         .env_remove("PARLEY_COORDINATOR")
         .env_remove("PARLEY_TOKEN")
         .stdout(std::process::Stdio::piped())
@@ -351,56 +356,69 @@ async fn offers_watch_connects_again_after_the_coordinator_restarts() {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut errors = BufReader::new(child.stderr.take().unwrap()).lines();
 
-    // A framework's first offer is the first line (the watch is connected once it is printed).
-    let mut first_fw = TestFramework::register(&url, "before", "eng")
+    let mut fw = TestFramework::register(&url, "before", "eng")
         .await
         .unwrap();
-    let first = tokio::time::timeout(WITHIN, lines.next_line())
-        .await
-        .expect("no first line")
-        .unwrap()
-        .unwrap();
-    assert!(first.contains(" offer_created "), "{first}");
-    let _ = first_fw.next_offers(WITHIN).await;
+    let first = watch_line_of(&mut lines, &mut fw, "before the restart").await;
+    assert!(first.contains(" offer_"), "{first}");
 
     cluster.stop_coordinator().await.unwrap();
     cluster.start_coordinator().await.unwrap();
+    let said = tokio::time::timeout(WITHIN, errors.next_line())
+        .await
+        .expect("offers --watch said nothing on stderr after the restart")
+        .unwrap()
+        .unwrap_or_default();
+    assert!(said.contains("connecting again"), "{said}");
 
-    // The new coordinator's books are empty: a framework registers again and declines its
-    // offers until the watch has printed its second line and exited.
+    // The new coordinator's books are empty: a framework registers again.
     let mut fw = tests::wait_until(WITHIN, "registering after the restart", || {
         let url = url.clone();
         async move { TestFramework::register(&url, "after", "eng").await.ok() }
     })
     .await
     .unwrap();
+    let after = watch_line_of(&mut lines, &mut fw, "after the restart").await;
+    assert!(after.contains(" offer_"), "{after}");
+    let said = errors.next_line().await.unwrap().unwrap_or_default();
+    assert!(said.contains("watching offers again"), "{said}");
+    assert_eq!(
+        child.try_wait().unwrap(),
+        None,
+        "the watch is still running"
+    );
+    child.kill().await.unwrap();
+    cluster.shutdown().await.unwrap();
+}
+
+/// Reads the watch's lines until one names `fw`, meanwhile declining `fw`'s offers (refused
+/// for 0 s, so each comes again) so that events keep coming until the watch is connected.
+async fn watch_line_of(
+    lines: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    fw: &mut TestFramework,
+    when: &str,
+) -> String {
+    let tick = std::time::Duration::from_millis(200);
+    let wanted = format!("framework={}", fw.id);
     let deadline = std::time::Instant::now() + WITHIN;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
+    loop {
         assert!(
             std::time::Instant::now() < deadline,
-            "offers --watch printed no second line within {WITHIN:?} of the restart"
+            "offers --watch printed no event of the framework {when} within {WITHIN:?}"
         );
-        if let Ok(offers) = fw.next_offers(std::time::Duration::from_millis(200)).await {
+        // `next_line` is cancel-safe: a line cut by the timeout is read whole next time.
+        if let Ok(line) = tokio::time::timeout(tick, lines.next_line()).await {
+            let line = line.unwrap().expect("offers --watch ended");
+            if line.contains(&wanted) {
+                return line;
+            }
+            continue;
+        }
+        if let Ok(offers) = fw.next_offers(tick).await {
             let ids: Vec<_> = offers.iter().map(|o| o.offer_id).collect();
             let _ = fw.decline(&ids, Some(0.0)).await;
         }
-    };
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .await
-        .unwrap();
-    assert!(status.success(), "{status}: {stderr}");
-    assert!(stderr.contains("connecting again"), "{stderr}");
-    let second = lines.next_line().await.unwrap().unwrap_or_default();
-    assert!(second.contains("offer_"), "{second}");
-    assert_eq!(lines.next_line().await.unwrap(), None, "exactly two lines");
-    cluster.shutdown().await.unwrap();
+    }
 }

@@ -1,6 +1,6 @@
 //! `parleyctl`'s tests, in one binary: its commands run through the library or as the real
 //! binary against a coordinator (and a jobs service) on loopback, its errors and exit codes,
-//! TLS, maintenance, jobs, and the generated command reference. Run one module with
+//! TLS, maintenance, jobs, `offers --watch` against a misbehaving stream, and the generated command reference. Run one module with
 //! `cargo test -p parleyctl --test parleyctl <module>::`.
 
 mod apply;
@@ -11,3 +11,4 @@ mod jobs;
 mod maintenance;
 mod support;
 mod tls;
+mod watch;

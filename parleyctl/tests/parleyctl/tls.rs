@@ -4,28 +4,18 @@
 
 use crate::support::{binary, texts};
 use parley_tls::testing::TestPki;
-use tokio_util::sync::CancellationToken;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_https_coordinator_is_reached_with_its_ca_file() {
     let dir = tempfile::tempdir().unwrap();
     let pki = TestPki::generate(dir.path()).unwrap();
-    let config = coordinator::Config {
-        tls_cert: Some(pki.cert_file.clone()),
-        tls_key: Some(pki.key_file.clone()),
-        ..tests::fast_coordinator_config()
-    };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!(
-        "https://localhost:{}",
-        listener.local_addr().unwrap().port()
-    );
-    let stop = CancellationToken::new();
-    let served = tokio::spawn(coordinator::serve(
-        config,
-        listener,
-        stop.clone().cancelled_owned(),
-    ));
+    let cluster = tests::Cluster::builder()
+        .tls(tests::ClusterTls::of(&pki))
+        .start()
+        .await
+        .unwrap();
+    let url = cluster.url.clone();
+    assert!(url.starts_with("https://localhost:"), "{url}");
     let ca = pki.ca_file.to_str().unwrap();
 
     let out = binary(&["--coordinator", &url, "--ca-file", ca, "frameworks"], &[]).await;
@@ -59,6 +49,5 @@ async fn an_https_coordinator_is_reached_with_its_ca_file() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--ca-file"), "{stderr}");
 
-    stop.cancel();
-    served.await.unwrap().unwrap();
+    cluster.shutdown().await.unwrap();
 }

@@ -169,6 +169,8 @@ async fn the_dashboard_shows_offers_a_running_task_and_charts_in_chromium() {
         "a screenshot of a drawn page, not a blank one"
     );
     let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/dashboard.png");
+    // `target/` is not there when the build goes elsewhere (CARGO_TARGET_DIR).
+    std::fs::create_dir_all(target.parent().unwrap()).unwrap();
     std::fs::write(&target, &png).unwrap();
     browser.close().await.unwrap();
 

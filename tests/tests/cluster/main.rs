@@ -17,6 +17,7 @@ mod gpu;
 mod gpu_agents;
 mod gpu_nvml;
 mod ha_clients;
+mod harness;
 mod health;
 mod hostile;
 mod isolation;

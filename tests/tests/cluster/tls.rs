@@ -8,21 +8,17 @@ use std::time::Duration;
 
 use framework_sdk::{CoordinatorClient, SdkError};
 use parley_tls::testing::TestPki;
-use protocol::messages::{AgentList, RegisterFramework};
+use protocol::messages::RegisterFramework;
 use protocol::{AgentId, TaskState};
 use tests::framework::{shell_task, TestFramework};
-use tests::{wait_until, WITHIN};
-use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
+use tests::{Cluster, ClusterTls, WITHIN};
 
-/// A TLS cluster: the coordinator's `https://localhost:PORT` URL, the agent's listener address,
-/// the CA, a client trusting it, and the token that stops both.
+/// A TLS cluster ([`Cluster`] with [`ClusterTls`]): one real agent, and `fleet` simulated ones.
 struct TlsCluster {
-    url: String,
-    agent_addr: std::net::SocketAddr,
+    cluster: Cluster,
+    /// The real agent's listener address.
+    agent_addr: String,
     pki: TestPki,
-    http: reqwest::Client,
-    stop: CancellationToken,
     _dir: tempfile::TempDir,
 }
 
@@ -40,91 +36,39 @@ const ALL_TLS: Coordinator = Coordinator {
     trusts_agents: true,
 };
 
-async fn start(how: Coordinator) -> TlsCluster {
+async fn start(how: Coordinator, fleet: usize) -> TlsCluster {
     let dir = tempfile::tempdir().unwrap();
     let pki = TestPki::generate(dir.path()).unwrap();
-    let stop = CancellationToken::new();
-
-    let config = coordinator::Config {
-        allocation_interval: Duration::from_millis(100),
-        agent_heartbeat_interval: Duration::from_millis(500),
-        framework_heartbeat_interval: Duration::from_secs(1),
-        update_resend_interval: Duration::from_millis(500),
-        tls_cert: how.tls.then(|| pki.cert_file.clone()),
-        tls_key: how.tls.then(|| pki.key_file.clone()),
-        agent_ca_file: how.trusts_agents.then(|| pki.ca_file.clone()),
-        ..coordinator::Config::default()
+    let tls = ClusterTls {
+        coordinator_https: how.tls,
+        coordinator_trusts_agents: how.trusts_agents,
+        ..ClusterTls::of(&pki)
     };
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let url = match how.tls {
-        true => format!("https://localhost:{port}"),
-        false => format!("http://127.0.0.1:{port}"),
-    };
-    tokio::spawn(coordinator::serve(
-        config,
-        listener,
-        stop.clone().cancelled_owned(),
-    ));
-
-    let mut agent = agent::AgentConfig::new(url.clone(), dir.path().join("agent"));
-    agent.resources = Some("cpus=2,mem=512".parse().unwrap());
-    agent.timing = agent::Timing::fast();
-    agent.reap_orphans = false;
-    agent.tls = Some(agent::TlsFiles {
-        cert: pki.cert_file.clone(),
-        key: pki.key_file.clone(),
-    });
-    agent.ca_file = Some(pki.ca_file.clone());
-    let agent_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let agent_addr = agent_listener.local_addr().unwrap();
-    tokio::spawn(agent::run(
-        agent,
-        agent_listener,
-        stop.clone().cancelled_owned(),
-    ));
-
-    let http = parley_tls::client_builder(Some(&pki.ca_file))
-        .unwrap()
-        .build()
-        .unwrap();
+    let mut builder = Cluster::builder().tls(tls).agent("cpus=2,mem=512");
+    if fleet > 0 {
+        builder = builder.simulated_agents(fleet, "cpus=4,mem=1024");
+    }
+    let cluster = builder.start().await.unwrap();
+    let endpoint = cluster.agent_info(0).await.unwrap().endpoint;
+    let agent_addr = endpoint
+        .strip_prefix("https://")
+        .unwrap_or_else(|| panic!("the agent serves HTTPS: {endpoint}"))
+        .to_owned();
     TlsCluster {
-        url,
+        cluster,
         agent_addr,
         pki,
-        http,
-        stop,
         _dir: dir,
-    }
-}
-
-impl TlsCluster {
-    /// Waits until the agent registered over HTTPS; returns the endpoint it advertised.
-    async fn active_agent_endpoint(&self) -> String {
-        let url = format!("{}/api/v1/agents", self.url);
-        wait_until(WITHIN, "the agent is active", || async {
-            let list: AgentList = self.http.get(&url).send().await.ok()?.json().await.ok()?;
-            let agent = list.agents.into_iter().next()?;
-            (agent.state == "active").then_some(agent.endpoint)
-        })
-        .await
-        .unwrap()
-    }
-}
-
-impl Drop for TlsCluster {
-    fn drop(&mut self) {
-        self.stop.cancel();
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_sdk_framework_runs_tasks_over_tls_end_to_end() {
-    let cluster = start(ALL_TLS).await;
-    let endpoint = cluster.active_agent_endpoint().await;
-    assert_eq!(endpoint, format!("https://{}", cluster.agent_addr));
+    let cluster = start(ALL_TLS, 0).await;
+    assert!(cluster.cluster.url.starts_with("https://localhost:"));
 
-    let mut common = examples::common::CommonArgs::new(cluster.url.clone(), "tls".parse().unwrap());
+    let mut common =
+        examples::common::CommonArgs::new(cluster.cluster.url.clone(), "tls".parse().unwrap());
     common.ca_file = Some(cluster.pki.ca_file.clone());
     common.no_unregister = true;
     let args = examples::hello::Args {
@@ -143,11 +87,10 @@ async fn an_sdk_framework_runs_tasks_over_tls_end_to_end() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_without_the_ca_or_without_tls_are_refused() {
-    let cluster = start(ALL_TLS).await;
-    cluster.active_agent_endpoint().await;
+    let cluster = start(ALL_TLS, 0).await;
 
     // The SDK with the built-in roots only: the certificate is not trusted.
-    let untrusting = CoordinatorClient::new(&cluster.url, Duration::from_secs(5)).unwrap();
+    let untrusting = CoordinatorClient::new(&cluster.cluster.url, Duration::from_secs(5)).unwrap();
     let request = RegisterFramework {
         name: "untrusting".into(),
         role: "tls".parse().unwrap(),
@@ -171,7 +114,7 @@ async fn clients_without_the_ca_or_without_tls_are_refused() {
 
     // Plain HTTP to the coordinator's and the agent's TLS ports gets no HTTP answer.
     let plain = reqwest::Client::new();
-    let port = cluster.url.rsplit(':').next().unwrap();
+    let port = cluster.cluster.url.rsplit(':').next().unwrap();
     let coordinator = plain
         .get(format!("http://127.0.0.1:{port}/health"))
         .send()
@@ -194,8 +137,9 @@ async fn clients_without_the_ca_or_without_tls_are_refused() {
 
     // And the trusting client still gets through.
     let health = cluster
+        .cluster
         .http
-        .get(format!("{}/health", cluster.url))
+        .get(format!("{}/health", cluster.cluster.url))
         .send()
         .await
         .unwrap();
@@ -206,15 +150,17 @@ async fn clients_without_the_ca_or_without_tls_are_refused() {
 async fn the_coordinator_does_not_launch_on_an_agent_whose_certificate_it_does_not_trust() {
     // A plain-HTTP coordinator without --agent-ca-file, and an HTTPS agent with a certificate
     // from the test CA: the agent registers (HTTP and HTTPS mix), but a launch cannot reach it.
-    let cluster = start(Coordinator {
-        tls: false,
-        trusts_agents: false,
-    })
+    let cluster = start(
+        Coordinator {
+            tls: false,
+            trusts_agents: false,
+        },
+        0,
+    )
     .await;
-    let endpoint = cluster.active_agent_endpoint().await;
-    assert!(endpoint.starts_with("https://"), "{endpoint}");
+    assert!(cluster.cluster.url.starts_with("http://"));
 
-    let mut framework = TestFramework::register(&cluster.url, "untrusting", "tls")
+    let mut framework = TestFramework::register(&cluster.cluster.url, "untrusting", "tls")
         .await
         .unwrap();
     let task = shell_task("t1", AgentId::default(), "cpus=0.5,mem=64", "echo never");
@@ -229,42 +175,18 @@ async fn the_coordinator_does_not_launch_on_an_agent_whose_certificate_it_does_n
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_simulated_fleet_serves_and_calls_over_tls() {
-    let cluster = start(ALL_TLS).await;
-    cluster.active_agent_endpoint().await;
-    let resources = "cpus=4,mem=1024".parse().unwrap();
-    let mut sim = agent::SimConfig::new(cluster.url.clone(), 3, resources);
-    sim.stagger = Duration::from_millis(50);
-    sim.timing = agent::Timing::fast();
-    sim.tls = Some(agent::TlsFiles {
-        cert: cluster.pki.cert_file.clone(),
-        key: cluster.pki.key_file.clone(),
-    });
-    sim.ca_file = Some(cluster.pki.ca_file.clone());
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let fleet = format!("https://{}", listener.local_addr().unwrap());
-    tokio::spawn(agent::run_simulated(
-        sim,
-        listener,
-        cluster.stop.clone().cancelled_owned(),
-    ));
-    let url = format!("{}/api/v1/agents", cluster.url);
-    wait_until(WITHIN, "3 simulated agents active over https", || async {
-        let list: AgentList = cluster
-            .http
-            .get(&url)
-            .send()
-            .await
-            .ok()?
-            .json()
-            .await
-            .ok()?;
-        let simulated = list
-            .agents
-            .iter()
-            .filter(|a| a.state == "active" && a.endpoint.starts_with(&fleet))
-            .count();
-        (list.agents.len() == 4 && simulated == 3).then_some(())
-    })
-    .await
-    .unwrap();
+    // The start waited for the real agent and the three simulated ones to be active, which
+    // took their calls to the coordinator and its to them, all over HTTPS.
+    let cluster = start(ALL_TLS, 3).await;
+    let agents = cluster.cluster.agents().await.unwrap().agents;
+    assert_eq!(agents.len(), 4);
+    let simulated: Vec<_> = agents
+        .iter()
+        .filter(|a| a.endpoint.contains("/sim/"))
+        .collect();
+    assert_eq!(simulated.len(), 3, "{agents:?}");
+    for agent in &simulated {
+        assert!(agent.endpoint.starts_with("https://"), "{}", agent.endpoint);
+        assert_eq!(agent.state, "active");
+    }
 }

@@ -2,9 +2,10 @@
 //!
 //! - [`rest::Rest`]: the REST helpers (get, post, offers, tasks, register, accept, book checks)
 //!   shared by both ways to reach a coordinator:
-//! - [`TestCoordinator`]: a coordinator serving real HTTP on loopback, for tests of streams,
-//!   agents and background loops, with [`EventStream`] (a framework's stream, read with
-//!   `testkit`'s SSE reader).
+//! - [`TestCoordinator`]: a coordinator serving real HTTP on loopback ([`coordinator::Served`],
+//!   the in-process coordinator the end-to-end harness `tests::Cluster` runs too), for tests of
+//!   streams, agents and background loops, with [`EventStream`] (a framework's stream, read
+//!   with `testkit`'s SSE reader). It has no agents: the tests play them ([`FakeAgent`]).
 //! - [`oneshot::Api`]: the coordinator's router called in process (`Router::oneshot`), for
 //!   tests that only send requests and read answers.
 //! - [`fake_agent`]: [`FakeAgent`] (an axum server recording launches and kills) and
@@ -24,7 +25,6 @@ use coordinator::Config;
 use protocol::{AgentId, FrameworkEvent, FrameworkId, Offer, TaskState, TaskStatus};
 use serde_json::Value;
 use testkit::{deadline_in, SseError, SseEvent, SseReader};
-use tokio_util::sync::CancellationToken;
 
 pub use fake_agent::{keep_alive, FakeAgent};
 pub use oneshot::Api;
@@ -65,31 +65,24 @@ where
 
 /// A coordinator serving on `127.0.0.1:0`; shut down when dropped.
 pub struct TestCoordinator {
+    /// Its base URL, `http://127.0.0.1:PORT`.
     pub base: String,
+    /// A client for its API.
     pub client: reqwest::Client,
-    token: CancellationToken,
-}
-
-impl Drop for TestCoordinator {
-    fn drop(&mut self) {
-        self.token.cancel();
-    }
+    /// Stops it when dropped.
+    _served: coordinator::Served,
 }
 
 impl TestCoordinator {
+    /// Starts a coordinator with `config` on a free loopback port.
     pub async fn start(config: Config) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let token = CancellationToken::new();
-        tokio::spawn(coordinator::serve(
-            config,
-            listener,
-            token.clone().cancelled_owned(),
-        ));
+        let served = coordinator::Served::bind(config, ([127, 0, 0, 1], 0).into())
+            .await
+            .unwrap();
         Self {
-            base: format!("http://{addr}"),
+            base: format!("http://{}", served.addr()),
             client: reqwest::Client::new(),
-            token,
+            _served: served,
         }
     }
 
