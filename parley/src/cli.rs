@@ -36,18 +36,18 @@ pub struct Args {
     pub dev_jobs_port: u16,
     /// Where the coordinator keeps its durable registry (`DIR/registry.redb`) and, with --dev,
     /// the local agents their ids, journals and task sandboxes (`DIR/agent-N`).
-    #[arg(long, value_name = "DIR", default_value = "data")]
+    #[arg(long, value_name = "DIR", default_value = "data", global = true)]
     pub data_dir: std::path::PathBuf,
     /// Keep the books in memory only: a restart forgets frameworks and run-time role weights
     /// (agents and their tasks still come back by re-registering).
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub in_memory: bool,
     /// High availability: etcd client URLs (comma-separated). Several coordinators started
     /// with the same etcd and prefix elect one leader; the others redirect to it.
-    #[arg(long, value_name = "URL[,URL...]")]
+    #[arg(long, value_name = "URL[,URL...]", global = true)]
     pub etcd: Option<String>,
     /// With --etcd: the key prefix of this cluster's registry and election.
-    #[arg(long, value_name = "P", default_value = "/parley")]
+    #[arg(long, value_name = "P", default_value = "/parley", global = true)]
     pub etcd_prefix: String,
     /// With --etcd (required): the base URL at which the others reach this coordinator.
     #[arg(long, value_name = "URL")]
@@ -64,7 +64,8 @@ pub struct Args {
     /// offering.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub reregister_grace_s: u64,
-    /// Helpers for credentials files (nothing is served).
+    /// Helpers for credentials files, and backup and restore of the registry (nothing is
+    /// served; backup and restore read --data-dir, or --etcd and --etcd-prefix).
     #[command(subcommand)]
     pub command: Option<crate::secrets::Command>,
 }

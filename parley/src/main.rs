@@ -3,14 +3,17 @@
 //!
 //! Modules: this file ([`coordinator::Overrides`] from the file and the flags, the runtime,
 //! shutdown signals), `dev` (`--dev`: the coordinator plus local agents in one process), and in
-//! the package's library `parley::cli` (the flags) and `parley::secrets` (the `new-token` and
-//! `hash-secret` subcommands for credentials files).
+//! the package's library `parley::cli` (the flags), `parley::secrets` (the subcommands: `new-token`
+//! and `hash-secret` for credentials files, `tls init`) and `parley::backup` (`backup` and
+//! `restore` of the registry).
 //!
 //! ```text
 //! coordinator --listen 127.0.0.1:5050 [--config parley.toml] [--credentials creds.toml] ...
 //! coordinator new-token            # a random token and the hash to put in the credentials file
 //! printf %s "$TOKEN" | coordinator hash-secret
 //! coordinator tls init --out pki --coordinator coord1=10.0.0.2,coord1.example
+//! coordinator backup --out registry.json [--data-dir DIR | --etcd URL --etcd-prefix P]
+//! coordinator restore --from registry.json [--data-dir DIR | --etcd URL --etcd-prefix P]
 //! ```
 //!
 //! The durable registry is `--data-dir`/registry.redb (default `data/registry.redb`) unless
@@ -173,7 +176,7 @@ fn main() -> ExitCode {
         }
     };
     if let Some(command) = &args.command {
-        return secrets::run(command);
+        return secrets::run(command, &args);
     }
     let loaded = load(&args).and_then(|(c, l)| Ok((c, l, ha_options(&args)?)));
     let (config, listen, ha) = match loaded {
