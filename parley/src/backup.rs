@@ -17,9 +17,14 @@ use coordinator::ha::registry::{current_leader, read_registry, replace_registry,
 use coordinator::store::backup::{Backend, Backup, Source};
 use coordinator::store::{Snapshot, Store, StoreError};
 
+use crate::cli::RegistryFlags;
+
 /// The flags of `coordinator backup`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct BackupArgs {
+    /// The registry to read: the server's flags.
+    #[command(flatten)]
+    pub registry: RegistryFlags,
     /// The file to write (replaced atomically, mode 0600: it holds the principals that own
     /// frameworks).
     #[arg(long, value_name = "FILE")]
@@ -29,6 +34,9 @@ pub struct BackupArgs {
 /// The flags of `coordinator restore`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RestoreArgs {
+    /// The registry to replace: the server's flags.
+    #[command(flatten)]
+    pub registry: RegistryFlags,
     /// The backup file to restore (written by `coordinator backup`).
     #[arg(long, value_name = "FILE")]
     pub from: PathBuf,
@@ -56,7 +64,7 @@ pub enum Location {
 impl Location {
     /// The registry of the server flags: `--etcd` and `--etcd-prefix`, else
     /// `--data-dir`/registry.redb; `--in-memory` has none. The error names the flag.
-    pub fn of(args: &crate::cli::Args) -> Result<Self, String> {
+    pub fn of(args: &RegistryFlags) -> Result<Self, String> {
         if args.in_memory {
             return Err(
                 "--in-memory: a coordinator with its books in memory has no registry to back up or restore"
@@ -105,13 +113,21 @@ fn exit(result: Result<String, Failure>) -> ExitCode {
 }
 
 /// Runs `coordinator backup`.
-pub fn run_backup(location: &Location, args: &BackupArgs) -> ExitCode {
-    exit(backup(location, args))
+pub fn run_backup(args: &BackupArgs) -> ExitCode {
+    exit(location(&args.registry).and_then(|l| backup(&l, args)))
 }
 
 /// Runs `coordinator restore`.
-pub fn run_restore(location: &Location, args: &RestoreArgs) -> ExitCode {
-    exit(restore(location, args))
+pub fn run_restore(args: &RestoreArgs) -> ExitCode {
+    exit(location(&args.registry).and_then(|l| restore(&l, args)))
+}
+
+/// The registry of the flags; a bad flag is the operator's input.
+fn location(flags: &RegistryFlags) -> Result<Location, Failure> {
+    Location::of(flags).map_err(|message| Failure {
+        message,
+        input: true,
+    })
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, Failure> {

@@ -23,7 +23,8 @@ pub enum Command {
     #[command(subcommand)]
     Tls(crate::tls_init::TlsCommand),
     /// Writes every record of the registry (--data-dir's file, or etcd with --etcd) to one
-    /// JSON file. The redb file cannot be read while a coordinator runs on it; etcd can.
+    /// JSON file. The redb file cannot be read while a coordinator runs on it (use
+    /// `GET /api/v1/registry/backup`); etcd can.
     Backup(crate::backup::BackupArgs),
     /// Replaces every record of the registry (--data-dir's file, or etcd with --etcd) with a
     /// backup file's. Refused while a coordinator runs on the registry.
@@ -37,25 +38,11 @@ pub fn new_token() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Runs a helper subcommand; `args` are the server's flags, of which backup and restore read
-/// the registry's.
-pub fn run(command: &Command, args: &crate::cli::Args) -> ExitCode {
-    let registry = || crate::backup::Location::of(args);
+/// Runs a helper subcommand.
+pub fn run(command: &Command) -> ExitCode {
     match command {
-        Command::Backup(b) => match registry() {
-            Ok(location) => crate::backup::run_backup(&location, b),
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::from(2)
-            }
-        },
-        Command::Restore(r) => match registry() {
-            Ok(location) => crate::backup::run_restore(&location, r),
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::from(2)
-            }
-        },
+        Command::Backup(args) => crate::backup::run_backup(args),
+        Command::Restore(args) => crate::backup::run_restore(args),
         Command::NewToken => {
             let token = new_token();
             println!("token:         {token}");

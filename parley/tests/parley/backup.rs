@@ -228,6 +228,12 @@ async fn a_redb_registry_is_backed_up_and_restored_into_a_fresh_data_dir() {
     let (code, _, stderr) = coordinator(&["backup", "--data-dir", path(&b), "--out", path(&again)]);
     assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(records(&read_backup(&again)), records(&doc));
+    // The registry flags belong to the subcommand: given before it, they are refused rather
+    // than ignored.
+    let (code, _, stderr) =
+        coordinator(&["--data-dir", path(&b), "restore", "--from", path(&file)]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("go after the subcommand"), "{stderr}");
     // A coordinator without a registry has nothing to restore into.
     let (code, _, stderr) = coordinator(&["restore", "--in-memory", "--from", path(&file)]);
     assert_eq!(code, Some(2), "{stderr}");
