@@ -727,6 +727,56 @@ mod tests {
     }
 
     #[test]
+    fn replace_leaves_exactly_the_snapshot_and_open_existing_creates_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("registry.redb");
+        let err = Store::open_existing(&path).unwrap_err();
+        assert!(matches!(err, StoreError::NotFound { .. }), "{err}");
+        assert!(!path.exists());
+        let (old, kept) = (framework("old", "eng"), framework("kept", "ops"));
+        let agent = AgentId::new();
+        let snapshot = Snapshot {
+            frameworks: vec![kept.clone()],
+            removed_frameworks: vec![FrameworkId::new()],
+            weights: vec![(RolePath::new("ops").unwrap(), Weight::new(2.0).unwrap())],
+            agents: vec![],
+            quotas: vec![(
+                RolePath::new("ops").unwrap(),
+                StoredQuota {
+                    guarantee: None,
+                    limit: Some("cpus=3".parse().unwrap()),
+                },
+            )],
+            reservations: vec![(
+                agent,
+                RolePath::new("ops").unwrap(),
+                "mem=5".parse().unwrap(),
+            )],
+        };
+        {
+            let store = Store::open(&path).unwrap();
+            store
+                .apply(&[
+                    Change::PutFramework(old.clone()),
+                    Change::RemoveFramework(FrameworkId::new()),
+                    Change::SetWeight(RolePath::new("eng").unwrap(), Weight::new(5.0).unwrap()),
+                    Change::SetReservation(
+                        agent,
+                        RolePath::new("eng").unwrap(),
+                        "cpus=1".parse().unwrap(),
+                    ),
+                ])
+                .unwrap();
+            store.replace(&snapshot).unwrap();
+        }
+        let store = Store::open_existing(&path).unwrap();
+        assert_eq!(store.load().unwrap(), snapshot);
+        // Held by this store: a second reader is refused, as beside a running coordinator.
+        let err = Store::open_existing(&path).unwrap_err();
+        assert!(matches!(err, StoreError::InUse { .. }), "{err}");
+    }
+
+    #[test]
     fn garbage_is_not_a_registry() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("registry.redb");
