@@ -291,6 +291,19 @@ async fn an_etcd_registry_is_backed_up_live_and_restore_is_refused_under_a_leade
     assert!(stderr.contains(&leader.base), "{stderr}");
     assert!(stderr.contains("--force"), "{stderr}");
     assert_eq!(etcd.keys("/b1/registry/").await, before);
+    // --force writes regardless (for a leader known dead whose lease has not expired).
+    let (code, _, stderr) = coordinator(&[
+        "restore",
+        "--etcd",
+        &endpoints,
+        "--etcd-prefix",
+        "/b1",
+        "--from",
+        path(&file),
+        "--force",
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(etcd.keys("/b1/registry/").await, before);
 
     // Into a prefix no coordinator leads, replacing a record that was there.
     let stale = "/b2/registry/frameworks/00000000-0000-4000-8000-000000000000";
