@@ -33,6 +33,18 @@ fn coordinator(args: &[&str]) -> (Option<i32>, String, String) {
     )
 }
 
+/// `coordinator VERB --etcd ENDPOINTS --etcd-prefix PREFIX` and `rest`.
+fn on_etcd(
+    verb: &str,
+    endpoints: &str,
+    prefix: &str,
+    rest: &[&str],
+) -> (Option<i32>, String, String) {
+    let mut args = vec![verb, "--etcd", endpoints, "--etcd-prefix", prefix];
+    args.extend_from_slice(rest);
+    coordinator(&args)
+}
+
 fn path(p: &Path) -> &str {
     p.to_str().unwrap()
 }
@@ -255,15 +267,7 @@ async fn an_etcd_registry_is_backed_up_live_and_restore_is_refused_under_a_leade
     let reg = populate(&leader).await;
 
     // etcd is read at one revision beside the running leader.
-    let (code, stdout, stderr) = coordinator(&[
-        "backup",
-        "--etcd",
-        &endpoints,
-        "--etcd-prefix",
-        "/b1",
-        "--out",
-        path(&file),
-    ]);
+    let (code, stdout, stderr) = on_etcd("backup", &endpoints, "/b1", &["--out", path(&file)]);
     assert_eq!(code, Some(0), "{stderr}");
     assert!(stdout.contains("1 frameworks"), "{stdout}");
     let doc = read_backup(&file);
@@ -278,30 +282,18 @@ async fn an_etcd_registry_is_backed_up_live_and_restore_is_refused_under_a_leade
 
     // Refused while a leader holds the election, naming it; nothing written.
     let before = etcd.keys("/b1/registry/").await;
-    let (code, _, stderr) = coordinator(&[
-        "restore",
-        "--etcd",
-        &endpoints,
-        "--etcd-prefix",
-        "/b1",
-        "--from",
-        path(&file),
-    ]);
+    let (code, _, stderr) = on_etcd("restore", &endpoints, "/b1", &["--from", path(&file)]);
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains(&leader.base), "{stderr}");
     assert!(stderr.contains("--force"), "{stderr}");
     assert_eq!(etcd.keys("/b1/registry/").await, before);
     // --force writes regardless (for a leader known dead whose lease has not expired).
-    let (code, _, stderr) = coordinator(&[
+    let (code, _, stderr) = on_etcd(
         "restore",
-        "--etcd",
         &endpoints,
-        "--etcd-prefix",
         "/b1",
-        "--from",
-        path(&file),
-        "--force",
-    ]);
+        &["--from", path(&file), "--force"],
+    );
     assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(etcd.keys("/b1/registry/").await, before);
 
@@ -312,15 +304,7 @@ async fn an_etcd_registry_is_backed_up_live_and_restore_is_refused_under_a_leade
         json!({"key": base64_of(stale), "value": base64_of("{}")}),
     )
     .await;
-    let (code, stdout, stderr) = coordinator(&[
-        "restore",
-        "--etcd",
-        &endpoints,
-        "--etcd-prefix",
-        "/b2",
-        "--from",
-        path(&file),
-    ]);
+    let (code, stdout, stderr) = on_etcd("restore", &endpoints, "/b2", &["--from", path(&file)]);
     assert_eq!(code, Some(0), "{stderr}");
     assert!(stdout.contains("1 txn)"), "{stdout}");
     let frameworks = etcd.keys("/b2/registry/frameworks/").await;
