@@ -123,3 +123,35 @@ pub struct Snapshot {
     /// Dynamic reservations: agent, role, what is reserved.
     pub reservations: Vec<(AgentId, RolePath, protocol::Resources)>,
 }
+
+impl Snapshot {
+    /// The changes that write this snapshot into an empty registry, in the order the tables
+    /// are read: frameworks, removed ids, weights, agents, quotas, reservations.
+    pub fn changes(&self) -> Vec<Change> {
+        let mut out = Vec::new();
+        out.extend(self.frameworks.iter().cloned().map(Change::PutFramework));
+        out.extend(
+            self.removed_frameworks
+                .iter()
+                .copied()
+                .map(Change::RemoveFramework),
+        );
+        out.extend(
+            self.weights
+                .iter()
+                .map(|(role, w)| Change::SetWeight(role.clone(), *w)),
+        );
+        out.extend(self.agents.iter().cloned().map(Change::PutAgent));
+        out.extend(
+            self.quotas
+                .iter()
+                .map(|(role, q)| Change::SetQuota(role.clone(), q.clone())),
+        );
+        out.extend(
+            self.reservations.iter().map(|(agent, role, res)| {
+                Change::SetReservation(*agent, role.clone(), res.clone())
+            }),
+        );
+        out
+    }
+}

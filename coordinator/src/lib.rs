@@ -30,7 +30,9 @@
 //!   converts into the `books::Settings` it reads.
 //! - [`store`]: the durable registry behind [`store::Registry`], by default an embedded redb
 //!   file: frameworks, removed framework ids, run-time role weights, agents (record types from
-//!   the books, re-exported); written through [`state::Effect::Persist`], read at start.
+//!   the books, re-exported); written through [`state::Effect::Persist`], read at start; and
+//!   [`store::backup`], the backup document of either backend (`coordinator backup`, `restore`,
+//!   `GET /api/v1/registry/backup`).
 //! - [`ha`]: high availability on etcd: the etcd client and registry backend (fenced writes),
 //!   leader election, and the follower's redirect middleware; [`serve_ha`] runs it.
 //! - [`outbox`]: the queue between the books and one framework's stream, which coalesces

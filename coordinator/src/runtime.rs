@@ -431,6 +431,14 @@ impl Coordinator {
         }
     }
 
+    /// Reads every record of the durable registry, after the changes queued so far (see
+    /// [`Writer::read`]); `None` without a registry (books in memory only, or a follower).
+    pub fn read_registry(
+        &self,
+    ) -> Option<oneshot::Receiver<Result<(Snapshot, crate::store::backup::Source), String>>> {
+        self.lock().store.as_ref().map(Writer::read)
+    }
+
     /// Reads the books.
     pub fn read<T>(&self, f: impl FnOnce(&State) -> T) -> T {
         f(&self.lock().state)

@@ -34,21 +34,9 @@ pub struct Args {
     /// the coordinator's address; `parleyctl run FILE` talks to it). 0 starts none.
     #[arg(long, value_name = "PORT", default_value_t = parley_jobs::DEV_PORT)]
     pub dev_jobs_port: u16,
-    /// Where the coordinator keeps its durable registry (`DIR/registry.redb`) and, with --dev,
-    /// the local agents their ids, journals and task sandboxes (`DIR/agent-N`).
-    #[arg(long, value_name = "DIR", default_value = "data")]
-    pub data_dir: std::path::PathBuf,
-    /// Keep the books in memory only: a restart forgets frameworks and run-time role weights
-    /// (agents and their tasks still come back by re-registering).
-    #[arg(long)]
-    pub in_memory: bool,
-    /// High availability: etcd client URLs (comma-separated). Several coordinators started
-    /// with the same etcd and prefix elect one leader; the others redirect to it.
-    #[arg(long, value_name = "URL[,URL...]")]
-    pub etcd: Option<String>,
-    /// With --etcd: the key prefix of this cluster's registry and election.
-    #[arg(long, value_name = "P", default_value = "/parley")]
-    pub etcd_prefix: String,
+    /// Where the durable registry is (shared with `backup` and `restore`).
+    #[command(flatten)]
+    pub registry: RegistryFlags,
     /// With --etcd (required): the base URL at which the others reach this coordinator.
     #[arg(long, value_name = "URL")]
     pub advertise_url: Option<String>,
@@ -64,7 +52,30 @@ pub struct Args {
     /// offering.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub reregister_grace_s: u64,
-    /// Helpers for credentials files (nothing is served).
+    /// Helpers for credentials files, and backup and restore of the registry (nothing is
+    /// served).
     #[command(subcommand)]
     pub command: Option<crate::secrets::Command>,
+}
+
+/// Where the durable registry is: flags of the server, and of `coordinator backup` and
+/// `coordinator restore`, which work on the registry a coordinator started with the same flags
+/// would use.
+#[derive(Debug, Clone, PartialEq, clap::Args)]
+pub struct RegistryFlags {
+    /// Where the coordinator keeps its durable registry (`DIR/registry.redb`) and, with --dev,
+    /// the local agents their ids, journals and task sandboxes (`DIR/agent-N`).
+    #[arg(long, value_name = "DIR", default_value = "data")]
+    pub data_dir: std::path::PathBuf,
+    /// Keep the books in memory only: a restart forgets frameworks and run-time role weights
+    /// (agents and their tasks still come back by re-registering).
+    #[arg(long)]
+    pub in_memory: bool,
+    /// High availability: etcd client URLs (comma-separated). Several coordinators started
+    /// with the same etcd and prefix elect one leader; the others redirect to it.
+    #[arg(long, value_name = "URL[,URL...]")]
+    pub etcd: Option<String>,
+    /// With --etcd: the key prefix of this cluster's registry and election.
+    #[arg(long, value_name = "P", default_value = "/parley")]
+    pub etcd_prefix: String,
 }

@@ -3,14 +3,17 @@
 //!
 //! Modules: this file ([`coordinator::Overrides`] from the file and the flags, the runtime,
 //! shutdown signals), `dev` (`--dev`: the coordinator plus local agents in one process), and in
-//! the package's library `parley::cli` (the flags) and `parley::secrets` (the `new-token` and
-//! `hash-secret` subcommands for credentials files).
+//! the package's library `parley::cli` (the flags), `parley::secrets` (the subcommands: `new-token`
+//! and `hash-secret` for credentials files, `tls init`) and `parley::backup` (`backup` and
+//! `restore` of the registry).
 //!
 //! ```text
 //! coordinator --listen 127.0.0.1:5050 [--config parley.toml] [--credentials creds.toml] ...
 //! coordinator new-token            # a random token and the hash to put in the credentials file
 //! printf %s "$TOKEN" | coordinator hash-secret
 //! coordinator tls init --out pki --coordinator coord1=10.0.0.2,coord1.example
+//! coordinator backup --out registry.json [--data-dir DIR | --etcd URL --etcd-prefix P]
+//! coordinator restore --from registry.json [--data-dir DIR | --etcd URL --etcd-prefix P]
 //! ```
 //!
 //! The durable registry is `--data-dir`/registry.redb (default `data/registry.redb`) unless
@@ -39,7 +42,7 @@ use parley::secrets;
 
 /// The HA options of `--etcd`, if given (validated).
 fn ha_options(args: &Args) -> anyhow::Result<Option<coordinator::ha::HaOptions>> {
-    let Some(etcd) = &args.etcd else {
+    let Some(etcd) = &args.registry.etcd else {
         anyhow::ensure!(
             args.advertise_url.is_none(),
             "--advertise-url needs --etcd (it is how the other coordinators' followers reach this one)"
@@ -52,7 +55,7 @@ fn ha_options(args: &Args) -> anyhow::Result<Option<coordinator::ha::HaOptions>>
     };
     let options = coordinator::ha::HaOptions {
         endpoints: coordinator::ha::HaOptions::parse_endpoints(etcd),
-        prefix: args.etcd_prefix.clone(),
+        prefix: args.registry.etcd_prefix.clone(),
         advertise_url,
         lease_ttl: std::time::Duration::from_secs(args.leader_lease_s),
         renew_deadline: args
@@ -123,8 +126,8 @@ fn load(args: &Args) -> anyhow::Result<(Config, SocketAddr)> {
     // SIGHUP re-reads the certificate and the credentials file. Not with --dev, whose local
     // agents' principal is added in code, not in the file.
     config.reload_on_sighup = !args.dev;
-    if !args.in_memory {
-        config.registry = Some(args.data_dir.join("registry.redb"));
+    if !args.registry.in_memory {
+        config.registry = Some(args.registry.data_dir.join("registry.redb"));
     }
     Ok((config, listen))
 }
@@ -173,6 +176,20 @@ fn main() -> ExitCode {
         }
     };
     if let Some(command) = &args.command {
+        // `coordinator --data-dir DIR backup` would back up the default registry: the
+        // subcommand has flags of its own.
+        let before = Args::try_parse_from(["coordinator"]).map(|a| a.registry);
+        let registry_command = matches!(
+            command,
+            secrets::Command::Backup(_) | secrets::Command::Restore(_)
+        );
+        if registry_command && before.is_ok_and(|defaults| defaults != args.registry) {
+            eprintln!(
+                "error: --data-dir, --in-memory, --etcd and --etcd-prefix go after the \
+                 subcommand, e.g. coordinator backup --data-dir DIR --out FILE"
+            );
+            return ExitCode::from(2);
+        }
         return secrets::run(command);
     }
     let loaded = load(&args).and_then(|(c, l)| Ok((c, l, ha_options(&args)?)));
@@ -199,7 +216,7 @@ fn main() -> ExitCode {
         if args.dev {
             let options = dev::DevOptions {
                 agents: usize::from(args.dev_agents),
-                data_dir: args.data_dir.clone(),
+                data_dir: args.registry.data_dir.clone(),
                 jobs_port: (args.dev_jobs_port != 0).then_some(args.dev_jobs_port),
             };
             dev::run(config, listener, options, shutdown_signal()).await

@@ -1,5 +1,7 @@
-//! `coordinator new-token` and `coordinator hash-secret`: make the tokens and the hashes of a
-//! credentials file (and `coordinator tls init`, in [`crate::tls_init`], a whole cluster's) (see the book's Security page, `docs/src/operating/security.md`). The
+//! The `coordinator` binary's subcommands (nothing is served): `coordinator new-token` and
+//! `coordinator hash-secret` make the tokens and the hashes of a credentials file (and
+//! `coordinator tls init`, in [`crate::tls_init`], a whole cluster's); `backup` and `restore`
+//! (in [`crate::backup`]) copy the registry to a file and back (see the book's Security page, `docs/src/operating/security.md`). The
 //! coordinator stores only SHA-256 hashes of random tokens (`coordinator::auth::secret` says why
 //! that is enough).
 
@@ -20,6 +22,13 @@ pub enum Command {
     /// A cluster's TLS files and credentials (`tls init`).
     #[command(subcommand)]
     Tls(crate::tls_init::TlsCommand),
+    /// Writes every record of the registry (--data-dir's file, or etcd with --etcd) to one
+    /// JSON file. The redb file cannot be read while a coordinator runs on it (use
+    /// `GET /api/v1/registry/backup`); etcd can.
+    Backup(crate::backup::BackupArgs),
+    /// Replaces every record of the registry (--data-dir's file, or etcd with --etcd) with a
+    /// backup file's. Refused while a coordinator runs on the registry.
+    Restore(crate::backup::RestoreArgs),
 }
 
 /// A random 256-bit token, as 64 hex digits.
@@ -32,6 +41,8 @@ pub fn new_token() -> String {
 /// Runs a helper subcommand.
 pub fn run(command: &Command) -> ExitCode {
     match command {
+        Command::Backup(args) => crate::backup::run_backup(args),
+        Command::Restore(args) => crate::backup::run_restore(args),
         Command::NewToken => {
             let token = new_token();
             println!("token:         {token}");

@@ -230,7 +230,7 @@ fn create_dir(dir: &Path) -> Result<(), String> {
 
 /// Writes `text` to a temporary file with the final mode, then renames it over `path`, so a
 /// secret is never readable by others, not even for a moment.
-fn write_file(path: &Path, text: &str, secret: bool) -> Result<(), String> {
+pub(crate) fn write_file(path: &Path, text: &str, secret: bool) -> Result<(), String> {
     use std::os::unix::fs::OpenOptionsExt;
     let err = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
     let mut tmp = path.as_os_str().to_owned();

@@ -66,6 +66,9 @@ pub enum ApiError {
     /// A bug or an unexpected failure; details are logged.
     #[error("internal error; see the coordinator's log")]
     Internal,
+    /// The coordinator keeps no durable registry (its books are in memory only).
+    #[error("this coordinator keeps its books in memory only (--in-memory): it has no registry")]
+    NoRegistry,
     /// No or bad credentials (401, with `WWW-Authenticate: Bearer`).
     #[error("{1}")]
     Unauthenticated(Denial, String),
@@ -92,6 +95,7 @@ impl ApiError {
             ApiError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             ApiError::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             ApiError::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+            ApiError::NoRegistry => (StatusCode::CONFLICT, "no_registry"),
             ApiError::Unauthenticated(..) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             ApiError::Forbidden(..) => (StatusCode::FORBIDDEN, "forbidden"),
             ApiError::UnsupportedMediaType => {

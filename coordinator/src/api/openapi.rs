@@ -107,6 +107,7 @@ async fn serve() -> Response {
         super::operator::roles,
         super::operator::explain,
         super::operator::set_weight,
+        super::operator::backup,
         super::operator::metrics,
         super::operator::health,
         super::output::output,

@@ -1,5 +1,6 @@
 //! The operator API: outstanding offers and their live stream, the cluster state and its parts,
-//! the role tree (and run-time weights), why a framework is not offered, metrics and health.
+//! the role tree (and run-time weights), why a framework is not offered, the registry's backup
+//! document, metrics and health.
 
 use std::collections::HashMap;
 
@@ -31,6 +32,7 @@ pub fn routes() -> Vec<Route> {
         Route::get("/api/v1/roles", roles),
         Route::get("/api/v1/frameworks/{id}/explain", explain),
         Route::put("/api/v1/roles/{*path}", set_weight),
+        Route::get("/api/v1/registry/backup", backup),
         Route::get("/metrics", metrics),
         Route::get("/health", health),
     ]
@@ -138,6 +140,27 @@ async fn tasks(
         .transpose()
         .map_err(|e| ApiError::BadQuery(format!("state: {e}")))?;
     let body = task_list_json(&c.read(|s| s.tasks_json_in(framework, state)));
+    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+}
+
+#[utoipa::path(get, path = "/api/v1/registry/backup", tag = "operator",
+    summary = "Every record of the durable registry, as a backup document",
+    description = "The document `coordinator backup` writes and `coordinator restore` reads: \
+        format and schema versions, the time, the backend, and every framework, removed \
+        framework id, role weight and quota, agent and reservation, read behind every change \
+        answered before. Admin operators only (it holds the principals owning frameworks). \
+        `409 no_registry` on a coordinator with its books in memory only.",
+    responses((status = 200, description = "The backup document", content_type = "application/json", body = Object)))]
+async fn backup(State(c): State<Coordinator>) -> Result<Response, ApiError> {
+    let read = c.read_registry().ok_or(ApiError::NoRegistry)?;
+    let (snapshot, source) = read
+        .await
+        .map_err(|_| ApiError::Unavailable)?
+        .map_err(|e| {
+            tracing::error!(error = %e, "cannot read the registry for a backup");
+            ApiError::Unavailable
+        })?;
+    let body = crate::store::backup::Backup::new(&snapshot, source).to_json();
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 

@@ -17,7 +17,7 @@
 //! [[principals]]
 //! name = "alice"
 //! kind = "operator"
-//! access = "admin"               # "read": every GET; "admin": also weights and deletions
+//! access = "admin"               # "read": every GET but the registry backup; "admin": all
 //! secret_sha256 = "…"
 //! ```
 //!

@@ -13,7 +13,7 @@
 //! | `GET /api/v1/agents` | operators, and framework principals (the SDK checks that tasks fit) |
 //! | `GET /api/v1/frameworks/{id}/explain` | operators, and the framework's own principal |
 //! | every other `GET` (state, offers, offer stream, tasks, roles, metrics, the dashboard's reads) | operators |
-//! | `PUT /api/v1/roles/{path}` | admin operators |
+//! | `PUT /api/v1/roles/{path}`, `GET /api/v1/registry/backup` | admin operators |
 //! | `POST /api/v1/agents/{id}/drain`, `POST /api/v1/agents/{id}/reactivate` | admin operators |
 
 use axum::http::Method;
@@ -84,6 +84,8 @@ pub fn check_route(
     };
     let allowed = match (method, route) {
         (&Method::GET, "/api/v1/frameworks/{id}/events") => principal.is_framework(),
+        // Every principal's frameworks, with their owners.
+        (&Method::GET, "/api/v1/registry/backup") => principal.is_admin(),
         (&Method::GET, "/api/v1/frameworks/{id}/explain") | (&Method::GET, "/api/v1/agents") => {
             principal.is_framework() || principal.is_operator()
         }
@@ -135,7 +137,7 @@ mod tests {
         let admin = principal(Kind::Operator(Access::Admin));
         let (get, post, put, delete) = (Method::GET, Method::POST, Method::PUT, Method::DELETE);
         // (method, route, [framework, agent, read, admin])
-        let table: [(&Method, &str, [bool; 4]); 15] = [
+        let table: [(&Method, &str, [bool; 4]); 16] = [
             (&post, "/api/v1/frameworks", [true, false, false, false]),
             (
                 &post,
@@ -168,6 +170,7 @@ mod tests {
             (&get, "/api/v1/offers/events", [false, false, true, true]),
             (&get, "/metrics", [false, false, true, true]),
             (&put, "/api/v1/roles/{*path}", [false, false, false, true]),
+            (&get, "/api/v1/registry/backup", [false, false, false, true]),
             (&post, "/api/v1/scheduler", [true, false, false, false]),
             (
                 &post,

@@ -1,8 +1,9 @@
 //! [`EtcdClient`]: a small typed client for etcd's JSON gRPC gateway (served by etcd 3.4 on
 //! its client port under `/v3/`), on the workspace's `reqwest`: no `protoc`, no tonic.
 //!
-//! Only what the registry and the election use: `kv/range`, `kv/txn` (put and delete, with a
-//! `create_revision` compare), `lease/grant`, `lease/keepalive`, `lease/revoke`,
+//! Only what the registry, the election and backups use: `kv/range`, `kv/txn` (put and
+//! delete, with a `create_revision` compare, or, for a restore, a compare that no key of a
+//! range exists), `lease/grant`, `lease/keepalive`, `lease/revoke`,
 //! `election/campaign`, `election/leader`, `election/resign`. Keys and values are base64 in
 //! the JSON; 64-bit integers are strings (the gateway writes them so, and reads both).
 //!
@@ -129,6 +130,11 @@ impl EtcdClient {
         })
     }
 
+    /// The endpoints, in the order given.
+    pub fn endpoints(&self) -> &[String] {
+        &self.endpoints
+    }
+
     async fn call<T: DeserializeOwned>(
         &self,
         path: &str,
@@ -170,8 +176,21 @@ impl EtcdClient {
 
     /// Every key-value pair whose key starts with `prefix`.
     pub async fn range_prefix(&self, prefix: &[u8]) -> Result<Vec<KeyValue>, EtcdError> {
+        Ok(self.range_prefix_at(prefix).await?.0)
+    }
+
+    /// Every key-value pair whose key starts with `prefix`, and the revision they were read
+    /// at (one range read: a consistent view).
+    pub async fn range_prefix_at(&self, prefix: &[u8]) -> Result<(Vec<KeyValue>, i64), EtcdError> {
+        #[derive(Deserialize, Default)]
+        struct Header {
+            #[serde(default, deserialize_with = "int")]
+            revision: i64,
+        }
         #[derive(Deserialize)]
         struct Range {
+            #[serde(default)]
+            header: Header,
             #[serde(default)]
             kvs: Vec<KeyValue>,
         }
@@ -182,7 +201,43 @@ impl EtcdClient {
         let r: Range = self
             .call("/v3/kv/range", &body, Some(REQUEST_TIMEOUT))
             .await?;
-        Ok(r.kvs)
+        Ok((r.kvs, r.header.revision))
+    }
+
+    /// Runs `ops` in one transaction if no key starts with `absent` (etcd compares each key
+    /// of the range), or unconditionally when `absent` is `None`; returns whether the compare
+    /// held (and so the ops ran).
+    pub async fn txn_unless_any(
+        &self,
+        absent: Option<&[u8]>,
+        ops: &[Op],
+    ) -> Result<bool, EtcdError> {
+        // An empty range compares as one key of version 0; any existing key has version >= 1.
+        let compare: Vec<serde_json::Value> = absent
+            .map(|absent| {
+                serde_json::json!({
+                    "key": B64.encode(absent),
+                    "range_end": B64.encode(prefix_end(absent)),
+                    "target": "VERSION",
+                    "result": "EQUAL",
+                    "version": "0",
+                })
+            })
+            .into_iter()
+            .collect();
+        let body = serde_json::json!({ "compare": compare, "success": ops_json(ops) });
+        self.txn(&body).await
+    }
+
+    /// Runs the transaction `body`; whether its compare held.
+    async fn txn(&self, body: &serde_json::Value) -> Result<bool, EtcdError> {
+        #[derive(Deserialize)]
+        struct Txn {
+            #[serde(default)]
+            succeeded: bool,
+        }
+        let r: Txn = self.call("/v3/kv/txn", body, Some(REQUEST_TIMEOUT)).await?;
+        Ok(r.succeeded)
     }
 
     /// Runs `ops` if `key` was created at revision `create_revision` (and still exists);
@@ -193,16 +248,7 @@ impl EtcdClient {
         create_revision: i64,
         ops: &[Op],
     ) -> Result<bool, EtcdError> {
-        #[derive(Deserialize)]
-        struct Txn {
-            #[serde(default)]
-            succeeded: bool,
-        }
-        let body = txn_body(key, create_revision, ops);
-        let r: Txn = self
-            .call("/v3/kv/txn", &body, Some(REQUEST_TIMEOUT))
-            .await?;
-        Ok(r.succeeded)
+        self.txn(&txn_body(key, create_revision, ops)).await
     }
 
     /// Grants a lease of `ttl_s` seconds.
@@ -324,8 +370,20 @@ pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
 
 /// The JSON of a transaction: `ops` if `key`'s create revision is `rev`.
 fn txn_body(key: &[u8], rev: i64, ops: &[Op]) -> serde_json::Value {
-    let success: Vec<serde_json::Value> = ops
-        .iter()
+    serde_json::json!({
+        "compare": [{
+            "key": B64.encode(key),
+            "target": "CREATE",
+            "result": "EQUAL",
+            "create_revision": rev.to_string(),
+        }],
+        "success": ops_json(ops),
+    })
+}
+
+/// The JSON of a transaction's operations.
+fn ops_json(ops: &[Op]) -> Vec<serde_json::Value> {
+    ops.iter()
         .map(|op| match op {
             Op::Put(k, v) => serde_json::json!({
                 "request_put": { "key": B64.encode(k), "value": B64.encode(v) }
@@ -334,16 +392,7 @@ fn txn_body(key: &[u8], rev: i64, ops: &[Op]) -> serde_json::Value {
                 "request_delete_range": { "key": B64.encode(k) }
             }),
         })
-        .collect();
-    serde_json::json!({
-        "compare": [{
-            "key": B64.encode(key),
-            "target": "CREATE",
-            "result": "EQUAL",
-            "create_revision": rev.to_string(),
-        }],
-        "success": success,
-    })
+        .collect()
 }
 
 /// An answer: the value on success, the error body (`{"code","message"}`) otherwise.

@@ -2,7 +2,7 @@
 //!
 //! - [`etcd`]: a small typed client for etcd's JSON gateway (no `protoc`).
 //! - [`registry`]: [`EtcdRegistry`], the durable registry under a key prefix, every write
-//!   fenced by the leadership.
+//!   fenced by the leadership; reading and replacing it without leading, for backups.
 //! - [`election`]: the lease, its keep-alive, the campaign, watching who leads, and taking
 //!   over as leader (load the registry, wait for agents, then offer).
 //! - [`redirect`]: the middleware with which a follower answers `307` to the leader (`503`
@@ -57,29 +57,11 @@ impl HaOptions {
     /// Checks every setting; the error names the flag.
     pub fn validate(&self) -> Result<(), HaOptionsError> {
         let bad = |m: String| Err(HaOptionsError(m));
-        if self.endpoints.is_empty() {
-            return bad("--etcd: give at least one URL".into());
-        }
-        for e in &self.endpoints {
-            if !is_base_url(e) {
-                return bad(format!(
-                    "--etcd: {e:?} is not an http:// or https:// URL like http://127.0.0.1:2379"
-                ));
-            }
-        }
+        check_etcd(&self.endpoints, &self.prefix)?;
         if !is_base_url(&self.advertise_url) {
             return bad(format!(
                 "--advertise-url: {:?} is not an http:// or https:// URL (how others reach this coordinator)",
                 self.advertise_url
-            ));
-        }
-        if !self.prefix.starts_with('/')
-            || self.prefix.ends_with('/')
-            || self.prefix.contains(char::is_whitespace)
-        {
-            return bad(format!(
-                "--etcd-prefix: {:?} must start with '/', not end with '/', and have no spaces",
-                self.prefix
             ));
         }
         let ttl = self.lease_ttl.as_secs();
@@ -125,6 +107,28 @@ impl HaOptions {
     pub fn election_name(&self) -> String {
         format!("{}/leader", self.prefix)
     }
+}
+
+/// Checks `--etcd`'s URLs and `--etcd-prefix` (for the server and for `coordinator backup` and
+/// `restore`); the error names the flag.
+pub fn check_etcd(endpoints: &[String], prefix: &str) -> Result<(), HaOptionsError> {
+    let bad = |m: String| Err(HaOptionsError(m));
+    if endpoints.is_empty() {
+        return bad("--etcd: give at least one URL".into());
+    }
+    for e in endpoints {
+        if !is_base_url(e) {
+            return bad(format!(
+                "--etcd: {e:?} is not an http:// or https:// URL like http://127.0.0.1:2379"
+            ));
+        }
+    }
+    if !prefix.starts_with('/') || prefix.ends_with('/') || prefix.contains(char::is_whitespace) {
+        return bad(format!(
+            "--etcd-prefix: {prefix:?} must start with '/', not end with '/', and have no spaces"
+        ));
+    }
+    Ok(())
 }
 
 fn is_base_url(s: &str) -> bool {

@@ -23,6 +23,7 @@ use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 
 use super::etcd::{EtcdClient, LeaderKey, Op};
+use crate::store::backup::{Backend, Source};
 use crate::store::{
     parse_reservation_key, reservation_key, Change, Registry, Snapshot, StoreError, StoredAgent,
     StoredFramework, StoredQuota,
@@ -68,16 +69,7 @@ impl EtcdRegistry {
             .range_prefix(self.root.as_bytes())
             .await
             .map_err(|e| StoreError::Etcd(e.to_string()))?;
-        let mut snap = Snapshot::default();
-        for kv in kvs {
-            let key = String::from_utf8_lossy(&kv.key).into_owned();
-            let Some(rest) = key.strip_prefix(&self.root) else {
-                continue;
-            };
-            decode(rest, &kv.value, &mut snap)
-                .map_err(|reason| StoreError::Etcd(format!("bad record {key}: {reason}")))?;
-        }
-        Ok(snap)
+        decode_all(&self.root, kvs)
     }
 
     /// The keys and values `changes` leave, in key order (`None`: deleted).
@@ -85,58 +77,7 @@ impl EtcdRegistry {
         &self,
         changes: &[Change],
     ) -> Result<BTreeMap<String, Option<Vec<u8>>>, StoreError> {
-        let mut out = BTreeMap::new();
-        let json = |what: String, v: Result<Vec<u8>, serde_json::Error>| {
-            v.map_err(|e| StoreError::Etcd(format!("cannot encode {what}: {e}")))
-        };
-        let r = &self.root;
-        for change in changes {
-            match change {
-                Change::PutFramework(fw) => {
-                    let v = json(format!("framework {}", fw.id), serde_json::to_vec(fw))?;
-                    out.insert(format!("{r}frameworks/{}", fw.id), Some(v));
-                }
-                Change::RemoveFramework(id) => {
-                    out.insert(format!("{r}frameworks/{id}"), None);
-                    out.insert(format!("{r}removed/{id}"), Some(b"1".to_vec()));
-                }
-                Change::ForgetFramework(id) => {
-                    out.insert(format!("{r}frameworks/{id}"), None);
-                }
-                Change::SetWeight(role, w) => {
-                    out.insert(
-                        format!("{r}weights/{}", role.as_str()),
-                        Some(w.get().to_string().into_bytes()),
-                    );
-                }
-                Change::SetQuota(role, q) => {
-                    let key = format!("{r}quotas/{}", role.as_str());
-                    if q.is_empty() {
-                        out.insert(key, None);
-                    } else {
-                        let v = json(format!("quota of role {role}"), serde_json::to_vec(q))?;
-                        out.insert(key, Some(v));
-                    }
-                }
-                Change::PutAgent(a) => {
-                    let v = json(format!("agent {}", a.id), serde_json::to_vec(a))?;
-                    out.insert(format!("{r}agents/{}", a.id), Some(v));
-                }
-                Change::RemoveAgent(id) => {
-                    out.insert(format!("{r}agents/{id}"), None);
-                }
-                Change::SetReservation(agent, role, res) => {
-                    let key = format!("{r}reservations/{}", reservation_key(*agent, role));
-                    if res.is_empty() {
-                        out.insert(key, None);
-                    } else {
-                        let v = json(format!("reservation {key}"), serde_json::to_vec(res))?;
-                        out.insert(key, Some(v));
-                    }
-                }
-            }
-        }
-        Ok(out)
+        fold(&self.root, changes)
     }
 
     async fn apply_async(&self, changes: &[Change]) -> Result<(), StoreError> {
@@ -167,6 +108,158 @@ impl EtcdRegistry {
     }
 }
 
+/// Reads the registry under `prefix` without leading (for a backup): one range read, so the
+/// records are those of one revision, which is returned with them.
+pub async fn read_registry(
+    client: &EtcdClient,
+    prefix: &str,
+) -> Result<(Snapshot, i64), StoreError> {
+    let root = format!("{prefix}/registry/");
+    let (kvs, revision) = client
+        .range_prefix_at(root.as_bytes())
+        .await
+        .map_err(|e| StoreError::Etcd(e.to_string()))?;
+    Ok((decode_all(&root, kvs)?, revision))
+}
+
+/// The advertised URL of the coordinator leading the cluster under `prefix`, if one does.
+pub async fn current_leader(
+    client: &EtcdClient,
+    prefix: &str,
+) -> Result<Option<String>, StoreError> {
+    let name = format!("{prefix}/leader");
+    let leader = client
+        .leader(name.as_bytes())
+        .await
+        .map_err(|e| StoreError::Etcd(e.to_string()))?;
+    Ok(leader.map(|url| String::from_utf8_lossy(&url).into_owned()))
+}
+
+/// How a restore on etcd went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Replaced {
+    /// Written in this many transactions (one unless the records exceed [`MAX_OPS`]).
+    Written(usize),
+    /// A coordinator leads the cluster (its election key exists): nothing was written.
+    Led,
+}
+
+/// Replaces the registry under `prefix` with `snapshot`: the keys it does not have deleted and
+/// its records written, in one txn when that fits in [`MAX_OPS`] operations (else several, in
+/// order). Unless `force`, each txn holds only while no coordinator leads the
+/// cluster (no key under `<prefix>/leader/`), so a leader elected meanwhile gets nothing
+/// written under it.
+pub async fn replace_registry(
+    client: &EtcdClient,
+    prefix: &str,
+    snapshot: &Snapshot,
+    force: bool,
+) -> Result<Replaced, StoreError> {
+    let root = format!("{prefix}/registry/");
+    let wanted = fold(&root, &snapshot.changes())?;
+    // etcd refuses a txn whose delete range overlaps one of its puts: delete the keys there
+    // now that the snapshot does not have, one by one.
+    let (there, _) = client
+        .range_prefix_at(root.as_bytes())
+        .await
+        .map_err(|e| StoreError::Etcd(e.to_string()))?;
+    let mut ops: Vec<Op> = there
+        .into_iter()
+        .filter(|kv| {
+            std::str::from_utf8(&kv.key).map_or(true, |k| !matches!(wanted.get(k), Some(Some(_))))
+        })
+        .map(|kv| Op::Delete(kv.key))
+        .collect();
+    for (key, value) in wanted {
+        if let Some(value) = value {
+            ops.push(Op::Put(key.into_bytes(), value));
+        }
+    }
+    let election = format!("{prefix}/leader/");
+    let guard = (!force).then_some(election.as_bytes());
+    let chunks: Vec<&[Op]> = ops.chunks(MAX_OPS).collect();
+    for chunk in &chunks {
+        let held = client
+            .txn_unless_any(guard, chunk)
+            .await
+            .map_err(|e| StoreError::Etcd(e.to_string()))?;
+        if !held {
+            return Ok(Replaced::Led);
+        }
+    }
+    Ok(Replaced::Written(chunks.len()))
+}
+
+/// The records of `kvs`, the keys under `root`.
+fn decode_all(root: &str, kvs: Vec<super::etcd::KeyValue>) -> Result<Snapshot, StoreError> {
+    let mut snap = Snapshot::default();
+    for kv in kvs {
+        let key = String::from_utf8_lossy(&kv.key).into_owned();
+        let Some(rest) = key.strip_prefix(root) else {
+            continue;
+        };
+        decode(rest, &kv.value, &mut snap)
+            .map_err(|reason| StoreError::Etcd(format!("bad record {key}: {reason}")))?;
+    }
+    Ok(snap)
+}
+
+/// The keys under `r` (the registry root) and the values `changes` leave, in key order
+/// (`None`: deleted).
+fn fold(r: &str, changes: &[Change]) -> Result<BTreeMap<String, Option<Vec<u8>>>, StoreError> {
+    let mut out = BTreeMap::new();
+    let json = |what: String, v: Result<Vec<u8>, serde_json::Error>| {
+        v.map_err(|e| StoreError::Etcd(format!("cannot encode {what}: {e}")))
+    };
+    for change in changes {
+        match change {
+            Change::PutFramework(fw) => {
+                let v = json(format!("framework {}", fw.id), serde_json::to_vec(fw))?;
+                out.insert(format!("{r}frameworks/{}", fw.id), Some(v));
+            }
+            Change::RemoveFramework(id) => {
+                out.insert(format!("{r}frameworks/{id}"), None);
+                out.insert(format!("{r}removed/{id}"), Some(b"1".to_vec()));
+            }
+            Change::ForgetFramework(id) => {
+                out.insert(format!("{r}frameworks/{id}"), None);
+            }
+            Change::SetWeight(role, w) => {
+                out.insert(
+                    format!("{r}weights/{}", role.as_str()),
+                    Some(w.get().to_string().into_bytes()),
+                );
+            }
+            Change::SetQuota(role, q) => {
+                let key = format!("{r}quotas/{}", role.as_str());
+                if q.is_empty() {
+                    out.insert(key, None);
+                } else {
+                    let v = json(format!("quota of role {role}"), serde_json::to_vec(q))?;
+                    out.insert(key, Some(v));
+                }
+            }
+            Change::PutAgent(a) => {
+                let v = json(format!("agent {}", a.id), serde_json::to_vec(a))?;
+                out.insert(format!("{r}agents/{}", a.id), Some(v));
+            }
+            Change::RemoveAgent(id) => {
+                out.insert(format!("{r}agents/{id}"), None);
+            }
+            Change::SetReservation(agent, role, res) => {
+                let key = format!("{r}reservations/{}", reservation_key(*agent, role));
+                if res.is_empty() {
+                    out.insert(key, None);
+                } else {
+                    let v = json(format!("reservation {key}"), serde_json::to_vec(res))?;
+                    out.insert(key, Some(v));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
 impl Registry for EtcdRegistry {
     fn load(&self) -> Result<Snapshot, StoreError> {
         self.runtime.block_on(self.load_async())
@@ -177,6 +270,15 @@ impl Registry for EtcdRegistry {
             return Ok(());
         }
         self.runtime.block_on(self.apply_async(changes))
+    }
+
+    fn source(&self) -> Source {
+        Source {
+            backend: Backend::Etcd,
+            location: self.client.endpoints().join(","),
+            etcd_prefix: self.root.strip_suffix("/registry/").map(str::to_owned),
+            etcd_revision: None,
+        }
     }
 }
 

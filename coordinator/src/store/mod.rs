@@ -43,7 +43,14 @@
 //! [`Registry`] is what the [`Writer`] needs: [`Registry::load`] and [`Registry::apply`].
 //! [`Store`] (this file, the redb file) is the default; `crate::ha::EtcdRegistry` keeps the same
 //! records under an etcd key prefix, one key each, every write fenced by the leadership.
+//!
+//! # Backup
+//!
+//! [`backup`]: the backup document (every record of either backend in one versioned JSON
+//! file), read with [`Store::open_existing`] and [`Store::load`] (one read transaction, nothing
+//! written) and restored with [`Store::replace`] (one write transaction).
 
+pub mod backup;
 mod writer;
 
 use std::path::{Path, PathBuf};
@@ -81,6 +88,8 @@ pub trait Registry: Send + 'static {
     fn load(&self) -> Result<Snapshot, StoreError>;
     /// Applies `changes` in order; `Ok` once they are durable.
     fn apply(&self, changes: &[Change]) -> Result<(), StoreError>;
+    /// Where it is, for a backup document.
+    fn source(&self) -> backup::Source;
 }
 
 impl Registry for Box<dyn Registry> {
@@ -90,6 +99,9 @@ impl Registry for Box<dyn Registry> {
     fn apply(&self, changes: &[Change]) -> Result<(), StoreError> {
         (**self).apply(changes)
     }
+    fn source(&self) -> backup::Source {
+        (**self).source()
+    }
 }
 
 impl Registry for Store {
@@ -98,6 +110,14 @@ impl Registry for Store {
     }
     fn apply(&self, changes: &[Change]) -> Result<(), StoreError> {
         Store::apply(self, changes)
+    }
+    fn source(&self) -> backup::Source {
+        backup::Source {
+            backend: backup::Backend::Redb,
+            location: self.path.display().to_string(),
+            etcd_prefix: None,
+            etcd_revision: None,
+        }
     }
 }
 
@@ -142,6 +162,12 @@ pub enum StoreError {
     /// Writes were made to fail by the test hook ([`Store::write_failures`]).
     #[error("registry {path}: write refused by the test hook")]
     Injected {
+        /// The file.
+        path: PathBuf,
+    },
+    /// There is no registry file (only [`Store::open_existing`], which creates none).
+    #[error("registry {path} does not exist (is --data-dir right?)")]
+    NotFound {
         /// The file.
         path: PathBuf,
     },
@@ -198,6 +224,40 @@ impl Store {
         };
         store.init()?;
         Ok(store)
+    }
+
+    /// Opens the registry at `path` only if it exists, writing nothing (for a backup): fails
+    /// with [`StoreError::NotFound`] if there is no file, [`StoreError::InUse`] if another
+    /// process holds it, [`StoreError::Schema`] if it has another schema version.
+    pub fn open_existing(path: &Path) -> Result<Self, StoreError> {
+        if !path.is_file() {
+            return Err(StoreError::NotFound {
+                path: path.to_path_buf(),
+            });
+        }
+        let db = Database::open(path).map_err(|e| Self::db_error(path, e))?;
+        let store = Self {
+            db,
+            path: path.to_path_buf(),
+            fail_writes: Arc::new(AtomicBool::new(false)),
+        };
+        let txn = store.db.begin_read().map_err(|e| store.err(e))?;
+        let found = match txn.open_table(META) {
+            Ok(meta) => meta
+                .get("schema")
+                .map_err(|e| store.err(e))?
+                .map(|v| v.value()),
+            Err(redb::TableError::TableDoesNotExist(_)) => None,
+            Err(e) => return Err(store.err(e)),
+        };
+        match found {
+            Some(SCHEMA_VERSION) => Ok(store),
+            Some(found) => Err(StoreError::Schema {
+                path: path.to_path_buf(),
+                found,
+            }),
+            None => Err(store.corrupt("schema version".into(), "none in the meta table")),
+        }
     }
 
     /// Where the file is.
@@ -263,62 +323,82 @@ impl Store {
         let txn = self.db.begin_read().map_err(|e| self.err(e))?;
         let mut snap = Snapshot::default();
 
-        let table = txn.open_table(FRAMEWORKS).map_err(|e| self.err(e))?;
-        for entry in table.iter().map_err(|e| self.err(e))? {
-            let (key, value) = entry.map_err(|e| self.err(e))?;
-            let fw: StoredFramework = serde_json::from_slice(value.value())
-                .map_err(|e| self.corrupt(format!("framework {}", key.value()), e))?;
-            snap.frameworks.push(fw);
+        if let Some(table) = self.read_table(&txn, FRAMEWORKS)? {
+            for entry in table.iter().map_err(|e| self.err(e))? {
+                let (key, value) = entry.map_err(|e| self.err(e))?;
+                let fw: StoredFramework = serde_json::from_slice(value.value())
+                    .map_err(|e| self.corrupt(format!("framework {}", key.value()), e))?;
+                snap.frameworks.push(fw);
+            }
         }
 
-        let table = txn.open_table(REMOVED).map_err(|e| self.err(e))?;
-        for entry in table.iter().map_err(|e| self.err(e))? {
-            let (key, _) = entry.map_err(|e| self.err(e))?;
-            let id: FrameworkId = key
-                .value()
-                .parse()
-                .map_err(|e| self.corrupt(format!("removed framework {}", key.value()), e))?;
-            snap.removed_frameworks.push(id);
+        if let Some(table) = self.read_table(&txn, REMOVED)? {
+            for entry in table.iter().map_err(|e| self.err(e))? {
+                let (key, _) = entry.map_err(|e| self.err(e))?;
+                let id: FrameworkId = key
+                    .value()
+                    .parse()
+                    .map_err(|e| self.corrupt(format!("removed framework {}", key.value()), e))?;
+                snap.removed_frameworks.push(id);
+            }
         }
 
-        let table = txn.open_table(WEIGHTS).map_err(|e| self.err(e))?;
-        for entry in table.iter().map_err(|e| self.err(e))? {
-            let (key, value) = entry.map_err(|e| self.err(e))?;
-            let what = || format!("weight of role {}", key.value());
-            let role = RolePath::new(key.value()).map_err(|e| self.corrupt(what(), e))?;
-            let weight = Weight::new(value.value()).map_err(|e| self.corrupt(what(), e))?;
-            snap.weights.push((role, weight));
+        if let Some(table) = self.read_table(&txn, WEIGHTS)? {
+            for entry in table.iter().map_err(|e| self.err(e))? {
+                let (key, value) = entry.map_err(|e| self.err(e))?;
+                let what = || format!("weight of role {}", key.value());
+                let role = RolePath::new(key.value()).map_err(|e| self.corrupt(what(), e))?;
+                let weight = Weight::new(value.value()).map_err(|e| self.corrupt(what(), e))?;
+                snap.weights.push((role, weight));
+            }
         }
 
-        let table = txn.open_table(AGENTS).map_err(|e| self.err(e))?;
-        for entry in table.iter().map_err(|e| self.err(e))? {
-            let (key, value) = entry.map_err(|e| self.err(e))?;
-            let agent: StoredAgent = serde_json::from_slice(value.value())
-                .map_err(|e| self.corrupt(format!("agent {}", key.value()), e))?;
-            snap.agents.push(agent);
+        if let Some(table) = self.read_table(&txn, AGENTS)? {
+            for entry in table.iter().map_err(|e| self.err(e))? {
+                let (key, value) = entry.map_err(|e| self.err(e))?;
+                let agent: StoredAgent = serde_json::from_slice(value.value())
+                    .map_err(|e| self.corrupt(format!("agent {}", key.value()), e))?;
+                snap.agents.push(agent);
+            }
         }
 
-        let table = txn.open_table(QUOTAS).map_err(|e| self.err(e))?;
-        for entry in table.iter().map_err(|e| self.err(e))? {
-            let (key, value) = entry.map_err(|e| self.err(e))?;
-            let what = || format!("quota of role {}", key.value());
-            let role = RolePath::new(key.value()).map_err(|e| self.corrupt(what(), e))?;
-            let quota: StoredQuota =
-                serde_json::from_slice(value.value()).map_err(|e| self.corrupt(what(), e))?;
-            snap.quotas.push((role, quota));
+        if let Some(table) = self.read_table(&txn, QUOTAS)? {
+            for entry in table.iter().map_err(|e| self.err(e))? {
+                let (key, value) = entry.map_err(|e| self.err(e))?;
+                let what = || format!("quota of role {}", key.value());
+                let role = RolePath::new(key.value()).map_err(|e| self.corrupt(what(), e))?;
+                let quota: StoredQuota =
+                    serde_json::from_slice(value.value()).map_err(|e| self.corrupt(what(), e))?;
+                snap.quotas.push((role, quota));
+            }
         }
 
-        let table = txn.open_table(RESERVATIONS).map_err(|e| self.err(e))?;
-        for entry in table.iter().map_err(|e| self.err(e))? {
-            let (key, value) = entry.map_err(|e| self.err(e))?;
-            let what = || format!("reservation {}", key.value());
-            let (agent, role) =
-                parse_reservation_key(key.value()).map_err(|e| self.corrupt(what(), e))?;
-            let res: protocol::Resources =
-                serde_json::from_slice(value.value()).map_err(|e| self.corrupt(what(), e))?;
-            snap.reservations.push((agent, role, res));
+        if let Some(table) = self.read_table(&txn, RESERVATIONS)? {
+            for entry in table.iter().map_err(|e| self.err(e))? {
+                let (key, value) = entry.map_err(|e| self.err(e))?;
+                let what = || format!("reservation {}", key.value());
+                let (agent, role) =
+                    parse_reservation_key(key.value()).map_err(|e| self.corrupt(what(), e))?;
+                let res: protocol::Resources =
+                    serde_json::from_slice(value.value()).map_err(|e| self.corrupt(what(), e))?;
+                snap.reservations.push((agent, role, res));
+            }
         }
         Ok(snap)
+    }
+
+    /// `def` in the read transaction `txn`, `None` if the file has no such table (a file of
+    /// an older layout opened without [`Store::open`] creating it).
+    fn read_table<V: redb::Value + 'static>(
+        &self,
+        txn: &redb::ReadTransaction,
+        def: TableDefinition<'static, &'static str, V>,
+    ) -> Result<Option<redb::ReadOnlyTable<&'static str, V>>, StoreError> {
+        match txn.open_table(def) {
+            Ok(table) => Ok(Some(table)),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
+            Err(e) => Err(self.err(e)),
+        }
     }
 
     fn corrupt(&self, what: String, reason: impl std::fmt::Display) -> StoreError {
@@ -340,6 +420,39 @@ impl Store {
             });
         }
         let txn = self.db.begin_write().map_err(|e| self.err(e))?;
+        self.write_changes(&txn, changes)?;
+        txn.commit().map_err(|e| self.err(e))
+    }
+
+    /// Replaces everything the registry holds with `snapshot`, in one durable transaction:
+    /// every table emptied, then the snapshot's records written (all or none). The schema
+    /// version stays this coordinator's.
+    pub fn replace(&self, snapshot: &Snapshot) -> Result<(), StoreError> {
+        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
+        {
+            let mut frameworks = txn.open_table(FRAMEWORKS).map_err(|e| self.err(e))?;
+            frameworks.retain(|_, _| false).map_err(|e| self.err(e))?;
+            let mut agents = txn.open_table(AGENTS).map_err(|e| self.err(e))?;
+            agents.retain(|_, _| false).map_err(|e| self.err(e))?;
+            let mut quotas = txn.open_table(QUOTAS).map_err(|e| self.err(e))?;
+            quotas.retain(|_, _| false).map_err(|e| self.err(e))?;
+            let mut reservations = txn.open_table(RESERVATIONS).map_err(|e| self.err(e))?;
+            reservations.retain(|_, _| false).map_err(|e| self.err(e))?;
+            let mut removed = txn.open_table(REMOVED).map_err(|e| self.err(e))?;
+            removed.retain(|_, _| false).map_err(|e| self.err(e))?;
+            let mut weights = txn.open_table(WEIGHTS).map_err(|e| self.err(e))?;
+            weights.retain(|_, _| false).map_err(|e| self.err(e))?;
+        }
+        self.write_changes(&txn, &snapshot.changes())?;
+        txn.commit().map_err(|e| self.err(e))
+    }
+
+    /// Writes `changes` in order into the open transaction `txn`.
+    fn write_changes(
+        &self,
+        txn: &redb::WriteTransaction,
+        changes: &[Change],
+    ) -> Result<(), StoreError> {
         {
             let mut frameworks = txn.open_table(FRAMEWORKS).map_err(|e| self.err(e))?;
             let mut removed = txn.open_table(REMOVED).map_err(|e| self.err(e))?;
@@ -409,7 +522,7 @@ impl Store {
                 }
             }
         }
-        txn.commit().map_err(|e| self.err(e))
+        Ok(())
     }
 }
 
@@ -611,6 +724,56 @@ mod tests {
             "{err}"
         );
         assert!(err.to_string().contains("schema version 2"), "{err}");
+    }
+
+    #[test]
+    fn replace_leaves_exactly_the_snapshot_and_open_existing_creates_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("registry.redb");
+        let err = Store::open_existing(&path).unwrap_err();
+        assert!(matches!(err, StoreError::NotFound { .. }), "{err}");
+        assert!(!path.exists());
+        let (old, kept) = (framework("old", "eng"), framework("kept", "ops"));
+        let agent = AgentId::new();
+        let snapshot = Snapshot {
+            frameworks: vec![kept.clone()],
+            removed_frameworks: vec![FrameworkId::new()],
+            weights: vec![(RolePath::new("ops").unwrap(), Weight::new(2.0).unwrap())],
+            agents: vec![],
+            quotas: vec![(
+                RolePath::new("ops").unwrap(),
+                StoredQuota {
+                    guarantee: None,
+                    limit: Some("cpus=3".parse().unwrap()),
+                },
+            )],
+            reservations: vec![(
+                agent,
+                RolePath::new("ops").unwrap(),
+                "mem=5".parse().unwrap(),
+            )],
+        };
+        {
+            let store = Store::open(&path).unwrap();
+            store
+                .apply(&[
+                    Change::PutFramework(old.clone()),
+                    Change::RemoveFramework(FrameworkId::new()),
+                    Change::SetWeight(RolePath::new("eng").unwrap(), Weight::new(5.0).unwrap()),
+                    Change::SetReservation(
+                        agent,
+                        RolePath::new("eng").unwrap(),
+                        "cpus=1".parse().unwrap(),
+                    ),
+                ])
+                .unwrap();
+            store.replace(&snapshot).unwrap();
+        }
+        let store = Store::open_existing(&path).unwrap();
+        assert_eq!(store.load().unwrap(), snapshot);
+        // Held by this store: a second reader is refused, as beside a running coordinator.
+        let err = Store::open_existing(&path).unwrap_err();
+        assert!(matches!(err, StoreError::InUse { .. }), "{err}");
     }
 
     #[test]

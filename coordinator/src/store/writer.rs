@@ -8,18 +8,25 @@
 //! changes are durable, `false` if the transaction failed. A failure is also logged and passed
 //! to the `on_error` hook (the runtime counts it), so a change nobody waits for does not fail
 //! silently either.
+//!
+//! [`Writer::read`] queues a read of every record behind the changes queued before it (for
+//! `GET /api/v1/registry/backup`): it sees exactly the changes submitted before it, durable.
 
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
 use tokio::sync::oneshot;
 
-use super::{Change, Registry, StoreError};
+use super::backup::Source;
+use super::{Change, Registry, Snapshot, StoreError};
 
-/// One state call's changes, and who to tell when they are durable.
-struct Job {
-    changes: Vec<Change>,
-    done: oneshot::Sender<bool>,
+/// One state call's changes, and who to tell when they are durable; or a read of everything.
+enum Job {
+    Write {
+        changes: Vec<Change>,
+        done: oneshot::Sender<bool>,
+    },
+    Read(oneshot::Sender<Result<(Snapshot, Source), String>>),
 }
 
 /// The registry's writer thread. Dropping it (or [`Writer::close`]) writes what is queued,
@@ -56,12 +63,24 @@ impl Writer {
     /// `false` if writing them failed (or the writer is gone).
     pub fn submit(&self, changes: Vec<Change>) -> oneshot::Receiver<bool> {
         let (done, rx) = oneshot::channel();
-        let job = Job { changes, done };
+        let job = Job::Write { changes, done };
         if let Some(tx) = &self.tx {
-            if let Err(mpsc::SendError(job)) = tx.send(job) {
-                tracing::error!(changes = ?job.changes, "registry writer is gone");
-                let _ = job.done.send(false);
+            if let Err(mpsc::SendError(Job::Write { changes, done })) = tx.send(job) {
+                tracing::error!(?changes, "registry writer is gone");
+                let _ = done.send(false);
             }
+        }
+        rx
+    }
+
+    /// Queues a read of every record, after the changes submitted before it. The receiver
+    /// answers the records and where they were read from, or why they could not be read (a
+    /// dropped sender: the writer is gone).
+    pub fn read(&self) -> oneshot::Receiver<Result<(Snapshot, Source), String>> {
+        let (done, rx) = oneshot::channel();
+        if let Some(tx) = &self.tx {
+            // A failed send drops the sender: the receiver sees the writer gone.
+            let _ = tx.send(Job::Read(done));
         }
         rx
     }
@@ -89,12 +108,33 @@ impl Drop for Writer {
 }
 
 fn run(store: impl Registry, rx: mpsc::Receiver<Job>, on_error: impl Fn(&StoreError, &[Change])) {
-    while let Ok(first) = rx.recv() {
-        let mut changes = first.changes;
-        let mut waiting = vec![first.done];
-        while let Ok(job) = rx.try_recv() {
-            changes.extend(job.changes);
-            waiting.push(job.done);
+    let mut next = rx.recv().ok();
+    while let Some(first) = next.take() {
+        let (mut changes, mut waiting) = match first {
+            Job::Read(done) => {
+                let read = store.load().map_err(|e| e.to_string());
+                let _ = done.send(read.map(|snap| (snap, store.source())));
+                next = rx.recv().ok();
+                continue;
+            }
+            Job::Write { changes, done } => (changes, vec![done]),
+        };
+        // Group the writes queued behind; a read waits for them.
+        loop {
+            match rx.try_recv() {
+                Ok(Job::Write {
+                    changes: more,
+                    done,
+                }) => {
+                    changes.extend(more);
+                    waiting.push(done);
+                }
+                Ok(read) => {
+                    next = Some(read);
+                    break;
+                }
+                Err(_) => break,
+            }
         }
         let written = match store.apply(&changes) {
             Ok(()) => true,
@@ -108,6 +148,9 @@ fn run(store: impl Registry, rx: mpsc::Receiver<Job>, on_error: impl Fn(&StoreEr
         for done in waiting {
             // A submitter that stopped waiting is fine: the change is written either way.
             let _ = done.send(written);
+        }
+        if next.is_none() {
+            next = rx.recv().ok();
         }
     }
 }
@@ -152,6 +195,22 @@ mod tests {
         let snap = Store::open(&path).unwrap().load().unwrap();
         assert_eq!(snap.frameworks, vec![b]);
         assert_eq!(snap.removed_frameworks, vec![a.id]);
+    }
+
+    #[tokio::test]
+    async fn a_read_sees_the_changes_submitted_before_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("registry.redb");
+        let writer = Writer::spawn(Store::open(&path).unwrap(), |_, _| {}).unwrap();
+        let (a, b) = (framework(), framework());
+        drop(writer.submit(vec![Change::PutFramework(a.clone())]));
+        let read = writer.read();
+        drop(writer.submit(vec![Change::PutFramework(b)]));
+        let (snap, source) = read.await.unwrap().unwrap();
+        assert_eq!(snap.frameworks, vec![a]);
+        assert_eq!(source.backend, crate::store::backup::Backend::Redb);
+        assert_eq!(source.location, path.display().to_string());
+        writer.close();
     }
 
     #[test]

@@ -686,3 +686,53 @@ async fn without_credentials_the_api_is_open() {
     let (status, _) = call(&api, Some("anything"), Method::GET, "/api/v1/state", None).await;
     assert_eq!(status, 200);
 }
+
+#[tokio::test]
+async fn only_an_admin_reads_the_registry_backup_and_it_holds_every_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("registry.redb");
+    let api = Api::new(Config {
+        credentials: Some(Arc::new(credentials())),
+        registry: Some(path.clone()),
+        ..Config::default()
+    });
+    let fw = register_framework(&api, FW_A, "eng/batch").await;
+    let (status, body) = call(
+        &api,
+        Some(ADMIN),
+        Method::PUT,
+        "/api/v1/roles/eng",
+        Some(json!({"weight": 2.5})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let backup = "/api/v1/registry/backup";
+    for (token, want) in [
+        (None, 401),
+        (Some(READER), 403),
+        (Some(FW_A), 403),
+        (Some(NODES_1), 403),
+    ] {
+        let (status, body) = call(&api, token, Method::GET, backup, None).await;
+        assert_eq!(status, want, "{token:?}: {body}");
+    }
+    let (status, doc) = call(&api, Some(ADMIN), Method::GET, backup, None).await;
+    assert_eq!(status, 200, "{doc}");
+    // The document `coordinator restore` reads, with the owner of the framework.
+    let parsed = coordinator::store::backup::Backup::parse(&doc.to_string()).unwrap();
+    assert_eq!(parsed.records.frameworks.len(), 1);
+    assert_eq!(parsed.records.frameworks[0].id, fw);
+    assert_eq!(
+        parsed.records.frameworks[0].owner.as_deref(),
+        Some("team-a")
+    );
+    assert_eq!(parsed.records.role_weights[0].role.as_str(), "eng");
+    assert_eq!(parsed.records.role_weights[0].weight.get(), 2.5);
+    assert_eq!(doc["source"]["backend"], "redb");
+    assert_eq!(doc["source"]["location"], path.display().to_string());
+
+    // Without a registry there is nothing to back up.
+    let (status, body) = call(&secured(), Some(ADMIN), Method::GET, backup, None).await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(code(&body), "no_registry");
+}

@@ -2,7 +2,8 @@
 //! test on free loopback ports with temp data dirs) and the built `coordinator` binary.
 //!
 //! - two coordinators on one etcd: one leads, the other says follower and answers `307` to the
-//!   leader; a graceful stop of the leader (SIGTERM: resign, revoke) hands over at once;
+//!   leader, and their `/metrics` say `parley_leader 1` and `0`; a graceful stop of the leader
+//!   (SIGTERM: resign, revoke) hands over at once;
 //! - a SIGKILLed leader on a 3-member etcd: the follower leads within about the lease, with the
 //!   framework registered earlier (same id); an agent that re-registers keeps its task, and the
 //!   first offer follows. `PARLEY_HA_RUNS=N` repeats it and prints the failover times;
@@ -203,9 +204,20 @@ async fn one_leader_the_follower_redirects_and_a_graceful_stop_hands_over_at_onc
         headers["location"],
         format!("{}/api/v1/frameworks", a.base).as_str()
     );
-    // /metrics is the follower's own.
-    let resp = http.get(b.url("/metrics")).send().await.unwrap();
-    assert_eq!(resp.status().as_u16(), 200);
+    // /metrics is each coordinator's own: the follower says it does not lead, the leader
+    // that it does (what an alert on "no leader" or "two leaders" sums).
+    let metrics = |c: &Coord| {
+        let get = http.get(c.url("/metrics"));
+        async move {
+            let resp = get.send().await.unwrap();
+            assert_eq!(resp.status().as_u16(), 200);
+            resp.text().await.unwrap()
+        }
+    };
+    let text = metrics(&b).await;
+    assert!(text.lines().any(|l| l == "parley_leader 0"), "{text}");
+    let text = metrics(&a).await;
+    assert!(text.lines().any(|l| l == "parley_leader 1"), "{text}");
     // The leader serves; the redirect followed by a client lands there.
     let id = register_framework(&http, &a).await;
     // An agent the registry keeps, which will not come back after the hand-over.

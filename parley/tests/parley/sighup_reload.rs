@@ -1,6 +1,7 @@
 //! SIGHUP to a running `coordinator`: the TLS certificate and the credentials file are read
 //! again. A new token works and a removed one gets 401, a new handshake gets the new
 //! certificate, an event stream opened before keeps delivering, and a bad file changes nothing.
+//! SIGHUP to a running `agent` serving HTTPS: a new handshake gets its new certificate.
 
 #![allow(clippy::unwrap_used)]
 
@@ -11,7 +12,7 @@ use base64::Engine;
 use serde_json::json;
 
 use crate::support::Proc;
-use crate::tls_init::{init_loopback, start_coordinator, token};
+use crate::tls_init::{init_loopback, start_agent, start_coordinator, token};
 
 /// The DER of the first certificate of a PEM file.
 fn der(pem_file: &Path) -> Vec<u8> {
@@ -29,17 +30,21 @@ fn der(pem_file: &Path) -> Vec<u8> {
 
 /// The certificate a fresh connection to `url` is served, with a client trusting `ca`.
 async fn served_certificate(ca: &Path, url: &str) -> Vec<u8> {
+    try_served_certificate(ca, url).await.unwrap()
+}
+
+/// As [`served_certificate`], `None` while nothing answers at `url` (or not with `ca`'s).
+async fn try_served_certificate(ca: &Path, url: &str) -> Option<Vec<u8>> {
     let client = parley_tls::client_builder(Some(ca))
         .unwrap()
         .tls_info(true)
         .build()
         .unwrap();
-    let r = client.get(url).send().await.unwrap();
+    let r = client.get(url).send().await.ok()?;
     r.extensions()
         .get::<reqwest::tls::TlsInfo>()
         .and_then(|i| i.peer_certificate())
-        .unwrap()
-        .to_vec()
+        .map(<[u8]>::to_vec)
 }
 
 async fn status(client: &reqwest::Client, url: &str, token: &str) -> u16 {
@@ -164,4 +169,39 @@ fn next_key_of_another(tmp: &tempfile::TempDir) -> std::path::PathBuf {
     let other = tmp.path().join("other");
     init_loopback(&other);
     other.join("coord1.key")
+}
+
+#[tokio::test]
+async fn sighup_makes_the_agent_serve_its_new_certificate() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("pki");
+    init_loopback(&dir);
+    let (_coord, base, _) = start_coordinator(&dir, tmp.path()).await;
+    let (agent, agent_url) = start_agent(&dir, &base, &tmp.path().join("agent"));
+    let health = format!("{agent_url}/health");
+    let ca = dir.join("ca.pem");
+    let old_cert = der(&dir.join("node1.crt"));
+    let up = testkit::wait_for(Duration::from_secs(30), "the agent's HTTPS", || async {
+        try_served_certificate(&ca, &health).await.is_some()
+    })
+    .await;
+    assert!(up.is_ok(), "{}", agent.log());
+    assert_eq!(served_certificate(&ca, &health).await, old_cert);
+
+    // Another init's certificate for the same address, from another CA, in place of the old.
+    let next = tmp.path().join("next");
+    init_loopback(&next);
+    std::fs::copy(next.join("node1.crt"), dir.join("node1.crt")).unwrap();
+    std::fs::copy(next.join("node1.key"), dir.join("node1.key")).unwrap();
+    // Not before the signal: the files are read on SIGHUP only.
+    assert_eq!(served_certificate(&ca, &health).await, old_cert);
+    agent.signal("HUP");
+    wait_log(&agent, "reloaded the TLS certificate").await;
+    assert_eq!(
+        served_certificate(&next.join("ca.pem"), &health).await,
+        der(&next.join("node1.crt")),
+        "a new handshake gets the new certificate"
+    );
+    // The old CA no longer verifies the agent.
+    assert_eq!(try_served_certificate(&ca, &health).await, None);
 }

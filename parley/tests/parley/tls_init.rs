@@ -176,25 +176,14 @@ pub async fn start_coordinator(dir: &Path, data_dir: &Path) -> (Proc, String, re
     (coord, base, client)
 }
 
-#[tokio::test]
-async fn a_generated_cluster_runs_tasks_over_https_with_its_tokens() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("pki");
-    init_loopback(&dir);
+/// An agent serving `dir`'s node1 certificate over HTTPS on a free loopback port, joining the
+/// coordinator at `base` with the agent token, its work dir `work_dir`; its process and its
+/// base URL.
+pub fn start_agent(dir: &Path, base: &str, work_dir: &Path) -> (Proc, String) {
     let file = |name: &str| dir.join(name).to_str().unwrap().to_owned();
-    let (coord, base, client) = start_coordinator(&dir, tmp.path()).await;
-    let state = |t: Option<String>| {
-        let mut r = client.get(format!("{base}/api/v1/state"));
-        if let Some(t) = t {
-            r = r.bearer_auth(t);
-        }
-        r.send()
-    };
-    assert_eq!(state(None).await.unwrap().status(), 401);
-
     let agent_port = free_port();
     let mut cmd = Command::new(agent_binary());
-    cmd.args(["--coordinator", &base])
+    cmd.args(["--coordinator", base])
         .args(["--listen", &format!("127.0.0.1:{agent_port}")])
         .args([
             "--tls-cert",
@@ -207,13 +196,31 @@ async fn a_generated_cluster_runs_tasks_over_https_with_its_tokens() {
         .args(["--isolation", "none", "--kill-grace-s", "1"])
         .args(["--api-token", AGENT_TOKEN])
         .arg("--work-dir")
-        .arg(tmp.path().join("agent"))
-        .env("PARLEY_TOKEN", token(&dir, "agents"))
+        .arg(work_dir)
+        .env("PARLEY_TOKEN", token(dir, "agents"))
         .env("RUST_LOG", "info");
     if is_root() {
         cmd.arg("--allow-root-tasks");
     }
-    let agent = Proc::spawn(cmd);
+    (Proc::spawn(cmd), format!("https://127.0.0.1:{agent_port}"))
+}
+
+#[tokio::test]
+async fn a_generated_cluster_runs_tasks_over_https_with_its_tokens() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("pki");
+    init_loopback(&dir);
+    let (coord, base, client) = start_coordinator(&dir, tmp.path()).await;
+    let state = |t: Option<String>| {
+        let mut r = client.get(format!("{base}/api/v1/state"));
+        if let Some(t) = t {
+            r = r.bearer_auth(t);
+        }
+        r.send()
+    };
+    assert_eq!(state(None).await.unwrap().status(), 401);
+
+    let (agent, _) = start_agent(&dir, &base, &tmp.path().join("agent"));
     let admin = token(&dir, "admin");
     let joined = testkit::wait_for(Duration::from_secs(30), "the agent to join", || async {
         match state(Some(admin.clone())).await {
