@@ -61,7 +61,7 @@ async fn serve() -> Response {
     ([(header::CONTENT_TYPE, "application/json")], json()).into_response()
 }
 
-/// The document's root: its info, shared components and tags; [`assemble`] adds the operations.
+/// The document's root: its info, shared components and tags; [`document`] adds the operations.
 #[derive(OpenApi)]
 #[openapi(
     info(
