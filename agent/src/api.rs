@@ -12,74 +12,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use protocol::messages::{Empty, KillTask, LaunchTasks, TaskStatusList};
-use protocol::{ErrorBody, FrameworkId, TaskId};
+use protocol::{FrameworkId, TaskId};
 
+pub(crate) use crate::api_error::ApiError;
 use crate::auth;
-use crate::engine;
+use crate::engine::KillOrder;
 use crate::output::{read_bounded, OutputError, MAX_OUTPUT_BYTES};
 use crate::real::{LaunchError, RealAgent};
-
-/// An error answer: a status and the contract's error body.
-#[derive(Debug)]
-pub(crate) struct ApiError {
-    status: StatusCode,
-    code: &'static str,
-    message: String,
-}
-
-impl ApiError {
-    pub(crate) fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Self {
-            status,
-            code,
-            message: message.into(),
-        }
-    }
-
-    pub(crate) fn bad_request(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
-    }
-
-    pub(crate) fn unknown_task(task_id: &str) -> Self {
-        Self::new(
-            StatusCode::NOT_FOUND,
-            "task_not_found",
-            format!("no task {task_id:?} on this agent; GET /api/v1/tasks lists them"),
-        )
-    }
-}
-
-impl From<engine::LaunchError> for ApiError {
-    fn from(e: engine::LaunchError) -> Self {
-        match e {
-            engine::LaunchError::Duplicate(_) => {
-                ApiError::new(StatusCode::CONFLICT, "task_exists", e.to_string())
-            }
-            engine::LaunchError::ShuttingDown => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "shutting_down",
-                e.to_string(),
-            ),
-        }
-    }
-}
-
-impl From<engine::UnknownTask> for ApiError {
-    fn from(e: engine::UnknownTask) -> Self {
-        match e {
-            engine::UnknownTask::Unknown(id) => ApiError::unknown_task(id.as_str()),
-            engine::UnknownTask::Ambiguous(_) => {
-                ApiError::new(StatusCode::CONFLICT, "ambiguous_task", e.to_string())
-            }
-        }
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        (self.status, Json(ErrorBody::new(self.code, self.message))).into_response()
-    }
-}
 
 /// Parses and checks a launch body: JSON shape, commands, environment names, durations.
 pub(crate) fn parse_launch(body: &[u8]) -> Result<LaunchTasks, ApiError> {
@@ -134,14 +73,6 @@ pub(crate) fn partition_timeout(launch: &LaunchTasks) -> Option<std::time::Durat
 /// Parses a task id from a path.
 pub(crate) fn parse_task_id(raw: &str) -> Result<TaskId, ApiError> {
     TaskId::new(raw).map_err(|e| ApiError::bad_request(e.to_string()))
-}
-
-/// What a kill body asks: which framework's task, and whether it is a fence (reason
-/// `agent_partitioned`: the framework was told the task is not running).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct KillOrder {
-    pub framework_id: Option<FrameworkId>,
-    pub fence: bool,
 }
 
 /// A kill body: empty, `{}`, or `{"framework_id": ..., "reason": ...}`.

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use axum::http::{header, HeaderMap, StatusCode};
 
-use crate::api::ApiError;
+use crate::api_error::ApiError;
 use crate::config::ConfigError;
 
 /// The file in the work dir holding the generated token.

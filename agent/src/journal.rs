@@ -116,7 +116,7 @@ pub struct ReplayedTask {
     /// Its sandbox.
     pub sandbox: PathBuf,
     /// Its process, once started.
-    pub process: Option<crate::engine::Process>,
+    pub process: Option<crate::process::Process>,
     /// Its latest status, if any was recorded.
     pub latest: Option<TaskStatus>,
     /// It was fenced (must not run).
@@ -303,7 +303,7 @@ fn replay(reader: impl BufRead, path: &Path) -> std::io::Result<(Replay, usize)>
                     .or_else(|| order.iter().rev().find(|k| k.1 == task_id).map(|k| k.0));
                 let task = framework_id.and_then(|fw| tasks.get_mut(&(fw, task_id)));
                 if let Some(t) = task {
-                    t.process = Some(crate::engine::Process {
+                    t.process = Some(crate::process::Process {
                         pid,
                         start_time,
                         boot_id,

@@ -15,6 +15,8 @@
 //!   that does no I/O and emits [`engine::Command`]s for a shell to run.
 //! - `real`: the real agent's shell: runs the core's commands with processes, the journal and
 //!   HTTP.
+//! - [`process`]: a task's OS process ([`process::Process`]) and how it ended
+//!   ([`process::Exit`]): plain types the core, the journal and the isolation share.
 //! - [`journal`]: append-only, fsync'd JSON lines in the work dir; replay and compaction.
 //! - [`executor`]: task processes: the wrapper, environment, memory limits, process-group
 //!   signals, exit status, `/proc` checks for re-adoption.
@@ -32,6 +34,7 @@
 //!   several coordinators (`--coordinator a,b,c`): follows the leader, and tells the shell when
 //!   another coordinator answers, so the agent registers again with its running tasks.
 //! - `api`: the agent's HTTP API (axum router).
+//! - `api_error`: the API's error answer, shared by `api` and [`auth`].
 //! - [`metrics`]: `GET /metrics`: the table of the agent's metrics, its counters, and the
 //!   registry that writes them with the process' figures (`parley-observe`).
 //! - [`simulated`]: the simulated agents' shell: many cores in one process, one listener, one
@@ -120,11 +123,13 @@ pub mod image;
 pub mod isolation;
 pub mod journal;
 pub mod metrics;
+pub mod process;
 pub mod resources;
 pub mod simulated;
 pub mod task_user;
 
 mod api;
+mod api_error;
 mod client;
 mod gc;
 mod output;

@@ -15,8 +15,6 @@ use observe::prometheus_client::registry::Registry;
 use observe::{Kind, Metric, Scrape};
 use protocol::{TaskState, TaskStatus};
 
-use crate::real::RealAgent;
-
 /// Every metric of the agent's own (the process' figures and `parley_build_info` are
 /// `observe::process::METRICS`), in the reference's order.
 pub const METRICS: [Metric; 5] = [
@@ -89,11 +87,20 @@ impl AgentMetrics {
     }
 }
 
+/// What a scrape reads from a live agent (the real agent's shell implements it).
+pub(crate) trait Source: Send + Sync + 'static {
+    /// Whether the agent is registered, and how many of its tasks are running.
+    fn scrape(&self) -> (bool, usize);
+    /// The agent's counters.
+    fn metrics(&self) -> &AgentMetrics;
+}
+
 /// The agent's registry: its counters and books, read at each scrape, and the process'
 /// figures. Holds the agent weakly (the agent owns its router).
-pub(crate) fn registry(agent: &Arc<RealAgent>) -> Registry {
+pub(crate) fn registry<A: Source>(agent: &Arc<A>) -> Registry {
     let mut registry = Registry::default();
-    registry.register_collector(Box::new(AgentCollector(Arc::downgrade(agent))));
+    let agent: Weak<A> = Arc::downgrade(agent);
+    registry.register_collector(Box::new(AgentCollector(agent)));
     registry.register_collector(Box::new(ProcessCollector::new(BuildInfo::new(env!(
         "CARGO_PKG_VERSION"
     )))));
@@ -101,15 +108,15 @@ pub(crate) fn registry(agent: &Arc<RealAgent>) -> Registry {
 }
 
 /// Writes [`METRICS`] from a live agent.
-struct AgentCollector(Weak<RealAgent>);
+struct AgentCollector<A>(Weak<A>);
 
-impl fmt::Debug for AgentCollector {
+impl<A> fmt::Debug for AgentCollector<A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AgentCollector").finish_non_exhaustive()
     }
 }
 
-impl Collector for AgentCollector {
+impl<A: Source> Collector for AgentCollector<A> {
     fn encode(&self, encoder: DescriptorEncoder) -> fmt::Result {
         let Some(agent) = self.0.upgrade() else {
             return Ok(());

@@ -242,7 +242,7 @@ impl RealAgent {
     /// that it must not run again (see [`Core::fence`]).
     pub(crate) fn kill(
         self: &Arc<Self>,
-        order: crate::api::KillOrder,
+        order: crate::engine::KillOrder,
         task_id: &TaskId,
     ) -> Result<(), UnknownTask> {
         let framework_id = order.framework_id;
@@ -688,4 +688,14 @@ fn make_sandbox(sandbox: &Path, user: Option<&executor::TaskUser>) -> std::io::R
         std::os::unix::fs::chown(sandbox, Some(user.uid), Some(user.gid))?;
     }
     Ok(())
+}
+
+impl crate::metrics::Source for RealAgent {
+    fn scrape(&self) -> (bool, usize) {
+        RealAgent::scrape(self)
+    }
+
+    fn metrics(&self) -> &AgentMetrics {
+        RealAgent::metrics(self)
+    }
 }

@@ -39,6 +39,79 @@ pub(super) fn check<T>(
     out
 }
 
+/// The event that relays `status` to framework `fw`.
+pub(super) fn update(fw: FrameworkId, status: TaskStatus) -> Effect {
+    Effect::ToFramework(fw, FrameworkEvent::Update { status })
+}
+
+/// The kill of task `task` of `fw` on `agent` (every test agent listens at
+/// `http://127.0.0.1:1`).
+pub(super) fn kill(agent: AgentId, fw: FrameworkId, task: &str) -> Effect {
+    Effect::Kill {
+        agent_id: agent,
+        framework_id: fw,
+        endpoint: "http://127.0.0.1:1".into(),
+        task_id: task.parse().unwrap(),
+    }
+}
+
+/// Framework `fw`'s `subscribed` event, at the default heartbeat interval.
+pub(super) fn subscribed(fw: FrameworkId) -> Effect {
+    Effect::ToFramework(
+        fw,
+        FrameworkEvent::Subscribed(protocol::messages::FrameworkRegistered {
+            framework_id: fw,
+            heartbeat_interval_s: Settings::default()
+                .framework_heartbeat_interval
+                .as_secs_f64(),
+        }),
+    )
+}
+
+/// The whole registry record of framework `id`, registered at `at` with `name`, `role` and
+/// `failover_timeout_s` (no owner, no capabilities; a test sets what else it needs).
+pub(super) fn stored_framework(
+    id: FrameworkId,
+    name: &str,
+    role: &str,
+    failover_timeout_s: f64,
+    at: &Now,
+) -> crate::records::StoredFramework {
+    crate::records::StoredFramework {
+        id,
+        name: name.into(),
+        role: role.parse().unwrap(),
+        failover_timeout_s,
+        registered_at: at.wall,
+        owner: None,
+        gpu_resources: false,
+        partition_timeout_s: None,
+    }
+}
+
+/// The registry write of a framework's record.
+pub(super) fn put_framework(record: crate::records::StoredFramework) -> Effect {
+    Effect::Persist(crate::records::Change::PutFramework(record))
+}
+
+/// The registry write of test agent `id` (host `h`, `http://127.0.0.1:1`) last seen at
+/// `last_seen`, draining until `drain_deadline` if any.
+pub(super) fn put_agent(
+    id: AgentId,
+    last_seen: protocol::Timestamp,
+    drain_deadline: Option<protocol::Timestamp>,
+) -> Effect {
+    Effect::Persist(crate::records::Change::PutAgent(
+        crate::records::StoredAgent {
+            id,
+            hostname: "h".into(),
+            endpoint: "http://127.0.0.1:1".into(),
+            last_seen,
+            drain_deadline,
+        },
+    ))
+}
+
 pub(super) fn registration(
     name: &str,
     role: &str,
@@ -376,13 +449,19 @@ fn a_task_that_ended_during_a_coordinator_restart_is_kept_for_its_framework() {
         .unwrap();
     assert_eq!((id, created), (fw, false));
     s.subscribe(fw, &at(1), &mut fx).unwrap();
-    let update = Effect::ToFramework(
-        fw,
-        FrameworkEvent::Update {
-            status: status.clone(),
-        },
+    let update = update(fw, status.clone());
+    let default_failover_s = Settings::default().default_failover_timeout.as_secs_f64();
+    assert_eq!(
+        fx,
+        vec![
+            // The agent's report made a placeholder at 0, which the registration fills in.
+            Effect::Allocate,
+            put_framework(stored_framework(fw, "f", "eng", default_failover_s, &at(0))),
+            subscribed(fw),
+            update.clone(),
+            Effect::Allocate,
+        ]
     );
-    assert!(fx.contains(&update), "{fx:?}");
     let mut fx = Vec::new();
     s.reconcile(fw, vec![], &mut fx).unwrap();
     assert_eq!(fx, vec![update]);
@@ -666,7 +745,7 @@ fn past_the_bound_the_oldest_acknowledged_completed_task_is_forgotten() {
     };
     s.accept(fw, req, &at(2), &mut fx).unwrap();
     finish(&mut s, fw, agent, "a", true);
-    finish(&mut s, fw, agent, "b", true);
+    let b = finish(&mut s, fw, agent, "b", true);
     // Two completed and one still staging: nothing past the bound yet.
     assert_eq!(listed(&s, fw), ["a", "b", "c"]);
     finish(&mut s, fw, agent, "c", true);
@@ -681,7 +760,7 @@ fn past_the_bound_the_oldest_acknowledged_completed_task_is_forgotten() {
     assert!(fx.is_empty());
     s.reconcile(fw, vec!["b".parse().unwrap()], &mut fx)
         .unwrap();
-    assert_eq!(fx.len(), 1);
+    assert_eq!(fx, vec![update(fw, b)], "b's latest status, once");
 
     // No accounting moved: everything is free again and the framework holds nothing.
     assert!(s.agents()[0].used.is_empty());
@@ -832,9 +911,29 @@ fn registrations_removals_and_weights_are_persisted_and_restored() {
         .is_err());
     assert!(persisted(&refused).is_empty());
 
+    let record = |id, name, role| stored_framework(id, name, role, 30.0, &at(0));
+    assert_eq!(
+        fx,
+        vec![
+            put_framework(record(keep, "keep", "eng/batch")),
+            put_framework(record(gone, "gone", "ops")),
+            Effect::Allocate,
+            // Re-registered: the same record, renamed, in its new role, registered at 0 still.
+            put_framework(record(keep, "kept", "eng/web")),
+            Effect::Persist(Change::RemoveFramework(gone)),
+            Effect::ToFramework(
+                gone,
+                FrameworkEvent::Error {
+                    message: "framework removed: test".into()
+                }
+            ),
+            Effect::CloseStream(gone),
+            Effect::Allocate,
+            Effect::Allocate,
+            Effect::Persist(Change::SetWeight("eng".parse().unwrap(), weight)),
+        ]
+    );
     let changes = persisted(&fx);
-    assert_eq!(changes.len(), 5, "{changes:?}");
-    assert!(matches!(changes[3], Change::RemoveFramework(id) if id == gone));
 
     // A new coordinator restores them: the framework is back, disconnected, in its last role.
     let mut t = new_books(&Settings::default());
@@ -945,14 +1044,11 @@ fn a_task_of_a_removed_framework_reported_by_an_agent_is_killed() {
         &mut fx,
     )
     .unwrap();
-    let kills: Vec<_> = fx
-        .iter()
-        .filter_map(|e| match e {
-            Effect::Kill { task_id, .. } => Some(task_id.as_str()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(kills, vec!["t"], "only the running task is killed");
+    assert_eq!(
+        fx,
+        vec![kill(agent, fw, "t"), Effect::Allocate],
+        "only the running task is killed"
+    );
     assert!(
         s.tasks.is_empty(),
         "nothing is adopted for a removed framework"
@@ -1577,7 +1673,7 @@ fn a_stored_agent_that_does_not_come_back_is_lost_then_forgotten_and_one_that_do
     s.agent_heartbeat(back, &at(2_002 + limit + retention))
         .unwrap();
     s.check_agents(&at(2_002 + limit + retention), &mut fx);
-    assert_eq!(persisted(&fx), vec![Change::RemoveAgent(gone)]);
+    assert_eq!(fx, vec![Effect::Persist(Change::RemoveAgent(gone))]);
     assert!(s.agents().iter().all(|a| a.agent_id != gone));
 }
 

@@ -6,9 +6,10 @@ use protocol::events::OfferOutcome;
 use protocol::maintenance::AgentDraining;
 use protocol::{CommandSpec, FrameworkEvent, OfferId, TaskSpec, TaskState};
 
-use super::tests::{check, new_books};
+use super::tests::{
+    check, new_books, put_agent, put_framework, stored_framework, subscribed, update,
+};
 use super::*;
-use crate::records::StoredAgent;
 
 fn at(ms: u64) -> Now {
     let start = chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap();
@@ -98,6 +99,37 @@ fn status(fw: FrameworkId, ag: AgentId, state: TaskState, n: u128, ms: u64) -> T
     }
 }
 
+/// What draining `running_task`'s agent does, with `deadline`: rescinds the rest of the agent,
+/// offered again (offer 2), before the framework is told; tells the framework and the offer
+/// stream which of its tasks must end; and writes the drain to the registry.
+fn drain_effects(fw: FrameworkId, ag: AgentId, deadline: protocol::Timestamp) -> Effects {
+    let event = AgentDraining {
+        agent_id: ag,
+        framework_id: fw,
+        deadline,
+        task_ids: vec!["a".parse().unwrap()],
+    };
+    let rescinded = OfferId(IdSource::nth(2));
+    vec![
+        Effect::ToFramework(
+            fw,
+            FrameworkEvent::Rescind {
+                offer_id: rescinded,
+            },
+        ),
+        Effect::Offer(OfferEvent::OfferRescinded(OfferOutcome {
+            offer_id: rescinded,
+            framework_id: fw,
+            agent_id: ag,
+            tasks: vec![],
+            reason: Some("agent draining".into()),
+        })),
+        Effect::ToFramework(fw, FrameworkEvent::AgentDraining(event.clone())),
+        Effect::Offer(OfferEvent::AgentDraining(event)),
+        put_agent(ag, at(0).wall, Some(deadline)),
+    ]
+}
+
 fn state_of(s: &State, ag: AgentId) -> String {
     s.agents()
         .into_iter()
@@ -123,42 +155,9 @@ fn a_drain_rescinds_tells_then_kills_at_the_deadline_and_reactivate_offers_again
     assert_eq!(answer.rescinded_offers, 1);
     assert_eq!(answer.deadline, Some(at(10_100).wall));
     assert!(s.offers(None, None).is_empty(), "its offer is rescinded");
-    let event = AgentDraining {
-        agent_id: ag,
-        framework_id: fw,
-        deadline: at(10_100).wall,
-        task_ids: vec!["a".parse().unwrap()],
-    };
     // The rest of the agent was offered again (offer 2): rescinded before the framework is
     // told, and no kill before the deadline.
-    let rescinded = OfferId(IdSource::nth(2));
-    assert_eq!(
-        fx,
-        vec![
-            Effect::ToFramework(
-                fw,
-                FrameworkEvent::Rescind {
-                    offer_id: rescinded
-                }
-            ),
-            Effect::Offer(OfferEvent::OfferRescinded(OfferOutcome {
-                offer_id: rescinded,
-                framework_id: fw,
-                agent_id: ag,
-                tasks: vec![],
-                reason: Some("agent draining".into()),
-            })),
-            Effect::ToFramework(fw, FrameworkEvent::AgentDraining(event.clone())),
-            Effect::Offer(OfferEvent::AgentDraining(event)),
-            Effect::Persist(crate::records::Change::PutAgent(StoredAgent {
-                id: ag,
-                hostname: "h".into(),
-                endpoint: "http://127.0.0.1:1".into(),
-                last_seen: at(0).wall,
-                drain_deadline: Some(at(10_100).wall),
-            })),
-        ]
-    );
+    assert_eq!(fx, drain_effects(fw, ag, at(10_100).wall));
 
     let mut fx = Vec::new();
     assert_eq!(
@@ -195,18 +194,10 @@ fn a_drain_rescinds_tells_then_kills_at_the_deadline_and_reactivate_offers_again
         &mut fx,
     )
     .unwrap();
-    let relayed = fx
-        .iter()
-        .find_map(|e| match e {
-            Effect::ToFramework(_, FrameworkEvent::Update { status }) => Some(status.clone()),
-            _ => None,
-        })
-        .unwrap();
-    assert_eq!(relayed.state, TaskState::Killed);
-    assert_eq!(
-        relayed.reason.as_deref(),
-        Some(protocol::task::REASON_AGENT_DRAINED)
-    );
+    // Relayed with the reason the drain gives it, after the freed resources ask for a run.
+    let mut relayed = status(fw, ag, TaskState::Killed, 2, 10_300);
+    relayed.reason = Some(protocol::task::REASON_AGENT_DRAINED.into());
+    assert_eq!(fx, vec![Effect::Allocate, update(fw, relayed)]);
     assert_eq!(state_of(&s, ag), "draining", "drained on the next tick");
     let mut fx = Vec::new();
     s.check_drains(&at(10_400), &mut fx);
@@ -222,12 +213,10 @@ fn a_drain_rescinds_tells_then_kills_at_the_deadline_and_reactivate_offers_again
     let mut fx = Vec::new();
     let answer = s.reactivate_agent(ag, &mut fx).unwrap();
     assert_eq!(answer.state, "active");
-    assert_eq!(fx.len(), 2, "{fx:?}");
-    assert_eq!(fx[0], Effect::Allocate);
     assert_eq!(
-        persisted(&fx)[0].drain_deadline,
-        None,
-        "the registry forgets the drain"
+        fx,
+        vec![Effect::Allocate, put_agent(ag, at(0).wall, None)],
+        "offers again, and the registry forgets the drain"
     );
     assert_eq!(s.allocate(&at(10_600), &mut fx), 1, "offered again");
     assert_eq!(state_of(&s, ag), "active");
@@ -265,11 +254,10 @@ fn draining_an_idle_agent_drains_it_at_once_and_unknown_agents_change_nothing() 
     assert_eq!(answer.state, "drained");
     assert_eq!(answer.rescinded_offers, 0);
     assert_eq!(
-        fx.len(),
-        1,
-        "no offers, no tasks: nothing to tell, only the registry to write: {fx:?}"
+        fx,
+        vec![put_agent(ag, at(0).wall, Some(at(1).wall))],
+        "no offers, no tasks: nothing to tell, only the registry to write"
     );
-    assert_eq!(persisted(&fx)[0].drain_deadline, Some(at(1).wall));
 }
 
 #[test]
@@ -324,14 +312,12 @@ fn persisted(fx: &Effects) -> Vec<crate::records::StoredAgent> {
 
 #[test]
 fn a_drain_is_kept_in_the_registry_and_put_back_when_the_agent_re_registers() {
-    let (mut s, _fw, ag) = running_task();
+    let (mut s, fw, ag) = running_task();
     let mut fx = Vec::new();
     s.drain_agent(ag, 60.0, &at(10), &mut fx).unwrap();
-    let written = persisted(&fx);
     let deadline = at(10).wall + chrono::Duration::seconds(60);
-    assert_eq!(written.len(), 1);
-    assert_eq!(written[0].id, ag);
-    assert_eq!(written[0].drain_deadline, Some(deadline));
+    assert_eq!(fx, drain_effects(fw, ag, deadline));
+    let written = persisted(&fx);
 
     // A new coordinator on the same registry, 20 s later: the agent is awaited, then comes
     // back (its task has ended meanwhile) and is draining again, with the same deadline.
@@ -385,16 +371,31 @@ fn a_drain_is_kept_in_the_registry_and_put_back_when_the_agent_re_registers() {
         "a drained agent offers nothing"
     );
     // Its registration record, written again, still carries the drain.
+    let default_failover_s = Settings::default().default_failover_timeout.as_secs_f64();
     assert_eq!(
-        persisted(&fx).last().and_then(|a| a.drain_deadline),
-        Some(deadline)
+        fx,
+        vec![
+            put_framework(stored_framework(
+                other,
+                "other",
+                "ops",
+                default_failover_s,
+                &at(20_000)
+            )),
+            subscribed(other),
+            Effect::Allocate,
+            put_agent(ag, at(20_001).wall, Some(deadline)),
+            Effect::Allocate,
+        ]
     );
 
     // Reactivating writes the record without the drain, and the agent is offered again.
     let mut fx = Vec::new();
     t.reactivate_agent(ag, &mut fx).unwrap();
-    assert_eq!(persisted(&fx).len(), 1);
-    assert_eq!(persisted(&fx)[0].drain_deadline, None);
+    assert_eq!(
+        fx,
+        vec![Effect::Allocate, put_agent(ag, at(20_001).wall, None)]
+    );
     assert_eq!(t.allocate(&at(20_003), &mut fx), 1);
 }
 
@@ -403,6 +404,7 @@ fn a_stored_drain_whose_deadline_passed_kills_at_once_after_the_restart() {
     let (mut s, fw, ag) = running_task();
     let mut fx = Vec::new();
     s.drain_agent(ag, 5.0, &at(10), &mut fx).unwrap();
+    assert_eq!(fx, drain_effects(fw, ag, at(5_010).wall));
     let written = persisted(&fx);
     // Restored 10 s later with the framework: the deadline passed while no coordinator ran.
     let mut t = new_books(&Settings::default());

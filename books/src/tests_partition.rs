@@ -8,7 +8,10 @@ use std::time::Duration;
 
 use protocol::{FrameworkEvent, TaskState};
 
-use super::tests::{at, books, check, new_books, registration, reregister, running, task};
+use super::tests::{
+    at, books, check, new_books, put_framework, registration, reregister, running,
+    stored_framework, task, update,
+};
 use super::*;
 
 /// Just past the default agent timeout (5 missed heartbeats of 15 s) after the last heartbeat
@@ -58,10 +61,6 @@ fn key(fw: FrameworkId) -> (FrameworkId, TaskId) {
 /// The task's latest status in the books.
 fn latest(s: &State, fw: FrameworkId) -> TaskStatus {
     s.tasks[&key(fw)].latest.clone()
-}
-
-fn update(fw: FrameworkId, status: TaskStatus) -> Effect {
-    Effect::ToFramework(fw, FrameworkEvent::Update { status })
 }
 
 fn fence(fw: FrameworkId, agent: AgentId) -> Effect {
@@ -308,11 +307,10 @@ fn the_partition_timeout_is_shown_persisted_and_restored() {
     let mut req = registration("f", "eng", None, Some(fw));
     req.partition_timeout_s = Some(120.0);
     again.register_framework(req, &at(0), &mut fx).unwrap();
-    let stored = fx.iter().find_map(|e| match e {
-        Effect::Persist(crate::records::Change::PutFramework(f)) => Some(f.clone()),
-        _ => None,
-    });
-    assert_eq!(stored.unwrap().partition_timeout_s, Some(120.0));
+    let default_failover_s = Settings::default().default_failover_timeout.as_secs_f64();
+    let mut stored = stored_framework(fw, "f", "eng", default_failover_s, &at(0));
+    stored.partition_timeout_s = Some(120.0);
+    assert_eq!(fx, vec![put_framework(stored)]);
     let (plain, _, _, _) = launched(None);
     assert_eq!(plain.frameworks()[0].partition_timeout_s, None);
     assert!(plain.frameworks()[0].capabilities.is_empty());

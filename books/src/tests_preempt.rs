@@ -6,7 +6,7 @@
 use protocol::preempt::{Preemption, Priority};
 use protocol::{CommandSpec, FrameworkEvent, TaskSpec, TaskState};
 
-use super::tests::{check, new_books};
+use super::tests::{check, kill, new_books, update};
 use super::*;
 
 fn at(ms: u64) -> Now {
@@ -116,13 +116,19 @@ fn killed_status(fw: FrameworkId, ag: AgentId, task: &str) -> TaskStatus {
     }
 }
 
-fn kills(fx: &Effects) -> Vec<String> {
-    fx.iter()
-        .filter_map(|e| match e {
-            Effect::Kill { task_id, .. } => Some(task_id.to_string()),
-            _ => None,
-        })
-        .collect()
+/// The preemption of `a`'s tasks `lo-1` then `lo-0` for role `b`, due at 2.1 s: the event to
+/// the framework and the same on the offer stream.
+fn told(fa: FrameworkId, task_ids: [&str; 2]) -> Effects {
+    let event = Preemption {
+        framework_id: fa,
+        task_ids: task_ids.iter().map(|t| t.parse().unwrap()).collect(),
+        deadline: at(2100).wall,
+        for_role: "b".into(),
+    };
+    vec![
+        Effect::ToFramework(fa, FrameworkEvent::Preemption(event.clone())),
+        Effect::Offer(OfferEvent::Preemption(event)),
+    ]
 }
 
 #[test]
@@ -144,20 +150,7 @@ fn a_starved_role_gets_the_lowest_priority_tasks_after_the_grace_told_before_kil
     // The check runs every quarter of the grace (250 ms): the next is due at 1050.
 
     s.check_preemption(&at(1100), &mut fx);
-    let deadline = at(2100).wall;
-    let event = Preemption {
-        framework_id: fa,
-        task_ids: vec!["lo-1".parse().unwrap(), "lo-0".parse().unwrap()],
-        deadline,
-        for_role: "b".into(),
-    };
-    assert_eq!(
-        fx,
-        vec![
-            Effect::ToFramework(fa, FrameworkEvent::Preemption(event.clone())),
-            Effect::Offer(OfferEvent::Preemption(event)),
-        ]
-    );
+    assert_eq!(fx, told(fa, ["lo-1", "lo-0"]));
     assert_eq!(s.preemptions(), 1);
     let marked = s.explain(fa, &at(1100)).unwrap().preemption;
     assert!(
@@ -174,7 +167,7 @@ fn a_starved_role_gets_the_lowest_priority_tasks_after_the_grace_told_before_kil
     s.check_preemption(&at(2099), &mut fx);
     assert!(fx.is_empty(), "{fx:?}");
     s.check_preemption(&at(2100), &mut fx);
-    assert_eq!(kills(&fx), ["lo-1", "lo-0"]);
+    assert_eq!(fx, vec![kill(ag, fa, "lo-1"), kill(ag, fa, "lo-0")]);
     assert_eq!(s.tasks_preempted(), 2);
 
     let mut fx = Vec::new();
@@ -182,18 +175,19 @@ fn a_starved_role_gets_the_lowest_priority_tasks_after_the_grace_told_before_kil
         s.agent_status(ag, killed_status(fa, ag, t), &at(2200), &mut fx)
             .unwrap();
     }
-    let update = fx
-        .iter()
-        .find_map(|e| match e {
-            Effect::ToFramework(f, FrameworkEvent::Update { status }) if *f == fa => {
-                Some(status.clone())
-            }
-            _ => None,
-        })
-        .unwrap();
+    // Each end frees resources and is relayed with the reason `preempted`.
+    let preempted = |t| TaskStatus {
+        reason: Some(protocol::task::REASON_PREEMPTED.into()),
+        ..killed_status(fa, ag, t)
+    };
     assert_eq!(
-        update.reason.as_deref(),
-        Some(protocol::task::REASON_PREEMPTED)
+        fx,
+        vec![
+            Effect::Allocate,
+            update(fa, preempted("lo-0")),
+            Effect::Allocate,
+            update(fa, preempted("lo-1")),
+        ]
     );
     // The plan ends; the freed half goes to b, the lower share.
     let mut fx = Vec::new();
@@ -226,7 +220,9 @@ fn a_role_that_does_not_take_what_was_freed_gets_no_second_preemption() {
     s.check_preemption(&at(10), &mut fx);
     s.check_preemption(&at(1100), &mut fx);
     s.check_preemption(&at(2100), &mut fx);
-    assert_eq!(kills(&fx), ["lo-1", "lo-0"]);
+    let mut expected = told(fa, ["lo-1", "lo-0"]);
+    expected.extend([kill(ag, fa, "lo-1"), kill(ag, fa, "lo-0")]);
+    assert_eq!(fx, expected);
     for t in ["lo-0", "lo-1"] {
         s.agent_status(ag, killed_status(fa, ag, t), &at(2200), &mut fx)
             .unwrap();
@@ -314,14 +310,5 @@ fn of_equal_tasks_the_most_recently_launched_are_taken_first() {
     let mut fx = Vec::new();
     s.check_preemption(&at(10), &mut fx);
     s.check_preemption(&at(1100), &mut fx);
-    let taken: Vec<String> = fx
-        .iter()
-        .find_map(|e| match e {
-            Effect::ToFramework(f, FrameworkEvent::Preemption(p)) if *f == fa => {
-                Some(p.task_ids.iter().map(ToString::to_string).collect())
-            }
-            _ => None,
-        })
-        .unwrap();
-    assert_eq!(taken, ["a-1", "a-0"], "{fx:?}");
+    assert_eq!(fx, told(fa, ["a-1", "a-0"]));
 }

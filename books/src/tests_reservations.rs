@@ -312,18 +312,15 @@ fn a_forgotten_agent_takes_its_dynamic_reservations_with_it() {
     s.check_agents(&at(1_001 + limit), &mut fx);
     let mut fx = Vec::new();
     s.check_agents(&at(2_002 + limit + retention), &mut fx);
-    let persisted: Vec<_> = fx
-        .iter()
-        .filter_map(|e| match e {
-            Effect::Persist(c) => Some(c.clone()),
-            _ => None,
-        })
-        .collect();
     assert_eq!(
-        persisted,
+        fx,
         vec![
-            Change::RemoveAgent(gone),
-            Change::SetReservation(gone, "a".parse().unwrap(), Resources::new())
+            Effect::Persist(Change::RemoveAgent(gone)),
+            Effect::Persist(Change::SetReservation(
+                gone,
+                "a".parse().unwrap(),
+                Resources::new()
+            )),
         ]
     );
     assert!(s.dynamic_reservations.is_empty());

@@ -40,9 +40,13 @@
 //!   has stopped is cut off.
 //! - [`runtime`]: [`Coordinator`], the async shell: the lock around the state, effect dispatch
 //!   (stream events, launches and kills sent to agents, allocation kicks).
-//! - [`api`]: the axum routers (framework, agent, operator), SSE streams, error bodies.
+//! - [`web`]: what both APIs share: the route type, the auth middleware and `Caller`
+//!   extractor, the error bodies, validated inputs, registering a framework.
+//! - [`api`]: the native API's routes (framework, agent, operator), SSE streams.
 //! - [`mesos`]: the Mesos v1 scheduler API (`POST /api/v1/scheduler`, `GET /version`) over the
 //!   same books, so unmodified Mesos frameworks (pymesos) run on Parley.
+//! - [`router`]: the one route table of both APIs, the router with its middleware, and the
+//!   OpenAPI document of both.
 //! - [`server`]: [`serve`]: wiring, graceful shutdown, supervised background loops
 //!   (allocation, offer expiry, agent liveness, failover, update re-sends).
 //! - [`served`]: [`Served`], a coordinator serving in a background task of the current
@@ -62,10 +66,9 @@
 //!
 //! Each module names only those below it: the books; [`auth`], [`config`], [`store`],
 //! [`history`], [`http`], [`metrics`]; [`runtime`] (which holds the HA role it is told,
-//! [`runtime::HaStatus`]); [`reload`]; [`ha`]; [`api`] and [`mesos`]; [`server`]; [`served`].
-//! `scripts/check-layers.py coordinator/src` lists any import cycle; the one left is
-//! [`api`] ↔ [`mesos`] (the API's router merges the Mesos router, which uses the API's auth,
-//! errors and inputs).
+//! [`runtime::HaStatus`]); [`reload`]; [`ha`]; [`web`]; [`api`] and [`mesos`], which do not
+//! name each other; [`router`]; [`server`]; [`served`]. `scripts/check-layers.py
+//! coordinator/src` lists any import cycle (there is none).
 
 pub mod api;
 pub mod auth;
@@ -77,10 +80,12 @@ pub mod mesos;
 pub mod metrics;
 pub mod outbox;
 pub mod reload;
+pub mod router;
 pub mod runtime;
 pub mod served;
 pub mod server;
 pub mod store;
+pub mod web;
 
 /// The books (the `parley-books` crate), re-exported under the name the coordinator's modules
 /// have always used for them.

@@ -23,7 +23,6 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::api;
 use crate::config::{Config, ConfigError};
 use crate::history::History;
 use crate::runtime::{Coordinator, StartError};
@@ -177,7 +176,7 @@ pub async fn serve_coordinator(
             }
         }
     }
-    let app = api::app(coordinator.clone());
+    let app = crate::router::app(coordinator.clone());
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, tls = tls.is_some(), "coordinator listening");
     }

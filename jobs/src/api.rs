@@ -17,7 +17,8 @@ use axum::{Json, Router};
 use serde::Serialize;
 
 use crate::book::{Book, BookError, JobState, JobSummary};
-use crate::service::{now_ms, Shared};
+use crate::clock::now_ms;
+use crate::shared::Shared;
 use crate::spec::{self, Format, SpecError, ANONYMOUS};
 use crate::store::JobRecord;
 use framework_sdk::TaskId;

@@ -20,8 +20,7 @@ use crate::ranges::Ranges;
 use crate::schedule::Concurrency;
 use crate::spec::{JobSpec, Kind};
 
-/// Milliseconds since the Unix epoch.
-pub type Millis = u64;
+pub use crate::clock::Millis;
 
 /// How long a queued job waits to gain one point of priority (aging), by default.
 pub const DEFAULT_AGING_MS: Millis = 60_000;

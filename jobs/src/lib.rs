@@ -8,6 +8,8 @@
 //!
 //! # Layout
 //!
+//! - [`clock`]: [`clock::Millis`] and [`clock::now_ms`], the service's time.
+//! - [`spec_error`]: [`spec_error::SpecError`], a refused spec naming its field.
 //! - [`spec`]: job specs (TOML or JSON, one versioned schema), checked field by field; an
 //!   error names the field and, for TOML, the line.
 //! - [`ranges`]: [`ranges::Ranges`], sets of task indexes kept as ranges.
@@ -20,6 +22,8 @@
 //!   book's tasks on offers.
 //! - [`users`]: [`users::Users`], the API's users file: each user's token hash and running
 //!   task limit.
+//! - [`shared`]: [`shared::Shared`], what the scheduler, the API and the timer share, and
+//!   the events the API streams.
 //! - [`api`]: the axum router under `/api/v1/jobs`; who calls, and who may change a job.
 //! - [`cli`]: [`cli::Args`], the binary's command line, and [`cli::Settings`], its settings as
 //!   flags, environment variables and file keys (`--config FILE`).
@@ -33,11 +37,14 @@
 pub mod api;
 pub mod book;
 pub mod cli;
+pub mod clock;
 pub mod ranges;
 pub mod schedule;
 pub mod scheduler;
 pub mod service;
+pub mod shared;
 pub mod spec;
+pub mod spec_error;
 pub mod store;
 pub mod users;
 

@@ -8,8 +8,8 @@ use chrono::{TimeZone, Utc};
 use croner::parser::{CronParser, Seconds};
 use serde::{Deserialize, Serialize};
 
-use crate::book::Millis;
-use crate::spec::SpecError;
+use crate::clock::Millis;
+use crate::spec_error::SpecError;
 
 /// When a periodic job runs.
 #[derive(Clone)]

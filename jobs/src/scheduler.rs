@@ -10,7 +10,8 @@ use framework_sdk::placement::{self, Assignment, JobId, PendingTask, Placement};
 use framework_sdk::prelude::*;
 
 use crate::book::{task_id, AttemptRecord, Candidate, Estimator};
-use crate::service::{now_ms, Shared};
+use crate::clock::now_ms;
+use crate::shared::Shared;
 use crate::spec::{JobSpec, PlacementPolicy};
 
 /// The most tasks placed in one answer to offers; the rest wait for the next offers, so one

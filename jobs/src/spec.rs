@@ -7,7 +7,6 @@
 //! about `u32`.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use framework_sdk::placement::Constraint;
 use protocol::Resources;
@@ -32,36 +31,7 @@ pub const DEFAULT_MAX_SURGE: i64 = 1;
 /// The longest job name (it becomes part of every task id).
 pub const MAX_NAME_LEN: usize = 63;
 
-/// A spec that cannot be used: which field, why, and (for TOML) on which line.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
-pub struct SpecError {
-    /// The field, as a dotted path (`resources.gpus`), or `spec` for the document as a whole.
-    pub field: String,
-    /// What is wrong with it, in lowercase words.
-    pub message: String,
-    /// The 1-based line in the source, when known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub line: Option<usize>,
-}
-
-impl fmt::Display for SpecError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.line {
-            Some(line) => write!(f, "{} (line {line}): {}", self.field, self.message),
-            None => write!(f, "{}: {}", self.field, self.message),
-        }
-    }
-}
-
-impl SpecError {
-    fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            field: field.into(),
-            message: message.into(),
-            line: None,
-        }
-    }
-}
+pub use crate::spec_error::SpecError;
 
 /// The format a spec is written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

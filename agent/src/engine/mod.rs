@@ -46,7 +46,9 @@ use protocol::{
     AgentId, FrameworkId, TaskId, TaskSpec, TaskState, TaskStatus, Timestamp, UpdateId,
 };
 
-pub use command::{Command, Durability, Exit, Failure, Process, Reply, Request, Signal, Timer};
+pub use command::{
+    Command, Durability, Exit, Failure, KillOrder, Process, Reply, Request, Signal, Timer,
+};
 pub use session::Jitter;
 pub use tasks::{code_outcome, TaskKey, LIMIT_FAILED};
 

@@ -5,7 +5,7 @@
 use protocol::TaskSpec;
 
 use super::{Limits, TaskCgroup, Usage};
-use crate::engine::Exit;
+use crate::process::Exit;
 
 /// The limits of an isolated task's cgroup: `mem` (MiB) in bytes, `cpus`, `isolation.pids` or
 /// the agent's default.

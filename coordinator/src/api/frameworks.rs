@@ -20,7 +20,7 @@ use super::openapi::FrameworkPath;
 use super::sse;
 use super::Route;
 use crate::runtime::Coordinator;
-use crate::store::Change;
+pub use crate::web::register::{register_framework, Registered};
 
 /// Routes under `/api/v1/frameworks`.
 pub fn routes() -> Vec<Route> {
@@ -68,52 +68,6 @@ async fn register(
         }),
     )
         .into_response())
-}
-
-/// What [`register_framework`] did.
-#[derive(Debug, Clone, Copy)]
-pub struct Registered {
-    /// The framework's id (the same one on re-registration).
-    pub framework_id: FrameworkId,
-    /// A new framework (`false`: re-registered within its failover timeout).
-    pub created: bool,
-    /// The heartbeat interval of its stream, in seconds.
-    pub heartbeat_interval_s: f64,
-}
-
-/// Registers (or re-registers) a framework for `caller`: validated, written first and applied
-/// once durable (see [`Coordinator::run_write_first`]). Shared by `POST /api/v1/frameworks`
-/// and the Mesos API's SUBSCRIBE.
-pub async fn register_framework(
-    c: &Coordinator,
-    caller: &Caller,
-    req: RegisterFramework,
-) -> Result<Registered, ApiError> {
-    let webui_url = req.webui_url.clone();
-    let mut input = input::framework_registration(req)?;
-    // The owner is checked when planning only: it changes by registration alone, and
-    // registrations run one at a time.
-    let caller = caller.clone();
-    let (framework_id, created, heartbeat_interval_s) = c
-        .run_write_first(
-            |s, now| {
-                input.owner = caller.register_framework(s, &input.role, input.framework_id)?;
-                let plan = s.plan_registration(&input, now)?;
-                let change = Change::PutFramework(plan.record.clone());
-                Ok::<_, ApiError>(((input, plan), vec![change]))
-            },
-            move |s, (input, plan), now, fx| {
-                let (id, new) = s.apply_written_registration(input, &plan, now, fx)?;
-                s.set_framework_webui_url(id, webui_url);
-                Ok((id, new, s.framework_heartbeat_s()))
-            },
-        )
-        .await?;
-    Ok(Registered {
-        framework_id,
-        created,
-        heartbeat_interval_s,
-    })
 }
 
 #[utoipa::path(get, path = "/api/v1/frameworks", tag = "frameworks", operation_id = "list_frameworks",

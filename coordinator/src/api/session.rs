@@ -26,25 +26,15 @@ use super::extract::Body;
 use super::Route;
 use crate::auth::Denial;
 use crate::runtime::Coordinator;
-
-/// The cookie's name.
-pub const COOKIE: &str = "parley_session";
-
-/// The header a cookie-authenticated request other than `GET`/`HEAD` must carry (any value).
-pub const CSRF_HEADER: &str = "x-parley-csrf";
+pub use crate::web::auth::{is_login_route, COOKIE, CSRF_HEADER};
 
 /// The login routes; the guard lets them through without credentials (the login checks its
-/// token itself).
+/// token itself: see [`is_login_route`]).
 pub fn routes() -> Vec<Route> {
     vec![
         Route::post("/api/v1/login", login),
         Route::post("/api/v1/logout", logout),
     ]
-}
-
-/// Whether `path` is one of the login routes.
-pub fn is_login_route(path: &str) -> bool {
-    path == "/api/v1/login" || path == "/api/v1/logout"
 }
 
 /// `POST /api/v1/login`: the body.

@@ -22,10 +22,10 @@ use super::convert::{self, reconciled_json, state_name, update_event};
 use super::stream::{Session, STREAM_ID_HEADER};
 use super::types::{self, Call};
 use super::{Mesos, Refusal};
-use crate::api::auth::Caller;
-use crate::api::error::ApiError;
-use crate::api::input;
 use crate::state::{Decline, StateError};
+use crate::web::auth::Caller;
+use crate::web::error::ApiError;
+use crate::web::input;
 
 fn invalid(field: &'static str, reason: impl Into<String>) -> ApiError {
     ApiError::InvalidField {

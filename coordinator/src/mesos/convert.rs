@@ -28,7 +28,7 @@ use protocol::{
 use serde_json::{json, Value};
 
 use super::types::{self, FrameworkInfo};
-use crate::api::error::ApiError;
+use crate::web::error::ApiError;
 
 /// The Parley role Mesos' default role `"*"` (and a framework naming no role) maps to.
 pub const DEFAULT_ROLE: &str = "default";

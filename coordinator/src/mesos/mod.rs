@@ -16,7 +16,7 @@
 //! - [`calls`]: every other call, checked against the framework's stream id.
 //!
 //! Content types and credentials are checked by the API's middleware in front of every route
-//! (`crate::api::auth`): a body that is not `application/json` (e.g. protobuf) is 415; with a
+//! (`crate::web::auth`): a body that is not `application/json` (e.g. protobuf) is 415; with a
 //! credentials file the call needs the framework principal's `Authorization: Bearer` token
 //! (or `Basic` with the principal's name and token, which is what pymesos' `principal` and
 //! `secret` send).
@@ -37,10 +37,10 @@ use axum::Json;
 use protocol::ErrorBody;
 use serde_json::json;
 
-use crate::api::auth::Caller;
-use crate::api::error::ApiError;
-use crate::api::Route;
 use crate::runtime::Coordinator;
+use crate::web::auth::Caller;
+use crate::web::error::ApiError;
+use crate::web::Route;
 pub use stream::Sessions;
 
 /// The Mesos version `GET /version` reports: dotted integers only (pymesos parses it).
@@ -55,8 +55,8 @@ pub struct Mesos {
     pub sessions: Sessions,
 }
 
-/// `POST /api/v1/scheduler` and `GET /version`, for one coordinator: routes of the API's table
-/// (`crate::api::routes`), with the Mesos streams as their own state.
+/// `POST /api/v1/scheduler` and `GET /version`, for one coordinator: routes of the coordinator's table
+/// (`crate::router::routes`), with the Mesos streams as their own state.
 pub fn routes(coordinator: Coordinator) -> Vec<Route> {
     let mesos = Mesos {
         coordinator,
@@ -99,9 +99,25 @@ impl IntoResponse for Refusal {
     }
 }
 
+/// The Mesos API's operations for the OpenAPI document (`crate::router::openapi`).
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(scheduler, version))]
+pub struct MesosDoc;
+
+/// `GET /version` (the Mesos API's).
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct MesosVersion {
+    /// The Mesos version spoken, dotted integers.
+    pub version: String,
+    /// Always `parley`.
+    pub build_user: String,
+    /// The coordinator's version.
+    pub parley_version: String,
+}
+
 #[utoipa::path(get, path = "/version", tag = "mesos",
     summary = "The Mesos version this API speaks",
-    responses((status = 200, description = "`version` (Mesos), `build_user` and `parley_version`", body = crate::api::openapi::MesosVersion)))]
+    responses((status = 200, description = "`version` (Mesos), `build_user` and `parley_version`", body = MesosVersion)))]
 async fn version() -> Json<serde_json::Value> {
     Json(json!({
         "version": MESOS_VERSION,

@@ -22,11 +22,11 @@ use super::convert::{self, Shape};
 use super::recordio;
 use super::types::Call;
 use super::Mesos;
-use crate::api::auth::Caller;
-use crate::api::error::ApiError;
-use crate::api::frameworks::register_framework;
 use crate::outbox::OutboxReader;
 use crate::runtime::Coordinator;
+use crate::web::auth::Caller;
+use crate::web::error::ApiError;
+use crate::web::register::register_framework;
 
 /// The header naming a subscription; every call after SUBSCRIBE must carry it.
 pub const STREAM_ID_HEADER: &str = "mesos-stream-id";

@@ -1,4 +1,4 @@
-//! [`Api`]: the coordinator's whole router (`coordinator::api::app`) called in process with
+//! [`Api`]: the coordinator's whole router (`coordinator::router::app`) called in process with
 //! tower's `ServiceExt::oneshot`: no socket, no port, no background loops (so no allocation
 //! runs and no offers are made). For tests that send a request and check the answer and the
 //! books: validation errors, 404s, registrations, operator views. Its helpers are [`Rest`]'s.
@@ -34,7 +34,7 @@ impl Api {
     pub fn new(config: Config) -> Self {
         let token = CancellationToken::new();
         let coordinator = Coordinator::new(config, token.clone()).expect("a coordinator");
-        let router = coordinator::api::app(coordinator.clone());
+        let router = coordinator::router::app(coordinator.clone());
         Self {
             router,
             coordinator,

@@ -8,11 +8,11 @@
 //!    `application/json` without a CORS preflight, which this server never grants.
 //! 2. with credentials configured, any route but `/health` (and the Mesos API's `/version`,
 //!    and the dashboard's static page, script and style, login and logout) without a valid `Authorization: Bearer <token>`
-//!    or dashboard cookie (`super::session`): 401 `unauthorized` with
+//!    or dashboard cookie ([`COOKIE`], set by `crate::api::session`): 401 `unauthorized` with
 //!    `WWW-Authenticate: Bearer`. The Mesos scheduler API also takes
 //!    `Basic base64(<principal>:<token>)`, which is what Mesos clients send. A request
 //!    authenticated by the cookie other than `GET`/`HEAD` needs the `X-Parley-CSRF` header
-//!    (403 without: see `super::session` for why);
+//!    (403 without: see `crate::api::session` for why);
 //! 3. a route the principal's kind may not call ([`crate::auth::policy`]): 403 `forbidden`.
 //!
 //! Then handlers check ownership under the books' lock ([`Caller::framework`],
@@ -256,7 +256,19 @@ fn authenticate(
         .ok_or_else(|| ApiError::Unauthenticated(Denial::Invalid, "unknown bearer token".into()))
 }
 
-/// The token of the dashboard's session cookie (`super::session::COOKIE`), if any.
+/// The dashboard's session cookie's name (set by the login, `crate::api::session`).
+pub const COOKIE: &str = "parley_session";
+
+/// The header a cookie-authenticated request other than `GET`/`HEAD` must carry (any value).
+pub const CSRF_HEADER: &str = "x-parley-csrf";
+
+/// Whether `path` is one of the login routes, which the guard lets through without
+/// credentials (the login checks its token itself).
+pub fn is_login_route(path: &str) -> bool {
+    path == "/api/v1/login" || path == "/api/v1/logout"
+}
+
+/// The token of the dashboard's session cookie ([`COOKIE`]), if any.
 fn session_cookie(headers: &HeaderMap) -> Option<&str> {
     headers
         .get_all(header::COOKIE)
@@ -264,7 +276,7 @@ fn session_cookie(headers: &HeaderMap) -> Option<&str> {
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == super::session::COOKIE)
+        .find(|(name, _)| *name == COOKIE)
         .map(|(_, value)| value.trim())
         .filter(|v| !v.is_empty())
 }
@@ -347,19 +359,19 @@ fn check(credentials: &Credentials, req: &mut Request) -> Result<(), ApiError> {
     // The dashboard's page and assets are static and hold no data: served to anyone, so a
     // browser without the cookie gets the login form (its reads are then checked).
     let page = path == "/" || path == "/ui/app.js" || path == "/ui/style.css";
-    if path == "/health" || path == "/version" || page || super::session::is_login_route(path) {
+    if path == "/health" || path == "/version" || page || is_login_route(path) {
         return Ok(());
     }
     let basic_ok = path == "/api/v1/scheduler";
     let principal = authenticate(credentials, req.headers(), basic_ok)?;
     let by_cookie = !req.headers().contains_key(header::AUTHORIZATION);
     let safe = req.method() == Method::GET || req.method() == Method::HEAD;
-    if by_cookie && !safe && !req.headers().contains_key(super::session::CSRF_HEADER) {
+    if by_cookie && !safe && !req.headers().contains_key(CSRF_HEADER) {
         return Err(ApiError::Forbidden(
             Denial::Kind,
             format!(
                 "a request authenticated by the dashboard's cookie needs the {} header (or send Authorization: Bearer)",
-                super::session::CSRF_HEADER
+                CSRF_HEADER
             ),
         ));
     }

@@ -1,0 +1,57 @@
+//! Registering a framework, which both APIs do: `POST /api/v1/frameworks` and the Mesos API's
+//! `SUBSCRIBE`.
+
+use protocol::messages::RegisterFramework;
+use protocol::FrameworkId;
+
+use super::auth::Caller;
+use super::error::ApiError;
+use super::input;
+use crate::runtime::Coordinator;
+use crate::store::Change;
+
+/// What [`register_framework`] did.
+#[derive(Debug, Clone, Copy)]
+pub struct Registered {
+    /// The framework's id (the same one on re-registration).
+    pub framework_id: FrameworkId,
+    /// A new framework (`false`: re-registered within its failover timeout).
+    pub created: bool,
+    /// The heartbeat interval of its stream, in seconds.
+    pub heartbeat_interval_s: f64,
+}
+
+/// Registers (or re-registers) a framework for `caller`: validated, written first and applied
+/// once durable (see [`Coordinator::run_write_first`]). Shared by `POST /api/v1/frameworks`
+/// and the Mesos API's SUBSCRIBE.
+pub async fn register_framework(
+    c: &Coordinator,
+    caller: &Caller,
+    req: RegisterFramework,
+) -> Result<Registered, ApiError> {
+    let webui_url = req.webui_url.clone();
+    let mut input = input::framework_registration(req)?;
+    // The owner is checked when planning only: it changes by registration alone, and
+    // registrations run one at a time.
+    let caller = caller.clone();
+    let (framework_id, created, heartbeat_interval_s) = c
+        .run_write_first(
+            |s, now| {
+                input.owner = caller.register_framework(s, &input.role, input.framework_id)?;
+                let plan = s.plan_registration(&input, now)?;
+                let change = Change::PutFramework(plan.record.clone());
+                Ok::<_, ApiError>(((input, plan), vec![change]))
+            },
+            move |s, (input, plan), now, fx| {
+                let (id, new) = s.apply_written_registration(input, &plan, now, fx)?;
+                s.set_framework_webui_url(id, webui_url);
+                Ok((id, new, s.framework_heartbeat_s()))
+            },
+        )
+        .await?;
+    Ok(Registered {
+        framework_id,
+        created,
+        heartbeat_interval_s,
+    })
+}
