@@ -132,13 +132,6 @@ pub struct Settings {
     pub failover_timeout_s: Option<f64>,
 }
 
-/// Takes `$over.field` where set, else `$base.field`, for every listed field.
-macro_rules! layer {
-    ($over:ident, $base:ident, $($field:ident),* $(,)?) => {
-        Settings { $($field: $over.$field.or($base.$field)),* }
-    };
-}
-
 impl Settings {
     /// The defaults of the `parley-jobs` binary, every setting that has one set.
     pub fn defaults() -> Settings {
@@ -158,7 +151,8 @@ impl Settings {
     /// These settings over `base`: each setting set here wins, the others are `base`'s.
     pub fn over(self, base: Settings) -> Settings {
         let over = self;
-        layer!(
+        observe::layer_settings!(
+            Settings,
             over,
             base,
             coordinator,
@@ -183,22 +177,11 @@ impl Settings {
     /// Parses a TOML settings file's text. An unknown key or a value of the wrong type is an
     /// error naming the key and its line; the message is one line.
     pub fn from_toml(text: &str) -> Result<Settings, String> {
-        toml::from_str(text).map_err(|e: toml::de::Error| {
-            let message = e.message().trim().replace('\n', " ");
-            match e.span() {
-                Some(span) => {
-                    let line = text.get(..span.start).unwrap_or(text).matches('\n').count() + 1;
-                    format!("line {line}: {message}")
-                }
-                None => message,
-            }
-        })
+        observe::settings_file::from_toml(text)
     }
 
     /// Reads and parses the TOML settings file `path`; the error names the file.
     pub fn from_file(path: &Path) -> Result<Settings, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
-        Settings::from_toml(&text).map_err(|e| format!("config file {}: {e}", path.display()))
+        observe::settings_file::from_file(path)
     }
 }

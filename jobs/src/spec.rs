@@ -308,9 +308,7 @@ fn named_key(message: &str) -> Option<String> {
 
 fn toml_error(text: &str, e: &toml::de::Error) -> SpecError {
     let message = e.message().trim().to_owned();
-    let line = e
-        .span()
-        .map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1);
+    let line = observe::settings_file::error_line(text, e);
     let field = named_key(&message)
         .or_else(|| line.and_then(|l| key_on_line(text, l)))
         .unwrap_or_else(|| "spec".into());

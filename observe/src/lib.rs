@@ -13,12 +13,15 @@
 //!   (`parley_build_info`), as one [`process::ProcessCollector`].
 //! - [`logging`]: [`LogFormat`] (`text` or `json`) and [`logging::init`], the one
 //!   `tracing` subscriber setup of every binary (no colours unless writing to a terminal).
+//! - [`settings_file`]: reading a binary's TOML settings file with one-line errors naming the
+//!   file, line and key, and [`layer_settings!`], the layering of settings structs.
 //!
 //! `prometheus-client` is re-exported so that users name the same version.
 
 pub mod logging;
 pub mod process;
 pub mod scrape;
+pub mod settings_file;
 pub mod table;
 
 pub use logging::LogFormat;
