@@ -286,12 +286,7 @@ fn accept_moves_resources_from_offered_to_used_and_returns_the_rest() {
 fn a_lost_agent_rescinds_offers_and_loses_tasks() {
     let (mut s, fw, agent, offer) = setup();
     let mut fx = Vec::new();
-    let req = Accept {
-        offer_ids: vec![offer.offer_id],
-        tasks: vec![task("a", agent, "cpus=1")],
-        refuse: Some(Duration::ZERO),
-    };
-    s.accept(fw, req, &at(2), &mut fx).unwrap();
+    launch_each(&mut s, fw, agent, &offer, &["a"]);
     s.allocate(&at(3), &mut fx);
     let rest = s.offers(None, None).remove(0);
     let mut fx = Vec::new();
@@ -690,16 +685,21 @@ fn finish(s: &mut State, fw: FrameworkId, agent: AgentId, id: &str, ack: bool) -
     done
 }
 
+/// Launches one `cpus=1` task per name on `offer` at time 2.
+fn launch_each(s: &mut State, fw: FrameworkId, agent: AgentId, offer: &Offer, names: &[&str]) {
+    let req = Accept {
+        offer_ids: vec![offer.offer_id],
+        tasks: names.iter().map(|n| task(n, agent, "cpus=1")).collect(),
+        refuse: Some(Duration::ZERO),
+    };
+    s.accept(fw, req, &at(2), &mut Vec::new()).unwrap();
+}
+
 #[test]
 fn each_task_that_ends_is_counted_once_by_its_terminal_state() {
     let (mut s, fw, agent, offer) = setup();
     let mut fx = Vec::new();
-    let req = Accept {
-        offer_ids: vec![offer.offer_id],
-        tasks: vec![task("a", agent, "cpus=1"), task("b", agent, "cpus=1")],
-        refuse: Some(Duration::ZERO),
-    };
-    s.accept(fw, req, &at(2), &mut fx).unwrap();
+    launch_each(&mut s, fw, agent, &offer, &["a", "b"]);
     let done = finish(&mut s, fw, agent, "a", false);
     // Sent again by the agent (it was not acknowledged): counted once.
     s.agent_status(agent, done, &at(12), &mut fx).unwrap();
@@ -733,17 +733,7 @@ fn bounded(n: usize) -> Settings {
 #[test]
 fn past_the_bound_the_oldest_acknowledged_completed_task_is_forgotten() {
     let (mut s, fw, agent, offer) = setup_with(&bounded(2));
-    let mut fx = Vec::new();
-    let req = Accept {
-        offer_ids: vec![offer.offer_id],
-        tasks: vec![
-            task("a", agent, "cpus=1"),
-            task("b", agent, "cpus=1"),
-            task("c", agent, "cpus=1"),
-        ],
-        refuse: Some(Duration::ZERO),
-    };
-    s.accept(fw, req, &at(2), &mut fx).unwrap();
+    launch_each(&mut s, fw, agent, &offer, &["a", "b", "c"]);
     finish(&mut s, fw, agent, "a", true);
     let b = finish(&mut s, fw, agent, "b", true);
     // Two completed and one still staging: nothing past the bound yet.
@@ -793,18 +783,7 @@ fn past_the_bound_the_oldest_acknowledged_completed_task_is_forgotten() {
 #[test]
 fn a_finished_task_whose_update_is_unacknowledged_is_never_forgotten() {
     let (mut s, fw, agent, offer) = setup_with(&bounded(2));
-    let mut fx = Vec::new();
-    let req = Accept {
-        offer_ids: vec![offer.offer_id],
-        tasks: vec![
-            task("a", agent, "cpus=1"),
-            task("b", agent, "cpus=1"),
-            task("c", agent, "cpus=1"),
-            task("d", agent, "cpus=1"),
-        ],
-        refuse: Some(Duration::ZERO),
-    };
-    s.accept(fw, req, &at(2), &mut fx).unwrap();
+    launch_each(&mut s, fw, agent, &offer, &["a", "b", "c", "d"]);
     let a_done = finish(&mut s, fw, agent, "a", false);
     finish(&mut s, fw, agent, "b", true);
     finish(&mut s, fw, agent, "c", true);
@@ -1103,13 +1082,7 @@ fn explain_counts_each_agent_under_its_reason() {
 #[test]
 fn a_status_batch_is_applied_in_order_and_refused_whole() {
     let (mut s, fw, agent, offer) = setup();
-    let mut fx = Vec::new();
-    let req = Accept {
-        offer_ids: vec![offer.offer_id],
-        tasks: vec![task("a", agent, "cpus=1"), task("b", agent, "cpus=1")],
-        refuse: Some(Duration::ZERO),
-    };
-    s.accept(fw, req, &at(2), &mut fx).unwrap();
+    launch_each(&mut s, fw, agent, &offer, &["a", "b"]);
 
     // One bad status (another agent's id) refuses the whole batch: nothing recorded or sent.
     let run_a = running("a", fw, agent, Some("cpus=1"));
@@ -1190,12 +1163,7 @@ fn batched_acknowledgements_clear_pending_updates_and_report_unknown_ones() {
 fn cached_task_json_matches_the_views_and_follows_changes() {
     let (mut s, fw, agent, offer) = setup();
     let mut fx = Vec::new();
-    let req = Accept {
-        offer_ids: vec![offer.offer_id],
-        tasks: vec![task("a", agent, "cpus=1"), task("b", agent, "cpus=1")],
-        refuse: Some(Duration::ZERO),
-    };
-    s.accept(fw, req, &at(2), &mut fx).unwrap();
+    launch_each(&mut s, fw, agent, &offer, &["a", "b"]);
     let parsed = |s: &State| -> Vec<protocol::messages::TaskInfo> {
         s.tasks_json(None)
             .iter()
@@ -1845,16 +1813,7 @@ fn a_task_lost_to_an_unreachable_launch_takes_the_terminal_state_its_agent_repor
 fn unacknowledged_names_only_updates_still_pending_in_the_order_asked() {
     let (mut s, fw, agent, offer) = setup();
     let mut fx = Vec::new();
-    let req = Accept {
-        offer_ids: vec![offer.offer_id],
-        tasks: vec![
-            task("a", agent, "cpus=1"),
-            task("b", agent, "cpus=1"),
-            task("c", agent, "cpus=1"),
-        ],
-        refuse: Some(Duration::ZERO),
-    };
-    s.accept(fw, req, &at(2), &mut fx).unwrap();
+    launch_each(&mut s, fw, agent, &offer, &["a", "b", "c"]);
     let a = finish(&mut s, fw, agent, "a", false);
     let b = finish(&mut s, fw, agent, "b", true);
     let c_running = running("c", fw, agent, None);

@@ -18,8 +18,8 @@ use serde::Serialize;
 
 use crate::book::{Book, BookError, JobState, JobSummary};
 use crate::clock::now_ms;
-use crate::shared::Shared;
 use crate::spec::{self, Format, SpecError, ANONYMOUS};
+use crate::state::Shared;
 use crate::store::JobRecord;
 use framework_sdk::TaskId;
 

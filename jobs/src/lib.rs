@@ -22,7 +22,7 @@
 //!   book's tasks on offers.
 //! - [`users`]: [`users::Users`], the API's users file: each user's token hash and running
 //!   task limit.
-//! - [`shared`]: [`shared::Shared`], what the scheduler, the API and the timer share, and
+//! - [`state`]: [`state::Shared`], what the scheduler, the API and the timer share, and
 //!   the events the API streams.
 //! - [`api`]: the axum router under `/api/v1/jobs`; who calls, and who may change a job.
 //! - [`cli`]: [`cli::Args`], the binary's command line, and [`cli::Settings`], its settings as
@@ -42,9 +42,9 @@ pub mod ranges;
 pub mod schedule;
 pub mod scheduler;
 pub mod service;
-pub mod shared;
 pub mod spec;
 pub mod spec_error;
+pub mod state;
 pub mod store;
 pub mod users;
 

@@ -11,8 +11,8 @@ use framework_sdk::prelude::*;
 
 use crate::book::{task_id, AttemptRecord, Candidate, Estimator};
 use crate::clock::now_ms;
-use crate::shared::Shared;
 use crate::spec::{JobSpec, PlacementPolicy};
+use crate::state::Shared;
 
 /// The most tasks placed in one answer to offers; the rest wait for the next offers, so one
 /// huge array never makes a single callback slow.
@@ -105,9 +105,9 @@ fn room_for(offers: &[Offer], least: &Resources) -> usize {
     offers
         .iter()
         .map(|o| {
+            // `iter` yields only the non-zero amounts.
             least
                 .iter()
-                .filter(|(_, d)| *d > 0)
                 .map(|(name, d)| {
                     usize::try_from(o.resources.millis(name.as_str()) / d).unwrap_or(usize::MAX)
                 })

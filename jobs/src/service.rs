@@ -114,7 +114,7 @@ pub enum ServiceError {
     Io(#[from] std::io::Error),
 }
 
-pub use crate::shared::{JobEvent, Shared, EVENT_BUFFER};
+pub use crate::state::{JobEvent, Shared, EVENT_BUFFER};
 
 /// A running service, as [`start`] returns it.
 #[derive(Debug)]

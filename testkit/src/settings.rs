@@ -355,6 +355,27 @@ pub fn commented_toml(header: &str, keys: &[FileKey], set: &[(&str, &str)]) -> S
     out
 }
 
+/// Checks that uncommenting any one setting line of `text` (a file from [`commented_toml`])
+/// gives a file that `parse` still loads.
+///
+/// # Panics
+///
+/// On the first line whose uncommented file does not load, naming it and the error.
+pub fn check_each_line_uncommented_loads<T, E: std::fmt::Display>(
+    text: &str,
+    parse: impl Fn(&str) -> Result<T, E>,
+) {
+    for line in text
+        .lines()
+        .filter(|l| l.len() > 1 && l.starts_with('#') && !l.starts_with("# "))
+    {
+        let uncommented = text.replacen(line, &line[1..], 1);
+        if let Err(e) = parse(&uncommented) {
+            panic!("{line}: {e}");
+        }
+    }
+}
+
 /// A settings reference table in Markdown (file key, flag, environment variable, default,
 /// meaning), one row per key; a default that is a TOML value is shown as code.
 pub fn reference_table(keys: &[FileKey]) -> String {

@@ -155,13 +155,7 @@ fn the_packaged_settings_file_is_fresh_and_sets_only_the_install_paths() {
         ..Settings::default()
     };
     assert_eq!(Settings::from_toml(&text).unwrap(), expected);
-    for line in text
-        .lines()
-        .filter(|l| l.len() > 1 && l.starts_with('#') && !l.starts_with("# "))
-    {
-        let uncommented = text.replacen(line, &line[1..], 1);
-        Settings::from_toml(&uncommented).unwrap_or_else(|e| panic!("{line}: {e}"));
-    }
+    testkit::settings::check_each_line_uncommented_loads(&text, Settings::from_toml);
     testkit::docs::fresh_or_bless(
         &testkit::docs::repository().join("packaging/etc/jobs.toml"),
         text.as_bytes(),
