@@ -19,10 +19,17 @@
 //! The rounds follow Apache Mesos' `DeclineOffers` benchmark: agents of `cpus:24, mem:4096,
 //! disk:4096` with 16 cpus already in use (allocated round-robin to the frameworks); each round
 //! offers every agent's free resources once (`cycle`) and every framework declines every offer
-//! with an infinite filter (`release` + `add_filter(.., u64::MAX)`). It prints round 0, a summary
+//! with an infinite filter (`decline(.., u64::MAX)`: `release_in` and `add_filter` in one call, as
+//! Mesos' `recoverResources` takes the filter). It prints round 0, a summary
 //! of every window of 100 rounds (min / median / max), the largest window median (the acceptance
 //! figure: every 100-round window's median), and the process's peak memory (VmHWM). Run one size per process so the
 //! peak memory belongs to that size.
+//!
+//! The bench allocates with mimalloc, as the coordinator (the allocator's one user) does.
+
+/// The coordinator's memory allocator (see the module docs).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::time::{Duration, Instant};
 
@@ -222,10 +229,13 @@ fn rounds(size: Size, flat: bool, rounds: usize, every: usize) {
         let cycle_time = start.elapsed();
         for d in &decisions {
             alloc
-                .release_in(d.framework, d.agent, &d.resources, d.reservation.as_ref())
-                .unwrap_or_else(|e| panic!("{e}"));
-            alloc
-                .add_filter(d.framework, d.agent, &d.resources, u64::MAX)
+                .decline(
+                    d.framework,
+                    d.agent,
+                    &d.resources,
+                    d.reservation.as_ref(),
+                    u64::MAX,
+                )
                 .unwrap_or_else(|e| panic!("{e}"));
         }
         let took = start.elapsed();

@@ -104,52 +104,82 @@ impl Allocator {
     /// to any framework: each decision allocates the pool's whole free vector (cut to a limit's
     /// headroom under quota). Returns the decisions in order.
     pub fn cycle(&mut self, agents: Option<&[AgentId]>, now: u64) -> Vec<Decision> {
-        let slots: Vec<u32> = match agents {
-            Some(ids) => ids
-                .iter()
-                .filter_map(|a| self.agent_index.get(a).copied())
-                .collect(),
-            None => (0..self.agents.len() as u32).collect(),
-        };
         let mut out = Vec::new();
-        for slot in slots {
-            self.sweep_filters(slot, now);
-            // Under quota, what roles hold (`quota_version`) also decides who is blocked; both
-            // counters only grow, so their sum changes whenever either does.
-            let memo_key = (
-                self.tree.shape_version,
-                self.eligibility_version.wrapping_add(self.quota_version),
-            );
-            let Some(Some(agent)) = self.agents.get(slot as usize) else {
-                continue;
-            };
-            if agent.paused {
-                continue;
+        match agents {
+            Some(ids) => {
+                for id in ids {
+                    if let Some(&slot) = self.agent_index.get(id) {
+                        self.cycle_slot(slot, now, &mut out);
+                    }
+                }
             }
-            let agent_id = agent.id;
-            let w = if agent.pools.is_empty() {
-                if is_zero(&agent.free)
-                    || agent.all_blocked_at == Some((memo_key.0, memo_key.1, agent.version))
-                {
-                    continue;
+            None => {
+                for slot in 0..self.agents.len() as u32 {
+                    self.cycle_slot(slot, now, &mut out);
                 }
-                agent.free.clone()
-            } else {
-                self.cycle_pools(slot, agent_id, memo_key, now, &mut out);
-                let w = self.unreserved_free_of(slot).into_owned();
-                let Some(Some(agent)) = self.agents.get(slot as usize) else {
-                    continue;
-                };
-                if is_zero(&w)
-                    || agent.all_blocked_at == Some((memo_key.0, memo_key.1, agent.version))
-                {
-                    continue;
-                }
-                w
-            };
-            self.decide_pool(slot, agent_id, None, w, memo_key, now, &mut out);
+            }
         }
         out
+    }
+
+    /// One part of a cycle over all agents: the agents in slots `from..` (slot order), at most
+    /// `max` of them (at least one). Returns the decisions and the slot the next part starts
+    /// from, or `None` when this part reached the last agent. Parts run one after another
+    /// until `None` make the same decisions as one [`Allocator::cycle`] when nothing changes
+    /// between them; the caller may let other changes in between, each part deciding on the
+    /// books as they are then.
+    pub fn cycle_part(
+        &mut self,
+        from: usize,
+        max: usize,
+        now: u64,
+    ) -> (Vec<Decision>, Option<usize>) {
+        let mut out = Vec::new();
+        let end = from.saturating_add(max.max(1)).min(self.agents.len());
+        for slot in from..end {
+            // Slots are `u32` (the agent table never grows past it).
+            self.cycle_slot(slot as u32, now, &mut out);
+        }
+        (out, (end < self.agents.len()).then_some(end))
+    }
+
+    /// The decisions of one cycle on agent `slot`: its reserved pools, then its unreserved
+    /// free resources.
+    fn cycle_slot(&mut self, slot: u32, now: u64, out: &mut Vec<Decision>) {
+        self.sweep_filters(slot, now);
+        // Under quota, what roles hold (`quota_version`) also decides who is blocked; both
+        // counters only grow, so their sum changes whenever either does.
+        let memo_key = (
+            self.tree.shape_version,
+            self.eligibility_version.wrapping_add(self.quota_version),
+        );
+        let Some(Some(agent)) = self.agents.get(slot as usize) else {
+            return;
+        };
+        if agent.paused {
+            return;
+        }
+        let agent_id = agent.id;
+        let w = if agent.pools.is_empty() {
+            if is_zero(&agent.free)
+                || agent.all_blocked_at == Some((memo_key.0, memo_key.1, agent.version))
+            {
+                return;
+            }
+            agent.free.clone()
+        } else {
+            self.cycle_pools(slot, agent_id, memo_key, now, out);
+            let w = self.unreserved_free_of(slot).into_owned();
+            let Some(Some(agent)) = self.agents.get(slot as usize) else {
+                return;
+            };
+            if is_zero(&w) || agent.all_blocked_at == Some((memo_key.0, memo_key.1, agent.version))
+            {
+                return;
+            }
+            w
+        };
+        self.decide_pool(slot, agent_id, None, w, memo_key, now, out);
     }
 
     /// The reserved pools' decisions on agent `slot` (one pool after another, in the order the

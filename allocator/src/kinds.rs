@@ -104,12 +104,10 @@ impl Kinds {
 
     /// `r` as a dense vector, interning new kinds (the caller has checked the cap).
     pub(crate) fn dense(&mut self, r: &Resources) -> Dense {
-        let pairs: Vec<(usize, u64)> = r.iter().map(|(n, v)| (self.intern(n), v)).collect();
-        let mut out = vec![0; self.len()];
-        for (i, v) in pairs {
-            out[i] = v;
+        for (n, _) in r.iter() {
+            self.intern(n);
         }
-        out
+        self.dense_lookup(r).0
     }
 
     /// `r` as a dense vector without interning. The flag is true when `r` has a non-zero amount of

@@ -490,7 +490,13 @@ impl Allocator {
         let slot = self.agent_of(agent)?;
         self.kinds.check(refused)?;
         let dense = self.kinds.dense(refused);
-        let r = self.refused.acquire(&dense);
+        self.filter_dense(leaf, slot, &dense, until);
+        Ok(())
+    }
+
+    /// Adds (or replaces) the filter of `leaf` on agent `slot` refusing `dense` until `until`.
+    pub(crate) fn filter_dense(&mut self, leaf: u32, slot: u32, dense: &[u64], until: u64) {
+        let r = self.refused.acquire(dense);
         if let Some(agent) = self.agents[slot as usize].as_mut() {
             if let Some(old) = agent.filters.insert(
                 &self.tree,
@@ -505,7 +511,8 @@ impl Allocator {
             // A replaced filter may be narrower or shorter: the agent may no longer be blocked
             // for everyone, so `cycle`'s all-blocked memo must not skip it.
             agent.version += 1;
+        } else {
+            self.refused.release(r);
         }
-        Ok(())
     }
 }

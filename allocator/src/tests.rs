@@ -382,6 +382,45 @@ fn cycle_offers_each_agent_once_in_the_given_order() {
 }
 
 #[test]
+fn cycle_parts_back_to_back_decide_as_one_cycle() {
+    // Seven agents of different sizes, three frameworks with weights: parts of every size
+    // (1..=8 agents) make exactly the decisions of one whole cycle, in the same order.
+    let build = || {
+        let mut a = Allocator::new(Policy::Hdrf);
+        a.set_role_weight(&role("b"), Weight::new(2.0).unwrap());
+        a.add_framework(fw(1), &role("a")).unwrap();
+        a.add_framework(fw(2), &role("b")).unwrap();
+        a.add_framework(fw(3), &role("b/c")).unwrap();
+        for i in 1..=7 {
+            a.add_agent(ag(i), &r(&format!("cpus={i},mem={}", 100 * (8 - i))))
+                .unwrap();
+        }
+        a.allocate(fw(1), ag(3), &r("cpus=3")).unwrap();
+        a
+    };
+    let whole = build().cycle(None, 0);
+    assert_eq!(whole.len(), 7);
+    for max in 1..=8 {
+        let mut a = build();
+        let (mut got, mut next, mut parts) = (Vec::new(), Some(0), 0);
+        while let Some(from) = next {
+            let (d, n) = a.cycle_part(from, max, 0);
+            got.extend(d);
+            next = n;
+            parts += 1;
+        }
+        assert_eq!(got, whole, "parts of {max}");
+        assert_eq!(parts, 7_usize.div_ceil(max), "parts of {max}");
+        assert!(a.cycle(None, 0).is_empty(), "everything was offered");
+    }
+    // A part past the last agent decides nothing and ends the cycle; `max` 0 counts as 1.
+    let mut a = build();
+    assert_eq!(a.cycle_part(7, 3, 0), (Vec::new(), None));
+    let (d, next) = a.cycle_part(0, 0, 0);
+    assert_eq!((d.len(), next), (1, Some(1)));
+}
+
+#[test]
 fn role_tree_and_shares() {
     let mut a = Allocator::new(Policy::Hdrf);
     a.add_framework(fw(1), &role("eng/batch")).unwrap();

@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::{Arc, OnceLock};
 
 use serde::de::{MapAccess, Visitor};
 use serde::ser::SerializeMap;
@@ -86,12 +87,29 @@ pub enum ResourceError {
 }
 
 /// A resource name: `[a-z][a-z0-9_]{0,31}`.
+///
+/// Shared, not owned: resource vectors are cloned on every offer, launch and status, so a clone
+/// only counts a reference, and the common names (`cpus`, `mem`, `disk`, `gpus`, `ports`) are
+/// made once per process rather than on every parse.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ResourceName(String);
+pub struct ResourceName(Arc<str>);
+
+/// The names most vectors hold, each allocated once (see [`ResourceName`]).
+const COMMON_NAMES: [&str; 5] = ["cpus", "mem", "disk", "gpus", "ports"];
+
+fn common_name(name: &str) -> Option<Arc<str>> {
+    static COMMON: OnceLock<[Arc<str>; COMMON_NAMES.len()]> = OnceLock::new();
+    let i = COMMON_NAMES.iter().position(|n| *n == name)?;
+    let all = COMMON.get_or_init(|| COMMON_NAMES.map(Arc::from));
+    Some(Arc::clone(&all[i]))
+}
 
 impl ResourceName {
     /// Validates a resource name.
-    pub fn new(name: impl Into<String>) -> Result<Self, ResourceError> {
+    pub fn new(name: impl Into<String> + AsRef<str>) -> Result<Self, ResourceError> {
+        if let Some(common) = common_name(name.as_ref()) {
+            return Ok(Self(common));
+        }
         let name = name.into();
         let mut chars = name.chars();
         let first_ok = chars.next().is_some_and(|c| c.is_ascii_lowercase());
@@ -99,7 +117,7 @@ impl ResourceName {
         if !first_ok || !rest_ok || name.len() > MAX_NAME_LEN {
             return Err(ResourceError::BadName(name));
         }
-        Ok(Self(name))
+        Ok(Self(Arc::from(name)))
     }
 
     /// The name as a string.
@@ -168,7 +186,7 @@ impl Resources {
             let name = ResourceName::new(name)?;
             let millis = units_to_millis(name.as_str(), value)?;
             if out.amounts.contains_key(&name) {
-                return Err(ResourceError::Duplicate(name.0));
+                return Err(ResourceError::Duplicate(name.as_str().to_owned()));
             }
             out.set_millis(name, millis);
         }
@@ -387,14 +405,16 @@ impl<'de> Visitor<'de> for ResourcesVisitor {
             let name = ResourceName::new(name).map_err(serde::de::Error::custom)?;
             let number = value.as_f64().ok_or_else(|| {
                 serde::de::Error::custom(ResourceError::NotANumber {
-                    name: name.0.clone(),
+                    name: name.as_str().to_owned(),
                     value: value.to_string(),
                 })
             })?;
             let millis = bounded_units_to_millis(name.as_str(), number, self.max)
                 .map_err(serde::de::Error::custom)?;
             if !seen.insert(name.clone()) {
-                return Err(serde::de::Error::custom(ResourceError::Duplicate(name.0)));
+                return Err(serde::de::Error::custom(ResourceError::Duplicate(
+                    name.as_str().to_owned(),
+                )));
             }
             out.set_millis(name, millis);
         }
