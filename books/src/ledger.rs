@@ -343,16 +343,21 @@ impl Ledger {
         self.check("add_filter", r);
     }
 
-    /// One allocation run: every decision is booked as `offered` to its framework on its
-    /// agent. A decision the caller cannot turn into an offer goes back with
-    /// [`Ledger::end_offer`].
-    pub fn allocate(&mut self, now_ms: u64) -> Vec<Decision> {
-        let decisions = self.allocator.cycle(None, now_ms);
+    /// One part of an allocation run (see [`Allocator::cycle_part`]): every decision is
+    /// booked as `offered` to its framework on its agent. A decision the caller cannot turn
+    /// into an offer goes back with [`Ledger::end_offer`]. Returns where the next part starts.
+    pub fn allocate_part(
+        &mut self,
+        from: usize,
+        max: usize,
+        now_ms: u64,
+    ) -> (Vec<Decision>, Option<usize>) {
+        let (decisions, next) = self.allocator.cycle_part(from, max, now_ms);
         for d in &decisions {
             self.give(Holder::Agent(d.agent), Which::Offered, &d.resources);
             self.give(Holder::Framework(d.framework), Which::Offered, &d.resources);
         }
-        decisions
+        (decisions, next)
     }
 
     /// An offer of `res` ended unused (declined, rescinded, expired): back to the pool it came
@@ -565,7 +570,7 @@ mod tests {
     #[test]
     fn offers_and_tasks_are_split_into_offered_and_used() {
         let (mut l, fw, agent) = ledger();
-        let d = l.allocate(0);
+        let (d, _) = l.allocate_part(0, usize::MAX, 0);
         assert_eq!(d.len(), 1);
         assert_eq!(l.agent(agent).offered, res("cpus=4,mem=100"));
         assert_eq!(l.framework(fw).offered, res("cpus=4,mem=100"));

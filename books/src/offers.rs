@@ -39,7 +39,23 @@ impl State {
     /// decision becomes an offer, sent to its framework in one `offers` event. Returns the
     /// number of offers made.
     pub fn allocate(&mut self, now: &Now, fx: &mut Effects) -> usize {
-        let decisions = self.ledger.allocate(now.ms);
+        self.allocate_part(0, usize::MAX, now.ms, now, fx).0
+    }
+
+    /// One part of an allocation run: the agents from allocator slot `from` on, at most `max`
+    /// of them, as [`State::allocate`] does them all (the part's offers go to each framework
+    /// in one `offers` event). Parts run one after another, other calls in between, until the
+    /// next part is `None`; `run_started_ms` is when the run's first part ran. Returns the
+    /// offers made and where the next part starts.
+    pub fn allocate_part(
+        &mut self,
+        from: usize,
+        max: usize,
+        run_started_ms: u64,
+        now: &Now,
+        fx: &mut Effects,
+    ) -> (usize, Option<usize>) {
+        let (decisions, next) = self.ledger.allocate_part(from, max, now.ms);
         let mut batches: BTreeMap<FrameworkId, Vec<Offer>> = BTreeMap::new();
         let expires_ms = now.ms.saturating_add(self.timing.offer_timeout_ms);
         let expires_at = now.wall
@@ -80,12 +96,15 @@ impl State {
                 self.offer_waits.push(now.ms.saturating_sub(since));
             }
         }
-        self.freed_at.clear();
+        if next.is_none() {
+            // Freed since the run started: maybe after its part passed; the next run offers it.
+            self.freed_at.retain(|_, since| *since > run_started_ms);
+        }
         let made = batches.values().map(Vec::len).sum();
         for (fw, offers) in batches {
             fx.push(Effect::ToFramework(fw, FrameworkEvent::Offers { offers }));
         }
-        made
+        (made, next)
     }
 
     /// Checks that every offer exists, is outstanding, and belongs to `fw`; returns them.

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use protocol::events::OfferEvent;
 use protocol::messages::{KillTask, LaunchTasks};
 use protocol::{AgentId, FrameworkEvent, FrameworkId, TaskId, TaskState};
-use tokio::sync::{broadcast, oneshot, Notify};
+use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -34,9 +34,11 @@ use crate::state::{AgentToken, Effect, Effects, Now, State, StateError};
 use crate::store::{Change, Registry, Snapshot, Store, StoreError, WriteFailures, Writer};
 
 pub mod agent_call;
+pub mod doorbell;
 mod leadership;
 pub mod task_output;
 
+pub use doorbell::Doorbell;
 pub use leadership::{HaStatus, Role};
 
 /// Capacity of the operator offer stream; a slower reader skips what it missed.
@@ -66,7 +68,8 @@ struct Shared {
     /// `.await`, and every critical section is short and CPU-only.
     inner: Mutex<Inner>,
     /// Wakes the allocation loop after a change that frees resources.
-    kick: Notify,
+    /// Wakes the allocation loop's thread.
+    doorbell: Doorbell,
     offer_events: broadcast::Sender<OfferEvent>,
     http: reqwest::Client,
     tracker: TaskTracker,
@@ -238,7 +241,7 @@ impl Coordinator {
                     store,
                 }),
                 config,
-                kick: Notify::new(),
+                doorbell: Doorbell::default(),
                 offer_events,
                 http,
                 tracker: TaskTracker::new(),
@@ -599,12 +602,12 @@ impl Coordinator {
 
     /// Wakes the allocation loop.
     pub fn kick(&self) {
-        self.shared.kick.notify_one();
+        self.shared.doorbell.ring();
     }
 
-    /// Waits for a kick.
-    pub async fn kicked(&self) {
-        self.shared.kick.notified().await;
+    /// What wakes the allocation loop (`server`'s allocation thread waits on it).
+    pub fn doorbell(&self) -> &Doorbell {
+        &self.shared.doorbell
     }
 
     /// Hands events to their channels and registry changes to the writer (both in the books'

@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, ConfigError};
 use crate::history::History;
+use crate::runtime::doorbell::{CloseOnDrop, Woken};
 use crate::runtime::{Coordinator, StartError};
 use crate::store::StoreError;
 
@@ -282,26 +283,55 @@ async fn history_loop(c: Coordinator) {
     }
 }
 
+/// Agents per part of an allocation run: the books' lock is taken once per part, so a request
+/// waits for at most one part (about a millisecond at 1,000 agents), never a whole run.
+const ALLOCATION_PART: usize = 1_000;
+
+/// The allocation loop: runs on an OS thread of its own (tokio's blocking pool) rather than as
+/// a task among the request handlers, so a kick wakes it at once instead of queuing it behind
+/// every request waiting for the runtime's workers (see [`allocation_turns`]). This task only
+/// starts the thread, stops it at shutdown (or when the runtime drops the task) and passes a
+/// panic on to [`supervise`].
 async fn allocation_loop(c: Coordinator) {
     let token = c.shutdown_token().clone();
-    let mut tick = tokio::time::interval(c.config().allocation_interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let bell = c.doorbell();
+    bell.open();
+    let _stop = CloseOnDrop(bell);
+    let thread = {
+        let c = c.clone();
+        tokio::task::spawn_blocking(move || allocation_turns(&c))
+    };
+    let ended = tokio::select! {
+        ended = thread => ended,
+        _ = token.cancelled() => return,
+    };
+    if let Err(e) = ended {
+        if e.is_panic() {
+            std::panic::resume_unwind(e.into_panic());
+        }
+    }
+}
+
+/// The allocation thread's loop: a run on every tick of `allocation_interval` and, when
+/// kicked, after `allocation_batch_delay` (or as long as the last run took, if longer: a flood
+/// of kicks, frameworks reviving in a loop as Mesos users knew, leaves the books' lock free at
+/// least half the time). Each run goes over the agents in parts of [`ALLOCATION_PART`].
+/// Returns when the doorbell is closed.
+fn allocation_turns(c: &Coordinator) {
+    let bell = c.doorbell();
+    let interval = c.config().allocation_interval;
     let batch = c.config().allocation_batch_delay;
     let mut last_run = Duration::ZERO;
+    // The first run is at once, as a tokio interval's first tick.
+    let mut next_tick = Instant::now();
     loop {
-        tokio::select! {
-            _ = token.cancelled() => return,
-            _ = tick.tick() => {}
-            _ = c.kicked() => {
-                // Batch a burst of changes into one run, and never wait less than the last run
-                // took: a flood of kicks (frameworks reviving in a loop, the overload Mesos
-                // users knew) leaves the books' lock free at least half the time.
+        match bell.wait_until(next_tick) {
+            Woken::Closed => return,
+            Woken::Deadline => next_tick = Instant::now() + interval,
+            Woken::Rung => {
                 let wait = batch.max(last_run);
-                if !wait.is_zero() {
-                    tokio::select! {
-                        _ = token.cancelled() => return,
-                        _ = tokio::time::sleep(wait) => {}
-                    }
+                if !wait.is_zero() && !bell.sleep(wait) {
+                    return;
                 }
             }
         }
@@ -311,15 +341,21 @@ async fn allocation_loop(c: Coordinator) {
             continue;
         }
         let started = Instant::now();
-        let (made, waits) = c.run(|state, now, fx| {
-            let made = state.allocate(now, fx);
-            (made, state.take_offer_waits())
-        });
+        let run_started_ms = c.now().ms;
+        let (mut made, mut from) = (0, Some(0));
+        while let Some(part) = from {
+            let (m, next, waits) = c.run(|state, now, fx| {
+                let (m, next) = state.allocate_part(part, ALLOCATION_PART, run_started_ms, now, fx);
+                (m, next, state.take_offer_waits())
+            });
+            for ms in waits {
+                c.metrics().observe_offer_wait(Duration::from_millis(ms));
+            }
+            made += m;
+            from = next;
+        }
         last_run = started.elapsed();
         c.metrics().observe_allocation(last_run);
-        for ms in waits {
-            c.metrics().observe_offer_wait(Duration::from_millis(ms));
-        }
         if made > 0 {
             tracing::debug!(offers = made, "allocation run");
         }
