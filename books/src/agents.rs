@@ -110,8 +110,8 @@ impl State {
         // (`unreachable` ones included: their agent is back.)
         let keys: Vec<_> = self
             .tasks
-            .iter()
-            .filter(|(_, t)| t.agent_id == id && !t.state().is_terminal())
+            .on_agent(id)
+            .filter(|(_, t)| !t.state().is_terminal())
             .map(|(k, _)| k.clone())
             .collect();
         // Removing the agent from the ledger took them off their frameworks' `used` too.
@@ -219,7 +219,7 @@ impl State {
             return;
         };
         let (held, pool) = self.hold_reported(fw, agent, task, &res, fx);
-        if let Some(t) = self.tasks.get_mut(&key) {
+        if let Some(mut t) = self.tasks.get_mut(&key) {
             t.pool = pool;
             if held != res {
                 t.resources = held;
@@ -384,8 +384,8 @@ impl State {
         self.ledger.remove_agent(id);
         let victims: Vec<_> = self
             .tasks
-            .iter()
-            .filter(|(_, t)| t.agent_id == id && t.holds())
+            .on_agent(id)
+            .filter(|(_, t)| t.holds())
             .map(|(k, _)| k.clone())
             .collect();
         for key in victims {
@@ -401,9 +401,8 @@ impl State {
             ) else {
                 continue;
             };
-            if let Some(t) = self.tasks.get_mut(&key) {
-                let ended = t.set_latest(status.clone());
-                crate::count_terminal(&mut self.tasks_terminal, ended);
+            if let Some(mut t) = self.tasks.get_mut(&key) {
+                t.set_latest(status.clone());
                 t.lost_by_coordinator = true;
             }
             if let Some(f) = self.frameworks.get_mut(&key.0) {

@@ -59,7 +59,7 @@ impl State {
             outstanding_offers: self.offers.len(),
             ..BookSample::default()
         };
-        for t in self.tasks.values() {
+        for t in self.tasks.records() {
             *s.tasks.entry(t.state().as_str()).or_default() += 1;
         }
         for a in self.agents.values() {
@@ -125,7 +125,7 @@ impl State {
     pub fn agent_tasks(&self, id: AgentId, limit: usize) -> (Vec<Arc<str>>, usize) {
         let mut tasks = Vec::new();
         let mut count = 0;
-        for ((fw, tid), t) in self.tasks.iter().filter(|(_, t)| t.agent_id == id) {
+        for ((fw, tid), t) in self.tasks.on_agent(id) {
             if count < limit {
                 tasks.push(super::views::task_json(*fw, tid, t));
             }

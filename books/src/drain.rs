@@ -214,7 +214,7 @@ impl State {
             return;
         }
         let mut left: BTreeMap<AgentId, Vec<(FrameworkId, TaskId)>> = BTreeMap::new();
-        for ((fw, task), t) in &self.tasks {
+        for ((fw, task), t) in self.tasks.iter() {
             if !t.state().is_terminal() && draining.contains(&t.agent_id) {
                 left.entry(t.agent_id)
                     .or_default()
@@ -249,7 +249,7 @@ impl State {
                 tracing::warn!(agent = %id, tasks = tasks.len(), "drain deadline passed: killing the agent's tasks");
             }
             for (fw, task) in tasks {
-                if let Some(t) = self.tasks.get_mut(&(fw, task.clone())) {
+                if let Some(mut t) = self.tasks.get_mut(&(fw, task.clone())) {
                     if !t.drain_killed {
                         t.drain_killed = true;
                         self.drain_kills += 1;
@@ -273,8 +273,8 @@ impl State {
     /// The non-terminal tasks on an agent, by framework.
     fn tasks_on(&self, agent: AgentId) -> BTreeMap<FrameworkId, Vec<TaskId>> {
         let mut out: BTreeMap<FrameworkId, Vec<TaskId>> = BTreeMap::new();
-        for ((fw, task), t) in &self.tasks {
-            if t.agent_id == agent && !t.state().is_terminal() {
+        for ((fw, task), t) in self.tasks.on_agent(agent) {
+            if !t.state().is_terminal() {
                 out.entry(*fw).or_default().push(task.clone());
             }
         }

@@ -302,8 +302,8 @@ impl State {
         };
         let held: Vec<_> = self
             .tasks
-            .iter()
-            .filter(|((f, _), t)| *f == id && t.holds())
+            .of_framework(id)
+            .filter(|(_, t)| t.holds())
             .map(|(k, t)| (k.1.clone(), t.agent_id, t.resources.clone(), t.pool.clone()))
             .collect();
         // Off the old leaf, onto the new one: the same holdings on the same agents (in a pool
@@ -316,7 +316,7 @@ impl State {
         for (task, agent, res, _) in held {
             match self.ledger.hold(id, agent, &res) {
                 Ok(pool) => {
-                    if let Some(t) = self.tasks.get_mut(&(id, task)) {
+                    if let Some(mut t) = self.tasks.get_mut(&(id, task)) {
                         t.pool = pool;
                     }
                 }
@@ -455,9 +455,8 @@ impl State {
         self.rescind_framework_offers(id, reason, fx);
         let keys: Vec<_> = self
             .tasks
-            .keys()
-            .filter(|(f, _)| *f == id)
-            .cloned()
+            .of_framework(id)
+            .map(|(k, _)| k.clone())
             .collect();
         for key in keys {
             let Some(task) = self.tasks.remove(&key) else {

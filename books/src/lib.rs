@@ -80,6 +80,8 @@
 //! - `partition.rs`: tasks of lost agents: `unreachable` and `gone` for partition-aware
 //!   frameworks, and fencing (killing) a task its framework was told is not running.
 //! - `tasks.rs`: status updates, kill, acknowledgements and re-sends, reconciliation, adoption.
+//! - `task_book.rs`: the tasks, as a sub-book with private fields: records, launch order,
+//!   terminal counts (a task's end is counted once, when its status first becomes terminal).
 //! - `views.rs`: the operator views and metric gauges.
 //! - `drain.rs`: draining agents for maintenance: pause, rescind, tell, kill at the
 //!   deadline, reactivate.
@@ -122,6 +124,7 @@ pub mod records;
 mod remembered;
 mod reservations;
 pub mod settings;
+mod task_book;
 mod tasks;
 #[cfg(test)]
 mod tests;
@@ -140,13 +143,12 @@ mod tests_written;
 mod views;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use protocol::events::OfferEvent;
 use protocol::messages::LaunchTasks;
 use protocol::{
-    AgentId, FrameworkEvent, FrameworkId, Resources, RolePath, TaskId, TaskState, TaskStatus,
-    Timestamp, UpdateId,
+    AgentId, FrameworkEvent, FrameworkId, Resources, RolePath, TaskId, TaskStatus, Timestamp,
 };
 
 use allocator::{Allocator, Policy};
@@ -154,6 +156,7 @@ use ledger::Ledger;
 use offer_book::OfferBook;
 use remembered::Remembered;
 pub use settings::{Settings, STANDARD_RESOURCES};
+use task_book::{TaskBook, TaskRecord};
 
 pub use agent_token::AgentToken;
 pub use agents::AgentContact;
@@ -346,100 +349,6 @@ impl FrameworkRecord {
     }
 }
 
-/// One task's books.
-#[derive(Debug, Clone)]
-pub(crate) struct TaskRecord {
-    pub(crate) name: String,
-    pub(crate) agent_id: AgentId,
-    pub(crate) resources: Resources,
-    /// The latest status (for staging tasks, one made by the coordinator at accept).
-    pub(crate) latest: TaskStatus,
-    /// Every update id this task has had, so acknowledgements of old updates are recognised.
-    pub(crate) update_ids: Vec<UpdateId>,
-    /// Set when the coordinator itself declared the task `lost` or `gone` (its agent was
-    /// lost, or a launch could not reach it): an agent that still runs it is told to kill it,
-    /// and an end it reports replaces the guess (see `partition.rs`).
-    pub(crate) lost_by_coordinator: bool,
-    /// In its framework's FIFO of completed tasks.
-    pub(crate) completed: bool,
-    /// Killed because its agent's drain deadline passed: its `killed` update gets reason
-    /// `agent_drained`.
-    pub(crate) drain_killed: bool,
-    /// The reserved pool its resources are booked in (the role; `None`: unreserved).
-    pub(crate) pool: Option<RolePath>,
-    /// Killed because preemption took it back (`preempt.rs`): its `killed` update gets reason
-    /// `preempted`.
-    pub(crate) preempt_killed: bool,
-    /// Its priority for preemption (0 unless the TaskSpec set one).
-    pub(crate) priority: i32,
-    /// When the books took it in, as a count of tasks taken in before it (see
-    /// `State::take_in_order`): preemption takes the most recently launched first.
-    pub(crate) launch_order: u64,
-    /// Its framework asked to kill it while it was `unreachable`: the kill is sent again when
-    /// its agent returns (`partition.rs`).
-    pub(crate) kill_on_return: bool,
-    /// The task as operators see it ([`protocol::messages::TaskInfo`]) in JSON, made on the
-    /// first read after a change and shared by every read until the next, so a large
-    /// `GET /api/v1/state` copies bytes instead of serializing every task again.
-    pub(crate) view: OnceLock<Arc<str>>,
-}
-
-impl TaskRecord {
-    /// A new record; `latest` is its first status.
-    pub(crate) fn new(
-        name: String,
-        agent_id: AgentId,
-        resources: Resources,
-        latest: TaskStatus,
-        launch_order: u64,
-    ) -> Self {
-        Self {
-            name,
-            agent_id,
-            resources,
-            update_ids: vec![latest.update_id],
-            latest,
-            lost_by_coordinator: false,
-            completed: false,
-            drain_killed: false,
-            pool: None,
-            preempt_killed: false,
-            priority: 0,
-            launch_order,
-            kill_on_return: false,
-            view: OnceLock::new(),
-        }
-    }
-
-    pub(crate) fn state(&self) -> TaskState {
-        self.latest.state
-    }
-
-    /// Whether its resources are held in the ledger: it has not ended, and its agent is not
-    /// lost (an `unreachable` task holds nothing until its agent returns).
-    pub(crate) fn holds(&self) -> bool {
-        !self.latest.state.is_terminal() && self.latest.state != TaskState::Unreachable
-    }
-
-    /// Records a new latest status (its update id too), dropping the cached view. Returns the
-    /// state the task just ended in, if it was not terminal before (for the terminal counts).
-    #[must_use]
-    pub(crate) fn set_latest(&mut self, status: TaskStatus) -> Option<TaskState> {
-        let ended = (!self.latest.state.is_terminal() && status.state.is_terminal())
-            .then_some(status.state);
-        self.update_ids.push(status.update_id);
-        self.latest = status;
-        self.view = OnceLock::new();
-        ended
-    }
-
-    /// The task's resources for a status the coordinator makes, `None` when unknown (an
-    /// adopted task whose agent did not report them).
-    pub(crate) fn known_resources(&self) -> Option<Resources> {
-        (!self.resources.is_empty()).then(|| self.resources.clone())
-    }
-}
-
 /// The registry. See the module docs.
 pub struct State {
     pub(crate) timing: Timing,
@@ -452,11 +361,8 @@ pub struct State {
     /// Frameworks removed; their ids are not adopted again and their tasks' late updates dropped.
     /// The oldest is forgotten past `max_removed_frameworks`.
     pub(crate) removed_frameworks: Remembered<FrameworkId, ()>,
-    pub(crate) tasks: BTreeMap<(FrameworkId, TaskId), TaskRecord>,
-    /// Tasks taken into the books so far (launched, or adopted from an agent's report): the
-    /// next one's `launch_order`. Not kept across restarts: adopted tasks count as launched
-    /// in the order they are reported.
-    pub(crate) tasks_taken_in: u64,
+    /// The tasks, their launch order and terminal counts (`task_book.rs`).
+    pub(crate) tasks: TaskBook,
     /// Outstanding offers and how recent ones ended (`offer_book.rs`).
     pub(crate) offers: OfferBook,
     /// Agents whose resources returned to the pool since the last allocation run, with when
@@ -481,16 +387,6 @@ pub struct State {
     /// Resource names a quota may name though no agent offers them yet: the standard ones and
     /// the declared `known_resources` (`quota.rs`).
     pub(crate) known_resources: std::collections::BTreeSet<String>,
-    /// Tasks that ended since the start, by state in [`TaskState::ALL`] order (only the
-    /// terminal ones count).
-    pub(crate) tasks_terminal: [u64; TaskState::ALL.len()],
-}
-
-/// Counts a task that just reached the terminal `state` (see [`TaskRecord::set_latest`]).
-fn count_terminal(counts: &mut [u64; TaskState::ALL.len()], state: Option<TaskState>) {
-    if let Some(i) = state.and_then(|s| TaskState::ALL.iter().position(|t| *t == s)) {
-        counts[i] += 1;
-    }
 }
 
 impl std::fmt::Debug for State {
@@ -544,8 +440,7 @@ impl State {
             agents: BTreeMap::new(),
             frameworks: BTreeMap::new(),
             removed_frameworks: Remembered::new(config.max_removed_frameworks),
-            tasks: BTreeMap::new(),
-            tasks_taken_in: 0,
+            tasks: TaskBook::default(),
             offers: OfferBook::default(),
             freed_at: HashMap::new(),
             offer_waits: Vec::new(),
@@ -560,7 +455,6 @@ impl State {
                 .map(|n| (*n).to_owned())
                 .chain(config.known_resources.iter().map(|n| n.as_str().to_owned()))
                 .collect(),
-            tasks_terminal: [0; TaskState::ALL.len()],
         }
     }
 

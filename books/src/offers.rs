@@ -12,7 +12,7 @@ use protocol::{
 };
 
 use super::offer_book::OfferRecord;
-use super::{Accept, AgentState, Decline, Effect, Effects, Now, State, StateError, TaskRecord};
+use super::{Accept, AgentState, Decline, Effect, Effects, Now, State, StateError};
 
 /// How an offer ended, for the operator stream and for the 409 message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,7 +165,7 @@ impl State {
             if !ids.insert(task.task_id.clone()) {
                 return Err(StateError::DuplicateTaskInRequest(task.task_id.clone()));
             }
-            if self.tasks.contains_key(&(fw, task.task_id.clone())) {
+            if self.tasks.contains(&(fw, task.task_id.clone())) {
                 return Err(StateError::TaskExists(task.task_id.clone()));
             }
             needed.add_assign(&task.resources);
@@ -217,17 +217,15 @@ impl State {
                 gpu_devices: None,
                 healthy: None,
             };
-            let order = self.take_in_order();
-            let mut record = TaskRecord::new(
+            let record = self.tasks.take_in(
+                (fw, task.task_id.clone()),
                 task.name.clone(),
                 agent_id,
                 task.resources.clone(),
                 latest,
-                order,
             );
             record.pool = pool;
             record.priority = task.priority.map_or(0, protocol::preempt::Priority::get);
-            self.tasks.insert((fw, task.task_id.clone()), record);
         }
         let mut partition_timeout_s = None;
         if let Some(f) = self.frameworks.get_mut(&fw) {

@@ -43,11 +43,10 @@ impl State {
         ) else {
             return false;
         };
-        let Some(t) = self.tasks.get_mut(key) else {
+        let Some(mut t) = self.tasks.get_mut(key) else {
             return false;
         };
-        let ended = t.set_latest(status.clone());
-        crate::count_terminal(&mut self.tasks_terminal, ended);
+        t.set_latest(status.clone());
         let gone_at = now.ms.saturating_add((timeout_s * 1000.0) as u64);
         self.partitioned.insert(key.clone(), gone_at);
         self.send_update(status, now, fx);
@@ -95,9 +94,8 @@ impl State {
         else {
             return;
         };
-        if let Some(t) = self.tasks.get_mut(key) {
-            let ended = t.set_latest(status.clone());
-            crate::count_terminal(&mut self.tasks_terminal, ended);
+        if let Some(mut t) = self.tasks.get_mut(key) {
+            t.set_latest(status.clone());
             t.lost_by_coordinator = true;
         }
         if let Some(f) = self.frameworks.get_mut(&key.0) {
@@ -145,8 +143,8 @@ impl State {
         let Some(endpoint) = self.agents.get(&agent).map(|a| a.endpoint.clone()) else {
             return;
         };
-        for ((fw, task), t) in self.tasks.iter_mut() {
-            if t.agent_id == agent && t.kill_on_return {
+        for ((fw, task), t) in self.tasks.on_agent_mut(agent) {
+            if t.kill_on_return {
                 t.kill_on_return = false;
                 if !t.state().is_terminal() {
                     fx.push(Effect::Kill {

@@ -186,7 +186,7 @@ impl State {
                 task_id: task.clone(),
                 resources: t.resources.clone(),
                 priority: t.priority,
-                launch_order: t.launch_order,
+                launch_order: t.launch_order(),
                 reserved_for: t.pool.as_ref().map(ToString::to_string),
             })
             .collect()
@@ -288,7 +288,7 @@ impl State {
                 plan.killed_at_ms = Some(now.ms);
             }
             for (fw, task) in left {
-                let Some(t) = self.tasks.get_mut(&(fw, task.clone())) else {
+                let Some(mut t) = self.tasks.get_mut(&(fw, task.clone())) else {
                     continue;
                 };
                 if !t.preempt_killed {

@@ -6,15 +6,9 @@ use protocol::{
     UpdateId,
 };
 
-use super::{AgentState, Connection, Effect, Effects, Now, State, StateError, TaskRecord};
+use super::{AgentState, Connection, Effect, Effects, Now, State, StateError};
 
 impl State {
-    /// The `launch_order` of the next task taken into the books.
-    pub(crate) fn take_in_order(&mut self) -> u64 {
-        self.tasks_taken_in += 1;
-        self.tasks_taken_in
-    }
-
     /// A status update posted by an agent. Once this returns `Ok` the update is recorded and
     /// will reach the framework (at least once).
     pub fn agent_status(
@@ -106,7 +100,7 @@ impl State {
         }
         let key = (status.framework_id, status.task_id.clone());
         match self.tasks.get(&key) {
-            Some(t) if t.update_ids.contains(&status.update_id) => {
+            Some(t) if t.had_update(&status.update_id) => {
                 if t.state() == TaskState::Unreachable {
                     self.reachable_again(status, now, fx);
                 } else if t.lost_by_coordinator && !status.state.is_terminal() {
@@ -133,7 +127,7 @@ impl State {
     /// the task's resources.
     pub(crate) fn record_status(&mut self, mut status: TaskStatus, now: &Now, fx: &mut Effects) {
         let fw = status.framework_id;
-        let Some(t) = self.tasks.get_mut(&(fw, status.task_id.clone())) else {
+        let Some(mut t) = self.tasks.get_mut(&(fw, status.task_id.clone())) else {
             return;
         };
         if t.state().is_terminal() {
@@ -148,8 +142,7 @@ impl State {
         if t.preempt_killed && status.state == TaskState::Killed && status.reason.is_none() {
             status.reason = Some(protocol::task::REASON_PREEMPTED.into());
         }
-        let ended = t.set_latest(status.clone());
-        crate::count_terminal(&mut self.tasks_terminal, ended);
+        t.set_latest(status.clone());
         if status.state.is_terminal() {
             let (agent, res, pool) = (t.agent_id, t.resources.clone(), t.pool.clone());
             let on_active_agent = self
@@ -175,14 +168,13 @@ impl State {
     /// launch and restarted before starting it): the agent's word replaces the guess and is
     /// relayed, so the framework's last state is the agent's. It holds nothing either way.
     fn correct_lost_task(&mut self, status: TaskStatus, now: &Now, fx: &mut Effects) {
-        let Some(t) = self
+        let Some(mut t) = self
             .tasks
             .get_mut(&(status.framework_id, status.task_id.clone()))
         else {
             return;
         };
-        let ended = t.set_latest(status.clone());
-        crate::count_terminal(&mut self.tasks_terminal, ended);
+        t.set_latest(status.clone());
         t.lost_by_coordinator = false;
         self.send_update(status, now, fx);
     }
@@ -221,10 +213,15 @@ impl State {
             }
             _ => (Resources::new(), None),
         };
-        let order = self.take_in_order();
-        let mut record = TaskRecord::new(String::new(), agent, resources, status.clone(), order);
-        record.pool = pool;
-        self.tasks.insert((fw, status.task_id.clone()), record);
+        self.tasks
+            .take_in(
+                (fw, status.task_id.clone()),
+                String::new(),
+                agent,
+                resources,
+                status.clone(),
+            )
+            .pool = pool;
         if !status.state.is_terminal() {
             if let Some(f) = self.frameworks.get_mut(&fw) {
                 f.active_tasks += 1;
@@ -300,8 +297,8 @@ impl State {
             resources: t.known_resources(),
             reason: None,
             usage: None,
-            gpu_devices: t.latest.gpu_devices.clone(),
-            healthy: t.latest.healthy,
+            gpu_devices: t.latest().gpu_devices.clone(),
+            healthy: t.latest().healthy,
         })
     }
 
@@ -329,7 +326,7 @@ impl State {
             }
             // Unreachable is a guess: the agent may have the launch (see correct_lost_task).
             if state == TaskState::Lost {
-                if let Some(t) = self.tasks.get_mut(&(fw, task.clone())) {
+                if let Some(mut t) = self.tasks.get_mut(&(fw, task.clone())) {
                     t.lost_by_coordinator = true;
                 }
             }
@@ -353,7 +350,7 @@ impl State {
             fx.push(Effect::ToFramework(
                 fw,
                 FrameworkEvent::Update {
-                    status: t.latest.clone(),
+                    status: t.latest().clone(),
                 },
             ));
             return Ok(());
@@ -361,7 +358,7 @@ impl State {
         let agent_id = t.agent_id;
         if t.state() == TaskState::Unreachable {
             // Its agent may not hear this kill: it is sent again when the agent returns.
-            if let Some(t) = self.tasks.get_mut(&(fw, task.clone())) {
+            if let Some(mut t) = self.tasks.get_mut(&(fw, task.clone())) {
                 t.kill_on_return = true;
             }
         }
@@ -412,7 +409,7 @@ impl State {
         update: UpdateId,
     ) -> Result<(), StateError> {
         let t = self.tasks.get(&(fw, task.clone()));
-        let known = t.is_some_and(|t| t.update_ids.contains(&update));
+        let known = t.is_some_and(|t| t.had_update(&update));
         let pending = self
             .frameworks
             .get(&fw)
@@ -445,7 +442,7 @@ impl State {
         let Some(f) = self.frameworks.get_mut(&fw) else {
             return;
         };
-        let Some(t) = self.tasks.get_mut(&(fw, task.clone())) else {
+        let Some(mut t) = self.tasks.get_mut(&(fw, task.clone())) else {
             return;
         };
         if t.completed || !t.state().is_terminal() || f.pending.has_task(task) {
@@ -464,7 +461,7 @@ impl State {
             });
             if forget {
                 self.tasks.remove(&key);
-            } else if let Some(t) = self.tasks.get_mut(&key) {
+            } else if let Some(mut t) = self.tasks.get_mut(&key) {
                 t.completed = false;
             }
         }
@@ -493,9 +490,8 @@ impl State {
         }
         let statuses: Vec<TaskStatus> = if task_ids.is_empty() {
             self.tasks
-                .iter()
-                .filter(|((f, _), _)| *f == fw)
-                .map(|(_, t)| t.latest.clone())
+                .of_framework(fw)
+                .map(|(_, t)| t.latest().clone())
                 .collect()
         } else {
             let mut out = Vec::with_capacity(task_ids.len());
@@ -504,7 +500,7 @@ impl State {
                     .tasks
                     .get(&(fw, id.clone()))
                     .ok_or(StateError::UnknownTask(id))?;
-                out.push(t.latest.clone());
+                out.push(t.latest().clone());
             }
             out
         };

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use protocol::{FrameworkEvent, TaskState};
+use protocol::{FrameworkEvent, TaskState, UpdateId};
 
 use super::tests::{
     at, books, check, new_books, put_framework, registration, reregister, running,
@@ -60,7 +60,7 @@ fn key(fw: FrameworkId) -> (FrameworkId, TaskId) {
 
 /// The task's latest status in the books.
 fn latest(s: &State, fw: FrameworkId) -> TaskStatus {
-    s.tasks[&key(fw)].latest.clone()
+    s.tasks[&key(fw)].latest().clone()
 }
 
 fn fence(fw: FrameworkId, agent: AgentId) -> Effect {

@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use protocol::reservation::{Reservation, ReservationKind, ReserveRequest};
-use protocol::{CommandSpec, TaskSpec};
+use protocol::{CommandSpec, TaskSpec, TaskState};
 
 use super::tests::{check, new_books};
 use super::*;
