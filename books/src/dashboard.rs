@@ -62,7 +62,7 @@ impl State {
         for t in self.tasks.records() {
             *s.tasks.entry(t.state().as_str()).or_default() += 1;
         }
-        for a in self.agents.values() {
+        for a in self.agents.records() {
             *s.agents.entry(a.state.name()).or_default() += 1;
         }
         s.resources = self.resource_use();
@@ -88,7 +88,7 @@ impl State {
     /// Each resource's total, used and offered amounts across the active agents.
     pub fn resource_use(&self) -> BTreeMap<String, ResourceUse> {
         let mut out: BTreeMap<String, ResourceUse> = BTreeMap::new();
-        for (id, a) in &self.agents {
+        for (id, a) in self.agents.iter() {
             if a.state != super::AgentState::Active {
                 continue;
             }
@@ -117,7 +117,7 @@ impl State {
 
     /// Agent `id` as operators see it, if the books know it.
     pub fn agent(&self, id: AgentId) -> Option<AgentInfo> {
-        self.agents.get(&id).map(|a| self.agent_info(id, a))
+        self.agents.get(id).map(|a| self.agent_info(id, a))
     }
 
     /// The first `limit` tasks on agent `id` (as cached JSON, see [`State::tasks_json`]),

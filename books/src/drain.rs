@@ -93,7 +93,7 @@ impl State {
         now: &Now,
         fx: &mut Effects,
     ) -> Result<AgentMaintenance, StateError> {
-        if !self.agents.contains_key(&id) {
+        if !self.agents.contains(id) {
             return Err(StateError::UnknownAgent(id));
         }
         if self.ledger.has_agent(id) {
@@ -126,7 +126,7 @@ impl State {
             drained: tasks.is_empty(),
         };
         tracing::info!(agent = %id, %deadline, tasks = tasks.values().map(Vec::len).sum::<usize>(), "agent draining");
-        let Some(agent) = self.agents.get_mut(&id) else {
+        let Some(agent) = self.agents.get_mut(id) else {
             return Err(StateError::UnknownAgent(id));
         };
         agent.drain = Some(drain);
@@ -149,7 +149,7 @@ impl State {
         now: &Now,
         fx: &mut Effects,
     ) {
-        if self.agents.get(&id).is_some_and(|a| a.drain.is_some()) {
+        if self.agents.get(id).is_some_and(|a| a.drain.is_some()) {
             return;
         }
         tracing::info!(agent = %id, %deadline, "drain restored from the registry");
@@ -162,7 +162,7 @@ impl State {
     fn persist_agent(&self, id: AgentId, fx: &mut Effects) {
         let record = self
             .agents
-            .get(&id)
+            .get(id)
             .and_then(|a| self.stored_agent_seen(id, a.registered_at));
         if let Some(change) = record {
             fx.push(Effect::Persist(change));
@@ -179,7 +179,7 @@ impl State {
     ) -> Result<AgentMaintenance, StateError> {
         let agent = self
             .agents
-            .get_mut(&id)
+            .get_mut(id)
             .ok_or(StateError::UnknownAgent(id))?;
         let was_draining = agent.drain.take().is_some();
         let state = agent_view_state(agent);
@@ -223,7 +223,7 @@ impl State {
         }
         let resend_ms = self.timing.update_resend_interval_ms.max(1);
         for id in draining {
-            let Some(agent) = self.agents.get_mut(&id) else {
+            let Some(agent) = self.agents.get_mut(id) else {
                 continue;
             };
             let Some(drain) = agent.drain.as_mut() else {

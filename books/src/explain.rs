@@ -34,7 +34,7 @@ impl State {
                 held_back_by.push(what);
             }
         };
-        for (agent_id, agent) in &self.agents {
+        for (agent_id, agent) in self.agents.iter() {
             if agent.state != AgentState::Active {
                 continue;
             }
@@ -117,7 +117,7 @@ impl State {
             .filter(|name| {
                 !self
                     .agents
-                    .values()
+                    .records()
                     .any(|a| a.state == AgentState::Active && a.total.millis(name) > 0)
             })
             .map(str::to_owned)

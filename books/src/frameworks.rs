@@ -470,7 +470,7 @@ impl State {
             }
             self.ledger
                 .release(id, task.agent_id, &task.resources, task.pool.as_ref());
-            if let Some(agent) = self.agents.get(&task.agent_id) {
+            if let Some(agent) = self.agents.get(task.agent_id) {
                 if agent.state == super::AgentState::Active {
                     fx.push(Effect::Kill {
                         agent_id: task.agent_id,

@@ -80,6 +80,8 @@
 //! - `partition.rs`: tasks of lost agents: `unreachable` and `gone` for partition-aware
 //!   frameworks, and fencing (killing) a task its framework was told is not running.
 //! - `tasks.rs`: status updates, kill, acknowledgements and re-sends, reconciliation, adoption.
+//! - `agent_book.rs`: the agents, as a sub-book with private fields: records, the agents
+//!   awaited from the registry, dynamic reservations by agent (forgotten with their agent).
 //! - `task_book.rs`: the tasks, as a sub-book with private fields: records, launch order,
 //!   terminal counts (a task's end is counted once, when its status first becomes terminal).
 //! - `views.rs`: the operator views and metric gauges.
@@ -101,6 +103,7 @@
 //! Tests: `tests*.rs` build books with sequential ids and assert each call's whole effect list
 //! (`tests::check`); `proptests.rs` checks the books' totals against the allocator's.
 
+mod agent_book;
 mod agent_token;
 mod agents;
 mod dashboard;
@@ -151,6 +154,7 @@ use protocol::{
     AgentId, FrameworkEvent, FrameworkId, Resources, RolePath, TaskId, TaskStatus, Timestamp,
 };
 
+use agent_book::AgentBook;
 use allocator::{Allocator, Policy};
 use ledger::Ledger;
 use offer_book::OfferBook;
@@ -356,7 +360,8 @@ pub struct State {
     pub(crate) ledger: Ledger,
     /// Where new offer, update, framework and agent ids come from.
     pub(crate) ids: IdSource,
-    pub(crate) agents: BTreeMap<AgentId, AgentRecord>,
+    /// The agents, those awaited from the registry, dynamic reservations (`agent_book.rs`).
+    pub(crate) agents: AgentBook,
     pub(crate) frameworks: BTreeMap<FrameworkId, FrameworkRecord>,
     /// Frameworks removed; their ids are not adopted again and their tasks' late updates dropped.
     /// The oldest is forgotten past `max_removed_frameworks`.
@@ -370,14 +375,8 @@ pub struct State {
     pub(crate) freed_at: HashMap<AgentId, u64>,
     /// Milliseconds from freeing to offer, of the last allocation run's offers.
     pub(crate) offer_waits: Vec<u64>,
-    /// Agents the durable registry knew at load that have not re-registered yet, with when
-    /// they were loaded (see [`State::check_agents`]).
-    pub(crate) awaited_agents: BTreeMap<AgentId, (crate::records::StoredAgent, u64)>,
     /// Tasks killed by drain deadlines since the start (`drain.rs`).
     pub(crate) drain_kills: u64,
-    /// Dynamic reservations by agent and role (`reservations.rs`), kept (and persisted) while
-    /// the agent is away and applied when it registers.
-    pub(crate) dynamic_reservations: BTreeMap<AgentId, BTreeMap<RolePath, Resources>>,
     /// Preemption toward fair share (`preempt.rs`).
     pub(crate) preempt: preempt::Preemption,
     /// Tasks `unreachable` on lost agents, with when they become `gone` (`partition.rs`).
@@ -437,16 +436,14 @@ impl State {
             },
             ledger: Ledger::new(allocator),
             ids,
-            agents: BTreeMap::new(),
+            agents: AgentBook::default(),
             frameworks: BTreeMap::new(),
             removed_frameworks: Remembered::new(config.max_removed_frameworks),
             tasks: TaskBook::default(),
             offers: OfferBook::default(),
             freed_at: HashMap::new(),
             offer_waits: Vec::new(),
-            awaited_agents: BTreeMap::new(),
             drain_kills: 0,
-            dynamic_reservations: BTreeMap::new(),
             preempt: preempt::Preemption::new(config.preemption_grace),
             partitioned: BTreeMap::new(),
             fences: 0,
@@ -507,7 +504,7 @@ impl State {
     /// reported lost ([`State::check_agents`]).
     pub fn restore(&mut self, snapshot: crate::records::Snapshot, now: &Now) {
         for agent in snapshot.agents {
-            self.awaited_agents.insert(agent.id, (agent, now.ms));
+            self.agents.await_stored(agent, now.ms);
         }
         for (role, weight) in &snapshot.weights {
             self.ledger.set_role_weight(role, *weight);
@@ -516,10 +513,7 @@ impl State {
             self.restore_quota(role, quota);
         }
         for (agent, role, res) in snapshot.reservations {
-            self.dynamic_reservations
-                .entry(agent)
-                .or_default()
-                .insert(role, res);
+            self.agents.set_dynamic(agent, &role, &res);
         }
         for id in snapshot.removed_frameworks.iter().copied() {
             self.remember_removed(id);

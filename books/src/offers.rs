@@ -12,7 +12,7 @@ use protocol::{
 };
 
 use super::offer_book::OfferRecord;
-use super::{Accept, AgentState, Decline, Effect, Effects, Now, State, StateError};
+use super::{Accept, Decline, Effect, Effects, Now, State, StateError};
 
 /// How an offer ended, for the operator stream and for the 409 message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,12 +47,9 @@ impl State {
                 i64::try_from(self.timing.offer_timeout_ms).unwrap_or(i64::MAX / 2),
             );
         for d in decisions {
-            let usable = self.frameworks.contains_key(&d.framework)
-                && self
-                    .agents
-                    .get(&d.agent)
-                    .is_some_and(|a| a.state == AgentState::Active);
-            let Some(agent) = self.agents.get_mut(&d.agent).filter(|_| usable) else {
+            let usable =
+                self.frameworks.contains_key(&d.framework) && self.agents.active(d.agent).is_some();
+            let Some(agent) = self.agents.get_mut(d.agent).filter(|_| usable) else {
                 // Cannot happen while the allocator mirrors the books; give the resources back.
                 tracing::error!(agent = %d.agent, framework = %d.framework, "stale decision");
                 self.ledger
@@ -198,7 +195,7 @@ impl State {
         }
         let endpoint = self
             .agents
-            .get(&agent_id)
+            .get(agent_id)
             .map(|a| a.endpoint.clone())
             .unwrap_or_default();
         for (task, pool) in req.tasks.iter().zip(task_pools) {

@@ -34,12 +34,12 @@ impl State {
     /// Who owns an agent: `None` if the agent is unknown, `Some(None)` if it registered
     /// without credentials.
     pub fn agent_owner(&self, id: AgentId) -> Option<Option<&str>> {
-        self.agents.get(&id).map(|a| a.owner.as_deref())
+        self.agents.get(id).map(|a| a.owner.as_deref())
     }
 
     /// Records the principal that registered the agent (after a successful registration).
     pub fn set_agent_owner(&mut self, id: AgentId, owner: Arc<str>) {
-        if let Some(agent) = self.agents.get_mut(&id) {
+        if let Some(agent) = self.agents.get_mut(id) {
             agent.owner = Some(owner);
         }
     }

@@ -107,7 +107,7 @@ impl State {
     /// A returning agent still runs a task its framework was told is `lost` or `gone`: it must
     /// kill it (see the module docs).
     pub(crate) fn fence(&mut self, agent: AgentId, status: &TaskStatus, fx: &mut Effects) {
-        let Some(a) = self.agents.get(&agent) else {
+        let Some(a) = self.agents.get(agent) else {
             return;
         };
         tracing::warn!(
@@ -140,7 +140,7 @@ impl State {
     /// Sends again the kills frameworks asked for while their tasks on `agent` were
     /// `unreachable`, now that it has returned.
     pub(crate) fn kill_on_return(&mut self, agent: AgentId, fx: &mut Effects) {
-        let Some(endpoint) = self.agents.get(&agent).map(|a| a.endpoint.clone()) else {
+        let Some(endpoint) = self.agents.get(agent).map(|a| a.endpoint.clone()) else {
             return;
         };
         for ((fw, task), t) in self.tasks.on_agent_mut(agent) {

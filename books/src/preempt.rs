@@ -178,7 +178,7 @@ impl State {
                     && !self.preempt.marked.contains_key(&(*fw, task.clone()))
                     && self
                         .agents
-                        .get(&t.agent_id)
+                        .get(t.agent_id)
                         .is_some_and(|a| a.drain.is_none() && a.state == super::AgentState::Active)
             })
             .map(|((fw, task), t)| TaskInput {
@@ -296,7 +296,7 @@ impl State {
                     self.preempt.tasks_preempted += 1;
                 }
                 let agent_id = t.agent_id;
-                let Some(agent) = self.agents.get(&agent_id) else {
+                let Some(agent) = self.agents.get(agent_id) else {
                     continue;
                 };
                 fx.push(Effect::Kill {

@@ -6,7 +6,7 @@ use protocol::{
     UpdateId,
 };
 
-use super::{AgentState, Connection, Effect, Effects, Now, State, StateError};
+use super::{Connection, Effect, Effects, Now, State, StateError};
 
 impl State {
     /// A status update posted by an agent. Once this returns `Ok` the update is recorded and
@@ -31,11 +31,7 @@ impl State {
         now: &Now,
         fx: &mut Effects,
     ) -> Result<(), StateError> {
-        if !self
-            .agents
-            .get(&agent)
-            .is_some_and(|a| a.state == AgentState::Active)
-        {
+        if self.agents.active(agent).is_none() {
             return Err(StateError::UnknownAgent(agent));
         }
         for status in &statuses {
@@ -86,7 +82,7 @@ impl State {
         if self.removed_frameworks.contains(&status.framework_id) {
             if let Some(a) = self
                 .agents
-                .get(&agent)
+                .get(agent)
                 .filter(|_| !status.state.is_terminal())
             {
                 fx.push(Effect::Kill {
@@ -145,10 +141,7 @@ impl State {
         t.set_latest(status.clone());
         if status.state.is_terminal() {
             let (agent, res, pool) = (t.agent_id, t.resources.clone(), t.pool.clone());
-            let on_active_agent = self
-                .agents
-                .get(&agent)
-                .is_some_and(|a| a.state == AgentState::Active);
+            let on_active_agent = self.agents.active(agent).is_some();
             // A non-terminal task is always on an active agent (a lost agent's tasks are
             // lost with it): the ledger reports it if not.
             self.ledger.release(fw, agent, &res, pool.as_ref());
@@ -195,7 +188,7 @@ impl State {
             tracing::warn!(framework = %fw, task = %status.task_id, "placeholder frameworks at their limit: task not adopted");
             if let Some(a) = self
                 .agents
-                .get(&agent)
+                .get(agent)
                 .filter(|_| !status.state.is_terminal())
             {
                 fx.push(Effect::Kill {
@@ -362,7 +355,7 @@ impl State {
                 t.kill_on_return = true;
             }
         }
-        if let Some(agent) = self.agents.get(&agent_id) {
+        if let Some(agent) = self.agents.get(agent_id) {
             fx.push(Effect::Kill {
                 agent_id,
                 framework_id: fw,

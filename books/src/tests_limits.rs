@@ -328,11 +328,11 @@ fn lost_agents_are_forgotten_after_the_retention() {
         )
         .unwrap();
     s.check_agents(&at(1_001), &mut fx);
-    assert_eq!(s.agents[&id].state, AgentState::Lost);
+    assert_eq!(s.agents.get(id).unwrap().state, AgentState::Lost);
     s.check_agents(&at(60_000), &mut fx);
-    assert!(s.agents.contains_key(&id), "kept for the retention");
+    assert!(s.agents.contains(id), "kept for the retention");
     s.check_agents(&at(60_001), &mut fx);
-    assert!(!s.agents.contains_key(&id), "forgotten after it");
+    assert!(!s.agents.contains(id), "forgotten after it");
     // It comes back as after a restart: registered again under its id.
     let (again, created) = s
         .register_agent(

@@ -323,7 +323,7 @@ fn a_forgotten_agent_takes_its_dynamic_reservations_with_it() {
             )),
         ]
     );
-    assert!(s.dynamic_reservations.is_empty());
+    assert!(s.agents.no_dynamic_reservations());
 }
 
 #[test]

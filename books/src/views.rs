@@ -311,7 +311,7 @@ impl State {
                 g.tasks_unhealthy += 1;
             }
         }
-        for a in self.agents.values() {
+        for a in self.agents.records() {
             *g.agents_by_state
                 .entry(super::drain::agent_view_state(a))
                 .or_default() += 1;
@@ -329,7 +329,7 @@ impl State {
         }
         walk(&self.roles(), &mut g.role_shares);
         g.resources = self.resource_use();
-        for (id, a) in &self.agents {
+        for (id, a) in self.agents.iter() {
             let total = a.total.units(protocol::capability::GPUS);
             if a.state == AgentState::Active && total > 0.0 {
                 let used = self
