@@ -128,7 +128,7 @@ impl State {
         framework: FrameworkId,
         task: &TaskId,
     ) -> Result<AgentContact, StateError> {
-        if !self.frameworks.contains_key(&framework) {
+        if !self.frameworks.contains(framework) {
             return Err(StateError::UnknownFramework(framework));
         }
         let record = self
@@ -374,7 +374,7 @@ impl State {
                 t.set_latest(status.clone());
                 t.lost_by_coordinator = true;
             }
-            if let Some(f) = self.frameworks.get_mut(&key.0) {
+            if let Some(f) = self.frameworks.get_mut(key.0) {
                 f.active_tasks = f.active_tasks.saturating_sub(1);
             }
             self.send_update(status, now, fx);

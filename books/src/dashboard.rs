@@ -78,8 +78,8 @@ impl State {
         let allocator = self.ledger.allocator();
         let frameworks = self
             .frameworks
-            .keys()
-            .map(|id| (id.to_string(), allocator.dominant_share(*id).unwrap_or(0.0)))
+            .iter()
+            .map(|(id, _)| (id.to_string(), allocator.dominant_share(*id).unwrap_or(0.0)))
             .collect();
         s.frameworks = largest(frameworks, SAMPLE_MAX_SHARES);
         s

@@ -16,7 +16,7 @@ impl State {
     pub fn explain(&self, id: FrameworkId, now: &Now) -> Result<FrameworkExplanation, StateError> {
         let fw = self
             .frameworks
-            .get(&id)
+            .get(id)
             .filter(|f| !f.placeholder)
             .ok_or(StateError::UnknownFramework(id))?;
         let its_offers: Vec<_> = self

@@ -82,6 +82,8 @@
 //! - `tasks.rs`: status updates, kill, acknowledgements and re-sends, reconciliation, adoption.
 //! - `agent_book.rs`: the agents, as a sub-book with private fields: records, the agents
 //!   awaited from the registry, dynamic reservations by agent (forgotten with their agent).
+//! - `framework_book.rs`: the frameworks, as a sub-book with private fields: records (with
+//!   their pending updates), removed framework ids.
 //! - `task_book.rs`: the tasks, as a sub-book with private fields: records, launch order,
 //!   terminal counts (a task's end is counted once, when its status first becomes terminal).
 //! - `views.rs`: the operator views and metric gauges.
@@ -110,6 +112,7 @@ mod dashboard;
 mod drain;
 mod error;
 mod explain;
+mod framework_book;
 mod frameworks;
 mod ids;
 mod input;
@@ -156,9 +159,9 @@ use protocol::{
 
 use agent_book::AgentBook;
 use allocator::{Allocator, Policy};
+use framework_book::FrameworkBook;
 use ledger::Ledger;
 use offer_book::OfferBook;
-use remembered::Remembered;
 pub use settings::{Settings, STANDARD_RESOURCES};
 use task_book::{TaskBook, TaskRecord};
 
@@ -347,6 +350,38 @@ pub(crate) struct FrameworkRecord {
 }
 
 impl FrameworkRecord {
+    /// A new record, disconnected since `now`, with no stream, task or pending update yet.
+    pub(crate) fn new(
+        name: String,
+        role: RolePath,
+        failover_timeout_s: f64,
+        demand: Option<Resources>,
+        placeholder: bool,
+        now: &Now,
+    ) -> Self {
+        Self {
+            name,
+            role,
+            failover_timeout_s,
+            demand,
+            suppressed: false,
+            connection: Connection::Disconnected {
+                since_ms: now.ms,
+                ever: false,
+            },
+            generation: 0,
+            registered_at: now.wall,
+            active_tasks: 0,
+            pending: Default::default(),
+            completed: VecDeque::new(),
+            placeholder,
+            owner: None,
+            gpu_resources: false,
+            partition_timeout_s: None,
+            webui_url: None,
+        }
+    }
+
     fn failover_ms(&self) -> u64 {
         // Validated finite and within range on registration.
         (self.failover_timeout_s * 1000.0) as u64
@@ -362,10 +397,8 @@ pub struct State {
     pub(crate) ids: IdSource,
     /// The agents, those awaited from the registry, dynamic reservations (`agent_book.rs`).
     pub(crate) agents: AgentBook,
-    pub(crate) frameworks: BTreeMap<FrameworkId, FrameworkRecord>,
-    /// Frameworks removed; their ids are not adopted again and their tasks' late updates dropped.
-    /// The oldest is forgotten past `max_removed_frameworks`.
-    pub(crate) removed_frameworks: Remembered<FrameworkId, ()>,
+    /// The frameworks and the ids of removed ones (`framework_book.rs`).
+    pub(crate) frameworks: FrameworkBook,
     /// The tasks, their launch order and terminal counts (`task_book.rs`).
     pub(crate) tasks: TaskBook,
     /// Outstanding offers and how recent ones ended (`offer_book.rs`).
@@ -437,8 +470,7 @@ impl State {
             ledger: Ledger::new(allocator),
             ids,
             agents: AgentBook::default(),
-            frameworks: BTreeMap::new(),
-            removed_frameworks: Remembered::new(config.max_removed_frameworks),
+            frameworks: FrameworkBook::new(config.max_removed_frameworks),
             tasks: TaskBook::default(),
             offers: OfferBook::default(),
             freed_at: HashMap::new(),
@@ -516,24 +548,20 @@ impl State {
             self.agents.set_dynamic(agent, &role, &res);
         }
         for id in snapshot.removed_frameworks.iter().copied() {
-            self.remember_removed(id);
+            self.frameworks.remember_removed(id);
         }
         for fw in snapshot.frameworks {
-            if fw.role.as_str().starts_with('_') || self.removed_frameworks.contains(&fw.id) {
+            if fw.role.as_str().starts_with('_') || self.frameworks.was_removed(fw.id) {
                 tracing::warn!(framework = %fw.id, role = %fw.role, "not restoring framework");
                 continue;
             }
-            self.add_framework_record(
-                fw.id,
-                fw.name,
-                fw.role,
-                fw.failover_timeout_s
-                    .min(self.timing.max_failover_timeout_ms as f64 / 1000.0),
-                None,
-                false,
-                now,
-            );
-            if let Some(record) = self.frameworks.get_mut(&fw.id) {
+            let failover_timeout_s = fw
+                .failover_timeout_s
+                .min(self.timing.max_failover_timeout_ms as f64 / 1000.0);
+            let record =
+                FrameworkRecord::new(fw.name, fw.role, failover_timeout_s, None, false, now);
+            self.add_framework_record(fw.id, record);
+            if let Some(record) = self.frameworks.get_mut(fw.id) {
                 record.registered_at = fw.registered_at;
                 record.owner = fw.owner.map(Arc::from);
                 record.gpu_resources = fw.gpu_resources;
@@ -607,7 +635,7 @@ impl State {
     /// Records an update for the framework: pending until acknowledged, sent now.
     pub(crate) fn send_update(&mut self, status: TaskStatus, now: &Now, fx: &mut Effects) {
         let fw_id = status.framework_id;
-        let Some(fw) = self.frameworks.get_mut(&fw_id) else {
+        let Some(fw) = self.frameworks.get_mut(fw_id) else {
             return;
         };
         fw.pending.record(

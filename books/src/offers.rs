@@ -48,7 +48,7 @@ impl State {
             );
         for d in decisions {
             let usable =
-                self.frameworks.contains_key(&d.framework) && self.agents.active(d.agent).is_some();
+                self.frameworks.contains(d.framework) && self.agents.active(d.agent).is_some();
             let Some(agent) = self.agents.get_mut(d.agent).filter(|_| usable) else {
                 // Cannot happen while the allocator mirrors the books; give the resources back.
                 tracing::error!(agent = %d.agent, framework = %d.framework, "stale decision");
@@ -225,7 +225,7 @@ impl State {
             record.priority = task.priority.map_or(0, protocol::preempt::Priority::get);
         }
         let mut partition_timeout_s = None;
-        if let Some(f) = self.frameworks.get_mut(&fw) {
+        if let Some(f) = self.frameworks.get_mut(fw) {
             f.active_tasks += req.tasks.len();
             partition_timeout_s = f.partition_timeout_s;
         }

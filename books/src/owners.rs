@@ -12,7 +12,7 @@ impl State {
     /// placeholder for adopted tasks), `Some(None)` if it was registered without credentials.
     pub fn framework_owner(&self, id: FrameworkId) -> Option<Option<&str>> {
         self.frameworks
-            .get(&id)
+            .get(id)
             .filter(|fw| !fw.placeholder)
             .map(|fw| fw.owner.as_deref())
     }
@@ -20,13 +20,13 @@ impl State {
     /// Whether framework `id` is only a placeholder for adopted tasks (nobody's until a
     /// framework principal registers it with its id).
     pub fn framework_is_placeholder(&self, id: FrameworkId) -> bool {
-        self.frameworks.get(&id).is_some_and(|fw| fw.placeholder)
+        self.frameworks.get(id).is_some_and(|fw| fw.placeholder)
     }
 
     /// How many registered frameworks `principal` owns (for `max_frameworks`).
     pub fn frameworks_owned_by(&self, principal: &str) -> usize {
         self.frameworks
-            .values()
+            .records()
             .filter(|fw| !fw.placeholder && fw.owner.as_deref() == Some(principal))
             .count()
     }

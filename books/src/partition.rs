@@ -29,7 +29,7 @@ impl State {
     ) -> bool {
         let Some(timeout_s) = self
             .frameworks
-            .get(&key.0)
+            .get(key.0)
             .and_then(|f| f.partition_timeout_s)
         else {
             return false;
@@ -98,7 +98,7 @@ impl State {
             t.set_latest(status.clone());
             t.lost_by_coordinator = true;
         }
-        if let Some(f) = self.frameworks.get_mut(&key.0) {
+        if let Some(f) = self.frameworks.get_mut(key.0) {
             f.active_tasks = f.active_tasks.saturating_sub(1);
         }
         self.send_update(status, now, fx);

@@ -151,7 +151,7 @@ impl State {
     ) -> Result<ReservationPlan, StateError> {
         let role = self
             .frameworks
-            .get(&fw)
+            .get(fw)
             .filter(|f| !f.placeholder)
             .ok_or(StateError::UnknownFramework(fw))?
             .role

@@ -79,7 +79,7 @@ impl State {
         now: &Now,
         fx: &mut Effects,
     ) {
-        if self.removed_frameworks.contains(&status.framework_id) {
+        if self.frameworks.was_removed(status.framework_id) {
             if let Some(a) = self
                 .agents
                 .get(agent)
@@ -148,7 +148,7 @@ impl State {
             if on_active_agent {
                 self.freed(agent, now.ms);
             }
-            if let Some(f) = self.frameworks.get_mut(&fw) {
+            if let Some(f) = self.frameworks.get_mut(fw) {
                 f.active_tasks = f.active_tasks.saturating_sub(1);
             }
             fx.push(Effect::Allocate);
@@ -216,7 +216,7 @@ impl State {
             )
             .pool = pool;
         if !status.state.is_terminal() {
-            if let Some(f) = self.frameworks.get_mut(&fw) {
+            if let Some(f) = self.frameworks.get_mut(fw) {
                 f.active_tasks += 1;
             }
         }
@@ -405,7 +405,7 @@ impl State {
         let known = t.is_some_and(|t| t.had_update(&update));
         let pending = self
             .frameworks
-            .get(&fw)
+            .get(fw)
             .is_some_and(|f| f.pending.contains(&update));
         if !known && !pending {
             return Err(match t {
@@ -414,7 +414,7 @@ impl State {
             });
         }
         let mut acked = vec![task];
-        if let Some(f) = self.frameworks.get_mut(&fw) {
+        if let Some(f) = self.frameworks.get_mut(fw) {
             if let Some(of) = f.pending.remove(&update) {
                 if of != acked[0] {
                     acked.push(of);
@@ -432,7 +432,7 @@ impl State {
     /// with an update still pending stays (at-least-once delivery); terminal tasks hold no
     /// resources, so no accounting changes.
     pub(crate) fn complete_if_done(&mut self, fw: FrameworkId, task: &TaskId) {
-        let Some(f) = self.frameworks.get_mut(&fw) else {
+        let Some(f) = self.frameworks.get_mut(fw) else {
             return;
         };
         let Some(mut t) = self.tasks.get_mut(&(fw, task.clone())) else {
@@ -508,7 +508,7 @@ impl State {
     /// update since superseded by a newer one of its task is not among them (the newer one
     /// went its own way). Changes nothing: the re-send timer still covers them.
     pub fn unacknowledged(&self, fw: FrameworkId, updates: &[UpdateId]) -> Vec<TaskStatus> {
-        let Some(f) = self.frameworks.get(&fw) else {
+        let Some(f) = self.frameworks.get(fw) else {
             return Vec::new();
         };
         updates
@@ -522,7 +522,7 @@ impl State {
     pub fn resend_updates(&mut self, now: &Now, fx: &mut Effects) {
         let interval = self.timing.update_resend_interval_ms;
         let half_queue = (self.timing.max_stream_queue / 2).max(1);
-        for (id, fw) in &mut self.frameworks {
+        for (id, fw) in self.frameworks.iter_mut() {
             if !matches!(fw.connection, Connection::Connected { .. }) {
                 continue;
             }

@@ -365,10 +365,10 @@ fn failover_removes_a_disconnected_framework_after_its_timeout() {
     );
     let mut fx = Vec::new();
     s.check_failover(&at(10 + 59_999), &mut fx);
-    assert!(s.frameworks.contains_key(&fw));
+    assert!(s.frameworks.contains(fw));
     assert_eq!(fx, []);
     s.check_failover(&at(10 + 60_000), &mut fx);
-    assert!(!s.frameworks.contains_key(&fw));
+    assert!(!s.frameworks.contains(fw));
     assert_eq!(
         fx,
         [

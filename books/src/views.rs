@@ -316,7 +316,7 @@ impl State {
                 .entry(super::drain::agent_view_state(a))
                 .or_default() += 1;
         }
-        for f in self.frameworks.values() {
+        for f in self.frameworks.records() {
             *g.frameworks_by_state
                 .entry(connection_name(f.connection))
                 .or_default() += 1;
