@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use protocol::{AgentId, Resources, RolePath};
+use protocol::{AgentId, Resources, RolePath, Timestamp};
 
 use crate::records::StoredAgent;
 use crate::{AgentRecord, AgentState, Now};
@@ -68,7 +68,7 @@ impl AgentBook {
         &mut self,
         id: AgentId,
         now: &Now,
-    ) -> (&mut AgentRecord, Option<protocol::Timestamp>) {
+    ) -> (&mut AgentRecord, Option<Timestamp>) {
         let stored_drain = self
             .awaited
             .remove(&id)
@@ -104,6 +104,19 @@ impl AgentBook {
             .remove(&id)
             .map(|d| d.into_keys().collect())
             .unwrap_or_default()
+    }
+
+    /// What the durable registry keeps of agent `id` (with its drain, if any), as last seen
+    /// at `last_seen`.
+    pub(crate) fn stored(&self, id: AgentId, last_seen: Timestamp) -> Option<StoredAgent> {
+        let a = self.agents.get(&id)?;
+        Some(StoredAgent {
+            id,
+            hostname: a.hostname.clone(),
+            endpoint: a.endpoint.clone(),
+            last_seen,
+            drain_deadline: a.drain.as_ref().map(|d| d.deadline),
+        })
     }
 
     /// Awaits an agent the durable registry kept, from `since_ms`.

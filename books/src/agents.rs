@@ -1,11 +1,11 @@
 //! Agents: registration and re-registration (with their tasks), heartbeats, and loss.
 
-use protocol::{AgentId, FrameworkId, TaskId, TaskState, TaskStatus, Timestamp};
+use protocol::{AgentId, FrameworkId, TaskId, TaskState, TaskStatus};
 
 use super::{
     AgentRecord, AgentRegistration, AgentState, AgentToken, Effect, Effects, Now, State, StateError,
 };
-use crate::records::{Change, StoredAgent};
+use crate::records::Change;
 
 /// How to call the agent a task runs on.
 #[derive(Debug, Clone, PartialEq)]
@@ -225,20 +225,7 @@ impl State {
     /// The registry change that records agent `id` as registered now (the runtime queues it
     /// after a successful registration).
     pub fn stored_agent(&self, id: AgentId, now: &Now) -> Option<Change> {
-        self.stored_agent_seen(id, now.wall)
-    }
-
-    /// The registry change that records agent `id` (with its drain, if any) as last seen at
-    /// `last_seen`.
-    pub(crate) fn stored_agent_seen(&self, id: AgentId, last_seen: Timestamp) -> Option<Change> {
-        let a = self.agents.get(id)?;
-        Some(Change::PutAgent(StoredAgent {
-            id,
-            hostname: a.hostname.clone(),
-            endpoint: a.endpoint.clone(),
-            last_seen,
-            drain_deadline: a.drain.as_ref().map(|d| d.deadline),
-        }))
+        self.agents.stored(id, now.wall).map(Change::PutAgent)
     }
 
     /// How many agents the registry knew at load have not re-registered yet (and are not yet

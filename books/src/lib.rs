@@ -17,8 +17,8 @@
 //!   tests assert the exact effects of a call (`assert_eq!(fx, [Effect::…])`);
 //! - every method validates fully before it mutates: an `Err` means nothing changed;
 //! - its inputs are domain types ([`FrameworkRegistration`], [`AgentRegistration`], [`Accept`],
-//!   [`Decline`]): the API layer converts and validates the wire requests; the registry checks
-//!   only what the books can tell. Its errors ([`StateError`]) say what went wrong in the books'
+//!   [`Decline`]): the API layer converts and validates the wire requests; the books check
+//!   only what they can tell. Its errors ([`StateError`]) say what went wrong in the books'
 //!   terms; the API layer maps them to HTTP statuses;
 //! - the durable registry persists the changes it pushes ([`Effect::Persist`]) without touching
 //!   the rules.
@@ -76,7 +76,8 @@
 //! - `offers.rs`: turning allocation decisions into offers; accept, decline, expiry, rescind.
 //! - `offer_book.rs`: the outstanding offers and how recent ones ended, as a sub-book with
 //!   private fields.
-//! - `owners.rs`: which principal owns a framework or agent id (for the coordinator's `api::auth`).
+//! - `owners.rs`: which principal owns a framework or agent id (for the coordinator's
+//!   `api::auth`), functions over `FrameworkBook` and `AgentBook`.
 //! - `partition.rs`: tasks of lost agents: `unreachable` and `gone` for partition-aware
 //!   frameworks, and fencing (killing) a task its framework was told is not running.
 //! - `tasks.rs`: status updates, kill, acknowledgements and re-sends, reconciliation, adoption.
@@ -87,8 +88,12 @@
 //! - `task_book.rs`: the tasks, as a sub-book with private fields: records, launch order,
 //!   terminal counts (a task's end is counted once, when its status first becomes terminal).
 //! - `views.rs`: the operator views and metric gauges.
-//! - `drain.rs`: draining agents for maintenance: pause, rescind, tell, kill at the
-//!   deadline, reactivate.
+//! - `entry.rs`: the `State` methods that split the books for the rules kept as functions
+//!   over the sub-books they name (drain, quota, owners).
+//! - `drain.rs`: draining agents for maintenance: tell, kill at the deadline, reactivate;
+//!   functions over `AgentBook`, `TaskBook` and the ledger.
+//! - `quota.rs`: a role's weight, guarantee and limit: checks and changes, functions over
+//!   the ledger.
 //! - `reservations.rs`: static and dynamic reservations: checks at registration,
 //!   reserve / unreserve on offers, what is persisted and re-applied.
 //! - `preempt.rs`: preemption toward fair share: starvation timers, plans, the
@@ -110,6 +115,7 @@ mod agent_token;
 mod agents;
 mod dashboard;
 mod drain;
+mod entry;
 mod error;
 mod explain;
 mod framework_book;
@@ -240,7 +246,7 @@ pub enum Effect {
 /// The effects of one or more state calls, in order.
 pub type Effects = Vec<Effect>;
 
-/// Settings the registry needs, in milliseconds.
+/// Settings the books need, in milliseconds.
 #[derive(Debug, Clone)]
 pub(crate) struct Timing {
     pub(crate) allocation_interval_ms: u64,
@@ -388,7 +394,7 @@ impl FrameworkRecord {
     }
 }
 
-/// The registry. See the module docs.
+/// The books. See the module docs.
 pub struct State {
     pub(crate) timing: Timing,
     /// Holdings and eligibility: the only caller of the allocator's changes.
@@ -433,12 +439,12 @@ impl std::fmt::Debug for State {
 }
 
 impl State {
-    /// An empty registry with the config's timing and initial role tree; random ids.
+    /// Empty books with the config's timing and initial role tree; random ids.
     pub fn new(config: &Settings) -> Self {
         Self::with_ids(config, IdSource::random())
     }
 
-    /// An empty registry whose new ids come from `ids` (tests pass
+    /// Empty books whose new ids come from `ids` (tests pass
     /// [`IdSource::sequential`] to know them in advance).
     pub fn with_ids(config: &Settings, ids: IdSource) -> Self {
         let mut allocator = Allocator::new(Policy::Hdrf);
@@ -542,7 +548,7 @@ impl State {
             self.ledger.set_role_weight(role, *weight);
         }
         for (role, quota) in &snapshot.quotas {
-            self.restore_quota(role, quota);
+            self.ledger.set_role_quota(role, quota);
         }
         for (agent, role, res) in snapshot.reservations {
             self.agents.set_dynamic(agent, &role, &res);
