@@ -1,5 +1,5 @@
 //! The books' public entry points for the rules kept as functions over the sub-books they
-//! name (`quota.rs`, `drain.rs`, `owners.rs`): each method here splits [`State`] into those parts
+//! name (`quota.rs`, `drain.rs`, `preempt.rs`, `owners.rs`): each method here splits [`State`] into those parts
 //! and calls the rule, so the coordinator calls `State` methods while no rule borrows more
 //! of the books than it reads or changes.
 
@@ -10,7 +10,7 @@ use std::sync::Arc;
 use protocol::{AgentId, FrameworkId, OfferEvent, RolePath, Timestamp};
 
 use crate::records::{Change, StoredQuota};
-use crate::{drain, owners, quota, Effect, Effects, Now, State, StateError};
+use crate::{drain, owners, preempt, quota, Effect, Effects, Now, State, StateError};
 
 impl State {
     /// A role's quota as it is now.
@@ -168,5 +168,42 @@ impl State {
     /// Records the principal that registered the agent (after a successful registration).
     pub fn set_agent_owner(&mut self, id: AgentId, owner: Arc<str>) {
         owners::set_agent_owner(&mut self.agents, id, owner);
+    }
+
+    /// The maintenance tick's part for preemption toward fair share (see `preempt.rs`);
+    /// nothing when off.
+    pub fn check_preemption(&mut self, now: &Now, fx: &mut Effects) {
+        let State {
+            preempt,
+            ledger,
+            tasks,
+            agents,
+            timing,
+            ..
+        } = self;
+        preempt::check(
+            preempt,
+            ledger,
+            tasks,
+            agents,
+            timing.update_resend_interval_ms,
+            now,
+            fx,
+        );
+    }
+
+    /// Preemption plans made since the start.
+    pub fn preemptions(&self) -> u64 {
+        self.preempt.preemptions
+    }
+
+    /// Tasks killed by preemption since the start.
+    pub fn tasks_preempted(&self) -> u64 {
+        self.preempt.tasks_preempted
+    }
+
+    /// Roles starved now (as of the last check).
+    pub fn starved_roles(&self) -> usize {
+        self.preempt.starved_since.len()
     }
 }

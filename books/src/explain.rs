@@ -100,7 +100,13 @@ impl State {
             next_filter_ends_in_s,
             no_agent_offers,
             held_back_by,
-            preemption: self.explain_preemption(id, fw.role.as_str()),
+            preemption: crate::preempt::explain(
+                &self.preempt,
+                &self.ledger,
+                &self.tasks,
+                id,
+                fw.role.as_str(),
+            ),
             summary,
         })
     }

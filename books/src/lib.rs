@@ -89,7 +89,7 @@
 //!   terminal counts (a task's end is counted once, when its status first becomes terminal).
 //! - `views.rs`: the operator views and metric gauges.
 //! - `entry.rs`: the `State` methods that split the books for the rules kept as functions
-//!   over the sub-books they name (drain, quota, owners).
+//!   over the sub-books they name (drain, preemption, quota, owners).
 //! - `drain.rs`: draining agents for maintenance: tell, kill at the deadline, reactivate;
 //!   functions over `AgentBook`, `TaskBook` and the ledger.
 //! - `quota.rs`: a role's weight, guarantee and limit: checks and changes, functions over
@@ -97,7 +97,8 @@
 //! - `reservations.rs`: static and dynamic reservations: checks at registration,
 //!   reserve / unreserve on offers, what is persisted and re-applied.
 //! - `preempt.rs`: preemption toward fair share: starvation timers, plans, the
-//!   `preemption` event, kills at the deadline.
+//!   `preemption` event, kills at the deadline; functions over the preemption books, the
+//!   ledger, `TaskBook` and `AgentBook`.
 //! - `ledger.rs`: holdings and eligibility, the one caller of the allocator's changes.
 //! - `ids.rs`: [`IdSource`], where offer, update, framework and agent ids come from.
 //! - `input.rs`: the domain inputs of registration, accept and decline.
