@@ -295,13 +295,7 @@ impl State {
             .collect();
         for id in forgotten {
             // Its tasks still unreachable will not come back with it: they are gone.
-            let unreachable: Vec<_> = self
-                .partitioned
-                .keys()
-                .filter(|k| self.tasks.get(k).is_some_and(|t| t.agent_id == id))
-                .cloned()
-                .collect();
-            for key in unreachable {
+            for key in self.tasks.unreachable_on(id) {
                 self.make_gone(&key, "its agent was forgotten", now, fx);
             }
             let roles = self.agents.forget(id);

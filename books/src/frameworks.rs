@@ -424,7 +424,6 @@ impl State {
             let Some(task) = self.tasks.remove(&key) else {
                 continue;
             };
-            self.partitioned.remove(&key);
             if !task.holds() {
                 // Ended, or unreachable (its agent is lost; a task it still runs when it
                 // returns is killed as a removed framework's).

@@ -86,7 +86,8 @@
 //! - `framework_book.rs`: the frameworks, as a sub-book with private fields: records (with
 //!   their pending updates), removed framework ids.
 //! - `task_book.rs`: the tasks, as a sub-book with private fields: records, launch order,
-//!   terminal counts (a task's end is counted once, when its status first becomes terminal).
+//!   terminal counts (a task's end is counted once, when its status first becomes terminal),
+//!   `unreachable` tasks with when they become `gone`.
 //! - `views.rs`: the operator views and metric gauges.
 //! - `entry.rs`: the `State` methods that split the books for the rules kept as functions
 //!   over the sub-books they name (drain, preemption, quota, owners).
@@ -419,8 +420,6 @@ pub struct State {
     pub(crate) drain_kills: u64,
     /// Preemption toward fair share (`preempt.rs`).
     pub(crate) preempt: preempt::Preemption,
-    /// Tasks `unreachable` on lost agents, with when they become `gone` (`partition.rs`).
-    pub(crate) partitioned: BTreeMap<(FrameworkId, TaskId), u64>,
     /// Fences ordered since the start (`partition.rs`).
     pub(crate) fences: u64,
     /// Resource names a quota may name though no agent offers them yet: the standard ones and
@@ -484,7 +483,6 @@ impl State {
             offer_waits: Vec::new(),
             drain_kills: 0,
             preempt: preempt::Preemption::new(config.preemption_grace),
-            partitioned: BTreeMap::new(),
             fences: 0,
             known_resources: settings::STANDARD_RESOURCES
                 .iter()

@@ -46,25 +46,15 @@ impl State {
         let Some(mut t) = self.tasks.get_mut(key) else {
             return false;
         };
-        t.set_latest(status.clone());
         let gone_at = now.ms.saturating_add((timeout_s * 1000.0) as u64);
-        self.partitioned.insert(key.clone(), gone_at);
+        t.set_unreachable(status.clone(), gone_at);
         self.send_update(status, now, fx);
         true
     }
 
     /// Tasks `unreachable` for longer than their framework's partition timeout are `gone`.
     pub fn check_partitioned(&mut self, now: &Now, fx: &mut Effects) {
-        if self.partitioned.is_empty() {
-            return;
-        }
-        let due: Vec<_> = self
-            .partitioned
-            .iter()
-            .filter(|(_, gone_at)| now.ms >= **gone_at)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for key in due {
+        for key in self.tasks.gone_due(now.ms) {
             self.make_gone(
                 &key,
                 "its agent stayed unreachable past the partition timeout",
@@ -82,7 +72,6 @@ impl State {
         now: &Now,
         fx: &mut Effects,
     ) {
-        self.partitioned.remove(key);
         let unreachable = self
             .tasks
             .get(key)
@@ -129,8 +118,6 @@ impl State {
     /// before (the task's state did not change while it was away): the task is what that
     /// status says again, told to the framework under a new update id.
     pub(crate) fn reachable_again(&mut self, mut status: TaskStatus, now: &Now, fx: &mut Effects) {
-        let key = (status.framework_id, status.task_id.clone());
-        self.partitioned.remove(&key);
         status.update_id = self.ids.update_id();
         status.timestamp = now.wall;
         status.message = Some("its agent is reachable again".into());

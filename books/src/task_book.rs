@@ -1,7 +1,9 @@
 //! The tasks in the books, as a sub-book with private fields: each task's record, the order
-//! tasks were taken in (for preemption), and how many ended in each terminal state. It owns
-//! two rules: a task taken in gets the next launch order, and a task's end is counted once,
-//! when its latest status first becomes terminal (only [`TaskMut::set_latest`] changes it).
+//! tasks were taken in (for preemption), how many ended in each terminal state, and the
+//! tasks made `unreachable` with when they become `gone` (`partition.rs`). It owns three
+//! rules: a task taken in gets the next launch order; a task's end is counted once, when its
+//! latest status first becomes terminal (only [`TaskMut::set_latest`] changes it); and a task
+//! is awaiting `gone` only while it is `unreachable` and in the books.
 
 use std::collections::BTreeMap;
 use std::ops::{Deref, DerefMut};
@@ -98,20 +100,28 @@ pub(crate) struct TaskBook {
     taken_in: u64,
     /// Tasks that ended since the start.
     terminal: TerminalCounts,
+    /// Tasks made `unreachable` on lost agents, with when they become `gone`.
+    unreachable: BTreeMap<TaskKey, u64>,
 }
 
 /// A task of the books, borrowed to change it: its record, and [`TaskMut::set_latest`], which
 /// counts the task's end.
 pub(crate) struct TaskMut<'a> {
+    key: &'a TaskKey,
     record: &'a mut TaskRecord,
     terminal: &'a mut TerminalCounts,
+    unreachable: &'a mut BTreeMap<TaskKey, u64>,
 }
 
 impl TaskMut<'_> {
     /// Records a new latest status (its update id too), dropping the cached view; counts the
-    /// task as ended in that state if it was not terminal before.
+    /// task as ended in that state if it was not terminal before. A task that was
+    /// `unreachable` no longer awaits `gone`.
     pub(crate) fn set_latest(&mut self, status: TaskStatus) {
         let t = &mut *self.record;
+        if t.latest.state == TaskState::Unreachable && !self.unreachable.is_empty() {
+            self.unreachable.remove(self.key);
+        }
         if !t.latest().state.is_terminal() && status.state.is_terminal() {
             if let Some(i) = TaskState::ALL.iter().position(|s| *s == status.state) {
                 self.terminal[i] += 1;
@@ -120,6 +130,15 @@ impl TaskMut<'_> {
         t.update_ids.push(status.update_id);
         t.latest = status;
         t.view = OnceLock::new();
+    }
+}
+
+impl TaskMut<'_> {
+    /// Records `status` (state `unreachable`) as [`TaskMut::set_latest`] does; the task
+    /// becomes `gone` at `gone_at_ms` unless it changes before (see [`TaskBook::gone_due`]).
+    pub(crate) fn set_unreachable(&mut self, status: TaskStatus, gone_at_ms: u64) {
+        self.set_latest(status);
+        self.unreachable.insert(self.key.clone(), gone_at_ms);
     }
 }
 
@@ -160,10 +179,13 @@ impl TaskBook {
 
     /// The task, to change it.
     pub(crate) fn get_mut(&mut self, key: &TaskKey) -> Option<TaskMut<'_>> {
-        let record = self.tasks.get_mut(key)?;
+        // A one-key range: the map's own key, which outlives the caller's.
+        let (key, record) = self.tasks.range_mut(key..=key).next()?;
         Some(TaskMut {
+            key,
             record,
             terminal: &mut self.terminal,
+            unreachable: &mut self.unreachable,
         })
     }
 
@@ -206,7 +228,34 @@ impl TaskBook {
 
     /// Forgets the task; returns its record.
     pub(crate) fn remove(&mut self, key: &TaskKey) -> Option<TaskRecord> {
+        if !self.unreachable.is_empty() {
+            self.unreachable.remove(key);
+        }
         self.tasks.remove(key)
+    }
+
+    /// The `unreachable` tasks whose time to become `gone` came at `now_ms`.
+    pub(crate) fn gone_due(&self, now_ms: u64) -> Vec<TaskKey> {
+        self.unreachable
+            .iter()
+            .filter(|(_, gone_at)| now_ms >= **gone_at)
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// The `unreachable` tasks on agent `agent`.
+    pub(crate) fn unreachable_on(&self, agent: AgentId) -> Vec<TaskKey> {
+        self.unreachable
+            .keys()
+            .filter(|k| self.tasks.get(*k).is_some_and(|t| t.agent_id == agent))
+            .cloned()
+            .collect()
+    }
+
+    /// How many tasks await `gone`.
+    #[cfg(test)]
+    pub(crate) fn unreachable_len(&self) -> usize {
+        self.unreachable.len()
     }
 
     /// Every task, in key order.

@@ -129,9 +129,6 @@ impl State {
         if t.state().is_terminal() {
             return;
         }
-        if !self.partitioned.is_empty() && t.state() == TaskState::Unreachable {
-            self.partitioned.remove(&(fw, status.task_id.clone()));
-        }
         if t.drain_killed && status.state == TaskState::Killed && status.reason.is_none() {
             status.reason = Some(protocol::task::REASON_AGENT_DRAINED.into());
         }
