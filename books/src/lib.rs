@@ -397,34 +397,37 @@ impl FrameworkRecord {
 }
 
 /// The books. See the module docs.
+///
+/// Its fields are the sub-books, the ledger and a few counters; each sub-book keeps its
+/// data private to its own file.
 pub struct State {
-    pub(crate) timing: Timing,
+    timing: Timing,
     /// Holdings and eligibility: the only caller of the allocator's changes.
-    pub(crate) ledger: Ledger,
+    ledger: Ledger,
     /// Where new offer, update, framework and agent ids come from.
-    pub(crate) ids: IdSource,
+    ids: IdSource,
     /// The agents, those awaited from the registry, dynamic reservations (`agent_book.rs`).
-    pub(crate) agents: AgentBook,
+    agents: AgentBook,
     /// The frameworks and the ids of removed ones (`framework_book.rs`).
-    pub(crate) frameworks: FrameworkBook,
-    /// The tasks, their launch order and terminal counts (`task_book.rs`).
-    pub(crate) tasks: TaskBook,
+    frameworks: FrameworkBook,
+    /// The tasks, their launch order, terminal counts and gone deadlines (`task_book.rs`).
+    tasks: TaskBook,
     /// Outstanding offers and how recent ones ended (`offer_book.rs`).
-    pub(crate) offers: OfferBook,
+    offers: OfferBook,
     /// Agents whose resources returned to the pool since the last allocation run, with when
     /// that first happened (for the offer-wait metric, see [`State::take_offer_waits`]).
-    pub(crate) freed_at: HashMap<AgentId, u64>,
+    freed_at: HashMap<AgentId, u64>,
     /// Milliseconds from freeing to offer, of the last allocation run's offers.
-    pub(crate) offer_waits: Vec<u64>,
+    offer_waits: Vec<u64>,
     /// Tasks killed by drain deadlines since the start (`drain.rs`).
-    pub(crate) drain_kills: u64,
+    drain_kills: u64,
     /// Preemption toward fair share (`preempt.rs`).
-    pub(crate) preempt: preempt::Preemption,
+    preempt: preempt::Preemption,
     /// Fences ordered since the start (`partition.rs`).
-    pub(crate) fences: u64,
+    fences: u64,
     /// Resource names a quota may name though no agent offers them yet: the standard ones and
     /// the declared `known_resources` (`quota.rs`).
-    pub(crate) known_resources: std::collections::BTreeSet<String>,
+    known_resources: std::collections::BTreeSet<String>,
 }
 
 impl std::fmt::Debug for State {
