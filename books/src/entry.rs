@@ -1,12 +1,12 @@
 //! The books' public entry points for the rules kept as functions over the sub-books they
-//! name (`quota.rs`, `drain.rs`, `preempt.rs`, `owners.rs`): each method here splits [`State`] into those parts
-//! and calls the rule, so the coordinator calls `State` methods while no rule borrows more
-//! of the books than it reads or changes.
+//! name (`quota.rs`, `drain.rs`, `preempt.rs`, `owners.rs`): each method here splits
+//! [`State`] into those parts and calls the rule, so the coordinator calls `State` methods
+//! while no rule borrows more of the books than it reads or changes.
+
+use std::sync::Arc;
 
 use protocol::maintenance::AgentMaintenance;
 use protocol::messages::SetWeight;
-use std::sync::Arc;
-
 use protocol::{AgentId, FrameworkId, OfferEvent, RolePath, Timestamp};
 
 use crate::records::{Change, StoredQuota};
