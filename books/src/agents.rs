@@ -1,11 +1,11 @@
 //! Agents: registration and re-registration (with their tasks), heartbeats, and loss.
 
-use protocol::{AgentId, FrameworkId, TaskId, TaskState, TaskStatus, Timestamp};
+use protocol::{AgentId, FrameworkId, TaskId, TaskState, TaskStatus};
 
 use super::{
     AgentRecord, AgentRegistration, AgentState, AgentToken, Effect, Effects, Now, State, StateError,
 };
-use crate::records::{Change, StoredAgent};
+use crate::records::Change;
 
 /// How to call the agent a task runs on.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,7 +50,7 @@ impl State {
             }
         }
 
-        if let Some(record) = self.agents.get(&id) {
+        if let Some(record) = self.agents.get(id) {
             if !AgentToken::same(record.api_token.as_ref(), req.api_token.as_ref()) {
                 tracing::warn!(agent = %id, "re-registration refused: another api_token");
                 return Err(StateError::AgentTokenMismatch(id));
@@ -58,7 +58,7 @@ impl State {
         }
         self.ledger.check_kinds(&req.resources)?;
         self.check_static_reservations(&req.reservations)?;
-        let known = self.agents.contains_key(&id);
+        let known = self.agents.contains(id);
         // Take the agent out of the allocator (rescinding its offers) and put it back with the
         // possibly changed total, then re-account its tasks: one path for every case.
         if known {
@@ -70,25 +70,7 @@ impl State {
         self.ledger.add_agent(id, &req.resources);
         // A drain the registry kept from before a coordinator restart is put back once the
         // agent's tasks are accounted (below).
-        let stored_drain = self
-            .awaited_agents
-            .remove(&id)
-            .and_then(|(stored, _)| stored.drain_deadline);
-        let record = self.agents.entry(id).or_insert_with(|| AgentRecord {
-            hostname: String::new(),
-            endpoint: String::new(),
-            api_token: None,
-            total: Default::default(),
-            attributes: Default::default(),
-            gpu_devices: Vec::new(),
-            state: AgentState::Active,
-            registered_at: now.wall,
-            last_heartbeat_at: now.wall,
-            last_heartbeat_ms: now.ms,
-            owner: None,
-            drain: None,
-            static_reservations: Vec::new(),
-        });
+        let (record, stored_drain) = self.agents.register(id, now);
         record.hostname = req.hostname;
         record.endpoint = req.endpoint;
         record.api_token = req.api_token;
@@ -110,8 +92,8 @@ impl State {
         // (`unreachable` ones included: their agent is back.)
         let keys: Vec<_> = self
             .tasks
-            .iter()
-            .filter(|(_, t)| t.agent_id == id && !t.state().is_terminal())
+            .on_agent(id)
+            .filter(|(_, t)| !t.state().is_terminal())
             .map(|(k, _)| k.clone())
             .collect();
         // Removing the agent from the ledger took them off their frameworks' `used` too.
@@ -136,7 +118,7 @@ impl State {
     /// The token to present when calling the agent (none for an agent that registered without
     /// one, or an unknown agent).
     pub fn agent_token(&self, id: AgentId) -> Option<AgentToken> {
-        self.agents.get(&id)?.api_token.clone()
+        self.agents.get(id)?.api_token.clone()
     }
 
     /// How to reach the agent that runs task `task` of `framework` (to read its output there),
@@ -146,7 +128,7 @@ impl State {
         framework: FrameworkId,
         task: &TaskId,
     ) -> Result<AgentContact, StateError> {
-        if !self.frameworks.contains_key(&framework) {
+        if !self.frameworks.contains(framework) {
             return Err(StateError::UnknownFramework(framework));
         }
         let record = self
@@ -156,7 +138,7 @@ impl State {
         let agent_id = record.agent_id;
         let agent = self
             .agents
-            .get(&agent_id)
+            .get(agent_id)
             .ok_or(StateError::UnknownAgent(agent_id))?;
         Ok(AgentContact {
             agent_id,
@@ -219,7 +201,7 @@ impl State {
             return;
         };
         let (held, pool) = self.hold_reported(fw, agent, task, &res, fx);
-        if let Some(t) = self.tasks.get_mut(&key) {
+        if let Some(mut t) = self.tasks.get_mut(&key) {
             t.pool = pool;
             if held != res {
                 t.resources = held;
@@ -230,7 +212,7 @@ impl State {
 
     /// Records a heartbeat. Unknown and lost agents get 404, which tells them to register again.
     pub fn agent_heartbeat(&mut self, id: AgentId, now: &Now) -> Result<(), StateError> {
-        match self.agents.get_mut(&id) {
+        match self.agents.get_mut(id) {
             Some(a) if a.state == AgentState::Active => {
                 a.last_heartbeat_ms = now.ms;
                 a.last_heartbeat_at = now.wall;
@@ -243,26 +225,13 @@ impl State {
     /// The registry change that records agent `id` as registered now (the runtime queues it
     /// after a successful registration).
     pub fn stored_agent(&self, id: AgentId, now: &Now) -> Option<Change> {
-        self.stored_agent_seen(id, now.wall)
-    }
-
-    /// The registry change that records agent `id` (with its drain, if any) as last seen at
-    /// `last_seen`.
-    pub(crate) fn stored_agent_seen(&self, id: AgentId, last_seen: Timestamp) -> Option<Change> {
-        let a = self.agents.get(&id)?;
-        Some(Change::PutAgent(StoredAgent {
-            id,
-            hostname: a.hostname.clone(),
-            endpoint: a.endpoint.clone(),
-            last_seen,
-            drain_deadline: a.drain.as_ref().map(|d| d.deadline),
-        }))
+        self.agents.stored(id, now.wall).map(Change::PutAgent)
     }
 
     /// How many agents the registry knew at load have not re-registered yet (and are not yet
     /// reported lost).
     pub fn awaited_agents(&self) -> usize {
-        self.awaited_agents.len()
+        self.agents.awaited_len()
     }
 
     /// Declares lost every active agent that missed `max_missed_heartbeats` heartbeats, and
@@ -270,16 +239,8 @@ impl State {
     /// agents lost for longer than `lost_agent_retention` (and removes them from the registry).
     pub fn check_agents(&mut self, now: &Now, fx: &mut Effects) {
         let limit = self.agent_timeout_ms();
-        let gone: Vec<AgentId> = self
-            .awaited_agents
-            .iter()
-            .filter(|(_, (_, since))| now.ms.saturating_sub(*since) > limit)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in gone {
-            let Some((stored, _)) = self.awaited_agents.remove(&id) else {
-                continue;
-            };
+        for stored in self.agents.take_overdue(now.ms, limit) {
+            let id = stored.id;
             // Lost as one that missed its heartbeats: listed as `lost`, in no capacity (it
             // was never in the ledger), forgotten after the retention; it may still
             // re-register with its id.
@@ -334,24 +295,13 @@ impl State {
             .collect();
         for id in forgotten {
             // Its tasks still unreachable will not come back with it: they are gone.
-            let unreachable: Vec<_> = self
-                .partitioned
-                .keys()
-                .filter(|k| self.tasks.get(k).is_some_and(|t| t.agent_id == id))
-                .cloned()
-                .collect();
-            for key in unreachable {
+            for key in self.tasks.unreachable_on(id) {
                 self.make_gone(&key, "its agent was forgotten", now, fx);
             }
-            self.agents.remove(&id);
+            let roles = self.agents.forget(id);
             fx.push(Effect::Persist(Change::RemoveAgent(id)));
             // Its dynamic reservations are forgotten with it.
-            for role in self
-                .dynamic_reservations
-                .remove(&id)
-                .map(|d| d.into_keys().collect::<Vec<_>>())
-                .unwrap_or_default()
-            {
+            for role in roles {
                 fx.push(Effect::Persist(Change::SetReservation(
                     id,
                     role,
@@ -361,7 +311,7 @@ impl State {
         }
         if self.agents.len() != before {
             let agents = &self.agents;
-            self.freed_at.retain(|id, _| agents.contains_key(id));
+            self.freed_at.retain(|id, _| agents.contains(*id));
             tracing::info!(
                 forgotten = before - self.agents.len(),
                 "lost agents forgotten"
@@ -373,7 +323,7 @@ impl State {
     /// partition-aware framework: see `partition.rs`), its resources leave the capacity. Its
     /// record stays (state `lost`) so it can re-register with the same id.
     pub fn lose_agent(&mut self, id: AgentId, now: &Now, fx: &mut Effects) {
-        let Some(agent) = self.agents.get(&id) else {
+        let Some(agent) = self.agents.get(id) else {
             return;
         };
         if agent.state == AgentState::Lost {
@@ -384,8 +334,8 @@ impl State {
         self.ledger.remove_agent(id);
         let victims: Vec<_> = self
             .tasks
-            .iter()
-            .filter(|(_, t)| t.agent_id == id && t.holds())
+            .on_agent(id)
+            .filter(|(_, t)| t.holds())
             .map(|(k, _)| k.clone())
             .collect();
         for key in victims {
@@ -401,17 +351,16 @@ impl State {
             ) else {
                 continue;
             };
-            if let Some(t) = self.tasks.get_mut(&key) {
-                let ended = t.set_latest(status.clone());
-                crate::count_terminal(&mut self.tasks_terminal, ended);
+            if let Some(mut t) = self.tasks.get_mut(&key) {
+                t.set_latest(status.clone());
                 t.lost_by_coordinator = true;
             }
-            if let Some(f) = self.frameworks.get_mut(&key.0) {
+            if let Some(f) = self.frameworks.get_mut(key.0) {
                 f.active_tasks = f.active_tasks.saturating_sub(1);
             }
             self.send_update(status, now, fx);
         }
-        if let Some(a) = self.agents.get_mut(&id) {
+        if let Some(a) = self.agents.get_mut(id) {
             a.state = AgentState::Lost;
         }
         fx.push(Effect::Allocate);

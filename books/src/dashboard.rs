@@ -59,10 +59,10 @@ impl State {
             outstanding_offers: self.offers.len(),
             ..BookSample::default()
         };
-        for t in self.tasks.values() {
+        for t in self.tasks.records() {
             *s.tasks.entry(t.state().as_str()).or_default() += 1;
         }
-        for a in self.agents.values() {
+        for a in self.agents.records() {
             *s.agents.entry(a.state.name()).or_default() += 1;
         }
         s.resources = self.resource_use();
@@ -78,8 +78,8 @@ impl State {
         let allocator = self.ledger.allocator();
         let frameworks = self
             .frameworks
-            .keys()
-            .map(|id| (id.to_string(), allocator.dominant_share(*id).unwrap_or(0.0)))
+            .iter()
+            .map(|(id, _)| (id.to_string(), allocator.dominant_share(*id).unwrap_or(0.0)))
             .collect();
         s.frameworks = largest(frameworks, SAMPLE_MAX_SHARES);
         s
@@ -88,7 +88,7 @@ impl State {
     /// Each resource's total, used and offered amounts across the active agents.
     pub fn resource_use(&self) -> BTreeMap<String, ResourceUse> {
         let mut out: BTreeMap<String, ResourceUse> = BTreeMap::new();
-        for (id, a) in &self.agents {
+        for (id, a) in self.agents.iter() {
             if a.state != super::AgentState::Active {
                 continue;
             }
@@ -117,7 +117,7 @@ impl State {
 
     /// Agent `id` as operators see it, if the books know it.
     pub fn agent(&self, id: AgentId) -> Option<AgentInfo> {
-        self.agents.get(&id).map(|a| self.agent_info(id, a))
+        self.agents.get(id).map(|a| self.agent_info(id, a))
     }
 
     /// The first `limit` tasks on agent `id` (as cached JSON, see [`State::tasks_json`]),
@@ -125,7 +125,7 @@ impl State {
     pub fn agent_tasks(&self, id: AgentId, limit: usize) -> (Vec<Arc<str>>, usize) {
         let mut tasks = Vec::new();
         let mut count = 0;
-        for ((fw, tid), t) in self.tasks.iter().filter(|(_, t)| t.agent_id == id) {
+        for ((fw, tid), t) in self.tasks.on_agent(id) {
             if count < limit {
                 tasks.push(super::views::task_json(*fw, tid, t));
             }

@@ -1,10 +1,10 @@
-//! [`StateError`]: why the registry refused an operation, in the books' terms. The API layer
+//! [`StateError`]: why the books refused an operation, in their own terms. The API layer
 //! maps each variant to an HTTP status and a stable error code (the coordinator's `api::error`);
 //! messages say how to fix the request. Malformed requests are refused before they get here.
 
 use protocol::{AgentId, FrameworkId, OfferId, Resources, TaskId, UpdateId};
 
-/// Why the registry refused an operation. A refused operation changed nothing.
+/// Why the books refused an operation. A refused operation changed nothing.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum StateError {
     /// No framework with this id is registered.

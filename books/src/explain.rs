@@ -16,7 +16,7 @@ impl State {
     pub fn explain(&self, id: FrameworkId, now: &Now) -> Result<FrameworkExplanation, StateError> {
         let fw = self
             .frameworks
-            .get(&id)
+            .get(id)
             .filter(|f| !f.placeholder)
             .ok_or(StateError::UnknownFramework(id))?;
         let its_offers: Vec<_> = self
@@ -34,7 +34,7 @@ impl State {
                 held_back_by.push(what);
             }
         };
-        for (agent_id, agent) in &self.agents {
+        for (agent_id, agent) in self.agents.iter() {
             if agent.state != AgentState::Active {
                 continue;
             }
@@ -100,7 +100,13 @@ impl State {
             next_filter_ends_in_s,
             no_agent_offers,
             held_back_by,
-            preemption: self.explain_preemption(id, fw.role.as_str()),
+            preemption: crate::preempt::explain(
+                &self.preempt,
+                &self.ledger,
+                &self.tasks,
+                id,
+                fw.role.as_str(),
+            ),
             summary,
         })
     }
@@ -117,7 +123,7 @@ impl State {
             .filter(|name| {
                 !self
                     .agents
-                    .values()
+                    .records()
                     .any(|a| a.state == AgentState::Active && a.total.millis(name) > 0)
             })
             .map(str::to_owned)

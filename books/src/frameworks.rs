@@ -1,8 +1,6 @@
 //! Frameworks: registration and failover, the event stream's lifecycle, removal, suppress and
 //! revive.
 
-use std::collections::VecDeque;
-
 use protocol::messages::FrameworkRegistered;
 use protocol::{FrameworkEvent, FrameworkId, Resources, RolePath};
 
@@ -62,16 +60,16 @@ impl State {
         self.ledger.check_roles(&req.role, self.timing.max_roles)?;
         let known = req
             .framework_id
-            .is_some_and(|id| self.frameworks.contains_key(&id));
+            .is_some_and(|id| self.frameworks.contains(id));
         if !known && self.frameworks.len() >= self.timing.max_frameworks {
             return Err(StateError::TooManyFrameworks(self.timing.max_frameworks));
         }
         if let Some(id) = req.framework_id {
-            if self.removed_frameworks.contains(&id) {
+            if self.frameworks.was_removed(id) {
                 return Err(StateError::FrameworkRemoved(id));
             }
         }
-        let existing = req.framework_id.and_then(|id| self.frameworks.get(&id));
+        let existing = req.framework_id.and_then(|id| self.frameworks.get(id));
         let id = req.framework_id.unwrap_or_else(|| self.ids.framework_id());
         let (registered_at, owner) = match existing {
             Some(fw) => (fw.registered_at, req.owner.clone().or(fw.owner.clone())),
@@ -133,7 +131,7 @@ impl State {
     ) {
         let id = plan.id;
         let failover_timeout_s = plan.record.failover_timeout_s;
-        if let Some(fw) = self.frameworks.get_mut(&id) {
+        if let Some(fw) = self.frameworks.get_mut(id) {
             fw.name = req.name;
             fw.failover_timeout_s = failover_timeout_s;
             if req.demand.is_some() {
@@ -159,8 +157,7 @@ impl State {
             fx.push(Effect::Allocate);
             return;
         }
-        self.add_framework_record(
-            id,
+        let record = FrameworkRecord::new(
             req.name,
             req.role,
             failover_timeout_s,
@@ -168,7 +165,8 @@ impl State {
             false,
             now,
         );
-        if let Some(fw) = self.frameworks.get_mut(&id) {
+        self.add_framework_record(id, record);
+        if let Some(fw) = self.frameworks.get_mut(id) {
             fw.owner = req.owner;
             fw.registered_at = plan.record.registered_at;
             fw.gpu_resources = req.gpu_resources;
@@ -182,9 +180,9 @@ impl State {
     /// Queues the change that makes the registry say what the books say of framework `id`:
     /// its record, its removal, or nothing (forgotten).
     fn persist_books_record(&self, id: FrameworkId, fx: &mut Effects) {
-        if self.frameworks.get(&id).is_some_and(|fw| !fw.placeholder) {
+        if self.frameworks.get(id).is_some_and(|fw| !fw.placeholder) {
             self.persist_framework(id, fx);
-        } else if self.removed_frameworks.contains(&id) {
+        } else if self.frameworks.was_removed(id) {
             fx.push(Effect::Persist(Change::RemoveFramework(id)));
         } else {
             fx.push(Effect::Persist(Change::ForgetFramework(id)));
@@ -193,7 +191,7 @@ impl State {
 
     /// Queues the framework's record for the durable registry.
     fn persist_framework(&self, id: FrameworkId, fx: &mut Effects) {
-        if let Some(fw) = self.frameworks.get(&id).filter(|fw| !fw.placeholder) {
+        if let Some(fw) = self.frameworks.get(id).filter(|fw| !fw.placeholder) {
             fx.push(Effect::Persist(Change::PutFramework(StoredFramework {
                 id,
                 name: fw.name.clone(),
@@ -207,55 +205,23 @@ impl State {
         }
     }
 
-    /// Creates a framework record (disconnected) and its allocator leaf.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn add_framework_record(
-        &mut self,
-        id: FrameworkId,
-        name: String,
-        role: RolePath,
-        failover_timeout_s: f64,
-        demand: Option<Resources>,
-        placeholder: bool,
-        now: &Now,
-    ) {
+    /// Adds a new framework record (see [`FrameworkRecord::new`]) and its allocator leaf
+    /// (inactive, not GPU-capable, with the record's demand).
+    pub(crate) fn add_framework_record(&mut self, id: FrameworkId, record: FrameworkRecord) {
         let eligibility = Eligibility {
             active: false,
             suppressed: false,
-            demand: demand.clone(),
+            demand: record.demand.clone(),
             gpu_capable: false,
         };
-        self.ledger.add_framework(id, &role, &eligibility);
-        self.frameworks.insert(
-            id,
-            FrameworkRecord {
-                name,
-                role,
-                failover_timeout_s,
-                demand,
-                suppressed: false,
-                connection: Connection::Disconnected {
-                    since_ms: now.ms,
-                    ever: false,
-                },
-                generation: 0,
-                registered_at: now.wall,
-                active_tasks: 0,
-                pending: Default::default(),
-                completed: VecDeque::new(),
-                placeholder,
-                owner: None,
-                gpu_resources: false,
-                partition_timeout_s: None,
-                webui_url: None,
-            },
-        );
+        self.ledger.add_framework(id, &record.role, &eligibility);
+        self.frameworks.add(id, record);
     }
 
     /// Sets framework `id`'s web UI URL, as its latest registration stated it (checked by the
     /// API layer with [`protocol::messages::check_webui_url`]).
     pub fn set_framework_webui_url(&mut self, id: FrameworkId, url: Option<String>) {
-        if let Some(fw) = self.frameworks.get_mut(&id) {
+        if let Some(fw) = self.frameworks.get_mut(id) {
             fw.webui_url = url;
         }
     }
@@ -264,11 +230,11 @@ impl State {
     /// there is none and none may be made: `max_placeholder_frameworks` (or `max_frameworks`)
     /// reached.
     pub(crate) fn ensure_placeholder(&mut self, id: FrameworkId, now: &Now) -> bool {
-        if self.frameworks.contains_key(&id) {
+        if self.frameworks.contains(id) {
             return true;
         }
         // Counted only when a new one is asked for (an unknown framework id: rare).
-        let placeholders = self.frameworks.values().filter(|f| f.placeholder).count();
+        let placeholders = self.frameworks.placeholders();
         if placeholders >= self.timing.max_placeholder_frameworks
             || self.frameworks.len() >= self.timing.max_frameworks
         {
@@ -278,19 +244,15 @@ impl State {
             return false;
         };
         let timeout = self.timing.default_failover_timeout_ms as f64 / 1000.0;
-        self.add_framework_record(id, String::new(), role, timeout, None, true, now);
+        let record = FrameworkRecord::new(String::new(), role, timeout, None, true, now);
+        self.add_framework_record(id, record);
         true
-    }
-
-    /// Remembers a removed framework id, forgetting the oldest past `max_removed_frameworks`.
-    pub(crate) fn remember_removed(&mut self, id: FrameworkId) {
-        self.removed_frameworks.remember(id, ());
     }
 
     /// Moves a framework to another role: a fresh allocator leaf, its tasks re-accounted.
     fn move_framework(&mut self, id: FrameworkId, role: RolePath, fx: &mut Effects) {
         self.rescind_framework_offers(id, "framework re-registered", fx);
-        let Some(fw) = self.frameworks.get_mut(&id) else {
+        let Some(fw) = self.frameworks.get_mut(id) else {
             return;
         };
         fw.role = role.clone();
@@ -302,8 +264,8 @@ impl State {
         };
         let held: Vec<_> = self
             .tasks
-            .iter()
-            .filter(|((f, _), t)| *f == id && t.holds())
+            .of_framework(id)
+            .filter(|(_, t)| t.holds())
             .map(|(k, t)| (k.1.clone(), t.agent_id, t.resources.clone(), t.pool.clone()))
             .collect();
         // Off the old leaf, onto the new one: the same holdings on the same agents (in a pool
@@ -316,7 +278,7 @@ impl State {
         for (task, agent, res, _) in held {
             match self.ledger.hold(id, agent, &res) {
                 Ok(pool) => {
-                    if let Some(t) = self.tasks.get_mut(&(id, task)) {
+                    if let Some(mut t) = self.tasks.get_mut(&(id, task)) {
                         t.pool = pool;
                     }
                 }
@@ -338,7 +300,7 @@ impl State {
         let heartbeat_interval_s = self.framework_heartbeat_s();
         let fw = self
             .frameworks
-            .get_mut(&id)
+            .get_mut(id)
             .ok_or(StateError::UnknownFramework(id))?;
         if fw.placeholder {
             return Err(StateError::UnknownFramework(id));
@@ -368,7 +330,7 @@ impl State {
     /// The framework's stream number `generation` ended. If it is still the current one, the
     /// framework is disconnected: its offers are rescinded and its failover timeout starts.
     pub fn stream_closed(&mut self, id: FrameworkId, generation: u64, now: &Now, fx: &mut Effects) {
-        let Some(fw) = self.frameworks.get_mut(&id) else {
+        let Some(fw) = self.frameworks.get_mut(id) else {
             return;
         };
         if fw.connection != (Connection::Connected { generation }) {
@@ -424,7 +386,7 @@ impl State {
 
     /// The registry change that removing framework `id` writes, if it can be removed.
     pub fn plan_removal(&self, id: FrameworkId) -> Result<Change, StateError> {
-        if !self.frameworks.contains_key(&id) {
+        if !self.frameworks.contains(id) {
             return Err(StateError::UnknownFramework(id));
         }
         Ok(Change::RemoveFramework(id))
@@ -449,21 +411,19 @@ impl State {
         persist: bool,
         fx: &mut Effects,
     ) -> Result<(), StateError> {
-        if !self.frameworks.contains_key(&id) {
+        if !self.frameworks.contains(id) {
             return Err(StateError::UnknownFramework(id));
         }
         self.rescind_framework_offers(id, reason, fx);
         let keys: Vec<_> = self
             .tasks
-            .keys()
-            .filter(|(f, _)| *f == id)
-            .cloned()
+            .of_framework(id)
+            .map(|(k, _)| k.clone())
             .collect();
         for key in keys {
             let Some(task) = self.tasks.remove(&key) else {
                 continue;
             };
-            self.partitioned.remove(&key);
             if !task.holds() {
                 // Ended, or unreachable (its agent is lost; a task it still runs when it
                 // returns is killed as a removed framework's).
@@ -471,7 +431,7 @@ impl State {
             }
             self.ledger
                 .release(id, task.agent_id, &task.resources, task.pool.as_ref());
-            if let Some(agent) = self.agents.get(&task.agent_id) {
+            if let Some(agent) = self.agents.get(task.agent_id) {
                 if agent.state == super::AgentState::Active {
                     fx.push(Effect::Kill {
                         agent_id: task.agent_id,
@@ -483,8 +443,7 @@ impl State {
             }
         }
         self.ledger.remove_framework(id);
-        self.frameworks.remove(&id);
-        self.remember_removed(id);
+        self.frameworks.remove(id);
         if persist {
             fx.push(Effect::Persist(Change::RemoveFramework(id)));
         }
@@ -534,9 +493,6 @@ impl State {
         &mut self,
         id: FrameworkId,
     ) -> Result<&mut FrameworkRecord, StateError> {
-        match self.frameworks.get_mut(&id) {
-            Some(fw) if !fw.placeholder => Ok(fw),
-            _ => Err(StateError::UnknownFramework(id)),
-        }
+        self.frameworks.live_mut(id)
     }
 }

@@ -1,4 +1,4 @@
-//! [`IdSource`]: where the registry's generated ids come from. Random UUIDs in production; in
+//! [`IdSource`]: where the books' generated ids come from. Random UUIDs in production; in
 //! tests a counter per kind of id, so a test knows every id the books will hand out and can
 //! assert effects exactly (`assert_eq!(fx, [Effect::…])`).
 

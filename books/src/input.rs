@@ -1,7 +1,7 @@
-//! Domain inputs: what the registry's operations take, already converted from the wire
-//! requests and validated at the API edge (the coordinator's `api` module). The registry checks what only the
-//! books can tell (unknown ids, offers of another framework, tasks that do not fit), not the
-//! shape of a request.
+//! Domain inputs: what the books' operations take, already converted from the wire
+//! requests and validated at the API edge (the coordinator's `api` module). The books check
+//! what only they can tell (unknown ids, offers of another framework, tasks that do not fit),
+//! not the shape of a request.
 
 use super::AgentToken;
 use std::collections::BTreeMap;

@@ -17,8 +17,8 @@
 //!   tests assert the exact effects of a call (`assert_eq!(fx, [Effect::…])`);
 //! - every method validates fully before it mutates: an `Err` means nothing changed;
 //! - its inputs are domain types ([`FrameworkRegistration`], [`AgentRegistration`], [`Accept`],
-//!   [`Decline`]): the API layer converts and validates the wire requests; the registry checks
-//!   only what the books can tell. Its errors ([`StateError`]) say what went wrong in the books'
+//!   [`Decline`]): the API layer converts and validates the wire requests; the books check
+//!   only what they can tell. Its errors ([`StateError`]) say what went wrong in the books'
 //!   terms; the API layer maps them to HTTP statuses;
 //! - the durable registry persists the changes it pushes ([`Effect::Persist`]) without touching
 //!   the rules.
@@ -76,17 +76,30 @@
 //! - `offers.rs`: turning allocation decisions into offers; accept, decline, expiry, rescind.
 //! - `offer_book.rs`: the outstanding offers and how recent ones ended, as a sub-book with
 //!   private fields.
-//! - `owners.rs`: which principal owns a framework or agent id (for the coordinator's `api::auth`).
+//! - `owners.rs`: which principal owns a framework or agent id (for the coordinator's
+//!   `api::auth`), functions over `FrameworkBook` and `AgentBook`.
 //! - `partition.rs`: tasks of lost agents: `unreachable` and `gone` for partition-aware
 //!   frameworks, and fencing (killing) a task its framework was told is not running.
 //! - `tasks.rs`: status updates, kill, acknowledgements and re-sends, reconciliation, adoption.
+//! - `agent_book.rs`: the agents, as a sub-book with private fields: records, the agents
+//!   awaited from the registry, dynamic reservations by agent (forgotten with their agent).
+//! - `framework_book.rs`: the frameworks, as a sub-book with private fields: records (with
+//!   their pending updates), removed framework ids.
+//! - `task_book.rs`: the tasks, as a sub-book with private fields: records, launch order,
+//!   terminal counts (a task's end is counted once, when its status first becomes terminal),
+//!   `unreachable` tasks with when they become `gone`.
 //! - `views.rs`: the operator views and metric gauges.
-//! - `drain.rs`: draining agents for maintenance: pause, rescind, tell, kill at the
-//!   deadline, reactivate.
+//! - `entry.rs`: the `State` methods that split the books for the rules kept as functions
+//!   over the sub-books they name (drain, preemption, quota, owners).
+//! - `drain.rs`: draining agents for maintenance: tell, kill at the deadline, reactivate;
+//!   functions over `AgentBook`, `TaskBook` and the ledger.
+//! - `quota.rs`: a role's weight, guarantee and limit: checks and changes, functions over
+//!   the ledger.
 //! - `reservations.rs`: static and dynamic reservations: checks at registration,
 //!   reserve / unreserve on offers, what is persisted and re-applied.
 //! - `preempt.rs`: preemption toward fair share: starvation timers, plans, the
-//!   `preemption` event, kills at the deadline.
+//!   `preemption` event, kills at the deadline; functions over the preemption books, the
+//!   ledger, `TaskBook` and `AgentBook`.
 //! - `ledger.rs`: holdings and eligibility, the one caller of the allocator's changes.
 //! - `ids.rs`: [`IdSource`], where offer, update, framework and agent ids come from.
 //! - `input.rs`: the domain inputs of registration, accept and decline.
@@ -99,12 +112,15 @@
 //! Tests: `tests*.rs` build books with sequential ids and assert each call's whole effect list
 //! (`tests::check`); `proptests.rs` checks the books' totals against the allocator's.
 
+mod agent_book;
 mod agent_token;
 mod agents;
 mod dashboard;
 mod drain;
+mod entry;
 mod error;
 mod explain;
+mod framework_book;
 mod frameworks;
 mod ids;
 mod input;
@@ -122,6 +138,7 @@ pub mod records;
 mod remembered;
 mod reservations;
 pub mod settings;
+mod task_book;
 mod tasks;
 #[cfg(test)]
 mod tests;
@@ -140,20 +157,21 @@ mod tests_written;
 mod views;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use protocol::events::OfferEvent;
 use protocol::messages::LaunchTasks;
 use protocol::{
-    AgentId, FrameworkEvent, FrameworkId, Resources, RolePath, TaskId, TaskState, TaskStatus,
-    Timestamp, UpdateId,
+    AgentId, FrameworkEvent, FrameworkId, Resources, RolePath, TaskId, TaskStatus, Timestamp,
 };
 
+use agent_book::AgentBook;
 use allocator::{Allocator, Policy};
+use framework_book::FrameworkBook;
 use ledger::Ledger;
 use offer_book::OfferBook;
-use remembered::Remembered;
 pub use settings::{Settings, STANDARD_RESOURCES};
+use task_book::{TaskBook, TaskRecord};
 
 pub use agent_token::AgentToken;
 pub use agents::AgentContact;
@@ -230,7 +248,7 @@ pub enum Effect {
 /// The effects of one or more state calls, in order.
 pub type Effects = Vec<Effect>;
 
-/// Settings the registry needs, in milliseconds.
+/// Settings the books need, in milliseconds.
 #[derive(Debug, Clone)]
 pub(crate) struct Timing {
     pub(crate) allocation_interval_ms: u64,
@@ -340,157 +358,76 @@ pub(crate) struct FrameworkRecord {
 }
 
 impl FrameworkRecord {
+    /// A new record, disconnected since `now`, with no stream, task or pending update yet.
+    pub(crate) fn new(
+        name: String,
+        role: RolePath,
+        failover_timeout_s: f64,
+        demand: Option<Resources>,
+        placeholder: bool,
+        now: &Now,
+    ) -> Self {
+        Self {
+            name,
+            role,
+            failover_timeout_s,
+            demand,
+            suppressed: false,
+            connection: Connection::Disconnected {
+                since_ms: now.ms,
+                ever: false,
+            },
+            generation: 0,
+            registered_at: now.wall,
+            active_tasks: 0,
+            pending: Default::default(),
+            completed: VecDeque::new(),
+            placeholder,
+            owner: None,
+            gpu_resources: false,
+            partition_timeout_s: None,
+            webui_url: None,
+        }
+    }
+
     fn failover_ms(&self) -> u64 {
         // Validated finite and within range on registration.
         (self.failover_timeout_s * 1000.0) as u64
     }
 }
 
-/// One task's books.
-#[derive(Debug, Clone)]
-pub(crate) struct TaskRecord {
-    pub(crate) name: String,
-    pub(crate) agent_id: AgentId,
-    pub(crate) resources: Resources,
-    /// The latest status (for staging tasks, one made by the coordinator at accept).
-    pub(crate) latest: TaskStatus,
-    /// Every update id this task has had, so acknowledgements of old updates are recognised.
-    pub(crate) update_ids: Vec<UpdateId>,
-    /// Set when the coordinator itself declared the task `lost` or `gone` (its agent was
-    /// lost, or a launch could not reach it): an agent that still runs it is told to kill it,
-    /// and an end it reports replaces the guess (see `partition.rs`).
-    pub(crate) lost_by_coordinator: bool,
-    /// In its framework's FIFO of completed tasks.
-    pub(crate) completed: bool,
-    /// Killed because its agent's drain deadline passed: its `killed` update gets reason
-    /// `agent_drained`.
-    pub(crate) drain_killed: bool,
-    /// The reserved pool its resources are booked in (the role; `None`: unreserved).
-    pub(crate) pool: Option<RolePath>,
-    /// Killed because preemption took it back (`preempt.rs`): its `killed` update gets reason
-    /// `preempted`.
-    pub(crate) preempt_killed: bool,
-    /// Its priority for preemption (0 unless the TaskSpec set one).
-    pub(crate) priority: i32,
-    /// When the books took it in, as a count of tasks taken in before it (see
-    /// `State::take_in_order`): preemption takes the most recently launched first.
-    pub(crate) launch_order: u64,
-    /// Its framework asked to kill it while it was `unreachable`: the kill is sent again when
-    /// its agent returns (`partition.rs`).
-    pub(crate) kill_on_return: bool,
-    /// The task as operators see it ([`protocol::messages::TaskInfo`]) in JSON, made on the
-    /// first read after a change and shared by every read until the next, so a large
-    /// `GET /api/v1/state` copies bytes instead of serializing every task again.
-    pub(crate) view: OnceLock<Arc<str>>,
-}
-
-impl TaskRecord {
-    /// A new record; `latest` is its first status.
-    pub(crate) fn new(
-        name: String,
-        agent_id: AgentId,
-        resources: Resources,
-        latest: TaskStatus,
-        launch_order: u64,
-    ) -> Self {
-        Self {
-            name,
-            agent_id,
-            resources,
-            update_ids: vec![latest.update_id],
-            latest,
-            lost_by_coordinator: false,
-            completed: false,
-            drain_killed: false,
-            pool: None,
-            preempt_killed: false,
-            priority: 0,
-            launch_order,
-            kill_on_return: false,
-            view: OnceLock::new(),
-        }
-    }
-
-    pub(crate) fn state(&self) -> TaskState {
-        self.latest.state
-    }
-
-    /// Whether its resources are held in the ledger: it has not ended, and its agent is not
-    /// lost (an `unreachable` task holds nothing until its agent returns).
-    pub(crate) fn holds(&self) -> bool {
-        !self.latest.state.is_terminal() && self.latest.state != TaskState::Unreachable
-    }
-
-    /// Records a new latest status (its update id too), dropping the cached view. Returns the
-    /// state the task just ended in, if it was not terminal before (for the terminal counts).
-    #[must_use]
-    pub(crate) fn set_latest(&mut self, status: TaskStatus) -> Option<TaskState> {
-        let ended = (!self.latest.state.is_terminal() && status.state.is_terminal())
-            .then_some(status.state);
-        self.update_ids.push(status.update_id);
-        self.latest = status;
-        self.view = OnceLock::new();
-        ended
-    }
-
-    /// The task's resources for a status the coordinator makes, `None` when unknown (an
-    /// adopted task whose agent did not report them).
-    pub(crate) fn known_resources(&self) -> Option<Resources> {
-        (!self.resources.is_empty()).then(|| self.resources.clone())
-    }
-}
-
-/// The registry. See the module docs.
+/// The books. See the module docs.
+///
+/// Its fields are the sub-books, the ledger and a few counters; each sub-book keeps its
+/// data private to its own file.
 pub struct State {
-    pub(crate) timing: Timing,
+    timing: Timing,
     /// Holdings and eligibility: the only caller of the allocator's changes.
-    pub(crate) ledger: Ledger,
+    ledger: Ledger,
     /// Where new offer, update, framework and agent ids come from.
-    pub(crate) ids: IdSource,
-    pub(crate) agents: BTreeMap<AgentId, AgentRecord>,
-    pub(crate) frameworks: BTreeMap<FrameworkId, FrameworkRecord>,
-    /// Frameworks removed; their ids are not adopted again and their tasks' late updates dropped.
-    /// The oldest is forgotten past `max_removed_frameworks`.
-    pub(crate) removed_frameworks: Remembered<FrameworkId, ()>,
-    pub(crate) tasks: BTreeMap<(FrameworkId, TaskId), TaskRecord>,
-    /// Tasks taken into the books so far (launched, or adopted from an agent's report): the
-    /// next one's `launch_order`. Not kept across restarts: adopted tasks count as launched
-    /// in the order they are reported.
-    pub(crate) tasks_taken_in: u64,
+    ids: IdSource,
+    /// The agents, those awaited from the registry, dynamic reservations (`agent_book.rs`).
+    agents: AgentBook,
+    /// The frameworks and the ids of removed ones (`framework_book.rs`).
+    frameworks: FrameworkBook,
+    /// The tasks, their launch order, terminal counts and gone deadlines (`task_book.rs`).
+    tasks: TaskBook,
     /// Outstanding offers and how recent ones ended (`offer_book.rs`).
-    pub(crate) offers: OfferBook,
+    offers: OfferBook,
     /// Agents whose resources returned to the pool since the last allocation run, with when
     /// that first happened (for the offer-wait metric, see [`State::take_offer_waits`]).
-    pub(crate) freed_at: HashMap<AgentId, u64>,
+    freed_at: HashMap<AgentId, u64>,
     /// Milliseconds from freeing to offer, of the last allocation run's offers.
-    pub(crate) offer_waits: Vec<u64>,
-    /// Agents the durable registry knew at load that have not re-registered yet, with when
-    /// they were loaded (see [`State::check_agents`]).
-    pub(crate) awaited_agents: BTreeMap<AgentId, (crate::records::StoredAgent, u64)>,
+    offer_waits: Vec<u64>,
     /// Tasks killed by drain deadlines since the start (`drain.rs`).
-    pub(crate) drain_kills: u64,
-    /// Dynamic reservations by agent and role (`reservations.rs`), kept (and persisted) while
-    /// the agent is away and applied when it registers.
-    pub(crate) dynamic_reservations: BTreeMap<AgentId, BTreeMap<RolePath, Resources>>,
+    drain_kills: u64,
     /// Preemption toward fair share (`preempt.rs`).
-    pub(crate) preempt: preempt::Preemption,
-    /// Tasks `unreachable` on lost agents, with when they become `gone` (`partition.rs`).
-    pub(crate) partitioned: BTreeMap<(FrameworkId, TaskId), u64>,
+    preempt: preempt::Preemption,
     /// Fences ordered since the start (`partition.rs`).
-    pub(crate) fences: u64,
+    fences: u64,
     /// Resource names a quota may name though no agent offers them yet: the standard ones and
     /// the declared `known_resources` (`quota.rs`).
-    pub(crate) known_resources: std::collections::BTreeSet<String>,
-    /// Tasks that ended since the start, by state in [`TaskState::ALL`] order (only the
-    /// terminal ones count).
-    pub(crate) tasks_terminal: [u64; TaskState::ALL.len()],
-}
-
-/// Counts a task that just reached the terminal `state` (see [`TaskRecord::set_latest`]).
-fn count_terminal(counts: &mut [u64; TaskState::ALL.len()], state: Option<TaskState>) {
-    if let Some(i) = state.and_then(|s| TaskState::ALL.iter().position(|t| *t == s)) {
-        counts[i] += 1;
-    }
+    known_resources: std::collections::BTreeSet<String>,
 }
 
 impl std::fmt::Debug for State {
@@ -505,12 +442,12 @@ impl std::fmt::Debug for State {
 }
 
 impl State {
-    /// An empty registry with the config's timing and initial role tree; random ids.
+    /// Empty books with the config's timing and initial role tree; random ids.
     pub fn new(config: &Settings) -> Self {
         Self::with_ids(config, IdSource::random())
     }
 
-    /// An empty registry whose new ids come from `ids` (tests pass
+    /// Empty books whose new ids come from `ids` (tests pass
     /// [`IdSource::sequential`] to know them in advance).
     pub fn with_ids(config: &Settings, ids: IdSource) -> Self {
         let mut allocator = Allocator::new(Policy::Hdrf);
@@ -541,26 +478,20 @@ impl State {
             },
             ledger: Ledger::new(allocator),
             ids,
-            agents: BTreeMap::new(),
-            frameworks: BTreeMap::new(),
-            removed_frameworks: Remembered::new(config.max_removed_frameworks),
-            tasks: BTreeMap::new(),
-            tasks_taken_in: 0,
+            agents: AgentBook::default(),
+            frameworks: FrameworkBook::new(config.max_removed_frameworks),
+            tasks: TaskBook::default(),
             offers: OfferBook::default(),
             freed_at: HashMap::new(),
             offer_waits: Vec::new(),
-            awaited_agents: BTreeMap::new(),
             drain_kills: 0,
-            dynamic_reservations: BTreeMap::new(),
             preempt: preempt::Preemption::new(config.preemption_grace),
-            partitioned: BTreeMap::new(),
             fences: 0,
             known_resources: settings::STANDARD_RESOURCES
                 .iter()
                 .map(|n| (*n).to_owned())
                 .chain(config.known_resources.iter().map(|n| n.as_str().to_owned()))
                 .collect(),
-            tasks_terminal: [0; TaskState::ALL.len()],
         }
     }
 
@@ -613,39 +544,32 @@ impl State {
     /// reported lost ([`State::check_agents`]).
     pub fn restore(&mut self, snapshot: crate::records::Snapshot, now: &Now) {
         for agent in snapshot.agents {
-            self.awaited_agents.insert(agent.id, (agent, now.ms));
+            self.agents.await_stored(agent, now.ms);
         }
         for (role, weight) in &snapshot.weights {
             self.ledger.set_role_weight(role, *weight);
         }
         for (role, quota) in &snapshot.quotas {
-            self.restore_quota(role, quota);
+            self.ledger.set_role_quota(role, quota);
         }
         for (agent, role, res) in snapshot.reservations {
-            self.dynamic_reservations
-                .entry(agent)
-                .or_default()
-                .insert(role, res);
+            self.agents.set_dynamic(agent, &role, &res);
         }
         for id in snapshot.removed_frameworks.iter().copied() {
-            self.remember_removed(id);
+            self.frameworks.remember_removed(id);
         }
         for fw in snapshot.frameworks {
-            if fw.role.as_str().starts_with('_') || self.removed_frameworks.contains(&fw.id) {
+            if fw.role.as_str().starts_with('_') || self.frameworks.was_removed(fw.id) {
                 tracing::warn!(framework = %fw.id, role = %fw.role, "not restoring framework");
                 continue;
             }
-            self.add_framework_record(
-                fw.id,
-                fw.name,
-                fw.role,
-                fw.failover_timeout_s
-                    .min(self.timing.max_failover_timeout_ms as f64 / 1000.0),
-                None,
-                false,
-                now,
-            );
-            if let Some(record) = self.frameworks.get_mut(&fw.id) {
+            let failover_timeout_s = fw
+                .failover_timeout_s
+                .min(self.timing.max_failover_timeout_ms as f64 / 1000.0);
+            let record =
+                FrameworkRecord::new(fw.name, fw.role, failover_timeout_s, None, false, now);
+            self.add_framework_record(fw.id, record);
+            if let Some(record) = self.frameworks.get_mut(fw.id) {
                 record.registered_at = fw.registered_at;
                 record.owner = fw.owner.map(Arc::from);
                 record.gpu_resources = fw.gpu_resources;
@@ -719,7 +643,7 @@ impl State {
     /// Records an update for the framework: pending until acknowledged, sent now.
     pub(crate) fn send_update(&mut self, status: TaskStatus, now: &Now, fx: &mut Effects) {
         let fw_id = status.framework_id;
-        let Some(fw) = self.frameworks.get_mut(&fw_id) else {
+        let Some(fw) = self.frameworks.get_mut(fw_id) else {
             return;
         };
         fw.pending.record(

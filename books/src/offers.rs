@@ -12,7 +12,7 @@ use protocol::{
 };
 
 use super::offer_book::OfferRecord;
-use super::{Accept, AgentState, Decline, Effect, Effects, Now, State, StateError, TaskRecord};
+use super::{Accept, Decline, Effect, Effects, Now, State, StateError};
 
 /// How an offer ended, for the operator stream and for the 409 message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,12 +63,9 @@ impl State {
                 i64::try_from(self.timing.offer_timeout_ms).unwrap_or(i64::MAX / 2),
             );
         for d in decisions {
-            let usable = self.frameworks.contains_key(&d.framework)
-                && self
-                    .agents
-                    .get(&d.agent)
-                    .is_some_and(|a| a.state == AgentState::Active);
-            let Some(agent) = self.agents.get_mut(&d.agent).filter(|_| usable) else {
+            let usable =
+                self.frameworks.contains(d.framework) && self.agents.active(d.agent).is_some();
+            let Some(agent) = self.agents.get_mut(d.agent).filter(|_| usable) else {
                 // Cannot happen while the allocator mirrors the books; give the resources back.
                 tracing::error!(agent = %d.agent, framework = %d.framework, "stale decision");
                 self.ledger
@@ -184,7 +181,7 @@ impl State {
             if !ids.insert(task.task_id.clone()) {
                 return Err(StateError::DuplicateTaskInRequest(task.task_id.clone()));
             }
-            if self.tasks.contains_key(&(fw, task.task_id.clone())) {
+            if self.tasks.contains(&(fw, task.task_id.clone())) {
                 return Err(StateError::TaskExists(task.task_id.clone()));
             }
             needed.add_assign(&task.resources);
@@ -217,7 +214,7 @@ impl State {
         }
         let endpoint = self
             .agents
-            .get(&agent_id)
+            .get(agent_id)
             .map(|a| a.endpoint.clone())
             .unwrap_or_default();
         for (task, pool) in req.tasks.iter().zip(task_pools) {
@@ -236,20 +233,18 @@ impl State {
                 gpu_devices: None,
                 healthy: None,
             };
-            let order = self.take_in_order();
-            let mut record = TaskRecord::new(
+            let record = self.tasks.take_in(
+                (fw, task.task_id.clone()),
                 task.name.clone(),
                 agent_id,
                 task.resources.clone(),
                 latest,
-                order,
             );
             record.pool = pool;
             record.priority = task.priority.map_or(0, protocol::preempt::Priority::get);
-            self.tasks.insert((fw, task.task_id.clone()), record);
         }
         let mut partition_timeout_s = None;
-        if let Some(f) = self.frameworks.get_mut(&fw) {
+        if let Some(f) = self.frameworks.get_mut(fw) {
             f.active_tasks += req.tasks.len();
             partition_timeout_s = f.partition_timeout_s;
         }

@@ -29,7 +29,7 @@ impl State {
     ) -> bool {
         let Some(timeout_s) = self
             .frameworks
-            .get(&key.0)
+            .get(key.0)
             .and_then(|f| f.partition_timeout_s)
         else {
             return false;
@@ -43,29 +43,18 @@ impl State {
         ) else {
             return false;
         };
-        let Some(t) = self.tasks.get_mut(key) else {
+        let Some(mut t) = self.tasks.get_mut(key) else {
             return false;
         };
-        let ended = t.set_latest(status.clone());
-        crate::count_terminal(&mut self.tasks_terminal, ended);
         let gone_at = now.ms.saturating_add((timeout_s * 1000.0) as u64);
-        self.partitioned.insert(key.clone(), gone_at);
+        t.set_unreachable(status.clone(), gone_at);
         self.send_update(status, now, fx);
         true
     }
 
     /// Tasks `unreachable` for longer than their framework's partition timeout are `gone`.
     pub fn check_partitioned(&mut self, now: &Now, fx: &mut Effects) {
-        if self.partitioned.is_empty() {
-            return;
-        }
-        let due: Vec<_> = self
-            .partitioned
-            .iter()
-            .filter(|(_, gone_at)| now.ms >= **gone_at)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for key in due {
+        for key in self.tasks.gone_due(now.ms) {
             self.make_gone(
                 &key,
                 "its agent stayed unreachable past the partition timeout",
@@ -83,7 +72,6 @@ impl State {
         now: &Now,
         fx: &mut Effects,
     ) {
-        self.partitioned.remove(key);
         let unreachable = self
             .tasks
             .get(key)
@@ -95,12 +83,11 @@ impl State {
         else {
             return;
         };
-        if let Some(t) = self.tasks.get_mut(key) {
-            let ended = t.set_latest(status.clone());
-            crate::count_terminal(&mut self.tasks_terminal, ended);
+        if let Some(mut t) = self.tasks.get_mut(key) {
+            t.set_latest(status.clone());
             t.lost_by_coordinator = true;
         }
-        if let Some(f) = self.frameworks.get_mut(&key.0) {
+        if let Some(f) = self.frameworks.get_mut(key.0) {
             f.active_tasks = f.active_tasks.saturating_sub(1);
         }
         self.send_update(status, now, fx);
@@ -109,7 +96,7 @@ impl State {
     /// A returning agent still runs a task its framework was told is `lost` or `gone`: it must
     /// kill it (see the module docs).
     pub(crate) fn fence(&mut self, agent: AgentId, status: &TaskStatus, fx: &mut Effects) {
-        let Some(a) = self.agents.get(&agent) else {
+        let Some(a) = self.agents.get(agent) else {
             return;
         };
         tracing::warn!(
@@ -131,8 +118,6 @@ impl State {
     /// before (the task's state did not change while it was away): the task is what that
     /// status says again, told to the framework under a new update id.
     pub(crate) fn reachable_again(&mut self, mut status: TaskStatus, now: &Now, fx: &mut Effects) {
-        let key = (status.framework_id, status.task_id.clone());
-        self.partitioned.remove(&key);
         status.update_id = self.ids.update_id();
         status.timestamp = now.wall;
         status.message = Some("its agent is reachable again".into());
@@ -142,11 +127,11 @@ impl State {
     /// Sends again the kills frameworks asked for while their tasks on `agent` were
     /// `unreachable`, now that it has returned.
     pub(crate) fn kill_on_return(&mut self, agent: AgentId, fx: &mut Effects) {
-        let Some(endpoint) = self.agents.get(&agent).map(|a| a.endpoint.clone()) else {
+        let Some(endpoint) = self.agents.get(agent).map(|a| a.endpoint.clone()) else {
             return;
         };
-        for ((fw, task), t) in self.tasks.iter_mut() {
-            if t.agent_id == agent && t.kill_on_return {
+        for ((fw, task), t) in self.tasks.on_agent_mut(agent) {
+            if t.kill_on_return {
                 t.kill_on_return = false;
                 if !t.state().is_terminal() {
                     fx.push(Effect::Kill {

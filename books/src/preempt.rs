@@ -23,6 +23,9 @@
 //!    because its frameworks decline or cannot use it, does not get tasks killed again and
 //!    again).
 //!
+//! The rules are functions over the sub-books they name (the preemption books, the ledger,
+//! `TaskBook`, `AgentBook`); `State`'s entry points (`entry.rs`) split the books for them.
+//!
 //! Like a drain, preemption state lives in the books only: a restarted coordinator starts the
 //! grace again.
 
@@ -32,7 +35,10 @@ use allocator::preempt::{self, FairShares, TaskInput};
 use protocol::preempt::Preemption as PreemptionEvent;
 use protocol::{FrameworkEvent, FrameworkId, OfferEvent, TaskId, Timestamp};
 
-use super::{Effect, Effects, Now, State};
+use crate::agent_book::AgentBook;
+use crate::ledger::Ledger;
+use crate::task_book::TaskBook;
+use crate::{Effect, Effects, Now};
 
 /// A plan being carried out.
 #[derive(Debug, Clone, PartialEq)]
@@ -100,297 +106,290 @@ fn related(a: &str, b: &str) -> bool {
     a == b || a.starts_with(&format!("{b}/")) || b.starts_with(&format!("{a}/"))
 }
 
-impl State {
-    /// The maintenance tick's part for preemption (see the module docs); nothing when off.
-    pub fn check_preemption(&mut self, now: &Now, fx: &mut Effects) {
-        let Some(grace_ms) = self.preempt.grace_ms else {
+/// The maintenance tick's part for preemption (see the module docs); nothing when off.
+/// Kills go out again every `resend_ms` while a victim runs.
+pub(crate) fn check(
+    p: &mut Preemption,
+    ledger: &Ledger,
+    tasks: &mut TaskBook,
+    agents: &AgentBook,
+    resend_ms: u64,
+    now: &Now,
+    fx: &mut Effects,
+) {
+    let Some(grace_ms) = p.grace_ms else {
+        return;
+    };
+    progress_preemptions(p, tasks, agents, resend_ms, now, fx);
+    let due = p
+        .last_check_ms
+        .is_none_or(|at| now.ms.saturating_sub(at) >= check_every_ms(grace_ms));
+    if !due {
+        return;
+    }
+    p.last_check_ms = Some(now.ms);
+    let shares = fair_shares(p, ledger, tasks);
+    let starved = shares.starved();
+    p.starved_since.retain(|role, _| starved.contains(role));
+    p.planned_at_share.retain(|role, _| starved.contains(role));
+    for role in &starved {
+        p.starved_since
+            .entry(role.clone())
+            .or_insert((now.ms, now.wall));
+    }
+    let ready: Vec<String> = p
+        .starved_since
+        .iter()
+        .filter(|(role, (since, _))| {
+            now.ms.saturating_sub(*since) >= grace_ms
+                && !p.plans.keys().any(|planned| related(planned, role))
+                && !stalled(p, &shares, role)
+        })
+        .map(|(role, _)| role.clone())
+        .collect();
+    if ready.is_empty() {
+        return;
+    }
+    let candidates = preemptible_tasks(p, tasks, agents);
+    for role in ready {
+        if let Some(plan) = preempt::plan(&shares, &role, &candidates) {
+            start_preemption(p, plan, grace_ms, now, fx);
             return;
+        }
+    }
+}
+
+/// Fair shares from the allocator's books, tasks marked for preemption counted as gone.
+pub(crate) fn fair_shares(p: &Preemption, ledger: &Ledger, tasks: &TaskBook) -> FairShares {
+    let mut input = ledger.allocator().preemption_input();
+    for key in p.marked.keys() {
+        let Some(t) = tasks.get(key).filter(|t| !t.state().is_terminal()) else {
+            continue;
         };
-        self.progress_preemptions(now, fx);
-        let due = self
-            .preempt
-            .last_check_ms
-            .is_none_or(|at| now.ms.saturating_sub(at) >= check_every_ms(grace_ms));
-        if !due {
-            return;
+        if let Some(f) = input.frameworks.iter_mut().find(|f| f.id == key.0) {
+            f.held = f.held.saturating_sub(&t.resources);
         }
-        self.preempt.last_check_ms = Some(now.ms);
-        let shares = self.fair_shares();
-        let starved = shares.starved();
-        self.preempt
-            .starved_since
-            .retain(|role, _| starved.contains(role));
-        self.preempt
-            .planned_at_share
-            .retain(|role, _| starved.contains(role));
-        for role in &starved {
-            self.preempt
-                .starved_since
-                .entry(role.clone())
-                .or_insert((now.ms, now.wall));
-        }
-        let ready: Vec<String> = self
-            .preempt
-            .starved_since
+    }
+    FairShares::compute(&input)
+}
+
+/// The running (non-terminal) tasks not already marked, with their priorities. Tasks on
+/// agents that make no offers (draining, drained or lost) are left out: what killing them
+/// frees would reach no one.
+fn preemptible_tasks(p: &Preemption, tasks: &TaskBook, agents: &AgentBook) -> Vec<TaskInput> {
+    tasks
+        .iter()
+        .filter(|((fw, task), t)| {
+            !t.state().is_terminal()
+                && !t.resources.is_empty()
+                && !p.marked.contains_key(&(*fw, task.clone()))
+                && agents
+                    .get(t.agent_id)
+                    .is_some_and(|a| a.drain.is_none() && a.state == crate::AgentState::Active)
+        })
+        .map(|((fw, task), t)| TaskInput {
+            framework: *fw,
+            task_id: task.clone(),
+            resources: t.resources.clone(),
+            priority: t.priority,
+            launch_order: t.launch_order(),
+            reserved_for: t.pool.as_ref().map(ToString::to_string),
+        })
+        .collect()
+}
+
+/// Marks a plan's victims and tells their frameworks (stream and offer stream).
+fn start_preemption(
+    p: &mut Preemption,
+    plan: preempt::Plan,
+    grace_ms: u64,
+    now: &Now,
+    fx: &mut Effects,
+) {
+    let deadline =
+        now.wall + chrono::Duration::milliseconds(i64::try_from(grace_ms).unwrap_or(i64::MAX / 2));
+    let mut by_framework: BTreeMap<FrameworkId, Vec<TaskId>> = BTreeMap::new();
+    for v in &plan.victims {
+        by_framework
+            .entry(v.framework)
+            .or_default()
+            .push(v.task_id.clone());
+        p.marked
+            .insert((v.framework, v.task_id.clone()), plan.for_role.clone());
+        tracing::info!(framework = %v.framework, task = %v.task_id, for_role = %plan.for_role, why = %v.why, "task marked for preemption");
+    }
+    for (fw, task_ids) in by_framework {
+        let event = PreemptionEvent {
+            framework_id: fw,
+            task_ids,
+            deadline,
+            for_role: plan.for_role.clone(),
+        };
+        fx.push(Effect::ToFramework(
+            fw,
+            FrameworkEvent::Preemption(event.clone()),
+        ));
+        fx.push(Effect::Offer(OfferEvent::Preemption(event)));
+    }
+    tracing::warn!(for_role = %plan.for_role, share = plan.share, fair = plan.fair, tasks = plan.victims.len(), "preemption toward fair share planned");
+    p.preemptions += 1;
+    p.planned_at_share.insert(plan.for_role.clone(), plan.share);
+    p.plans.insert(
+        plan.for_role,
+        InFlight {
+            deadline_ms: now.ms.saturating_add(grace_ms),
+            deadline,
+            tasks: plan
+                .victims
+                .into_iter()
+                .map(|v| (v.framework, v.task_id))
+                .collect(),
+            killed_at_ms: None,
+        },
+    );
+}
+
+/// Kills victims past their deadline (again every re-send interval while they run) and
+/// ends plans with no victim left running.
+fn progress_preemptions(
+    p: &mut Preemption,
+    tasks: &mut TaskBook,
+    agents: &AgentBook,
+    resend_ms: u64,
+    now: &Now,
+    fx: &mut Effects,
+) {
+    if p.plans.is_empty() {
+        return;
+    }
+    let resend_ms = resend_ms.max(1);
+    let roles: Vec<String> = p.plans.keys().cloned().collect();
+    for role in roles {
+        let Some(plan) = p.plans.get(&role) else {
+            continue;
+        };
+        let left: Vec<(FrameworkId, TaskId)> = plan
+            .tasks
             .iter()
-            .filter(|(role, (since, _))| {
-                now.ms.saturating_sub(*since) >= grace_ms
-                    && !self.preempt.plans.keys().any(|p| related(p, role))
-                    && !stalled(&self.preempt, &shares, role)
-            })
-            .map(|(role, _)| role.clone())
+            .filter(|k| tasks.get(k).is_some_and(|t| !t.state().is_terminal()))
+            .cloned()
             .collect();
-        if ready.is_empty() {
-            return;
-        }
-        let tasks = self.preemptible_tasks();
-        for role in ready {
-            if let Some(plan) = preempt::plan(&shares, &role, &tasks) {
-                self.start_preemption(plan, grace_ms, now, fx);
-                return;
+        if left.is_empty() {
+            if let Some(done) = p.plans.remove(&role) {
+                for k in &done.tasks {
+                    p.marked.remove(k);
+                }
             }
+            // The freed resources go to the lowest share first; give them a grace to.
+            if let Some(since) = p.starved_since.get_mut(&role) {
+                *since = (now.ms, now.wall);
+            }
+            tracing::info!(for_role = %role, "preemption done: no victim left running");
+            continue;
         }
-    }
-
-    /// Fair shares from the allocator's books, tasks marked for preemption counted as gone.
-    pub(crate) fn fair_shares(&self) -> FairShares {
-        let mut input = self.ledger.allocator().preemption_input();
-        for key in self.preempt.marked.keys() {
-            let Some(t) = self.tasks.get(key).filter(|t| !t.state().is_terminal()) else {
+        let due = now.ms >= plan.deadline_ms
+            && plan
+                .killed_at_ms
+                .is_none_or(|at| now.ms.saturating_sub(at) >= resend_ms);
+        if !due {
+            continue;
+        }
+        if let Some(plan) = p.plans.get_mut(&role) {
+            plan.killed_at_ms = Some(now.ms);
+        }
+        for (fw, task) in left {
+            let Some(mut t) = tasks.get_mut(&(fw, task.clone())) else {
                 continue;
             };
-            if let Some(f) = input.frameworks.iter_mut().find(|f| f.id == key.0) {
-                f.held = f.held.saturating_sub(&t.resources);
+            if !t.preempt_killed {
+                t.preempt_killed = true;
+                p.tasks_preempted += 1;
             }
-        }
-        FairShares::compute(&input)
-    }
-
-    /// The running (non-terminal) tasks not already marked, with their priorities. Tasks on
-    /// agents that make no offers (draining, drained or lost) are left out: what killing them
-    /// frees would reach no one.
-    fn preemptible_tasks(&self) -> Vec<TaskInput> {
-        self.tasks
-            .iter()
-            .filter(|((fw, task), t)| {
-                !t.state().is_terminal()
-                    && !t.resources.is_empty()
-                    && !self.preempt.marked.contains_key(&(*fw, task.clone()))
-                    && self
-                        .agents
-                        .get(&t.agent_id)
-                        .is_some_and(|a| a.drain.is_none() && a.state == super::AgentState::Active)
-            })
-            .map(|((fw, task), t)| TaskInput {
-                framework: *fw,
-                task_id: task.clone(),
-                resources: t.resources.clone(),
-                priority: t.priority,
-                launch_order: t.launch_order,
-                reserved_for: t.pool.as_ref().map(ToString::to_string),
-            })
-            .collect()
-    }
-
-    /// Marks a plan's victims and tells their frameworks (stream and offer stream).
-    fn start_preemption(
-        &mut self,
-        plan: preempt::Plan,
-        grace_ms: u64,
-        now: &Now,
-        fx: &mut Effects,
-    ) {
-        let deadline = now.wall
-            + chrono::Duration::milliseconds(i64::try_from(grace_ms).unwrap_or(i64::MAX / 2));
-        let mut by_framework: BTreeMap<FrameworkId, Vec<TaskId>> = BTreeMap::new();
-        for v in &plan.victims {
-            by_framework
-                .entry(v.framework)
-                .or_default()
-                .push(v.task_id.clone());
-            self.preempt
-                .marked
-                .insert((v.framework, v.task_id.clone()), plan.for_role.clone());
-            tracing::info!(framework = %v.framework, task = %v.task_id, for_role = %plan.for_role, why = %v.why, "task marked for preemption");
-        }
-        for (fw, task_ids) in by_framework {
-            let event = PreemptionEvent {
+            let agent_id = t.agent_id;
+            let Some(agent) = agents.get(agent_id) else {
+                continue;
+            };
+            fx.push(Effect::Kill {
+                agent_id,
                 framework_id: fw,
-                task_ids,
-                deadline,
-                for_role: plan.for_role.clone(),
-            };
-            fx.push(Effect::ToFramework(
-                fw,
-                FrameworkEvent::Preemption(event.clone()),
-            ));
-            fx.push(Effect::Offer(OfferEvent::Preemption(event)));
-        }
-        tracing::warn!(for_role = %plan.for_role, share = plan.share, fair = plan.fair, tasks = plan.victims.len(), "preemption toward fair share planned");
-        self.preempt.preemptions += 1;
-        self.preempt
-            .planned_at_share
-            .insert(plan.for_role.clone(), plan.share);
-        self.preempt.plans.insert(
-            plan.for_role,
-            InFlight {
-                deadline_ms: now.ms.saturating_add(grace_ms),
-                deadline,
-                tasks: plan
-                    .victims
-                    .into_iter()
-                    .map(|v| (v.framework, v.task_id))
-                    .collect(),
-                killed_at_ms: None,
-            },
-        );
-    }
-
-    /// Kills victims past their deadline (again every re-send interval while they run) and
-    /// ends plans with no victim left running.
-    fn progress_preemptions(&mut self, now: &Now, fx: &mut Effects) {
-        if self.preempt.plans.is_empty() {
-            return;
-        }
-        let resend_ms = self.timing.update_resend_interval_ms.max(1);
-        let roles: Vec<String> = self.preempt.plans.keys().cloned().collect();
-        for role in roles {
-            let Some(plan) = self.preempt.plans.get(&role) else {
-                continue;
-            };
-            let left: Vec<(FrameworkId, TaskId)> = plan
-                .tasks
-                .iter()
-                .filter(|k| self.tasks.get(k).is_some_and(|t| !t.state().is_terminal()))
-                .cloned()
-                .collect();
-            if left.is_empty() {
-                if let Some(done) = self.preempt.plans.remove(&role) {
-                    for k in &done.tasks {
-                        self.preempt.marked.remove(k);
-                    }
-                }
-                // The freed resources go to the lowest share first; give them a grace to.
-                if let Some(since) = self.preempt.starved_since.get_mut(&role) {
-                    *since = (now.ms, now.wall);
-                }
-                tracing::info!(for_role = %role, "preemption done: no victim left running");
-                continue;
-            }
-            let due = now.ms >= plan.deadline_ms
-                && plan
-                    .killed_at_ms
-                    .is_none_or(|at| now.ms.saturating_sub(at) >= resend_ms);
-            if !due {
-                continue;
-            }
-            if let Some(plan) = self.preempt.plans.get_mut(&role) {
-                plan.killed_at_ms = Some(now.ms);
-            }
-            for (fw, task) in left {
-                let Some(t) = self.tasks.get_mut(&(fw, task.clone())) else {
-                    continue;
-                };
-                if !t.preempt_killed {
-                    t.preempt_killed = true;
-                    self.preempt.tasks_preempted += 1;
-                }
-                let agent_id = t.agent_id;
-                let Some(agent) = self.agents.get(&agent_id) else {
-                    continue;
-                };
-                fx.push(Effect::Kill {
-                    agent_id,
-                    framework_id: fw,
-                    endpoint: agent.endpoint.clone(),
-                    task_id: task,
-                });
-            }
+                endpoint: agent.endpoint.clone(),
+                task_id: task,
+            });
         }
     }
+}
 
-    /// Preemption plans made since the start.
-    pub fn preemptions(&self) -> u64 {
-        self.preempt.preemptions
-    }
-
-    /// Tasks killed by preemption since the start.
-    pub fn tasks_preempted(&self) -> u64 {
-        self.preempt.tasks_preempted
-    }
-
-    /// Roles starved now (as of the last check).
-    pub fn starved_roles(&self) -> usize {
-        self.preempt.starved_since.len()
-    }
-
-    /// What `explain` says about preemption for a framework in `role`: its role (or one above)
-    /// starved and when preemption may start, and its own tasks marked for preemption.
-    pub(crate) fn explain_preemption(&self, fw: FrameworkId, role: &str) -> Vec<String> {
-        let Some(grace_ms) = self.preempt.grace_ms else {
-            return Vec::new();
+/// What `explain` says about preemption for a framework in `role`: its role (or one above)
+/// starved and when preemption may start, and its own tasks marked for preemption.
+pub(crate) fn explain(
+    p: &Preemption,
+    ledger: &Ledger,
+    tasks: &TaskBook,
+    fw: FrameworkId,
+    role: &str,
+) -> Vec<String> {
+    let Some(grace_ms) = p.grace_ms else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (starved, (_, since)) in &p.starved_since {
+        if !(role == starved || role.starts_with(&format!("{starved}/"))) {
+            continue;
+        }
+        let (what, standing) = match fair_shares(p, ledger, tasks).role(starved) {
+            Some(s) => (
+                if s.share + preempt::SHARE_TOLERANCE < s.fair {
+                    "fair share"
+                } else {
+                    "guarantee"
+                },
+                format!(
+                    " (share {:.1} %, fair share {:.1} %)",
+                    s.share * 100.0,
+                    s.fair * 100.0
+                ),
+            ),
+            None => ("fair share", String::new()),
         };
-        let mut out = Vec::new();
-        for (starved, (_, since)) in &self.preempt.starved_since {
-            if !(role == starved || role.starts_with(&format!("{starved}/"))) {
-                continue;
-            }
-            let (what, standing) = match self.fair_shares().role(starved) {
-                Some(s) => (
-                    if s.share + preempt::SHARE_TOLERANCE < s.fair {
-                        "fair share"
-                    } else {
-                        "guarantee"
-                    },
-                    format!(
-                        " (share {:.1} %, fair share {:.1} %)",
-                        s.share * 100.0,
-                        s.fair * 100.0
-                    ),
-                ),
-                None => ("fair share", String::new()),
-            };
-            let at = *since
-                + chrono::Duration::milliseconds(i64::try_from(grace_ms).unwrap_or(i64::MAX / 2));
-            let shares = self.fair_shares();
-            let when = match self.preempt.plans.get(starved) {
-                None if stalled(&self.preempt, &shares, starved) => "no new preemption: it \
-                    did not take what the last one freed (a framework of the role must accept \
-                    the offers it gets)"
-                    .to_string(),
-                Some(p) => format!(
-                    "preemption in flight: {} task(s) of other roles killed at {} unless they end first",
-                    p.tasks.len(),
-                    p.deadline.to_rfc3339()
-                ),
-                None => format!("preemption at {} if still starved", at.to_rfc3339()),
-            };
-            out.push(format!(
-                "role {starved} is below its {what}{standing} since {}; {when}",
-                since.to_rfc3339()
-            ));
-        }
-        let mut mine: BTreeMap<&str, Vec<String>> = BTreeMap::new();
-        for ((f, task), for_role) in &self.preempt.marked {
-            if *f == fw {
-                mine.entry(for_role.as_str())
-                    .or_default()
-                    .push(task.to_string());
-            }
-        }
-        for (for_role, tasks) in mine {
-            let deadline = self
-                .preempt
-                .plans
-                .get(for_role)
-                .map(|p| p.deadline.to_rfc3339())
-                .unwrap_or_default();
-            out.push(format!(
-                "{} task(s) marked for preemption for role {for_role}, killed at {deadline} if still running: {}",
-                tasks.len(),
-                tasks.join(", ")
-            ));
-        }
-        out
+        let at = *since
+            + chrono::Duration::milliseconds(i64::try_from(grace_ms).unwrap_or(i64::MAX / 2));
+        let shares = fair_shares(p, ledger, tasks);
+        let when = match p.plans.get(starved) {
+            None if stalled(p, &shares, starved) => "no new preemption: it \
+                did not take what the last one freed (a framework of the role must accept \
+                the offers it gets)"
+                .to_string(),
+            Some(plan) => format!(
+                "preemption in flight: {} task(s) of other roles killed at {} unless they end first",
+                plan.tasks.len(),
+                plan.deadline.to_rfc3339()
+            ),
+            None => format!("preemption at {} if still starved", at.to_rfc3339()),
+        };
+        out.push(format!(
+            "role {starved} is below its {what}{standing} since {}; {when}",
+            since.to_rfc3339()
+        ));
     }
+    let mut mine: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for ((f, task), for_role) in &p.marked {
+        if *f == fw {
+            mine.entry(for_role.as_str())
+                .or_default()
+                .push(task.to_string());
+        }
+    }
+    for (for_role, tasks) in mine {
+        let deadline = p
+            .plans
+            .get(for_role)
+            .map(|p| p.deadline.to_rfc3339())
+            .unwrap_or_default();
+        out.push(format!(
+            "{} task(s) marked for preemption for role {for_role}, killed at {deadline} if still running: {}",
+            tasks.len(),
+            tasks.join(", ")
+        ));
+    }
+    out
 }

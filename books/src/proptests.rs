@@ -96,7 +96,7 @@ fn assert_books_match_the_allocator(s: &State, frameworks: &[FrameworkId]) {
     // What the frameworks use is what their tasks that hold resources hold.
     let tasks: Resources = s
         .tasks
-        .values()
+        .records()
         .filter(|t| t.holds())
         .fold(Resources::default(), |acc, t| sum(&acc, &t.resources));
     let used: Resources = s

@@ -15,112 +15,109 @@
 //!   `GET /api/v1/roles`): agents come and go, a guarantee should not have to;
 //! - children's guarantees may sum above their parent's: each guarantee is served on its own.
 
+use std::collections::BTreeSet;
+
 use protocol::messages::SetWeight;
 use protocol::{Resources, RolePath};
 
-use super::{Effect, Effects, State, StateError};
+use crate::error::StateError;
+use crate::ledger::Ledger;
 use crate::records::{Change, StoredQuota};
+use crate::{Effect, Effects};
 
-impl State {
-    /// A role's quota as it is now.
-    pub fn role_quota(&self, role: &RolePath) -> StoredQuota {
-        let (guarantee, limit) = self.ledger.allocator().role_quota(role);
-        StoredQuota { guarantee, limit }
+/// A role's quota as it is now.
+pub(crate) fn role_quota(ledger: &Ledger, role: &RolePath) -> StoredQuota {
+    let (guarantee, limit) = ledger.allocator().role_quota(role);
+    StoredQuota { guarantee, limit }
+}
+
+/// The registry changes that `req` on `role` writes, if it may be applied; changes nothing.
+/// `known` are the resource names a quota may name though no agent offers them yet.
+pub(crate) fn plan(
+    ledger: &Ledger,
+    known: &BTreeSet<String>,
+    max_roles: usize,
+    role: &RolePath,
+    req: &SetWeight,
+) -> Result<Vec<Change>, StateError> {
+    if role.as_str().starts_with('_') {
+        return Err(StateError::ReservedRole);
     }
-
-    /// The registry changes that `req` on `role` writes, if it may be applied; changes nothing.
-    pub fn plan_role_update(
-        &self,
-        role: &RolePath,
-        req: &SetWeight,
-    ) -> Result<Vec<Change>, StateError> {
-        if role.as_str().starts_with('_') {
-            return Err(StateError::ReservedRole);
-        }
-        if req.weight.is_none() && req.guarantee.is_none() && req.limit.is_none() {
-            return Err(StateError::InvalidQuota {
-                field: "body".into(),
-                reason: "name at least one of weight, guarantee, limit".into(),
-            });
-        }
-        self.ledger.check_roles(role, self.timing.max_roles)?;
-        let mut changes = Vec::new();
-        if let Some(w) = req.weight {
-            changes.push(Change::SetWeight(role.clone(), w));
-        }
-        if let Some(quota) = self.merged_quota(role, req) {
-            self.check_quota(&quota)?;
-            changes.push(Change::SetQuota(role.clone(), quota));
-        }
-        Ok(changes)
+    if req.weight.is_none() && req.guarantee.is_none() && req.limit.is_none() {
+        return Err(StateError::InvalidQuota {
+            field: "body".into(),
+            reason: "name at least one of weight, guarantee, limit".into(),
+        });
     }
-
-    /// Applies `req` checked by [`State::plan_role_update`] without queuing a registry change
-    /// (the caller wrote it already); runs an allocation soon.
-    pub fn apply_role_update(&mut self, role: &RolePath, req: &SetWeight, fx: &mut Effects) {
-        if let Some(w) = req.weight {
-            self.ledger.set_role_weight(role, w);
-        }
-        if let Some(quota) = self.merged_quota(role, req) {
-            self.ledger.set_role_quota(role, &quota);
-        }
-        fx.push(Effect::Allocate);
+    ledger.check_roles(role, max_roles)?;
+    let mut changes = Vec::new();
+    if let Some(w) = req.weight {
+        changes.push(Change::SetWeight(role.clone(), w));
     }
-
-    /// Puts back a stored quota at restore (not checked again: the agents it names may not have
-    /// re-registered yet).
-    pub(crate) fn restore_quota(&mut self, role: &RolePath, quota: &StoredQuota) {
-        self.ledger.set_role_quota(role, quota);
+    if let Some(quota) = merged(ledger, role, req) {
+        check(ledger, known, &quota)?;
+        changes.push(Change::SetQuota(role.clone(), quota));
     }
+    Ok(changes)
+}
 
-    /// The role's quota after `req`, when `req` names a guarantee or a limit.
-    fn merged_quota(&self, role: &RolePath, req: &SetWeight) -> Option<StoredQuota> {
-        if req.guarantee.is_none() && req.limit.is_none() {
-            return None;
-        }
-        let now = self.role_quota(role);
-        let pick = |new: &Option<Option<Resources>>, old: Option<Resources>| match new {
-            Some(v) => v.clone().filter(|r| !r.is_empty()),
-            None => old,
-        };
-        Some(StoredQuota {
-            guarantee: pick(&req.guarantee, now.guarantee),
-            limit: pick(&req.limit, now.limit),
-        })
+/// Applies `req` checked by [`plan`] without queuing a registry change (the caller wrote it
+/// already); runs an allocation soon.
+pub(crate) fn apply(ledger: &mut Ledger, role: &RolePath, req: &SetWeight, fx: &mut Effects) {
+    if let Some(w) = req.weight {
+        ledger.set_role_weight(role, w);
     }
+    if let Some(quota) = merged(ledger, role, req) {
+        ledger.set_role_quota(role, &quota);
+    }
+    fx.push(Effect::Allocate);
+}
 
-    /// Refuses unknown resource names and a limit below the guarantee.
-    fn check_quota(&self, q: &StoredQuota) -> Result<(), StateError> {
-        let capacity = self.ledger.allocator().capacity();
-        for (field, r) in [("guarantee", &q.guarantee), ("limit", &q.limit)] {
-            for name in r.iter().flat_map(Resources::names) {
-                if capacity.millis(name.as_str()) == 0
-                    && !self.known_resources.contains(name.as_str())
-                {
-                    return Err(StateError::InvalidQuota {
-                        field: format!("{field}.{name}"),
-                        reason: format!(
-                            "unknown resource: no registered agent offers {name:?} and it is neither standard (cpus, mem, disk, gpus) nor in known_resources (the cluster has {capacity})"
-                        ),
-                    });
-                }
+/// The role's quota after `req`, when `req` names a guarantee or a limit.
+fn merged(ledger: &Ledger, role: &RolePath, req: &SetWeight) -> Option<StoredQuota> {
+    if req.guarantee.is_none() && req.limit.is_none() {
+        return None;
+    }
+    let now = role_quota(ledger, role);
+    let pick = |new: &Option<Option<Resources>>, old: Option<Resources>| match new {
+        Some(v) => v.clone().filter(|r| !r.is_empty()),
+        None => old,
+    };
+    Some(StoredQuota {
+        guarantee: pick(&req.guarantee, now.guarantee),
+        limit: pick(&req.limit, now.limit),
+    })
+}
+
+/// Refuses unknown resource names and a limit below the guarantee.
+fn check(ledger: &Ledger, known: &BTreeSet<String>, q: &StoredQuota) -> Result<(), StateError> {
+    let capacity = ledger.allocator().capacity();
+    for (field, r) in [("guarantee", &q.guarantee), ("limit", &q.limit)] {
+        for name in r.iter().flat_map(Resources::names) {
+            if capacity.millis(name.as_str()) == 0 && !known.contains(name.as_str()) {
+                return Err(StateError::InvalidQuota {
+                    field: format!("{field}.{name}"),
+                    reason: format!(
+                        "unknown resource: no registered agent offers {name:?} and it is neither standard (cpus, mem, disk, gpus) nor in known_resources (the cluster has {capacity})"
+                    ),
+                });
             }
         }
-        if let (Some(g), Some(l)) = (&q.guarantee, &q.limit) {
-            for (name, gv) in g.iter() {
-                let lv = l.millis(name.as_str());
-                if lv > 0 && lv < gv {
-                    return Err(StateError::InvalidQuota {
-                        field: format!("limit.{name}"),
-                        reason: format!(
-                            "{} is below the guarantee {}",
-                            lv as f64 / 1000.0,
-                            gv as f64 / 1000.0
-                        ),
-                    });
-                }
+    }
+    if let (Some(g), Some(l)) = (&q.guarantee, &q.limit) {
+        for (name, gv) in g.iter() {
+            let lv = l.millis(name.as_str());
+            if lv > 0 && lv < gv {
+                return Err(StateError::InvalidQuota {
+                    field: format!("limit.{name}"),
+                    reason: format!(
+                        "{} is below the guarantee {}",
+                        lv as f64 / 1000.0,
+                        gv as f64 / 1000.0
+                    ),
+                });
             }
         }
-        Ok(())
     }
+    Ok(())
 }

@@ -14,8 +14,6 @@
 //!   to the agent's flags). Either consumes the offer: the resources come back in a later
 //!   offer, now reserved (or unreserved).
 
-use std::collections::BTreeMap;
-
 use protocol::reservation::{
     AgentReservation, Reservation, ReservationKind, ReserveRequest, ReserveResponse,
 };
@@ -74,10 +72,10 @@ impl State {
     /// that no longer fits (the agent came back smaller) is applied without its dynamic part,
     /// or not at all, and logged.
     pub(crate) fn apply_reservations(&mut self, agent: AgentId) {
-        for (role, res) in self.reserved_per_role(agent) {
+        for (role, res) in self.agents.reserved_per_role(agent) {
             if let Err(e) = self.ledger.set_reservation(agent, &role, &res) {
                 tracing::error!(%agent, %role, error = %e, "reservation does not fit the agent");
-                let statics = self.static_reserved(agent, &role);
+                let statics = self.agents.static_reserved(agent, &role);
                 if let Err(e) = self.ledger.set_reservation(agent, &role, &statics) {
                     tracing::error!(%agent, %role, error = %e, "static reservation does not fit");
                 }
@@ -85,53 +83,11 @@ impl State {
         }
     }
 
-    /// Static plus dynamic reservation per role of `agent`.
-    fn reserved_per_role(&self, agent: AgentId) -> BTreeMap<RolePath, Resources> {
-        let mut out: BTreeMap<RolePath, Resources> = BTreeMap::new();
-        if let Some(a) = self.agents.get(&agent) {
-            for r in &a.static_reservations {
-                out.entry(r.role.clone())
-                    .or_default()
-                    .add_assign(&r.resources);
-            }
-        }
-        if let Some(d) = self.dynamic_reservations.get(&agent) {
-            for (role, res) in d {
-                out.entry(role.clone()).or_default().add_assign(res);
-            }
-        }
-        out
-    }
-
-    /// The agent's static reservation for `role`.
-    fn static_reserved(&self, agent: AgentId, role: &RolePath) -> Resources {
-        let mut sum = Resources::new();
-        for r in self
-            .agents
-            .get(&agent)
-            .into_iter()
-            .flat_map(|a| &a.static_reservations)
-            .filter(|r| r.role == *role)
-        {
-            sum.add_assign(&r.resources);
-        }
-        sum
-    }
-
-    /// The agent's dynamic reservation for `role`.
-    fn dynamic_reserved(&self, agent: AgentId, role: &RolePath) -> Resources {
-        self.dynamic_reservations
-            .get(&agent)
-            .and_then(|d| d.get(role))
-            .cloned()
-            .unwrap_or_default()
-    }
-
     /// The agent's reservations as operators see them: static ones, then dynamic ones.
     pub(crate) fn agent_reservations(&self, agent: AgentId) -> Vec<AgentReservation> {
         let mut out: Vec<AgentReservation> = self
             .agents
-            .get(&agent)
+            .get(agent)
             .into_iter()
             .flat_map(|a| &a.static_reservations)
             .map(|r| AgentReservation {
@@ -140,13 +96,15 @@ impl State {
                 kind: ReservationKind::Static,
             })
             .collect();
-        if let Some(d) = self.dynamic_reservations.get(&agent) {
-            out.extend(d.iter().map(|(role, res)| AgentReservation {
-                role: role.clone(),
-                resources: res.clone(),
-                kind: ReservationKind::Dynamic,
-            }));
-        }
+        out.extend(
+            self.agents
+                .dynamic_of(agent)
+                .map(|(role, res)| AgentReservation {
+                    role: role.clone(),
+                    resources: res.clone(),
+                    kind: ReservationKind::Dynamic,
+                }),
+        );
         out
     }
 
@@ -193,7 +151,7 @@ impl State {
     ) -> Result<ReservationPlan, StateError> {
         let role = self
             .frameworks
-            .get(&fw)
+            .get(fw)
             .filter(|f| !f.placeholder)
             .ok_or(StateError::UnknownFramework(fw))?
             .role
@@ -231,7 +189,11 @@ impl State {
         }
         check_amounts(&req.resources, &offer.resources, "the offer holds")?;
         let agent = offer.agent_id;
-        let mut dynamic = self.dynamic_reserved(agent, &role);
+        let mut dynamic = self
+            .agents
+            .dynamic_for(agent, &role)
+            .cloned()
+            .unwrap_or_default();
         match op {
             ReservationOp::Reserve => dynamic.add_assign(&req.resources),
             ReservationOp::Unreserve => {
@@ -273,7 +235,11 @@ impl State {
             }
             other => {
                 let (agent, role) = (written.offer.agent_id, written.role);
-                let books = self.dynamic_reserved(agent, &role);
+                let books = self
+                    .agents
+                    .dynamic_for(agent, &role)
+                    .cloned()
+                    .unwrap_or_default();
                 fx.push(Effect::Persist(Change::SetReservation(agent, role, books)));
                 match other {
                     Err(e) => Err(e),
@@ -332,16 +298,8 @@ impl State {
     /// Records `agent`'s dynamic reservation for `role` (empty: none) and applies static plus
     /// dynamic to the allocator.
     fn set_dynamic(&mut self, agent: AgentId, role: &RolePath, res: Resources) {
-        let entry = self.dynamic_reservations.entry(agent).or_default();
-        if res.is_empty() {
-            entry.remove(role);
-        } else {
-            entry.insert(role.clone(), res.clone());
-        }
-        if entry.is_empty() {
-            self.dynamic_reservations.remove(&agent);
-        }
-        let mut total = self.static_reserved(agent, role);
+        self.agents.set_dynamic(agent, role, &res);
+        let mut total = self.agents.static_reserved(agent, role);
         total.add_assign(&res);
         if let Err(e) = self.ledger.set_reservation(agent, role, &total) {
             // The offer just returned what changes to the pool: cannot happen while the books

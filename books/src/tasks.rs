@@ -6,15 +6,9 @@ use protocol::{
     UpdateId,
 };
 
-use super::{AgentState, Connection, Effect, Effects, Now, State, StateError, TaskRecord};
+use super::{Connection, Effect, Effects, Now, State, StateError};
 
 impl State {
-    /// The `launch_order` of the next task taken into the books.
-    pub(crate) fn take_in_order(&mut self) -> u64 {
-        self.tasks_taken_in += 1;
-        self.tasks_taken_in
-    }
-
     /// A status update posted by an agent. Once this returns `Ok` the update is recorded and
     /// will reach the framework (at least once).
     pub fn agent_status(
@@ -37,11 +31,7 @@ impl State {
         now: &Now,
         fx: &mut Effects,
     ) -> Result<(), StateError> {
-        if !self
-            .agents
-            .get(&agent)
-            .is_some_and(|a| a.state == AgentState::Active)
-        {
+        if self.agents.active(agent).is_none() {
             return Err(StateError::UnknownAgent(agent));
         }
         for status in &statuses {
@@ -89,10 +79,10 @@ impl State {
         now: &Now,
         fx: &mut Effects,
     ) {
-        if self.removed_frameworks.contains(&status.framework_id) {
+        if self.frameworks.was_removed(status.framework_id) {
             if let Some(a) = self
                 .agents
-                .get(&agent)
+                .get(agent)
                 .filter(|_| !status.state.is_terminal())
             {
                 fx.push(Effect::Kill {
@@ -106,7 +96,7 @@ impl State {
         }
         let key = (status.framework_id, status.task_id.clone());
         match self.tasks.get(&key) {
-            Some(t) if t.update_ids.contains(&status.update_id) => {
+            Some(t) if t.had_update(&status.update_id) => {
                 if t.state() == TaskState::Unreachable {
                     self.reachable_again(status, now, fx);
                 } else if t.lost_by_coordinator && !status.state.is_terminal() {
@@ -133,14 +123,11 @@ impl State {
     /// the task's resources.
     pub(crate) fn record_status(&mut self, mut status: TaskStatus, now: &Now, fx: &mut Effects) {
         let fw = status.framework_id;
-        let Some(t) = self.tasks.get_mut(&(fw, status.task_id.clone())) else {
+        let Some(mut t) = self.tasks.get_mut(&(fw, status.task_id.clone())) else {
             return;
         };
         if t.state().is_terminal() {
             return;
-        }
-        if !self.partitioned.is_empty() && t.state() == TaskState::Unreachable {
-            self.partitioned.remove(&(fw, status.task_id.clone()));
         }
         if t.drain_killed && status.state == TaskState::Killed && status.reason.is_none() {
             status.reason = Some(protocol::task::REASON_AGENT_DRAINED.into());
@@ -148,21 +135,17 @@ impl State {
         if t.preempt_killed && status.state == TaskState::Killed && status.reason.is_none() {
             status.reason = Some(protocol::task::REASON_PREEMPTED.into());
         }
-        let ended = t.set_latest(status.clone());
-        crate::count_terminal(&mut self.tasks_terminal, ended);
+        t.set_latest(status.clone());
         if status.state.is_terminal() {
             let (agent, res, pool) = (t.agent_id, t.resources.clone(), t.pool.clone());
-            let on_active_agent = self
-                .agents
-                .get(&agent)
-                .is_some_and(|a| a.state == AgentState::Active);
+            let on_active_agent = self.agents.active(agent).is_some();
             // A non-terminal task is always on an active agent (a lost agent's tasks are
             // lost with it): the ledger reports it if not.
             self.ledger.release(fw, agent, &res, pool.as_ref());
             if on_active_agent {
                 self.freed(agent, now.ms);
             }
-            if let Some(f) = self.frameworks.get_mut(&fw) {
+            if let Some(f) = self.frameworks.get_mut(fw) {
                 f.active_tasks = f.active_tasks.saturating_sub(1);
             }
             fx.push(Effect::Allocate);
@@ -175,14 +158,13 @@ impl State {
     /// launch and restarted before starting it): the agent's word replaces the guess and is
     /// relayed, so the framework's last state is the agent's. It holds nothing either way.
     fn correct_lost_task(&mut self, status: TaskStatus, now: &Now, fx: &mut Effects) {
-        let Some(t) = self
+        let Some(mut t) = self
             .tasks
             .get_mut(&(status.framework_id, status.task_id.clone()))
         else {
             return;
         };
-        let ended = t.set_latest(status.clone());
-        crate::count_terminal(&mut self.tasks_terminal, ended);
+        t.set_latest(status.clone());
         t.lost_by_coordinator = false;
         self.send_update(status, now, fx);
     }
@@ -203,7 +185,7 @@ impl State {
             tracing::warn!(framework = %fw, task = %status.task_id, "placeholder frameworks at their limit: task not adopted");
             if let Some(a) = self
                 .agents
-                .get(&agent)
+                .get(agent)
                 .filter(|_| !status.state.is_terminal())
             {
                 fx.push(Effect::Kill {
@@ -221,12 +203,17 @@ impl State {
             }
             _ => (Resources::new(), None),
         };
-        let order = self.take_in_order();
-        let mut record = TaskRecord::new(String::new(), agent, resources, status.clone(), order);
-        record.pool = pool;
-        self.tasks.insert((fw, status.task_id.clone()), record);
+        self.tasks
+            .take_in(
+                (fw, status.task_id.clone()),
+                String::new(),
+                agent,
+                resources,
+                status.clone(),
+            )
+            .pool = pool;
         if !status.state.is_terminal() {
-            if let Some(f) = self.frameworks.get_mut(&fw) {
+            if let Some(f) = self.frameworks.get_mut(fw) {
                 f.active_tasks += 1;
             }
         }
@@ -300,8 +287,8 @@ impl State {
             resources: t.known_resources(),
             reason: None,
             usage: None,
-            gpu_devices: t.latest.gpu_devices.clone(),
-            healthy: t.latest.healthy,
+            gpu_devices: t.latest().gpu_devices.clone(),
+            healthy: t.latest().healthy,
         })
     }
 
@@ -329,7 +316,7 @@ impl State {
             }
             // Unreachable is a guess: the agent may have the launch (see correct_lost_task).
             if state == TaskState::Lost {
-                if let Some(t) = self.tasks.get_mut(&(fw, task.clone())) {
+                if let Some(mut t) = self.tasks.get_mut(&(fw, task.clone())) {
                     t.lost_by_coordinator = true;
                 }
             }
@@ -353,7 +340,7 @@ impl State {
             fx.push(Effect::ToFramework(
                 fw,
                 FrameworkEvent::Update {
-                    status: t.latest.clone(),
+                    status: t.latest().clone(),
                 },
             ));
             return Ok(());
@@ -361,11 +348,11 @@ impl State {
         let agent_id = t.agent_id;
         if t.state() == TaskState::Unreachable {
             // Its agent may not hear this kill: it is sent again when the agent returns.
-            if let Some(t) = self.tasks.get_mut(&(fw, task.clone())) {
+            if let Some(mut t) = self.tasks.get_mut(&(fw, task.clone())) {
                 t.kill_on_return = true;
             }
         }
-        if let Some(agent) = self.agents.get(&agent_id) {
+        if let Some(agent) = self.agents.get(agent_id) {
             fx.push(Effect::Kill {
                 agent_id,
                 framework_id: fw,
@@ -412,10 +399,10 @@ impl State {
         update: UpdateId,
     ) -> Result<(), StateError> {
         let t = self.tasks.get(&(fw, task.clone()));
-        let known = t.is_some_and(|t| t.update_ids.contains(&update));
+        let known = t.is_some_and(|t| t.had_update(&update));
         let pending = self
             .frameworks
-            .get(&fw)
+            .get(fw)
             .is_some_and(|f| f.pending.contains(&update));
         if !known && !pending {
             return Err(match t {
@@ -424,7 +411,7 @@ impl State {
             });
         }
         let mut acked = vec![task];
-        if let Some(f) = self.frameworks.get_mut(&fw) {
+        if let Some(f) = self.frameworks.get_mut(fw) {
             if let Some(of) = f.pending.remove(&update) {
                 if of != acked[0] {
                     acked.push(of);
@@ -442,10 +429,10 @@ impl State {
     /// with an update still pending stays (at-least-once delivery); terminal tasks hold no
     /// resources, so no accounting changes.
     pub(crate) fn complete_if_done(&mut self, fw: FrameworkId, task: &TaskId) {
-        let Some(f) = self.frameworks.get_mut(&fw) else {
+        let Some(f) = self.frameworks.get_mut(fw) else {
             return;
         };
-        let Some(t) = self.tasks.get_mut(&(fw, task.clone())) else {
+        let Some(mut t) = self.tasks.get_mut(&(fw, task.clone())) else {
             return;
         };
         if t.completed || !t.state().is_terminal() || f.pending.has_task(task) {
@@ -464,7 +451,7 @@ impl State {
             });
             if forget {
                 self.tasks.remove(&key);
-            } else if let Some(t) = self.tasks.get_mut(&key) {
+            } else if let Some(mut t) = self.tasks.get_mut(&key) {
                 t.completed = false;
             }
         }
@@ -493,9 +480,8 @@ impl State {
         }
         let statuses: Vec<TaskStatus> = if task_ids.is_empty() {
             self.tasks
-                .iter()
-                .filter(|((f, _), _)| *f == fw)
-                .map(|(_, t)| t.latest.clone())
+                .of_framework(fw)
+                .map(|(_, t)| t.latest().clone())
                 .collect()
         } else {
             let mut out = Vec::with_capacity(task_ids.len());
@@ -504,7 +490,7 @@ impl State {
                     .tasks
                     .get(&(fw, id.clone()))
                     .ok_or(StateError::UnknownTask(id))?;
-                out.push(t.latest.clone());
+                out.push(t.latest().clone());
             }
             out
         };
@@ -519,7 +505,7 @@ impl State {
     /// update since superseded by a newer one of its task is not among them (the newer one
     /// went its own way). Changes nothing: the re-send timer still covers them.
     pub fn unacknowledged(&self, fw: FrameworkId, updates: &[UpdateId]) -> Vec<TaskStatus> {
-        let Some(f) = self.frameworks.get(&fw) else {
+        let Some(f) = self.frameworks.get(fw) else {
             return Vec::new();
         };
         updates
@@ -533,7 +519,7 @@ impl State {
     pub fn resend_updates(&mut self, now: &Now, fx: &mut Effects) {
         let interval = self.timing.update_resend_interval_ms;
         let half_queue = (self.timing.max_stream_queue / 2).max(1);
-        for (id, fw) in &mut self.frameworks {
+        for (id, fw) in self.frameworks.iter_mut() {
             if !matches!(fw.connection, Connection::Connected { .. }) {
                 continue;
             }

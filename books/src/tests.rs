@@ -5,7 +5,9 @@
 
 use protocol::events::OfferOutcome;
 use protocol::messages::LaunchTasks;
-use protocol::{CommandSpec, FrameworkEvent, Offer, OfferId, Resources, TaskSpec, TaskState};
+use protocol::{
+    CommandSpec, FrameworkEvent, Offer, OfferId, Resources, TaskSpec, TaskState, UpdateId,
+};
 use std::time::Duration;
 
 use super::*;
@@ -363,10 +365,10 @@ fn failover_removes_a_disconnected_framework_after_its_timeout() {
     );
     let mut fx = Vec::new();
     s.check_failover(&at(10 + 59_999), &mut fx);
-    assert!(s.frameworks.contains_key(&fw));
+    assert!(s.frameworks.contains(fw));
     assert_eq!(fx, []);
     s.check_failover(&at(10 + 60_000), &mut fx);
-    assert!(!s.frameworks.contains_key(&fw));
+    assert!(!s.frameworks.contains(fw));
     assert_eq!(
         fx,
         [
@@ -1327,8 +1329,8 @@ fn an_accept_ends_the_offer_returns_the_rest_and_launches_exactly_the_tasks() {
     );
     // The staging status the coordinator made has the first update id.
     let a = &s.tasks[&(fw, "a".parse().unwrap())];
-    assert_eq!(a.latest.update_id, update_id(1));
-    assert_eq!(a.latest.state, TaskState::Staging);
+    assert_eq!(a.latest().update_id, update_id(1));
+    assert_eq!(a.latest().state, TaskState::Staging);
     assert_eq!(s.ledger_mismatches(), 0);
 }
 
@@ -1339,7 +1341,7 @@ fn a_status_is_relayed_once_and_stays_pending_until_acknowledged() {
     let running = TaskStatus {
         state: TaskState::Running,
         update_id: update_id(100),
-        ..s.tasks[&(fw, "a".parse().unwrap())].latest.clone()
+        ..s.tasks[&(fw, "a".parse().unwrap())].latest().clone()
     };
     let mut fx = Vec::new();
     s.agent_status(agent, running.clone(), &at(3), &mut fx)
@@ -1365,7 +1367,7 @@ fn a_status_is_relayed_once_and_stays_pending_until_acknowledged() {
     let finished = TaskStatus {
         state: TaskState::Finished,
         update_id: update_id(101),
-        ..s.tasks[&(fw, "a".parse().unwrap())].latest.clone()
+        ..s.tasks[&(fw, "a".parse().unwrap())].latest().clone()
     };
     let mut fx = Vec::new();
     s.agent_status(agent, finished.clone(), &at(5), &mut fx)
@@ -1482,7 +1484,7 @@ fn books_that_drift_are_reported_not_floored_silently() {
     let finished = TaskStatus {
         state: TaskState::Finished,
         update_id: update_id(100),
-        ..s.tasks[&(fw, "a".parse().unwrap())].latest.clone()
+        ..s.tasks[&(fw, "a".parse().unwrap())].latest().clone()
     };
     s.agent_status(agent, finished, &at(3), &mut Vec::new())
         .unwrap();

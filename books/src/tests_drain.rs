@@ -4,7 +4,7 @@
 
 use protocol::events::OfferOutcome;
 use protocol::maintenance::AgentDraining;
-use protocol::{CommandSpec, FrameworkEvent, OfferId, TaskSpec, TaskState};
+use protocol::{CommandSpec, FrameworkEvent, OfferId, TaskSpec, TaskState, UpdateId};
 
 use super::tests::{
     check, new_books, put_agent, put_framework, stored_framework, subscribed, update,

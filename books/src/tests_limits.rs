@@ -243,7 +243,7 @@ fn a_failover_timeout_past_the_ceiling_is_clamped() {
     let generation = s.frameworks[&fw].generation;
     s.stream_closed(fw, generation, &at(0), &mut fx);
     s.check_failover(&at(3_600_001), &mut fx);
-    assert!(!s.frameworks.contains_key(&fw));
+    assert!(!s.frameworks.contains(fw));
 }
 
 #[test]
@@ -268,7 +268,7 @@ fn placeholder_frameworks_are_bounded_and_tasks_past_the_bound_are_killed() {
     )
     .unwrap();
     assert_eq!(s.frameworks.len(), 1, "one placeholder, at the bound");
-    assert!(s.frameworks.contains_key(&one));
+    assert!(s.frameworks.contains(one));
     assert_eq!(s.tasks.len(), 1);
     assert_eq!(
         fx,
@@ -295,7 +295,7 @@ fn removed_framework_ids_are_bounded_oldest_forgotten_first() {
         s.remove_framework(fw, "test", &mut fx).unwrap();
         ids.push(fw);
     }
-    assert_eq!(s.removed_frameworks.len(), 2);
+    assert_eq!(s.frameworks.removed_len(), 2);
     for &fw in &ids[1..] {
         assert_eq!(
             s.register_framework(registration(Some(fw)), &at(1), &mut fx),
@@ -328,11 +328,11 @@ fn lost_agents_are_forgotten_after_the_retention() {
         )
         .unwrap();
     s.check_agents(&at(1_001), &mut fx);
-    assert_eq!(s.agents[&id].state, AgentState::Lost);
+    assert_eq!(s.agents.get(id).unwrap().state, AgentState::Lost);
     s.check_agents(&at(60_000), &mut fx);
-    assert!(s.agents.contains_key(&id), "kept for the retention");
+    assert!(s.agents.contains(id), "kept for the retention");
     s.check_agents(&at(60_001), &mut fx);
-    assert!(!s.agents.contains_key(&id), "forgotten after it");
+    assert!(!s.agents.contains(id), "forgotten after it");
     // It comes back as after a restart: registered again under its id.
     let (again, created) = s
         .register_agent(

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use protocol::{FrameworkEvent, TaskState};
+use protocol::{FrameworkEvent, TaskState, UpdateId};
 
 use super::tests::{
     at, books, check, new_books, put_framework, registration, reregister, running,
@@ -60,7 +60,7 @@ fn key(fw: FrameworkId) -> (FrameworkId, TaskId) {
 
 /// The task's latest status in the books.
 fn latest(s: &State, fw: FrameworkId) -> TaskStatus {
-    s.tasks[&key(fw)].latest.clone()
+    s.tasks[&key(fw)].latest().clone()
 }
 
 fn fence(fw: FrameworkId, agent: AgentId) -> Effect {
@@ -152,7 +152,7 @@ fn a_partition_aware_task_is_unreachable_then_running_again_when_its_agent_retur
     assert_eq!(fx, [update(fw, back), Effect::Allocate]);
     assert_eq!(s.frameworks()[0].used, "cpus=1".parse().unwrap());
     assert_eq!(s.frameworks()[0].active_tasks, 1);
-    assert!(s.partitioned.is_empty());
+    assert!(s.tasks.unreachable_len() == 0);
 
     // Past the old partition timeout nothing happens: it is no longer unreachable.
     s.agent_heartbeat(agent, &at(LOST_AT + 650_000)).unwrap();
@@ -214,7 +214,7 @@ fn an_unreachable_task_its_agent_no_longer_has_is_lost_and_one_that_ended_takes_
     // (The loss frees what the task held again: one allocation for it, one for the agent.)
     assert_eq!(fx, [Effect::Allocate, update(fw, lost), Effect::Allocate]);
     assert!(s.agents()[0].used.is_empty());
-    assert!(s.partitioned.is_empty());
+    assert!(s.tasks.unreachable_len() == 0);
     books(&s);
 
     // It finished while its agent was away: `finished`, as the agent says.
@@ -274,7 +274,7 @@ fn a_kill_asked_while_the_task_is_unreachable_is_sent_when_its_agent_returns() {
 fn a_removed_framework_takes_its_unreachable_tasks_with_it() {
     let (mut s, fw, _, _) = launched(Some(600.0));
     lose(&mut s);
-    assert_eq!(s.partitioned.len(), 1);
+    assert_eq!(s.tasks.unreachable_len(), 1);
     // No kill: the agent is away.
     check(
         &mut s,
@@ -291,7 +291,7 @@ fn a_removed_framework_takes_its_unreachable_tasks_with_it() {
             Effect::Allocate,
         ],
     );
-    assert!(s.partitioned.is_empty());
+    assert!(s.tasks.unreachable_len() == 0);
     assert!(s.tasks.is_empty());
     books(&s);
 }

@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use protocol::preempt::{Preemption, Priority};
-use protocol::{CommandSpec, FrameworkEvent, TaskSpec, TaskState};
+use protocol::{CommandSpec, FrameworkEvent, TaskSpec, TaskState, UpdateId};
 
 use super::tests::{check, kill, new_books, update};
 use super::*;

@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use protocol::reservation::{Reservation, ReservationKind, ReserveRequest};
-use protocol::{CommandSpec, TaskSpec};
+use protocol::{CommandSpec, TaskSpec, TaskState};
 
 use super::tests::{check, new_books};
 use super::*;
@@ -323,7 +323,7 @@ fn a_forgotten_agent_takes_its_dynamic_reservations_with_it() {
             )),
         ]
     );
-    assert!(s.dynamic_reservations.is_empty());
+    assert!(s.agents.no_dynamic_reservations());
 }
 
 #[test]

@@ -18,11 +18,11 @@ fn task_info(fw: FrameworkId, id: &TaskId, t: &TaskRecord) -> TaskInfo {
         agent_id: t.agent_id,
         state: t.state(),
         resources: t.resources.clone(),
-        message: t.latest.message.clone(),
-        exit_code: t.latest.exit_code,
-        updated_at: t.latest.timestamp,
-        gpu_devices: t.latest.gpu_devices.clone(),
-        healthy: t.latest.healthy,
+        message: t.latest().message.clone(),
+        exit_code: t.latest().exit_code,
+        updated_at: t.latest().timestamp,
+        gpu_devices: t.latest().gpu_devices.clone(),
+        healthy: t.latest().healthy,
     }
 }
 
@@ -219,7 +219,7 @@ impl State {
             .filter(|st| {
                 self.tasks
                     .get(&(st.framework_id, st.task_id.clone()))
-                    .is_some_and(|t| !t.latest.state.is_terminal())
+                    .is_some_and(|t| !t.latest().state.is_terminal())
             })
             .cloned()
             .collect()
@@ -299,24 +299,24 @@ impl State {
             starved_roles: self.starved_roles(),
             tasks_terminal: protocol::TaskState::ALL
                 .iter()
-                .zip(self.tasks_terminal)
+                .zip(self.tasks.terminal_counts())
                 .filter(|(s, _)| s.is_terminal())
-                .map(|(s, n)| (s.as_str(), n))
+                .map(|(s, n)| (s.as_str(), *n))
                 .collect(),
             ..Gauges::default()
         };
-        for t in self.tasks.values() {
+        for t in self.tasks.records() {
             *g.tasks_by_state.entry(t.state().as_str()).or_default() += 1;
-            if t.latest.healthy == Some(false) && !t.state().is_terminal() {
+            if t.latest().healthy == Some(false) && !t.state().is_terminal() {
                 g.tasks_unhealthy += 1;
             }
         }
-        for a in self.agents.values() {
+        for a in self.agents.records() {
             *g.agents_by_state
                 .entry(super::drain::agent_view_state(a))
                 .or_default() += 1;
         }
-        for f in self.frameworks.values() {
+        for f in self.frameworks.records() {
             *g.frameworks_by_state
                 .entry(connection_name(f.connection))
                 .or_default() += 1;
@@ -329,7 +329,7 @@ impl State {
         }
         walk(&self.roles(), &mut g.role_shares);
         g.resources = self.resource_use();
-        for (id, a) in &self.agents {
+        for (id, a) in self.agents.iter() {
             let total = a.total.units(protocol::capability::GPUS);
             if a.state == AgentState::Active && total > 0.0 {
                 let used = self

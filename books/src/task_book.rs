@@ -1,0 +1,310 @@
+//! The tasks in the books, as a sub-book with private fields: each task's record, the order
+//! tasks were taken in (for preemption), how many ended in each terminal state, and the
+//! tasks made `unreachable` with when they become `gone` (`partition.rs`). It owns three
+//! rules: a task taken in gets the next launch order; a task's end is counted once, when its
+//! latest status first becomes terminal (only [`TaskMut::set_latest`] changes it); and a task
+//! is awaiting `gone` only while it is `unreachable` and in the books.
+
+use std::collections::BTreeMap;
+use std::ops::{Deref, DerefMut};
+use std::sync::{Arc, OnceLock};
+
+use protocol::{
+    AgentId, FrameworkId, Resources, RolePath, TaskId, TaskState, TaskStatus, UpdateId,
+};
+
+/// A task's key in the books: its framework and its id.
+pub(crate) type TaskKey = (FrameworkId, TaskId);
+
+/// Tasks that ended, by state in [`TaskState::ALL`] order (only the terminal ones count).
+pub(crate) type TerminalCounts = [u64; TaskState::ALL.len()];
+
+/// One task's books.
+#[derive(Debug, Clone)]
+pub(crate) struct TaskRecord {
+    pub(crate) name: String,
+    pub(crate) agent_id: AgentId,
+    pub(crate) resources: Resources,
+    /// The latest status (for staging tasks, one made by the coordinator at accept).
+    latest: TaskStatus,
+    /// Every update id this task has had, so acknowledgements of old updates are recognised.
+    update_ids: Vec<UpdateId>,
+    /// Set when the coordinator itself declared the task `lost` or `gone` (its agent was
+    /// lost, or a launch could not reach it): an agent that still runs it is told to kill it,
+    /// and an end it reports replaces the guess (see `partition.rs`).
+    pub(crate) lost_by_coordinator: bool,
+    /// In its framework's FIFO of completed tasks.
+    pub(crate) completed: bool,
+    /// Killed because its agent's drain deadline passed: its `killed` update gets reason
+    /// `agent_drained`.
+    pub(crate) drain_killed: bool,
+    /// The reserved pool its resources are booked in (the role; `None`: unreserved).
+    pub(crate) pool: Option<RolePath>,
+    /// Killed because preemption took it back (`preempt.rs`): its `killed` update gets reason
+    /// `preempted`.
+    pub(crate) preempt_killed: bool,
+    /// Its priority for preemption (0 unless the TaskSpec set one).
+    pub(crate) priority: i32,
+    /// When the books took it in, as a count of tasks taken in before it: preemption takes
+    /// the most recently launched first.
+    launch_order: u64,
+    /// Its framework asked to kill it while it was `unreachable`: the kill is sent again when
+    /// its agent returns (`partition.rs`).
+    pub(crate) kill_on_return: bool,
+    /// The task as operators see it ([`protocol::messages::TaskInfo`]) in JSON, made on the
+    /// first read after a change and shared by every read until the next, so a large
+    /// `GET /api/v1/state` copies bytes instead of serializing every task again.
+    pub(crate) view: OnceLock<Arc<str>>,
+}
+
+impl TaskRecord {
+    pub(crate) fn state(&self) -> TaskState {
+        self.latest().state
+    }
+
+    /// The latest status (for staging tasks, one made by the coordinator at accept).
+    pub(crate) fn latest(&self) -> &TaskStatus {
+        &self.latest
+    }
+
+    /// Whether `update` is one of this task's updates, the latest or an older one.
+    pub(crate) fn had_update(&self, update: &UpdateId) -> bool {
+        self.update_ids.contains(update)
+    }
+
+    /// When the books took it in, as a count of tasks taken in before it.
+    pub(crate) fn launch_order(&self) -> u64 {
+        self.launch_order
+    }
+
+    /// Whether its resources are held in the ledger: it has not ended, and its agent is not
+    /// lost (an `unreachable` task holds nothing until its agent returns).
+    pub(crate) fn holds(&self) -> bool {
+        !self.latest().state.is_terminal() && self.latest().state != TaskState::Unreachable
+    }
+
+    /// The task's resources for a status the coordinator makes, `None` when unknown (an
+    /// adopted task whose agent did not report them).
+    pub(crate) fn known_resources(&self) -> Option<Resources> {
+        (!self.resources.is_empty()).then(|| self.resources.clone())
+    }
+}
+
+/// The tasks in the books. See the module docs.
+#[derive(Debug, Default)]
+pub(crate) struct TaskBook {
+    tasks: BTreeMap<TaskKey, TaskRecord>,
+    /// Tasks taken into the books so far (launched, or adopted from an agent's report): the
+    /// last one's `launch_order`. Not kept across restarts: adopted tasks count as launched
+    /// in the order they are reported.
+    taken_in: u64,
+    /// Tasks that ended since the start.
+    terminal: TerminalCounts,
+    /// Tasks made `unreachable` on lost agents, with when they become `gone`.
+    unreachable: BTreeMap<TaskKey, u64>,
+}
+
+/// A task of the books, borrowed to change it: its record, and [`TaskMut::set_latest`], which
+/// counts the task's end.
+pub(crate) struct TaskMut<'a> {
+    key: &'a TaskKey,
+    record: &'a mut TaskRecord,
+    terminal: &'a mut TerminalCounts,
+    unreachable: &'a mut BTreeMap<TaskKey, u64>,
+}
+
+impl TaskMut<'_> {
+    /// Records a new latest status (its update id too), dropping the cached view; counts the
+    /// task as ended in that state if it was not terminal before. A task that was
+    /// `unreachable` no longer awaits `gone`.
+    pub(crate) fn set_latest(&mut self, status: TaskStatus) {
+        let t = &mut *self.record;
+        if t.latest.state == TaskState::Unreachable && !self.unreachable.is_empty() {
+            self.unreachable.remove(self.key);
+        }
+        if !t.latest().state.is_terminal() && status.state.is_terminal() {
+            if let Some(i) = TaskState::ALL.iter().position(|s| *s == status.state) {
+                self.terminal[i] += 1;
+            }
+        }
+        t.update_ids.push(status.update_id);
+        t.latest = status;
+        t.view = OnceLock::new();
+    }
+}
+
+impl TaskMut<'_> {
+    /// Records `status` (state `unreachable`) as [`TaskMut::set_latest`] does; the task
+    /// becomes `gone` at `gone_at_ms` unless it changes before (see [`TaskBook::gone_due`]).
+    pub(crate) fn set_unreachable(&mut self, status: TaskStatus, gone_at_ms: u64) {
+        self.set_latest(status);
+        self.unreachable.insert(self.key.clone(), gone_at_ms);
+    }
+}
+
+impl Deref for TaskMut<'_> {
+    type Target = TaskRecord;
+    fn deref(&self) -> &TaskRecord {
+        self.record
+    }
+}
+
+impl DerefMut for TaskMut<'_> {
+    fn deref_mut(&mut self) -> &mut TaskRecord {
+        self.record
+    }
+}
+
+impl TaskBook {
+    /// How many tasks the books hold.
+    pub(crate) fn len(&self) -> usize {
+        self.tasks.len()
+    }
+
+    /// Whether the books hold no task.
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.tasks.is_empty()
+    }
+
+    /// Whether the books hold this task.
+    pub(crate) fn contains(&self, key: &TaskKey) -> bool {
+        self.tasks.contains_key(key)
+    }
+
+    /// The task's record.
+    pub(crate) fn get(&self, key: &TaskKey) -> Option<&TaskRecord> {
+        self.tasks.get(key)
+    }
+
+    /// The task, to change it.
+    pub(crate) fn get_mut(&mut self, key: &TaskKey) -> Option<TaskMut<'_>> {
+        // A one-key range: the map's own key, which outlives the caller's.
+        let (key, record) = self.tasks.range_mut(key..=key).next()?;
+        Some(TaskMut {
+            key,
+            record,
+            terminal: &mut self.terminal,
+            unreachable: &mut self.unreachable,
+        })
+    }
+
+    /// Takes a task into the books (launched, or adopted from an agent's report) with its
+    /// first status, as the most recently launched; returns its record for the caller to set
+    /// its pool and priority. A task already under `key` is replaced.
+    pub(crate) fn take_in(
+        &mut self,
+        key: TaskKey,
+        name: String,
+        agent_id: AgentId,
+        resources: Resources,
+        latest: TaskStatus,
+    ) -> &mut TaskRecord {
+        self.taken_in += 1;
+        let record = TaskRecord {
+            name,
+            agent_id,
+            resources,
+            update_ids: vec![latest.update_id],
+            latest,
+            lost_by_coordinator: false,
+            completed: false,
+            drain_killed: false,
+            pool: None,
+            preempt_killed: false,
+            priority: 0,
+            launch_order: self.taken_in,
+            kill_on_return: false,
+            view: OnceLock::new(),
+        };
+        match self.tasks.entry(key) {
+            std::collections::btree_map::Entry::Occupied(mut e) => {
+                e.insert(record);
+                e.into_mut()
+            }
+            std::collections::btree_map::Entry::Vacant(e) => e.insert(record),
+        }
+    }
+
+    /// Forgets the task; returns its record.
+    pub(crate) fn remove(&mut self, key: &TaskKey) -> Option<TaskRecord> {
+        if !self.unreachable.is_empty() {
+            self.unreachable.remove(key);
+        }
+        self.tasks.remove(key)
+    }
+
+    /// The `unreachable` tasks whose time to become `gone` came at `now_ms`.
+    pub(crate) fn gone_due(&self, now_ms: u64) -> Vec<TaskKey> {
+        self.unreachable
+            .iter()
+            .filter(|(_, gone_at)| now_ms >= **gone_at)
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// The `unreachable` tasks on agent `agent`.
+    pub(crate) fn unreachable_on(&self, agent: AgentId) -> Vec<TaskKey> {
+        self.unreachable
+            .keys()
+            .filter(|k| self.tasks.get(*k).is_some_and(|t| t.agent_id == agent))
+            .cloned()
+            .collect()
+    }
+
+    /// How many tasks await `gone`.
+    #[cfg(test)]
+    pub(crate) fn unreachable_len(&self) -> usize {
+        self.unreachable.len()
+    }
+
+    /// Every task, in key order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&TaskKey, &TaskRecord)> + '_ {
+        self.tasks.iter()
+    }
+
+    /// Every task's record, in key order.
+    pub(crate) fn records(&self) -> impl Iterator<Item = &TaskRecord> + '_ {
+        self.tasks.values()
+    }
+
+    /// The tasks of framework `fw`.
+    pub(crate) fn of_framework(
+        &self,
+        fw: FrameworkId,
+    ) -> impl Iterator<Item = (&TaskKey, &TaskRecord)> + '_ {
+        self.tasks.iter().filter(move |((f, _), _)| *f == fw)
+    }
+
+    /// The tasks on agent `agent`.
+    pub(crate) fn on_agent(
+        &self,
+        agent: AgentId,
+    ) -> impl Iterator<Item = (&TaskKey, &TaskRecord)> + '_ {
+        self.tasks.iter().filter(move |(_, t)| t.agent_id == agent)
+    }
+
+    /// The tasks on agent `agent`, to change their flags (not their status: see
+    /// [`TaskBook::get_mut`]).
+    pub(crate) fn on_agent_mut(
+        &mut self,
+        agent: AgentId,
+    ) -> impl Iterator<Item = (&TaskKey, &mut TaskRecord)> + '_ {
+        self.tasks
+            .iter_mut()
+            .filter(move |(_, t)| t.agent_id == agent)
+    }
+
+    /// Tasks that ended since the start, by state in [`TaskState::ALL`] order.
+    pub(crate) fn terminal_counts(&self) -> &TerminalCounts {
+        &self.terminal
+    }
+}
+
+#[cfg(test)]
+impl std::ops::Index<&TaskKey> for TaskBook {
+    type Output = TaskRecord;
+    fn index(&self, key: &TaskKey) -> &TaskRecord {
+        &self.tasks[key]
+    }
+}
