@@ -562,7 +562,7 @@ mod tests {
             "made before the mark"
         );
         let mut new = offer(AgentId::new(), "cpus=8,mem=1000");
-        new.created_at = new.created_at + Duration::from_millis(1);
+        new.created_at += Duration::from_millis(1);
         let _ = fw.offers(&mut ctx, vec![new]).await;
         assert!(progress.first_offer_after_mark().is_some());
         fw.disconnected(&mut ctx).await;
