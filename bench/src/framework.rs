@@ -27,6 +27,22 @@ pub struct Progress {
     failed_launches: AtomicU64,
     /// Held briefly, never across an `.await`.
     offers: Mutex<OfferClock>,
+    /// The first offer made after a moment (a failover's kill), once armed.
+    mark: Mutex<Option<OfferMark>>,
+    /// One entry per stream lost (the framework's id, or its index before it registered).
+    disconnects: Mutex<Vec<String>>,
+}
+
+/// See [`Progress::mark_offers_after`].
+#[derive(Debug, Clone, Copy)]
+struct OfferMark {
+    after: protocol::Timestamp,
+    first_seen: Option<Instant>,
+}
+
+/// Locks `m`, also after a panic elsewhere (the data are counters and timestamps).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Per agent, the first end seen since the agent's last offer.
@@ -53,7 +69,7 @@ impl Progress {
     }
 
     fn clock(&self) -> MutexGuard<'_, OfferClock> {
-        self.offers.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.offers)
     }
 
     /// A task on `agent` ended at `at`: its resources are free again.
@@ -61,8 +77,33 @@ impl Progress {
         self.clock().freed.entry(agent).or_insert(at);
     }
 
+    /// From now on, notes when the first offer the coordinator made after `after` (its
+    /// `created_at`, the coordinator's clock on this machine) reaches a framework.
+    pub fn mark_offers_after(&self, after: protocol::Timestamp) {
+        *lock(&self.mark) = Some(OfferMark {
+            after,
+            first_seen: None,
+        });
+    }
+
+    /// When the first offer made after the mark arrived, if one has.
+    pub fn first_offer_after_mark(&self) -> Option<Instant> {
+        lock(&self.mark).and_then(|m| m.first_seen)
+    }
+
+    /// The streams lost so far (SDK `disconnected` calls: the stream broke, or carried nothing
+    /// for the driver's `missed_heartbeats` heartbeat intervals), one entry per loss.
+    pub fn disconnects(&self) -> Vec<String> {
+        lock(&self.disconnects).clone()
+    }
+
     /// Offers arrived at `at`: each closes its agent's open free, if any.
     fn offered(&self, offers: &[Offer], at: Instant) {
+        if let Some(mark) = lock(&self.mark).as_mut() {
+            if mark.first_seen.is_none() && offers.iter().any(|o| o.created_at > mark.after) {
+                mark.first_seen = Some(at);
+            }
+        }
         let mut clock = self.clock();
         for offer in offers {
             if let Some(freed) = clock.freed.remove(&offer.agent_id) {
@@ -94,6 +135,13 @@ pub struct Workload {
     /// keeps the books for the accounting check). When false the framework runs until its
     /// driver's stop token is cancelled.
     pub stop_when_done: bool,
+    /// At most this many tasks launched and not ended at once (the soak keeps the cluster busy
+    /// at a steady rate this way); ended tasks are then forgotten, so a long run's books stay
+    /// small. `None`: launch whatever fits.
+    pub max_in_flight: Option<usize>,
+    /// Keep asking for offers after every task is launched (declining them), so offers keep
+    /// coming: the failover's probes of when the new leader offers.
+    pub hold_demand: bool,
 }
 
 /// One task as the framework knows it.
@@ -119,6 +167,8 @@ pub struct BenchFramework {
     launch_latencies: Vec<Duration>,
     running_at: Vec<Instant>,
     ended: usize,
+    /// Tasks launched and not ended (refused launches excluded).
+    in_flight: usize,
     framework_id: Option<FrameworkId>,
 }
 
@@ -156,6 +206,7 @@ impl BenchFramework {
             launch_latencies: Vec::new(),
             running_at: Vec::new(),
             ended: 0,
+            in_flight: 0,
             framework_id: None,
         }
     }
@@ -186,6 +237,13 @@ impl BenchFramework {
     }
 
     fn next_task(&mut self) -> Option<TaskId> {
+        if self
+            .work
+            .max_in_flight
+            .is_some_and(|cap| self.in_flight >= cap)
+        {
+            return None;
+        }
         if let Some(id) = self.retry.pop() {
             return Some(id);
         }
@@ -235,6 +293,7 @@ impl Scheduler for BenchFramework {
                     break;
                 };
                 room = left;
+                self.in_flight += 1;
                 self.books.insert(
                     task_id.clone(),
                     TaskBook {
@@ -270,8 +329,13 @@ impl Scheduler for BenchFramework {
                 self.end_messages.insert(status.task_id.clone(), message);
             }
             self.ended += 1;
+            self.in_flight = self.in_flight.saturating_sub(1);
             self.progress.ended.fetch_add(1, Ordering::Relaxed);
             self.progress.freed(status.agent_id, now);
+            if self.work.max_in_flight.is_some() {
+                self.books.remove(&status.task_id);
+                self.end_messages.remove(&status.task_id);
+            }
             if self.work.stop_when_done && self.ended == self.work.tasks {
                 ctx.stop();
             }
@@ -286,8 +350,17 @@ impl Scheduler for BenchFramework {
         }
     }
 
+    async fn disconnected(&mut self, _ctx: &mut Context) {
+        let who = self
+            .framework_id
+            .map_or_else(|| "(not registered yet)".to_owned(), |id| id.to_string());
+        lock(&self.progress.disconnects).push(who);
+    }
+
     fn requeue(&mut self, task: TaskSpec) {
-        self.books.remove(&task.task_id);
+        if self.books.remove(&task.task_id).is_some() {
+            self.in_flight = self.in_flight.saturating_sub(1);
+        }
         self.progress
             .failed_launches
             .fetch_add(1, Ordering::Relaxed);
@@ -295,7 +368,11 @@ impl Scheduler for BenchFramework {
     }
 
     fn pending_tasks(&self) -> usize {
-        self.work.tasks - self.next + self.retry.len()
+        let mut left = self.work.tasks - self.next + self.retry.len();
+        if let Some(cap) = self.work.max_in_flight {
+            left = left.min(cap.saturating_sub(self.in_flight));
+        }
+        left.max(usize::from(self.work.hold_demand))
     }
 
     fn demand_hint(&self) -> Option<Resources> {
@@ -350,6 +427,8 @@ mod tests {
             resources: "cpus=1,mem=100".parse().unwrap(),
             duration_s: Some(1.0),
             stop_when_done: true,
+            max_in_flight: None,
+            hold_demand: false,
         }
     }
 
@@ -435,6 +514,62 @@ mod tests {
         );
         assert_eq!(out.launch_latencies.len(), 2);
         assert_eq!(out.running_at.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_cap_on_tasks_in_flight_holds_launches_until_tasks_end() {
+        let progress = Arc::new(Progress::default());
+        let capped = Workload {
+            max_in_flight: Some(2),
+            ..work(10)
+        };
+        let mut fw = BenchFramework::new(capped, progress.clone());
+        let mut ctx = Context::new(None);
+        assert_eq!(fw.pending_tasks(), 2);
+        let d = fw
+            .offers(&mut ctx, vec![offer(AgentId::new(), "cpus=8,mem=1000")])
+            .await;
+        let (launched, _) = launches(&d);
+        assert_eq!(launched[0].len(), 2, "two in flight at most");
+        assert_eq!(fw.pending_tasks(), 0);
+        fw.status_update(&mut ctx, &status(&launched[0][0], TaskState::Finished))
+            .await;
+        assert_eq!(fw.pending_tasks(), 1);
+        assert_eq!(fw.books.len(), 1, "an ended task is forgotten under a cap");
+        let err = SdkError::Protocol("gone".into());
+        fw.launch_failed(&mut ctx, vec![launched[0][1].clone()], &err)
+            .await;
+        assert_eq!(fw.pending_tasks(), 2, "a refused launch frees its place");
+    }
+
+    #[tokio::test]
+    async fn held_demand_keeps_asking_and_the_mark_catches_the_first_later_offer() {
+        let progress = Arc::new(Progress::default());
+        let probe = Workload {
+            hold_demand: true,
+            ..work(0)
+        };
+        let mut fw = BenchFramework::new(probe, progress.clone());
+        let mut ctx = Context::new(None);
+        assert_eq!(fw.pending_tasks(), 1);
+        let old = offer(AgentId::new(), "cpus=8,mem=1000");
+        progress.mark_offers_after(protocol::now());
+        let d = fw.offers(&mut ctx, vec![old]).await;
+        assert_eq!(launches(&d), (vec![], 1), "nothing to launch: declined");
+        assert_eq!(
+            progress.first_offer_after_mark(),
+            None,
+            "made before the mark"
+        );
+        let mut new = offer(AgentId::new(), "cpus=8,mem=1000");
+        new.created_at += Duration::from_millis(1);
+        let _ = fw.offers(&mut ctx, vec![new]).await;
+        assert!(progress.first_offer_after_mark().is_some());
+        fw.disconnected(&mut ctx).await;
+        assert_eq!(
+            progress.disconnects(),
+            vec!["(not registered yet)".to_owned()]
+        );
     }
 
     #[tokio::test]

@@ -4,6 +4,8 @@
 //! ```sh
 //! cargo build --release -p parley -p parley-agent -p parley-bench
 //! target/release/parley-bench --agents 1000 --frameworks 100 --tasks 20000
+//! target/release/parley-bench --soak 60m --rate 2000          # steady load, drift per window
+//! target/release/parley-bench failover --leader-lease-s 3      # SIGKILL of the HA leader
 //! ```
 
 /// mimalloc, as in the coordinator and agent binaries: the harness runs every framework's driver
@@ -17,15 +19,22 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
+use parley_bench::failover::{self, FailoverConfig};
+use parley_bench::ha::{HaCluster, HaSpec};
+use parley_bench::soak::{self, SoakConfig};
 use parley_bench::{Cluster, ClusterSpec, Launch, RunConfig};
 use protocol::Resources;
 
 /// Flags of `parley-bench`.
 #[derive(Debug, Parser)]
 #[command(
-    about = "End-to-end benchmark of a Parley coordinator with simulated agents and SDK frameworks"
+    about = "End-to-end benchmark of a Parley coordinator with simulated agents and SDK frameworks",
+    args_conflicts_with_subcommands = true
 )]
 struct Args {
+    /// Another benchmark than the default phases.
+    #[command(subcommand)]
+    mode: Option<Mode>,
     /// Simulated agents.
     #[arg(long, default_value_t = 1000)]
     agents: usize,
@@ -81,6 +90,96 @@ struct Args {
     /// Also write the report as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Instead of the phases, keep the cluster busy at `--rate` for this long (`90s`, `60m`,
+    /// `2h`) and print the coordinator's figures per window and their drift.
+    #[arg(long, value_name = "DURATION", value_parser = soak::parse_duration)]
+    soak: Option<Duration>,
+    /// With --soak: the launches per second aimed at.
+    #[arg(long, default_value_t = 2000.0)]
+    rate: f64,
+    /// With --soak: how long each task runs, in seconds (rate × this many tasks are in flight).
+    #[arg(long, default_value_t = 10.0)]
+    soak_task_s: f64,
+    /// With --soak: what each task needs.
+    #[arg(long, default_value = "cpus=1,mem=1024")]
+    soak_task_resources: Resources,
+    /// With --soak: the window (default 10m, or 1m for a soak shorter than 30m).
+    #[arg(long, value_name = "DURATION", value_parser = soak::parse_duration)]
+    soak_window: Option<Duration>,
+}
+
+/// The benchmarks other than the default phases.
+#[derive(Debug, clap::Subcommand)]
+enum Mode {
+    /// Three coordinators on etcd, simulated agents and SDK frameworks given all three URLs;
+    /// once every task runs the leader is SIGKILLed and the recovery timed and checked.
+    Failover(FailoverArgs),
+}
+
+/// Flags of `parley-bench failover`.
+#[derive(Debug, clap::Args)]
+struct FailoverArgs {
+    /// Simulated agents (one agent process).
+    #[arg(long, default_value_t = 10_000)]
+    agents: usize,
+    /// SDK frameworks with tasks (run in this process).
+    #[arg(long, default_value_t = 1000)]
+    frameworks: usize,
+    /// Long-running tasks, shared evenly between the frameworks.
+    #[arg(long, default_value_t = 10_000)]
+    tasks: usize,
+    /// What each task needs.
+    #[arg(long, default_value = "cpus=0.1,mem=32")]
+    task_resources: Resources,
+    /// What each simulated agent has.
+    #[arg(long, default_value = "cpus=24,mem=65536")]
+    agent_resources: Resources,
+    /// Frameworks that only ask for offers (declining them), so the new leader's first offer
+    /// is due at once.
+    #[arg(long, default_value_t = 1)]
+    probes: usize,
+    /// Coordinators (`--etcd`), at least 2.
+    #[arg(long, default_value_t = 3)]
+    coordinators: usize,
+    /// The coordinators' `--leader-lease-s` (1 to 3600).
+    #[arg(long, default_value_t = 3)]
+    leader_lease_s: u64,
+    /// The coordinators' `--reregister-grace-s`: how long a new leader waits for the agents
+    /// before offering.
+    #[arg(long, default_value_t = 2)]
+    reregister_grace_s: u64,
+    /// The coordinators' `--agent-heartbeat-interval` in seconds (their default: 15): agents
+    /// move to the new leader at their next heartbeat.
+    #[arg(long)]
+    agent_heartbeat_s: Option<f64>,
+    /// The coordinator binary (default: `coordinator` next to this executable).
+    #[arg(long)]
+    coordinator_bin: Option<PathBuf>,
+    /// The agent binary (default: `agent` next to this executable).
+    #[arg(long)]
+    agent_bin: Option<PathBuf>,
+    /// The etcd binary.
+    #[arg(long, default_value = "/usr/bin/etcd")]
+    etcd_bin: PathBuf,
+    /// Where the children's logs go (default: a fresh directory under the temp dir).
+    #[arg(long)]
+    log_dir: Option<PathBuf>,
+    /// Seconds etcd, the first leader and the agents may take to come up.
+    #[arg(long, default_value_t = 300.0)]
+    startup_timeout_s: f64,
+    /// The launch fails when no task starts running for this many seconds.
+    #[arg(long, default_value_t = 60.0)]
+    stall_timeout_s: f64,
+    /// Seconds after the kill the cluster may take to recover before the figures are printed
+    /// as they are.
+    #[arg(long, default_value_t = 60.0)]
+    recovery_timeout_s: f64,
+    /// Seconds between progress lines on stderr.
+    #[arg(long, default_value_t = 5.0)]
+    progress_s: f64,
+    /// Also write the report as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
 }
 
 fn seconds(flag: &str, v: f64) -> anyhow::Result<Duration> {
@@ -91,6 +190,106 @@ fn next_to_me(name: &str) -> anyhow::Result<PathBuf> {
     let me = std::env::current_exe().context("finding this executable")?;
     let dir = me.parent().context("this executable has no directory")?;
     Ok(dir.join(name))
+}
+
+/// The coordinator and agent binaries: as given, or next to this executable; both must exist.
+fn binaries(
+    coordinator_bin: Option<PathBuf>,
+    agent_bin: Option<PathBuf>,
+) -> anyhow::Result<(PathBuf, PathBuf)> {
+    let coordinator_bin = match coordinator_bin {
+        Some(p) => p,
+        None => next_to_me("coordinator")?,
+    };
+    let agent_bin = match agent_bin {
+        Some(p) => p,
+        None => next_to_me("agent")?,
+    };
+    for (flag, bin) in [
+        ("--coordinator-bin", &coordinator_bin),
+        ("--agent-bin", &agent_bin),
+    ] {
+        if !bin.is_file() {
+            anyhow::bail!(
+                "{} does not exist; build it (cargo build --release -p parley -p parley-agent) or give {flag}",
+                bin.display()
+            );
+        }
+    }
+    Ok((coordinator_bin, agent_bin))
+}
+
+fn log_dir(given: Option<PathBuf>) -> PathBuf {
+    given.unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("parley-bench-{}", std::process::id()))
+    })
+}
+
+fn write_json<T: serde::Serialize>(path: Option<PathBuf>, value: &T) -> anyhow::Result<()> {
+    if let Some(path) = path {
+        let json = serde_json::to_string_pretty(value)?;
+        std::fs::write(&path, json).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// `parley-bench failover`; `Ok(false)` when a task was lost or launched twice.
+async fn failover_main(args: FailoverArgs) -> anyhow::Result<bool> {
+    let (coordinator_bin, agent_bin) = binaries(args.coordinator_bin, args.agent_bin)?;
+    if !(1..=3600).contains(&args.leader_lease_s) {
+        anyhow::bail!(
+            "--leader-lease-s {}: expected 1 to 3600",
+            args.leader_lease_s
+        );
+    }
+    let mut coordinator_args = Vec::new();
+    if let Some(s) = args.agent_heartbeat_s {
+        seconds("--agent-heartbeat-s", s)?;
+        coordinator_args.extend(["--agent-heartbeat-interval".to_owned(), s.to_string()]);
+    }
+    let log_dir = log_dir(args.log_dir);
+    let spec = HaSpec {
+        coordinator_bin,
+        agent_bin,
+        etcd_bin: args.etcd_bin,
+        log_dir: log_dir.clone(),
+        coordinators: args.coordinators,
+        agents: args.agents,
+        agent_resources: args.agent_resources,
+        lease_s: args.leader_lease_s,
+        reregister_grace_s: args.reregister_grace_s,
+        coordinator_args,
+        startup_timeout: seconds("--startup-timeout-s", args.startup_timeout_s)?,
+    };
+    let config = FailoverConfig {
+        frameworks: args.frameworks,
+        tasks: args.tasks,
+        task_resources: args.task_resources,
+        probes: args.probes,
+        lease_s: args.leader_lease_s,
+        stall_timeout: seconds("--stall-timeout-s", args.stall_timeout_s)?,
+        recovery_timeout: seconds("--recovery-timeout-s", args.recovery_timeout_s)?,
+        progress_every: seconds("--progress-s", args.progress_s)?,
+    };
+    eprintln!(
+        "[parley-bench] failover: etcd, {} coordinators, {} agents; logs in {}",
+        args.coordinators,
+        args.agents,
+        log_dir.display()
+    );
+    let mut cluster = HaCluster::start(&spec).await?;
+    let report = failover::failover(&config, &mut cluster, args.agents).await;
+    cluster.shutdown().await;
+    let report = report?;
+    println!("{}", report.markdown());
+    write_json(args.json, &report)?;
+    match report.check() {
+        Ok(()) => Ok(true),
+        Err(e) => {
+            eprintln!("parley-bench: failover lost or duplicated tasks: {e}");
+            Ok(false)
+        }
+    }
 }
 
 #[tokio::main]
@@ -115,28 +314,11 @@ async fn main() -> std::process::ExitCode {
 /// Runs the benchmark; `Ok(false)` when it ran but a task is not accounted for.
 async fn real_main() -> anyhow::Result<bool> {
     let args = Args::parse();
-    let coordinator_bin = match args.coordinator_bin {
-        Some(p) => p,
-        None => next_to_me("coordinator")?,
-    };
-    let agent_bin = match args.agent_bin {
-        Some(p) => p,
-        None => next_to_me("agent")?,
-    };
-    for (flag, bin) in [
-        ("--coordinator-bin", &coordinator_bin),
-        ("--agent-bin", &agent_bin),
-    ] {
-        if !bin.is_file() {
-            anyhow::bail!(
-                "{} does not exist; build it (cargo build --release -p parley -p parley-agent) or give {flag}",
-                bin.display()
-            );
-        }
+    if let Some(Mode::Failover(failover)) = args.mode {
+        return failover_main(failover).await;
     }
-    let log_dir = args.log_dir.unwrap_or_else(|| {
-        std::env::temp_dir().join(format!("parley-bench-{}", std::process::id()))
-    });
+    let (coordinator_bin, agent_bin) = binaries(args.coordinator_bin, args.agent_bin)?;
+    let log_dir = log_dir(args.log_dir);
     let spec = ClusterSpec {
         launch: Launch::Processes {
             coordinator_bin,
@@ -166,15 +348,37 @@ async fn real_main() -> anyhow::Result<bool> {
     );
     let mut cluster = Cluster::start(&spec).await?;
     eprintln!("[parley-bench] cluster up at {}", cluster.url);
+    if let Some(duration) = args.soak {
+        let window = args
+            .soak_window
+            .unwrap_or(if duration < Duration::from_secs(1800) {
+                Duration::from_secs(60)
+            } else {
+                Duration::from_secs(600)
+            });
+        let soak_config = SoakConfig {
+            duration,
+            window,
+            rate: args.rate,
+            frameworks: args.frameworks,
+            task_duration_s: seconds("--soak-task-s", args.soak_task_s)?.as_secs_f64(),
+            task_resources: args.soak_task_resources,
+            stall_timeout: config.stall_timeout,
+        };
+        let report = soak::soak(&soak_config, &mut cluster).await;
+        let stopped = cluster.shutdown().await;
+        let report = report?;
+        stopped?;
+        println!("{}", report.markdown());
+        write_json(args.json, &report)?;
+        return Ok(report.books_balance() && report.released);
+    }
     let report = parley_bench::run(&config, &mut cluster).await;
     let stopped = cluster.shutdown().await;
     let report = report?;
     stopped?;
     println!("{}", report.markdown());
-    if let Some(path) = args.json {
-        let json = serde_json::to_string_pretty(&report)?;
-        std::fs::write(&path, json).with_context(|| format!("writing {}", path.display()))?;
-    }
+    write_json(args.json, &report)?;
     match report.accounting.check() {
         Ok(()) => Ok(true),
         Err(e) => {

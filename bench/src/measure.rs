@@ -134,8 +134,20 @@ pub fn peak_rss(pid: u32) -> anyhow::Result<u64> {
     parse_vm_hwm(&text).with_context(|| format!("{path}: no VmHWM line"))
 }
 
+/// A process's resident set size now, in bytes (`VmRSS` of `/proc/<pid>/status`).
+pub fn rss(pid: u32) -> anyhow::Result<u64> {
+    let path = format!("/proc/{pid}/status");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
+    parse_status_kib(&text, "VmRSS:").with_context(|| format!("{path}: no VmRSS line"))
+}
+
 fn parse_vm_hwm(status: &str) -> Option<u64> {
-    let line = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?;
+    parse_status_kib(status, "VmHWM:")
+}
+
+/// The `{field} N kB` line of a `/proc/<pid>/status`, in bytes.
+fn parse_status_kib(status: &str, field: &str) -> Option<u64> {
+    let line = status.lines().find_map(|l| l.strip_prefix(field))?;
     let kib: u64 = line.trim().strip_suffix("kB")?.trim().parse().ok()?;
     Some(kib * 1024)
 }
@@ -229,12 +241,14 @@ other_total 42
         let status = "Name:\tcoordinator\nVmPeak:\t  100 kB\nVmHWM:\t   16600 kB\nVmRSS:\t 1 kB\n";
         assert_eq!(parse_vm_hwm(status), Some(16600 * 1024));
         assert_eq!(parse_vm_hwm("Name: x\n"), None);
+        assert_eq!(parse_status_kib(status, "VmRSS:"), Some(1024));
     }
 
     #[test]
     fn reads_this_process() {
         let me = std::process::id();
         assert!(peak_rss(me).unwrap() > 0);
+        assert!(rss(me).unwrap() > 0);
         cpu_time(me).unwrap();
     }
 }

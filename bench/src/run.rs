@@ -94,6 +94,8 @@ pub async fn run(config: &RunConfig, cluster: &mut Cluster) -> anyhow::Result<Re
         resources: config.task_resources.clone(),
         duration_s: Some(config.task_duration_s),
         stop_when_done: true,
+        max_in_flight: None,
+        hold_demand: false,
     });
     let (drivers, _stops) = start_frameworks(
         &cluster.url,
@@ -126,13 +128,13 @@ pub async fn run(config: &RunConfig, cluster: &mut Cluster) -> anyhow::Result<Re
 }
 
 /// `total` split into `parts` near-equal shares, each made into a workload.
-fn split(total: usize, parts: usize, make: impl Fn(usize) -> Workload) -> Vec<Workload> {
+pub(crate) fn split(total: usize, parts: usize, make: impl Fn(usize) -> Workload) -> Vec<Workload> {
     (0..parts)
         .map(|i| make(total / parts + usize::from(i < total % parts)))
         .collect()
 }
 
-type Drivers = JoinSet<(usize, Result<BenchFramework, framework_sdk::SdkError>)>;
+pub(crate) type Drivers = JoinSet<(usize, Result<BenchFramework, framework_sdk::SdkError>)>;
 
 /// Starts one driver per workload on this runtime. Each framework's task ids start with its own
 /// prefix (`{prefix}{i}-t…`): the API makes task ids unique only within a framework, but the
@@ -146,6 +148,21 @@ fn start_frameworks(
     unregister_on_stop: bool,
     shared_task_ids: bool,
 ) -> anyhow::Result<(Drivers, Vec<CancellationToken>)> {
+    start_frameworks_with(url, prefix, workloads, progress, shared_task_ids, |c| {
+        c.unregister_on_stop = unregister_on_stop;
+    })
+}
+
+/// As `start_frameworks`, with `tweak` applied to each driver's settings (which start with a
+/// 60 s request timeout).
+pub(crate) fn start_frameworks_with(
+    url: &str,
+    prefix: &str,
+    workloads: Vec<Workload>,
+    progress: &Arc<Progress>,
+    shared_task_ids: bool,
+    tweak: impl Fn(&mut DriverConfig),
+) -> anyhow::Result<(Drivers, Vec<CancellationToken>)> {
     let mut set = JoinSet::new();
     let mut stops = Vec::new();
     for (i, mut work) in workloads.into_iter().enumerate() {
@@ -156,8 +173,8 @@ fn start_frameworks(
             .parse()
             .map_err(|e| anyhow::anyhow!("role: {e}"))?;
         let mut config = DriverConfig::new(url, format!("{prefix}-{i}"), role);
-        config.unregister_on_stop = unregister_on_stop;
         config.request_timeout = Duration::from_secs(60);
+        tweak(&mut config);
         let driver = Driver::new(config, BenchFramework::new(work, progress.clone()))?;
         stops.push(driver.stop_token());
         set.spawn(async move { (i, driver.run().await) });
@@ -270,7 +287,7 @@ fn fill_throughput(report: &mut Report, outcomes: &[FrameworkOutcome], progress:
     report.offer_latency_unmatched = unmatched;
 }
 
-fn percentiles(samples: &mut [Duration]) -> Percentiles {
+pub(crate) fn percentiles(samples: &mut [Duration]) -> Percentiles {
     let ms = |d: Option<Duration>| d.map(|d| d.as_secs_f64() * 1e3);
     Percentiles {
         p50_ms: ms(measure::percentile(samples, 0.5)),
@@ -381,7 +398,10 @@ async fn account(
 }
 
 /// Polls until no agent and no framework counts resources as used; false at the deadline.
-async fn books_released(cluster: &mut Cluster, within: Duration) -> anyhow::Result<bool> {
+pub(crate) async fn books_released(
+    cluster: &mut Cluster,
+    within: Duration,
+) -> anyhow::Result<bool> {
     let deadline = Instant::now() + within;
     loop {
         cluster.check_alive()?;
@@ -410,6 +430,8 @@ async fn state_phase(cluster: &mut Cluster, config: &RunConfig) -> anyhow::Resul
         resources: config.state_task_resources.clone(),
         duration_s: None,
         stop_when_done: false,
+        max_in_flight: None,
+        hold_demand: false,
     });
     let started = Instant::now();
     let (mut drivers, stops) = start_frameworks(
@@ -481,6 +503,8 @@ mod tests {
             resources: Resources::new(),
             duration_s: None,
             stop_when_done: true,
+            max_in_flight: None,
+            hold_demand: false,
         })
         .iter()
         .map(|w| w.tasks)

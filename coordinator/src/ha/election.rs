@@ -43,6 +43,16 @@ impl Election {
         let ttl = i64::try_from(options.lease_ttl.as_secs()).unwrap_or(10);
         let lease = client.lease_grant(ttl).await?;
         tracing::info!(lease = lease.id, ttl_s = lease.ttl_s, "etcd lease granted");
+        if lease.ttl_s > ttl {
+            // etcd raises a TTL below its minimum (1.5 election timeouts): failover then
+            // takes the longer lease, while renewals keep the pace of the asked one.
+            tracing::warn!(
+                asked_s = ttl,
+                granted_s = lease.ttl_s,
+                "etcd granted a longer lease than --leader-lease-s (its minimum TTL is 1.5 \
+                 election timeouts); failover takes the granted TTL"
+            );
+        }
         let this = Arc::new(Self {
             client,
             lease,

@@ -65,8 +65,14 @@ impl HaOptions {
             ));
         }
         let ttl = self.lease_ttl.as_secs();
-        if !(2..=3600).contains(&ttl) {
-            return bad(format!("--leader-lease-s: {ttl} is not within 2..=3600"));
+        // 1 s works: renewals go out every 333 ms and the leader steps down after 666 ms
+        // without one. etcd may grant more than asked (its minimum TTL is 1.5 election
+        // timeouts, rounded up: 2 s with its default 1 s election timeout); the election warns.
+        if !(1..=3600).contains(&ttl) || self.lease_ttl.subsec_nanos() != 0 {
+            return bad(format!(
+                "--leader-lease-s: {} is not a whole number of seconds within 1..=3600",
+                self.lease_ttl.as_secs_f64()
+            ));
         }
         if let Some(deadline) = self.renew_deadline {
             if deadline < Duration::from_millis(100) || deadline >= self.lease_ttl {
@@ -204,7 +210,14 @@ mod tests {
             ),
             (
                 HaOptions {
-                    lease_ttl: Duration::from_secs(1),
+                    lease_ttl: Duration::ZERO,
+                    ..options()
+                },
+                "--leader-lease-s",
+            ),
+            (
+                HaOptions {
+                    lease_ttl: Duration::from_secs(3601),
                     ..options()
                 },
                 "--leader-lease-s",
@@ -249,6 +262,19 @@ mod tests {
         tight.validate().unwrap();
         assert_eq!(tight.renew_deadline(), Duration::from_secs(2));
         assert_eq!(tight.renew_period(), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn a_one_second_lease_is_accepted_and_renewed_well_within_it() {
+        let o = HaOptions {
+            lease_ttl: Duration::from_secs(1),
+            ..options()
+        };
+        o.validate().unwrap();
+        assert_eq!(o.renew_deadline().as_millis(), 666);
+        assert_eq!(o.renew_period().as_millis(), 333);
+        assert!(o.renew_period() * 2 <= o.renew_deadline());
+        assert!(o.renew_deadline() < o.lease_ttl);
     }
 
     #[test]
