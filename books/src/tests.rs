@@ -1219,6 +1219,73 @@ fn offer_waits_count_freed_resources_offered_by_the_next_run() {
     let _ = agent;
 }
 
+#[test]
+fn a_run_in_parts_offers_each_agent_once_and_keeps_what_was_freed_behind_it() {
+    let (mut s, fw, first, offer) = setup();
+    let mut fx = Vec::new();
+    let (second, _) = s
+        .register_agent(
+            AgentRegistration {
+                hostname: "h2".into(),
+                endpoint: "http://127.0.0.1:2".into(),
+                resources: "cpus=2,mem=50".parse().unwrap(),
+                attributes: Default::default(),
+                agent_id: None,
+                tasks: vec![],
+                api_token: None,
+                reservations: Vec::new(),
+                gpu_devices: Vec::new(),
+            },
+            &at(2),
+            &mut fx,
+        )
+        .unwrap();
+    let no_filter = |offer: &Offer| Decline {
+        offer_ids: vec![offer.offer_id],
+        refuse: Some(Duration::ZERO),
+    };
+    s.decline(fw, no_filter(&offer), &at(3), &mut fx).unwrap();
+    let offer_on = |s: &State, agent: AgentId| {
+        let mut on: Vec<Offer> = s
+            .offers(None, None)
+            .into_iter()
+            .filter(|o| o.agent_id == agent)
+            .collect();
+        assert_eq!(on.len(), 1, "one offer on {agent}");
+        on.remove(0)
+    };
+    let offered = |o: &Offer| {
+        vec![
+            Effect::Offer(OfferEvent::OfferCreated(o.clone())),
+            Effect::ToFramework(
+                fw,
+                FrameworkEvent::Offers {
+                    offers: vec![o.clone()],
+                },
+            ),
+        ]
+    };
+
+    // A run from 5 ms in parts of one agent: the first part offers only the first agent.
+    let mut fx = Vec::new();
+    assert_eq!(s.allocate_part(0, 1, 5, &at(5), &mut fx), (1, Some(1)));
+    let again = offer_on(&s, first);
+    assert_eq!(fx, offered(&again));
+    assert_eq!(s.take_offer_waits(), vec![2], "freed at 3, offered at 5");
+    // Declined behind the run's back, before its last part.
+    s.decline(fw, no_filter(&again), &at(6), &mut fx).unwrap();
+    let mut fx = Vec::new();
+    assert_eq!(s.allocate_part(1, 1, 5, &at(7), &mut fx), (1, None));
+    assert_eq!(fx, offered(&offer_on(&s, second)));
+    assert!(s.take_offer_waits().is_empty(), "a new agent was not freed");
+    // Freed after the run started: kept for the next run, which counts its wait.
+    let mut fx = Vec::new();
+    assert_eq!(s.allocate(&at(10), &mut fx), 1);
+    assert_eq!(fx, offered(&offer_on(&s, first)));
+    assert_eq!(s.take_offer_waits(), vec![4], "freed at 6, offered at 10");
+    assert!(s.freed_at.is_empty());
+}
+
 // Exact effects: with sequential ids and a fixed wall clock every effect is known in advance.
 
 fn offer_id(n: u128) -> OfferId {
