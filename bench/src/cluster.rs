@@ -28,6 +28,10 @@ pub enum Launch {
         agents_per_process: usize,
         /// Where the children's output goes (`coordinator.log`, `agents-{k}.log`).
         log_dir: PathBuf,
+        /// Real agents instead of simulated ones: one `agent` process per agent, running its
+        /// tasks as processes (as root: isolated, and allowed to run root tasks), each with
+        /// its work directory `agent-{k}` under this one.
+        real_agents: Option<PathBuf>,
     },
     /// Tasks of this process's runtime ([`tests::Cluster`]), with the coordinator's default
     /// settings.
@@ -94,6 +98,7 @@ impl Cluster {
                 agent_bin,
                 agents_per_process,
                 log_dir,
+                real_agents,
             } => {
                 std::fs::create_dir_all(log_dir)
                     .with_context(|| format!("creating {}", log_dir.display()))?;
@@ -117,28 +122,43 @@ impl Cluster {
                     },
                 };
                 cluster.wait_healthy(deadline).await?;
-                let per = (*agents_per_process).max(1);
+                // A real agent is one process of one agent.
+                let per = match real_agents {
+                    Some(_) => 1,
+                    None => (*agents_per_process).max(1),
+                };
                 let mut left = spec.agents;
                 let mut k = 0;
                 while left > 0 {
                     let n = left.min(per);
                     left -= n;
-                    let child = spawn(
-                        Command::new(agent_bin).args([
-                            "--simulate",
-                            &n.to_string(),
-                            "--resources",
-                            &spec.agent_resources.to_string(),
-                            "--coordinator",
-                            &cluster.url,
-                            "--listen",
-                            "127.0.0.1:0",
-                            "--hostname",
-                            &format!("bench{k}"),
-                        ]),
-                        &log_dir.join(format!("agents-{k}.log")),
-                    )
-                    .with_context(|| format!("starting {}", agent_bin.display()))?;
+                    let mut command = Command::new(agent_bin);
+                    command.args([
+                        "--resources",
+                        &spec.agent_resources.to_string(),
+                        "--coordinator",
+                        &cluster.url,
+                        "--listen",
+                        "127.0.0.1:0",
+                        "--hostname",
+                        &format!("bench{k}"),
+                    ]);
+                    match real_agents {
+                        Some(dir) => {
+                            let work = dir.join(format!("agent-{k}"));
+                            std::fs::create_dir_all(&work)
+                                .with_context(|| format!("creating {}", work.display()))?;
+                            command
+                                .arg("--work-dir")
+                                .arg(work)
+                                .arg("--allow-root-tasks");
+                        }
+                        None => {
+                            command.args(["--simulate", &n.to_string()]);
+                        }
+                    }
+                    let child = spawn(&mut command, &log_dir.join(format!("agents-{k}.log")))
+                        .with_context(|| format!("starting {}", agent_bin.display()))?;
                     if let Parts::Processes { agents, .. } = &mut cluster.parts {
                         agents.push(child);
                     }

@@ -131,6 +131,9 @@ pub struct Workload {
     pub resources: Resources,
     /// How long each simulated task runs; `None`: until killed.
     pub duration_s: Option<f64>,
+    /// The shell command of each task on a real agent; `None`: a simulated task
+    /// (`duration_s` long).
+    pub command: Option<String>,
     /// Stop the driver once every task has ended (without unregistering, so the coordinator
     /// keeps the books for the accounting check). When false the framework runs until its
     /// driver's stop token is cancelled.
@@ -266,7 +269,12 @@ impl BenchFramework {
             name: "bench".into(),
             agent_id,
             resources: self.work.resources.clone(),
-            command: CommandSpec::Shell("simulated".into()),
+            command: CommandSpec::Shell(
+                self.work
+                    .command
+                    .clone()
+                    .unwrap_or_else(|| "simulated".into()),
+            ),
             env: Default::default(),
             duration_s: self.work.duration_s,
             isolation: None,
@@ -426,6 +434,7 @@ mod tests {
             id_prefix: "f0".into(),
             resources: "cpus=1,mem=100".parse().unwrap(),
             duration_s: Some(1.0),
+            command: None,
             stop_when_done: true,
             max_in_flight: None,
             hold_demand: false,

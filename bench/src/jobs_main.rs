@@ -143,6 +143,7 @@ async fn real_main() -> anyhow::Result<()> {
             agent_bin,
             agents_per_process: args.agents_per_process,
             log_dir: log_dir.clone(),
+            real_agents: None,
         },
         agents,
         agent_resources: args.agent_resources.clone(),

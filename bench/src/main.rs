@@ -7,6 +7,16 @@
 //! target/release/parley-bench --soak 60m --rate 2000          # steady load, drift per window
 //! target/release/parley-bench failover --leader-lease-s 3      # SIGKILL of the HA leader
 //! ```
+//!
+//! With `--real-agents` the agents are real `agent` processes that run each task's
+//! `--task-command` (as root: isolated, a cgroup and namespaces per task), e.g. one agent
+//! starting 2,000 `/bin/true` tasks:
+//!
+//! ```sh
+//! sudo target/release/parley-bench --real-agents --agents 1 --frameworks 1 --tasks 2000 \
+//!     --task-command /bin/true --task-resources cpus=0.1,mem=32 \
+//!     --agent-resources cpus=16,mem=16384 --state-tasks 0
+//! ```
 
 /// mimalloc, as in the coordinator and agent binaries: the harness runs every framework's driver
 /// in this process, and with glibc's malloc a third of its CPU went to `malloc`/`free` (it shares
@@ -57,6 +67,15 @@ struct Args {
     /// Simulated agents per agent process.
     #[arg(long, default_value_t = 1000)]
     agents_per_process: usize,
+    /// Real agents (one `agent` process each, running the tasks as processes; isolated when
+    /// run as root) instead of simulated ones; their work directories go under the log
+    /// directory. Needs `--task-command`.
+    #[arg(long, requires = "task_command")]
+    real_agents: bool,
+    /// The shell command of each throughput task, for `--real-agents` (`--task-duration-s`
+    /// is then not used).
+    #[arg(long, requires = "real_agents")]
+    task_command: Option<String>,
     /// Long-running tasks started after the throughput phase, for the `GET /api/v1/state`
     /// figure (0: skip it).
     #[arg(long, default_value_t = 10_000)]
@@ -325,6 +344,7 @@ async fn real_main() -> anyhow::Result<bool> {
             agent_bin,
             agents_per_process: args.agents_per_process,
             log_dir: log_dir.clone(),
+            real_agents: args.real_agents.then(|| log_dir.join("work")),
         },
         agents: args.agents,
         agent_resources: args.agent_resources,
@@ -334,6 +354,7 @@ async fn real_main() -> anyhow::Result<bool> {
         frameworks: args.frameworks,
         tasks: args.tasks,
         task_duration_s: args.task_duration_s,
+        task_command: args.task_command,
         task_resources: args.task_resources,
         state_tasks: args.state_tasks,
         state_task_resources: args.state_task_resources,

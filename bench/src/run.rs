@@ -48,6 +48,8 @@ pub struct RunConfig {
     pub tasks: usize,
     /// Each task's `duration_s`.
     pub task_duration_s: f64,
+    /// Each task's shell command, for real agents (then `task_duration_s` is not sent).
+    pub task_command: Option<String>,
     /// What each task needs.
     pub task_resources: Resources,
     /// Long-running tasks for the `GET /api/v1/state` figure; 0 skips it.
@@ -92,7 +94,11 @@ pub async fn run(config: &RunConfig, cluster: &mut Cluster) -> anyhow::Result<Re
         tasks,
         id_prefix: String::new(),
         resources: config.task_resources.clone(),
-        duration_s: Some(config.task_duration_s),
+        duration_s: config
+            .task_command
+            .is_none()
+            .then_some(config.task_duration_s),
+        command: config.task_command.clone(),
         stop_when_done: true,
         max_in_flight: None,
         hold_demand: false,
@@ -429,6 +435,7 @@ async fn state_phase(cluster: &mut Cluster, config: &RunConfig) -> anyhow::Resul
         id_prefix: String::new(),
         resources: config.state_task_resources.clone(),
         duration_s: None,
+        command: None,
         stop_when_done: false,
         max_in_flight: None,
         hold_demand: false,
@@ -502,6 +509,7 @@ mod tests {
             id_prefix: String::new(),
             resources: Resources::new(),
             duration_s: None,
+            command: None,
             stop_when_done: true,
             max_in_flight: None,
             hold_demand: false,

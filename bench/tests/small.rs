@@ -21,6 +21,7 @@ async fn small_run_completes_and_accounts_for_every_task() {
         frameworks: 5,
         tasks: 500,
         task_duration_s: 0.2,
+        task_command: None,
         task_resources: "cpus=1,mem=256".parse().unwrap(),
         state_tasks: 100,
         state_task_resources: "cpus=0.1,mem=32".parse().unwrap(),
