@@ -1,4 +1,4 @@
-//! HTTP to the coordinator for both shells: turns a core [`Request`] into a call
+//! HTTP to the coordinator for both shells: turns an engine [`Request`] into a call
 //! (`POST /api/v1/agents`, `.../heartbeat`, `.../statuses`) and its answer into a [`Reply`].
 //!
 //! With several coordinators (`--coordinator http://a:5050,http://b:5050`) every call follows
@@ -159,7 +159,7 @@ impl Call {
         }
     }
 
-    /// Sends it to the leader and returns the answer as the core takes it, with the
+    /// Sends it to the leader and returns the answer as the engine takes it, with the
     /// [`Leader::generation`] it was answered at.
     pub async fn send(
         self,
@@ -304,7 +304,7 @@ async fn failure(resp: reqwest::Response) -> Result<reqwest::Response, Failure> 
     }
 }
 
-/// Logs a failed request (the core decides what follows); `quiet` shells log at debug level.
+/// Logs a failed request (the engine decides what follows); `quiet` shells log at debug level.
 pub(crate) fn log_failure(reply: &Reply, level: LogLevel) {
     let (what, failure) = match reply {
         Reply::Registered(Err(e)) => ("registration", e),

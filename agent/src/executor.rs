@@ -235,7 +235,7 @@ fn make_cgroup(
     }
 }
 
-/// How a process's exit status reads to the core.
+/// How a process's exit status reads to the engine.
 pub fn exit_of(status: ExitStatus) -> Exit {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {

@@ -10,13 +10,13 @@
 //!   check that only its holder, the coordinator, launches, kills and reads output.
 //! - [`task_user`]: the user tasks run as (`--task-user`), and the root check.
 //! - [`resources`]: detection of cores, memory and disk of the work directory.
-//! - [`core`]: the agent core shared by the real and the simulated agent: a synchronous state
+//! - [`engine`]: the agent engine shared by the real and the simulated agent: a synchronous state
 //!   machine (registration, heartbeats, the task state machine, the unacknowledged updates)
 //!   that does no I/O and emits [`engine::Command`]s for a shell to run.
-//! - `real`: the real agent's shell: runs the core's commands with processes, the journal and
+//! - `real`: the real agent's shell: runs the engine's commands with processes, the journal and
 //!   HTTP.
 //! - [`process`]: a task's OS process ([`process::Process`]) and how it ended
-//!   ([`process::Exit`]): plain types the core, the journal and the isolation share.
+//!   ([`process::Exit`]): plain types the engine, the journal and the isolation share.
 //! - [`journal`]: append-only, fsync'd JSON lines in the work dir; replay and compaction.
 //! - [`executor`]: task processes: the wrapper, environment, memory limits, process-group
 //!   signals, exit status, `/proc` checks for re-adoption.
@@ -30,14 +30,14 @@
 //!   consecutive failures, recovery) and running one command or HTTP check.
 //! - `gc`: deletes finished tasks' sandboxes after `AgentConfig::sandbox_retention`.
 //! - `reaper`: makes the agent a child subreaper and reaps orphaned task processes.
-//! - `client`: HTTP to the coordinator for both shells: a core request in, a core reply out;
+//! - `client`: HTTP to the coordinator for both shells: an engine request in, an engine reply out;
 //!   several coordinators (`--coordinator a,b,c`): follows the leader, and tells the shell when
 //!   another coordinator answers, so the agent registers again with its running tasks.
 //! - `api`: the agent's HTTP API (axum router).
 //! - `api_error`: the API's error answer, shared by `api` and [`auth`].
 //! - [`metrics`]: `GET /metrics`: the table of the agent's metrics, its counters, and the
 //!   registry that writes them with the process' figures (`parley-observe`).
-//! - [`simulated`]: the simulated agents' shell: many cores in one process, one listener, one
+//! - [`simulated`]: the simulated agents' shell: many engines in one process, one listener, one
 //!   driver loop, fake tasks.
 //!
 //! # Running tasks

@@ -1,4 +1,4 @@
-//! A task's OS process as the core, the journal and the isolation know it: which process it
+//! A task's OS process as the engine, the journal and the isolation know it: which process it
 //! is ([`Process`]) and how it ended ([`Exit`]). Plain types, below all three.
 
 /// A task's OS process: its pid (also its process group), its start time in clock ticks since

@@ -1,4 +1,4 @@
-//! The real agent's shell around the [`Core`]: it feeds the core (launches and kills from the
+//! The real agent's shell around the [`Engine`]: it feeds the engine (launches and kills from the
 //! API, process starts and exits, timers, the coordinator's replies) and runs the commands it
 //! emits: journal writes (under the books' lock, so the journal order is the send order), HTTP
 //! requests, task processes, signals, timers.
@@ -15,7 +15,7 @@ use tokio_util::task::TaskTracker;
 use crate::client::{self, Call, Identity, LogLevel};
 use crate::config::AgentConfig;
 use crate::engine::{
-    self, Command, Core, CoreConfig, Durability, Exit, Launch, Now, Probe, Process, Restored,
+    self, Command, Durability, Engine, EngineConfig, Exit, Launch, Now, Probe, Process, Restored,
     Signal, TaskKey, UnknownTask,
 };
 use crate::executor::{self, MemoryLimits, TaskUser};
@@ -44,7 +44,7 @@ pub(crate) enum LaunchError {
 
 /// The core and the journal, changed together.
 struct Books {
-    core: Core,
+    core: Engine,
     journal: Journal,
 }
 
@@ -116,9 +116,9 @@ impl RealAgent {
             replay,
             journal_lines: journal.lines(),
         };
-        let core_config = CoreConfig::real(config.timing.clone())
+        let core_config = EngineConfig::real(config.timing.clone())
             .with_gpus(gpus.iter().map(|g| g.device.uuid.clone()).collect());
-        let core = Core::restore(core_config, restored, probe, now, &mut out);
+        let core = Engine::restore(core_config, restored, probe, now, &mut out);
         let mut isolator = isolation::detect(
             config.isolation,
             config.cgroup_root.as_deref(),
@@ -171,8 +171,11 @@ impl RealAgent {
         self.books.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Feeds the core one event (`f`), flushes updates, and runs what it asks for.
-    pub fn feed<R>(self: &Arc<Self>, f: impl FnOnce(&mut Core, Now, &mut Vec<Command>) -> R) -> R {
+    /// Feeds the engine one event (`f`), flushes updates, and runs what it asks for.
+    pub fn feed<R>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&mut Engine, Now, &mut Vec<Command>) -> R,
+    ) -> R {
         let now = now();
         let mut out = Vec::new();
         let (result, rest) = {
@@ -238,8 +241,8 @@ impl RealAgent {
         Ok(())
     }
 
-    /// Starts killing a task (see [`Core::find`] for how it is named); a fence also journals
-    /// that it must not run again (see [`Core::fence`]).
+    /// Starts killing a task (see [`Engine::find`] for how it is named); a fence also journals
+    /// that it must not run again (see [`Engine::fence`]).
     pub(crate) fn kill(
         self: &Arc<Self>,
         order: crate::engine::KillOrder,
@@ -269,7 +272,7 @@ impl RealAgent {
         self.lock().core.statuses()
     }
 
-    /// The sandbox of the task a request names (see [`Core::find`]).
+    /// The sandbox of the task a request names (see [`Engine::find`]).
     pub fn sandbox(
         &self,
         framework_id: Option<FrameworkId>,
@@ -525,7 +528,7 @@ async fn run_task(agent: Arc<RealAgent>, task_id: TaskKey) {
 }
 
 /// Runs the task's health check every interval while it runs (forever; dropped when the task
-/// ends), and records each change of its health ([`Core::health_changed`]). Nothing without a
+/// ends), and records each change of its health ([`Engine::health_changed`]). Nothing without a
 /// health check.
 async fn health_checks(
     agent: &Arc<RealAgent>,

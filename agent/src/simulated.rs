@@ -1,5 +1,5 @@
 //! Simulated agents: thousands in one process, for scale tests of the coordinator. A thin shell
-//! around one [`Core`] per agent (the same core as the real agent's, with journaling off).
+//! around one [`Engine`] per agent (the same core as the real agent's, with journaling off).
 //!
 //! Each simulated agent registers and heartbeats like a real one, and serves the agent API under
 //! `/sim/{i}` of one shared listener (agent `i` registers the endpoint `{base}/sim/{i}`). A
@@ -12,7 +12,7 @@
 //! everything due (the cores' timers and the tasks' ends), starts due requests through one
 //! shared HTTP client with a cap on requests in flight, and feeds their answers to the cores.
 //! First registrations are spread over `SimConfig::stagger`. Updates are kept in memory only (a
-//! simulated agent has nothing to re-adopt after a restart) and sent as the core decides: in
+//! simulated agent has nothing to re-adopt after a restart) and sent as the engine decides: in
 //! order, in batches of up to [`MAX_STATUS_BATCH`](crate::engine::MAX_STATUS_BATCH) per request,
 //! one request in flight per agent, until the coordinator answers `200`; a task is forgotten
 //! once its terminal update is acknowledged.
@@ -42,14 +42,16 @@ use crate::api::{
 use crate::auth;
 use crate::client::{self, Call, Identity, LogLevel};
 use crate::config::{self, SimConfig};
-use crate::engine::{Command, Core, CoreConfig, Exit, Launch, Now, Reply, Signal, TaskKey, Timer};
+use crate::engine::{
+    Command, Engine, EngineConfig, Exit, Launch, Now, Reply, Signal, TaskKey, Timer,
+};
 use crate::AgentError;
 
 /// Something the driver must do at a given time.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum Due {
     /// A timer of agent `i`'s core.
-    Core(usize, Timer),
+    Engine(usize, Timer),
     /// A simulated task's `duration_s` is over.
     Finish(usize, TaskKey),
 }
@@ -72,14 +74,14 @@ struct Sim {
     /// The fleet's one API token ([`crate::auth`]).
     api_token: String,
     /// Held briefly, never across an `.await`.
-    cores: Mutex<Vec<Core>>,
+    cores: Mutex<Vec<Engine>>,
     events: mpsc::UnboundedSender<Event>,
     /// The coordinators, and which of them leads (one for the fleet).
     leader: client::Leader,
 }
 
 impl Sim {
-    fn lock(&self) -> MutexGuard<'_, Vec<Core>> {
+    fn lock(&self) -> MutexGuard<'_, Vec<Engine>> {
         self.cores.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -150,8 +152,8 @@ pub async fn run_simulated(
                 .map(|g| crate::gpu::fake::simulated_uuid(i, g))
                 .collect();
             let core =
-                CoreConfig::simulated(config.timing.clone(), seed ^ i as u64).with_gpus(gpus);
-            Core::new(core, None)
+                EngineConfig::simulated(config.timing.clone(), seed ^ i as u64).with_gpus(gpus);
+            Engine::new(core, None)
         })
         .collect();
     let (events, rx) = mpsc::unbounded_channel();
@@ -225,7 +227,7 @@ async fn drive(
     let count = cfg.count as u32;
     for i in 0..cfg.count {
         let at = start + cfg.stagger.mul_f64(i as f64 / f64::from(count.max(1)));
-        d.heap.push(Reverse((at, Due::Core(i, Timer::Register))));
+        d.heap.push(Reverse((at, Due::Engine(i, Timer::Register))));
     }
     let mut events_open = true;
 
@@ -283,7 +285,9 @@ async fn sleep_until(at: Option<Instant>) {
 impl Driver {
     fn fire(&mut self, due: Due, now: Now) {
         match due {
-            Due::Core(i, timer) => self.feed(i, now, |core, now, out| core.timer(timer, now, out)),
+            Due::Engine(i, timer) => {
+                self.feed(i, now, |core, now, out| core.timer(timer, now, out))
+            }
             Due::Finish(i, task_id) => self.feed(i, now, |core, now, out| {
                 core.exited(&task_id, Exit::Elapsed, now, out);
             }),
@@ -291,7 +295,7 @@ impl Driver {
     }
 
     /// Feeds agent `i`'s core one event, flushes its updates, and runs what it asks for.
-    fn feed(&mut self, i: usize, now: Now, f: impl FnOnce(&mut Core, Now, &mut Vec<Command>)) {
+    fn feed(&mut self, i: usize, now: Now, f: impl FnOnce(&mut Engine, Now, &mut Vec<Command>)) {
         let mut out = Vec::new();
         {
             let mut cores = self.sim.lock();
@@ -312,7 +316,7 @@ impl Driver {
                     }));
                 }
                 Command::SetTimer { at, timer } => {
-                    self.heap.push(Reverse((at, Due::Core(i, timer))));
+                    self.heap.push(Reverse((at, Due::Engine(i, timer))));
                 }
                 // Settled in the lock, or not used with journaling off.
                 Command::Spawn(_)
@@ -326,9 +330,9 @@ impl Driver {
     }
 }
 
-/// Carries out, on the core itself, what a simulated task does at once: a spawned task is
+/// Carries out, on the engine itself, what a simulated task does at once: a spawned task is
 /// running; a terminated one has ended. Returns the commands left for the driver.
-fn settle(core: &mut Core, mut commands: Vec<Command>, now: Now) -> Vec<Command> {
+fn settle(core: &mut Engine, mut commands: Vec<Command>, now: Now) -> Vec<Command> {
     let at_once = |c: &Command| matches!(c, Command::Spawn(_) | Command::Signal { .. });
     if !commands.iter().any(at_once) {
         return commands;
@@ -401,7 +405,7 @@ fn handle<R, E>(
     sim: &Sim,
     i: usize,
     finishes: Vec<(TaskKey, Duration)>,
-    f: impl FnOnce(&mut Core, Now, &mut Vec<Command>) -> Result<R, E>,
+    f: impl FnOnce(&mut Engine, Now, &mut Vec<Command>) -> Result<R, E>,
 ) -> Result<R, E> {
     let now = now();
     let mut out = Vec::new();

@@ -239,6 +239,7 @@ pub async fn failover(
         stop_when_done: false,
         max_in_flight: None,
         hold_demand: false,
+        command: None,
     });
     // Declined offers come back after a minute, not the SDK's 30 s: the probes need only the
     // new leader's first offers, which no filter of the old one holds back.
@@ -260,6 +261,7 @@ pub async fn failover(
             stop_when_done: false,
             max_in_flight: None,
             hold_demand: true,
+            command: None,
         })
         .collect();
     let (mut probe_drivers, probe_stops) =

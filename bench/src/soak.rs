@@ -244,6 +244,7 @@ pub async fn soak(config: &SoakConfig, cluster: &mut Cluster) -> anyhow::Result<
             stop_when_done: false,
             max_in_flight: Some(per_framework),
             hold_demand: false,
+            command: None,
         })
         .collect();
     let (mut drivers, stops) =

@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl Core {
+impl Engine {
     /// Records a state change of a task that has not ended: journal, then queue. A task that
     /// ended does not change again.
     pub(super) fn record(

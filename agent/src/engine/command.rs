@@ -1,4 +1,4 @@
-//! What goes into the core and what comes out: the [`Command`]s a shell runs, the [`Request`]s it
+//! What goes into the engine and what comes out: the [`Command`]s a shell runs, the [`Request`]s it
 //! sends and the [`Reply`]s it feeds back, the [`Timer`]s it sets; how a task's process
 //! ended ([`Exit`]) is `crate::process`'s, re-exported.
 
@@ -31,13 +31,13 @@ pub enum Command {
     },
     /// Keep the agent id the coordinator gave, for the next start.
     PersistAgentId(AgentId),
-    /// Send a request to the coordinator and feed its answer back with [`Core::reply`].
+    /// Send a request to the coordinator and feed its answer back with [`Engine::reply`].
     ///
-    /// [`Core::reply`]: super::Core::reply
+    /// [`Engine::reply`]: super::Engine::reply
     Send(Request),
-    /// Start the task (it was just accepted); [`Core::take_launch`] says what to run.
+    /// Start the task (it was just accepted); [`Engine::take_launch`] says what to run.
     ///
-    /// [`Core::take_launch`]: super::Core::take_launch
+    /// [`Engine::take_launch`]: super::Engine::take_launch
     Spawn(TaskKey),
     /// Watch a process that outlived an agent restart until it ends.
     Watch(TaskKey, Process),
@@ -50,9 +50,9 @@ pub enum Command {
         /// Which signal.
         signal: Signal,
     },
-    /// Call [`Core::timer`] with `timer` at `at` (or as soon as possible after).
+    /// Call [`Engine::timer`] with `timer` at `at` (or as soon as possible after).
     ///
-    /// [`Core::timer`]: super::Core::timer
+    /// [`Engine::timer`]: super::Engine::timer
     SetTimer {
         /// When.
         at: Instant,
@@ -130,7 +130,7 @@ impl std::fmt::Display for Failure {
     }
 }
 
-/// Something the core asked to be woken for.
+/// Something the engine asked to be woken for.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Timer {
     /// Register (first time, after a failure, or after the coordinator forgot the agent).
@@ -148,7 +148,7 @@ pub enum Timer {
     Fence,
 }
 
-/// A signal the core asks for (the shell maps it to the OS's).
+/// A signal the engine asks for (the shell maps it to the OS's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Signal {
     /// Ask the task to stop (SIGTERM).

@@ -3,13 +3,13 @@
 
 use super::*;
 
-impl Core {
+impl Engine {
     /// Starts the session: registers now.
     pub fn start(&mut self, now: Now, out: &mut Vec<Command>) {
         self.timer(Timer::Register, now, out);
     }
 
-    /// A timer the core set fired.
+    /// A timer the engine set fired.
     pub fn timer(&mut self, timer: Timer, now: Now, out: &mut Vec<Command>) {
         match timer {
             Timer::Register => {

@@ -11,7 +11,7 @@
 //! `killed` with reason `agent_partitioned`, and is journaled, so a restarted agent kills a
 //! fenced task it finds alive again.
 //!
-//! The coordinator may also order a fence ([`Core::fence`]): when the agent returns still
+//! The coordinator may also order a fence ([`Engine::fence`]): when the agent returns still
 //! running a task its framework was told is `lost` or `gone`.
 
 use std::collections::HashMap;
@@ -37,7 +37,7 @@ pub(crate) struct Contact {
     pub partition: HashMap<FrameworkId, Duration>,
 }
 
-impl Core {
+impl Engine {
     /// The coordinator orders a fence: the task's framework was told it is `lost` or `gone`.
     /// It is killed (reason `agent_partitioned`) and journaled as fenced.
     pub fn fence(

@@ -1,4 +1,4 @@
-//! The agent core: one synchronous state machine shared by the real agent and the simulated
+//! The agent engine: one synchronous state machine shared by the real agent and the simulated
 //! one. It does no I/O and reads no clock: inputs (a launch, a kill, a process that started or
 //! ended, a timer, the coordinator's reply) come in as method calls with the time passed in
 //! ([`Now`]), and what must happen comes out as [`Command`]s appended to a buffer, which a shell
@@ -19,7 +19,7 @@
 //! Every state change is recorded by one function, which journals it (when journaling is on)
 //! before queueing it, so the journal order is the send order.
 //!
-//! Updates are only sent by [`Core::flush`] (and by [`Core::timer`] and [`Core::reply`], which
+//! Updates are only sent by [`Engine::flush`] (and by [`Engine::timer`] and [`Engine::reply`], which
 //! flush themselves): a shell feeds an event (a launch and the starts it causes) and then
 //! flushes once, so updates that happen together go in one request.
 
@@ -75,7 +75,7 @@ pub struct Now {
 }
 
 impl Now {
-    /// Reads both clocks (shells only; the core never calls it).
+    /// Reads both clocks (shells only; the engine never calls it).
     pub fn read(at: Instant) -> Self {
         Self {
             at,
@@ -123,9 +123,9 @@ impl UpdateIds {
     }
 }
 
-/// How a core behaves.
+/// How an engine behaves.
 #[derive(Debug, Clone)]
-pub struct CoreConfig {
+pub struct EngineConfig {
     /// Intervals and limits.
     pub timing: Timing,
     /// Journal or not.
@@ -142,7 +142,7 @@ pub struct CoreConfig {
     pub gpus: Vec<String>,
 }
 
-impl CoreConfig {
+impl EngineConfig {
     /// A real agent's core: journaled, keeps [`MAX_TERMINAL_TASKS`] terminal tasks.
     pub fn real(timing: Timing) -> Self {
         Self {
@@ -176,7 +176,7 @@ impl CoreConfig {
     }
 }
 
-/// A launch the core refuses.
+/// A launch the engine refuses.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LaunchError {
     /// A task id the agent already knows in the framework, or given twice.
@@ -236,8 +236,8 @@ enum Accepting {
 
 /// One agent's state machine. See the module docs.
 #[derive(Debug)]
-pub struct Core {
-    config: CoreConfig,
+pub struct Engine {
+    config: EngineConfig,
     session: Session,
     tasks: Table,
     updates: Updates,
@@ -249,9 +249,9 @@ pub struct Core {
     contact: fence::Contact,
 }
 
-impl Core {
+impl Engine {
     /// A fresh core, not registered yet (`agent_id`: the id from an earlier run, if any).
-    pub fn new(config: CoreConfig, agent_id: Option<AgentId>) -> Self {
+    pub fn new(config: EngineConfig, agent_id: Option<AgentId>) -> Self {
         Self {
             gpus: gpus::GpuBooks::new(config.gpus.clone()),
             config,

@@ -2,13 +2,13 @@
 
 use super::*;
 
-impl Core {
+impl Engine {
     /// A core rebuilt from a replayed journal. Each task not yet
     /// terminal is looked at with `probe` (the shell's view of its process): a live process is
     /// re-adopted ([`Command::Watch`]); one that ended is reported from its exit code (or `lost`
     /// without one) after its group is killed; a task that never started is `failed`.
     pub fn restore(
-        config: CoreConfig,
+        config: EngineConfig,
         restored: Restored,
         mut probe: impl FnMut(Process, Option<&Path>) -> Probe,
         now: Now,
@@ -133,7 +133,7 @@ impl Core {
     }
 
     /// Accepts tasks (all or none): each is `starting`, journaled, queued, and to be spawned.
-    /// Their framework is not partition-aware (see [`Core::launch_partitioned`]).
+    /// Their framework is not partition-aware (see [`Engine::launch_partitioned`]).
     pub fn launch(
         &mut self,
         framework_id: FrameworkId,
@@ -144,7 +144,7 @@ impl Core {
         self.launch_partitioned(framework_id, launches, None, now, out)
     }
 
-    /// [`Core::launch`] for a framework with this partition timeout (`None`: not
+    /// [`Engine::launch`] for a framework with this partition timeout (`None`: not
     /// partition-aware), which decides how long its tasks run on while the coordinator
     /// cannot be reached (see [`super::fence`]).
     pub fn launch_partitioned(
@@ -324,7 +324,7 @@ impl Core {
         self.record_end(task_id, end, (reason, usage), now, out);
     }
 
-    /// A kill request for the task [`Core::find`] names: SIGTERM now and SIGKILL after the
+    /// A kill request for the task [`Engine::find`] names: SIGTERM now and SIGKILL after the
     /// grace period for a running task; a task not started yet is killed before it starts; an
     /// ended one is left alone.
     pub fn kill(

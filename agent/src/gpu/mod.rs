@@ -1,7 +1,7 @@
 //! GPUs on an agent: which devices it has ([`GpuDiscovery`]: NVML in [`nvml`], a
 //! fake in [`fake`] for tests and simulated agents), which of them it uses (`--gpus`,
 //! [`GpuChoice`]), what a task's environment says ([`task_env`]) and which device nodes its
-//! cgroup may open ([`devices`]). Which task holds which device is the core's business
+//! cgroup may open ([`devices`]). Which task holds which device is the engine's business
 //! (`engine::gpus`).
 //!
 //! A task is given its devices by UUID in both `CUDA_VISIBLE_DEVICES` and

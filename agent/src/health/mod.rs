@@ -1,7 +1,7 @@
 //! Task health checks in the real agent: the verdict of each check feeds a small
 //! state machine per task ([`Checker`]), which says when the task's health *changes*; only then
-//! does the agent send a status update (`running` with `healthy`), through the core's journaled,
-//! acknowledged update path ([`crate::engine::Core::health_changed`]).
+//! does the agent send a status update (`running` with `healthy`), through the engine's journaled,
+//! acknowledged update path ([`crate::engine::Engine::health_changed`]).
 //!
 //! - [`Checker`] (here): grace period, consecutive failures, recovery. Pure; no clock, no I/O.
 //! - [`probe`]: running one check: a command as the task's user in its sandbox, or an HTTP GET

@@ -188,7 +188,7 @@ fn a_fence_the_coordinator_orders_is_journaled_and_carried_out_again_after_a_res
         partition: Default::default(),
     };
     let mut out = Vec::new();
-    Core::restore(
+    Engine::restore(
         config(Journaling::On, Retention::KeepTerminal(10)),
         Restored {
             agent_id: Some(rig.agent),

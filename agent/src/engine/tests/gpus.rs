@@ -2,7 +2,7 @@
 
 use super::*;
 
-fn gpu_config(n: usize) -> CoreConfig {
+fn gpu_config(n: usize) -> EngineConfig {
     config(Journaling::Off, Retention::ForgetWhenAcked)
         .with_gpus((0..n).map(|i| format!("GPU-{i}")).collect())
 }
@@ -22,7 +22,7 @@ fn launch(rig: &mut Rig, ms: u64, task: &str, gpus: &str) -> Vec<Command> {
     rig.at(ms, |c, now, out| c.launch(fw, launches, now, out).unwrap())
 }
 
-fn devices_of(core: &Core, task: &str) -> Option<Vec<String>> {
+fn devices_of(core: &Engine, task: &str) -> Option<Vec<String>> {
     core.statuses()
         .into_iter()
         .find(|s| s.task_id.as_str() == task)
@@ -124,7 +124,7 @@ fn a_restored_core_keeps_running_tasks_devices() {
         partition: Default::default(),
     };
     let mut out = Vec::new();
-    let mut core = Core::restore(
+    let mut core = Engine::restore(
         gpu_config(3),
         Restored {
             agent_id: None,

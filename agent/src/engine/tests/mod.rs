@@ -17,15 +17,15 @@ use crate::journal::{Record, Replay, ReplayedTask};
 
 /// A core with a fixed clock origin, sequential update ids and no jitter.
 pub(super) struct Rig {
-    core: Core,
+    core: Engine,
     t0: Instant,
     wall: Timestamp,
     fw: FrameworkId,
     agent: AgentId,
 }
 
-pub(super) fn config(journaling: Journaling, retention: Retention) -> CoreConfig {
-    CoreConfig {
+pub(super) fn config(journaling: Journaling, retention: Retention) -> EngineConfig {
+    EngineConfig {
         timing: Timing::fast(),
         journaling,
         retention,
@@ -65,9 +65,9 @@ pub(super) fn spec(task: &str) -> TaskSpec {
 }
 
 impl Rig {
-    pub(super) fn new(config: CoreConfig) -> Self {
+    pub(super) fn new(config: EngineConfig) -> Self {
         Self {
-            core: Core::new(config, None),
+            core: Engine::new(config, None),
             t0: Instant::now(),
             wall: protocol::now(),
             fw: FrameworkId(uuid::Uuid::from_u128(7)),
@@ -90,7 +90,7 @@ impl Rig {
     pub(super) fn at(
         &mut self,
         ms: u64,
-        f: impl FnOnce(&mut Core, Now, &mut Vec<Command>),
+        f: impl FnOnce(&mut Engine, Now, &mut Vec<Command>),
     ) -> Vec<Command> {
         let now = self.now(ms);
         let mut out = Vec::new();
@@ -152,7 +152,9 @@ impl Rig {
     }
 }
 
-pub(super) fn reply(result: Result<(), Failure>) -> impl FnOnce(&mut Core, Now, &mut Vec<Command>) {
+pub(super) fn reply(
+    result: Result<(), Failure>,
+) -> impl FnOnce(&mut Engine, Now, &mut Vec<Command>) {
     move |c, now, out| c.reply(Reply::Statuses(result), now, out)
 }
 

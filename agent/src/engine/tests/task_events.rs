@@ -115,7 +115,7 @@ fn a_restored_core_readopts_live_processes_and_reports_ended_ones() {
     };
     let rig = Rig::new(config(Journaling::Off, Retention::ForgetWhenAcked));
     let mut out = Vec::new();
-    let core = Core::restore(
+    let core = Engine::restore(
         config(Journaling::Off, Retention::ForgetWhenAcked),
         Restored {
             agent_id: None,
