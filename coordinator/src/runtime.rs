@@ -67,8 +67,7 @@ struct Shared {
     /// The books and the open framework streams. A std mutex: it is never held across an
     /// `.await`, and every critical section is short and CPU-only.
     inner: Mutex<Inner>,
-    /// Wakes the allocation loop after a change that frees resources.
-    /// Wakes the allocation loop's thread.
+    /// Wakes the allocation loop's thread after a change that frees resources.
     doorbell: Doorbell,
     offer_events: broadcast::Sender<OfferEvent>,
     http: reqwest::Client,

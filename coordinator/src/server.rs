@@ -284,7 +284,7 @@ async fn history_loop(c: Coordinator) {
 }
 
 /// Agents per part of an allocation run: the books' lock is taken once per part, so a request
-/// waits for at most one part (about a millisecond at 1,000 agents), never a whole run.
+/// waits for at most one part, never a whole run of every agent.
 const ALLOCATION_PART: usize = 1_000;
 
 /// The allocation loop: runs on an OS thread of its own (tokio's blocking pool) rather than as
