@@ -30,10 +30,17 @@ pub fn ca_certificates(path: &Path) -> Result<Vec<reqwest::Certificate>, TlsErro
         .collect()
 }
 
+/// How long a client keeps an idle connection for reuse: less than the 30 s after which
+/// Parley's servers close an idle connection (the coordinator's `header_read_timeout`), so a
+/// request is not sent on a connection the server is closing at that moment, which fails it
+/// with "error sending request" (reqwest's own default is 90 s).
+pub const POOL_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+
 /// A reqwest client builder that trusts the CA file's certificates only, or the built-in roots
-/// when `ca_file` is `None`. Callers add their own settings (timeouts, pools) and build it.
+/// when `ca_file` is `None`, and keeps idle connections for [`POOL_IDLE_TIMEOUT`]. Callers add
+/// their own settings (timeouts, pools) and build it.
 pub fn client_builder(ca_file: Option<&Path>) -> Result<reqwest::ClientBuilder, TlsError> {
-    let builder = reqwest::Client::builder();
+    let builder = reqwest::Client::builder().pool_idle_timeout(POOL_IDLE_TIMEOUT);
     let Some(path) = ca_file else {
         return Ok(builder);
     };

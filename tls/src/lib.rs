@@ -32,7 +32,7 @@ mod server;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use client::{ca_certificates, client_builder};
+pub use client::{ca_certificates, client_builder, POOL_IDLE_TIMEOUT};
 pub use error::TlsError;
 #[cfg(feature = "server")]
 pub use listener::{serve, TlsListener, HANDSHAKE_TIMEOUT, MAX_HANDSHAKES};
