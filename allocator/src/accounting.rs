@@ -28,6 +28,7 @@ impl Allocator {
             paused: false,
             has_gpus,
             pools: Vec::new(),
+            changed: false,
         };
         let slot = match self.free_agent_slots.pop() {
             Some(s) => {
@@ -39,6 +40,9 @@ impl Allocator {
                 (self.agents.len() - 1) as u32
             }
         };
+        if let Some(record) = self.agents[slot as usize].as_mut() {
+            record.mark(slot, &mut self.changed);
+        }
         self.agent_index.insert(agent, slot);
         self.capacity_changed();
         Ok(())
@@ -50,6 +54,10 @@ impl Allocator {
     pub fn set_agent_paused(&mut self, agent: AgentId, paused: bool) -> Result<(), AllocatorError> {
         let slot = self.agent_of(agent)?;
         if let Some(Some(record)) = self.agents.get_mut(slot as usize) {
+            if record.paused && !paused {
+                // Resumed: its free resources are offered again by the next changed run.
+                record.mark(slot, &mut self.changed);
+            }
             record.paused = paused;
         }
         Ok(())
@@ -139,7 +147,7 @@ impl Allocator {
     /// Books `v` (which fits in the agent's free) to `leaf` on agent `slot`.
     pub(crate) fn book(&mut self, leaf: u32, slot: u32, v: &[u64]) {
         if let Some(record) = self.agents[slot as usize].as_mut() {
-            record.version += 1;
+            record.touch(slot, &mut self.changed);
             sub_from(&mut record.free, v);
             match record.held.iter_mut().find(|(l, _)| *l == leaf) {
                 Some((_, h)) => add_into(h, v),
@@ -159,7 +167,7 @@ impl Allocator {
     /// `slot`'s free pool and takes it off the tree.
     pub(crate) fn unbook(&mut self, leaf: u32, slot: u32, v: &[u64]) {
         if let Some(record) = self.agents[slot as usize].as_mut() {
-            record.version += 1;
+            record.touch(slot, &mut self.changed);
             add_into(&mut record.free, v);
         }
         self.unbook_tree(leaf, v);

@@ -6,7 +6,7 @@ use protocol::{AgentId, FrameworkId, Resources};
 use super::kinds::{is_zero, sub_from, Dense};
 use super::reference::Ctx;
 use super::tree::ROOT;
-use super::{Allocator, BlockReason, Decision, Policy};
+use super::{Allocator, BlockReason, Decision, Policy, Sweep};
 
 impl Allocator {
     /// One decision: which framework gets `W = free` (on `agent`, whose filters apply; `None` means
@@ -99,60 +99,33 @@ impl Allocator {
     }
 
     /// One allocation cycle over `agents` (in the order given; unknown ids are skipped), or over
-    /// all agents in slot order when `None`. For each agent, each reserved pool with free
-    /// resources goes to a framework in its role's subtree, then the unreserved free resources
-    /// to any framework: each decision allocates the pool's whole free vector (cut to a limit's
-    /// headroom under quota). Returns the decisions in order.
+    /// all agents in slot order when `None` (a whole [`Sweep::All`] run). For each agent, each
+    /// reserved pool with free resources goes to a framework in its role's subtree, then the
+    /// unreserved free resources to any framework: each decision allocates the pool's whole
+    /// free vector (cut to a limit's headroom under quota). Returns the decisions in order.
     pub fn cycle(&mut self, agents: Option<&[AgentId]>, now: u64) -> Vec<Decision> {
-        let mut out = Vec::new();
         match agents {
             Some(ids) => {
+                let mut out = Vec::new();
                 for id in ids {
                     if let Some(&slot) = self.agent_index.get(id) {
-                        self.cycle_slot(slot, now, &mut out);
+                        self.visit(slot, now, &mut out);
                     }
                 }
+                out
             }
             None => {
-                for slot in 0..self.agents.len() as u32 {
-                    self.cycle_slot(slot, now, &mut out);
-                }
+                let mut run = self.start_run(Sweep::All);
+                self.run_part(&mut run, usize::MAX, now)
             }
         }
-        out
-    }
-
-    /// One part of a cycle over all agents: the agents in slots `from..` (slot order), at most
-    /// `max` of them (at least one). Returns the decisions and the slot the next part starts
-    /// from, or `None` when this part reached the last agent. Parts run one after another
-    /// until `None` make the same decisions as one [`Allocator::cycle`] when nothing changes
-    /// between them; the caller may let other changes in between, each part deciding on the
-    /// books as they are then.
-    pub fn cycle_part(
-        &mut self,
-        from: usize,
-        max: usize,
-        now: u64,
-    ) -> (Vec<Decision>, Option<usize>) {
-        let mut out = Vec::new();
-        let end = from.saturating_add(max.max(1)).min(self.agents.len());
-        for slot in from..end {
-            // Slots are `u32` (the agent table never grows past it).
-            self.cycle_slot(slot as u32, now, &mut out);
-        }
-        (out, (end < self.agents.len()).then_some(end))
     }
 
     /// The decisions of one cycle on agent `slot`: its reserved pools, then its unreserved
     /// free resources.
-    fn cycle_slot(&mut self, slot: u32, now: u64, out: &mut Vec<Decision>) {
+    pub(crate) fn cycle_slot(&mut self, slot: u32, now: u64, out: &mut Vec<Decision>) {
         self.sweep_filters(slot, now);
-        // Under quota, what roles hold (`quota_version`) also decides who is blocked; both
-        // counters only grow, so their sum changes whenever either does.
-        let memo_key = (
-            self.tree.shape_version,
-            self.eligibility_version.wrapping_add(self.quota_version),
-        );
+        let memo_key = self.memo_key();
         let Some(Some(agent)) = self.agents.get(slot as usize) else {
             return;
         };
@@ -289,7 +262,7 @@ impl Allocator {
                 dropped = true;
             });
             if dropped {
-                agent.version += 1;
+                agent.touch(slot, &mut self.changed);
             }
         }
     }

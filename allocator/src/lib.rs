@@ -14,6 +14,7 @@
 //! - `filters`: the compact per-agent decline-filter store.
 //! - `accounting`: agents, allocate / release, removal.
 //! - `decide`: `pick`, `cycle`, `explain` (blocking rules).
+//! - `runs`: allocation runs in parts, over every agent or only the changed ones ([`Sweep`]).
 //! - `fast`: the fast H-DRF decision (cached node vectors, per-decision work only where this
 //!   agent's blocking differs).
 //! - `quota`: per-role guarantees (served before H-DRF) and limits (blocking and cutting
@@ -84,6 +85,7 @@ pub mod preempt;
 mod quota;
 mod reference;
 mod reservation;
+mod runs;
 pub mod sim;
 #[cfg(test)]
 mod tests;
@@ -93,6 +95,7 @@ mod views;
 pub use error::{AllocatorError, BlockReason};
 pub use kinds::DEFAULT_MAX_KINDS;
 pub use reservation::ReservationView;
+pub use runs::{Run, Sweep};
 
 use protocol::{AgentId, FrameworkId, Resources, RolePath, Weight};
 
@@ -166,6 +169,8 @@ pub(crate) struct Agent {
     pub(crate) has_gpus: bool,
     /// Its reserved pools (empty without reservations: every hook is one branch).
     pub(crate) pools: Vec<reservation::Pool>,
+    /// Queued for the next changed run (see `runs`).
+    pub(crate) changed: bool,
 }
 
 /// The allocator. See the module docs.
@@ -200,6 +205,8 @@ pub struct Allocator {
     /// Under quota, bumped on every allocation change (what roles hold decides which
     /// frameworks a limit blocks); stays 0 without quota. Part of `cycle`'s all-blocked memo.
     pub(crate) quota_version: u64,
+    /// The agents changed since a run last visited them (see `runs`).
+    pub(crate) changed: runs::Changed,
 }
 
 impl Allocator {
@@ -223,6 +230,7 @@ impl Allocator {
             gpu_gating: false,
             quotas: Vec::new(),
             quota_version: 0,
+            changed: runs::Changed::default(),
         }
     }
 
@@ -510,7 +518,7 @@ impl Allocator {
             }
             // A replaced filter may be narrower or shorter: the agent may no longer be blocked
             // for everyone, so `cycle`'s all-blocked memo must not skip it.
-            agent.version += 1;
+            agent.touch(slot, &mut self.changed);
         } else {
             self.refused.release(r);
         }

@@ -101,7 +101,7 @@ impl Allocator {
         // unchanged: only this agent's pools change (its version is bumped below).
         let node = self.tree.ensure_role(role);
         if let Some(record) = self.agents[slot as usize].as_mut() {
-            record.version += 1;
+            record.touch(slot, &mut self.changed);
             match record.pools.iter().position(|p| p.role == *role) {
                 Some(p) if is_zero(&want) => {
                     record.pools.remove(p);
@@ -354,7 +354,7 @@ impl Allocator {
         if let Some(record) = self.agents[slot as usize].as_mut() {
             take_held(&mut record.held, leaf, dense);
             add_into(&mut record.free, dense);
-            record.version += 1;
+            record.touch(slot, &mut self.changed);
             if let Some(p) = p {
                 let pool = &mut record.pools[p];
                 take_held(&mut pool.held, leaf, dense);

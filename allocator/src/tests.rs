@@ -7,7 +7,7 @@
 use protocol::{AgentId, FrameworkId, Resources, RolePath, Weight};
 use uuid::Uuid;
 
-use super::{Allocator, AllocatorError, BlockReason, FilterMode, Policy, DEFAULT_MAX_KINDS};
+use super::{Allocator, AllocatorError, BlockReason, FilterMode, Policy, Sweep, DEFAULT_MAX_KINDS};
 
 fn r(s: &str) -> Resources {
     s.parse().unwrap()
@@ -400,24 +400,123 @@ fn cycle_parts_back_to_back_decide_as_one_cycle() {
     };
     let whole = build().cycle(None, 0);
     assert_eq!(whole.len(), 7);
-    for max in 1..=8 {
-        let mut a = build();
-        let (mut got, mut next, mut parts) = (Vec::new(), Some(0), 0);
-        while let Some(from) = next {
-            let (d, n) = a.cycle_part(from, max, 0);
-            got.extend(d);
-            next = n;
-            parts += 1;
+    for sweep in [Sweep::All, Sweep::Changed] {
+        for max in 1..=8 {
+            let mut a = build();
+            let mut run = a.start_run(sweep);
+            assert!(
+                run.full(),
+                "before any run, even a changed run visits every agent"
+            );
+            let (mut got, mut parts) = (Vec::new(), 0);
+            while !run.done() {
+                got.extend(a.run_part(&mut run, max, 0));
+                parts += 1;
+            }
+            assert_eq!(got, whole, "{sweep:?} in parts of {max}");
+            assert_eq!(parts, 7_usize.div_ceil(max), "parts of {max}");
+            assert_eq!(run.visited(), 7);
+            assert!(a.run_part(&mut run, max, 0).is_empty(), "the run is over");
+            assert!(a.cycle(None, 0).is_empty(), "everything was offered");
         }
-        assert_eq!(got, whole, "parts of {max}");
-        assert_eq!(parts, 7_usize.div_ceil(max), "parts of {max}");
-        assert!(a.cycle(None, 0).is_empty(), "everything was offered");
     }
-    // A part past the last agent decides nothing and ends the cycle; `max` 0 counts as 1.
+    // `max` 0 counts as 1.
     let mut a = build();
-    assert_eq!(a.cycle_part(7, 3, 0), (Vec::new(), None));
-    let (d, next) = a.cycle_part(0, 0, 0);
-    assert_eq!((d.len(), next), (1, Some(1)));
+    let mut run = a.start_run(Sweep::All);
+    assert_eq!(a.run_part(&mut run, 0, 0).len(), 1);
+    assert_eq!((run.visited(), run.done()), (1, false));
+}
+
+#[test]
+fn a_changed_run_visits_only_agents_whose_resources_or_filters_changed() {
+    let mut a = Allocator::new(Policy::Hdrf);
+    a.add_framework(fw(1), &role("a")).unwrap();
+    a.add_framework(fw(2), &role("b")).unwrap();
+    for i in 1..=5 {
+        a.add_agent(ag(i), &r("cpus=4,mem=400")).unwrap();
+    }
+    assert_eq!(a.changed_len(), 5, "new agents are queued");
+    assert_eq!(a.cycle(None, 0).len(), 5);
+    assert_eq!(a.changed_len(), 0, "a full run leaves nothing queued");
+
+    // Nothing changed: a changed run visits no agent and decides nothing.
+    let mut run = a.start_run(Sweep::Changed);
+    assert!(!run.full());
+    assert!(a.run_part(&mut run, 100, 0).is_empty());
+    assert_eq!((run.visited(), run.done()), (0, true));
+
+    // Resources come back on agents 4 and 2: the run visits those two, in slot order.
+    // Who holds a cpu on `agent` (a trial release on a copy).
+    let holder = |a: &Allocator, agent| {
+        [fw(1), fw(2)]
+            .into_iter()
+            .find(|&f| a.clone().release(f, agent, &r("cpus=1")).is_ok())
+            .unwrap()
+    };
+    let mut b = a.clone();
+    let (h4, h2) = (holder(&a, ag(4)), holder(&a, ag(2)));
+    for (f, agent) in [(h4, ag(4)), (h2, ag(2))] {
+        a.release(f, agent, &r("cpus=1")).unwrap();
+        b.release(f, agent, &r("cpus=1")).unwrap();
+    }
+    let mut run = a.start_run(Sweep::Changed);
+    let got = a.run_part(&mut run, 100, 0);
+    assert_eq!((run.visited(), run.full()), (2, false));
+    assert_eq!(got, b.cycle(None, 0), "the same decisions as a full run");
+    assert_eq!(
+        got.iter().map(|d| d.agent).collect::<Vec<_>>(),
+        vec![ag(2), ag(4)]
+    );
+
+    // A framework filters agent 1's returned cpu; the other one is suppressed: the agent is
+    // visited, every framework found blocked, and the next changed run skips it.
+    let h1 = holder(&a, ag(1));
+    a.release(h1, ag(1), &r("cpus=1")).unwrap();
+    let other = if h1 == fw(1) { fw(2) } else { fw(1) };
+    a.suppress(other).unwrap();
+    a.add_filter(h1, ag(1), &r("cpus=4,mem=400"), 1_000)
+        .unwrap();
+    let mut run = a.start_run(Sweep::Changed);
+    assert!(
+        run.full(),
+        "a suppression changed who may be blocked anywhere"
+    );
+    assert!(a.run_part(&mut run, 100, 0).is_empty());
+    let mut run = a.start_run(Sweep::Changed);
+    assert!(a.run_part(&mut run, 100, 0).is_empty());
+    assert_eq!((run.visited(), run.full()), (0, false));
+
+    // The filter expires: only a full run applies that (agent 1 changed nothing else).
+    let mut run = a.start_run(Sweep::Changed);
+    assert!(a.run_part(&mut run, 100, 2_000).is_empty());
+    let d = a.cycle(None, 2_000);
+    assert_eq!((d.len(), d[0].agent, d[0].framework), (1, ag(1), h1));
+}
+
+#[test]
+fn a_change_that_unblocks_frameworks_during_a_run_makes_the_next_changed_run_full() {
+    let mut a = Allocator::new(Policy::Hdrf);
+    a.add_framework(fw(1), &role("a")).unwrap();
+    for i in 1..=3 {
+        a.add_agent(ag(i), &r("cpus=4")).unwrap();
+    }
+    a.suppress(fw(1)).unwrap();
+    assert!(a.cycle(None, 0).is_empty());
+    let mut run = a.start_run(Sweep::Changed);
+    assert!(!run.full());
+    a.revive(fw(1)).unwrap();
+    assert!(a.run_part(&mut run, 1, 0).is_empty(), "no agent changed");
+    let mut run = a.start_run(Sweep::Changed);
+    assert!(run.full(), "the revival came while the last run went on");
+    assert_eq!(a.run_part(&mut run, 100, 0).len(), 3);
+    // A paused agent's resources come back to a changed run when it resumes.
+    a.set_agent_paused(ag(2), true).unwrap();
+    a.release(fw(1), ag(2), &r("cpus=4")).unwrap();
+    assert!(a.cycle(None, 0).is_empty());
+    a.set_agent_paused(ag(2), false).unwrap();
+    let mut run = a.start_run(Sweep::Changed);
+    let d = a.run_part(&mut run, 100, 0);
+    assert_eq!((run.visited(), run.full(), d.len()), (1, false, 1));
 }
 
 #[test]

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 
 use protocol::{AgentId, FrameworkId, Resources, RolePath, Weight};
 
-use allocator::{Allocator, AllocatorError, Decision};
+use allocator::{Allocator, AllocatorError, Decision, Run, Sweep};
 
 /// Who holds resources: an agent or a framework.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -343,21 +343,21 @@ impl Ledger {
         self.check("add_filter", r);
     }
 
-    /// One part of an allocation run (see [`Allocator::cycle_part`]): every decision is
-    /// booked as `offered` to its framework on its agent. A decision the caller cannot turn
-    /// into an offer goes back with [`Ledger::end_offer`]. Returns where the next part starts.
-    pub fn allocate_part(
-        &mut self,
-        from: usize,
-        max: usize,
-        now_ms: u64,
-    ) -> (Vec<Decision>, Option<usize>) {
-        let (decisions, next) = self.allocator.cycle_part(from, max, now_ms);
+    /// Starts an allocation run over the agents `sweep` names (see [`Allocator::start_run`]).
+    pub fn start_run(&mut self, sweep: Sweep) -> Run {
+        self.allocator.start_run(sweep)
+    }
+
+    /// The next part of `run`, at most `max` agents (see [`Allocator::run_part`]): every
+    /// decision is booked as `offered` to its framework on its agent. A decision the caller
+    /// cannot turn into an offer goes back with [`Ledger::end_offer`].
+    pub fn allocate_part(&mut self, run: &mut Run, max: usize, now_ms: u64) -> Vec<Decision> {
+        let decisions = self.allocator.run_part(run, max, now_ms);
         for d in &decisions {
             self.give(Holder::Agent(d.agent), Which::Offered, &d.resources);
             self.give(Holder::Framework(d.framework), Which::Offered, &d.resources);
         }
-        (decisions, next)
+        decisions
     }
 
     /// An offer of `res` ended unused (declined, rescinded, expired): back to the pool it came
@@ -549,7 +549,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use allocator::Policy;
+    use allocator::{Policy, Sweep};
 
     fn res(s: &str) -> Resources {
         s.parse().unwrap()
@@ -570,7 +570,9 @@ mod tests {
     #[test]
     fn offers_and_tasks_are_split_into_offered_and_used() {
         let (mut l, fw, agent) = ledger();
-        let (d, _) = l.allocate_part(0, usize::MAX, 0);
+        let mut run = l.start_run(Sweep::All);
+        let d = l.allocate_part(&mut run, usize::MAX, 0);
+        assert!(run.done());
         assert_eq!(d.len(), 1);
         assert_eq!(l.agent(agent).offered, res("cpus=4,mem=100"));
         assert_eq!(l.framework(fw).offered, res("cpus=4,mem=100"));

@@ -175,12 +175,14 @@ use task_book::{TaskBook, TaskRecord};
 
 pub use agent_token::AgentToken;
 pub use agents::AgentContact;
+pub use allocator::Sweep;
 pub use dashboard::{BookSample, ResourceUse, SAMPLE_MAX_SHARES};
 pub use error::StateError;
 pub use frameworks::RegistrationPlan;
 pub use ids::IdSource;
 pub use input::{Accept, AgentRegistration, Decline, FrameworkRegistration};
 pub use ledger::{Holder, LedgerError};
+pub use offers::AllocationRun;
 pub use reservations::{ReservationOp, ReservationPlan};
 pub use views::{task_list_json, ClusterSnapshot, Gauges, MAX_AGENT_GPU_SERIES};
 

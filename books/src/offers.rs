@@ -11,6 +11,8 @@ use protocol::{
     TaskStatus,
 };
 
+use allocator::{Run, Sweep};
+
 use super::offer_book::OfferRecord;
 use super::{Accept, Decline, Effect, Effects, Now, State, StateError};
 
@@ -34,28 +36,60 @@ impl Ending {
     }
 }
 
-impl State {
-    /// One allocation run: H-DRF picks a framework for each agent's free resources; each
-    /// decision becomes an offer, sent to its framework in one `offers` event. Returns the
-    /// number of offers made.
-    pub fn allocate(&mut self, now: &Now, fx: &mut Effects) -> usize {
-        self.allocate_part(0, usize::MAX, now.ms, now, fx).0
+/// An allocation run in progress: [`State::start_run`] makes it, [`State::allocate_part`]
+/// advances it until [`AllocationRun::done`].
+#[derive(Debug, Clone)]
+pub struct AllocationRun {
+    run: Run,
+    started_ms: u64,
+}
+
+impl AllocationRun {
+    /// Whether every part has run.
+    pub fn done(&self) -> bool {
+        self.run.done()
     }
 
-    /// One part of an allocation run: the agents from allocator slot `from` on, at most `max`
-    /// of them, as [`State::allocate`] does them all (the part's offers go to each framework
-    /// in one `offers` event). Parts run one after another, other calls in between, until the
-    /// next part is `None`; `run_started_ms` is when the run's first part ran. Returns the
-    /// offers made and where the next part starts.
+    /// Whether the run visits every agent (see [`Sweep`]).
+    pub fn full(&self) -> bool {
+        self.run.full()
+    }
+
+    /// How many agents it has visited so far.
+    pub fn visited(&self) -> usize {
+        self.run.visited()
+    }
+}
+
+impl State {
+    /// One allocation run over every agent: H-DRF picks a framework for each agent's free
+    /// resources; each decision becomes an offer, sent to its framework in one `offers` event.
+    /// Returns the number of offers made.
+    pub fn allocate(&mut self, now: &Now, fx: &mut Effects) -> usize {
+        let mut run = self.start_run(Sweep::All, now);
+        self.allocate_part(&mut run, usize::MAX, now, fx)
+    }
+
+    /// Starts an allocation run over every agent, or only the agents whose free resources or
+    /// filters changed since a run last visited them (see [`Sweep`]).
+    pub fn start_run(&mut self, sweep: Sweep, now: &Now) -> AllocationRun {
+        AllocationRun {
+            run: self.ledger.start_run(sweep),
+            started_ms: now.ms,
+        }
+    }
+
+    /// The next part of `run`: at most `max` agents, decided as [`State::allocate`] does (the
+    /// part's offers go to each framework in one `offers` event). Parts run one after another,
+    /// other calls in between, until the run is done. Returns the offers made.
     pub fn allocate_part(
         &mut self,
-        from: usize,
+        run: &mut AllocationRun,
         max: usize,
-        run_started_ms: u64,
         now: &Now,
         fx: &mut Effects,
-    ) -> (usize, Option<usize>) {
-        let (decisions, next) = self.ledger.allocate_part(from, max, now.ms);
+    ) -> usize {
+        let decisions = self.ledger.allocate_part(&mut run.run, max, now.ms);
         let mut batches: BTreeMap<FrameworkId, Vec<Offer>> = BTreeMap::new();
         let expires_ms = now.ms.saturating_add(self.timing.offer_timeout_ms);
         let expires_at = now.wall
@@ -93,15 +127,16 @@ impl State {
                 self.offer_waits.push(now.ms.saturating_sub(since));
             }
         }
-        if next.is_none() {
+        if run.done() {
             // Freed since the run started: maybe after its part passed; the next run offers it.
-            self.freed_at.retain(|_, since| *since > run_started_ms);
+            let started = run.started_ms;
+            self.freed_at.retain(|_, since| *since > started);
         }
         let made = batches.values().map(Vec::len).sum();
         for (fw, offers) in batches {
             fx.push(Effect::ToFramework(fw, FrameworkEvent::Offers { offers }));
         }
-        (made, next)
+        made
     }
 
     /// Checks that every offer exists, is outstanding, and belongs to `fw`; returns them.

@@ -1268,14 +1268,17 @@ fn a_run_in_parts_offers_each_agent_once_and_keeps_what_was_freed_behind_it() {
 
     // A run from 5 ms in parts of one agent: the first part offers only the first agent.
     let mut fx = Vec::new();
-    assert_eq!(s.allocate_part(0, 1, 5, &at(5), &mut fx), (1, Some(1)));
+    let mut run = s.start_run(Sweep::All, &at(5));
+    assert_eq!(s.allocate_part(&mut run, 1, &at(5), &mut fx), 1);
+    assert!(!run.done());
     let again = offer_on(&s, first);
     assert_eq!(fx, offered(&again));
     assert_eq!(s.take_offer_waits(), vec![2], "freed at 3, offered at 5");
     // Declined behind the run's back, before its last part.
     s.decline(fw, no_filter(&again), &at(6), &mut fx).unwrap();
     let mut fx = Vec::new();
-    assert_eq!(s.allocate_part(1, 1, 5, &at(7), &mut fx), (1, None));
+    assert_eq!(s.allocate_part(&mut run, 1, &at(7), &mut fx), 1);
+    assert!(run.done());
     assert_eq!(fx, offered(&offer_on(&s, second)));
     assert!(s.take_offer_waits().is_empty(), "a new agent was not freed");
     // Freed after the run started: kept for the next run, which counts its wait.

@@ -27,6 +27,7 @@ use crate::config::{Config, ConfigError};
 use crate::history::History;
 use crate::runtime::doorbell::{CloseOnDrop, Woken};
 use crate::runtime::{Coordinator, StartError};
+use crate::state::Sweep;
 use crate::store::StoreError;
 
 /// Why a coordinator could not start, or stopped serving with an error.
@@ -312,11 +313,13 @@ async fn allocation_loop(c: Coordinator) {
     }
 }
 
-/// The allocation thread's loop: a run on every tick of `allocation_interval` and, when
-/// kicked, after `allocation_batch_delay` (or as long as the last run took, if longer: a flood
-/// of kicks, frameworks reviving in a loop as Mesos users knew, leaves the books' lock free at
-/// least half the time). Each run goes over the agents in parts of [`ALLOCATION_PART`].
-/// Returns when the doorbell is closed.
+/// The allocation thread's loop: a run over every agent on every tick of
+/// `allocation_interval` and, when kicked, a run over the agents whose resources or filters
+/// changed since a run last visited them ([`Sweep::Changed`], which visits every agent when
+/// something else changed that can unblock frameworks anywhere) after `allocation_batch_delay`
+/// (or as long as the last run took, if longer: a flood of kicks, frameworks reviving in a loop
+/// as Mesos users knew, leaves the books' lock free at least half the time). Each run goes over
+/// its agents in parts of [`ALLOCATION_PART`]. Returns when the doorbell is closed.
 fn allocation_turns(c: &Coordinator) {
     let bell = c.doorbell();
     let interval = c.config().allocation_interval;
@@ -325,39 +328,47 @@ fn allocation_turns(c: &Coordinator) {
     // The first run is at once, as a tokio interval's first tick.
     let mut next_tick = Instant::now();
     loop {
-        match bell.wait_until(next_tick) {
+        let sweep = match bell.wait_until(next_tick) {
             Woken::Closed => return,
-            Woken::Deadline => next_tick = Instant::now() + interval,
+            Woken::Deadline => {
+                next_tick = Instant::now() + interval;
+                Sweep::All
+            }
             Woken::Rung => {
                 let wait = batch.max(last_run);
                 if !wait.is_zero() && !bell.sleep(wait) {
                     return;
                 }
+                Sweep::Changed
             }
-        }
+        };
         c.maybe_injected_panic("allocation");
         if !c.offering() {
             // An HA follower, or a new leader still waiting for its agents.
             continue;
         }
         let started = Instant::now();
-        let run_started_ms = c.now().ms;
-        let (mut made, mut from) = (0, Some(0));
-        while let Some(part) = from {
-            let (m, next, waits) = c.run(|state, now, fx| {
-                let (m, next) = state.allocate_part(part, ALLOCATION_PART, run_started_ms, now, fx);
-                (m, next, state.take_offer_waits())
+        let mut run = c.run(|state, now, _| state.start_run(sweep, now));
+        let mut made = 0;
+        while !run.done() {
+            let (m, waits) = c.run(|state, now, fx| {
+                let m = state.allocate_part(&mut run, ALLOCATION_PART, now, fx);
+                (m, state.take_offer_waits())
             });
             for ms in waits {
                 c.metrics().observe_offer_wait(Duration::from_millis(ms));
             }
             made += m;
-            from = next;
         }
         last_run = started.elapsed();
         c.metrics().observe_allocation(last_run);
         if made > 0 {
-            tracing::debug!(offers = made, "allocation run");
+            tracing::debug!(
+                offers = made,
+                agents = run.visited(),
+                full = run.full(),
+                "allocation run"
+            );
         }
     }
 }
