@@ -17,7 +17,8 @@
 //!   HTTP.
 //! - [`process`]: a task's OS process ([`process::Process`]) and how it ended
 //!   ([`process::Exit`]): plain types the engine, the journal and the isolation share.
-//! - [`journal`]: append-only, fsync'd JSON lines in the work dir; replay and compaction.
+//! - [`journal`]: append-only, fsync'd JSON lines in the work dir; replay and compaction; its
+//!   group commit (one sync, on a thread of its own, for every record appended before it).
 //! - [`executor`]: task processes: the wrapper, environment, memory limits, process-group
 //!   signals, exit status, `/proc` checks for re-adoption.
 //! - [`isolation`]: per-task cgroups (v1 and v2) and namespaces, detected at start; the
