@@ -369,6 +369,9 @@ impl TaskCgroup {
                     kill_each(&self.pids());
                 }
             }
+            // Nothing to kill (the usual end: the task's pid namespace went with its init):
+            // no freeze and thaw, two writes and a wait saved per task.
+            TaskCgroup::V1 { .. } if self.pids().is_empty() => {}
             TaskCgroup::V1 { .. } => {
                 let freezer = self.dir("freezer").map(Path::to_path_buf);
                 let frozen = freezer

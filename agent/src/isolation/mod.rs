@@ -3,7 +3,7 @@
 //!
 //! - [`cgroup`]: per-task cgroups on v1 and v2: limits, kill of the whole cgroup, removal,
 //!   usage (OOM kills, peak memory, CPU and throttled time).
-//! - [`launch`]: the launcher the task's wrapper re-executes (`parley-launch`, or
+//! - [`launch`]: the launcher the agent starts in place of the `sh` wrapper (`parley-launch`, or
 //!   `agent __parley-launch`): new
 //!   pid, mount, ipc and uts namespaces, the cgroup joined by the task's init, `/proc`, `/tmp`,
 //!   hostname, `no_new_privs`, the task's user.
@@ -127,7 +127,7 @@ pub fn detect(
             root.then(|| Cgroups::v1(Path::new("/sys/fs/cgroup")))
                 .flatten()
         });
-    // Absolute: the wrapper runs in the task's sandbox.
+    // Absolute: the launcher starts in the task's sandbox.
     let launcher = launcher
         .map(|l| std::fs::canonicalize(l).unwrap_or_else(|_| l.to_path_buf()))
         .or_else(own_launcher)
