@@ -199,7 +199,8 @@ impl Isolator {
     }
 
     /// Removes the cgroups of this agent's tasks whose sandboxes are not in `live` (tasks that
-    /// ended while the agent was down), killing what is left in them first.
+    /// ended while the agent was down), killing what is left in them first, and the parents
+    /// left empty (a running agent keeps them for its next tasks).
     pub fn sweep(&self, live: &std::collections::HashSet<PathBuf>) {
         let live: Vec<TaskCgroup> = live.iter().filter_map(|s| self.task_cgroup(s)).collect();
         for rel in self.cgroups.tasks_under(&self.prefix) {
@@ -213,6 +214,7 @@ impl Isolator {
                 tracing::warn!("cannot remove a stale task cgroup: {e}");
             }
         }
+        self.cgroups.remove_empty(&self.prefix);
     }
 }
 
@@ -276,11 +278,16 @@ mod tests {
         for task in ["live", "gone"] {
             std::fs::create_dir_all(t.path().join("parley/me/fw").join(task)).unwrap();
         }
+        std::fs::create_dir_all(t.path().join("parley/me/fw2/gone")).unwrap();
         std::fs::create_dir_all(t.path().join("parley/other/fw/gone")).unwrap();
         let live = std::collections::HashSet::from([PathBuf::from("/w/sandboxes/fw/live")]);
         i.sweep(&live);
         assert!(t.path().join("parley/me/fw/live").exists());
         assert!(!t.path().join("parley/me/fw/gone").exists());
+        assert!(
+            !t.path().join("parley/me/fw2").exists(),
+            "a framework left with no task goes too"
+        );
         assert!(
             t.path().join("parley/other/fw/gone").exists(),
             "another agent's cgroups are not this agent's to sweep"
