@@ -310,8 +310,11 @@ impl RealAgent {
         self.lock().core.stop_accepting();
     }
 
-    /// Syncs the journal (shutdown).
+    /// Syncs the journal and removes the cgroup parents no task uses (shutdown).
     pub fn flush(&self) -> Result<(), JournalError> {
+        if let Some(iso) = &self.isolator {
+            iso.remove_empty_parents();
+        }
         self.lock().journal.flush()
     }
 

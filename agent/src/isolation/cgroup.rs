@@ -7,7 +7,7 @@
 //! writing `0` into each [`TaskCgroup::procs_files`]; [`TaskCgroup::kill_all`] kills every
 //! process in it (v2 `cgroup.kill`; v1 freezer freeze → SIGKILL each pid → thaw);
 //! [`TaskCgroup::remove`] removes it (retrying until empty, with a deadline; its parents stay
-//! until [`Cgroups::remove_empty`] at the agent's next start);
+//! until [`Cgroups::remove_empty`] at the agent's start or stop);
 //! [`TaskCgroup::usage`] reads OOM kills, peak memory, CPU and throttled time.
 
 use std::path::{Path, PathBuf};
@@ -417,7 +417,7 @@ impl TaskCgroup {
     /// kernel has let go of the dead processes or `deadline` has passed. Its parents
     /// (`FRAMEWORK`, `AGENT`) stay for the next task (made again for every task they cost 12
     /// `mkdir`s and `rmdir`s on v1); [`Cgroups::remove_empty`] removes them when the agent
-    /// starts.
+    /// starts and stops.
     pub fn remove(&self, deadline: Duration) -> std::io::Result<()> {
         let until = Instant::now() + deadline;
         let mut last = Ok(());

@@ -214,6 +214,13 @@ impl Isolator {
                 tracing::warn!("cannot remove a stale task cgroup: {e}");
             }
         }
+        self.remove_empty_parents();
+    }
+
+    /// Removes this agent's cgroup parents (`AGENT`, `FRAMEWORK`s) that hold no task cgroup:
+    /// at start (in [`Isolator::sweep`]) and at shutdown; a running agent keeps them for its
+    /// next tasks.
+    pub fn remove_empty_parents(&self) {
         self.cgroups.remove_empty(&self.prefix);
     }
 }

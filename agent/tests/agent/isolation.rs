@@ -360,13 +360,21 @@ async fn the_seven_probes_hold() {
     })
     .await;
 
-    wait_for("no task cgroup to remain", T, || {
-        framework_cgroups(&cgroups, fw)
-            .iter()
-            .all(|p| std::fs::read_dir(p).map_or(true, |mut d| d.next().is_none()))
-    })
-    .await;
+    // A cgroup directory always holds its control files: a task's is a sub-directory.
+    let no_task_cgroup = || {
+        framework_cgroups(&cgroups, fw).iter().all(|p| {
+            std::fs::read_dir(p).map_or(true, |d| {
+                d.filter_map(Result::ok)
+                    .all(|e| !e.file_type().is_ok_and(|t| t.is_dir()))
+            })
+        })
+    };
+    wait_for("no task cgroup to remain", T, no_task_cgroup).await;
     agent.shutdown().await;
+    assert!(
+        framework_cgroups(&cgroups, fw).is_empty(),
+        "the agent's empty parents are removed when it stops"
+    );
     server.stop().await;
 }
 
