@@ -245,17 +245,28 @@ impl RealAgent {
             books.core.flush(now, &mut out);
             (self.write_journal(&mut books, out), ids)
         };
-        let synced = self.durable.wait(mark).await;
-        if let Err(e) = &synced {
-            // Refused as if its write had failed: its tasks are forgotten before they start
-            // (their spawn finds nothing to start).
-            self.lock().core.forget_launch(&ids);
-            tracing::error!("the launch's journal sync failed: {e}");
-        } else {
-            self.metrics.count_launched(ids.len());
+        // In a task of its own: the caller (a request handler) may be dropped while it waits,
+        // and the accepted tasks must start all the same.
+        let agent = Arc::clone(self);
+        let settled = self.tracker.spawn(async move {
+            let synced = agent.durable.wait(mark).await;
+            if let Err(e) = &synced {
+                // Refused as if its write had failed: its tasks are forgotten before they
+                // start (their spawn finds nothing to start).
+                agent.lock().core.forget_launch(&ids);
+                tracing::error!("the launch's journal sync failed: {e}");
+            } else {
+                agent.metrics.count_launched(ids.len());
+            }
+            agent.run(rest);
+            synced
+        });
+        match settled.await {
+            Ok(synced) => synced.map_err(|e| JournalError::Sync(e).into()),
+            Err(e) => {
+                Err(JournalError::Sync(format!("the launch's journal wait ended: {e}")).into())
+            }
         }
-        self.run(rest);
-        synced.map_err(|e| JournalError::Sync(e).into())
     }
 
     /// Starts killing a task (see [`Engine::find`] for how it is named); a fence also journals
