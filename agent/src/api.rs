@@ -152,6 +152,7 @@ async fn launch(
             partition_timeout(&launch),
             launch.tasks,
         )
+        .await
         .map_err(|e| match e {
             LaunchError::Refused(refused) => refused.into(),
             LaunchError::Sandbox { .. } | LaunchError::Journal(_) => {

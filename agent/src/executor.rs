@@ -1,8 +1,10 @@
 //! Real tasks as OS processes: sandboxes, environment, memory limits, process-group kill, exit
 //! status, and re-adoption of processes that outlived an agent restart.
 //!
-//! Every task runs under a tiny `sh` wrapper, which is the leader of the task's own process
-//! group (`process_group(0)`, no `unsafe` needed):
+//! Every unisolated task runs under a tiny `sh` wrapper, which is the leader of the task's own
+//! process group (`process_group(0)`, no `unsafe` needed); an isolated task's launcher
+//! (`parley-launch outer`, see [`crate::isolation::launch`]) takes its place and does the same
+//! (SIGTERM blocked, the exit file written):
 //!
 //! ```text
 //! sh -c 'trap : TERM; [memory limit;] "$@"; c=$?; echo $c > "$PARLEY_SANDBOX/.parley_exit"; exit $c' parley-task PROGRAM ARGS...
@@ -134,16 +136,14 @@ fn build_command(
         "\"$@\"; c=$?; echo $c > \"$PARLEY_SANDBOX/{EXIT_FILE}\" 2>/dev/null; exit $c"
     ));
 
-    // An absolute path: the task's own PATH must not choose the wrapper.
-    let mut cmd = tokio::process::Command::new("/bin/sh");
-    cmd.arg("-c").arg(script).arg("parley-task");
     let argv: Vec<std::ffi::OsString> = match &spec.command {
         protocol::CommandSpec::Shell(line) => {
             vec!["sh".into(), "-c".into(), line.into()]
         }
         protocol::CommandSpec::Argv(argv) => argv.iter().map(Into::into).collect(),
     };
-    match isolated {
+    let mut cmd = match isolated {
+        // The launcher is the wrapper: it blocks SIGTERM and writes the exit file itself.
         Some(iso) => {
             let launch = LaunchSpec {
                 hostname: spec.task_id.to_string(),
@@ -152,17 +152,22 @@ fn build_command(
                 image: iso.image.clone(),
                 net_loopback: iso.net_loopback,
                 ip: iso.ip.clone(),
+                exit_file: Some(sandbox.join(EXIT_FILE)),
                 argv,
             };
-            cmd.arg(&iso.launcher)
-                .arg(launch::LAUNCH_ARG)
+            let mut cmd = tokio::process::Command::new(&iso.launcher);
+            cmd.arg(launch::LAUNCH_ARG)
                 .arg("outer")
                 .args(launch.to_args());
+            cmd
         }
         None => {
-            cmd.args(argv);
+            // An absolute path: the task's own PATH must not choose the wrapper.
+            let mut cmd = tokio::process::Command::new("/bin/sh");
+            cmd.arg("-c").arg(script).arg("parley-task").args(argv);
+            cmd
         }
-    }
+    };
     cmd.current_dir(sandbox)
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(sandbox.join("stdout"))?)

@@ -17,11 +17,13 @@
 //!   HTTP.
 //! - [`process`]: a task's OS process ([`process::Process`]) and how it ended
 //!   ([`process::Exit`]): plain types the engine, the journal and the isolation share.
-//! - [`journal`]: append-only, fsync'd JSON lines in the work dir; replay and compaction.
+//! - [`journal`]: append-only, fsync'd JSON lines in the work dir; replay and compaction; its
+//!   group commit (one sync, on a thread of its own, for every record appended before it).
 //! - [`executor`]: task processes: the wrapper, environment, memory limits, process-group
 //!   signals, exit status, `/proc` checks for re-adoption.
 //! - [`isolation`]: per-task cgroups (v1 and v2) and namespaces, detected at start; the
-//!   launcher (`agent __parley-launch`) the wrapper re-executes; kill of the whole cgroup.
+//!   launcher (`parley-launch`, or `agent __parley-launch`) the agent starts in place of the
+//!   wrapper; kill of the whole cgroup.
 //! - [`image`]: task root filesystems from images on the agent's disk (`isolation.image`):
 //!   unpacked once into a cache, an overlay per task.
 //! - [`gpu`]: GPUs: discovery behind a trait (NVML, or a fake), `--gpus`, the variables that

@@ -2,6 +2,11 @@
 //! API, process starts and exits, timers, the coordinator's replies) and runs the commands it
 //! emits: journal writes (under the books' lock, so the journal order is the send order), HTTP
 //! requests, task processes, signals, timers.
+//!
+//! The journal's syncs are group commits ([`crate::journal::commit`]): the commands that follow
+//! a feed run once every record journaled as synced so far is durable (a launch is answered
+//! then too), and the books' lock is not held while waiting, so a sync covers the records of
+//! every event that came meanwhile.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,7 +27,7 @@ use crate::executor::{self, MemoryLimits, TaskUser};
 use crate::gpu::{GpuDiscovery, LocalGpu, TaskGpus};
 use crate::health;
 use crate::isolation::{self, Isolator};
-use crate::journal::{Journal, JournalError, Record, Replay};
+use crate::journal::{Durable, Journal, JournalError, Mark, Record, Replay};
 use crate::metrics::AgentMetrics;
 
 /// The file in the work dir holding the agent id the coordinator gave.
@@ -79,6 +84,8 @@ pub(crate) struct RealAgent {
     gpu_discovery: Arc<dyn GpuDiscovery>,
     /// Held briefly, never across an `.await`.
     books: Mutex<Books>,
+    /// Waits for the journal's syncs, without the books' lock.
+    durable: Durable,
     http: reqwest::Client,
     /// The coordinators, and which of them leads.
     leader: client::Leader,
@@ -152,6 +159,7 @@ impl RealAgent {
             api_token,
             limits: MemoryLimits::choose(config.cgroup_root.as_deref()),
             config,
+            durable: journal.durable(),
             books: Mutex::new(Books { core, journal }),
             http,
             leader,
@@ -161,7 +169,7 @@ impl RealAgent {
             tracker: TaskTracker::new(),
         });
         let rest = agent.write_journal(&mut agent.lock(), out);
-        agent.run(rest);
+        agent.run_when_durable(rest);
         agent
     }
 
@@ -171,7 +179,8 @@ impl RealAgent {
         self.books.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Feeds the engine one event (`f`), flushes updates, and runs what it asks for.
+    /// Feeds the engine one event (`f`), flushes updates, and runs what it asks for once what
+    /// it journaled is durable.
     pub fn feed<R>(
         self: &Arc<Self>,
         f: impl FnOnce(&mut Engine, Now, &mut Vec<Command>) -> R,
@@ -184,13 +193,13 @@ impl RealAgent {
             books.core.flush(now, &mut out);
             (result, self.write_journal(&mut books, out))
         };
-        self.run(rest);
+        self.run_when_durable(rest);
         result
     }
 
     /// Accepts tasks for launch (all or none): sandboxes created, journaled as `starting`,
-    /// processes started.
-    pub fn launch(
+    /// processes started. Returns once the launch is durable in the journal.
+    pub async fn launch(
         self: &Arc<Self>,
         framework_id: FrameworkId,
         partition_timeout: Option<std::time::Duration>,
@@ -198,7 +207,7 @@ impl RealAgent {
     ) -> Result<(), LaunchError> {
         let now = now();
         let mut out = Vec::new();
-        let rest = {
+        let ((rest, mark), ids) = {
             let mut books = self.lock();
             books.core.check_launch(framework_id, &specs)?;
             let mut launches = Vec::with_capacity(specs.len());
@@ -233,12 +242,31 @@ impl RealAgent {
                 }
                 out.remove(0);
             }
-            self.metrics.count_launched(ids.len());
             books.core.flush(now, &mut out);
-            self.write_journal(&mut books, out)
+            (self.write_journal(&mut books, out), ids)
         };
-        self.run(rest);
-        Ok(())
+        // In a task of its own: the caller (a request handler) may be dropped while it waits,
+        // and the accepted tasks must start all the same.
+        let agent = Arc::clone(self);
+        let settled = self.tracker.spawn(async move {
+            let synced = agent.durable.wait(mark).await;
+            if let Err(e) = &synced {
+                // Refused as if its write had failed: its tasks are forgotten before they
+                // start (their spawn finds nothing to start).
+                agent.lock().core.forget_launch(&ids);
+                tracing::error!("the launch's journal sync failed: {e}");
+            } else {
+                agent.metrics.count_launched(ids.len());
+            }
+            agent.run(rest);
+            synced
+        });
+        match settled.await {
+            Ok(synced) => synced.map_err(|e| JournalError::Sync(e).into()),
+            Err(e) => {
+                Err(JournalError::Sync(format!("the launch's journal wait ended: {e}")).into())
+            }
+        }
     }
 
     /// Starts killing a task (see [`Engine::find`] for how it is named); a fence also journals
@@ -293,8 +321,11 @@ impl RealAgent {
         self.lock().core.stop_accepting();
     }
 
-    /// Syncs the journal (shutdown).
+    /// Syncs the journal and removes the cgroup parents no task uses (shutdown).
     pub fn flush(&self) -> Result<(), JournalError> {
+        if let Some(iso) = &self.isolator {
+            iso.remove_empty_parents();
+        }
         self.lock().journal.flush()
     }
 
@@ -315,8 +346,10 @@ impl RealAgent {
         path
     }
 
-    /// Runs the journal commands (with the books locked) and returns the others.
-    fn write_journal(&self, books: &mut Books, commands: Vec<Command>) -> Vec<Command> {
+    /// Runs the journal commands (with the books locked) and returns the others, with the mark
+    /// they must wait for: every synced append so far (an update they send may have been
+    /// journaled by an earlier event whose sync is still under way).
+    fn write_journal(&self, books: &mut Books, commands: Vec<Command>) -> (Vec<Command>, Mark) {
         let mut rest = Vec::with_capacity(commands.len());
         for c in commands {
             match c {
@@ -343,16 +376,48 @@ impl RealAgent {
                 other => rest.push(other),
             }
         }
-        rest
+        (rest, books.journal.wanted())
     }
 
-    /// Runs the commands that need no lock.
+    /// Runs `commands` (what [`Self::write_journal`] left): requests to the coordinator (they
+    /// may carry updates) and task starts (a restarted agent must know of the task) once their
+    /// mark is durable, from a task that waits for the sync, so the caller never waits; the
+    /// others now.
+    fn run_when_durable(self: &Arc<Self>, (commands, mark): (Vec<Command>, Mark)) {
+        if self.durable.is_settled(mark) {
+            self.run(commands);
+            return;
+        }
+        let after = |c: &Command| matches!(c, Command::Send(_) | Command::Spawn(_));
+        let (commands, now): (Vec<Command>, Vec<Command>) = commands.into_iter().partition(after);
+        self.run(now);
+        if commands.is_empty() {
+            return;
+        }
+        let agent = Arc::clone(self);
+        self.tracker.spawn(async move {
+            tokio::select! {
+                synced = agent.durable.wait(mark) => {
+                    if let Err(e) = synced {
+                        // Still report it, as after a failed write: a lost journal line only
+                        // matters if the agent also restarts.
+                        tracing::error!("cannot sync the journal: {e}");
+                    }
+                    agent.run(commands);
+                }
+                () = agent.cancel.cancelled() => {}
+            }
+        });
+    }
+
+    /// Runs the commands that need no lock (and no longer wait for the journal).
     fn run(self: &Arc<Self>, commands: Vec<Command>) {
         for c in commands {
             match c {
                 Command::Journal { .. } | Command::RewriteJournal { .. } => {
                     let rest = self.write_journal(&mut self.lock(), vec![c]);
-                    debug_assert!(rest.is_empty());
+                    debug_assert!(rest.0.is_empty());
+                    self.run_when_durable(rest);
                 }
                 Command::PersistAgentId(id) => {
                     if let Err(e) = write_agent_id(&self.config.work_dir, id) {

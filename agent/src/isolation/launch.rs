@@ -1,21 +1,29 @@
-//! The isolated launcher: a hidden mode of the `agent` binary ([`LAUNCH_ARG`]), re-executed by
-//! the task's wrapper, in two stages and without `unsafe`.
+//! The isolated launcher: `parley-launch` (or a hidden mode of the `agent` binary,
+//! [`LAUNCH_ARG`]), which the agent starts in place of an unisolated task's `sh` wrapper, in
+//! two stages and without `unsafe`.
 //!
 //! ```text
-//! sh wrapper (exit file)  ->  agent __parley-launch outer ...   (outside the task's cgroup)
-//!                               unshare(pid, mount, ipc, uts); spawn:
-//!                             agent __parley-launch init ...    (pid 1 of the new namespace)
-//!                               join the cgroup (0 > cgroup.procs), mounts private, image,
-//!                               /proc, tmpfs /tmp, hostname, no_new_privs, uid/gid; exec task
+//! parley-launch outer ...   (outside the task's cgroup; leader of the task's process group)
+//!   unshare(pid, mount, ipc, uts); spawn:
+//!     parley-launch init ...   (pid 1 of the new namespace)
+//!       join the cgroup (0 > cgroup.procs), mounts private, image, /proc, tmpfs /tmp,
+//!       hostname, no_new_privs, empty capability bounding and inheritable sets, uid/gid;
+//!       exec the task
+//!   wait; write the exit file (opened before the unshare); exit with the task's code
 //! ```
 //!
+//! Every step is a system call of these two processes: no other program runs between the
+//! agent and the task (there used to be an `sh` wrapper before the outer stage and, for a root
+//! task, util-linux's `setpriv` after the init: two execs more per launch).
+//!
 //! The outer stage blocks SIGTERM (so a kill's SIGTERM reaches the task and the outer stage
-//! outlives it, as the wrapper does), waits for the init and exits with its code (128 + the
-//! signal when it was killed). The init stage unblocks SIGTERM before exec'ing the task, which
-//! then is pid 1 of its namespace: when it ends, the kernel kills every process left in the
-//! namespace (a `setsid()` child too).
+//! outlives it, as an unisolated task's wrapper does), waits for the init and exits with its
+//! code (128 + the signal when it was killed). The init stage unblocks SIGTERM before exec'ing
+//! the task, which then is pid 1 of its namespace: when it ends, the kernel kills every process
+//! left in the namespace (a `setsid()` child too).
 
 use std::ffi::OsString;
+use std::io::Write;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -33,10 +41,6 @@ pub const LAUNCH_ARG: &str = "__parley-launch";
 /// task's `stderr` file).
 pub const SETUP_FAILED: i32 = 125;
 
-/// Where util-linux's `setpriv` is looked for (tasks running as root drop their capabilities
-/// through it).
-pub const SETPRIV: [&str; 2] = ["/usr/bin/setpriv", "/bin/setpriv"];
-
 /// What the launcher is told, as arguments after [`LAUNCH_ARG`] and the stage.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LaunchSpec {
@@ -53,6 +57,9 @@ pub struct LaunchSpec {
     pub net_loopback: bool,
     /// The `ip` binary (iproute2) that brings `lo` up in a new network namespace.
     pub ip: Option<PathBuf>,
+    /// Where the outer stage writes the task's exit code (the sandbox's exit file, which the
+    /// `sh` wrapper of an unisolated task writes), so a restarted agent can read how it ended.
+    pub exit_file: Option<PathBuf>,
     /// The task's program and arguments.
     pub argv: Vec<OsString>,
 }
@@ -79,6 +86,10 @@ impl LaunchSpec {
         if let Some(ip) = &self.ip {
             out.push("--ip".into());
             out.push(ip.into());
+        }
+        if let Some(file) = &self.exit_file {
+            out.push("--exit-file".into());
+            out.push(file.into());
         }
         out.push("--".into());
         out.extend(self.argv.iter().cloned());
@@ -108,6 +119,7 @@ impl LaunchSpec {
                 Some("--image") => spec.image = Some(value()?.to_string_lossy().into_owned()),
                 Some("--net-loopback") => spec.net_loopback = true,
                 Some("--ip") => spec.ip = Some(value()?.into()),
+                Some("--exit-file") => spec.exit_file = Some(value()?.into()),
                 Some("--") => {
                     spec.argv = it.cloned().collect();
                     break;
@@ -140,13 +152,43 @@ pub fn main(args: &[OsString]) -> i32 {
         Err(e) => return fail(&e),
     };
     match stage.as_str() {
-        "outer" => outer(&spec),
+        "outer" => {
+            // Opened before the outer stage unshares the mount namespace, which it shares with
+            // the init: the init mounts a private `/tmp` (and an image's root) over the paths
+            // the exit file may lie under, so writing it by name afterwards would miss the
+            // sandbox (it did, for agents whose work directory is under `/tmp`).
+            let exit_file = spec.exit_file.as_deref().map(open_exit_file);
+            let code = outer(&spec);
+            match exit_file {
+                // Best effort, as the wrapper's `echo`: the agent reads the child's status
+                // anyway, the file only serves an agent that restarted meanwhile.
+                Some(Ok(mut file)) => {
+                    let _ = writeln!(file, "{code}");
+                }
+                Some(Err(e)) => eprintln!("parley launcher: cannot write the exit file: {e}"),
+                None => {}
+            }
+            code
+        }
         "init" => match init(&spec) {
             Ok(never) => match never {},
             Err(e) => fail(&e),
         },
         other => fail(&format!("unknown stage {other:?}")),
     }
+}
+
+/// Creates (empty) the file the outer stage writes the task's exit code into, never through a
+/// symbolic link (the sandbox is the task's to write; the launcher runs as root).
+fn open_exit_file(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o644)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .open(path)
 }
 
 fn fail(message: &str) -> i32 {
@@ -179,10 +221,14 @@ fn outer(spec: &LaunchSpec) -> i32 {
         Ok(exe) => exe,
         Err(e) => return fail(&format!("cannot find the launcher itself: {e}")),
     };
+    let init = LaunchSpec {
+        exit_file: None,
+        ..spec.clone()
+    };
     let status = Command::new(exe)
         .arg(LAUNCH_ARG)
         .arg("init")
-        .args(spec.to_args())
+        .args(init.to_args())
         .status();
     match status {
         Ok(s) => s
@@ -259,27 +305,46 @@ fn init(spec: &LaunchSpec) -> Result<std::convert::Infallible, String> {
     nix::sys::prctl::set_no_new_privs().map_err(|e| format!("no_new_privs: {e}"))?;
     sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&sigterm()), None)
         .map_err(|e| format!("cannot unblock SIGTERM: {e}"))?;
+    drop_capabilities()?;
     let (program, args) = spec.argv.split_first().ok_or("no command")?;
-    // A task user loses every capability when the exec changes its uid from 0; a root task
-    // loses them through util-linux's setpriv (an empty bounding set: nothing at exec).
-    let mut cmd = if root_task {
-        let setpriv =
-            SETPRIV.iter().map(Path::new).find(|p| p.is_file()).ok_or(
-                "a task running as root needs util-linux's setpriv to drop its capabilities",
-            )?;
-        let mut c = Command::new(setpriv);
-        c.args(["--bounding-set=-all", "--inh-caps=-all", "--"]);
-        c.arg(program);
-        c
-    } else {
-        Command::new(program)
-    };
+    let mut cmd = Command::new(program);
     cmd.args(args);
+    // A task user's exec (after the uid change) keeps no capability either way.
     if let Some((uid, gid)) = spec.user {
         cmd.uid(uid).gid(gid);
     }
     let e = cmd.exec();
     Err(format!("cannot run {program:?}: {e}"))
+}
+
+/// Empties the capability bounding set and the inheritable set (the ambient set goes with
+/// it): the exec then leaves the task no capability, root or not (a root process's new
+/// permitted set is its inheritable set and the file's, bounded by the bounding set). This
+/// process keeps its effective set until the exec, for the uid and gid change.
+fn drop_capabilities() -> Result<(), String> {
+    use caps::CapSet;
+    // Every capability this kernel knows (`cap_last_cap`), including ones newer than the
+    // crate's list, which it cannot name: those are checked below.
+    for cap in caps::runtime::thread_all_supported() {
+        caps::drop(None, CapSet::Bounding, cap)
+            .map_err(|e| format!("cannot drop {cap} from the bounding set: {e}"))?;
+    }
+    caps::clear(None, CapSet::Inheritable)
+        .map_err(|e| format!("cannot clear the inheritable capabilities: {e}"))?;
+    let status = std::fs::read_to_string("/proc/self/status")
+        .map_err(|e| format!("cannot read /proc/self/status: {e}"))?;
+    let left = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapBnd:"))
+        .map(str::trim);
+    if left.is_some_and(|hex| hex.chars().all(|c| c == '0')) {
+        Ok(())
+    } else {
+        Err(format!(
+            "capabilities left in the bounding set: {}",
+            left.unwrap_or("(no CapBnd line)")
+        ))
+    }
 }
 
 #[cfg(test)]
@@ -296,6 +361,7 @@ mod tests {
             image: Some("{}".into()),
             net_loopback: true,
             ip: Some("/usr/sbin/ip".into()),
+            exit_file: Some("/w/sandbox/.parley_exit".into()),
             argv: vec!["sh".into(), "-c".into(), "echo --procs".into()],
         };
         assert_eq!(LaunchSpec::parse(&spec.to_args()).unwrap(), spec);

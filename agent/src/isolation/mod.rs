@@ -3,7 +3,7 @@
 //!
 //! - [`cgroup`]: per-task cgroups on v1 and v2: limits, kill of the whole cgroup, removal,
 //!   usage (OOM kills, peak memory, CPU and throttled time).
-//! - [`launch`]: the launcher the task's wrapper re-executes (`parley-launch`, or
+//! - [`launch`]: the launcher the agent starts in place of the `sh` wrapper (`parley-launch`, or
 //!   `agent __parley-launch`): new
 //!   pid, mount, ipc and uts namespaces, the cgroup joined by the task's init, `/proc`, `/tmp`,
 //!   hostname, `no_new_privs`, the task's user.
@@ -127,7 +127,7 @@ pub fn detect(
             root.then(|| Cgroups::v1(Path::new("/sys/fs/cgroup")))
                 .flatten()
         });
-    // Absolute: the wrapper runs in the task's sandbox.
+    // Absolute: the launcher starts in the task's sandbox.
     let launcher = launcher
         .map(|l| std::fs::canonicalize(l).unwrap_or_else(|_| l.to_path_buf()))
         .or_else(own_launcher)
@@ -199,7 +199,8 @@ impl Isolator {
     }
 
     /// Removes the cgroups of this agent's tasks whose sandboxes are not in `live` (tasks that
-    /// ended while the agent was down), killing what is left in them first.
+    /// ended while the agent was down), killing what is left in them first, and the parents
+    /// left empty (a running agent keeps them for its next tasks).
     pub fn sweep(&self, live: &std::collections::HashSet<PathBuf>) {
         let live: Vec<TaskCgroup> = live.iter().filter_map(|s| self.task_cgroup(s)).collect();
         for rel in self.cgroups.tasks_under(&self.prefix) {
@@ -213,6 +214,14 @@ impl Isolator {
                 tracing::warn!("cannot remove a stale task cgroup: {e}");
             }
         }
+        self.remove_empty_parents();
+    }
+
+    /// Removes this agent's cgroup parents (`AGENT`, `FRAMEWORK`s) that hold no task cgroup:
+    /// at start (in [`Isolator::sweep`]) and at shutdown; a running agent keeps them for its
+    /// next tasks.
+    pub fn remove_empty_parents(&self) {
+        self.cgroups.remove_empty(&self.prefix);
     }
 }
 
@@ -276,11 +285,16 @@ mod tests {
         for task in ["live", "gone"] {
             std::fs::create_dir_all(t.path().join("parley/me/fw").join(task)).unwrap();
         }
+        std::fs::create_dir_all(t.path().join("parley/me/fw2/gone")).unwrap();
         std::fs::create_dir_all(t.path().join("parley/other/fw/gone")).unwrap();
         let live = std::collections::HashSet::from([PathBuf::from("/w/sandboxes/fw/live")]);
         i.sweep(&live);
         assert!(t.path().join("parley/me/fw/live").exists());
         assert!(!t.path().join("parley/me/fw/gone").exists());
+        assert!(
+            !t.path().join("parley/me/fw2").exists(),
+            "a framework left with no task goes too"
+        );
         assert!(
             t.path().join("parley/other/fw/gone").exists(),
             "another agent's cgroups are not this agent's to sweep"

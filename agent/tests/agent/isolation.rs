@@ -5,7 +5,7 @@
 //! Seven probes (a 4 GiB reservation under `mem=256` finishes; touching 512 MiB
 //! under `mem=64` fails with `memory_limit`; `cpus=0.5` spinning 3 s uses ≤ 2 s of CPU; ≤ 10
 //! pids visible; `/tmp` private; a `setsid()` child gone after the kill; no task cgroup left),
-//! and a restart with two isolated tasks running.
+//! and a restart with two isolated tasks running and one that ended meanwhile.
 
 #![allow(clippy::unwrap_used)]
 
@@ -360,13 +360,21 @@ async fn the_seven_probes_hold() {
     })
     .await;
 
-    wait_for("no task cgroup to remain", T, || {
-        framework_cgroups(&cgroups, fw)
-            .iter()
-            .all(|p| std::fs::read_dir(p).map_or(true, |mut d| d.next().is_none()))
-    })
-    .await;
+    // A cgroup directory always holds its control files: a task's is a sub-directory.
+    let no_task_cgroup = || {
+        framework_cgroups(&cgroups, fw).iter().all(|p| {
+            std::fs::read_dir(p).map_or(true, |d| {
+                d.filter_map(Result::ok)
+                    .all(|e| !e.file_type().is_ok_and(|t| t.is_dir()))
+            })
+        })
+    };
+    wait_for("no task cgroup to remain", T, no_task_cgroup).await;
     agent.shutdown().await;
+    assert!(
+        framework_cgroups(&cgroups, fw).is_empty(),
+        "the agent's empty parents are removed when it stops"
+    );
     server.stop().await;
 }
 
@@ -393,10 +401,31 @@ async fn a_restarted_agent_keeps_isolated_tasks_and_kills_whole_trees() {
         })
         .await;
     }
+    // A third ends while the agent is down: its working directory is its sandbox, and it ends
+    // once `go` appears there.
+    let shell = "while [ ! -e go ]; do sleep 0.02; done; exit 3";
+    agent.launch(fw, "late", shell, "cpus=0.1").await;
+    fake.wait_state("late", TaskState::Running).await;
     agent.shutdown().await;
+    // No `sh` wrapper: the launcher itself writes the exit file, for the restarted agent.
+    let sandbox = dir
+        .path()
+        .join("sandboxes")
+        .join(fw.to_string())
+        .join("late");
+    std::fs::write(sandbox.join("go"), "").unwrap();
+    let exit_file = sandbox.join(agent::executor::EXIT_FILE);
+    wait_for("the launcher to write the exit file", T, || {
+        std::fs::read_to_string(&exit_file).is_ok_and(|s| s.trim() == "3")
+    })
+    .await;
 
     let agent = Agent::start(&server.url(), dir.path()).await;
-    // Both still run, in their cgroups with their limits.
+    fake.wait_state("late", TaskState::Failed).await;
+    let late = fake.status_of("late", TaskState::Failed).unwrap();
+    let message = late.message.unwrap_or_default();
+    assert!(message.contains("exited with code 3"), "{message}");
+    // Both others still run, in their cgroups with their limits.
     for t in ["one", "two"] {
         assert!(
             !with_token(&token(t)).is_empty(),

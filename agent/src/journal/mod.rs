@@ -1,8 +1,11 @@
 //! The agent's journal: append-only JSON lines in the work dir, fsync'd, so that no task state
 //! change is lost across agent restarts.
 //!
-//! Every state change is appended (and synced) *before* it is sent to the coordinator; an
-//! acknowledgement (the coordinator's `200`) is appended afterwards. On start the agent replays
+//! Every state change is appended, and durable, *before* it is sent to the coordinator; an
+//! acknowledgement (the coordinator's `200`) is appended afterwards. Appends are written in
+//! order under the books' lock; their `fdatasync` is a group commit ([`commit`]): one sync, on a
+//! thread of its own, makes every record appended before it durable, and what must follow
+//! durability waits for it ([`Durable::wait`]) without the lock. On start the agent replays
 //! the file ([`Journal::open`]) to learn its tasks, their processes, and the updates still to
 //! send. [`Journal::rewrite`] compacts it: the caller writes only what is still needed (tasks not
 //! yet terminal, and updates not yet acknowledged) to a temporary file that atomically replaces
@@ -11,11 +14,17 @@
 //! A torn last line (a crash mid-append) is ignored on replay; any other unreadable line is
 //! skipped with a warning, so one bad line never loses the rest.
 
+pub mod commit;
+
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use commit::GroupCommit;
+pub use commit::{Durable, Mark};
 
 use protocol::{FrameworkId, TaskId, TaskSpec, TaskStatus, UpdateId};
 use serde::{Deserialize, Serialize};
@@ -37,12 +46,16 @@ pub enum JournalError {
     /// A record could not be encoded (not expected with these types).
     #[error("journal record cannot be encoded: {0}")]
     Encode(#[from] serde_json::Error),
+    /// The sync that was to make a record durable failed (see [`Durable::wait`]).
+    #[error("{0}")]
+    Sync(String),
 }
 
 /// How durable a journal write must be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
-    /// fsync'd before the shell goes on (state changes: they are sent right after).
+    /// Synced before what follows it runs (state changes: they are sent right after); the
+    /// shell waits for its [`Mark`] with [`Durable::wait`].
     Synced,
     /// Written, synced later (an acknowledgement lost in a crash only causes a resend).
     Buffered,
@@ -138,8 +151,9 @@ pub struct Replay {
 #[derive(Debug)]
 pub struct Journal {
     path: PathBuf,
-    file: File,
+    file: Arc<File>,
     lines: usize,
+    commit: GroupCommit,
 }
 
 impl Journal {
@@ -165,15 +179,26 @@ impl Journal {
         file.set_permissions(std::fs::Permissions::from_mode(0o600))
             .map_err(io)?;
         sync_dir(dir).map_err(io)?;
-        Ok((Journal { path, file, lines }, replay))
+        let file = Arc::new(file);
+        let commit = GroupCommit::start(Arc::clone(&file), path.clone()).map_err(io)?;
+        Ok((
+            Journal {
+                path,
+                file,
+                lines,
+                commit,
+            },
+            replay,
+        ))
     }
 
-    /// Appends records; [`Durability::Synced`] ones are on disk when this returns.
+    /// Appends records (written to the file, in order) and returns their mark; for
+    /// [`Durability::Synced`] ones a sync is asked for, which [`Durable::wait`] waits for.
     pub fn append(
         &mut self,
         records: &[Record],
         durability: Durability,
-    ) -> Result<(), JournalError> {
+    ) -> Result<Mark, JournalError> {
         let mut buf = Vec::with_capacity(256 * records.len());
         for r in records {
             serde_json::to_writer(&mut buf, r)?;
@@ -183,20 +208,30 @@ impl Journal {
             path: self.path.clone(),
             source,
         };
-        self.file.write_all(&buf).map_err(io)?;
-        if durability == Durability::Synced {
-            self.file.sync_data().map_err(io)?;
-        }
+        (&*self.file).write_all(&buf).map_err(io)?;
         self.lines += records.len();
-        Ok(())
+        Ok(self.commit.appended(durability == Durability::Synced))
     }
 
-    /// Syncs everything appended so far.
+    /// Syncs everything appended so far, here and now.
     pub fn flush(&mut self) -> Result<(), JournalError> {
         self.file.sync_data().map_err(|source| JournalError::Io {
             path: self.path.clone(),
             source,
-        })
+        })?;
+        self.commit.all_durable(None);
+        Ok(())
+    }
+
+    /// The latest mark that must become durable: every [`Durability::Synced`] append so far
+    /// is at or before it.
+    pub fn wanted(&self) -> Mark {
+        self.commit.wanted()
+    }
+
+    /// A handle to wait for durability with, outside the books' lock.
+    pub fn durable(&self) -> Durable {
+        self.commit.durable()
     }
 
     /// Lines in the file (since the last rewrite, plus what the rewrite wrote).
@@ -232,13 +267,14 @@ impl Journal {
         if let Some(dir) = self.path.parent() {
             sync_dir(dir).map_err(io)?;
         }
-        self.file = OpenOptions::new()
-            .append(true)
-            .open(&self.path)
-            .map_err(|source| JournalError::Io {
+        self.file = Arc::new(OpenOptions::new().append(true).open(&self.path).map_err(
+            |source| JournalError::Io {
                 path: self.path.clone(),
                 source,
-            })?;
+            },
+        )?);
+        // The new file holds, durably, all that the appends before it recorded.
+        self.commit.all_durable(Some(Arc::clone(&self.file)));
         self.lines = records.len();
         Ok(())
     }
@@ -489,6 +525,50 @@ mod tests {
         let fenced: Vec<_> = r.tasks.iter().map(|t| t.fenced).collect();
         assert_eq!(fenced, [true, false]);
         assert_eq!(r.partition, HashMap::from([(fw, 60.0)]));
+    }
+
+    #[tokio::test]
+    async fn one_sync_makes_every_earlier_append_durable() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut j, _) = Journal::open(dir.path()).unwrap();
+        let durable = j.durable();
+        let record = |id: &str| Record::Status {
+            status: status(id, TaskState::Running),
+        };
+        let mut marks = Vec::new();
+        for i in 0..50 {
+            let durability = match i % 3 {
+                0 => Durability::Buffered,
+                _ => Durability::Synced,
+            };
+            marks.push(j.append(&[record("a")], durability).unwrap());
+        }
+        assert!(
+            marks.windows(2).all(|w| w[0] < w[1]),
+            "marks follow the order"
+        );
+        // Every synced append is at or before the mark the shell waits for.
+        assert_eq!(j.wanted(), marks[49]);
+        durable.wait(j.wanted()).await.unwrap();
+        assert!(marks.iter().all(|m| durable.is_settled(*m)));
+        // A buffered append alone asks for no sync; a flush makes it durable.
+        let late = j.append(&[record("b")], Durability::Buffered).unwrap();
+        assert!(!durable.is_settled(late));
+        j.flush().unwrap();
+        assert!(durable.is_settled(late));
+        // A compaction rewrites all there is, durably: the appends before it are settled.
+        let pending = j.append(&[record("c")], Durability::Synced).unwrap();
+        j.rewrite(&[record("c")]).unwrap();
+        assert!(durable.is_settled(pending));
+        let after = j.append(&[record("d")], Durability::Synced).unwrap();
+        durable.wait(after).await.unwrap();
+        drop(j);
+        let (_, r) = Journal::open(dir.path()).unwrap();
+        assert_eq!(
+            r.unacked.len(),
+            2,
+            "the rewritten record and the one after it"
+        );
     }
 
     #[test]
