@@ -222,7 +222,7 @@ impl TaskBook {
         let (key, record) = self.tasks.range_mut(key..=key).next()?;
         Some(TaskMut {
             key,
-            record: &mut **record,
+            record,
             terminal: &mut self.terminal,
             unreachable: &mut self.unreachable,
         })
@@ -264,9 +264,9 @@ impl TaskBook {
         match self.tasks.entry(key) {
             std::collections::btree_map::Entry::Occupied(mut e) => {
                 e.insert(record);
-                &mut **e.into_mut()
+                e.into_mut()
             }
-            std::collections::btree_map::Entry::Vacant(e) => &mut **e.insert(record),
+            std::collections::btree_map::Entry::Vacant(e) => e.insert(record),
         }
     }
 
@@ -350,6 +350,6 @@ impl TaskBook {
 impl std::ops::Index<&TaskKey> for TaskBook {
     type Output = TaskRecord;
     fn index(&self, key: &TaskKey) -> &TaskRecord {
-        &*self.tasks[key]
+        &self.tasks[key]
     }
 }
