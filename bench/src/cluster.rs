@@ -68,6 +68,9 @@ enum Parts {
 pub struct Cluster {
     /// The coordinator's base URL.
     pub url: String,
+    /// From the first agent started to every agent active (registered), as polled every
+    /// 100 ms.
+    pub agents_registered_in: Duration,
     http: reqwest::Client,
     parts: Parts,
 }
@@ -92,6 +95,7 @@ impl Cluster {
             .timeout(Duration::from_secs(60))
             .build()
             .context("building the HTTP client")?;
+        let mut agents_started = Instant::now();
         let mut cluster = match &spec.launch {
             Launch::Processes {
                 coordinator_bin,
@@ -114,6 +118,7 @@ impl Cluster {
                 .with_context(|| format!("starting {}", coordinator_bin.display()))?;
                 let mut cluster = Cluster {
                     url: format!("http://{addr}"),
+                    agents_registered_in: Duration::ZERO,
                     http,
                     parts: Parts::Processes {
                         coordinator,
@@ -122,6 +127,7 @@ impl Cluster {
                     },
                 };
                 cluster.wait_healthy(deadline).await?;
+                agents_started = Instant::now();
                 // A real agent is one process of one agent.
                 let per = match real_agents {
                     Some(_) => 1,
@@ -177,12 +183,14 @@ impl Cluster {
                     .context("starting the in-process cluster")?;
                 Cluster {
                     url: inner.url.clone(),
+                    agents_registered_in: Duration::ZERO,
                     http,
                     parts: Parts::InProcess(inner),
                 }
             }
         };
         cluster.wait_agents(spec.agents, deadline).await?;
+        cluster.agents_registered_in = agents_started.elapsed();
         Ok(cluster)
     }
 
@@ -293,14 +301,14 @@ impl Cluster {
         }
     }
 
+    /// Polls until `want` agents are active. It reads the count from `/metrics` (a few KiB)
+    /// rather than listing the agents, whose list at 50,000 agents is tens of MiB that the
+    /// coordinator would serialize every poll while the agents register.
     async fn wait_agents(&mut self, want: usize, deadline: Instant) -> anyhow::Result<()> {
         let mut last_report = Instant::now();
         loop {
             self.check_alive()?;
-            let active = match self.get::<AgentList>("/api/v1/agents").await {
-                Ok(list) => list.agents.iter().filter(|a| a.state == "active").count(),
-                Err(_) => 0,
-            };
+            let active = self.active_agents().await;
             if active >= want {
                 return Ok(());
             }
@@ -311,7 +319,23 @@ impl Cluster {
                 eprintln!("[parley-bench] waiting for agents: {active}/{want} active");
                 last_report = Instant::now();
             }
-            tokio::time::sleep(Duration::from_millis(250)).await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Agents the coordinator counts active: `parley_agents{state="active"}`, or for a
+    /// coordinator without that gauge, the agent list; 0 when neither answers.
+    async fn active_agents(&self) -> usize {
+        if let Ok(text) = self.get_text("/metrics").await {
+            if let Some(n) =
+                crate::measure::labelled_sample(&text, "parley_agents", "state", "active")
+            {
+                return n as usize;
+            }
+        }
+        match self.get::<AgentList>("/api/v1/agents").await {
+            Ok(list) => list.agents.iter().filter(|a| a.state == "active").count(),
+            Err(_) => 0,
         }
     }
 

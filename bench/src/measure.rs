@@ -64,6 +64,15 @@ pub fn sample(text: &str, name: &str) -> Option<f64> {
         .find_map(|v| v.trim().parse().ok())
 }
 
+/// The value of sample `name{label="value"}` (one series of a labelled gauge or counter) in
+/// Prometheus text, e.g. `parley_agents{state="active"}`.
+pub fn labelled_sample(text: &str, name: &str, label: &str, value: &str) -> Option<f64> {
+    let series = format!("{name}{{{label}=\"{value}\"}} ");
+    text.lines()
+        .filter_map(|line| line.strip_prefix(series.as_str()))
+        .find_map(|v| v.trim().parse().ok())
+}
+
 /// Runs observed between two scrapes of one histogram: `after − before`, bucket by bucket.
 /// A bucket missing from `before` counts as zero there (the coordinator had just started).
 pub fn histogram_delta(before: Option<&Buckets>, after: &Buckets) -> Buckets {
@@ -193,6 +202,8 @@ h_bucket{le=\"0.1\"} 100
 h_bucket{le=\"+Inf\"} 100
 h_count 100
 other_total 42
+g{state=\"active\"} 7
+g{state=\"draining\"} 1
 ";
 
     #[test]
@@ -205,6 +216,9 @@ other_total 42
         assert_eq!(sample(TEXT, "other_total"), Some(42.0));
         assert_eq!(sample(TEXT, "h_count"), Some(100.0));
         assert_eq!(sample(TEXT, "other"), None);
+        assert_eq!(labelled_sample(TEXT, "g", "state", "active"), Some(7.0));
+        assert_eq!(labelled_sample(TEXT, "g", "state", "lost"), None);
+        assert_eq!(labelled_sample(TEXT, "g", "role", "active"), None);
     }
 
     #[test]

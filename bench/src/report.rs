@@ -109,6 +109,10 @@ pub struct StateFigure {
     pub launch_s: f64,
     /// True once every agent's `used` was empty after the frameworks were removed.
     pub released: bool,
+    /// The coordinator's RSS (`VmRSS`) once every state task ran, before the calls, MiB.
+    pub rss_running_mib: Option<f64>,
+    /// Its RSS right after the calls, MiB.
+    pub rss_after_calls_mib: Option<f64>,
 }
 
 /// Everything one run measured.
@@ -126,6 +130,8 @@ pub struct Report {
     pub agent_resources: String,
     /// Resources of each task.
     pub task_resources: String,
+    /// From the first agent started to every agent active, s.
+    pub agents_registered_s: f64,
     /// Wall time of the throughput phase (first registration → last framework done), s.
     pub phase_s: f64,
     /// Tasks reaching `running` per second over the middle 80 % of them.
@@ -179,6 +185,31 @@ fn opt(v: Option<f64>, unit: &str, digits: usize) -> String {
 }
 
 impl Report {
+    /// `cpu_s` spread over the throughput phase: how many cores it kept busy on average.
+    fn cores(&self, cpu_s: Option<f64>) -> Option<f64> {
+        cpu_s
+            .filter(|_| self.phase_s > 0.0)
+            .map(|s| s / self.phase_s)
+    }
+
+    /// Each part's share of the CPU the three used in the phase, in percent.
+    fn cpu_shares(&self) -> String {
+        let parts = [
+            self.coordinator_cpu_s,
+            self.agents_cpu_s,
+            self.harness_cpu_s,
+        ];
+        let total: f64 = parts.iter().flatten().sum();
+        if total <= 0.0 {
+            return "n/a".into();
+        }
+        parts
+            .iter()
+            .map(|p| opt(p.map(|s| 100.0 * s / total), " %", 0))
+            .collect::<Vec<_>>()
+            .join(" / ")
+    }
+
     /// The report as one markdown table.
     pub fn markdown(&self) -> String {
         let mut rows: Vec<(String, String)> = vec![
@@ -193,6 +224,10 @@ impl Report {
                     self.task_resources,
                     self.task_duration_s
                 ),
+            ),
+            (
+                "every agent registered (first agent started → all active)".into(),
+                format!("{:.1} s", self.agents_registered_s),
             ),
             ("throughput phase".into(), format!("{:.1} s", self.phase_s)),
             (
@@ -232,18 +267,37 @@ impl Report {
                 ),
             ),
             (
-                "agents' / harness' CPU in the phase".into(),
+                "agents' / harness' CPU in the phase (cores used on average)".into(),
                 format!(
-                    "{} / {}",
+                    "{} ({}) / {} ({})",
                     opt(self.agents_cpu_s, " s", 2),
-                    opt(self.harness_cpu_s, " s", 2)
+                    opt(self.cores(self.agents_cpu_s), "", 2),
+                    opt(self.harness_cpu_s, " s", 2),
+                    opt(self.cores(self.harness_cpu_s), "", 2)
                 ),
+            ),
+            (
+                "CPU share of the phase: coordinator / agents / harness".into(),
+                self.cpu_shares(),
             ),
             (
                 "coordinator peak RSS (VmHWM)".into(),
                 opt(self.coordinator_peak_rss_mib, " MiB", 1),
             ),
         ];
+        if let Some(s) = &self.state {
+            rows.push((
+                format!(
+                    "coordinator RSS with {} tasks running / after the `/state` calls",
+                    s.running_tasks
+                ),
+                format!(
+                    "**{}** / {}",
+                    opt(s.rss_running_mib, " MiB", 1),
+                    opt(s.rss_after_calls_mib, " MiB", 1)
+                ),
+            ));
+        }
         match &self.state {
             Some(s) => rows.push((
                 format!("`GET /api/v1/state` median ({} running tasks)", s.running_tasks),
@@ -343,9 +397,17 @@ mod tests {
                 samples: 3,
             },
             accounting: good(),
+            phase_s: 10.0,
+            agents_registered_s: 2.5,
+            coordinator_cpu_s: Some(6.0),
+            agents_cpu_s: Some(3.0),
+            harness_cpu_s: Some(1.0),
             ..Report::default()
         };
         let table = report.markdown();
+        assert!(table.contains("| 2.5 s |"), "{table}");
+        assert!(table.contains("3.00 s (0.30) / 1.00 s (0.10)"), "{table}");
+        assert!(table.contains("| 60 % / 30 % / 10 % |"), "{table}");
         assert!(
             table.starts_with("| metric | value |\n|---|---|\n"),
             "{table}"
@@ -356,6 +418,20 @@ mod tests {
             table.contains("| `GET /api/v1/state` | not measured |"),
             "{table}"
         );
-        assert_eq!(table.lines().count(), 14, "{table}");
+        assert_eq!(table.lines().count(), 16, "{table}");
+        let with_state = Report {
+            state: Some(StateFigure {
+                running_tasks: 100,
+                rss_running_mib: Some(512.25),
+                ..StateFigure::default()
+            }),
+            ..report
+        }
+        .markdown();
+        assert!(
+            with_state.contains("| coordinator RSS with 100 tasks running / after the `/state` calls | **512.2 MiB** / n/a |"),
+            "{with_state}"
+        );
+        assert_eq!(with_state.lines().count(), 17, "{with_state}");
     }
 }

@@ -77,6 +77,7 @@ pub async fn run(config: &RunConfig, cluster: &mut Cluster) -> anyhow::Result<Re
         tasks: config.tasks,
         task_duration_s: config.task_duration_s,
         task_resources: config.task_resources.to_string(),
+        agents_registered_s: cluster.agents_registered_in.as_secs_f64(),
         ..Report::default()
     };
     let agents: AgentList = cluster.get("/api/v1/agents").await?;
@@ -465,9 +466,16 @@ async fn state_phase(cluster: &mut Cluster, config: &RunConfig) -> anyhow::Resul
         }
     }
     let launch_s = started.elapsed().as_secs_f64();
+    let rss_mib = |cluster: &Cluster| {
+        cluster
+            .coordinator_pid()
+            .and_then(|pid| measure::rss(pid).ok())
+            .map(|b| b as f64 / (1024.0 * 1024.0))
+    };
     let mut figure = StateFigure {
         running_tasks: n,
         launch_s,
+        rss_running_mib: rss_mib(cluster),
         ..StateFigure::default()
     };
     for _ in 0..STATE_CALLS {
@@ -485,6 +493,7 @@ async fn state_phase(cluster: &mut Cluster, config: &RunConfig) -> anyhow::Resul
     let mut sorted = figure.calls_ms.clone();
     sorted.sort_by(f64::total_cmp);
     figure.median_ms = sorted.get(sorted.len() / 2).copied().unwrap_or_default();
+    figure.rss_after_calls_mib = rss_mib(cluster);
 
     for stop in &stops {
         stop.cancel();

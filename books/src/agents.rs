@@ -204,8 +204,7 @@ impl State {
         if let Some(mut t) = self.tasks.get_mut(&key) {
             t.pool = pool;
             if held != res {
-                t.resources = held;
-                t.view = std::sync::OnceLock::new();
+                t.set_resources(held);
             }
         }
     }

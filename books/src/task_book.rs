@@ -25,8 +25,13 @@ pub(crate) struct TaskRecord {
     pub(crate) name: String,
     pub(crate) agent_id: AgentId,
     pub(crate) resources: Resources,
-    /// The latest status (for staging tasks, one made by the coordinator at accept).
+    /// The latest status (for staging tasks, one made by the coordinator at accept), without
+    /// its `resources` when they are the record's own (`latest_shares_resources`): a
+    /// `Resources` is a map of its own, and nearly every status carries the task's.
     latest: TaskStatus,
+    /// The latest status carried `resources` equal to the record's, left out of `latest`;
+    /// [`TaskRecord::latest_status`] puts them back.
+    latest_shares_resources: bool,
     /// Every update id this task has had, so acknowledgements of old updates are recognised.
     update_ids: Vec<UpdateId>,
     /// Set when the coordinator itself declared the task `lost` or `gone` (its agent was
@@ -62,9 +67,40 @@ impl TaskRecord {
         self.latest().state
     }
 
-    /// The latest status (for staging tasks, one made by the coordinator at accept).
+    /// The latest status (for staging tasks, one made by the coordinator at accept), to read
+    /// its fields other than `resources`, which may have been left out (they are the
+    /// record's); [`TaskRecord::latest_status`] is the whole status.
     pub(crate) fn latest(&self) -> &TaskStatus {
         &self.latest
+    }
+
+    /// The latest status as it was recorded, `resources` included.
+    pub(crate) fn latest_status(&self) -> TaskStatus {
+        let mut status = self.latest.clone();
+        if self.latest_shares_resources {
+            status.resources = Some(self.resources.clone());
+        }
+        status
+    }
+
+    /// Stores `status` as the latest, leaving out its `resources` when they are the record's.
+    fn store_latest(&mut self, mut status: TaskStatus) {
+        self.latest_shares_resources = status.resources.as_ref() == Some(&self.resources);
+        if self.latest_shares_resources {
+            status.resources = None;
+        }
+        self.latest = status;
+    }
+
+    /// Changes what the task holds (e.g. what still fits when it comes back from `lost`),
+    /// keeping its latest status as it was recorded.
+    pub(crate) fn set_resources(&mut self, resources: Resources) {
+        if self.latest_shares_resources {
+            self.latest.resources = Some(std::mem::take(&mut self.resources));
+            self.latest_shares_resources = false;
+        }
+        self.resources = resources;
+        self.view = OnceLock::new();
     }
 
     /// Whether `update` is one of this task's updates, the latest or an older one.
@@ -93,7 +129,10 @@ impl TaskRecord {
 /// The tasks in the books. See the module docs.
 #[derive(Debug, Default)]
 pub(crate) struct TaskBook {
-    tasks: BTreeMap<TaskKey, TaskRecord>,
+    /// Boxed: a record is a few hundred bytes, and a B-tree node holds room for eleven
+    /// entries whether used or not, so unboxed records left about a third of the nodes'
+    /// memory empty (at 100,000 tasks, tens of MiB).
+    tasks: BTreeMap<TaskKey, Box<TaskRecord>>,
     /// Tasks taken into the books so far (launched, or adopted from an agent's report): the
     /// last one's `launch_order`. Not kept across restarts: adopted tasks count as launched
     /// in the order they are reported.
@@ -128,7 +167,7 @@ impl TaskMut<'_> {
             }
         }
         t.update_ids.push(status.update_id);
-        t.latest = status;
+        t.store_latest(status);
         t.view = OnceLock::new();
     }
 }
@@ -174,7 +213,7 @@ impl TaskBook {
 
     /// The task's record.
     pub(crate) fn get(&self, key: &TaskKey) -> Option<&TaskRecord> {
-        self.tasks.get(key)
+        self.tasks.get(key).map(|t| &**t)
     }
 
     /// The task, to change it.
@@ -198,15 +237,20 @@ impl TaskBook {
         name: String,
         agent_id: AgentId,
         resources: Resources,
-        latest: TaskStatus,
+        mut latest: TaskStatus,
     ) -> &mut TaskRecord {
         self.taken_in += 1;
-        let record = TaskRecord {
+        let latest_shares_resources = latest.resources.as_ref() == Some(&resources);
+        if latest_shares_resources {
+            latest.resources = None;
+        }
+        let record = Box::new(TaskRecord {
             name,
             agent_id,
             resources,
             update_ids: vec![latest.update_id],
             latest,
+            latest_shares_resources,
             lost_by_coordinator: false,
             completed: false,
             drain_killed: false,
@@ -216,7 +260,7 @@ impl TaskBook {
             launch_order: self.taken_in,
             kill_on_return: false,
             view: OnceLock::new(),
-        };
+        });
         match self.tasks.entry(key) {
             std::collections::btree_map::Entry::Occupied(mut e) => {
                 e.insert(record);
@@ -231,7 +275,7 @@ impl TaskBook {
         if !self.unreachable.is_empty() {
             self.unreachable.remove(key);
         }
-        self.tasks.remove(key)
+        self.tasks.remove(key).map(|t| *t)
     }
 
     /// The `unreachable` tasks whose time to become `gone` came at `now_ms`.
@@ -260,12 +304,12 @@ impl TaskBook {
 
     /// Every task, in key order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&TaskKey, &TaskRecord)> + '_ {
-        self.tasks.iter()
+        self.tasks.iter().map(|(k, t)| (k, &**t))
     }
 
     /// Every task's record, in key order.
     pub(crate) fn records(&self) -> impl Iterator<Item = &TaskRecord> + '_ {
-        self.tasks.values()
+        self.tasks.values().map(|t| &**t)
     }
 
     /// The tasks of framework `fw`.
@@ -273,7 +317,7 @@ impl TaskBook {
         &self,
         fw: FrameworkId,
     ) -> impl Iterator<Item = (&TaskKey, &TaskRecord)> + '_ {
-        self.tasks.iter().filter(move |((f, _), _)| *f == fw)
+        self.iter().filter(move |((f, _), _)| *f == fw)
     }
 
     /// The tasks on agent `agent`.
@@ -281,7 +325,7 @@ impl TaskBook {
         &self,
         agent: AgentId,
     ) -> impl Iterator<Item = (&TaskKey, &TaskRecord)> + '_ {
-        self.tasks.iter().filter(move |(_, t)| t.agent_id == agent)
+        self.iter().filter(move |(_, t)| t.agent_id == agent)
     }
 
     /// The tasks on agent `agent`, to change their flags (not their status: see
@@ -292,6 +336,7 @@ impl TaskBook {
     ) -> impl Iterator<Item = (&TaskKey, &mut TaskRecord)> + '_ {
         self.tasks
             .iter_mut()
+            .map(|(k, t)| (k, &mut **t))
             .filter(move |(_, t)| t.agent_id == agent)
     }
 

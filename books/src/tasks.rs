@@ -340,7 +340,7 @@ impl State {
             fx.push(Effect::ToFramework(
                 fw,
                 FrameworkEvent::Update {
-                    status: t.latest().clone(),
+                    status: t.latest_status(),
                 },
             ));
             return Ok(());
@@ -481,7 +481,7 @@ impl State {
         let statuses: Vec<TaskStatus> = if task_ids.is_empty() {
             self.tasks
                 .of_framework(fw)
-                .map(|(_, t)| t.latest().clone())
+                .map(|(_, t)| t.latest_status())
                 .collect()
         } else {
             let mut out = Vec::with_capacity(task_ids.len());
@@ -490,7 +490,7 @@ impl State {
                     .tasks
                     .get(&(fw, id.clone()))
                     .ok_or(StateError::UnknownTask(id))?;
-                out.push(t.latest().clone());
+                out.push(t.latest_status());
             }
             out
         };

@@ -1411,7 +1411,7 @@ fn a_status_is_relayed_once_and_stays_pending_until_acknowledged() {
     let running = TaskStatus {
         state: TaskState::Running,
         update_id: update_id(100),
-        ..s.tasks[&(fw, "a".parse().unwrap())].latest().clone()
+        ..s.tasks[&(fw, "a".parse().unwrap())].latest_status()
     };
     let mut fx = Vec::new();
     s.agent_status(agent, running.clone(), &at(3), &mut fx)
@@ -1437,7 +1437,7 @@ fn a_status_is_relayed_once_and_stays_pending_until_acknowledged() {
     let finished = TaskStatus {
         state: TaskState::Finished,
         update_id: update_id(101),
-        ..s.tasks[&(fw, "a".parse().unwrap())].latest().clone()
+        ..s.tasks[&(fw, "a".parse().unwrap())].latest_status()
     };
     let mut fx = Vec::new();
     s.agent_status(agent, finished.clone(), &at(5), &mut fx)
@@ -1554,7 +1554,7 @@ fn books_that_drift_are_reported_not_floored_silently() {
     let finished = TaskStatus {
         state: TaskState::Finished,
         update_id: update_id(100),
-        ..s.tasks[&(fw, "a".parse().unwrap())].latest().clone()
+        ..s.tasks[&(fw, "a".parse().unwrap())].latest_status()
     };
     s.agent_status(agent, finished, &at(3), &mut Vec::new())
         .unwrap();

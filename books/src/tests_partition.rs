@@ -60,7 +60,7 @@ fn key(fw: FrameworkId) -> (FrameworkId, TaskId) {
 
 /// The task's latest status in the books.
 fn latest(s: &State, fw: FrameworkId) -> TaskStatus {
-    s.tasks[&key(fw)].latest().clone()
+    s.tasks[&key(fw)].latest_status()
 }
 
 fn fence(fw: FrameworkId, agent: AgentId) -> Effect {
