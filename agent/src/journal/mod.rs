@@ -199,11 +199,7 @@ impl Journal {
         records: &[Record],
         durability: Durability,
     ) -> Result<Mark, JournalError> {
-        let mut buf = Vec::with_capacity(256 * records.len());
-        for r in records {
-            serde_json::to_writer(&mut buf, r)?;
-            buf.push(b'\n');
-        }
+        let buf = encode(records)?;
         let io = |source| JournalError::Io {
             path: self.path.clone(),
             source,
@@ -247,11 +243,7 @@ impl Journal {
             path: tmp.clone(),
             source,
         };
-        let mut buf = Vec::with_capacity(256 * records.len());
-        for r in records {
-            serde_json::to_writer(&mut buf, r)?;
-            buf.push(b'\n');
-        }
+        let buf = encode(records)?;
         {
             let mut f = OpenOptions::new()
                 .write(true)
@@ -278,6 +270,16 @@ impl Journal {
         self.lines = records.len();
         Ok(())
     }
+}
+
+/// `records` as JSON lines.
+fn encode(records: &[Record]) -> Result<Vec<u8>, JournalError> {
+    let mut buf = Vec::with_capacity(256 * records.len());
+    for r in records {
+        serde_json::to_writer(&mut buf, r)?;
+        buf.push(b'\n');
+    }
+    Ok(buf)
 }
 
 fn sync_dir(dir: &Path) -> std::io::Result<()> {
