@@ -31,6 +31,8 @@ pub struct Progress {
     mark: Mutex<Option<OfferMark>>,
     /// One entry per stream lost (the framework's id, or its index before it registered).
     disconnects: Mutex<Vec<String>>,
+    /// Frameworks registered (first registrations only) and when the last of them was.
+    registered: Mutex<(u64, Option<Instant>)>,
 }
 
 /// See [`Progress::mark_offers_after`].
@@ -53,6 +55,12 @@ struct OfferClock {
 }
 
 impl Progress {
+    /// Frameworks registered so far and when the last one was (re-registrations not
+    /// counted).
+    pub fn registered(&self) -> (u64, Option<Instant>) {
+        *lock(&self.registered)
+    }
+
     /// Tasks that reached `running` so far (each counted once).
     pub fn running(&self) -> u64 {
         self.running.load(Ordering::Relaxed)
@@ -286,8 +294,13 @@ impl BenchFramework {
 
 #[async_trait::async_trait]
 impl Scheduler for BenchFramework {
-    async fn registered(&mut self, _ctx: &mut Context, id: FrameworkId, _reregistered: bool) {
+    async fn registered(&mut self, _ctx: &mut Context, id: FrameworkId, reregistered: bool) {
         self.framework_id = Some(id);
+        if !reregistered {
+            let mut registered = lock(&self.progress.registered);
+            registered.0 += 1;
+            registered.1 = Some(Instant::now());
+        }
     }
 
     async fn offers(&mut self, _ctx: &mut Context, offers: Vec<Offer>) -> Decisions {

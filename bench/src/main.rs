@@ -319,6 +319,8 @@ async fn main() -> std::process::ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        // Colours only to a terminal: a benchmark's stderr usually goes to a file.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match real_main().await {
         Ok(true) => std::process::ExitCode::SUCCESS,

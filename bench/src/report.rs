@@ -132,6 +132,8 @@ pub struct Report {
     pub task_resources: String,
     /// From the first agent started to every agent active, s.
     pub agents_registered_s: f64,
+    /// From the throughput phase's start to its last framework registered, s.
+    pub frameworks_registered_s: Option<f64>,
     /// Wall time of the throughput phase (first registration → last framework done), s.
     pub phase_s: f64,
     /// Tasks reaching `running` per second over the middle 80 % of them.
@@ -228,6 +230,10 @@ impl Report {
             (
                 "every agent registered (first agent started → all active)".into(),
                 format!("{:.1} s", self.agents_registered_s),
+            ),
+            (
+                "every framework registered (phase start → last registered)".into(),
+                opt(self.frameworks_registered_s, " s", 1),
             ),
             ("throughput phase".into(), format!("{:.1} s", self.phase_s)),
             (
@@ -399,6 +405,7 @@ mod tests {
             accounting: good(),
             phase_s: 10.0,
             agents_registered_s: 2.5,
+            frameworks_registered_s: Some(3.5),
             coordinator_cpu_s: Some(6.0),
             agents_cpu_s: Some(3.0),
             harness_cpu_s: Some(1.0),
@@ -418,7 +425,12 @@ mod tests {
             table.contains("| `GET /api/v1/state` | not measured |"),
             "{table}"
         );
-        assert_eq!(table.lines().count(), 16, "{table}");
+        assert!(
+            table
+                .contains("| every framework registered (phase start → last registered) | 3.5 s |"),
+            "{table}"
+        );
+        assert_eq!(table.lines().count(), 17, "{table}");
         let with_state = Report {
             state: Some(StateFigure {
                 running_tasks: 100,
@@ -432,6 +444,6 @@ mod tests {
             with_state.contains("| coordinator RSS with 100 tasks running / after the `/state` calls | **512.2 MiB** / n/a |"),
             "{with_state}"
         );
-        assert_eq!(with_state.lines().count(), 17, "{with_state}");
+        assert_eq!(with_state.lines().count(), 18, "{with_state}");
     }
 }

@@ -114,6 +114,11 @@ pub async fn run(config: &RunConfig, cluster: &mut Cluster) -> anyhow::Result<Re
     )?;
     let outcomes = wait_done(cluster, drivers, &progress, config, "throughput").await?;
     report.phase_s = started.elapsed().as_secs_f64();
+    if let (n, Some(last)) = progress.registered() {
+        if n as usize >= config.frameworks {
+            report.frameworks_registered_s = Some(last.duration_since(started).as_secs_f64());
+        }
+    }
     let cpu_after = CpuTimes::read(cluster);
     let metrics_after = cluster.get_text("/metrics").await?;
     fill_throughput(&mut report, &outcomes, &progress);

@@ -121,6 +121,14 @@ impl State {
         Ok((plan.id, plan.new))
     }
 
+    /// Leaves the books unchanged for a registration whose record `written` is already
+    /// durable but which is refused at apply for a reason outside the books (its caller's
+    /// rights): queues the change that puts the registry back to what the books say of the
+    /// framework.
+    pub fn refuse_written_registration(&self, written: &RegistrationPlan, fx: &mut Effects) {
+        self.persist_books_record(written.id, fx);
+    }
+
     /// Applies a registration `plan` made under this same lock (so it cannot fail).
     fn apply_registration(
         &mut self,

@@ -8,8 +8,9 @@
 //! [`TaskTracker`] that shutdown waits for. Changes to the durable registry are queued to its
 //! [`Writer`] thread under the lock too (so they are written in the books' order) and written
 //! after it is released, off the tokio worker threads. Calls that answer a client about a
-//! stored fact go through [`Coordinator::run_write_first`]: the change is written before the
-//! books change, so a failed write answers 503 and changes nothing.
+//! stored fact go through the durable lane (`runtime/durable.rs`: [`Coordinator::run_write_first`]
+//! and [`Coordinator::run_write_pipelined`]): the change is written before the books change, so
+//! a failed write answers 503 and changes nothing.
 //!
 //! Agents are called through [`agent_call`]: no redirects, timeouts, the agent's own token,
 //! error bodies cut to a short excerpt.
@@ -31,10 +32,11 @@ use crate::history::History;
 use crate::metrics::Metrics;
 use crate::outbox::{Outbox, OutboxReader, Push};
 use crate::state::{AgentToken, Effect, Effects, Now, State, StateError};
-use crate::store::{Change, Registry, Snapshot, Store, StoreError, WriteFailures, Writer};
+use crate::store::{Registry, Snapshot, Store, StoreError, WriteFailures, Writer};
 
 pub mod agent_call;
 pub mod doorbell;
+mod durable;
 mod leadership;
 pub mod task_output;
 
@@ -83,8 +85,8 @@ struct Shared {
     /// Test hook: bit `i` set makes background loop `LOOPS[i]` panic on its next turn
     /// ([`Coordinator::inject_loop_panic`]).
     injected_panics: AtomicU8,
-    /// One [`Coordinator::run_write_first`] call at a time, from its check to its apply.
-    durable_lane: Arc<tokio::sync::Mutex<()>>,
+    /// Orders the calls that write first ([`durable`]).
+    lane: durable::Lane,
     /// Test hook: the registry's switch for failing writes ([`Coordinator::fail_registry_writes`]).
     write_failures: Option<WriteFailures>,
     /// Leader, follower or standalone, and who leads (`crate::ha`).
@@ -106,6 +108,8 @@ struct Inner {
     /// The durable registry's writer, if any. Fed under the books' lock, so it writes in the
     /// books' order; `None` again once closed.
     store: Option<Writer>,
+    /// Pipelined durable calls written and not yet applied ([`durable`]).
+    durable: durable::Queue,
 }
 
 struct StreamSlot {
@@ -238,6 +242,7 @@ impl Coordinator {
                     state,
                     streams: HashMap::new(),
                     store,
+                    durable: durable::Queue::default(),
                 }),
                 config,
                 doorbell: Doorbell::default(),
@@ -249,7 +254,7 @@ impl Coordinator {
                 metrics,
                 history: History::default(),
                 injected_panics: AtomicU8::new(0),
-                durable_lane: Arc::new(tokio::sync::Mutex::new(())),
+                lane: durable::Lane::default(),
                 write_failures,
                 ha: HaStatus::new(Role::Standalone),
                 offering: AtomicBool::new(true),
@@ -450,62 +455,6 @@ impl Coordinator {
     /// waited for (a failed write is logged and counted); see [`Coordinator::run_write_first`].
     pub fn run<T>(&self, f: impl FnOnce(&mut State, &Now, &mut Effects) -> T) -> T {
         self.run_queued(f).0
-    }
-
-    /// A call that changes stored facts (registration, removal, role weight), so that a
-    /// failed registry write changes nothing: `plan` checks the call against the books and
-    /// returns what to write without changing them; once that is durable, `apply` changes the
-    /// books. If the write fails the answer is [`RegistryWriteFailed`] and `apply` never runs.
-    ///
-    /// Why write first rather than apply and undo on failure: an exact inverse is not always
-    /// there (a removal kills tasks; a registration may create roles, which are never
-    /// removed), whereas the books untouched until the write succeeds need none. The price is
-    /// that the books may move between `plan` and `apply` (failover removals, placeholders,
-    /// allocation: calls that do not come through here), so `apply` checks again and, if the
-    /// call no longer passes, answers as it now would and queues the change that puts the
-    /// registry back to what the books say. Calls through here run one at a time (the
-    /// durable lane), so none of them overtakes another between its write and its apply, and
-    /// each write is its own: the writer's group commit may still put it in one transaction
-    /// with changes queued by [`Coordinator::run`] (a failover removal), which then fail with
-    /// it (logged and counted, as before). The write and the apply run in a task of their own,
-    /// so a client that hangs up cannot leave a durable change unapplied.
-    pub async fn run_write_first<P, T, E>(
-        &self,
-        plan: impl FnOnce(&mut State, &Now) -> Result<(P, Vec<Change>), E>,
-        apply: impl FnOnce(&mut State, P, &Now, &mut Effects) -> Result<T, E> + Send + 'static,
-    ) -> Result<T, E>
-    where
-        P: Send + 'static,
-        T: Send + 'static,
-        E: From<RegistryWriteFailed> + Send + 'static,
-    {
-        let lane = Arc::clone(&self.shared.durable_lane).lock_owned().await;
-        let now = self.now();
-        let (planned, written) = {
-            let mut inner = self.lock();
-            let (planned, changes) = plan(&mut inner.state, &now)?;
-            let written = match (&inner.store, changes.is_empty()) {
-                (Some(writer), false) => Some(writer.submit(changes)),
-                _ => None,
-            };
-            (planned, written)
-        };
-        let this = self.clone();
-        let job = self.shared.tracker.spawn(async move {
-            let _lane = lane;
-            if let Some(rx) = written {
-                if !matches!(rx.await, Ok(true)) {
-                    return Err(RegistryWriteFailed.into());
-                }
-            }
-            this.run(|state, now, fx| apply(state, planned, now, fx))
-        });
-        match job.await {
-            Ok(out) => out,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            // The runtime is shutting down.
-            Err(_) => Err(RegistryWriteFailed.into()),
-        }
     }
 
     fn run_queued<T>(

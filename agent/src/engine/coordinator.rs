@@ -110,8 +110,9 @@ impl Engine {
             registered.heartbeat_interval_s,
             self.config.timing.min_heartbeat,
         );
+        // The first beat at a random point of the interval, the next ones an interval apart.
         out.push(Command::SetTimer {
-            at: now.at + s.interval,
+            at: now.at + self.config.jitter.first_beat(s.interval),
             timer: Timer::Heartbeat(s.epoch),
         });
         self.contact.agent_timeout = registered

@@ -58,8 +58,22 @@ pub enum Jitter {
 impl Jitter {
     /// The next factor in [0.5, 1].
     fn factor(&mut self) -> f64 {
+        self.uniform().map_or(1.0, |u| 0.5 + 0.5 * u)
+    }
+
+    /// The delay of the first heartbeat after a registration: a point drawn uniformly in the
+    /// interval's second to last tenth (without jitter, the whole interval). Agents that
+    /// registered together (a fleet's start, every agent after a failover) then heartbeat
+    /// spread over the interval instead of in one wave each time, which would load the
+    /// coordinator in bursts and have them all notice the next lost leader at once.
+    pub fn first_beat(&mut self, interval: Duration) -> Duration {
+        interval.mul_f64(self.uniform().map_or(1.0, |u| 0.1 + 0.9 * u))
+    }
+
+    /// The next draw in [0, 1); `None` without jitter.
+    fn uniform(&mut self) -> Option<f64> {
         match self {
-            Jitter::Off => 1.0,
+            Jitter::Off => None,
             Jitter::Random(state) => {
                 // splitmix64: tiny, and good enough to spread retries.
                 *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -67,7 +81,7 @@ impl Jitter {
                 z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
                 z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
                 z ^= z >> 31;
-                0.5 + 0.5 * ((z >> 11) as f64 / (1u64 << 53) as f64)
+                Some((z >> 11) as f64 / (1u64 << 53) as f64)
             }
         }
     }
@@ -91,6 +105,21 @@ pub(crate) fn heartbeat_interval(secs: f64, min: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn first_beats_spread_over_the_interval() {
+        let interval = Duration::from_secs(15);
+        let mut jitter = Jitter::Random(11);
+        let beats: Vec<Duration> = (0..1000).map(|_| jitter.first_beat(interval)).collect();
+        assert!(beats.iter().all(|b| *b >= interval / 10 && *b <= interval));
+        // Every tenth of the interval after the first gets some of them.
+        for tenth in 1..10 {
+            let (lo, hi) = (interval * tenth / 10, interval * (tenth + 1) / 10);
+            let n = beats.iter().filter(|b| **b >= lo && **b < hi).count();
+            assert!(n > 50, "{n} beats in tenth {tenth}");
+        }
+        assert_eq!(Jitter::Off.first_beat(interval), interval);
+    }
 
     #[test]
     fn backoff_grows_is_capped_and_jittered() {

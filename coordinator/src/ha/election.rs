@@ -9,7 +9,7 @@
 //! deadline shorter than the TTL, so a coordinator stalled or cut off from etcd steps down
 //! before etcd lets another take over).
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
@@ -59,7 +59,20 @@ impl Election {
             renew: (options.renew_period(), options.renew_deadline()),
             leader: tokio::sync::Mutex::new(None),
         });
-        tokio::spawn(keep_alive(Arc::clone(&this), lost));
+        // Renewals run on a thread and runtime of their own, with a client of their own (its
+        // connections are driven by that runtime): a leader whose workers are saturated by
+        // requests must not miss its renew deadline and step down for it.
+        let renewer = EtcdClient::new(this.client.endpoints().to_vec())
+            .map_err(|e| EtcdError::Setup(format!("building the lease client: {e}")))?;
+        let weak = Arc::downgrade(&this);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| EtcdError::Setup(format!("the lease thread's runtime: {e}")))?;
+        std::thread::Builder::new()
+            .name("lease-keepalive".into())
+            .spawn(move || runtime.block_on(keep_alive(renewer, weak, lost)))
+            .map_err(|e| EtcdError::Setup(format!("starting the lease thread: {e}")))?;
         Ok(this)
     }
 
@@ -187,36 +200,35 @@ impl Election {
 
 /// Renews the lease every renew period (TTL/3 by default); cancels `lost` at once when etcd
 /// says the lease is gone or no renewal landed within the renew deadline (2/3 of the TTL by
-/// default, `--leader-renew-deadline-ms`).
-async fn keep_alive(election: Arc<Election>, lost: CancellationToken) {
-    let (period, deadline) = election.renew;
+/// default, `--leader-renew-deadline-ms`). Ends then, or once the election is dropped.
+async fn keep_alive(client: EtcdClient, election: Weak<Election>, lost: CancellationToken) {
+    let Some((lease, (period, deadline))) = election.upgrade().map(|e| (e.lease.id, e.renew))
+    else {
+        return;
+    };
     let mut last_ok = Instant::now();
     loop {
         tokio::select! {
             _ = lost.cancelled() => return,
             _ = tokio::time::sleep(period.saturating_sub(last_ok.elapsed().min(period))) => {}
         }
+        if election.strong_count() == 0 {
+            return;
+        }
         let left = deadline.saturating_sub(last_ok.elapsed());
         if left.is_zero() {
-            tracing::error!(
-                lease = election.lease.id,
-                "no lease renewal within the deadline: stepping down"
-            );
+            tracing::error!(lease, "no lease renewal within the deadline: stepping down");
             lost.cancel();
             return;
         }
         // Counted from the request, not the answer: etcd renewed the lease no earlier than
         // this, so the local deadline stays ahead of etcd's expiry whatever the latency.
         let sent = Instant::now();
-        match election
-            .client
-            .lease_keepalive(election.lease.id, left)
-            .await
-        {
+        match client.lease_keepalive(lease, left).await {
             Ok(ttl) if ttl > 0 => last_ok = sent,
             Ok(_) => {
                 tracing::error!(
-                    lease = election.lease.id,
+                    lease,
                     "the lease is gone (expired or revoked): stepping down"
                 );
                 lost.cancel();

@@ -42,6 +42,9 @@ pub enum EtcdError {
         /// etcd's message.
         message: String,
     },
+    /// This coordinator could not set up its side (a client, a thread).
+    #[error("etcd client: {0}")]
+    Setup(String),
     /// The answer did not parse.
     #[error("etcd {path}: unexpected answer: {reason}")]
     BadAnswer {

@@ -22,8 +22,9 @@ pub struct Registered {
 }
 
 /// Registers (or re-registers) a framework for `caller`: validated, written first and applied
-/// once durable (see [`Coordinator::run_write_first`]). Shared by `POST /api/v1/frameworks`
-/// and the Mesos API's SUBSCRIBE.
+/// once durable, pipelined with other registrations (see
+/// [`Coordinator::run_write_pipelined`]). Shared by `POST /api/v1/frameworks` and the Mesos
+/// API's SUBSCRIBE.
 pub async fn register_framework(
     c: &Coordinator,
     caller: &Caller,
@@ -31,18 +32,25 @@ pub async fn register_framework(
 ) -> Result<Registered, ApiError> {
     let webui_url = req.webui_url.clone();
     let mut input = input::framework_registration(req)?;
-    // The owner is checked when planning only: it changes by registration alone, and
-    // registrations run one at a time.
-    let caller = caller.clone();
+    let at_plan = caller.clone();
+    let at_apply = caller.clone();
     let (framework_id, created, heartbeat_interval_s) = c
-        .run_write_first(
+        .run_write_pipelined(
             |s, now| {
-                input.owner = caller.register_framework(s, &input.role, input.framework_id)?;
+                input.owner = at_plan.register_framework(s, &input.role, input.framework_id)?;
                 let plan = s.plan_registration(&input, now)?;
                 let change = Change::PutFramework(plan.record.clone());
                 Ok::<_, ApiError>(((input, plan), vec![change]))
             },
             move |s, (input, plan), now, fx| {
+                // Registrations written before this one may have been applied since its plan
+                // (the same framework id claimed by another principal, the principal's own
+                // `max_frameworks` reached): the principal's checks are made again, as the
+                // books' are in `apply_written_registration`.
+                if let Err(e) = at_apply.register_framework(s, &input.role, Some(plan.id)) {
+                    s.refuse_written_registration(&plan, fx);
+                    return Err(e);
+                }
                 let (id, new) = s.apply_written_registration(input, &plan, now, fx)?;
                 s.set_framework_webui_url(id, webui_url);
                 Ok((id, new, s.framework_heartbeat_s()))

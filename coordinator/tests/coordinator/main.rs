@@ -11,6 +11,7 @@ mod config_reference;
 mod dashboard_api;
 mod dashboard_login;
 mod drain_api;
+mod durable_lane;
 mod fairness;
 mod framework_api;
 mod limits;
