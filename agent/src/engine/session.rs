@@ -61,8 +61,8 @@ impl Jitter {
         self.uniform().map_or(1.0, |u| 0.5 + 0.5 * u)
     }
 
-    /// The delay of the first heartbeat after a registration: a point drawn uniformly in the
-    /// interval's second to last tenth (without jitter, the whole interval). Agents that
+    /// The delay of the first heartbeat after a registration: drawn uniformly between a tenth
+    /// of the interval and the whole of it (without jitter, the whole interval). Agents that
     /// registered together (a fleet's start, every agent after a failover) then heartbeat
     /// spread over the interval instead of in one wave each time, which would load the
     /// coordinator in bursts and have them all notice the next lost leader at once.

@@ -137,11 +137,7 @@ impl Coordinator {
         let (planned, written) = {
             let mut inner = self.lock();
             let (planned, changes) = plan(&mut inner.state, &now)?;
-            let written = match (&inner.store, changes.is_empty()) {
-                (Some(writer), false) => Some(writer.submit(changes)),
-                _ => None,
-            };
-            (planned, written)
+            (planned, submit(&inner, changes))
         };
         let this = self.clone();
         let job = self.shared.tracker.spawn(async move {
@@ -192,9 +188,8 @@ impl Coordinator {
                 // A caller that hung up still had its change applied.
                 let _ = answer_tx.send(out);
             });
-            match (&inner.store, changes.is_empty()) {
-                (Some(writer), false) => {
-                    let written = writer.submit(changes);
+            match submit(&inner, changes) {
+                Some(written) => {
                     let seq = inner.durable.push(None, apply);
                     let this = self.clone();
                     self.shared.tracker.spawn(async move {
@@ -203,7 +198,7 @@ impl Coordinator {
                     });
                     None
                 }
-                _ => {
+                None => {
                     inner.durable.push(Some(true), apply);
                     Some(self.apply_ready(&mut inner, &now))
                 }
@@ -243,6 +238,15 @@ impl Coordinator {
             self.shared.lane.idle.notify_waiters();
         }
         self.dispatch(inner, fx)
+    }
+}
+
+/// Queues `changes` to the registry's writer; `None` when there is nothing to write (no
+/// changes, or no registry).
+fn submit(inner: &Inner, changes: Vec<Change>) -> Option<oneshot::Receiver<bool>> {
+    match (&inner.store, changes.is_empty()) {
+        (Some(writer), false) => Some(writer.submit(changes)),
+        _ => None,
     }
 }
 
