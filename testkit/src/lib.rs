@@ -15,16 +15,21 @@
 //! - [`settings`]: settings defined once as a flag, an environment variable and a file key:
 //!   the helpers of the tests that walk each through the three, and the commented settings
 //!   files and reference tables generated from the definitions.
+//! - [`port`]: [`free_port`] and [`free_port_pair`], loopback ports below the kernel's
+//!   ephemeral range for children started on a fixed address (a port bound at 0 and
+//!   released can be taken by any outgoing connection before the child binds it).
 //!
 //! Frames are read with `protocol::sse`, the parser every client uses (the SDK, `parleyctl`),
 //! so the tests read the coordinator's streams exactly as its clients do; the parser itself is
 //! tested byte by byte and fuzzed (`fuzz/fuzz_targets/sse.rs`).
 
 pub mod docs;
+pub mod port;
 pub mod settings;
 pub mod stream;
 pub mod wait;
 
+pub use port::{free_port, free_port_pair};
 pub use protocol::sse::SseFrame;
 pub use stream::{SseError, SseEvent, SseReader};
 pub use wait::{deadline_in, wait_for, wait_until, TimedOut, POLL};

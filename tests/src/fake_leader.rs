@@ -101,9 +101,10 @@ async fn answer_any(
     }
 }
 
-/// A loopback address nothing listens on (bound once to find it free, then released).
+/// A loopback address nothing listens on, below the ephemeral range (see
+/// [`testkit::free_port`]).
 pub async fn free_addr() -> anyhow::Result<SocketAddr> {
-    Ok(TcpListener::bind("127.0.0.1:0").await?.local_addr()?)
+    Ok(SocketAddr::from(([127, 0, 0, 1], testkit::free_port())))
 }
 
 /// A base URL nothing listens on: connections to it are refused.

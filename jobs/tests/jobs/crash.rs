@@ -47,11 +47,7 @@ async fn a_service_killed_mid_array_finishes_it_after_a_restart() {
         .unwrap();
     let data = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = testkit::free_port();
     let (mut child, base) = spawn(&cluster.url, data.path(), port).await;
     let http = reqwest::Client::new();
     let spec = crate::support::logging_array("crashy", 16, 5, out.path());

@@ -13,11 +13,7 @@ const WITHIN: Duration = Duration::from_secs(60);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dev_runs_the_jobs_service() {
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = testkit::free_port();
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_coordinator"))
         .args(["--dev", "--in-memory", "--listen", "127.0.0.1:0"])
         .args(["--dev-jobs-port", &port.to_string(), "--data-dir"])

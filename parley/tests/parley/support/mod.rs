@@ -21,7 +21,6 @@ pub use checks::*;
 pub use framework::*;
 pub use procs::*;
 
-use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -51,14 +50,7 @@ pub fn have_etcd(test: &str) -> bool {
     ok
 }
 
-/// A free loopback port (bound and released at once).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+pub use testkit::free_port;
 
 /// The seed of this run: `PARLEY_CHAOS_SEED` to replay one, else the clock. Printed.
 pub fn seed(test: &str) -> u64 {

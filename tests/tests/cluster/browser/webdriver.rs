@@ -24,10 +24,7 @@ impl Browser {
     /// Starts `driver` on a free loopback port and a headless `chromium` session with the
     /// flags that work as root and keep it from calling home.
     pub async fn start(driver: &Path, chromium: &Path) -> anyhow::Result<Self> {
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0")?;
-            l.local_addr()?.port()
-        };
+        let port = testkit::free_port();
         let child = Command::new(driver)
             .arg(format!("--port={port}"))
             .stdin(Stdio::null())

@@ -230,14 +230,5 @@ pub fn strip_ansi(text: &str) -> String {
     out
 }
 
-/// A loopback port `p` with `p + 1` free too (the script uses both), found by binding them.
-pub fn free_port_pair() -> u16 {
-    for _ in 0..100 {
-        let first = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = first.local_addr().unwrap().port();
-        if port < u16::MAX && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no two consecutive free loopback ports");
-}
+/// A loopback port `p` with `p + 1` free too (the script uses both).
+pub use testkit::free_port_pair;
