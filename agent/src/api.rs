@@ -104,6 +104,20 @@ pub(crate) fn parse_kill(body: &[u8]) -> Result<KillOrder, ApiError> {
     })
 }
 
+/// A call-back body (`POST /api/v1/reconnect`): empty, or a JSON object whose fields are
+/// ignored (the call carries nothing the agent acts on but the call itself).
+pub(crate) fn parse_call_back(body: &[u8]) -> Result<(), ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(());
+    }
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(serde_json::Value::Object(_)) => Ok(()),
+        _ => Err(ApiError::bad_request(
+            "invalid reconnect body: expected nothing or a JSON object",
+        )),
+    }
+}
+
 /// The query of an output read: which framework's task, and which bytes.
 #[derive(Debug, Default, serde::Deserialize)]
 pub(crate) struct OutputQuery {
@@ -136,6 +150,7 @@ pub(crate) fn app(agent: Arc<RealAgent>) -> Router {
         .route("/api/v1/tasks/{task_id}/stdout", get(stdout))
         .route("/api/v1/tasks/{task_id}/stderr", get(stderr))
         .route("/api/v1/health", get(health))
+        .route("/api/v1/reconnect", post(reconnect))
         .with_state(agent)
 }
 
@@ -254,10 +269,34 @@ async fn health() -> Json<Empty> {
     Json(Empty {})
 }
 
+/// A coordinator asks the agent to contact the leader now ([`crate::engine::Engine::call_back`]).
+/// Open, like `/health`: coordinators keep no agent tokens, and the call only brings the next
+/// heartbeat forward (at most once a second).
+async fn reconnect(
+    State(agent): State<Arc<RealAgent>>,
+    body: Bytes,
+) -> Result<(StatusCode, Json<Empty>), ApiError> {
+    parse_call_back(&body)?;
+    agent.feed(|core, now, out| core.call_back(now, out));
+    Ok((StatusCode::ACCEPTED, Json(Empty {})))
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn call_back_bodies_are_nothing_or_an_object() {
+        for ok in ["", " \n", "{}", "{\"leader\": \"x\"}"] {
+            assert!(parse_call_back(ok.as_bytes()).is_ok(), "{ok:?}");
+        }
+        for bad in ["[]", "1", "{", "null"] {
+            let e = parse_call_back(bad.as_bytes()).unwrap_err();
+            assert_eq!(e.status, StatusCode::BAD_REQUEST, "{bad:?}");
+            assert!(e.message.contains("reconnect body"), "{}", e.message);
+        }
+    }
 
     #[test]
     fn launch_bodies_are_checked() {

@@ -37,7 +37,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{
-    parse_kill, parse_launch, parse_task_id, partition_timeout, ApiError, OutputQuery,
+    parse_call_back, parse_kill, parse_launch, parse_task_id, partition_timeout, ApiError,
+    OutputQuery,
 };
 use crate::auth;
 use crate::client::{self, Call, Identity, LogLevel};
@@ -380,6 +381,7 @@ fn app(sim: Arc<Sim>) -> Router {
         .route("/sim/{i}/api/v1/tasks/{task_id}/stdout", get(output))
         .route("/sim/{i}/api/v1/tasks/{task_id}/stderr", get(output))
         .route("/sim/{i}/api/v1/health", get(health))
+        .route("/sim/{i}/api/v1/reconnect", post(reconnect))
         .with_state(sim)
 }
 
@@ -499,6 +501,21 @@ async fn output(
     sim.lock()[i].find(framework, &id)?;
     // A simulated task prints nothing.
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "").into_response())
+}
+
+/// A coordinator asks agent `i` to contact the leader now (open, as on a real agent).
+async fn reconnect(
+    State(sim): State<Arc<Sim>>,
+    Path(i): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let i = index(&sim, &i)?;
+    parse_call_back(&body)?;
+    handle(&sim, i, Vec::new(), |core, now, out| {
+        core.call_back(now, out);
+        Ok::<(), ApiError>(())
+    })?;
+    Ok((StatusCode::ACCEPTED, Json(Empty {})).into_response())
 }
 
 async fn health(

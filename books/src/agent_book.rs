@@ -129,6 +129,19 @@ impl AgentBook {
         self.awaited.len()
     }
 
+    /// Whether agent `id` is awaited.
+    pub(crate) fn is_awaited(&self, id: AgentId) -> bool {
+        self.awaited.contains_key(&id)
+    }
+
+    /// The awaited agents and the endpoints the registry kept for them, in id order.
+    pub(crate) fn awaited_endpoints(&self) -> Vec<(AgentId, String)> {
+        self.awaited
+            .iter()
+            .map(|(id, (stored, _))| (*id, stored.endpoint.clone()))
+            .collect()
+    }
+
     /// Stops awaiting the agents awaited for longer than `limit_ms` at `now_ms`; returns them.
     pub(crate) fn take_overdue(&mut self, now_ms: u64, limit_ms: u64) -> Vec<StoredAgent> {
         let overdue: Vec<AgentId> = self

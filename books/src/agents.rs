@@ -233,6 +233,17 @@ impl State {
         self.agents.awaited_len()
     }
 
+    /// Whether agent `id` is one the registry knew at load that has not re-registered yet.
+    pub fn is_awaited(&self, id: AgentId) -> bool {
+        self.agents.is_awaited(id)
+    }
+
+    /// The agents the registry knew at load that have not re-registered yet, with the
+    /// endpoints it kept for them (to call them back), in id order.
+    pub fn awaited_endpoints(&self) -> Vec<(AgentId, String)> {
+        self.agents.awaited_endpoints()
+    }
+
     /// Declares lost every active agent that missed `max_missed_heartbeats` heartbeats, and
     /// every agent loaded from the registry that did not re-register within as long; forgets
     /// agents lost for longer than `lost_agent_retention` (and removes them from the registry).

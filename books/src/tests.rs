@@ -1687,6 +1687,14 @@ fn a_stored_agent_that_does_not_come_back_is_lost_then_forgotten_and_one_that_do
         &at(1_000),
     );
     assert_eq!(s.awaited_agents(), 2);
+    let mut both = vec![gone, back];
+    both.sort();
+    let endpoints: Vec<AgentId> = s
+        .awaited_endpoints()
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(endpoints, both, "the awaited agents, in id order");
     let mut fx = Vec::new();
     s.register_agent(
         reregister(back, "cpus=4,mem=100", vec![]),
@@ -1695,6 +1703,8 @@ fn a_stored_agent_that_does_not_come_back_is_lost_then_forgotten_and_one_that_do
     )
     .unwrap();
     assert_eq!(s.awaited_agents(), 1);
+    assert!(s.is_awaited(gone) && !s.is_awaited(back));
+    assert_eq!(s.awaited_endpoints().len(), 1);
     // Within the agent timeout nothing happens; past it the other is listed lost.
     s.check_agents(&at(1_000 + limit), &mut fx);
     assert_eq!(s.awaited_agents(), 1);

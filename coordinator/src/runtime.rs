@@ -13,7 +13,8 @@
 //! a failed write answers 503 and changes nothing.
 //!
 //! Agents are called through [`agent_call`]: no redirects, timeouts, the agent's own token,
-//! error bodies cut to a short excerpt.
+//! error bodies cut to a short excerpt. After a take-over the agents the registry knew are
+//! called back (`runtime/recall.rs`) so that they register again at once.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -38,10 +39,12 @@ pub mod agent_call;
 pub mod doorbell;
 mod durable;
 mod leadership;
+mod recall;
 pub mod task_output;
 
 pub use doorbell::Doorbell;
 pub use leadership::{HaStatus, Role};
+pub use recall::Recalled;
 
 /// Capacity of the operator offer stream; a slower reader skips what it missed.
 const OFFER_EVENTS_CAPACITY: usize = 4096;

@@ -182,6 +182,8 @@ pub async fn serve_coordinator(
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, tls = tls.is_some(), "coordinator listening");
     }
+    // Restarted on its registry: the agents it knew come back now, not at their next beat.
+    coordinator.spawn_recall(token.clone());
     let stop = token.clone();
     tokio::spawn(async move {
         tokio::select! {

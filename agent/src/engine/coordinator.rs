@@ -3,6 +3,10 @@
 
 use super::*;
 
+/// The least time between two call-backs the agent acts on: anyone may call, so a caller
+/// must not be able to make it heartbeat as fast as it likes.
+pub const CALL_BACK_SPACING: std::time::Duration = std::time::Duration::from_secs(1);
+
 impl Engine {
     /// Starts the session: registers now.
     pub fn start(&mut self, now: Now, out: &mut Vec<Command>) {
@@ -194,6 +198,47 @@ impl Engine {
                 timer: Timer::Register,
             });
         }
+    }
+
+    /// A coordinator called the agent back (`POST /api/v1/reconnect`: a new leader, or one
+    /// restarted on its registry, asks every agent it loaded to come back now rather than at
+    /// its next heartbeat, up to an interval away). The call carries nothing the agent trusts:
+    /// it only contacts the leader sooner, finding it as it always does (a heartbeat now, or a
+    /// registration now when one waits on a backoff). A heartbeat starts a new beat, so the
+    /// earlier one's timer and answer are dropped and the agent keeps one heartbeat going.
+    /// Acted on at most once per [`CALL_BACK_SPACING`]; true when acted on.
+    pub fn call_back(&mut self, now: Now, out: &mut Vec<Command>) -> bool {
+        let recent = self
+            .contact
+            .called_back
+            .is_some_and(|at| now.at.saturating_duration_since(at) < CALL_BACK_SPACING);
+        if recent {
+            return false;
+        }
+        let acted = match self.session.phase {
+            Phase::Registered => {
+                let s = &mut self.session;
+                s.epoch = s.epoch.wrapping_add(1);
+                out.push(Command::SetTimer {
+                    at: now.at,
+                    timer: Timer::Heartbeat(s.epoch),
+                });
+                true
+            }
+            Phase::Waiting => {
+                out.push(Command::SetTimer {
+                    at: now.at,
+                    timer: Timer::Register,
+                });
+                true
+            }
+            // A registration in flight reaches the leader anyway.
+            Phase::Registering => false,
+        };
+        if acted {
+            self.contact.called_back = Some(now.at);
+        }
+        acted
     }
 
     /// Another coordinator answered than the one the agent registered with (a new leader):

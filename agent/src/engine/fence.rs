@@ -31,6 +31,8 @@ pub(crate) struct Contact {
     pub heartbeat_sent: Option<Instant>,
     /// When the registration in flight was sent.
     pub register_sent: Option<Instant>,
+    /// When the agent last acted on a call-back ([`Engine::call_back`]).
+    pub called_back: Option<Instant>,
     /// When the armed [`Timer::Fence`] fires, if one is armed.
     pub timer_at: Option<Instant>,
     /// Partition timeouts of partition-aware frameworks, as their launches said.

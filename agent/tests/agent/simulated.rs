@@ -249,3 +249,47 @@ async fn updates_go_in_batches_and_a_refused_one_is_dropped_alone() {
     stop.cancel();
     handle.await.unwrap().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_called_back_agent_heartbeats_at_once() {
+    // Heartbeats every 120 s: the first one after registering comes 12–120 s later.
+    let fake = Fake::new(120.0);
+    let server = Server::start(&fake).await;
+    let (url, stop, handle) = start(&server.url(), 2).await;
+    wait_for("both agents registered", Duration::from_secs(9), || {
+        fake.books().ids_by_endpoint.len() == 2
+    })
+    .await;
+    let called = fake.books().ids_by_endpoint[&format!("{url}/sim/0")];
+    let other = fake.books().ids_by_endpoint[&format!("{url}/sim/1")];
+
+    let http = reqwest::Client::new();
+    let post = |path: &str, body: &'static str| {
+        http.post(format!("{url}{path}"))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    // Bad calls change nothing and say why.
+    let bad = post("/sim/0/api/v1/reconnect", "[1]").await.unwrap();
+    assert_eq!(bad.status(), 400);
+    assert!(bad.text().await.unwrap().contains("reconnect body"));
+    assert_eq!(
+        post("/sim/2/api/v1/reconnect", "").await.unwrap().status(),
+        404
+    );
+    // Called back (no token needed): agent 0 heartbeats now; agent 1 was not called.
+    let ok = post("/sim/0/api/v1/reconnect", "{\"leader\": \"ignored\"}")
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 202);
+    wait_for(
+        "the called agent to heartbeat",
+        Duration::from_secs(5),
+        || fake.books().heartbeats.get(&called).copied().unwrap_or(0) >= 1,
+    )
+    .await;
+    assert_eq!(fake.books().heartbeats.get(&other), None);
+    stop.cancel();
+    handle.await.unwrap().unwrap();
+}

@@ -135,6 +135,8 @@ impl Election {
         coordinator
             .ha_status()
             .set(Role::Leader, Some(options.advertise_url.clone()));
+        // The agents the old leader had come back now, not at their next heartbeat.
+        coordinator.spawn_recall(stop.clone());
         // Wait for the loaded agents to re-register (bounded), so nothing is offered twice
         // while the views merge.
         let deadline = elected + options.reregister_grace;

@@ -14,6 +14,7 @@ mod ha;
 mod multinode;
 mod partition;
 mod preemption_flag;
+mod recall;
 mod registry_process;
 mod security_cli;
 mod sighup_reload;

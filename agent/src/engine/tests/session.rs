@@ -132,3 +132,76 @@ fn a_new_leader_gets_a_registration_with_the_running_tasks() {
     let fx = rig.at(11, |c, now, out| c.coordinator_changed(now, out));
     assert_eq!(fx, []);
 }
+
+#[test]
+fn a_call_back_heartbeats_now_in_a_new_beat_at_most_once_a_second() {
+    let mut rig = Rig::sim();
+    // Before registering: a registration in flight is left alone.
+    rig.at(0, |c, now, out| c.start(now, out));
+    let fx = rig.at(1, |c, now, out| {
+        assert!(!c.call_back(now, out));
+    });
+    assert_eq!(fx, []);
+    // Waiting on a backoff: register now.
+    rig.at(2, |c, now, out| {
+        c.reply(
+            Reply::Registered(Err(Failure::Unreachable("down".into()))),
+            now,
+            out,
+        )
+    });
+    let fx = rig.at(3, |c, now, out| assert!(c.call_back(now, out)));
+    assert_eq!(
+        fx,
+        [Command::SetTimer {
+            at: rig.now(3).at,
+            timer: Timer::Register
+        }]
+    );
+    rig.at(3, |c, now, out| c.timer(Timer::Register, now, out));
+    let registered = rig.registered();
+    rig.at(4, |c, now, out| c.reply(registered, now, out));
+    let agent_id = rig.agent;
+
+    // Registered (beat 1), called back 1 s after the last call-back: a heartbeat now, in beat 2.
+    let fx = rig.at(1003, |c, now, out| assert!(c.call_back(now, out)));
+    assert_eq!(
+        fx,
+        [Command::SetTimer {
+            at: rig.now(1003).at,
+            timer: Timer::Heartbeat(2)
+        }]
+    );
+    let fx = rig.at(1003, |c, now, out| c.timer(Timer::Heartbeat(2), now, out));
+    assert_eq!(
+        fx,
+        [Command::Send(Request::Heartbeat { agent_id, epoch: 2 })]
+    );
+    // Beat 1's timer and a late answer of beat 1 are dropped: one heartbeat keeps going.
+    assert_eq!(
+        rig.at(1100, |c, now, out| c.timer(Timer::Heartbeat(1), now, out)),
+        []
+    );
+    let late = rig.at(1100, |c, now, out| {
+        c.reply(
+            Reply::Heartbeat {
+                epoch: 1,
+                result: Ok(()),
+            },
+            now,
+            out,
+        )
+    });
+    assert_eq!(late, []);
+    // Another call-back within the second is not acted on; after it, it is.
+    let fx = rig.at(1500, |c, now, out| assert!(!c.call_back(now, out)));
+    assert_eq!(fx, []);
+    let fx = rig.at(2003, |c, now, out| assert!(c.call_back(now, out)));
+    assert_eq!(
+        fx,
+        [Command::SetTimer {
+            at: rig.now(2003).at,
+            timer: Timer::Heartbeat(3)
+        }]
+    );
+}

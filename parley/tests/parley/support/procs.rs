@@ -290,11 +290,16 @@ impl Coord {
 
     /// `coordinator --data-dir DIR` (the embedded redb registry) on `port` (0: a free one).
     pub fn redb(data_dir: &Path, port: u16) -> Coord {
+        Self::redb_with(data_dir, port, &FAST)
+    }
+
+    /// As [`Coord::redb`], with `timings` (heartbeat flags) instead of the fast ones.
+    pub fn redb_with(data_dir: &Path, port: u16, timings: &[&str]) -> Coord {
         let port = if port == 0 { free_port() } else { port };
         let mut cmd = Command::new(binary("coordinator"));
         cmd.args(["--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
             .arg(data_dir)
-            .args(FAST)
+            .args(timings)
             .args(["--reregister-grace-s", "1"])
             .env("RUST_LOG", "info");
         Coord {

@@ -1,0 +1,83 @@
+//! A coordinator that comes back on its registry calls back the agents it knew: they register
+//! again at once instead of at their next heartbeat.
+
+#![allow(clippy::unwrap_used)]
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::{Agent, Coord};
+
+/// Agents heartbeat every 120 s: the first beat after a registration comes 12–120 s later.
+const SLOW_BEATS: [&str; 4] = [
+    "--agent-heartbeat-interval",
+    "120",
+    "--framework-heartbeat-interval",
+    "0.5",
+];
+
+/// The agent `hostname` as `coord` lists it, if it does.
+async fn listed(coord: &Coord, hostname: &str) -> Option<Value> {
+    let (status, body) = coord.get("/api/v1/agents").await;
+    if status != 200 {
+        return None;
+    }
+    body["agents"]
+        .as_array()?
+        .iter()
+        .find(|a| a["hostname"] == hostname)
+        .cloned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_coordinator_calls_its_agents_back_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut first = Coord::redb_with(&data, 0, &SLOW_BEATS);
+    first.wait_up(Duration::from_secs(20)).await;
+    let agent = Agent::start("recalled", &first.url(""), &dir.path().join("agent"));
+    testkit::wait_for(Duration::from_secs(20), "the agent to register", || async {
+        listed(&first, "recalled")
+            .await
+            .is_some_and(|a| a["state"] == "active")
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}; agent log:\n{}", agent.proc.log()));
+
+    // Killed, and started again on the same port and registry: it loads the agent and awaits
+    // it, listing it only once it registers again.
+    let port = first.port();
+    first.proc.kill9();
+    let killed = Instant::now();
+    let second = Coord::redb_with(&data, port, &SLOW_BEATS);
+    second.wait_up(Duration::from_secs(20)).await;
+    // Its next heartbeat is at least 12 s after it registered: back well before, it was
+    // called back.
+    testkit::wait_for(
+        Duration::from_secs(8),
+        "the agent to register again",
+        || async {
+            listed(&second, "recalled")
+                .await
+                .is_some_and(|a| a["state"] == "active")
+        },
+    )
+    .await
+    .unwrap_or_else(|e| {
+        panic!(
+            "{e}; coordinator log:\n{}\nagent log:\n{}",
+            second.proc.log(),
+            agent.proc.log()
+        )
+    });
+    eprintln!("registered again {:?} after the kill", killed.elapsed());
+    assert!(
+        second
+            .proc
+            .log()
+            .contains("called back the agents the registry knew"),
+        "{}",
+        second.proc.log()
+    );
+}
