@@ -51,6 +51,7 @@ fn main() {
         Err(e) => fail(&e),
     };
     observe::logging::init(cli.log.log_format, observe::logging::Stream::Stderr);
+    observe::limits::raise_open_file_limit_logged();
     let names = settings.names(&from_flags);
     let plan = match plan(settings.resolved, &names) {
         Ok(plan) => plan,

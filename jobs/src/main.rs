@@ -126,6 +126,7 @@ async fn main_async(s: Settings) -> anyhow::Result<()> {
 fn main() -> ExitCode {
     let args = Args::parse();
     observe::logging::init(args.log.log_format, observe::logging::Stream::Stderr);
+    observe::limits::raise_open_file_limit_logged();
     let settings = match layers(&args) {
         Ok(s) => s,
         Err(e) => {

@@ -11,6 +11,8 @@
 //! - [`process`]: this process' figures read from `/proc/self` (CPU seconds, resident memory,
 //!   open and maximum file descriptors, start time) and the build's
 //!   (`parley_build_info`), as one [`process::ProcessCollector`].
+//! - [`limits`]: raising the open-file limit to the hard one at start, with a warning when it
+//!   stays low for a server with many clients.
 //! - [`logging`]: [`LogFormat`] (`text` or `json`) and [`logging::init`], the one
 //!   `tracing` subscriber setup of every binary (no colours unless writing to a terminal).
 //! - [`settings_file`]: reading a binary's TOML settings file with one-line errors naming the
@@ -18,6 +20,7 @@
 //!
 //! `prometheus-client` is re-exported so that users name the same version.
 
+pub mod limits;
 pub mod logging;
 pub mod process;
 pub mod scrape;

@@ -202,6 +202,7 @@ fn main() -> ExitCode {
     };
     // Standard output, as the coordinator always logged (scripts read its listening line).
     observe::logging::init(config.log_format, observe::logging::Stream::Stdout);
+    observe::limits::raise_open_file_limit_logged();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
