@@ -1,5 +1,5 @@
 //! A coordinator that comes back on its registry calls back the agents it knew: they register
-//! again at once instead of at their next heartbeat.
+//! again at once instead of at their next heartbeat; so does a new leader on etcd.
 
 #![allow(clippy::unwrap_used)]
 
@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{Agent, Coord};
+use crate::support::{have_etcd, Agent, Coord, Etcd, SERIAL};
 
 /// Agents heartbeat every 120 s: the first beat after a registration comes 12–120 s later.
 const SLOW_BEATS: [&str; 4] = [
@@ -72,6 +72,59 @@ async fn a_restarted_coordinator_calls_its_agents_back_at_once() {
         )
     });
     eprintln!("registered again {:?} after the kill", killed.elapsed());
+    assert!(
+        second
+            .proc
+            .log()
+            .contains("called back the agents the registry knew"),
+        "{}",
+        second.proc.log()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_leader_calls_the_old_leaders_agents_back_at_once() {
+    if !have_etcd("recall_leader") {
+        return;
+    }
+    let _one = SERIAL.lock().await;
+    let etcd = Etcd::start(1).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = Coord::etcd_with(&etcd, "/recall", 2, &SLOW_BEATS);
+    first.wait_role("leader", Duration::from_secs(20)).await;
+    let second = Coord::etcd_with(&etcd, "/recall", 2, &SLOW_BEATS);
+    second.wait_role("follower", Duration::from_secs(20)).await;
+    let both = format!("{},{}", first.url(""), second.url(""));
+    let agent = Agent::start("recalled", &both, &dir.path().join("agent"));
+    testkit::wait_for(Duration::from_secs(20), "the agent to register", || async {
+        listed(&first, "recalled")
+            .await
+            .is_some_and(|a| a["state"] == "active")
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}; agent log:\n{}", agent.proc.log()));
+
+    // The leader killed: the other takes over within the 2 s lease, loads the agent from etcd
+    // and calls it; the agent's next heartbeat is at least 12 s after it registered.
+    first.proc.kill9();
+    second.wait_role("leader", Duration::from_secs(15)).await;
+    testkit::wait_for(
+        Duration::from_secs(8),
+        "the agent to register with the new leader",
+        || async {
+            listed(&second, "recalled")
+                .await
+                .is_some_and(|a| a["state"] == "active")
+        },
+    )
+    .await
+    .unwrap_or_else(|e| {
+        panic!(
+            "{e}; new leader's log:\n{}\nagent log:\n{}",
+            second.proc.log(),
+            agent.proc.log()
+        )
+    });
     assert!(
         second
             .proc

@@ -270,6 +270,11 @@ const FAST: [&str; 4] = [
 impl Coord {
     /// `coordinator --etcd ...` with a `lease_s` leader lease.
     pub fn etcd(etcd: &Etcd, prefix: &str, lease_s: u64) -> Coord {
+        Self::etcd_with(etcd, prefix, lease_s, &FAST)
+    }
+
+    /// As [`Coord::etcd`], with `timings` (heartbeat flags) instead of the fast ones.
+    pub fn etcd_with(etcd: &Etcd, prefix: &str, lease_s: u64, timings: &[&str]) -> Coord {
         let port = free_port();
         let base = format!("http://127.0.0.1:{port}");
         let mut cmd = Command::new(binary("coordinator"));
@@ -277,7 +282,7 @@ impl Coord {
             .args(["--etcd", &etcd.endpoints(), "--etcd-prefix", prefix])
             .args(["--advertise-url", &base])
             .args(["--leader-lease-s", &lease_s.to_string()])
-            .args(FAST)
+            .args(timings)
             .args(["--reregister-grace-s", "2"])
             .env("RUST_LOG", "info");
         Coord {
