@@ -335,7 +335,7 @@ async fn main() -> std::process::ExitCode {
 /// Raises this process' open-file limit, which the coordinator, agents and etcd it starts
 /// inherit: as root, soft and hard to the kernel's most (`fs.nr_open`, at most 2^20), else the
 /// soft one to the hard one. One machine then holds what a real cluster spreads over many: the
-/// coordinator's connections from 50,000 agents and 1,500 frameworks pass 20,000 at once.
+/// coordinator's connections from 50,000 agents and 1,500 frameworks reached 20,000 at once.
 fn raise_open_files() {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
     let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
@@ -351,7 +351,7 @@ fn raise_open_files() {
     } else {
         hard
     };
-    if target > soft && setrlimit(Resource::RLIMIT_NOFILE, target, target.max(hard)).is_err() {
+    if target > soft && setrlimit(Resource::RLIMIT_NOFILE, target, target).is_err() {
         let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
     }
     if let Ok((now, _)) = getrlimit(Resource::RLIMIT_NOFILE) {

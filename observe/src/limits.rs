@@ -10,7 +10,7 @@
 pub const LOW_OPEN_FILES: u64 = 8_192;
 
 /// Raises the soft open-file limit to the hard limit; returns the soft limit before and
-/// after. On other systems than Linux, returns the limit unchanged where it can be read.
+/// after.
 ///
 /// # Errors
 ///

@@ -14,13 +14,17 @@ use std::sync::atomic::{AtomicU32, Ordering};
 /// The lowest port handed out (above the well-known and most registered service ports).
 const FLOOR: u16 = 10_000;
 
-/// Where the kernel's ephemeral range starts (the Linux default where it cannot be read).
+/// Where the kernel's ephemeral range starts (the Linux default where it cannot be read),
+/// read once per process.
 fn ephemeral_start() -> u16 {
-    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
-        .filter(|&p: &u16| p > FLOOR + 1_000)
-        .unwrap_or(32_768)
+    static START: std::sync::OnceLock<u16> = std::sync::OnceLock::new();
+    *START.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse().ok())
+            .filter(|&p: &u16| p > FLOOR + 1_000)
+            .unwrap_or(32_768)
+    })
 }
 
 /// The next candidate port, in `[FLOOR, ephemeral start)`, never the same twice in a

@@ -5,7 +5,7 @@ use super::*;
 
 /// The least time between two call-backs the agent acts on: anyone may call, so a caller
 /// must not be able to make it heartbeat as fast as it likes.
-pub const CALL_BACK_SPACING: std::time::Duration = std::time::Duration::from_secs(1);
+pub(crate) const CALL_BACK_SPACING: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Engine {
     /// Starts the session: registers now.
@@ -206,7 +206,7 @@ impl Engine {
     /// it only contacts the leader sooner, finding it as it always does (a heartbeat now, or a
     /// registration now when one waits on a backoff). A heartbeat starts a new beat, so the
     /// earlier one's timer and answer are dropped and the agent keeps one heartbeat going.
-    /// Acted on at most once per [`CALL_BACK_SPACING`]; true when acted on.
+    /// Acted on at most once per `CALL_BACK_SPACING` (a second); true when acted on.
     pub fn call_back(&mut self, now: Now, out: &mut Vec<Command>) -> bool {
         let recent = self
             .contact

@@ -49,7 +49,6 @@ use protocol::{
 pub use command::{
     Command, Durability, Exit, Failure, KillOrder, Process, Reply, Request, Signal, Timer,
 };
-pub use coordinator::CALL_BACK_SPACING;
 pub use session::Jitter;
 pub use tasks::{code_outcome, TaskKey, LIMIT_FAILED};
 

@@ -96,9 +96,6 @@ impl Coordinator {
 
     /// Calls back the awaited agents (if any) on a task of the coordinator's own.
     pub fn spawn_recall(&self, stop: CancellationToken) {
-        if self.read(|s| s.awaited_agents()) == 0 {
-            return;
-        }
         let this = self.clone();
         self.tracker().spawn(async move {
             this.recall_agents(&stop).await;

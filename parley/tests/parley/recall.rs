@@ -5,8 +5,6 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
 use crate::support::{have_etcd, Agent, Coord, Etcd, SERIAL};
 
 /// Agents heartbeat every 120 s: the first beat after a registration comes 12–120 s later.
@@ -17,17 +15,36 @@ const SLOW_BEATS: [&str; 4] = [
     "0.5",
 ];
 
-/// The agent `hostname` as `coord` lists it, if it does.
-async fn listed(coord: &Coord, hostname: &str) -> Option<Value> {
-    let (status, body) = coord.get("/api/v1/agents").await;
-    if status != 200 {
-        return None;
-    }
-    body["agents"]
-        .as_array()?
-        .iter()
-        .find(|a| a["hostname"] == hostname)
-        .cloned()
+/// Waits up to `within` for `coord` to list the agent `hostname` as active (registered with
+/// it); fails with both logs.
+async fn wait_active(coord: &Coord, agent: &Agent, hostname: &str, within: Duration) {
+    let what = format!("{} to list agent {hostname} active", coord.url(""));
+    testkit::wait_for(within, &what, || async {
+        let (status, body) = coord.get("/api/v1/agents").await;
+        status == 200
+            && body["agents"].as_array().is_some_and(|agents| {
+                agents
+                    .iter()
+                    .any(|a| a["hostname"] == hostname && a["state"] == "active")
+            })
+    })
+    .await
+    .unwrap_or_else(|e| {
+        panic!(
+            "{e}; coordinator log:\n{}\nagent log:\n{}",
+            coord.proc.log(),
+            agent.proc.log()
+        )
+    });
+}
+
+/// Asserts that `coord` logged its round of call-backs.
+fn assert_called_back(coord: &Coord) {
+    let log = coord.proc.log();
+    assert!(
+        log.contains("called back the agents the registry knew"),
+        "{log}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -37,13 +54,7 @@ async fn a_restarted_coordinator_calls_its_agents_back_at_once() {
     let mut first = Coord::redb_with(&data, 0, &SLOW_BEATS);
     first.wait_up(Duration::from_secs(20)).await;
     let agent = Agent::start("recalled", &first.url(""), &dir.path().join("agent"));
-    testkit::wait_for(Duration::from_secs(20), "the agent to register", || async {
-        listed(&first, "recalled")
-            .await
-            .is_some_and(|a| a["state"] == "active")
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{e}; agent log:\n{}", agent.proc.log()));
+    wait_active(&first, &agent, "recalled", Duration::from_secs(20)).await;
 
     // Killed, and started again on the same port and registry: it loads the agent and awaits
     // it, listing it only once it registers again.
@@ -54,32 +65,9 @@ async fn a_restarted_coordinator_calls_its_agents_back_at_once() {
     second.wait_up(Duration::from_secs(20)).await;
     // Its next heartbeat is at least 12 s after it registered: back well before, it was
     // called back.
-    testkit::wait_for(
-        Duration::from_secs(8),
-        "the agent to register again",
-        || async {
-            listed(&second, "recalled")
-                .await
-                .is_some_and(|a| a["state"] == "active")
-        },
-    )
-    .await
-    .unwrap_or_else(|e| {
-        panic!(
-            "{e}; coordinator log:\n{}\nagent log:\n{}",
-            second.proc.log(),
-            agent.proc.log()
-        )
-    });
+    wait_active(&second, &agent, "recalled", Duration::from_secs(8)).await;
     eprintln!("registered again {:?} after the kill", killed.elapsed());
-    assert!(
-        second
-            .proc
-            .log()
-            .contains("called back the agents the registry knew"),
-        "{}",
-        second.proc.log()
-    );
+    assert_called_back(&second);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -96,41 +84,12 @@ async fn a_new_leader_calls_the_old_leaders_agents_back_at_once() {
     second.wait_role("follower", Duration::from_secs(20)).await;
     let both = format!("{},{}", first.url(""), second.url(""));
     let agent = Agent::start("recalled", &both, &dir.path().join("agent"));
-    testkit::wait_for(Duration::from_secs(20), "the agent to register", || async {
-        listed(&first, "recalled")
-            .await
-            .is_some_and(|a| a["state"] == "active")
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{e}; agent log:\n{}", agent.proc.log()));
+    wait_active(&first, &agent, "recalled", Duration::from_secs(20)).await;
 
     // The leader killed: the other takes over within the 2 s lease, loads the agent from etcd
     // and calls it; the agent's next heartbeat is at least 12 s after it registered.
     first.proc.kill9();
     second.wait_role("leader", Duration::from_secs(15)).await;
-    testkit::wait_for(
-        Duration::from_secs(8),
-        "the agent to register with the new leader",
-        || async {
-            listed(&second, "recalled")
-                .await
-                .is_some_and(|a| a["state"] == "active")
-        },
-    )
-    .await
-    .unwrap_or_else(|e| {
-        panic!(
-            "{e}; new leader's log:\n{}\nagent log:\n{}",
-            second.proc.log(),
-            agent.proc.log()
-        )
-    });
-    assert!(
-        second
-            .proc
-            .log()
-            .contains("called back the agents the registry knew"),
-        "{}",
-        second.proc.log()
-    );
+    wait_active(&second, &agent, "recalled", Duration::from_secs(8)).await;
+    assert_called_back(&second);
 }
