@@ -295,6 +295,23 @@ impl State {
         Ok(launched)
     }
 
+    /// Accepts several sets of offers, each as [`State::accept`] and on its own: one refused
+    /// changes nothing and leaves the others to go on. Refused as a whole only when the
+    /// framework is unknown or removed.
+    pub fn accept_many(
+        &mut self,
+        fw: FrameworkId,
+        reqs: Vec<Accept>,
+        now: &Now,
+        fx: &mut Effects,
+    ) -> Result<Vec<Result<Vec<TaskId>, StateError>>, StateError> {
+        self.live_framework_mut(fw)?;
+        Ok(reqs
+            .into_iter()
+            .map(|req| self.accept(fw, req, now, fx))
+            .collect())
+    }
+
     /// Declines offers: they return to the pool, filtered for this framework on their agents
     /// for `refuse_seconds` (default 5).
     pub fn decline(

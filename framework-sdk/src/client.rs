@@ -17,9 +17,10 @@ use std::time::{Duration, Instant};
 use protocol::leader::{self, Attempt, LeaderTracker, Step};
 
 use protocol::messages::{
-    AcceptRequest, AcceptResponse, AcknowledgeBatch, AcknowledgeBatchResponse, AcknowledgeRequest,
-    AgentList, DeclineRequest, Empty, FrameworkExplanation, FrameworkRegistered, KillRequest,
-    ReconcileRequest, RegisterFramework, ReviveRequest,
+    AcceptBatch, AcceptBatchResponse, AcceptRequest, AcceptResponse, AcknowledgeBatch,
+    AcknowledgeBatchResponse, AcknowledgeRequest, AgentList, DeclineRequest, Empty,
+    FrameworkExplanation, FrameworkRegistered, KillRequest, ReconcileRequest, RegisterFramework,
+    ReviveRequest,
 };
 use protocol::{FrameworkId, TaskId, UpdateId};
 use serde::de::DeserializeOwned;
@@ -274,6 +275,17 @@ impl CoordinatorClient {
         request: &AcceptRequest,
     ) -> Result<AcceptResponse, SdkError> {
         self.post(self.framework_url(id, "accept"), request).await
+    }
+
+    /// `POST /frameworks/{id}/accepts`: several accepts, each on its own agent, in one call
+    /// (at most [`AcceptBatch::MAX`]). Each is carried out or refused on its own; the answer has
+    /// one result per accept, in order.
+    pub async fn accept_many(
+        &self,
+        id: FrameworkId,
+        batch: &AcceptBatch,
+    ) -> Result<AcceptBatchResponse, SdkError> {
+        self.post(self.framework_url(id, "accepts"), batch).await
     }
 
     /// `POST /frameworks/{id}/decline`.

@@ -69,6 +69,23 @@ impl SdkError {
         }
     }
 
+    /// The error for one refused entry of a batch answer: its status and error detail, as a
+    /// call of its own would have been answered.
+    pub fn from_detail(status: u16, detail: protocol::ErrorDetail) -> Self {
+        if (400..500).contains(&status) {
+            SdkError::Rejected {
+                status,
+                code: detail.code,
+                message: detail.message,
+            }
+        } else {
+            SdkError::Server {
+                status,
+                message: detail.message,
+            }
+        }
+    }
+
     /// True when retrying later may succeed (server errors and broken connections).
     pub fn is_transient(&self) -> bool {
         matches!(self, SdkError::Server { .. } | SdkError::Transport(_))

@@ -62,7 +62,8 @@ pub trait Scheduler: Send {
     async fn status_update(&mut self, ctx: &mut Context, status: &TaskStatus);
 
     /// Tasks of an accept that the coordinator did not launch (the offer was rescinded or had
-    /// expired, or the tasks did not fit). They never ran. The default logs why and hands each
+    /// expired, or the tasks did not fit), or of every accept of a call that failed as a whole
+    /// (then they may span several agents). They never ran. The default logs why and hands each
     /// back to [`Scheduler::requeue`], to launch from a later offer; override it to do otherwise
     /// (count failures, give up after some).
     async fn launch_failed(&mut self, ctx: &mut Context, tasks: Vec<TaskSpec>, reason: &SdkError) {

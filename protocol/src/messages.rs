@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    AgentId, FrameworkId, Offer, OfferId, Resources, RolePath, TaskId, TaskSpec, TaskState,
-    TaskStatus, Timestamp, UpdateId, Weight,
+    AgentId, ErrorDetail, FrameworkId, Offer, OfferId, Resources, RolePath, TaskId, TaskSpec,
+    TaskState, TaskStatus, Timestamp, UpdateId, Weight,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -105,6 +105,44 @@ pub struct AcceptRequest {
 pub struct AcceptResponse {
     /// The task ids sent to the agent.
     pub launched: Vec<TaskId>,
+}
+
+/// `POST /api/v1/frameworks/{id}/accepts`: several accepts in one call, each on its own
+/// agent, so a framework answers a whole batch of offers over one connection.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct AcceptBatch {
+    /// The accepts, each as [`AcceptRequest`]; at most [`AcceptBatch::MAX`].
+    pub accepts: Vec<AcceptRequest>,
+}
+
+impl AcceptBatch {
+    /// The most accepts one call may carry.
+    pub const MAX: usize = 1_000;
+}
+
+/// Answer to [`AcceptBatch`]: one result per accept, in the order they were sent.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AcceptBatchResponse {
+    /// `results[i]` answers `accepts[i]`.
+    pub results: Vec<AcceptResult>,
+}
+
+/// How one accept of an [`AcceptBatch`] went: the tasks launched, or why it changed nothing
+/// (the code and message the single accept would have answered with).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AcceptResult {
+    /// The HTTP status the accept alone would have been answered with: 200 when carried out.
+    pub status: u16,
+    /// The task ids sent to the agent; empty when the accept was refused.
+    #[serde(default)]
+    pub launched: Vec<TaskId>,
+    /// Why the accept was refused; absent when it was carried out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorDetail>,
 }
 
 /// `POST /api/v1/frameworks/{id}/decline`.

@@ -6,9 +6,10 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use protocol::messages::{
-    AcceptRequest, AcceptResponse, AcknowledgeBatch, AcknowledgeBatchResponse, AcknowledgeRequest,
-    DeclineRequest, Empty, FrameworkList, FrameworkRegistered, KillRequest, ReconcileRequest,
-    RegisterFramework, ReviveRequest,
+    AcceptBatch, AcceptBatchResponse, AcceptRequest, AcceptResponse, AcceptResult,
+    AcknowledgeBatch, AcknowledgeBatchResponse, AcknowledgeRequest, DeclineRequest, Empty,
+    FrameworkList, FrameworkRegistered, KillRequest, ReconcileRequest, RegisterFramework,
+    ReviveRequest,
 };
 use protocol::FrameworkId;
 
@@ -30,6 +31,7 @@ pub fn routes() -> Vec<Route> {
         Route::delete("/api/v1/frameworks/{id}", remove),
         Route::get("/api/v1/frameworks/{id}/events", events),
         Route::post("/api/v1/frameworks/{id}/accept", accept),
+        Route::post("/api/v1/frameworks/{id}/accepts", accept_many),
         Route::post("/api/v1/frameworks/{id}/decline", decline),
         Route::post("/api/v1/frameworks/{id}/suppress", suppress),
         Route::post("/api/v1/frameworks/{id}/revive", revive),
@@ -113,6 +115,45 @@ async fn accept(
         Ok::<_, ApiError>(s.accept(id, req, now, fx)?)
     })?;
     Ok(Json(AcceptResponse { launched }))
+}
+
+#[utoipa::path(post, path = "/api/v1/frameworks/{id}/accepts", tag = "frameworks",
+    summary = "Accept offers of several agents in one call",
+    params(FrameworkPath),
+    request_body = AcceptBatch,
+    responses((status = 200, description = "One result per accept, in order: the tasks sent, or why that accept changed nothing", body = AcceptBatchResponse)))]
+async fn accept_many(
+    State(c): State<Coordinator>,
+    caller: Caller,
+    Id(id): Id<FrameworkId>,
+    Body(req): Body<AcceptBatch>,
+) -> Result<Json<AcceptBatchResponse>, ApiError> {
+    // A malformed accept refuses the whole call; an offer gone since (the race every accept
+    // can lose) refuses only its own accept.
+    let accepts = input::accept_batch(req)?;
+    let results = c.run(|s, now, fx| {
+        caller.framework(s, id)?;
+        Ok::<_, ApiError>(s.accept_many(id, accepts, now, fx)?)
+    })?;
+    let results = results
+        .into_iter()
+        .map(|r| match r {
+            Ok(launched) => AcceptResult {
+                status: 200,
+                launched,
+                error: None,
+            },
+            Err(e) => {
+                let e = ApiError::from(e);
+                AcceptResult {
+                    status: e.status().as_u16(),
+                    launched: Vec::new(),
+                    error: Some(e.detail()),
+                }
+            }
+        })
+        .collect();
+    Ok(Json(AcceptBatchResponse { results }))
 }
 
 #[utoipa::path(post, path = "/api/v1/frameworks/{id}/decline", tag = "frameworks",

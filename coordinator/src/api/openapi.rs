@@ -19,6 +19,7 @@ use utoipa::{IntoParams, OpenApi, ToSchema};
     super::frameworks::remove,
     super::frameworks::events,
     super::frameworks::accept,
+    super::frameworks::accept_many,
     super::frameworks::decline,
     super::frameworks::suppress,
     super::frameworks::revive,

@@ -137,11 +137,16 @@ mod tests {
         let admin = principal(Kind::Operator(Access::Admin));
         let (get, post, put, delete) = (Method::GET, Method::POST, Method::PUT, Method::DELETE);
         // (method, route, [framework, agent, read, admin])
-        let table: [(&Method, &str, [bool; 4]); 16] = [
+        let table: [(&Method, &str, [bool; 4]); 17] = [
             (&post, "/api/v1/frameworks", [true, false, false, false]),
             (
                 &post,
                 "/api/v1/frameworks/{id}/accept",
+                [true, false, false, false],
+            ),
+            (
+                &post,
+                "/api/v1/frameworks/{id}/accepts",
                 [true, false, false, false],
             ),
             (

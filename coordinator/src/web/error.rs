@@ -75,6 +75,16 @@ pub enum ApiError {
     /// The principal may not do this (403).
     #[error("{1}")]
     Forbidden(Denial, String),
+    /// One entry of a batch (`{field}[{index}]`) was refused: the batch changed nothing.
+    #[error("{field}[{index}]: {error}")]
+    InBatch {
+        /// The batch's list, e.g. `accepts`.
+        field: &'static str,
+        /// The entry's position in it, from 0.
+        index: usize,
+        /// Why that entry was refused.
+        error: Box<ApiError>,
+    },
     /// A request body that is not `Content-Type: application/json` (415).
     #[error("send request bodies as JSON with Content-Type: application/json")]
     UnsupportedMediaType,
@@ -98,9 +108,23 @@ impl ApiError {
             ApiError::NoRegistry => (StatusCode::CONFLICT, "no_registry"),
             ApiError::Unauthenticated(..) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             ApiError::Forbidden(..) => (StatusCode::FORBIDDEN, "forbidden"),
+            ApiError::InBatch { error, .. } => error.status_and_code(),
             ApiError::UnsupportedMediaType => {
                 (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
             }
+        }
+    }
+
+    /// The HTTP status this error answers with.
+    pub fn status(&self) -> StatusCode {
+        self.status_and_code().0
+    }
+
+    /// The code and message of the error body, for answers that carry several outcomes.
+    pub fn detail(&self) -> protocol::ErrorDetail {
+        protocol::ErrorDetail {
+            code: self.status_and_code().1.to_owned(),
+            message: self.to_string(),
         }
     }
 }

@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use protocol::messages::{AcceptRequest, DeclineRequest, RegisterAgent, RegisterFramework};
+use protocol::messages::{
+    AcceptBatch, AcceptRequest, DeclineRequest, RegisterAgent, RegisterFramework,
+};
 use protocol::TaskSpec;
 
 use super::error::ApiError;
@@ -252,6 +254,32 @@ pub fn accept(req: AcceptRequest) -> Result<Accept, ApiError> {
         tasks: req.tasks,
         refuse,
     })
+}
+
+/// A batch of accepts: at most [`AcceptBatch::MAX`], every one well formed; the first that is
+/// not is named by its place in `accepts`.
+pub fn accept_batch(req: AcceptBatch) -> Result<Vec<Accept>, ApiError> {
+    if req.accepts.len() > AcceptBatch::MAX {
+        return Err(invalid(
+            "accepts",
+            format!(
+                "{} accepts in one call; send at most {}",
+                req.accepts.len(),
+                AcceptBatch::MAX
+            ),
+        ));
+    }
+    req.accepts
+        .into_iter()
+        .enumerate()
+        .map(|(index, a)| {
+            accept(a).map_err(|e| ApiError::InBatch {
+                field: "accepts",
+                index,
+                error: Box::new(e),
+            })
+        })
+        .collect()
 }
 
 /// A decline.

@@ -547,6 +547,98 @@ async fn batched_statuses_and_acknowledgements() {
     assert_eq!(code, 404);
 }
 
+/// One task of one cpu on `offer`'s agent, as an accept of that offer.
+fn accept_of(offer: &protocol::Offer, task: &str) -> serde_json::Value {
+    json!({"offer_ids": [offer.offer_id], "refuse_seconds": 0, "tasks": [
+        {"task_id": task, "agent_id": offer.agent_id, "resources": {"cpus": 1},
+         "command": {"argv": ["true"]}}
+    ]})
+}
+
+#[tokio::test]
+async fn accepts_of_several_agents_go_in_one_call_each_answered_alone() {
+    let c = TestCoordinator::start(fast_config()).await;
+    let (fw, mut events) = c.framework("batch", "eng/batch").await;
+    let (a, b) = (FakeAgent::start().await, FakeAgent::start().await);
+    c.register_agent(&a, json!({"cpus": 2})).await;
+    c.register_agent(&b, json!({"cpus": 2})).await;
+    let mut offers = Vec::new();
+    while offers.len() < 2 {
+        offers.extend(events.offers().await);
+    }
+    let path = format!("/api/v1/frameworks/{fw}/accepts");
+
+    // Malformed: the whole call is refused, naming the accept, and nothing changes.
+    let mut bad = accept_of(&offers[1], "bad");
+    bad["tasks"][0]["command"] = json!({"argv": []});
+    let (status, body) = c
+        .post(
+            &path,
+            json!({"accepts": [accept_of(&offers[0], "t1"), bad]}),
+        )
+        .await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["error"]["code"], "invalid_task");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.starts_with("accepts[1]: task bad:"), "{message}");
+    let too_many: Vec<_> = (0..=protocol::messages::AcceptBatch::MAX)
+        .map(|i| accept_of(&offers[0], &format!("t{i}")))
+        .collect();
+    let (status, body) = c.post(&path, json!({ "accepts": too_many })).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("accepts"),
+        "{body}"
+    );
+    assert_eq!(
+        c.offers().await.len(),
+        2,
+        "the refused calls changed nothing"
+    );
+    assert!(c.tasks().await.is_empty());
+
+    // An offer gone since refuses only its own accept; the others launch.
+    let (status, body) = c
+        .post(
+            &path,
+            json!({"accepts": [
+                accept_of(&offers[0], "t1"),
+                accept_of(&offers[0], "t2"),
+                accept_of(&offers[1], "t3"),
+            ]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let results = body["results"].as_array().unwrap();
+    assert_eq!(results.len(), 3, "{body}");
+    assert_eq!(results[0], json!({"status": 200, "launched": ["t1"]}));
+    assert_eq!(results[1]["status"], 409, "{body}");
+    assert_eq!(results[1]["launched"], json!([]));
+    assert_eq!(results[1]["error"]["code"], "offer_not_outstanding");
+    assert_eq!(results[2], json!({"status": 200, "launched": ["t3"]}));
+    wait_for("both agents launched", || async {
+        a.launched_task_ids().len() + b.launched_task_ids().len() == 2
+    })
+    .await;
+    let mut launched = [a.launched_task_ids(), b.launched_task_ids()].concat();
+    launched.sort();
+    assert_eq!(launched, ["t1", "t3"]);
+    assert!(c.task("t2").await.is_none());
+    c.assert_books_consistent().await;
+
+    // Another framework's id: refused as a whole.
+    let (status, _) = c
+        .post(
+            &format!("/api/v1/frameworks/{}/accepts", FrameworkId::new()),
+            json!({"accepts": []}),
+        )
+        .await;
+    assert_eq!(status, 404);
+}
+
 /// A coordinator, a framework `name` with its stream, and a fake agent of 2 cpus on which the
 /// framework has launched tasks `t1` and `t2` (1 cpu each), still staging.
 async fn two_tasks_launched(

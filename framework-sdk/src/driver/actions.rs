@@ -1,13 +1,15 @@
 //! Carrying out requests on the coordinator: launches, declines, acknowledgements, and
 //! suppress/revive, each reporting failures back to the scheduler. Answers to offers go out
-//! together (declines batched, accepts concurrent), so a framework holding a thousand offers
-//! answers them all in about one round trip.
+//! together (declines and accepts batched, the batches concurrent), so a framework holding a
+//! thousand offers answers them all in about one round trip over a few connections.
 
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use protocol::messages::{AcceptRequest, AcknowledgeRequest, DeclineRequest, ReviveRequest};
-use protocol::{FrameworkId, OfferId, TaskSpec};
+use protocol::messages::{
+    AcceptBatch, AcceptRequest, AcknowledgeRequest, DeclineRequest, ReviveRequest,
+};
+use protocol::{FrameworkId, OfferId, TaskId, TaskSpec};
 
 use super::demand::DemandAction;
 use super::Runner;
@@ -17,7 +19,7 @@ use crate::{Answer, Scheduler};
 
 impl<S: Scheduler> Runner<S> {
     /// Carries out answers to offers together: every decline in one call per filter length,
-    /// every launch as its own accept, up to
+    /// the launches in calls of up to 128 accepts, up to
     /// [`DriverConfig::max_concurrent_requests`](crate::DriverConfig::max_concurrent_requests)
     /// at a time, declines and accepts at once. Then tells the scheduler about the launches that
     /// failed.
@@ -81,36 +83,50 @@ impl<S: Scheduler> Runner<S> {
             let limit = self.config.max_concurrent_requests.max(1);
             let declined =
                 decline_together(client, id, declines, self.config.decline_refuse, limit);
-            let accepted = futures::stream::iter(accepts.into_iter().map(|request| async move {
-                let result = client.accept(id, &request).await;
-                (request, result)
+            let chunks = chunked(accepts, ACCEPTS_PER_CALL);
+            let accepted = futures::stream::iter(chunks.into_iter().map(|accepts| async move {
+                let batch = AcceptBatch { accepts };
+                let result = accept_chunk(client, id, &batch).await;
+                (batch.accepts, result)
             }))
             .buffered(limit)
             .collect::<Vec<_>>();
             let ((), results) = tokio::join!(declined, accepted);
-            for (request, result) in results {
-                match result {
-                    Ok(answer) => {
-                        for t in &request.tasks {
-                            if answer.launched.contains(&t.task_id) {
-                                self.forgotten.launched(t.task_id.clone(), t.agent_id);
+            for (chunk, result) in results {
+                let answers = match result {
+                    Ok(answers) => answers,
+                    Err(e) => {
+                        // Refused or lost as a whole: none of its tasks is known to be launched.
+                        tracing::warn!(error = %e, accepts = chunk.len(), "accept failed");
+                        let tasks = chunk.into_iter().flat_map(|r| r.tasks).collect();
+                        failed.push((tasks, e));
+                        continue;
+                    }
+                };
+                for (request, answer) in chunk.into_iter().zip(answers) {
+                    match answer {
+                        Ok(launched) => {
+                            for t in &request.tasks {
+                                if launched.contains(&t.task_id) {
+                                    self.forgotten.launched(t.task_id.clone(), t.agent_id);
+                                }
+                            }
+                            let missing: Vec<TaskSpec> = request
+                                .tasks
+                                .into_iter()
+                                .filter(|t| !launched.contains(&t.task_id))
+                                .collect();
+                            if !missing.is_empty() {
+                                let e = SdkError::Protocol(
+                                    "the coordinator did not launch every task".into(),
+                                );
+                                failed.push((missing, e));
                             }
                         }
-                        let missing: Vec<TaskSpec> = request
-                            .tasks
-                            .into_iter()
-                            .filter(|t| !answer.launched.contains(&t.task_id))
-                            .collect();
-                        if !missing.is_empty() {
-                            let e = SdkError::Protocol(
-                                "the coordinator did not launch every task".into(),
-                            );
-                            failed.push((missing, e));
+                        Err(e) => {
+                            tracing::debug!(error = %e, "accept refused");
+                            failed.push((request.tasks, e));
                         }
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "accept failed");
-                        failed.push((request.tasks, e));
                     }
                 }
             }
@@ -202,6 +218,57 @@ impl<S: Scheduler> Runner<S> {
         self.scheduler.error(&mut self.ctx, &error).await;
         let mut added = std::mem::replace(&mut self.ctx.commands, pending);
         self.ctx.commands.append(&mut added);
+    }
+}
+
+/// How many accepts go in one call: enough that a framework answers a round of offers over one
+/// connection, few enough that the coordinator's books are not held long for one call.
+const ACCEPTS_PER_CALL: usize = 128;
+
+/// `items` in order, in pieces of at most `size`.
+fn chunked<T>(items: Vec<T>, size: usize) -> Vec<Vec<T>> {
+    let mut out: Vec<Vec<T>> = Vec::new();
+    for item in items {
+        match out.last_mut() {
+            Some(last) if last.len() < size => last.push(item),
+            _ => out.push(vec![item]),
+        }
+    }
+    out
+}
+
+/// One call's accepts, answered one by one: the tasks launched, or why that accept was
+/// refused. A coordinator without the batch endpoint gets them as single accepts.
+async fn accept_chunk(
+    client: &CoordinatorClient,
+    id: FrameworkId,
+    batch: &AcceptBatch,
+) -> Result<Vec<Result<Vec<TaskId>, SdkError>>, SdkError> {
+    if let [one] = batch.accepts.as_slice() {
+        return Ok(vec![client.accept(id, one).await.map(|a| a.launched)]);
+    }
+    let n = batch.accepts.len();
+    match client.accept_many(id, batch).await {
+        Ok(answer) if answer.results.len() == n => Ok(answer
+            .results
+            .into_iter()
+            .map(|r| match r.error {
+                None => Ok(r.launched),
+                Some(e) => Err(SdkError::from_detail(r.status, e)),
+            })
+            .collect()),
+        Ok(answer) => Err(SdkError::Protocol(format!(
+            "{} results to {n} accepts",
+            answer.results.len()
+        ))),
+        Err(e) if e.code() == Some("no_such_endpoint") => {
+            let mut out = Vec::with_capacity(n);
+            for request in &batch.accepts {
+                out.push(client.accept(id, request).await.map(|a| a.launched));
+            }
+            Ok(out)
+        }
+        Err(e) => Err(e),
     }
 }
 

@@ -51,6 +51,15 @@ fn has(fake: &Fake, prefix: &str) -> bool {
         .any(|l| l.starts_with(prefix))
 }
 
+fn count(fake: &Fake, line: &str) -> usize {
+    fake.log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| *l == line)
+        .count()
+}
+
 fn position(fake: &Fake, line: &str) -> Option<usize> {
     fake.log.lock().unwrap().iter().position(|l| l == line)
 }
@@ -496,8 +505,50 @@ async fn many_offers_are_answered_together_declines_in_one_call() {
     let mut expected = ids[..10].to_vec();
     expected.sort();
     assert_eq!(accepted, expected, "one accept per used offer");
+    assert_eq!(fake.recorded(|r| r.accept_calls), 1, "the ten in one call");
     let probe = stop(&fake, id, handle).await;
     assert_eq!(probe.launched, 10);
+}
+
+#[tokio::test]
+async fn accepts_refused_in_a_batch_hand_their_tasks_back_one_by_one() {
+    let fake = Fake::start().await;
+    let (id, handle) = start(&fake, Probe::new(&fake, Mode::Launch, 3)).await;
+    fake.reject_accept(409, "offer_not_outstanding", "offer was rescinded");
+    let offers = (0..3)
+        .map(|_| offer(id, "cpus=4,mem=1024", "cpus=8,mem=2048"))
+        .collect();
+    assert!(fake.push(FrameworkEvent::Offers { offers }));
+    wait_for(WITHIN, "three launch_failed", || {
+        count(&fake, "launch_failed 1 offer_not_outstanding") == 3
+    })
+    .await;
+    assert_eq!(fake.recorded(|r| r.accept_calls), 1);
+    let probe = stop(&fake, id, handle).await;
+    assert_eq!(probe.pending, 3, "each task went back to the queue");
+}
+
+#[tokio::test]
+async fn a_coordinator_without_batches_gets_the_accepts_one_by_one() {
+    let fake = Fake::start().await;
+    fake.without_accept_batches();
+    let (id, handle) = start(&fake, Probe::new(&fake, Mode::Launch, 3)).await;
+    let offers = (0..3)
+        .map(|_| offer(id, "cpus=4,mem=1024", "cpus=8,mem=2048"))
+        .collect();
+    assert!(fake.push(FrameworkEvent::Offers { offers }));
+    wait_for(WITHIN, "three accepts", || {
+        fake.recorded(|r| r.accepts.len() == 3)
+    })
+    .await;
+    assert_eq!(
+        fake.recorded(|r| r.accept_calls),
+        4,
+        "the refused batch, then each alone"
+    );
+    let probe = stop(&fake, id, handle).await;
+    assert_eq!((probe.launched, probe.pending), (3, 0));
+    assert!(!has(&fake, "launch_failed"));
 }
 
 #[tokio::test]

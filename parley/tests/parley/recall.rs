@@ -87,9 +87,11 @@ async fn a_new_leader_calls_the_old_leaders_agents_back_at_once() {
     wait_active(&first, &agent, "recalled", Duration::from_secs(20)).await;
     // An agent's record is written after its registration is answered: killed before that,
     // the new leader would not know the agent and could not call it.
-    testkit::wait_for(Duration::from_secs(10), "the agent's record in etcd", || async {
-        !etcd.keys("/recall/registry/agents/").await.is_empty()
-    })
+    testkit::wait_for(
+        Duration::from_secs(10),
+        "the agent's record in etcd",
+        || async { !etcd.keys("/recall/registry/agents/").await.is_empty() },
+    )
     .await
     .unwrap();
 

@@ -16,9 +16,9 @@ use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use futures::StreamExt;
 use protocol::messages::{
-    AcceptRequest, AcceptResponse, AcknowledgeBatch, AcknowledgeBatchResponse, AcknowledgeRequest,
-    DeclineRequest, FrameworkRegistered, KillRequest, ReconcileRequest, RegisterFramework,
-    ReviveRequest,
+    AcceptBatch, AcceptBatchResponse, AcceptRequest, AcceptResponse, AcceptResult,
+    AcknowledgeBatch, AcknowledgeBatchResponse, AcknowledgeRequest, DeclineRequest,
+    FrameworkRegistered, KillRequest, ReconcileRequest, RegisterFramework, ReviveRequest,
 };
 use protocol::{AgentId, ErrorBody, FrameworkEvent, FrameworkId, Offer, OfferId, Resources};
 use tokio::sync::mpsc;
@@ -29,7 +29,10 @@ use tokio_util::sync::CancellationToken;
 pub struct Recorded {
     pub registrations: Vec<RegisterFramework>,
     pub streams_opened: usize,
+    /// Every accept, whether sent alone or in a batch.
     pub accepts: Vec<AcceptRequest>,
+    /// Calls that carried accepts (single or batch), answered or not.
+    pub accept_calls: usize,
     pub declines: Vec<DeclineRequest>,
     pub suppresses: usize,
     pub revives: Vec<ReviveRequest>,
@@ -48,6 +51,8 @@ struct Inner {
     stream: Option<mpsc::UnboundedSender<FrameworkEvent>>,
     reject_register: Option<(u16, ErrorBody)>,
     reject_accept: Option<(u16, ErrorBody)>,
+    /// Answer batches of accepts 404, as a coordinator without the endpoint would.
+    no_accept_batches: bool,
 }
 
 /// The server's state.
@@ -137,6 +142,12 @@ impl Fake {
             Some((status, ErrorBody::new(code, message)));
     }
 
+    /// Answers batches of accepts `404 no_such_endpoint`, as an older coordinator would.
+    pub fn without_accept_batches(&self) {
+        self.shared.inner.lock().unwrap().no_accept_batches = true;
+    }
+
+    /// Refuses every accept, alone or in a batch, with this status and code.
     pub fn reject_accept(&self, status: u16, code: &str, message: &str) {
         self.shared.inner.lock().unwrap().reject_accept =
             Some((status, ErrorBody::new(code, message)));
@@ -237,11 +248,44 @@ async fn action(
                 Err(e) => return bad(e),
             };
             inner.recorded.accepts.push(req.clone());
+            inner.recorded.accept_calls += 1;
             if let Some((status, body)) = inner.reject_accept.clone() {
                 return error(status, body);
             }
             let launched = req.tasks.iter().map(|t| t.task_id.clone()).collect();
             Json(AcceptResponse { launched }).into_response()
+        }
+        "accepts" => {
+            let batch: AcceptBatch = match serde_json::from_value(body) {
+                Ok(r) => r,
+                Err(e) => return bad(e),
+            };
+            inner.recorded.accept_calls += 1;
+            if inner.no_accept_batches {
+                return error(404, ErrorBody::new("no_such_endpoint", "no such endpoint"));
+            }
+            let reject = inner.reject_accept.clone();
+            let results = batch
+                .accepts
+                .into_iter()
+                .map(|req| {
+                    let result = match &reject {
+                        Some((status, body)) => AcceptResult {
+                            status: *status,
+                            launched: Vec::new(),
+                            error: Some(body.error.clone()),
+                        },
+                        None => AcceptResult {
+                            status: 200,
+                            launched: req.tasks.iter().map(|t| t.task_id.clone()).collect(),
+                            error: None,
+                        },
+                    };
+                    inner.recorded.accepts.push(req);
+                    result
+                })
+                .collect();
+            Json(AcceptBatchResponse { results }).into_response()
         }
         "decline" => match serde_json::from_value(body) {
             Ok(r) => {
