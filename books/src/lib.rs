@@ -101,6 +101,8 @@
 //!   `preemption` event, kills at the deadline; functions over the preemption books, the
 //!   ledger, `TaskBook` and `AgentBook`.
 //! - `ledger.rs`: holdings and eligibility, the one caller of the allocator's changes.
+//! - `admission.rs`: the launch window, how many agents an allocation may offer while tasks
+//!   wait to be reported by their agents.
 //! - `ids.rs`: [`IdSource`], where offer, update, framework and agent ids come from.
 //! - `input.rs`: the domain inputs of registration, accept and decline.
 //! - `pending.rs`: each framework's unacknowledged updates.
@@ -112,6 +114,7 @@
 //! Tests: `tests*.rs` build books with sequential ids and assert each call's whole effect list
 //! (`tests::check`); `proptests.rs` checks the books' totals against the allocator's.
 
+mod admission;
 mod agent_book;
 mod agent_token;
 mod agents;
@@ -421,6 +424,8 @@ pub struct State {
     freed_at: HashMap<AgentId, u64>,
     /// Milliseconds from freeing to offer, of the last allocation run's offers.
     offer_waits: Vec<u64>,
+    /// Tasks launched per accepted offer, lately (`admission.rs`).
+    tasks_per_offer: admission::TasksPerOffer,
     /// Tasks killed by drain deadlines since the start (`drain.rs`).
     drain_kills: u64,
     /// Preemption toward fair share (`preempt.rs`).
@@ -486,6 +491,7 @@ impl State {
             offers: OfferBook::default(),
             freed_at: HashMap::new(),
             offer_waits: Vec::new(),
+            tasks_per_offer: admission::TasksPerOffer::default(),
             drain_kills: 0,
             preempt: preempt::Preemption::new(config.preemption_grace),
             fences: 0,

@@ -227,6 +227,8 @@ impl State {
         let (pools, task_pools) = assign_pools(&offers, &req.tasks)?;
 
         // Everything checked: change the books.
+        self.tasks_per_offer
+            .observe(req.tasks.len(), req.offer_ids.len());
         let launched: Vec<TaskId> = req.tasks.iter().map(|t| t.task_id.clone()).collect();
         for id in &req.offer_ids {
             self.end_offer(*id, Ending::Accepted, None, &launched, false, fx);

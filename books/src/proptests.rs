@@ -104,6 +104,17 @@ fn assert_books_match_the_allocator(s: &State, frameworks: &[FrameworkId]) {
         .iter()
         .fold(Resources::default(), |acc, a| sum(&acc, &a.used));
     assert_eq!(used, tasks, "the agents' used against their tasks'");
+    // The launch window's count of tasks launching is the tasks in `staging`.
+    let staging = s
+        .tasks
+        .records()
+        .filter(|t| t.state() == protocol::TaskState::Staging)
+        .count();
+    assert_eq!(
+        s.launching(),
+        staging,
+        "tasks launching against those staging"
+    );
 }
 
 fn status(

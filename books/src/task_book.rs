@@ -141,6 +141,8 @@ pub(crate) struct TaskBook {
     terminal: TerminalCounts,
     /// Tasks made `unreachable` on lost agents, with when they become `gone`.
     unreachable: BTreeMap<TaskKey, u64>,
+    /// Tasks now `staging`: launched and not yet reported by their agent.
+    staging: usize,
 }
 
 /// A task of the books, borrowed to change it: its record, and [`TaskMut::set_latest`], which
@@ -150,6 +152,7 @@ pub(crate) struct TaskMut<'a> {
     record: &'a mut TaskRecord,
     terminal: &'a mut TerminalCounts,
     unreachable: &'a mut BTreeMap<TaskKey, u64>,
+    staging: &'a mut usize,
 }
 
 impl TaskMut<'_> {
@@ -160,6 +163,15 @@ impl TaskMut<'_> {
         let t = &mut *self.record;
         if t.latest.state == TaskState::Unreachable && !self.unreachable.is_empty() {
             self.unreachable.remove(self.key);
+        }
+        let was = t.latest().state == TaskState::Staging;
+        let is = status.state == TaskState::Staging;
+        if was != is {
+            if is {
+                *self.staging += 1;
+            } else {
+                *self.staging = self.staging.saturating_sub(1);
+            }
         }
         if !t.latest().state.is_terminal() && status.state.is_terminal() {
             if let Some(i) = TaskState::ALL.iter().position(|s| *s == status.state) {
@@ -225,6 +237,7 @@ impl TaskBook {
             record,
             terminal: &mut self.terminal,
             unreachable: &mut self.unreachable,
+            staging: &mut self.staging,
         })
     }
 
@@ -240,6 +253,9 @@ impl TaskBook {
         mut latest: TaskStatus,
     ) -> &mut TaskRecord {
         self.taken_in += 1;
+        if latest.state == TaskState::Staging {
+            self.staging += 1;
+        }
         let latest_shares_resources = latest.resources.as_ref() == Some(&resources);
         if latest_shares_resources {
             latest.resources = None;
@@ -263,7 +279,9 @@ impl TaskBook {
         });
         match self.tasks.entry(key) {
             std::collections::btree_map::Entry::Occupied(mut e) => {
-                e.insert(record);
+                if e.insert(record).state() == TaskState::Staging {
+                    self.staging = self.staging.saturating_sub(1);
+                }
                 e.into_mut()
             }
             std::collections::btree_map::Entry::Vacant(e) => e.insert(record),
@@ -275,7 +293,11 @@ impl TaskBook {
         if !self.unreachable.is_empty() {
             self.unreachable.remove(key);
         }
-        self.tasks.remove(key).map(|t| *t)
+        let removed = self.tasks.remove(key)?;
+        if removed.state() == TaskState::Staging {
+            self.staging = self.staging.saturating_sub(1);
+        }
+        Some(*removed)
     }
 
     /// The `unreachable` tasks whose time to become `gone` came at `now_ms`.
@@ -338,6 +360,11 @@ impl TaskBook {
             .iter_mut()
             .map(|(k, t)| (k, &mut **t))
             .filter(move |(_, t)| t.agent_id == agent)
+    }
+
+    /// How many tasks are `staging`: launched, not yet reported by their agent.
+    pub(crate) fn staging(&self) -> usize {
+        self.staging
     }
 
     /// Tasks that ended since the start, by state in [`TaskState::ALL`] order.

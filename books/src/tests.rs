@@ -718,6 +718,27 @@ fn each_task_that_ends_is_counted_once_by_its_terminal_state() {
     assert_eq!(s.gauges().tasks_terminal, expected);
 }
 
+#[test]
+fn the_launch_window_counts_tasks_launching_and_outstanding_offers() {
+    let (mut s, fw, agent, offer) = setup();
+    let mut fx = Vec::new();
+    assert_eq!(s.admissible_agents(0), usize::MAX, "0: no bound");
+    // One offer out, counted as one task until accepts say otherwise.
+    assert_eq!(s.admissible_agents(4), 3);
+    assert_eq!(s.admissible_agents(1), 0, "full");
+    launch_each(&mut s, fw, agent, &offer, &["a", "b"]);
+    assert_eq!(s.launching(), 2);
+    // The offer is gone; two tasks launching, an offer now counts as 1.05 tasks: 8 / 1.05.
+    assert_eq!(s.admissible_agents(10), 7);
+    assert_eq!(s.admissible_agents(2), 0);
+    // Reported running, then finished: no longer launching.
+    finish(&mut s, fw, agent, "a", true);
+    assert_eq!(s.launching(), 1);
+    // Lost with its agent: no longer launching either.
+    s.check_agents(&at(1_000_000), &mut fx);
+    assert_eq!(s.launching(), 0);
+}
+
 fn listed(s: &State, fw: FrameworkId) -> Vec<String> {
     s.tasks(Some(fw))
         .into_iter()

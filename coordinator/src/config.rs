@@ -83,6 +83,11 @@ pub struct Config {
     /// reconnects and gets its pending updates again). Also the most task ids one `reconcile`
     /// may name (default 10000).
     pub max_stream_queue: usize,
+    /// The launch window: allocation offers no more agents while the tasks launched and not
+    /// yet reported by their agents, with what the outstanding offers are expected to launch,
+    /// come to this many. Work then queues in its frameworks instead of in the launch pipeline,
+    /// and accept → running stays short. Zero turns the bound off (default 16384).
+    pub launch_window: usize,
     /// Requests per second allowed to one client (its bearer token, else its address), as a
     /// token bucket of `rate_limit_burst`; beyond it 429 with `Retry-After`. Zero (the default)
     /// turns the limit off.
@@ -152,6 +157,7 @@ impl Default for Config {
             max_placeholder_frameworks: 1000,
             max_removed_frameworks: 100_000,
             max_stream_queue: 10_000,
+            launch_window: 16_384,
             lost_agent_retention: Duration::from_secs(24 * 3600),
             header_read_timeout: Duration::from_secs(30),
             max_pending_updates_per_framework: 100_000,
@@ -334,6 +340,7 @@ impl Config {
                 100_000_000,
             ),
             ("max_stream_queue", self.max_stream_queue, 16, 10_000_000),
+            ("launch_window", self.launch_window, 0, 100_000_000),
             (
                 "max_pending_updates_per_framework",
                 self.max_pending_updates_per_framework,
@@ -556,6 +563,10 @@ pub struct Overrides {
     /// also the most task ids in one `reconcile`; 16 to 10000000 (default 10000).
     #[arg(long, value_name = "N", env = "PARLEY_MAX_STREAM_QUEUE")]
     pub max_stream_queue: Option<usize>,
+    /// Most tasks launched and not yet reported, with those outstanding offers are expected
+    /// to launch, before allocation offers no more agents; 0 = no bound (default 16384).
+    #[arg(long, value_name = "N", env = "PARLEY_LAUNCH_WINDOW")]
+    pub launch_window: Option<usize>,
     /// Requests per second per client, 0 = no limit (default 0).
     #[arg(long, value_name = "N", env = "PARLEY_RATE_LIMIT_PER_S")]
     pub rate_limit_per_s: Option<f64>,
@@ -767,6 +778,7 @@ impl Overrides {
                 &mut config.max_removed_frameworks,
             ),
             (self.max_stream_queue, &mut config.max_stream_queue),
+            (self.launch_window, &mut config.launch_window),
             (
                 self.max_pending_updates_per_framework,
                 &mut config.max_pending_updates_per_framework,
@@ -887,6 +899,7 @@ pub fn default_text(key: &str) -> String {
         "lost_agent_retention" => secs(c.lost_agent_retention),
         "max_pending_updates_per_framework" => count(c.max_pending_updates_per_framework),
         "max_stream_queue" => count(c.max_stream_queue),
+        "launch_window" => count(c.launch_window),
         "rate_limit_per_s" if c.rate_limit_per_s == 0.0 => "0 (off)".into(),
         "rate_limit_per_s" => c.rate_limit_per_s.to_string(),
         "rate_limit_burst" => c.rate_limit_burst.to_string(),

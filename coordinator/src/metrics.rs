@@ -29,7 +29,7 @@ pub use observe::{Kind, Metric};
 /// and `parley_build_info`, shared with the agent, are `observe::process::METRICS`). Each
 /// family is written with the type and help found here; a test checks that every one here is
 /// written.
-pub const METRICS: [Metric; 41] = [
+pub const METRICS: [Metric; 42] = [
     Metric {
         name: "parley_offers_created_total",
         kind: Kind::Counter,
@@ -168,6 +168,13 @@ pub const METRICS: [Metric; 41] = [
         kind: Kind::Counter,
         label: None,
         help: "Framework streams closed because their reader stopped: it took nothing from a full queue for two heartbeats.",
+        mesos: "none",
+    },
+    Metric {
+        name: "parley_launch_window_wait_seconds_total",
+        kind: Kind::Counter,
+        label: None,
+        help: "Time allocation runs waited for room in the launch window (`launch_window`): tasks launched and not yet reported, with outstanding offers, filled it.",
         mesos: "none",
     },
     Metric {
@@ -402,6 +409,7 @@ pub struct Metrics {
     /// Panics of the background loops, by loop ([`LOOPS`] order).
     loop_panics: [AtomicU64; LOOPS.len()],
     streams_overflowed: AtomicU64,
+    window_wait_micros: AtomicU64,
     rate_limited: AtomicU64,
     /// Isolated tasks' ends with usage, and their sums (micro-units).
     tasks_measured: AtomicU64,
@@ -474,6 +482,12 @@ impl Metrics {
             .iter()
             .position(|l| *l == name)
             .map_or(0, |i| self.loop_panics[i].load(Ordering::Relaxed))
+    }
+
+    /// Counts time an allocation run waited for room in the launch window.
+    pub fn count_window_wait(&self, waited: Duration) {
+        let micros = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX);
+        self.window_wait_micros.fetch_add(micros, Ordering::Relaxed);
     }
 
     /// Counts a framework stream closed because its queue overflowed.
@@ -617,6 +631,10 @@ impl Metrics {
             s.counter(name, v)?;
         }
         for (name, micros) in [
+            (
+                "parley_launch_window_wait_seconds_total",
+                load(&self.window_wait_micros),
+            ),
             ("parley_task_cpu_seconds_total", load(&self.task_cpu_micros)),
             (
                 "parley_task_throttled_seconds_total",

@@ -290,6 +290,9 @@ async fn history_loop(c: Coordinator) {
 /// waits for at most one part, never a whole run of every agent.
 const ALLOCATION_PART: usize = 1_000;
 
+/// How often a run paused by a full launch window looks again.
+const WINDOW_POLL: Duration = Duration::from_millis(2);
+
 /// The allocation loop: runs on an OS thread of its own (tokio's blocking pool) rather than as
 /// a task among the request handlers, so a kick wakes it at once instead of queuing it behind
 /// every request waiting for the runtime's workers (see [`allocation_turns`]). This task only
@@ -321,11 +324,14 @@ async fn allocation_loop(c: Coordinator) {
 /// something else changed that can unblock frameworks anywhere) after `allocation_batch_delay`
 /// (or as long as the last run took, if longer: a flood of kicks, frameworks reviving in a loop
 /// as Mesos users knew, leaves the books' lock free at least half the time). Each run goes over
-/// its agents in parts of [`ALLOCATION_PART`]. Returns when the doorbell is closed.
+/// its agents in parts of [`ALLOCATION_PART`], fewer when the launch window has less room
+/// ([`State::admissible_agents`](crate::state::State::admissible_agents)), pausing while it has
+/// none. Returns when the doorbell is closed.
 fn allocation_turns(c: &Coordinator) {
     let bell = c.doorbell();
     let interval = c.config().allocation_interval;
     let batch = c.config().allocation_batch_delay;
+    let window = c.config().launch_window;
     let mut last_run = Duration::ZERO;
     // The first run is at once, as a tokio interval's first tick.
     let mut next_tick = Instant::now();
@@ -352,17 +358,37 @@ fn allocation_turns(c: &Coordinator) {
         let started = Instant::now();
         let mut run = c.run(|state, now, _| state.start_run(sweep, now));
         let mut made = 0;
+        let mut paused = Duration::ZERO;
         while !run.done() {
-            let (m, waits) = c.run(|state, now, fx| {
-                let m = state.allocate_part(&mut run, ALLOCATION_PART, now, fx);
-                (m, state.take_offer_waits())
+            let (m, waits, room) = c.run(|state, now, fx| {
+                let room = state.admissible_agents(window);
+                if room == 0 {
+                    return (0, Vec::new(), 0);
+                }
+                let m = state.allocate_part(&mut run, ALLOCATION_PART.min(room), now, fx);
+                (m, state.take_offer_waits(), room)
             });
             for ms in waits {
                 c.metrics().observe_offer_wait(Duration::from_millis(ms));
             }
             made += m;
+            if room == 0 {
+                // The launch window is full: the same run goes on once agents have reported
+                // some of the tasks launching, or offers were answered.
+                let asleep = Instant::now();
+                if !bell.sleep(WINDOW_POLL) {
+                    return;
+                }
+                let waited = asleep.elapsed();
+                paused += waited;
+                c.metrics().count_window_wait(waited);
+                if !c.offering() {
+                    break;
+                }
+            }
         }
-        last_run = started.elapsed();
+        // Time spent allocating, not waiting for the window: what spaces the next run.
+        last_run = started.elapsed().saturating_sub(paused);
         c.metrics().observe_allocation(last_run);
         if made > 0 {
             tracing::debug!(

@@ -14,6 +14,7 @@ mod drain_api;
 mod durable_lane;
 mod fairness;
 mod framework_api;
+mod launch_window;
 mod limits;
 mod mesos_api;
 mod metric_families;
