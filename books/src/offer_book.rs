@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use protocol::{Offer, OfferId};
 
+use super::admission::FreshOffers;
 use super::remembered::Remembered;
 
 /// How many ended offers are remembered, to answer 409 (not 404) for a reused offer id.
@@ -15,6 +16,7 @@ const ENDED_OFFERS_REMEMBERED: usize = 100_000;
 #[derive(Debug, Clone)]
 pub(crate) struct OfferRecord {
     offer: Offer,
+    created_ms: u64,
     expires_ms: u64,
 }
 
@@ -40,6 +42,8 @@ impl OfferRecord {
 pub(crate) struct OfferBook {
     outstanding: BTreeMap<OfferId, OfferRecord>,
     ended: Remembered<OfferId, &'static str>,
+    /// The outstanding offers made in the last seconds, for the launch window.
+    fresh: FreshOffers,
 }
 
 impl Default for OfferBook {
@@ -47,6 +51,7 @@ impl Default for OfferBook {
         Self {
             outstanding: BTreeMap::new(),
             ended: Remembered::new(ENDED_OFFERS_REMEMBERED),
+            fresh: FreshOffers::default(),
         }
     }
 }
@@ -57,10 +62,23 @@ impl OfferBook {
         self.outstanding.len()
     }
 
-    /// Records a new outstanding offer.
-    pub(crate) fn insert(&mut self, offer: Offer, expires_ms: u64) {
-        self.outstanding
-            .insert(offer.offer_id, OfferRecord { offer, expires_ms });
+    /// Records a new outstanding offer, made at `created_ms`.
+    pub(crate) fn insert(&mut self, offer: Offer, created_ms: u64, expires_ms: u64) {
+        self.fresh.made(created_ms);
+        self.outstanding.insert(
+            offer.offer_id,
+            OfferRecord {
+                offer,
+                created_ms,
+                expires_ms,
+            },
+        );
+    }
+
+    /// How many outstanding offers were made in the last [`FreshOffers`] horizon before
+    /// `now_ms`.
+    pub(crate) fn fresh(&mut self, now_ms: u64) -> usize {
+        self.fresh.count(now_ms)
     }
 
     /// The outstanding offer `id`.
@@ -91,6 +109,7 @@ impl OfferBook {
     /// outstanding (nothing changes then).
     pub(crate) fn end(&mut self, id: OfferId, how: &'static str) -> Option<OfferRecord> {
         let rec = self.outstanding.remove(&id)?;
+        self.fresh.ended(rec.created_ms);
         self.ended.remember(id, how);
         Some(rec)
     }

@@ -120,7 +120,7 @@ impl State {
                     .reservation
                     .map(|role| protocol::reservation::OfferReservation { role }),
             };
-            self.offers.insert(offer.clone(), expires_ms);
+            self.offers.insert(offer.clone(), now.ms, expires_ms);
             fx.push(Effect::Offer(OfferEvent::OfferCreated(offer.clone())));
             batches.entry(d.framework).or_default().push(offer);
             if let Some(since) = self.freed_at.remove(&d.agent) {

@@ -722,15 +722,18 @@ fn each_task_that_ends_is_counted_once_by_its_terminal_state() {
 fn the_launch_window_counts_tasks_launching_and_outstanding_offers() {
     let (mut s, fw, agent, offer) = setup();
     let mut fx = Vec::new();
-    assert_eq!(s.admissible_agents(0), usize::MAX, "0: no bound");
-    // One offer out, counted as one task until accepts say otherwise.
-    assert_eq!(s.admissible_agents(4), 3);
-    assert_eq!(s.admissible_agents(1), 0, "full");
+    assert_eq!(s.admissible_agents(0, &at(1)), usize::MAX, "0: no bound");
+    // One offer out (made at 1), counted as one task until accepts say otherwise.
+    assert_eq!(s.admissible_agents(4, &at(1)), 3);
+    assert_eq!(s.admissible_agents(1, &at(1)), 0, "full");
+    // Held for two seconds, it no longer counts: a framework sitting on its offers does not
+    // hold the window.
+    assert_eq!(s.admissible_agents(1, &at(2_001)), 1);
     launch_each(&mut s, fw, agent, &offer, &["a", "b"]);
     assert_eq!(s.launching(), 2);
     // The offer is gone; two tasks launching, an offer now counts as 1.05 tasks: 8 / 1.05.
-    assert_eq!(s.admissible_agents(10), 7);
-    assert_eq!(s.admissible_agents(2), 0);
+    assert_eq!(s.admissible_agents(10, &at(2)), 7);
+    assert_eq!(s.admissible_agents(2, &at(2)), 0);
     // Reported running, then finished: no longer launching.
     finish(&mut s, fw, agent, "a", true);
     assert_eq!(s.launching(), 1);

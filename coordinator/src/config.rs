@@ -84,8 +84,8 @@ pub struct Config {
     /// may name (default 10000).
     pub max_stream_queue: usize,
     /// The launch window: allocation offers no more agents while the tasks launched and not
-    /// yet reported by their agents, with what the outstanding offers are expected to launch,
-    /// come to this many. Work then queues in its frameworks instead of in the launch pipeline,
+    /// yet reported by their agents, with what the offers made in the last 2 s and still
+    /// outstanding are expected to launch, come to this many. Work then queues in its frameworks instead of in the launch pipeline,
     /// and accept → running stays short. Zero turns the bound off (default 16384).
     pub launch_window: usize,
     /// Requests per second allowed to one client (its bearer token, else its address), as a
@@ -563,8 +563,9 @@ pub struct Overrides {
     /// also the most task ids in one `reconcile`; 16 to 10000000 (default 10000).
     #[arg(long, value_name = "N", env = "PARLEY_MAX_STREAM_QUEUE")]
     pub max_stream_queue: Option<usize>,
-    /// Most tasks launched and not yet reported, with those outstanding offers are expected
-    /// to launch, before allocation offers no more agents; 0 = no bound (default 16384).
+    /// Most tasks launched and not yet reported, with those the offers of the last 2 s are
+    /// expected to launch, before allocation offers no more agents; 0 = no bound (default
+    /// 16384).
     #[arg(long, value_name = "N", env = "PARLEY_LAUNCH_WINDOW")]
     pub launch_window: Option<usize>,
     /// Requests per second per client, 0 = no limit (default 0).

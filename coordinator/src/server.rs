@@ -361,7 +361,7 @@ fn allocation_turns(c: &Coordinator) {
         let mut paused = Duration::ZERO;
         while !run.done() {
             let (m, waits, room) = c.run(|state, now, fx| {
-                let room = state.admissible_agents(window);
+                let room = state.admissible_agents(window, now);
                 if room == 0 {
                     return (0, Vec::new(), 0);
                 }
