@@ -112,8 +112,8 @@ impl State {
     }
 
     /// How many agents an allocation part may offer now within a launch window of `window`
-    /// tasks: the room left by the tasks launching and by the offers made in the last
-    /// [`FRESH_MS`] and still outstanding, each counted as the tasks an accepted offer has
+    /// tasks: the room left by the tasks launching and by the offers made in the last 2 s and
+    /// still outstanding, each counted as the tasks an accepted offer has
     /// lately launched, divided by that. Zero when the window is full; no bound when `window`
     /// is 0.
     pub fn admissible_agents(&mut self, window: usize, now: &Now) -> usize {
