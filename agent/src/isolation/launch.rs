@@ -1,11 +1,10 @@
 //! The isolated launcher: `parley-launch` (or a hidden mode of the `agent` binary,
-//! [`LAUNCH_ARG`]), which the agent starts in place of an unisolated task's `sh` wrapper, in
-//! two stages and without `unsafe`.
+//! [`LAUNCH_ARG`]), which the agent starts in place of an unisolated task's `sh` wrapper.
 //!
 //! ```text
 //! parley-launch outer ...   (outside the task's cgroup; leader of the task's process group)
-//!   unshare(pid, mount, ipc, uts); spawn:
-//!     parley-launch init ...   (pid 1 of the new namespace)
+//!   unshare(pid, mount, ipc, uts); fork:
+//!     the init (pid 1 of the new namespace)
 //!       join the cgroup (0 > cgroup.procs), mounts private, image, /proc, tmpfs /tmp,
 //!       hostname, no_new_privs, empty capability bounding and inheritable sets, uid/gid;
 //!       exec the task
@@ -13,18 +12,20 @@
 //! ```
 //!
 //! Every step is a system call of these two processes: no other program runs between the
-//! agent and the task (there used to be an `sh` wrapper before the outer stage and, for a root
-//! task, util-linux's `setpriv` after the init: two execs more per launch).
+//! agent and the task, and the launcher is loaded once per launch (the init is a fork of it,
+//! through the `fork` crate, which forks only a single-threaded process). There used to be an
+//! `sh` wrapper before the outer stage, an exec of the launcher for the init and, for a root
+//! task, util-linux's `setpriv` after it: three execs more per launch.
 //!
 //! The outer stage blocks SIGTERM (so a kill's SIGTERM reaches the task and the outer stage
 //! outlives it, as an unisolated task's wrapper does), waits for the init and exits with its
-//! code (128 + the signal when it was killed). The init stage unblocks SIGTERM before exec'ing
-//! the task, which then is pid 1 of its namespace: when it ends, the kernel kills every process
+//! code (128 + the signal when it was killed). The init unblocks SIGTERM before exec'ing the
+//! task, which then is pid 1 of its namespace: when it ends, the kernel kills every process
 //! left in the namespace (a `setsid()` child too).
 
 use std::ffi::OsString;
 use std::io::Write;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -135,10 +136,9 @@ impl LaunchSpec {
 }
 
 /// Runs the launcher for `args` (everything after [`LAUNCH_ARG`]) and returns the process's
-/// exit code; the init stage returns only when the exec failed.
+/// exit code.
 pub fn main(args: &[OsString]) -> i32 {
-    // `parley-launch __parley-launch init ...` (as the outer stage runs itself) or
-    // `parley-launch outer ...`.
+    // `agent __parley-launch outer ...` or `parley-launch outer ...`.
     let args = match args.split_first() {
         Some((first, rest)) if first == LAUNCH_ARG => rest,
         _ => args,
@@ -170,10 +170,6 @@ pub fn main(args: &[OsString]) -> i32 {
             }
             code
         }
-        "init" => match init(&spec) {
-            Ok(never) => match never {},
-            Err(e) => fail(&e),
-        },
         other => fail(&format!("unknown stage {other:?}")),
     }
 }
@@ -202,7 +198,7 @@ fn sigterm() -> SigSet {
     set
 }
 
-/// New namespaces, the init spawned into them, its exit passed on.
+/// New namespaces, the init forked into them, its exit passed on.
 fn outer(spec: &LaunchSpec) -> i32 {
     if let Err(e) = sigprocmask(SigmaskHow::SIG_BLOCK, Some(&sigterm()), None) {
         return fail(&format!("cannot block SIGTERM: {e}"));
@@ -217,25 +213,28 @@ fn outer(spec: &LaunchSpec) -> i32 {
     if let Err(e) = unshare(flags) {
         return fail(&format!("unshare({flags:?}): {e}"));
     }
-    let exe = match std::env::current_exe() {
-        Ok(exe) => exe,
-        Err(e) => return fail(&format!("cannot find the launcher itself: {e}")),
-    };
-    let init = LaunchSpec {
-        exit_file: None,
-        ..spec.clone()
-    };
-    let status = Command::new(exe)
-        .arg(LAUNCH_ARG)
-        .arg("init")
-        .args(init.to_args())
-        .status();
-    match status {
-        Ok(s) => s
-            .code()
-            .or_else(|| s.signal().map(|sig| 128 + sig))
-            .unwrap_or(SETUP_FAILED),
+    // A fork, not an exec of this program again: the launcher has one thread, and the init
+    // only sets up and execs the task, so the copy costs less than loading the launcher anew.
+    match fork::fork() {
+        Ok(fork::Forked::Child) => match init(spec) {
+            Ok(never) => match never {},
+            Err(e) => std::process::exit(fail(&e)),
+        },
+        Ok(fork::Forked::Parent(child)) => wait_for(child),
         Err(e) => fail(&format!("cannot start the task's init: {e}")),
+    }
+}
+
+/// Waits for the init and returns its exit code (128 + the signal that killed it).
+fn wait_for(child: nix::unistd::Pid) -> i32 {
+    use nix::sys::wait::{waitpid, WaitStatus};
+    loop {
+        match waitpid(child, None) {
+            Ok(WaitStatus::Exited(_, code)) => return code,
+            Ok(WaitStatus::Signaled(_, sig, _)) => return 128 + sig as i32,
+            Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return fail(&format!("cannot wait for the task's init: {e}")),
+        }
     }
 }
 
