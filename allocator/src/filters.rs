@@ -13,6 +13,12 @@ use super::tree::Tree;
 /// How many filters the unsorted tail of an agent's list holds before it is merged.
 const TAIL: usize = 32;
 
+/// How many filters an agent's list holds before it keeps the bitset and the role counts
+/// ([`AgentFilters::has`], `under`). Below, a scan of the list answers, and an agent with a filter
+/// or two (50,000 agents after one round of declines) does not allocate and zero a bitset as long
+/// as the framework slots and a count per role (about 1.2 KiB at 6,000 frameworks).
+const DENSE_AT: usize = 16;
+
 /// One decline filter of one framework on one agent (the agent owns the list).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Filter {
@@ -34,13 +40,16 @@ pub(crate) struct AgentFilters {
     /// The earliest `until` in `list` (`u64::MAX` when empty): no filter expires before it.
     pub(crate) min_until: u64,
     /// Per role number: how many leaves below that role have a filter in `list` (grown on
-    /// demand). A role whose count equals its number of leaves has every leaf filtered here.
+    /// demand; empty, so every count reads 0, until the list is dense). A role whose count
+    /// equals its number of leaves has every leaf filtered here.
     pub(crate) under: Vec<u32>,
     /// The distinct refused-vector indices in `list`, each with how many filters use it.
     pub(crate) refused_used: Vec<(u32, u32)>,
     /// Bit `leaf` is set when `list` holds a filter of `leaf` (a one-cache-line test instead of a
-    /// binary search over a cold list).
-    pub(crate) has: Vec<u64>,
+    /// binary search over a cold list); kept, with `under`, only while the list is dense.
+    has: Vec<u64>,
+    /// Whether `has` and `under` are kept: from [`DENSE_AT`] filters until the list is empty.
+    dense: bool,
 }
 
 impl AgentFilters {
@@ -53,25 +62,70 @@ impl AgentFilters {
             under: Vec::new(),
             refused_used: Vec::new(),
             has: Vec::new(),
+            dense: false,
         }
     }
 
     /// Whether `list` holds a filter of `leaf` (expired or not).
     #[inline]
     pub(crate) fn has(&self, leaf: u32) -> bool {
+        if !self.dense {
+            return self.list.iter().any(|f| f.leaf == leaf);
+        }
         self.has
             .get(leaf as usize / 64)
             .is_some_and(|w| w & (1 << (leaf % 64)) != 0)
     }
 
-    /// How many leaves below role number `role_ix` have a filter here.
+    /// How many leaves below role number `role_ix` have a filter here, counted from the list
+    /// when it is not dense.
     #[cfg(test)]
-    pub(crate) fn count_under(&self, role_ix: u32) -> u32 {
-        self.under.get(role_ix as usize).copied().unwrap_or(0)
+    pub(crate) fn count_under(&self, tree: &Tree, role_ix: u32) -> u32 {
+        if self.dense {
+            return self.under.get(role_ix as usize).copied().unwrap_or(0);
+        }
+        let mut n = 0;
+        for f in &self.list {
+            tree.for_each_role_above(f.leaf, |r| n += u32::from(r == role_ix));
+        }
+        n
     }
 
     /// Counts (`add`) or uncounts a filter of `leaf` in its roles and its refused index.
     fn account(&mut self, tree: &Tree, leaf: u32, refused: u32, add: bool) {
+        if self.dense {
+            self.mark(tree, leaf, add);
+        }
+        match self.refused_used.iter().position(|&(i, _)| i == refused) {
+            Some(p) if add => self.refused_used[p].1 += 1,
+            Some(p) => {
+                self.refused_used[p].1 -= 1;
+                if self.refused_used[p].1 == 0 {
+                    self.refused_used.swap_remove(p);
+                }
+            }
+            None if add => self.refused_used.push((refused, 1)),
+            None => {}
+        }
+    }
+
+    /// Starts keeping the bitset and the role counts once the list reaches [`DENSE_AT`]; drops
+    /// them (and their memory) when it is empty again.
+    fn switch_density(&mut self, tree: &Tree) {
+        if !self.dense && self.list.len() >= DENSE_AT {
+            self.dense = true;
+            for i in 0..self.list.len() {
+                self.mark(tree, self.list[i].leaf, true);
+            }
+        } else if self.dense && self.list.is_empty() {
+            self.dense = false;
+            self.has = Vec::new();
+            self.under = Vec::new();
+        }
+    }
+
+    /// Sets or clears `leaf`'s bit and counts it in or out of the roles above it.
+    fn mark(&mut self, tree: &Tree, leaf: u32, add: bool) {
         let word = leaf as usize / 64;
         if word >= self.has.len() {
             self.has.resize(word + 1, 0);
@@ -93,17 +147,6 @@ impl AgentFilters {
                 under[r].saturating_sub(1)
             };
         });
-        match self.refused_used.iter().position(|&(i, _)| i == refused) {
-            Some(p) if add => self.refused_used[p].1 += 1,
-            Some(p) => {
-                self.refused_used[p].1 -= 1;
-                if self.refused_used[p].1 == 0 {
-                    self.refused_used.swap_remove(p);
-                }
-            }
-            None if add => self.refused_used.push((refused, 1)),
-            None => {}
-        }
     }
 
     /// The position of `leaf`'s filter in `list`: the bitset answers "none" in O(1), then a
@@ -145,6 +188,7 @@ impl AgentFilters {
             None => {
                 self.list.push(filter);
                 self.account(tree, filter.leaf, filter.refused, true);
+                self.switch_density(tree);
                 if self.list.len() - self.sorted >= TAIL {
                     self.merge_tail();
                 }
@@ -195,6 +239,7 @@ impl AgentFilters {
             self.list.swap_remove(i)
         };
         self.account(tree, f.leaf, f.refused, false);
+        self.switch_density(tree);
         Some(f)
     }
 
@@ -215,6 +260,7 @@ impl AgentFilters {
         for f in gone {
             self.account(tree, f.leaf, f.refused, false);
         }
+        self.switch_density(tree);
         self.list.sort_unstable_by_key(|f| f.leaf);
         self.sorted = self.list.len();
         self.min_until = self.list.iter().map(|f| f.until).min().unwrap_or(u64::MAX);
@@ -373,20 +419,78 @@ mod tests {
         f.insert(&tree, filter(a, 0, 10));
         f.insert(&tree, filter(b, 1, 20));
         f.insert(&tree, filter(c, 1, 20));
-        assert_eq!((f.count_under(0), f.count_under(x)), (3, 2));
-        assert_eq!((f.count_under(y), f.count_under(z)), (2, 1));
+        assert_eq!((f.count_under(&tree, 0), f.count_under(&tree, x)), (3, 2));
+        assert_eq!((f.count_under(&tree, y), f.count_under(&tree, z)), (2, 1));
         assert_eq!(f.refused_used, vec![(0, 1), (1, 2)]);
         assert!(f.has(a) && f.has(b) && f.has(c));
         // Replacing a filter counts nothing twice.
         f.insert(&tree, filter(b, 0, 30));
-        assert_eq!((f.count_under(0), f.count_under(y)), (3, 2));
+        assert_eq!((f.count_under(&tree, 0), f.count_under(&tree, y)), (3, 2));
         assert_eq!(f.refused_used, vec![(0, 2), (1, 1)]);
         f.sweep(&tree, 10, |_| {});
-        assert_eq!((f.count_under(0), f.count_under(y)), (2, 1));
+        assert_eq!((f.count_under(&tree, 0), f.count_under(&tree, y)), (2, 1));
         f.remove(&tree, c);
-        assert_eq!((f.count_under(0), f.count_under(z)), (1, 0));
+        assert_eq!((f.count_under(&tree, 0), f.count_under(&tree, z)), (1, 0));
         assert_eq!(f.refused_used, vec![(0, 1)]);
         assert!(f.has(b) && !f.has(a) && !f.has(c));
+    }
+
+    #[test]
+    fn bitset_and_role_counts_are_kept_only_for_a_dense_list() {
+        use protocol::{FrameworkId, RolePath};
+        let mut tree = Tree::default();
+        let role = |p: &str| RolePath::new(p).unwrap_or_else(|e| panic!("{e}"));
+        let leaves: Vec<u32> = (0..40u128)
+            .map(|i| {
+                let r = if i % 3 == 0 { "z" } else { "x/y" };
+                tree.add_leaf(FrameworkId(uuid::Uuid::from_u128(i + 1)), &role(r))
+            })
+            .collect();
+        let ix = |p: &str| tree.nodes[tree.roles[p] as usize].role_ix;
+        let (x, z) = (ix("x"), ix("z"));
+        let expect = |f: &AgentFilters, n: usize| {
+            let on = &leaves[..n];
+            assert!(on.iter().all(|&l| f.has(l)));
+            assert!(leaves[n..].iter().all(|&l| !f.has(l)));
+            let in_z = (0..n).filter(|i| i % 3 == 0).count() as u32;
+            assert_eq!(f.count_under(&tree, 0), n as u32);
+            assert_eq!(f.count_under(&tree, z), in_z);
+            assert_eq!(f.count_under(&tree, x), n as u32 - in_z);
+        };
+        let mut f = AgentFilters::new();
+        for (n, &leaf) in leaves.iter().enumerate() {
+            f.insert(
+                &tree,
+                Filter {
+                    leaf,
+                    refused: 0,
+                    until: 100 + n as u64,
+                },
+            );
+            assert_eq!(f.dense, n + 1 >= DENSE_AT, "after {} filters", n + 1);
+            assert_eq!(f.has.is_empty() && f.under.is_empty(), !f.dense);
+            expect(&f, n + 1);
+        }
+        // Removed from the back, the counts follow; an empty list drops the dense parts.
+        for n in (0..leaves.len()).rev() {
+            assert!(f.remove(&tree, leaves[n]).is_some());
+            expect(&f, n);
+        }
+        assert!(!f.dense && f.has.capacity() == 0 && f.under.capacity() == 0);
+        // A sweep that empties a dense list drops them too.
+        for &leaf in &leaves {
+            f.insert(
+                &tree,
+                Filter {
+                    leaf,
+                    refused: 0,
+                    until: 10,
+                },
+            );
+        }
+        assert!(f.dense);
+        f.sweep(&tree, 10, |_| {});
+        assert!(!f.dense && f.list.is_empty() && f.has.capacity() == 0);
     }
 
     #[test]
