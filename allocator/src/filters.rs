@@ -149,9 +149,13 @@ impl AgentFilters {
         });
     }
 
-    /// The position of `leaf`'s filter in `list`: the bitset answers "none" in O(1), then a
-    /// binary search of the sorted prefix, then a scan of the short unsorted tail.
+    /// The position of `leaf`'s filter in `list`: a short list is scanned; a dense one's bitset
+    /// answers "none" in O(1), then a binary search of the sorted prefix, then a scan of the
+    /// short unsorted tail.
     fn position(&self, leaf: u32) -> Option<usize> {
+        if !self.dense {
+            return self.list.iter().position(|f| f.leaf == leaf);
+        }
         if !self.has(leaf) {
             return None;
         }

@@ -23,10 +23,14 @@ pub enum Forked {
 /// Why [`fork`] did not fork.
 #[derive(Debug, thiserror::Error)]
 pub enum ForkError {
-    /// The process has more than one thread (or its thread count could not be read), so a
-    /// child could inherit a lock that no thread of it would ever release.
+    /// The process has more than one thread, so a child could inherit a lock that no thread
+    /// of it would ever release.
     #[error("cannot fork a process with {0} threads")]
-    Threads(String),
+    Threads(usize),
+    /// The thread count could not be read from `/proc/self/status`, so [`fork`] cannot tell
+    /// whether forking is safe.
+    #[error("cannot fork without knowing the number of threads: {0}")]
+    UnknownThreads(String),
     /// The system call failed.
     #[error("fork: {0}")]
     Sys(#[from] nix::Error),
@@ -34,23 +38,23 @@ pub enum ForkError {
 
 /// The number of threads of this process, from `/proc/self/status`.
 fn threads() -> Result<usize, ForkError> {
-    let status = std::fs::read_to_string("/proc/self/status").map_err(|e| {
-        ForkError::Threads(format!("an unknown number of (/proc/self/status: {e})"))
-    })?;
+    let unknown = |why: String| ForkError::UnknownThreads(format!("/proc/self/status: {why}"));
+    let status =
+        std::fs::read_to_string("/proc/self/status").map_err(|e| unknown(e.to_string()))?;
     let line = status
         .lines()
         .find_map(|l| l.strip_prefix("Threads:"))
         .map(str::trim)
-        .ok_or_else(|| ForkError::Threads("an unknown number of".into()))?;
+        .ok_or_else(|| unknown("no Threads line".into()))?;
     line.parse()
-        .map_err(|_| ForkError::Threads(format!("an unreadable number ({line:?}) of")))
+        .map_err(|_| unknown(format!("unreadable Threads line {line:?}")))
 }
 
 /// Forks the calling process, which must have exactly one thread.
 pub fn fork() -> Result<Forked, ForkError> {
     let n = threads()?;
     if n != 1 {
-        return Err(ForkError::Threads(n.to_string()));
+        return Err(ForkError::Threads(n));
     }
     // SAFETY: the process has one thread, checked just above; only that thread could start
     // another, and it is here. So the child is a complete copy of a single-threaded process:
