@@ -1,6 +1,7 @@
 //! Agents: registration and re-registration (with their tasks), heartbeats, and loss.
 
 use protocol::{AgentId, FrameworkId, TaskId, TaskState, TaskStatus};
+use std::collections::HashSet;
 
 use super::{
     AgentRecord, AgentRegistration, AgentState, AgentToken, Effect, Effects, Now, State, StateError,
@@ -40,11 +41,11 @@ impl State {
                 .tasks
                 .get(&(status.framework_id, status.task_id.clone()))
             {
-                if task.agent_id != id {
+                if task.agent_id() != id {
                     return Err(StateError::AgentMismatch {
                         task: status.task_id.clone(),
                         given: id,
-                        reason: format!("the task runs on agent {}", task.agent_id),
+                        reason: format!("the task runs on agent {}", task.agent_id()),
                     });
                 }
             }
@@ -135,7 +136,7 @@ impl State {
             .tasks
             .get(&(framework, task.clone()))
             .ok_or_else(|| StateError::UnknownTask(task.clone()))?;
-        let agent_id = record.agent_id;
+        let agent_id = record.agent_id();
         let agent = self
             .agents
             .get(agent_id)
@@ -157,18 +158,18 @@ impl State {
         now: &Now,
         fx: &mut Effects,
     ) {
+        let reported: HashSet<(FrameworkId, &TaskId)> = reported
+            .iter()
+            .map(|s| (s.framework_id, &s.task_id))
+            .collect();
         let missing: Vec<_> = self
             .tasks
-            .iter()
+            .on_agent(id)
             .filter(|((fw, task), t)| {
-                t.agent_id == id
-                    && matches!(
-                        t.state(),
-                        TaskState::Starting | TaskState::Running | TaskState::Unreachable
-                    )
-                    && !reported
-                        .iter()
-                        .any(|s| s.framework_id == *fw && s.task_id == *task)
+                matches!(
+                    t.state(),
+                    TaskState::Starting | TaskState::Running | TaskState::Unreachable
+                ) && !reported.contains(&(*fw, task))
             })
             .map(|(k, _)| k.clone())
             .collect();

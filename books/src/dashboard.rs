@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use protocol::messages::AgentInfo;
-use protocol::AgentId;
+use protocol::{AgentId, TaskState};
 
 use super::State;
 
@@ -52,15 +52,17 @@ fn largest(mut all: Vec<(String, f64)>, max: usize) -> BTreeMap<String, f64> {
 }
 
 impl State {
-    /// One sample for the history ring: O(agents + tasks + roles + frameworks), no
-    /// serialization.
+    /// One sample for the history ring: O(agents + roles + frameworks) (the books keep the
+    /// tasks counted by state), no serialization.
     pub fn history_sample(&self) -> BookSample {
         let mut s = BookSample {
             outstanding_offers: self.offers.len(),
             ..BookSample::default()
         };
-        for t in self.tasks.records() {
-            *s.tasks.entry(t.state().as_str()).or_default() += 1;
+        for (state, n) in TaskState::ALL.iter().zip(self.tasks.state_counts()) {
+            if *n > 0 {
+                s.tasks.insert(state.as_str(), *n);
+            }
         }
         for a in self.agents.records() {
             *s.agents.entry(a.state.name()).or_default() += 1;
@@ -87,20 +89,31 @@ impl State {
 
     /// Each resource's total, used and offered amounts across the active agents.
     pub fn resource_use(&self) -> BTreeMap<String, ResourceUse> {
-        let mut out: BTreeMap<String, ResourceUse> = BTreeMap::new();
+        // Summed in thousandths under borrowed names; named and scaled once at the end.
+        let mut sums: BTreeMap<&str, [u128; 3]> = BTreeMap::new();
         for (id, a) in self.agents.iter() {
             if a.state != super::AgentState::Active {
                 continue;
             }
             let held = self.ledger.agent(*id);
             for (name, millis) in a.total.iter() {
-                let entry = out.entry(name.as_str().to_owned()).or_default();
-                entry.total += millis as f64 / 1000.0;
-                entry.used += held.used.millis(name.as_str()) as f64 / 1000.0;
-                entry.offered += held.offered.millis(name.as_str()) as f64 / 1000.0;
+                let sum = sums.entry(name.as_str()).or_default();
+                sum[0] += u128::from(millis);
+                sum[1] += u128::from(held.used.millis(name.as_str()));
+                sum[2] += u128::from(held.offered.millis(name.as_str()));
             }
         }
-        out
+        let units = |millis: u128| millis as f64 / protocol::resources::MILLIS_PER_UNIT as f64;
+        sums.into_iter()
+            .map(|(name, [total, used, offered])| {
+                let r = ResourceUse {
+                    total: units(total),
+                    used: units(used),
+                    offered: units(offered),
+                };
+                (name.to_owned(), r)
+            })
+            .collect()
     }
 
     /// Agents `offset..offset + limit` in id order, and how many there are.

@@ -189,11 +189,11 @@ pub(crate) fn check(
         return;
     }
     let mut left: BTreeMap<AgentId, Vec<(FrameworkId, TaskId)>> = BTreeMap::new();
-    for ((fw, task), t) in tasks.iter() {
-        if !t.state().is_terminal() && draining.contains(&t.agent_id) {
-            left.entry(t.agent_id)
-                .or_default()
-                .push((*fw, task.clone()));
+    for id in &draining {
+        for ((fw, task), t) in tasks.on_agent(*id) {
+            if !t.state().is_terminal() {
+                left.entry(*id).or_default().push((*fw, task.clone()));
+            }
         }
     }
     let resend_ms = resend_ms.max(1);

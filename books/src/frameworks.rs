@@ -274,7 +274,14 @@ impl State {
             .tasks
             .of_framework(id)
             .filter(|(_, t)| t.holds())
-            .map(|(k, t)| (k.1.clone(), t.agent_id, t.resources.clone(), t.pool.clone()))
+            .map(|(k, t)| {
+                (
+                    k.1.clone(),
+                    t.agent_id(),
+                    t.resources.clone(),
+                    t.pool.clone(),
+                )
+            })
             .collect();
         // Off the old leaf, onto the new one: the same holdings on the same agents (in a pool
         // reserved for the new role where one holds them, else unreserved).
@@ -438,11 +445,11 @@ impl State {
                 continue;
             }
             self.ledger
-                .release(id, task.agent_id, &task.resources, task.pool.as_ref());
-            if let Some(agent) = self.agents.get(task.agent_id) {
+                .release(id, task.agent_id(), &task.resources, task.pool.as_ref());
+            if let Some(agent) = self.agents.get(task.agent_id()) {
                 if agent.state == super::AgentState::Active {
                     fx.push(Effect::Kill {
-                        agent_id: task.agent_id,
+                        agent_id: task.agent_id(),
                         framework_id: id,
                         endpoint: agent.endpoint.clone(),
                         task_id: key.1.clone(),

@@ -1,10 +1,12 @@
 //! [`OfferBook`]: the outstanding offers, and how recently ended ones ended (so a reused offer id
 //! is answered "gone, accepted / declined / rescinded / expired" rather than "unknown"). It owns
 //! its maps privately: the rules in `offers.rs` add, look up and end offers only through it.
+//! It also lists the outstanding offers on each agent, so that rescinding one agent's offers
+//! (it registers again, is lost or drains) costs its own offers, not every outstanding one.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
-use protocol::{Offer, OfferId};
+use protocol::{AgentId, Offer, OfferId};
 
 use super::admission::FreshOffers;
 use super::remembered::Remembered;
@@ -41,6 +43,8 @@ impl OfferRecord {
 #[derive(Debug)]
 pub(crate) struct OfferBook {
     outstanding: BTreeMap<OfferId, OfferRecord>,
+    /// The outstanding offers on each agent (no empty lists; an agent has one or two).
+    by_agent: HashMap<AgentId, Vec<OfferId>>,
     ended: Remembered<OfferId, &'static str>,
     /// The outstanding offers made in the last seconds, for the launch window.
     fresh: FreshOffers,
@@ -50,6 +54,7 @@ impl Default for OfferBook {
     fn default() -> Self {
         Self {
             outstanding: BTreeMap::new(),
+            by_agent: HashMap::new(),
             ended: Remembered::new(ENDED_OFFERS_REMEMBERED),
             fresh: FreshOffers::default(),
         }
@@ -65,6 +70,10 @@ impl OfferBook {
     /// Records a new outstanding offer, made at `created_ms`.
     pub(crate) fn insert(&mut self, offer: Offer, created_ms: u64, expires_ms: u64) {
         self.fresh.made(created_ms);
+        self.by_agent
+            .entry(offer.agent_id)
+            .or_default()
+            .push(offer.offer_id);
         self.outstanding.insert(
             offer.offer_id,
             OfferRecord {
@@ -105,12 +114,40 @@ impl OfferBook {
             .collect()
     }
 
+    /// The ids of the outstanding offers on `agent`, by id.
+    pub(crate) fn on_agent(&self, agent: AgentId) -> Vec<OfferId> {
+        let mut ids = self.by_agent.get(&agent).cloned().unwrap_or_default();
+        ids.sort_unstable();
+        ids
+    }
+
     /// Takes offer `id` off the books, remembering that it ended `how`; `None` if it is not
     /// outstanding (nothing changes then).
     pub(crate) fn end(&mut self, id: OfferId, how: &'static str) -> Option<OfferRecord> {
         let rec = self.outstanding.remove(&id)?;
+        let agent = rec.offer.agent_id;
+        if let Some(ids) = self.by_agent.get_mut(&agent) {
+            ids.retain(|o| *o != id);
+            if ids.is_empty() {
+                self.by_agent.remove(&agent);
+            }
+        }
         self.fresh.ended(rec.created_ms);
         self.ended.remember(id, how);
         Some(rec)
+    }
+}
+
+#[cfg(test)]
+impl OfferBook {
+    /// Panics unless the per-agent lists are what the outstanding offers say.
+    pub(crate) fn assert_index_agrees(&self) {
+        let mut by_agent: HashMap<AgentId, Vec<OfferId>> = HashMap::new();
+        for (id, r) in &self.outstanding {
+            by_agent.entry(r.offer.agent_id).or_default().push(*id);
+        }
+        let mut ours = self.by_agent.clone();
+        ours.values_mut().for_each(|ids| ids.sort_unstable());
+        assert_eq!(ours, by_agent, "offers by agent");
     }
 }

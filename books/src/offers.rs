@@ -389,8 +389,7 @@ impl State {
 
     /// Rescinds every outstanding offer on an agent (before it leaves or changes).
     pub(crate) fn rescind_agent_offers(&mut self, agent: AgentId, reason: &str, fx: &mut Effects) {
-        let ids = self.offers.ids_where(|r| r.offer().agent_id == agent);
-        for id in ids {
+        for id in self.offers.on_agent(agent) {
             self.end_offer(id, Ending::Rescinded, Some(reason), &[], true, fx);
         }
     }
@@ -417,16 +416,13 @@ impl State {
             if short.is_empty() {
                 break free;
             }
-            let victim = self
-                .offers
-                .iter()
-                .find(|r| {
-                    r.offer().agent_id == agent
-                        && short
-                            .names()
-                            .any(|n| r.offer().resources.millis(n.as_str()) > 0)
+            let victim = self.offers.on_agent(agent).into_iter().find(|id| {
+                self.offers.get(id).is_some_and(|r| {
+                    short
+                        .names()
+                        .any(|n| r.offer().resources.millis(n.as_str()) > 0)
                 })
-                .map(|r| r.offer().offer_id);
+            });
             let Some(id) = victim else {
                 break free;
             };

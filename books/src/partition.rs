@@ -130,7 +130,7 @@ impl State {
         let Some(endpoint) = self.agents.get(agent).map(|a| a.endpoint.clone()) else {
             return;
         };
-        for ((fw, task), t) in self.tasks.on_agent_mut(agent) {
+        self.tasks.for_each_on_agent_mut(agent, |(fw, task), t| {
             if t.kill_on_return {
                 t.kill_on_return = false;
                 if !t.state().is_terminal() {
@@ -142,6 +142,6 @@ impl State {
                     });
                 }
             }
-        }
+        });
     }
 }

@@ -184,7 +184,7 @@ fn preemptible_tasks(p: &Preemption, tasks: &TaskBook, agents: &AgentBook) -> Ve
                 && !t.resources.is_empty()
                 && !p.marked.contains_key(&(*fw, task.clone()))
                 && agents
-                    .get(t.agent_id)
+                    .get(t.agent_id())
                     .is_some_and(|a| a.drain.is_none() && a.state == crate::AgentState::Active)
         })
         .map(|((fw, task), t)| TaskInput {
@@ -305,7 +305,7 @@ fn progress_preemptions(
                 t.preempt_killed = true;
                 p.tasks_preempted += 1;
             }
-            let agent_id = t.agent_id;
+            let agent_id = t.agent_id();
             let Some(agent) = agents.get(agent_id) else {
                 continue;
             };

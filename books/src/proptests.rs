@@ -31,6 +31,8 @@ enum Op {
     Report {
         task: usize,
         running: bool,
+        /// What its health check says, if it has one.
+        healthy: Option<bool>,
     },
     Kill {
         task: usize,
@@ -43,6 +45,10 @@ enum Op {
     Reregister {
         agent: usize,
     },
+    /// Agent `agent` is lost (it missed its heartbeats); a later `Reregister` brings it back.
+    Lose {
+        agent: usize,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -51,11 +57,13 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (0..2usize, 0..3usize, 1..4u8, 1..60u8)
             .prop_map(|(fw, offer, cpus, mem)| Op::Accept { fw, offer, cpus, mem }),
         1 => (0..2usize, 0..3usize).prop_map(|(fw, offer)| Op::Decline { fw, offer }),
-        3 => (0..8usize, any::<bool>()).prop_map(|(task, running)| Op::Report { task, running }),
+        3 => (0..8usize, any::<bool>(), proptest::option::of(any::<bool>()))
+            .prop_map(|(task, running, healthy)| Op::Report { task, running, healthy }),
         1 => (0..8usize).prop_map(|task| Op::Kill { task }),
         1 => Just(Op::ExpireOffers),
         1 => (0..2usize).prop_map(|fw| Op::RemoveFramework { fw }),
         1 => (0..2usize).prop_map(|agent| Op::Reregister { agent }),
+        1 => (0..2usize).prop_map(|agent| Op::Lose { agent }),
     ]
 }
 
@@ -115,6 +123,8 @@ fn assert_books_match_the_allocator(s: &State, frameworks: &[FrameworkId]) {
         staging,
         "tasks launching against those staging"
     );
+    s.tasks.assert_indexes_agree();
+    s.offers.assert_index_agrees();
 }
 
 fn status(
@@ -194,11 +204,13 @@ proptest! {
                         s.decline(fw, req, &now, &mut fx).unwrap();
                     }
                 }
-                Op::Report { task, running } => {
+                Op::Report { task, running, healthy } => {
                     if let Some((fw, agent, id, res)) = launched.get(task) {
                         let state = if running { TaskState::Running } else { TaskState::Finished };
+                        let mut update = status(*fw, *agent, id, state, res);
+                        update.healthy = healthy;
                         // Refused when the task or its framework is gone: nothing changes.
-                        let _ = s.agent_status(*agent, status(*fw, *agent, id, state, res), &now, &mut fx);
+                        let _ = s.agent_status(*agent, update, &now, &mut fx);
                     }
                 }
                 Op::Kill { task } => {
@@ -209,7 +221,9 @@ proptest! {
                 Op::ExpireOffers => {
                     clock += 60_000;
                     for agent in &agents {
-                        s.agent_heartbeat(*agent, &at(clock)).unwrap();
+                        // A lost agent's heartbeat is refused until it registers again.
+                        let lost = s.agents().iter().any(|a| a.agent_id == *agent && a.state == "lost");
+                        prop_assert_eq!(s.agent_heartbeat(*agent, &at(clock)).is_err(), lost);
                     }
                     s.expire_offers(&at(clock), &mut fx);
                 }
@@ -220,6 +234,7 @@ proptest! {
                     let agent = agents[agent];
                     s.register_agent(reregister(agent, "cpus=4,mem=100", vec![]), &now, &mut fx).unwrap();
                 }
+                Op::Lose { agent } => s.lose_agent(agents[agent], &now, &mut fx),
             }
             assert_books_match_the_allocator(&s, &frameworks);
         }

@@ -1,11 +1,17 @@
 //! The tasks in the books, as a sub-book with private fields: each task's record, the order
 //! tasks were taken in (for preemption), how many ended in each terminal state, and the
-//! tasks made `unreachable` with when they become `gone` (`partition.rs`). It owns three
-//! rules: a task taken in gets the next launch order; a task's end is counted once, when its
-//! latest status first becomes terminal (only [`TaskMut::set_latest`] changes it); and a task
-//! is awaiting `gone` only while it is `unreachable` and in the books.
+//! tasks made `unreachable` with when they become `gone` (`partition.rs`), the tasks on each
+//! agent, and how many tasks are in each state (and unhealthy). It owns four rules: a task taken in gets the
+//! next launch order; a task's end is counted once, when its latest status first becomes
+//! terminal (only [`TaskMut::set_latest`] changes it); a task is awaiting `gone` only while it
+//! is `unreachable` and in the books; and a task is listed under its agent (fixed when it is
+//! taken in) exactly while it is in the books.
+//!
+//! The per-agent lists make what one agent does (registering again, being lost, draining)
+//! cost its own tasks, not every task in the books; the per-state counts let the dashboard's
+//! once-a-second sample count tasks without visiting them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, OnceLock};
 
@@ -19,11 +25,29 @@ pub(crate) type TaskKey = (FrameworkId, TaskId);
 /// Tasks that ended, by state in [`TaskState::ALL`] order (only the terminal ones count).
 pub(crate) type TerminalCounts = [u64; TaskState::ALL.len()];
 
+/// Tasks now in the books, by state in [`TaskState::ALL`] order.
+pub(crate) type StateCounts = [usize; TaskState::ALL.len()];
+
+/// Whether a task whose latest status is `status` counts as unhealthy: a failing health check
+/// on a task that has not ended.
+fn unhealthy(status: &TaskStatus) -> bool {
+    status.healthy == Some(false) && !status.state.is_terminal()
+}
+
+/// `state`'s place in [`TaskState::ALL`].
+fn state_index(state: TaskState) -> usize {
+    TaskState::ALL
+        .iter()
+        .position(|s| *s == state)
+        .unwrap_or_default()
+}
+
 /// One task's books.
 #[derive(Debug, Clone)]
 pub(crate) struct TaskRecord {
     pub(crate) name: String,
-    pub(crate) agent_id: AgentId,
+    /// Where it runs: fixed when the books take it in (it keys the per-agent lists).
+    agent_id: AgentId,
     pub(crate) resources: Resources,
     /// The latest status (for staging tasks, one made by the coordinator at accept), without
     /// its `resources` when they are the record's own (`latest_shares_resources`): a
@@ -63,6 +87,11 @@ pub(crate) struct TaskRecord {
 }
 
 impl TaskRecord {
+    /// The agent it runs on.
+    pub(crate) fn agent_id(&self) -> AgentId {
+        self.agent_id
+    }
+
     pub(crate) fn state(&self) -> TaskState {
         self.latest().state
     }
@@ -141,8 +170,12 @@ pub(crate) struct TaskBook {
     terminal: TerminalCounts,
     /// Tasks made `unreachable` on lost agents, with when they become `gone`.
     unreachable: BTreeMap<TaskKey, u64>,
-    /// Tasks now `staging`: launched and not yet reported by their agent.
-    staging: usize,
+    /// Tasks now in the books, by state.
+    by_state: StateCounts,
+    /// Tasks now in the books that are [`unhealthy`].
+    unhealthy: usize,
+    /// The tasks on each agent (no empty lists).
+    by_agent: HashMap<AgentId, BTreeSet<TaskKey>>,
 }
 
 /// A task of the books, borrowed to change it: its record, and [`TaskMut::set_latest`], which
@@ -152,7 +185,8 @@ pub(crate) struct TaskMut<'a> {
     record: &'a mut TaskRecord,
     terminal: &'a mut TerminalCounts,
     unreachable: &'a mut BTreeMap<TaskKey, u64>,
-    staging: &'a mut usize,
+    by_state: &'a mut StateCounts,
+    unhealthy: &'a mut usize,
 }
 
 impl TaskMut<'_> {
@@ -164,15 +198,13 @@ impl TaskMut<'_> {
         if t.latest.state == TaskState::Unreachable && !self.unreachable.is_empty() {
             self.unreachable.remove(self.key);
         }
-        let was = t.latest().state == TaskState::Staging;
-        let is = status.state == TaskState::Staging;
-        if was != is {
-            if is {
-                *self.staging += 1;
-            } else {
-                *self.staging = self.staging.saturating_sub(1);
-            }
-        }
+        let was = &mut self.by_state[state_index(t.latest().state)];
+        *was = was.saturating_sub(1);
+        self.by_state[state_index(status.state)] += 1;
+        *self.unhealthy = self
+            .unhealthy
+            .saturating_sub(usize::from(unhealthy(t.latest())));
+        *self.unhealthy += usize::from(unhealthy(&status));
         if !t.latest().state.is_terminal() && status.state.is_terminal() {
             if let Some(i) = TaskState::ALL.iter().position(|s| *s == status.state) {
                 self.terminal[i] += 1;
@@ -237,7 +269,8 @@ impl TaskBook {
             record,
             terminal: &mut self.terminal,
             unreachable: &mut self.unreachable,
-            staging: &mut self.staging,
+            by_state: &mut self.by_state,
+            unhealthy: &mut self.unhealthy,
         })
     }
 
@@ -253,9 +286,12 @@ impl TaskBook {
         mut latest: TaskStatus,
     ) -> &mut TaskRecord {
         self.taken_in += 1;
-        if latest.state == TaskState::Staging {
-            self.staging += 1;
-        }
+        self.by_state[state_index(latest.state)] += 1;
+        self.unhealthy += usize::from(unhealthy(&latest));
+        self.by_agent
+            .entry(agent_id)
+            .or_default()
+            .insert(key.clone());
         let latest_shares_resources = latest.resources.as_ref() == Some(&resources);
         if latest_shares_resources {
             latest.resources = None;
@@ -279,8 +315,14 @@ impl TaskBook {
         });
         match self.tasks.entry(key) {
             std::collections::btree_map::Entry::Occupied(mut e) => {
-                if e.insert(record).state() == TaskState::Staging {
-                    self.staging = self.staging.saturating_sub(1);
+                let old = e.insert(record);
+                let was = &mut self.by_state[state_index(old.state())];
+                *was = was.saturating_sub(1);
+                self.unhealthy = self
+                    .unhealthy
+                    .saturating_sub(usize::from(unhealthy(old.latest())));
+                if old.agent_id != agent_id {
+                    unlist(&mut self.by_agent, old.agent_id, e.key());
                 }
                 e.into_mut()
             }
@@ -294,9 +336,12 @@ impl TaskBook {
             self.unreachable.remove(key);
         }
         let removed = self.tasks.remove(key)?;
-        if removed.state() == TaskState::Staging {
-            self.staging = self.staging.saturating_sub(1);
-        }
+        let was = &mut self.by_state[state_index(removed.state())];
+        *was = was.saturating_sub(1);
+        self.unhealthy = self
+            .unhealthy
+            .saturating_sub(usize::from(unhealthy(removed.latest())));
+        unlist(&mut self.by_agent, removed.agent_id, key);
         Some(*removed)
     }
 
@@ -311,9 +356,11 @@ impl TaskBook {
 
     /// The `unreachable` tasks on agent `agent`.
     pub(crate) fn unreachable_on(&self, agent: AgentId) -> Vec<TaskKey> {
-        self.unreachable
-            .keys()
-            .filter(|k| self.tasks.get(*k).is_some_and(|t| t.agent_id == agent))
+        if self.unreachable.is_empty() {
+            return Vec::new();
+        }
+        self.keys_on(agent)
+            .filter(|k| self.unreachable.contains_key(*k))
             .cloned()
             .collect()
     }
@@ -330,6 +377,7 @@ impl TaskBook {
     }
 
     /// Every task's record, in key order.
+    #[cfg(test)]
     pub(crate) fn records(&self) -> impl Iterator<Item = &TaskRecord> + '_ {
         self.tasks.values().map(|t| &**t)
     }
@@ -342,34 +390,83 @@ impl TaskBook {
         self.iter().filter(move |((f, _), _)| *f == fw)
     }
 
-    /// The tasks on agent `agent`.
+    /// The keys of the tasks on agent `agent`, in key order.
+    fn keys_on(&self, agent: AgentId) -> impl Iterator<Item = &TaskKey> + '_ {
+        self.by_agent.get(&agent).into_iter().flatten()
+    }
+
+    /// The tasks on agent `agent`, in key order: O(its tasks), not O(all tasks).
     pub(crate) fn on_agent(
         &self,
         agent: AgentId,
     ) -> impl Iterator<Item = (&TaskKey, &TaskRecord)> + '_ {
-        self.iter().filter(move |(_, t)| t.agent_id == agent)
+        self.keys_on(agent)
+            .filter_map(|k| self.tasks.get(k).map(|t| (k, &**t)))
     }
 
-    /// The tasks on agent `agent`, to change their flags (not their status: see
-    /// [`TaskBook::get_mut`]).
-    pub(crate) fn on_agent_mut(
+    /// Calls `f` with each task on agent `agent`, in key order, to change its flags (not its
+    /// status: see [`TaskBook::get_mut`]).
+    pub(crate) fn for_each_on_agent_mut(
         &mut self,
         agent: AgentId,
-    ) -> impl Iterator<Item = (&TaskKey, &mut TaskRecord)> + '_ {
-        self.tasks
-            .iter_mut()
-            .map(|(k, t)| (k, &mut **t))
-            .filter(move |(_, t)| t.agent_id == agent)
+        mut f: impl FnMut(&TaskKey, &mut TaskRecord),
+    ) {
+        let Some(keys) = self.by_agent.get(&agent) else {
+            return;
+        };
+        for key in keys {
+            if let Some(t) = self.tasks.get_mut(key) {
+                f(key, t);
+            }
+        }
     }
 
     /// How many tasks are `staging`: launched, not yet reported by their agent.
     pub(crate) fn staging(&self) -> usize {
-        self.staging
+        self.by_state[state_index(TaskState::Staging)]
+    }
+
+    /// Tasks now in the books, by state in [`TaskState::ALL`] order.
+    pub(crate) fn state_counts(&self) -> &StateCounts {
+        &self.by_state
+    }
+
+    /// Tasks now in the books that have not ended and whose health check fails.
+    pub(crate) fn unhealthy(&self) -> usize {
+        self.unhealthy
     }
 
     /// Tasks that ended since the start, by state in [`TaskState::ALL`] order.
     pub(crate) fn terminal_counts(&self) -> &TerminalCounts {
         &self.terminal
+    }
+}
+
+#[cfg(test)]
+impl TaskBook {
+    /// Panics unless the per-state counts and the per-agent lists are what the tasks say.
+    pub(crate) fn assert_indexes_agree(&self) {
+        let mut by_state: StateCounts = [0; TaskState::ALL.len()];
+        let mut by_agent: HashMap<AgentId, BTreeSet<TaskKey>> = HashMap::new();
+        let mut sick = 0;
+        for (key, t) in &self.tasks {
+            by_state[state_index(t.state())] += 1;
+            sick += usize::from(unhealthy(t.latest()));
+            by_agent.entry(t.agent_id).or_default().insert(key.clone());
+        }
+        assert_eq!(self.by_state, by_state, "tasks by state");
+        assert_eq!(self.by_agent, by_agent, "tasks by agent");
+        assert_eq!(self.unhealthy, sick, "unhealthy tasks");
+    }
+}
+
+/// Takes `key` off `agent`'s list, dropping the list when it empties.
+fn unlist(by_agent: &mut HashMap<AgentId, BTreeSet<TaskKey>>, agent: AgentId, key: &TaskKey) {
+    if let Some(keys) = by_agent.get_mut(&agent) {
+        keys.remove(key);
+        if keys.is_empty() {
+            by_agent.remove(&agent);
+        }
     }
 }
 

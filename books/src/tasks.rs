@@ -56,11 +56,11 @@ impl State {
             .tasks
             .get(&(status.framework_id, status.task_id.clone()))
         {
-            if t.agent_id != agent {
+            if t.agent_id() != agent {
                 return Err(StateError::AgentMismatch {
                     task: status.task_id.clone(),
                     given: agent,
-                    reason: format!("the task runs on agent {}", t.agent_id),
+                    reason: format!("the task runs on agent {}", t.agent_id()),
                 });
             }
         }
@@ -137,7 +137,7 @@ impl State {
         }
         t.set_latest(status.clone());
         if status.state.is_terminal() {
-            let (agent, res, pool) = (t.agent_id, t.resources.clone(), t.pool.clone());
+            let (agent, res, pool) = (t.agent_id(), t.resources.clone(), t.pool.clone());
             let on_active_agent = self.agents.active(agent).is_some();
             // A non-terminal task is always on an active agent (a lost agent's tasks are
             // lost with it): the ledger reports it if not.
@@ -278,7 +278,7 @@ impl State {
         Some(TaskStatus {
             task_id: task.clone(),
             framework_id: fw,
-            agent_id: t.agent_id,
+            agent_id: t.agent_id(),
             state,
             message: Some(message.to_owned()),
             exit_code: None,
@@ -345,7 +345,7 @@ impl State {
             ));
             return Ok(());
         }
-        let agent_id = t.agent_id;
+        let agent_id = t.agent_id();
         if t.state() == TaskState::Unreachable {
             // Its agent may not hear this kill: it is sent again when the agent returns.
             if let Some(mut t) = self.tasks.get_mut(&(fw, task.clone())) {

@@ -15,7 +15,7 @@ fn task_info(fw: FrameworkId, id: &TaskId, t: &TaskRecord) -> TaskInfo {
         task_id: id.clone(),
         name: t.name.clone(),
         framework_id: fw,
-        agent_id: t.agent_id,
+        agent_id: t.agent_id(),
         state: t.state(),
         resources: t.resources.clone(),
         message: t.latest().message.clone(),
@@ -305,12 +305,15 @@ impl State {
                 .collect(),
             ..Gauges::default()
         };
-        for t in self.tasks.records() {
-            *g.tasks_by_state.entry(t.state().as_str()).or_default() += 1;
-            if t.latest().healthy == Some(false) && !t.state().is_terminal() {
-                g.tasks_unhealthy += 1;
+        for (state, n) in protocol::TaskState::ALL
+            .iter()
+            .zip(self.tasks.state_counts())
+        {
+            if *n > 0 {
+                g.tasks_by_state.insert(state.as_str(), *n);
             }
         }
+        g.tasks_unhealthy = self.tasks.unhealthy();
         for a in self.agents.records() {
             *g.agents_by_state
                 .entry(super::drain::agent_view_state(a))
