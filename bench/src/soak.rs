@@ -6,8 +6,8 @@
 //! for as long as the cluster keeps up (a little below it: a task's launch and offer latency
 //! add to its length). After a warm-up (until that many tasks ran), every window records the
 //! coordinator's RSS, the offer wait p99 (its `parley_offer_wait_seconds` histogram over the
-//! window), launches per second (tasks whose `running` arrived) and the coordinator's CPU per
-//! 1,000 launches. At the end: the first window against the last (10 % bound), the framework
+//! window), launches per second (tasks whose `running` arrived), the coordinator's CPU per
+//! 1,000 launches and the offers it made per launch. At the end: the first window against the last (10 % bound), the framework
 //! streams the SDK gave up on (silent for two heartbeat intervals, or broken), and whether the
 //! books balance: in one `GET /api/v1/state` snapshot the agents' used resources add up to the
 //! non-terminal tasks' resources, and `parley_ledger_mismatches_total` did not grow.
@@ -27,6 +27,9 @@ use crate::run::{books_released, start_frameworks_with, Drivers};
 
 /// The coordinator's histogram of how long freed resources waited for their offer.
 const OFFER_WAIT: &str = "parley_offer_wait_seconds";
+
+/// The coordinator's count of offers made.
+const OFFERS_CREATED: &str = "parley_offers_created_total";
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -60,6 +63,9 @@ pub struct Window {
     pub launches_per_s: f64,
     /// Coordinator CPU seconds per 1,000 of those launches.
     pub cpu_s_per_1000_tasks: Option<f64>,
+    /// Offers made per launch in the window: most of the coordinator's work is offers, and
+    /// most are declined, so CPU per task follows this.
+    pub offers_per_launch: Option<f64>,
 }
 
 /// What the soak measured.
@@ -152,7 +158,7 @@ impl SoakReport {
             "## parley-bench soak: {} agents, {} frameworks, {:.0} launches/s aimed at, \
              tasks of {} s ({} in flight per framework)\n\n\
              | window end | coordinator RSS (MiB) | offer wait p99 (ms) | launches/s | \
-             coordinator CPU s per 1,000 tasks |\n|---|---|---|---|---|\n",
+             coordinator CPU s per 1,000 tasks | offers per launch |\n|---|---|---|---|---|---|\n",
             self.agents,
             self.frameworks,
             self.rate,
@@ -161,12 +167,13 @@ impl SoakReport {
         );
         for w in &self.windows {
             out.push_str(&format!(
-                "| {:.0} s | {} | {} | {:.0} | {} |\n",
+                "| {:.0} s | {} | {} | {:.0} | {} | {} |\n",
                 w.end_s,
                 opt(w.rss_mib, 1),
                 opt(w.offer_wait_p99_ms, 1),
                 w.launches_per_s,
-                opt(w.cpu_s_per_1000_tasks, 3)
+                opt(w.cpu_s_per_1000_tasks, 3),
+                opt(w.offers_per_launch, 2)
             ));
         }
         out.push_str("\n| first window → last | first | last | change | within 10 % |\n|---|---|---|---|---|\n");
@@ -277,12 +284,13 @@ pub async fn soak(config: &SoakConfig, cluster: &mut Cluster) -> anyhow::Result<
         let window = before.window(&after, started.elapsed().as_secs_f64());
         eprintln!(
             "[parley-bench] soak window to {:.0} s: RSS {:?} MiB, offer wait p99 {:?} ms, \
-             {:.0} launches/s, CPU {:?} s per 1,000 tasks",
+             {:.0} launches/s, CPU {:?} s per 1,000 tasks, {:?} offers per launch",
             window.end_s,
             window.rss_mib,
             window.offer_wait_p99_ms,
             window.launches_per_s,
-            window.cpu_s_per_1000_tasks
+            window.cpu_s_per_1000_tasks,
+            window.offers_per_launch
         );
         report.windows.push(window);
         before = after;
@@ -345,6 +353,7 @@ struct Sample {
     cpu: Option<Duration>,
     rss: Option<u64>,
     offer_wait: Option<Buckets>,
+    offers: Option<f64>,
 }
 
 impl Sample {
@@ -357,6 +366,7 @@ impl Sample {
             cpu: pid.and_then(|p| measure::cpu_time(p).ok()),
             rss: pid.and_then(|p| measure::rss(p).ok()),
             offer_wait: measure::histogram(&metrics, OFFER_WAIT),
+            offers: measure::sample(&metrics, OFFERS_CREATED),
         })
     }
 
@@ -373,12 +383,17 @@ impl Sample {
             let delta = measure::histogram_delta(self.offer_wait.as_ref(), b);
             measure::histogram_quantile(&delta, 0.99).map(|s| s * 1e3)
         });
+        let offers_per_launch = match (self.offers, after.offers) {
+            (Some(a), Some(b)) if launches > 0 => Some((b - a).max(0.0) / launches as f64),
+            _ => None,
+        };
         Window {
             end_s,
             rss_mib: after.rss.map(|b| b as f64 / (1024.0 * 1024.0)),
             offer_wait_p99_ms: offer_wait,
             launches_per_s: launches as f64 / secs,
             cpu_s_per_1000_tasks: cpu,
+            offers_per_launch,
         }
     }
 }
@@ -456,6 +471,7 @@ mod tests {
             offer_wait_p99_ms: Some(p99),
             launches_per_s: rate,
             cpu_s_per_1000_tasks: Some(cpu),
+            offers_per_launch: Some(5.0),
         }
     }
 
