@@ -7,10 +7,11 @@
 //! add to its length). After a warm-up (until that many tasks ran), every window records the
 //! coordinator's RSS, the offer wait p99 (its `parley_offer_wait_seconds` histogram over the
 //! window), launches per second (tasks whose `running` arrived), the coordinator's CPU per
-//! 1,000 launches and the offers it made per launch. At the end: the first window against the last (10 % bound), the framework
-//! streams the SDK gave up on (silent for two heartbeat intervals, or broken), and whether the
-//! books balance: in one `GET /api/v1/state` snapshot the agents' used resources add up to the
-//! non-terminal tasks' resources, and `parley_ledger_mismatches_total` did not grow.
+//! 1,000 launches and the offers it made per launch. At the end: the first window against the
+//! last (10 % bound), the framework streams the SDK gave up on (silent for two heartbeat
+//! intervals, or broken), and whether the books balance: in one `GET /api/v1/state` snapshot
+//! the agents' used resources add up to the non-terminal tasks' resources, and
+//! `parley_ledger_mismatches_total` did not grow.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -1,11 +1,11 @@
 //! The tasks in the books, as a sub-book with private fields: each task's record, the order
 //! tasks were taken in (for preemption), how many ended in each terminal state, and the
 //! tasks made `unreachable` with when they become `gone` (`partition.rs`), the tasks on each
-//! agent, and how many tasks are in each state (and unhealthy). It owns four rules: a task taken in gets the
-//! next launch order; a task's end is counted once, when its latest status first becomes
-//! terminal (only [`TaskMut::set_latest`] changes it); a task is awaiting `gone` only while it
-//! is `unreachable` and in the books; and a task is listed under its agent (fixed when it is
-//! taken in) exactly while it is in the books.
+//! agent, and how many tasks are in each state (and unhealthy). It owns four rules: a task
+//! taken in gets the next launch order; a task's end is counted once, when its latest status
+//! first becomes terminal (only [`TaskMut::set_latest`] changes it); a task is awaiting `gone`
+//! only while it is `unreachable` and in the books; and a task is listed under its agent
+//! (fixed when it is taken in) exactly while it is in the books.
 //!
 //! The per-agent lists make what one agent does (registering again, being lost, draining)
 //! cost its own tasks, not every task in the books; the per-state counts let the dashboard's
@@ -32,6 +32,20 @@ pub(crate) type StateCounts = [usize; TaskState::ALL.len()];
 /// on a task that has not ended.
 fn unhealthy(status: &TaskStatus) -> bool {
     status.healthy == Some(false) && !status.state.is_terminal()
+}
+
+/// Counts a task whose latest status is `status` in (`add`) or out of the per-state count and
+/// the unhealthy count.
+fn tally(by_state: &mut StateCounts, sick: &mut usize, status: &TaskStatus, add: bool) {
+    let n = &mut by_state[state_index(status.state)];
+    let ill = usize::from(unhealthy(status));
+    if add {
+        *n += 1;
+        *sick += ill;
+    } else {
+        *n = n.saturating_sub(1);
+        *sick = sick.saturating_sub(ill);
+    }
 }
 
 /// `state`'s place in [`TaskState::ALL`].
@@ -198,17 +212,10 @@ impl TaskMut<'_> {
         if t.latest.state == TaskState::Unreachable && !self.unreachable.is_empty() {
             self.unreachable.remove(self.key);
         }
-        let was = &mut self.by_state[state_index(t.latest().state)];
-        *was = was.saturating_sub(1);
-        self.by_state[state_index(status.state)] += 1;
-        *self.unhealthy = self
-            .unhealthy
-            .saturating_sub(usize::from(unhealthy(t.latest())));
-        *self.unhealthy += usize::from(unhealthy(&status));
+        tally(self.by_state, self.unhealthy, t.latest(), false);
+        tally(self.by_state, self.unhealthy, &status, true);
         if !t.latest().state.is_terminal() && status.state.is_terminal() {
-            if let Some(i) = TaskState::ALL.iter().position(|s| *s == status.state) {
-                self.terminal[i] += 1;
-            }
+            self.terminal[state_index(status.state)] += 1;
         }
         t.update_ids.push(status.update_id);
         t.store_latest(status);
@@ -286,8 +293,7 @@ impl TaskBook {
         mut latest: TaskStatus,
     ) -> &mut TaskRecord {
         self.taken_in += 1;
-        self.by_state[state_index(latest.state)] += 1;
-        self.unhealthy += usize::from(unhealthy(&latest));
+        tally(&mut self.by_state, &mut self.unhealthy, &latest, true);
         self.by_agent
             .entry(agent_id)
             .or_default()
@@ -316,11 +322,7 @@ impl TaskBook {
         match self.tasks.entry(key) {
             std::collections::btree_map::Entry::Occupied(mut e) => {
                 let old = e.insert(record);
-                let was = &mut self.by_state[state_index(old.state())];
-                *was = was.saturating_sub(1);
-                self.unhealthy = self
-                    .unhealthy
-                    .saturating_sub(usize::from(unhealthy(old.latest())));
+                tally(&mut self.by_state, &mut self.unhealthy, old.latest(), false);
                 if old.agent_id != agent_id {
                     unlist(&mut self.by_agent, old.agent_id, e.key());
                 }
@@ -336,11 +338,12 @@ impl TaskBook {
             self.unreachable.remove(key);
         }
         let removed = self.tasks.remove(key)?;
-        let was = &mut self.by_state[state_index(removed.state())];
-        *was = was.saturating_sub(1);
-        self.unhealthy = self
-            .unhealthy
-            .saturating_sub(usize::from(unhealthy(removed.latest())));
+        tally(
+            &mut self.by_state,
+            &mut self.unhealthy,
+            removed.latest(),
+            false,
+        );
         unlist(&mut self.by_agent, removed.agent_id, key);
         Some(*removed)
     }
@@ -450,8 +453,7 @@ impl TaskBook {
         let mut by_agent: HashMap<AgentId, BTreeSet<TaskKey>> = HashMap::new();
         let mut sick = 0;
         for (key, t) in &self.tasks {
-            by_state[state_index(t.state())] += 1;
-            sick += usize::from(unhealthy(t.latest()));
+            tally(&mut by_state, &mut sick, t.latest(), true);
             by_agent.entry(t.agent_id).or_default().insert(key.clone());
         }
         assert_eq!(self.by_state, by_state, "tasks by state");

@@ -557,7 +557,7 @@ mod tests {
         assert_eq!(text.parse::<Resources>(), Err(ResourceError::TooManyNames));
     }
 
-    /// Names spanning the inline capacity and past it, in no particular order.
+    /// More names than most vectors hold, in no particular order.
     const MODEL_NAMES: [&str; 6] = ["mem", "cpus", "zeta", "gpus", "alpha", "disk"];
 
     fn vector_and_model() -> impl Strategy<Value = (Resources, BTreeMap<String, u64>)> {
@@ -584,7 +584,7 @@ mod tests {
     }
 
     proptest! {
-        /// The sorted inline list behaves as a map from name to non-zero amount: every operation
+        /// The sorted list behaves as a map from name to non-zero amount: every operation
         /// agrees with one, iteration is in name order, and equal maps are equal vectors.
         #[test]
         fn the_vector_agrees_with_a_map((a, ma) in vector_and_model(), (b, mb) in vector_and_model()) {
