@@ -18,6 +18,11 @@ impl State {
         quota::role_quota(&self.ledger, role)
     }
 
+    /// Whether any role has a guarantee or a limit.
+    pub fn has_quota(&self) -> bool {
+        self.ledger.allocator().has_quota()
+    }
+
     /// The registry changes that `req` on `role` writes, if it may be applied (see
     /// `quota.rs` for the rules); changes nothing.
     pub fn plan_role_update(

@@ -88,6 +88,20 @@ pub enum StateError {
     /// No task with this id in the framework.
     #[error("unknown task {0} in this framework")]
     UnknownTask(TaskId),
+    /// No task with this id is known yet, but agents known before the coordinator's restart or
+    /// failover have still to re-register, and the task may run on one of them: its state is
+    /// not known either way. Asking again once they are back (or reported lost) answers.
+    #[error(
+        "task {task} is not known yet: {awaited} agent(s) known before the coordinator's \
+         restart or failover have not re-registered, and it may run on one of them; ask again \
+         later"
+    )]
+    TaskNotYetKnown {
+        /// The task asked about.
+        task: TaskId,
+        /// How many agents are still awaited.
+        awaited: usize,
+    },
     /// No update with this id for the task.
     #[error("task {task} has no update {update}")]
     UnknownUpdate {

@@ -458,7 +458,8 @@ impl State {
     }
 
     /// Sends the latest status of the named tasks (all of the framework's when empty) as
-    /// updates. Unknown task ids are refused (404) before anything is sent.
+    /// updates. Unknown task ids are refused before anything is sent: as unknown (404), or as
+    /// not known yet (409) while agents known before a restart or failover are still awaited.
     pub fn reconcile(
         &mut self,
         fw: FrameworkId,
@@ -484,12 +485,19 @@ impl State {
                 .map(|(_, t)| t.latest_status())
                 .collect()
         } else {
+            // An unknown task may still be on an agent that has not re-registered since a
+            // restart or failover: "unknown" would read as lost, and a framework that retries
+            // lost tasks would run it twice (Mesos' master likewise does not answer then).
+            let awaited = self.agents.awaited_len();
             let mut out = Vec::with_capacity(task_ids.len());
             for id in task_ids {
-                let t = self
-                    .tasks
-                    .get(&(fw, id.clone()))
-                    .ok_or(StateError::UnknownTask(id))?;
+                let Some(t) = self.tasks.get(&(fw, id.clone())) else {
+                    return Err(if awaited > 0 {
+                        StateError::TaskNotYetKnown { task: id, awaited }
+                    } else {
+                        StateError::UnknownTask(id)
+                    });
+                };
                 out.push(t.latest_status());
             }
             out

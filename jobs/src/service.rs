@@ -308,6 +308,7 @@ async fn serve(
 async fn tick(shared: Arc<Shared>, stop: CancellationToken) {
     let mut last_revive: Millis = 0;
     let mut last_sweep: Millis = 0;
+    let mut last_check: Millis = 0;
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
@@ -343,13 +344,32 @@ async fn tick(shared: Arc<Shared>, stop: CancellationToken) {
             kills.extend(shared.lock_book().stopped_running());
         }
         shared.kill(&kills).await;
-        let check = shared
-            .to_check
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        // At most once a second: a task the coordinator does not know yet is asked about
+        // again, and its agents may take a while to come back.
+        let check = if now.saturating_sub(last_check) >= 1000 {
+            shared
+                .to_check
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
+        } else {
+            None
+        };
+        if check.is_some() {
+            last_check = now;
+        }
+        let mut again = Vec::new();
         for task in check.unwrap_or_default() {
-            reconcile_one(&shared, framework_id, task).await;
+            if reconcile_one(&shared, framework_id, &task).await {
+                again.push(task);
+            }
+        }
+        if !again.is_empty() {
+            let mut to_check = shared
+                .to_check
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            to_check.get_or_insert_with(Vec::new).extend(again);
         }
         let quiet = now.saturating_sub(shared.last_offers_ms.load(Ordering::Relaxed));
         if pending > 0 && quiet >= 1000 && now.saturating_sub(last_revive) >= 1000 {
@@ -397,23 +417,25 @@ fn start_periodic_runs(shared: &Shared, book: &mut Book, now: Millis) -> Vec<Tas
 }
 
 /// Asks about one task launched before a restart: one the coordinator does not know never
-/// started, so its index runs again under the next attempt's id.
-async fn reconcile_one(shared: &Shared, framework_id: FrameworkId, task: TaskId) {
+/// started, so its index runs again under the next attempt's id. Returns whether to ask again
+/// at a later tick: the coordinator does not know the task *yet* (agents it knew before its
+/// own restart or failover have still to re-register, and the task may run on one of them).
+async fn reconcile_one(shared: &Shared, framework_id: FrameworkId, task: &TaskId) -> bool {
     match shared
         .client
         .reconcile(framework_id, vec![task.clone()])
         .await
     {
-        Ok(()) => {}
+        Ok(()) => false,
+        Err(SdkError::Rejected {
+            status: 409, code, ..
+        }) if code == "task_not_yet_known" => true,
         Err(SdkError::Rejected {
             status: 404, code, ..
         }) if code == "task_not_found" => {
             let mut book = shared.lock_book();
-            let record = book.not_launched(
-                &task,
-                "unknown to the coordinator after a restart",
-                now_ms(),
-            );
+            let record =
+                book.not_launched(task, "unknown to the coordinator after a restart", now_ms());
             if let Some(r) = record {
                 shared.publish(&book, &r.job);
                 tracing::warn!(task_id = %task, "a launch from before the restart never started");
@@ -421,7 +443,11 @@ async fn reconcile_one(shared: &Shared, framework_id: FrameworkId, task: TaskId)
                     tracing::error!(error = %e, "cannot record an attempt");
                 }
             }
+            false
         }
-        Err(e) => tracing::warn!(task_id = %task, error = %e, "reconciling a task failed"),
+        Err(e) => {
+            tracing::warn!(task_id = %task, error = %e, "reconciling a task failed");
+            false
+        }
     }
 }

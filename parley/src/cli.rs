@@ -48,8 +48,8 @@ pub struct Args {
     /// third of the lease, and at least twice within this deadline.
     #[arg(long, value_name = "MS")]
     pub leader_renew_deadline_ms: Option<u64>,
-    /// With --etcd: how long a new leader waits for the agents it knew to re-register before
-    /// offering.
+    /// With --etcd and a quota set: how long a new leader waits for the agents it knew to
+    /// re-register before offering (without quotas it offers each agent once it is back).
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub reregister_grace_s: u64,
     /// Helpers for credentials files, and backup and restore of the registry (nothing is

@@ -1,7 +1,8 @@
 //! The election: a lease kept alive every TTL/3, a campaign on `<prefix>/leader` with this
 //! coordinator's advertised URL, and, once elected, the take-over: load the registry from
-//! etcd, install it (every later write fenced by the leader key's create revision), wait up
-//! to `reregister_grace` for the loaded agents to re-register, then offer.
+//! etcd, install it (every later write fenced by the leader key's create revision), and offer
+//! the agents as they re-register; with a quota set, first wait up to `reregister_grace` for
+//! the loaded agents.
 //!
 //! While not leading, the leader's URL is polled from `/v3/election/leader` a few times a
 //! second for the redirect middleware. The lease is lost (and `lost` cancelled) when a
@@ -137,10 +138,15 @@ impl Election {
             .set(Role::Leader, Some(options.advertise_url.clone()));
         // The agents the old leader had come back now, not at their next heartbeat.
         coordinator.spawn_recall(stop.clone());
-        // Wait for the loaded agents to re-register (bounded), so nothing is offered twice
-        // while the views merge.
+        // Offers go to the agents already back (an agent's free resources are known once it
+        // has re-registered with its tasks, and a task on one still awaited is answered as
+        // not known yet, never as lost). Only quotas need the whole picture: with a guarantee
+        // or a limit set, wait (bounded) for the loaded agents, as Mesos' allocator does,
+        // so a limit is not overrun by tasks not yet counted.
         let deadline = elected + options.reregister_grace;
-        while Instant::now() < deadline && coordinator.read(|s| s.awaited_agents()) > 0 {
+        while Instant::now() < deadline
+            && coordinator.read(|s| s.has_quota() && s.awaited_agents() > 0)
+        {
             tokio::select! {
                 _ = stop.cancelled() => return Ok(()),
                 _ = tokio::time::sleep(Duration::from_millis(50)) => {}

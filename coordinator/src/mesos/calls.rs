@@ -43,6 +43,15 @@ pub async fn call(m: &Mesos, caller: &Caller, headers: &HeaderMap, call: Call) -
 }
 
 /// The framework a call is from, with its live session.
+/// Whether a task unknown to the books may still be on an agent awaited since a restart or
+/// failover (`awaited`, sorted): on the agent the framework names, or, naming none, on any.
+fn maybe_on_awaited(agent: Option<&types::Id>, awaited: &[String]) -> bool {
+    match agent {
+        Some(a) => awaited.binary_search(&a.value).is_ok(),
+        None => !awaited.is_empty(),
+    }
+}
+
 fn session(
     m: &Mesos,
     headers: &HeaderMap,
@@ -270,9 +279,15 @@ impl Ctx<'_> {
 
     fn reconcile(&self, r: types::Reconcile) -> Result<(), ApiError> {
         let id = self.id;
-        let tasks = self.m.coordinator.read(|s| {
+        let (tasks, awaited) = self.m.coordinator.read(|s| {
             self.caller.framework(s, id)?;
-            Ok::<_, ApiError>(s.tasks(Some(id)))
+            let mut awaited: Vec<String> = s
+                .awaited_endpoints()
+                .into_iter()
+                .map(|(a, _)| a.to_string())
+                .collect();
+            awaited.sort_unstable();
+            Ok::<_, ApiError>((s.tasks(Some(id)), awaited))
         })?;
         let status = |t: &protocol::messages::TaskInfo| {
             reconciled_json(
@@ -304,6 +319,10 @@ impl Ctx<'_> {
                 .find(|t| t.task_id.as_str() == asked.task_id.value)
             {
                 Some(t) => self.push(update_event(status(t))),
+                // Unknown, but maybe on an agent that has not re-registered since a restart or
+                // failover: no answer, as Mesos' master gives none while its agents are
+                // transitioning (the framework asks again).
+                None if maybe_on_awaited(asked.agent_id.as_ref(), &awaited) => {}
                 None => self.push(update_event(reconciled_json(
                     &asked.task_id.value,
                     self.unknown_state(),
@@ -332,5 +351,25 @@ impl Ctx<'_> {
                 },
             )
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_task_waits_only_for_the_awaited_agent_it_names_or_any_when_none() {
+        let id = |v: &str| types::Id { value: v.into() };
+        let awaited = vec!["a".to_owned(), "c".to_owned()];
+        assert!(maybe_on_awaited(Some(&id("a")), &awaited));
+        assert!(maybe_on_awaited(Some(&id("c")), &awaited));
+        assert!(!maybe_on_awaited(Some(&id("b")), &awaited), "a known agent");
+        assert!(
+            maybe_on_awaited(None, &awaited),
+            "no agent named: maybe any"
+        );
+        assert!(!maybe_on_awaited(None, &[]), "none awaited");
+        assert!(!maybe_on_awaited(Some(&id("a")), &[]));
     }
 }

@@ -249,6 +249,9 @@ pub struct Reconcile {
 pub struct ReconcileTask {
     /// The task.
     pub task_id: Id,
+    /// The agent the framework believes runs it, if it says.
+    #[serde(default)]
+    pub agent_id: Option<Id>,
 }
 
 #[derive(Deserialize)]

@@ -138,6 +138,7 @@ pub fn state_status_and_code(e: &StateError) -> (StatusCode, &'static str) {
         UnknownAgent(_) => (StatusCode::NOT_FOUND, "agent_not_found"),
         UnknownOffer(_) => (StatusCode::NOT_FOUND, "offer_not_found"),
         UnknownTask(_) => (StatusCode::NOT_FOUND, "task_not_found"),
+        TaskNotYetKnown { .. } => (StatusCode::CONFLICT, "task_not_yet_known"),
         UnknownUpdate { .. } => (StatusCode::NOT_FOUND, "update_not_found"),
         OfferNotYours(_) => (StatusCode::FORBIDDEN, "offer_not_yours"),
         AgentTokenMismatch(_) => (StatusCode::FORBIDDEN, "agent_token_mismatch"),

@@ -62,7 +62,7 @@ Flags of the `coordinator` binary only (no file key):
 | `--advertise-url URL` | required with `--etcd` | how the others and clients reach this coordinator |
 | `--leader-lease-s N` | 10 | with `--etcd`: the leader lease; failover takes about this long |
 | `--leader-renew-deadline-ms MS` | 2/3 of the lease | with `--etcd`: a leader whose last renewal is older steps down |
-| `--reregister-grace-s N` | 10 | with `--etcd`: how long a new leader waits for known agents before offering |
+| `--reregister-grace-s N` | 10 | with `--etcd` and a quota set: how long a new leader waits for known agents before offering (without quotas it offers each agent once it is back) |
 
 ## The agent and the jobs service
 

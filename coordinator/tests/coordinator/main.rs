@@ -7,6 +7,7 @@
 mod agent_api;
 mod agent_calls;
 mod auth_api;
+mod awaited_agents;
 mod config_reference;
 mod dashboard_api;
 mod dashboard_login;

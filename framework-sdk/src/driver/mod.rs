@@ -419,12 +419,13 @@ impl<S: Scheduler> Runner<S> {
 
     /// After a re-registration, at the first offers: each launched, unfinished task not heard
     /// of since is reconciled by id; those the coordinator does not know (`404
-    /// task_not_found`) reach the scheduler as `lost` (see [`forgotten`]).
+    /// task_not_found`) reach the scheduler as `lost`, those it does not know yet (`409
+    /// task_not_yet_known`) are asked about again at later offers (see [`forgotten`]).
     async fn report_forgotten_launches(&mut self) -> Result<(), SdkError> {
         let Some(id) = self.framework_id else {
             return Ok(());
         };
-        let check = self.forgotten.take_unheard();
+        let check = self.forgotten.take_unheard(Instant::now());
         if check.is_empty() {
             return Ok(());
         }
@@ -448,6 +449,12 @@ impl<S: Scheduler> Runner<S> {
                         self.scheduler.status_update(&mut self.ctx, &status).await;
                         self.after_callback().await?;
                     }
+                }
+                Err(SdkError::Rejected {
+                    status: 409, code, ..
+                }) if code == "task_not_yet_known" => {
+                    tracing::debug!(task_id = %task, "the coordinator still awaits agents; asking again later");
+                    self.forgotten.not_yet_known(&task);
                 }
                 Err(e) => {
                     tracing::warn!(task_id = %task, error = %e, "reconciling a launched task failed")
