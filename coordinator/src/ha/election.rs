@@ -106,6 +106,8 @@ impl Election {
         watch.cancel();
         let key = key?;
         let elected = Instant::now();
+        // Requests wait for the take-over instead of following the stale view of who leads.
+        coordinator.ha_status().set_taking_over();
         tracing::info!(rev = key.rev, url = %options.advertise_url, "elected leader");
         *self.leader.lock().await = Some(key.clone());
         let registry = EtcdRegistry::new(

@@ -44,7 +44,8 @@ pub struct HaOptions {
     /// down (Kubernetes' `renewDeadline`); `None` means two thirds of the TTL. It must be
     /// shorter than the TTL, so the leader stops before etcd lets another one in.
     pub renew_deadline: Option<Duration>,
-    /// How long a new leader waits for the agents it loaded to re-register before offering.
+    /// With a quota set, how long a new leader waits for the agents it loaded to re-register
+    /// before offering (without quotas it offers each agent once it is back).
     pub reregister_grace: Duration,
 }
 

@@ -2,7 +2,11 @@
 //! `GET /metrics` is answered `307 Temporary Redirect` to the leader (same path and query,
 //! body `{"code":"not_leader","leader":URL}`), or `503` with `Retry-After: 1` and
 //! `{"code":"no_leader","message":...}` while there is no leader. A leader or a standalone
-//! coordinator passes every request on.
+//! coordinator passes every request on. While no leader is known, or this coordinator has won
+//! the election and is still taking over, a request waits up to [`HOLD`] for the outcome
+//! before it is answered.
+
+use std::time::Duration;
 
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
@@ -18,12 +22,21 @@ pub fn served_by_any(method: &Method, path: &str) -> bool {
     method == Method::GET && matches!(path, "/health" | "/version" | "/metrics")
 }
 
+/// How long a request waits for an election or a take-over under way to end before it is
+/// answered `503 no_leader`: well within a client's try timeout
+/// ([`protocol::leader::TRY_TIMEOUT`]), so the client still hears the answer.
+pub const HOLD: Duration = Duration::from_secs(2);
+
 /// The middleware (see the module docs).
 pub async fn redirect(State(c): State<Coordinator>, req: Request, next: Next) -> Response {
-    let (role, leader) = c.ha_status().get();
-    if matches!(role, Role::Leader | Role::Standalone)
-        || served_by_any(req.method(), req.uri().path())
-    {
+    if served_by_any(req.method(), req.uri().path()) {
+        return next.run(req).await;
+    }
+    // While no leader is known, or this coordinator has been elected and is loading the
+    // registry, the request waits for the outcome: a client is then answered as soon as
+    // there is a leader, instead of retrying on a backoff that outlasts a short election.
+    let (role, leader) = c.ha_status().settled(HOLD).await;
+    if matches!(role, Role::Leader | Role::Standalone) {
         return next.run(req).await;
     }
     answer(leader.as_deref(), req.uri())
