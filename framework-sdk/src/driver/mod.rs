@@ -165,6 +165,20 @@ struct Runner<S> {
     forgotten: Forgotten,
 }
 
+/// Most task ids in one reconcile of launches not heard of since a re-registration (well
+/// under the coordinator's `max_stream_queue`, 10,000 by default).
+const RECONCILE_BATCH: usize = 1000;
+
+/// A reconcile refused because a task is unknown to the coordinator (and no agent is awaited).
+fn is_task_not_found(e: &SdkError) -> bool {
+    matches!(e, SdkError::Rejected { status: 404, code, .. } if code == "task_not_found")
+}
+
+/// A reconcile refused because a task is not known *yet* (agents are still awaited).
+fn is_not_yet_known(e: &SdkError) -> bool {
+    matches!(e, SdkError::Rejected { status: 409, code, .. } if code == "task_not_yet_known")
+}
+
 impl<S: Scheduler> Runner<S> {
     async fn run(&mut self) -> Result<(), SdkError> {
         let mut backoff = Backoff::new(&self.config);
@@ -417,21 +431,41 @@ impl<S: Scheduler> Runner<S> {
         Ok(())
     }
 
-    /// After a re-registration, at the first offers: each launched, unfinished task not heard
-    /// of since is reconciled by id; those the coordinator does not know (`404
-    /// task_not_found`) reach the scheduler as `lost`, those it does not know yet (`409
-    /// task_not_yet_known`) are asked about again at later offers (see [`forgotten`]).
+    /// After a re-registration, at the first offers: the launched, unfinished tasks not heard
+    /// of since are reconciled, together (in calls of at most [`RECONCILE_BATCH`] ids). A
+    /// `200` means the coordinator knows them all (their states arrive as updates); `409
+    /// task_not_yet_known` means it still awaits agents, so they are asked about again at
+    /// later offers; `404 task_not_found` means at least one is unknown with no agent awaited,
+    /// so each is asked about alone, and those unknown reach the scheduler as `lost` (see
+    /// [`forgotten`]).
     async fn report_forgotten_launches(&mut self) -> Result<(), SdkError> {
         let Some(id) = self.framework_id else {
             return Ok(());
         };
         let check = self.forgotten.take_unheard(Instant::now());
-        if check.is_empty() {
+        let mut alone = Vec::new();
+        for batch in check.chunks(RECONCILE_BATCH) {
+            match self.client.reconcile(id, batch.to_vec()).await {
+                Ok(()) => {}
+                Err(e) if is_not_yet_known(&e) => {
+                    tracing::debug!(
+                        tasks = batch.len(),
+                        "the coordinator still awaits agents; asking again later"
+                    );
+                    batch.iter().for_each(|t| self.forgotten.not_yet_known(t));
+                }
+                Err(e) if is_task_not_found(&e) => alone.extend_from_slice(batch),
+                Err(e) => {
+                    tracing::warn!(tasks = batch.len(), error = %e, "reconciling launched tasks failed");
+                }
+            }
+        }
+        if alone.is_empty() {
             return Ok(());
         }
         let client = &self.client;
         let limit = self.config.max_concurrent_requests.max(1);
-        let results = futures::stream::iter(check.into_iter().map(|task| async move {
+        let results = futures::stream::iter(alone.into_iter().map(|task| async move {
             let r = client.reconcile(id, vec![task.clone()]).await;
             (task, r)
         }))
@@ -441,21 +475,14 @@ impl<S: Scheduler> Runner<S> {
         for (task, result) in results {
             match result {
                 Ok(()) => {}
-                Err(SdkError::Rejected {
-                    status: 404, code, ..
-                }) if code == "task_not_found" => {
+                Err(e) if is_task_not_found(&e) => {
                     if let Some(status) = self.forgotten.unknown(id, &task) {
                         tracing::warn!(task_id = %task, "the coordinator forgot a launch; reporting it lost");
                         self.scheduler.status_update(&mut self.ctx, &status).await;
                         self.after_callback().await?;
                     }
                 }
-                Err(SdkError::Rejected {
-                    status: 409, code, ..
-                }) if code == "task_not_yet_known" => {
-                    tracing::debug!(task_id = %task, "the coordinator still awaits agents; asking again later");
-                    self.forgotten.not_yet_known(&task);
-                }
+                Err(e) if is_not_yet_known(&e) => self.forgotten.not_yet_known(&task),
                 Err(e) => {
                     tracing::warn!(task_id = %task, error = %e, "reconciling a launched task failed")
                 }

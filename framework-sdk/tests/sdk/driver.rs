@@ -321,6 +321,68 @@ async fn reconnects_with_the_same_framework_id_after_the_stream_drops() {
 }
 
 #[tokio::test]
+async fn a_launch_not_yet_known_after_a_failover_is_asked_about_again_not_reported_lost() {
+    let fake = Fake::start().await;
+    let (id, handle) = start(&fake, Probe::new(&fake, Mode::Launch, 1)).await;
+    assert!(fake.push(FrameworkEvent::Offers {
+        offers: vec![offer(id, "cpus=4,mem=1024", "cpus=8,mem=2048")]
+    }));
+    wait_for(WITHIN, "t1 launched", || {
+        fake.recorded(|r| r.accepts.len() == 1)
+    })
+    .await;
+    // After the failover the coordinator first still awaits agents, then knows no such task:
+    // the batch is refused 409, then 404, and t1 alone 404.
+    fake.answer_reconcile(409, "task_not_yet_known", "agents still awaited");
+    fake.answer_reconcile(404, "task_not_found", "no such task");
+    fake.answer_reconcile(404, "task_not_found", "no such task");
+    fake.drop_stream();
+    wait_for(
+        WITHIN,
+        "the new stream and the reconcile of all tasks",
+        || fake.recorded(|r| r.streams_opened == 2 && r.reconciles.len() == 1),
+    )
+    .await;
+    let named = |fake: &Fake| fake.recorded(|r| r.reconciles.len()) - 1;
+    let more_offers = |fake: &Fake| {
+        fake.push(FrameworkEvent::Offers {
+            offers: vec![offer(id, "cpus=4,mem=1024", "cpus=8,mem=2048")],
+        })
+    };
+    // The first offers: t1 is asked about, and not yet known.
+    assert!(more_offers(&fake));
+    wait_for(WITHIN, "the check at the first offers", || {
+        named(&fake) == 1
+    })
+    .await;
+    let asked = fake.recorded(|r| r.reconciles[1].task_ids.clone());
+    assert_eq!(asked.iter().map(|t| t.as_str()).collect::<Vec<_>>(), ["t1"]);
+    // More offers at once: not asked again before the interval, and not reported lost.
+    assert!(more_offers(&fake));
+    wait_for(WITHIN, "the second offers", || {
+        count(&fake, "offers 1") >= 3
+    })
+    .await;
+    assert_eq!(named(&fake), 1, "asked again too soon");
+    assert!(
+        !has(&fake, "status t1 lost"),
+        "reported lost while not yet known"
+    );
+    // Offers keep coming: after the interval it is asked again, now unknown, and lost.
+    wait_for(
+        Duration::from_secs(10),
+        "t1 asked again and reported lost",
+        || {
+            let _ = more_offers(&fake);
+            has(&fake, "status t1 lost")
+        },
+    )
+    .await;
+    assert_eq!(named(&fake), 3, "the batch, then t1 alone");
+    stop(&fake, id, handle).await;
+}
+
+#[tokio::test]
 async fn a_silent_stream_is_treated_as_lost() {
     // No keep-alives: after `missed_heartbeats` intervals of silence the driver reconnects even
     // though the connection itself stays open.

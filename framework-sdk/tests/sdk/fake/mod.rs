@@ -53,6 +53,8 @@ struct Inner {
     reject_accept: Option<(u16, ErrorBody)>,
     /// Answer batches of accepts 404, as a coordinator without the endpoint would.
     no_accept_batches: bool,
+    /// Answers for the next reconciles naming tasks, in order (then `200 {}`).
+    reconcile_answers: std::collections::VecDeque<(u16, ErrorBody)>,
 }
 
 /// The server's state.
@@ -145,6 +147,17 @@ impl Fake {
     /// Answers batches of accepts `404 no_such_endpoint`, as an older coordinator would.
     pub fn without_accept_batches(&self) {
         self.shared.inner.lock().unwrap().no_accept_batches = true;
+    }
+
+    /// Answers the next reconcile that names tasks with this status and code (queued: each
+    /// call queues one more answer).
+    pub fn answer_reconcile(&self, status: u16, code: &str, message: &str) {
+        self.shared
+            .inner
+            .lock()
+            .unwrap()
+            .reconcile_answers
+            .push_back((status, ErrorBody::new(code, message)));
     }
 
     /// Refuses every accept, alone or in a batch, with this status and code.
@@ -340,10 +353,19 @@ async fn action(
             }
             Err(e) => return bad(e),
         },
-        "reconcile" => match serde_json::from_value(body) {
+        "reconcile" => match serde_json::from_value::<ReconcileRequest>(body) {
             Ok(r) => {
+                let named = !r.task_ids.is_empty();
                 inner.recorded.reconciles.push(r);
-                Json(serde_json::json!({})).into_response()
+                let scripted = if named {
+                    inner.reconcile_answers.pop_front()
+                } else {
+                    None
+                };
+                match scripted {
+                    Some((status, body)) => error(status, body),
+                    None => Json(serde_json::json!({})).into_response(),
+                }
             }
             Err(e) => return bad(e),
         },
