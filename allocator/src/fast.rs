@@ -8,10 +8,11 @@
 //! direction `t`, the sums `T` (directions of non-blocked children) and `G` (vectors of blocked
 //! children), `rawx` (the sum of its leaves' vectors, i.e. its vector when everything below is
 //! blocked), the number of eligible leaves below it, and its eligible children ordered by
-//! `(ws, position)` in a `BTreeSet`, whose first entry is the minimum child. Only agent-independent
-//! blocking (inactive, suppressed) is in the cache. A change of a leaf's allocation is logged;
-//! before its next decision a cache replays the log, updating each leaf's path bottom-up with
-//! exact deltas of `T`, `G` and `rawx` (O(depth x log children) per change). Shape, weight,
+//! `(ws, position)` in a sorted vector (`order`), whose first entry is the minimum child. Only
+//! agent-independent blocking (inactive, suppressed) is in the cache. A change of a leaf's
+//! allocation is logged; before its next decision a cache replays the log, updating each leaf's
+//! path bottom-up with exact deltas of `T`, `G` and `rawx` and moving the changed child's entry
+//! in each parent's order (O(depth x (log children + places moved)) per change). Shape, weight,
 //! eligibility or capacity changes rebuild the cache (O(tree)).
 //!
 //! A decision for `W` on an agent collects `B`, the eligible leaves blocked only for this
@@ -32,10 +33,9 @@
 //! Because the sums are exact integers, the result is bit-identical to the reference
 //! (`reference.rs`), including tie-breaking; the property tests check it decision for decision.
 
-use std::collections::BTreeSet;
-
 use super::kinds::{at, fits};
 use super::numeric::{self, add, add_wide, combine, direction, max_entry, sub, sub_wide, weighted};
+use super::order::Order;
 use super::reference::Ctx;
 use super::tree::{Node, NONE, ROOT};
 use super::{Allocator, FilterMode};
@@ -71,7 +71,7 @@ struct MaskCache {
     /// The number of leaves below each node, eligible or not (a leaf counts itself).
     nleaves: Vec<u32>,
     pos: Vec<u32>,
-    order: Vec<BTreeSet<(u64, u32, u32)>>,
+    order: Vec<Order>,
     /// Each node's parent (a compact copy of the tree's, for the per-filter walk).
     parent: Vec<u32>,
 }
@@ -421,7 +421,7 @@ impl Allocator {
             elig: vec![0; n],
             nleaves: vec![0; n],
             pos: vec![0; n],
-            order: vec![BTreeSet::new(); n],
+            order: vec![Order::default(); n],
             parent: self.tree.nodes.iter().map(|nd| nd.parent).collect(),
         };
         for node in &self.tree.nodes {
@@ -465,9 +465,10 @@ impl Allocator {
                             add(&mut g[..ky], &c.x[chi][..ky]);
                         } else {
                             add_wide(&mut t[..ky], &c.t[chi][..ky]);
-                            c.order[i].insert((key_bits(c.ws[chi]), c.pos[chi], ch));
+                            c.order[i].push_unsorted((key_bits(c.ws[chi]), c.pos[chi], ch));
                         }
                     }
+                    c.order[i].sort();
                     c.tsum[i] = t;
                     c.gsum[i] = g;
                     c.rawx[i] = raw;
@@ -515,19 +516,27 @@ impl Allocator {
             let pi = p as usize;
             let chi = child as usize;
             let pos = c.pos[chi];
+            let old_key = (key_bits(old.2), pos, child);
             if old.3 {
                 sub(&mut c.gsum[pi][..ky], &old.0[..ky]);
             } else {
                 sub_wide(&mut c.tsum[pi][..ky], &old.1[..ky]);
-                c.order[pi].remove(&(key_bits(old.2), pos, child));
             }
             if c.gblocked[chi] {
+                if !old.3 {
+                    c.order[pi].remove(&old_key);
+                }
                 let x = c.x[chi];
                 add(&mut c.gsum[pi][..ky], &x[..ky]);
             } else {
                 let t = c.t[chi];
                 add_wide(&mut c.tsum[pi][..ky], &t[..ky]);
-                c.order[pi].insert((key_bits(c.ws[chi]), pos, child));
+                let new_key = (key_bits(c.ws[chi]), pos, child);
+                if old.3 {
+                    c.order[pi].insert(new_key);
+                } else if new_key != old_key {
+                    c.order[pi].replace(&old_key, new_key);
+                }
             }
             old = (c.x[pi], c.t[pi], c.ws[pi], c.gblocked[pi]);
             c.gblocked[pi] = c.order[pi].is_empty();
