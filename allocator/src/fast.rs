@@ -60,6 +60,8 @@ struct MaskCache {
     /// Log position replayed up to.
     seen: u64,
     last_used: u64,
+    /// Each node's vector; with `t` and `ws`, only its parent reads it, so the root's three are
+    /// set when the cache is built and not kept current afterwards.
     x: Vec<Vk>,
     t: Vec<Vk>,
     tsum: Vec<Wk>,
@@ -540,6 +542,10 @@ impl Allocator {
             }
             old = (c.x[pi], c.t[pi], c.ws[pi], c.gblocked[pi]);
             c.gblocked[pi] = c.order[pi].is_empty();
+            if nodes[pi].parent == NONE {
+                // The root: no parent reads its vector, share or direction (see `x`).
+                break;
+            }
             let m = min_of(c, p);
             let (t, g) = (c.tsum[pi], c.gsum[pi]);
             combine(m, &t[..ky], &g[..ky], &mut c.x[pi][..ky]);
@@ -555,7 +561,7 @@ impl Allocator {
 fn min_of(c: &MaskCache, v: u32) -> f64 {
     c.order[v as usize]
         .first()
-        .map_or(f64::INFINITY, |&(_, _, ch)| c.ws[ch as usize])
+        .map_or(f64::INFINITY, |(_, _, ch)| c.ws[ch as usize])
 }
 
 /// Sets `ws` and `t` of `v` from its `x`.
@@ -682,7 +688,7 @@ impl SkipWalk<'_> {
         }
         if !self.any || self.sc.stamp[i] != self.sc.epoch {
             // Untouched: the cached order is this decision's order.
-            for &(_, _, c) in &cache.order[i] {
+            for (_, _, c) in cache.order[i].iter() {
                 if let Some(l) = self.first_pickable(c) {
                     return Some(l);
                 }
@@ -708,7 +714,7 @@ impl SkipWalk<'_> {
         let mut t = touched.into_iter().peekable();
         let mut u = cache.order[i]
             .iter()
-            .map(|&(_, p, c)| (cache.ws[c as usize], p, c))
+            .map(|(_, p, c)| (cache.ws[c as usize], p, c))
             .filter(|&(_, _, c)| self.sc.stamp[c as usize] != self.sc.epoch)
             .peekable();
         let mut next = Vec::new();
