@@ -227,11 +227,20 @@ impl Allocator {
             let Some(fw) = self.framework_at(leaf) else {
                 break;
             };
-            let give = if quota {
-                self.limit_cut(leaf, &w)
-            } else {
-                w.clone()
-            };
+            if !quota {
+                // The whole pool goes (no limit can cut it): one decision, and no copy of `w`.
+                if !is_zero(&w) {
+                    self.book_in(leaf, slot, pool, &w);
+                    out.push(Decision {
+                        agent: agent_id,
+                        framework: fw,
+                        resources: self.kinds.resources(&w),
+                        reservation,
+                    });
+                }
+                break;
+            }
+            let give = self.limit_cut(leaf, &w);
             if is_zero(&give) {
                 break;
             }

@@ -96,7 +96,12 @@ impl Kinds {
     #[inline]
     fn find(&self, name: &str) -> Option<usize> {
         if self.names.len() <= SCAN_KINDS {
-            self.names.iter().position(|n| n.as_str() == name)
+            // A name handed out by `resources` shares its text with ours: the same address and
+            // length is the same name, found without comparing any text.
+            self.names
+                .iter()
+                .position(|n| std::ptr::eq(n.as_str(), name))
+                .or_else(|| self.names.iter().position(|n| n.as_str() == name))
         } else {
             self.index.get(name).copied()
         }

@@ -364,20 +364,22 @@ impl Allocator {
     }
 
     /// The leaf slot of `fw`.
+    ///
+    /// (Both lookups build their error only on a miss: an error made eagerly and dropped costs
+    /// a call to its destructor on every hit, one per decline.)
     pub(crate) fn leaf_of(&self, fw: FrameworkId) -> Result<u32, AllocatorError> {
-        self.tree
-            .frameworks
-            .get(&fw)
-            .copied()
-            .ok_or(AllocatorError::UnknownFramework(fw))
+        match self.tree.frameworks.get(&fw) {
+            Some(&leaf) => Ok(leaf),
+            None => Err(AllocatorError::UnknownFramework(fw)),
+        }
     }
 
     /// The agent slot of `agent`.
     pub(crate) fn agent_of(&self, agent: AgentId) -> Result<u32, AllocatorError> {
-        self.agent_index
-            .get(&agent)
-            .copied()
-            .ok_or(AllocatorError::UnknownAgent(agent))
+        match self.agent_index.get(&agent) {
+            Some(&slot) => Ok(slot),
+            None => Err(AllocatorError::UnknownAgent(agent)),
+        }
     }
 
     /// The leaf of `fw`, for a change of its eligibility.
