@@ -49,6 +49,12 @@ type Vk = [u64; MAX_KY];
 type Wk = [u128; MAX_KY];
 
 /// The cached values for one kind set `Y`.
+///
+/// Every vector holds [`MAX_KY`] entries, the kinds of `Y` first and zeros after them, and every
+/// operation runs over all of them: zeros stay zero (a zero entry's direction, scaled sum and
+/// delta are zero, and it never raises a maximum), so the first entries are exactly what an
+/// operation on `Y`'s kinds alone gives, while the loops have a fixed length and compile to
+/// straight-line code.
 #[derive(Debug, Clone)]
 struct MaskCache {
     /// (Y as a bit mask of kinds, shape version, eligibility version, capacity version, GPU
@@ -56,7 +62,6 @@ struct MaskCache {
     key: (u64, u64, u64, u64, bool),
     /// The kind indices of Y.
     y: Vec<usize>,
-    ky: usize,
     /// Log position replayed up to.
     seen: u64,
     last_used: u64,
@@ -404,13 +409,11 @@ impl Allocator {
     fn build(&self, key: (u64, u64, u64, u64, bool), seen: u64) -> MaskCache {
         let n = self.tree.nodes.len();
         let y: Vec<usize> = (0..64).filter(|j| key.0 & (1 << j) != 0).collect();
-        let ky = y.len();
         let zero = [0u64; MAX_KY];
         let wzero = [0u128; MAX_KY];
         let mut c = MaskCache {
             key,
             y,
-            ky,
             seen,
             last_used: 0,
             x: vec![zero; n],
@@ -462,11 +465,11 @@ impl Allocator {
                         let chi = ch as usize;
                         elig += c.elig[chi];
                         c.nleaves[i] += c.nleaves[chi];
-                        add(&mut raw[..ky], &c.rawx[chi][..ky]);
+                        add(&mut raw[..], &c.rawx[chi][..]);
                         if c.gblocked[chi] {
-                            add(&mut g[..ky], &c.x[chi][..ky]);
+                            add(&mut g[..], &c.x[chi][..]);
                         } else {
-                            add_wide(&mut t[..ky], &c.t[chi][..ky]);
+                            add_wide(&mut t[..], &c.t[chi][..]);
                             c.order[i].push_unsorted((key_bits(c.ws[chi]), c.pos[chi], ch));
                         }
                     }
@@ -478,7 +481,7 @@ impl Allocator {
                     c.gblocked[i] = c.order[i].is_empty();
                     let m = min_of(&c, v);
                     let mut x = zero;
-                    combine(m, &t[..ky], &g[..ky], &mut x[..ky]);
+                    combine(m, &t[..], &g[..], &mut x[..]);
                     c.x[i] = x;
                 }
             }
@@ -496,7 +499,6 @@ impl Allocator {
         if !node.live || node.leaf.is_none() {
             return;
         }
-        let ky = c.ky;
         let i = leaf as usize;
         let new_x = self.leaf_x(c, node);
         // rawx along the path.
@@ -504,8 +506,8 @@ impl Allocator {
         let mut v = leaf;
         while v != NONE {
             let vi = v as usize;
-            add(&mut c.rawx[vi][..ky], &new_x[..ky]);
-            sub(&mut c.rawx[vi][..ky], &old_x[..ky]);
+            add(&mut c.rawx[vi][..], &new_x[..]);
+            sub(&mut c.rawx[vi][..], &old_x[..]);
             v = nodes[vi].parent;
         }
         // The leaf itself, then each ancestor from its child's old and new values.
@@ -520,19 +522,19 @@ impl Allocator {
             let pos = c.pos[chi];
             let old_key = (key_bits(old.2), pos, child);
             if old.3 {
-                sub(&mut c.gsum[pi][..ky], &old.0[..ky]);
+                sub(&mut c.gsum[pi][..], &old.0[..]);
             } else {
-                sub_wide(&mut c.tsum[pi][..ky], &old.1[..ky]);
+                sub_wide(&mut c.tsum[pi][..], &old.1[..]);
             }
             if c.gblocked[chi] {
                 if !old.3 {
                     c.order[pi].remove(&old_key);
                 }
                 let x = c.x[chi];
-                add(&mut c.gsum[pi][..ky], &x[..ky]);
+                add(&mut c.gsum[pi][..], &x[..]);
             } else {
                 let t = c.t[chi];
-                add_wide(&mut c.tsum[pi][..ky], &t[..ky]);
+                add_wide(&mut c.tsum[pi][..], &t[..]);
                 let new_key = (key_bits(c.ws[chi]), pos, child);
                 if old.3 {
                     c.order[pi].insert(new_key);
@@ -548,7 +550,7 @@ impl Allocator {
             }
             let m = min_of(c, p);
             let (t, g) = (c.tsum[pi], c.gsum[pi]);
-            combine(m, &t[..ky], &g[..ky], &mut c.x[pi][..ky]);
+            combine(m, &t[..], &g[..], &mut c.x[pi][..]);
             finish(c, p, nodes[pi].weight);
             child = p;
             p = nodes[pi].parent;
@@ -568,11 +570,10 @@ fn min_of(c: &MaskCache, v: u32) -> f64 {
 #[inline]
 fn finish(c: &mut MaskCache, v: u32, weight: f64) {
     let i = v as usize;
-    let ky = c.ky;
-    let s = max_entry(&c.x[i][..ky]);
+    let s = max_entry(&c.x[i][..]);
     c.ws[i] = weighted(s, weight);
     let x = c.x[i];
-    direction(&x[..ky], s, weight, &mut c.t[i][..ky]);
+    direction(&x[..], s, weight, &mut c.t[i][..]);
 }
 
 /// The first child of `v` in the cached order that this decision did not touch.
@@ -590,7 +591,6 @@ fn eval(nodes: &[Node], c: &MaskCache, sc: &mut Scratch, v: u32) {
     if sc.eval_stamp[i] == sc.epoch {
         return;
     }
-    let ky = c.ky;
     let mut t = c.tsum[i];
     let mut g = c.gsum[i];
     // Blocked leaf children, aggregated when they were stamped.
@@ -602,13 +602,13 @@ fn eval(nodes: &[Node], c: &MaskCache, sc: &mut Scratch, v: u32) {
     let mut ch = sc.first_child[i];
     while ch != NONE {
         let chi = ch as usize;
-        sub_wide(&mut t[..ky], &c.t[chi][..ky]);
+        sub_wide(&mut t[..], &c.t[chi][..]);
         if sc.count[chi] >= c.elig[chi] {
-            add(&mut g[..ky], &c.rawx[chi][..ky]);
+            add(&mut g[..], &c.rawx[chi][..]);
         } else {
             eval(nodes, c, sc, ch);
             let et = sc.et[chi];
-            add_wide(&mut t[..ky], &et[..ky]);
+            add_wide(&mut t[..], &et[..]);
             m = m.min(sc.ews[chi]);
         }
         ch = sc.next_sib[chi];
@@ -619,11 +619,11 @@ fn eval(nodes: &[Node], c: &MaskCache, sc: &mut Scratch, v: u32) {
     }
     sc.fu[i] = fu.unwrap_or(NONE);
     let mut x = [0u64; MAX_KY];
-    combine(m, &t[..ky], &g[..ky], &mut x[..ky]);
-    let s = max_entry(&x[..ky]);
+    combine(m, &t[..], &g[..], &mut x[..]);
+    let s = max_entry(&x[..]);
     let w = nodes[i].weight;
     sc.ews[i] = weighted(s, w);
-    direction(&x[..ky], s, w, &mut sc.et[i][..ky]);
+    direction(&x[..], s, w, &mut sc.et[i][..]);
     sc.eval_stamp[i] = sc.epoch;
 }
 
