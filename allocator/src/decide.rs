@@ -139,7 +139,10 @@ impl Allocator {
             {
                 return;
             }
-            agent.free.clone()
+            // Into the reused vector (`decide_pool` hands it back): no allocation per agent.
+            let mut w = std::mem::take(&mut self.buf);
+            w.clone_from(&agent.free);
+            w
         } else {
             self.cycle_pools(slot, agent_id, memo_key, now, out);
             let w = self.unreserved_free_of(slot).into_owned();
@@ -259,6 +262,8 @@ impl Allocator {
                 break;
             }
         }
+        // Its room is reused by the next agent's offer.
+        self.buf = w;
     }
 
     /// Drops agent `slot`'s filters that expired by `now`.

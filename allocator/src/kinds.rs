@@ -123,7 +123,16 @@ impl Kinds {
     /// `r` as a dense vector without interning. The flag is true when `r` has a non-zero amount of
     /// a kind no one has mentioned yet (it is left out of the vector).
     pub(crate) fn dense_lookup(&self, r: &Resources) -> (Dense, bool) {
-        let mut out = vec![0; self.len()];
+        let mut out = Dense::new();
+        let unknown = self.dense_lookup_into(r, &mut out);
+        (out, unknown)
+    }
+
+    /// [`Kinds::dense_lookup`] into `out` (its old content replaced, its room reused); returns
+    /// the flag.
+    pub(crate) fn dense_lookup_into(&self, r: &Resources, out: &mut Dense) -> bool {
+        out.clear();
+        out.resize(self.len(), 0);
         let mut unknown = false;
         for (n, v) in r.iter() {
             match self.find(n.as_str()) {
@@ -131,7 +140,7 @@ impl Kinds {
                 None => unknown = true,
             }
         }
-        (out, unknown)
+        unknown
     }
 
     /// A dense vector back as [`Resources`]: the amounts are taken in name order, so the vector

@@ -210,6 +210,10 @@ pub struct Allocator {
     pub(crate) quota_version: u64,
     /// The agents changed since a run last visited them (see `runs`).
     pub(crate) changed: runs::Changed,
+    /// A vector reused for the free resources `cycle` decides on and the amount `decline` and
+    /// `release_in` give back, so that neither allocates one per agent or per call. Its content
+    /// means nothing between calls.
+    pub(crate) buf: Dense,
 }
 
 impl Allocator {
@@ -234,6 +238,7 @@ impl Allocator {
             quotas: Vec::new(),
             quota_version: 0,
             changed: runs::Changed::default(),
+            buf: Dense::new(),
         }
     }
 
