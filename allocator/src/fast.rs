@@ -8,12 +8,15 @@
 //! direction `t`, the sums `T` (directions of non-blocked children) and `G` (vectors of blocked
 //! children), `rawx` (the sum of its leaves' vectors, i.e. its vector when everything below is
 //! blocked), the number of eligible leaves below it, and its eligible children ordered by
-//! `(ws, position)` in a sorted vector (`order`), whose first entry is the minimum child. Only
-//! agent-independent blocking (inactive, suppressed) is in the cache. A change of a leaf's
-//! allocation is logged; before its next decision a cache replays the log, updating each leaf's
-//! path bottom-up with exact deltas of `T`, `G` and `rawx` and moving the changed child's entry
-//! in each parent's order (O(depth x (log children + places moved)) per change). Shape, weight,
-//! eligibility or capacity changes rebuild the cache (O(tree)).
+//! `(ws, position)` (`order`: a sorted vector, a B-tree set past 64 children), whose first entry
+//! is the minimum child. Only agent-independent blocking (inactive, suppressed) is in the cache.
+//! A change of a leaf's allocation is logged; before its next decision a cache replays the log,
+//! updating each leaf's path bottom-up with exact deltas of `T`, `G` and `rawx` and moving the
+//! changed child's entry in each parent's order (O(depth x log children) per change, plus a copy
+//! of at most 64 entries per level); the root's own vector, share and direction, which nothing
+//! reads, are not replayed. Every cached vector holds four entries, zeros past the kinds of `Y`,
+//! so the arithmetic runs in fixed-length loops. Shape, weight, eligibility or capacity changes
+//! rebuild the cache (O(tree)).
 //!
 //! A decision for `W` on an agent collects `B`, the eligible leaves blocked only for this
 //! decision (that agent's filters covering `W`, demand hints not fitting `W`), and stamps their

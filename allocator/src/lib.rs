@@ -17,7 +17,8 @@
 //! - `runs`: allocation runs in parts, over every agent or only the changed ones ([`Sweep`]).
 //! - `fast`: the fast H-DRF decision (cached node vectors, per-decision work only where this
 //!   agent's blocking differs).
-//! - `order`: a node's non-blocked children in share order (a sorted vector), for `fast`.
+//! - `order`: a node's non-blocked children in share order (a sorted vector, a B-tree set past 64
+//!   children), for `fast`.
 //! - `quota`: per-role guarantees (served before H-DRF) and limits (blocking and cutting
 //!   offers).
 //! - `reservation`: reserved pools per agent (static and dynamic reservations): a
@@ -41,8 +42,7 @@
 //! slot, expired ones swept lazily).
 //!
 //! The fast H-DRF decision (`fast`) caches every node's H-DRF vector for the agent-independent
-//! blocking and keeps it current incrementally (per allocate / release, O(depth x log children)
-//! plus the places a child moves in its parent's share order);
+//! blocking and keeps it current incrementally (O(depth x log children) per allocate / release);
 //! a decision only re-evaluates the subtrees holding a leaf blocked for this agent and `W`
 //! (filters, demand hints), so it costs O(depth) with no such leaf and O(|B| x depth) with `|B|`
 //! of them. H-DRF is computed in the exact, order-independent arithmetic of `numeric`, so the fast
