@@ -139,7 +139,10 @@ impl Allocator {
             {
                 return;
             }
-            agent.free.clone()
+            // Into the reused vector (`decide_pool` hands it back): no allocation per agent.
+            let mut w = std::mem::take(&mut self.buf);
+            w.clone_from(&agent.free);
+            w
         } else {
             self.cycle_pools(slot, agent_id, memo_key, now, out);
             let w = self.unreserved_free_of(slot).into_owned();
@@ -227,11 +230,20 @@ impl Allocator {
             let Some(fw) = self.framework_at(leaf) else {
                 break;
             };
-            let give = if quota {
-                self.limit_cut(leaf, &w)
-            } else {
-                w.clone()
-            };
+            if !quota {
+                // The whole pool goes (no limit can cut it): one decision, and no copy of `w`.
+                if !is_zero(&w) {
+                    self.book_in(leaf, slot, pool, &w);
+                    out.push(Decision {
+                        agent: agent_id,
+                        framework: fw,
+                        resources: self.kinds.resources(&w),
+                        reservation,
+                    });
+                }
+                break;
+            }
+            let give = self.limit_cut(leaf, &w);
             if is_zero(&give) {
                 break;
             }
@@ -250,6 +262,8 @@ impl Allocator {
                 break;
             }
         }
+        // Its room is reused by the next agent's offer.
+        self.buf = w;
     }
 
     /// Drops agent `slot`'s filters that expired by `now`.

@@ -8,11 +8,15 @@
 //! direction `t`, the sums `T` (directions of non-blocked children) and `G` (vectors of blocked
 //! children), `rawx` (the sum of its leaves' vectors, i.e. its vector when everything below is
 //! blocked), the number of eligible leaves below it, and its eligible children ordered by
-//! `(ws, position)` in a `BTreeSet`, whose first entry is the minimum child. Only agent-independent
-//! blocking (inactive, suppressed) is in the cache. A change of a leaf's allocation is logged;
-//! before its next decision a cache replays the log, updating each leaf's path bottom-up with
-//! exact deltas of `T`, `G` and `rawx` (O(depth x log children) per change). Shape, weight,
-//! eligibility or capacity changes rebuild the cache (O(tree)).
+//! `(ws, position)` (`order`: a sorted vector, a B-tree set past 64 children), whose first entry
+//! is the minimum child. Only agent-independent blocking (inactive, suppressed) is in the cache.
+//! A change of a leaf's allocation is logged; before its next decision a cache replays the log,
+//! updating each leaf's path bottom-up with exact deltas of `T`, `G` and `rawx` and moving the
+//! changed child's entry in each parent's order (O(depth x log children) per change, plus a copy
+//! of at most 64 entries per level); the root's own vector, share and direction, which nothing
+//! reads, are not replayed. Every cached vector holds four entries, zeros past the kinds of `Y`,
+//! so the arithmetic runs in fixed-length loops. Shape, weight, eligibility or capacity changes
+//! rebuild the cache (O(tree)).
 //!
 //! A decision for `W` on an agent collects `B`, the eligible leaves blocked only for this
 //! decision (that agent's filters covering `W`, demand hints not fitting `W`), and stamps their
@@ -32,10 +36,9 @@
 //! Because the sums are exact integers, the result is bit-identical to the reference
 //! (`reference.rs`), including tie-breaking; the property tests check it decision for decision.
 
-use std::collections::BTreeSet;
-
 use super::kinds::{at, fits};
 use super::numeric::{self, add, add_wide, combine, direction, max_entry, sub, sub_wide, weighted};
+use super::order::Order;
 use super::reference::Ctx;
 use super::tree::{Node, NONE, ROOT};
 use super::{Allocator, FilterMode};
@@ -49,6 +52,12 @@ type Vk = [u64; MAX_KY];
 type Wk = [u128; MAX_KY];
 
 /// The cached values for one kind set `Y`.
+///
+/// Every vector holds [`MAX_KY`] entries, the kinds of `Y` first and zeros after them, and every
+/// operation runs over all of them: zeros stay zero (a zero entry's direction, scaled sum and
+/// delta are zero, and it never raises a maximum), so the first entries are exactly what an
+/// operation on `Y`'s kinds alone gives, while the loops have a fixed length and compile to
+/// straight-line code.
 #[derive(Debug, Clone)]
 struct MaskCache {
     /// (Y as a bit mask of kinds, shape version, eligibility version, capacity version, GPU
@@ -56,10 +65,11 @@ struct MaskCache {
     key: (u64, u64, u64, u64, bool),
     /// The kind indices of Y.
     y: Vec<usize>,
-    ky: usize,
     /// Log position replayed up to.
     seen: u64,
     last_used: u64,
+    /// Each node's vector; with `t` and `ws`, only its parent reads it, so the root's three are
+    /// set when the cache is built and not kept current afterwards.
     x: Vec<Vk>,
     t: Vec<Vk>,
     tsum: Vec<Wk>,
@@ -71,7 +81,7 @@ struct MaskCache {
     /// The number of leaves below each node, eligible or not (a leaf counts itself).
     nleaves: Vec<u32>,
     pos: Vec<u32>,
-    order: Vec<BTreeSet<(u64, u32, u32)>>,
+    order: Vec<Order>,
     /// Each node's parent (a compact copy of the tree's, for the per-filter walk).
     parent: Vec<u32>,
 }
@@ -402,13 +412,11 @@ impl Allocator {
     fn build(&self, key: (u64, u64, u64, u64, bool), seen: u64) -> MaskCache {
         let n = self.tree.nodes.len();
         let y: Vec<usize> = (0..64).filter(|j| key.0 & (1 << j) != 0).collect();
-        let ky = y.len();
         let zero = [0u64; MAX_KY];
         let wzero = [0u128; MAX_KY];
         let mut c = MaskCache {
             key,
             y,
-            ky,
             seen,
             last_used: 0,
             x: vec![zero; n],
@@ -421,7 +429,7 @@ impl Allocator {
             elig: vec![0; n],
             nleaves: vec![0; n],
             pos: vec![0; n],
-            order: vec![BTreeSet::new(); n],
+            order: vec![Order::default(); n],
             parent: self.tree.nodes.iter().map(|nd| nd.parent).collect(),
         };
         for node in &self.tree.nodes {
@@ -460,14 +468,15 @@ impl Allocator {
                         let chi = ch as usize;
                         elig += c.elig[chi];
                         c.nleaves[i] += c.nleaves[chi];
-                        add(&mut raw[..ky], &c.rawx[chi][..ky]);
+                        add(&mut raw[..], &c.rawx[chi][..]);
                         if c.gblocked[chi] {
-                            add(&mut g[..ky], &c.x[chi][..ky]);
+                            add(&mut g[..], &c.x[chi][..]);
                         } else {
-                            add_wide(&mut t[..ky], &c.t[chi][..ky]);
-                            c.order[i].insert((key_bits(c.ws[chi]), c.pos[chi], ch));
+                            add_wide(&mut t[..], &c.t[chi][..]);
+                            c.order[i].push_unsorted((key_bits(c.ws[chi]), c.pos[chi], ch));
                         }
                     }
+                    c.order[i].sort();
                     c.tsum[i] = t;
                     c.gsum[i] = g;
                     c.rawx[i] = raw;
@@ -475,7 +484,7 @@ impl Allocator {
                     c.gblocked[i] = c.order[i].is_empty();
                     let m = min_of(&c, v);
                     let mut x = zero;
-                    combine(m, &t[..ky], &g[..ky], &mut x[..ky]);
+                    combine(m, &t[..], &g[..], &mut x[..]);
                     c.x[i] = x;
                 }
             }
@@ -493,7 +502,6 @@ impl Allocator {
         if !node.live || node.leaf.is_none() {
             return;
         }
-        let ky = c.ky;
         let i = leaf as usize;
         let new_x = self.leaf_x(c, node);
         // rawx along the path.
@@ -501,8 +509,8 @@ impl Allocator {
         let mut v = leaf;
         while v != NONE {
             let vi = v as usize;
-            add(&mut c.rawx[vi][..ky], &new_x[..ky]);
-            sub(&mut c.rawx[vi][..ky], &old_x[..ky]);
+            add(&mut c.rawx[vi][..], &new_x[..]);
+            sub(&mut c.rawx[vi][..], &old_x[..]);
             v = nodes[vi].parent;
         }
         // The leaf itself, then each ancestor from its child's old and new values.
@@ -515,25 +523,37 @@ impl Allocator {
             let pi = p as usize;
             let chi = child as usize;
             let pos = c.pos[chi];
+            let old_key = (key_bits(old.2), pos, child);
             if old.3 {
-                sub(&mut c.gsum[pi][..ky], &old.0[..ky]);
+                sub(&mut c.gsum[pi][..], &old.0[..]);
             } else {
-                sub_wide(&mut c.tsum[pi][..ky], &old.1[..ky]);
-                c.order[pi].remove(&(key_bits(old.2), pos, child));
+                sub_wide(&mut c.tsum[pi][..], &old.1[..]);
             }
             if c.gblocked[chi] {
+                if !old.3 {
+                    c.order[pi].remove(&old_key);
+                }
                 let x = c.x[chi];
-                add(&mut c.gsum[pi][..ky], &x[..ky]);
+                add(&mut c.gsum[pi][..], &x[..]);
             } else {
                 let t = c.t[chi];
-                add_wide(&mut c.tsum[pi][..ky], &t[..ky]);
-                c.order[pi].insert((key_bits(c.ws[chi]), pos, child));
+                add_wide(&mut c.tsum[pi][..], &t[..]);
+                let new_key = (key_bits(c.ws[chi]), pos, child);
+                if old.3 {
+                    c.order[pi].insert(new_key);
+                } else if new_key != old_key {
+                    c.order[pi].replace(&old_key, new_key);
+                }
             }
             old = (c.x[pi], c.t[pi], c.ws[pi], c.gblocked[pi]);
             c.gblocked[pi] = c.order[pi].is_empty();
+            if nodes[pi].parent == NONE {
+                // The root: no parent reads its vector, share or direction (see `x`).
+                break;
+            }
             let m = min_of(c, p);
             let (t, g) = (c.tsum[pi], c.gsum[pi]);
-            combine(m, &t[..ky], &g[..ky], &mut c.x[pi][..ky]);
+            combine(m, &t[..], &g[..], &mut c.x[pi][..]);
             finish(c, p, nodes[pi].weight);
             child = p;
             p = nodes[pi].parent;
@@ -546,18 +566,17 @@ impl Allocator {
 fn min_of(c: &MaskCache, v: u32) -> f64 {
     c.order[v as usize]
         .first()
-        .map_or(f64::INFINITY, |&(_, _, ch)| c.ws[ch as usize])
+        .map_or(f64::INFINITY, |(_, _, ch)| c.ws[ch as usize])
 }
 
 /// Sets `ws` and `t` of `v` from its `x`.
 #[inline]
 fn finish(c: &mut MaskCache, v: u32, weight: f64) {
     let i = v as usize;
-    let ky = c.ky;
-    let s = max_entry(&c.x[i][..ky]);
+    let s = max_entry(&c.x[i][..]);
     c.ws[i] = weighted(s, weight);
     let x = c.x[i];
-    direction(&x[..ky], s, weight, &mut c.t[i][..ky]);
+    direction(&x[..], s, weight, &mut c.t[i][..]);
 }
 
 /// The first child of `v` in the cached order that this decision did not touch.
@@ -575,7 +594,6 @@ fn eval(nodes: &[Node], c: &MaskCache, sc: &mut Scratch, v: u32) {
     if sc.eval_stamp[i] == sc.epoch {
         return;
     }
-    let ky = c.ky;
     let mut t = c.tsum[i];
     let mut g = c.gsum[i];
     // Blocked leaf children, aggregated when they were stamped.
@@ -587,13 +605,13 @@ fn eval(nodes: &[Node], c: &MaskCache, sc: &mut Scratch, v: u32) {
     let mut ch = sc.first_child[i];
     while ch != NONE {
         let chi = ch as usize;
-        sub_wide(&mut t[..ky], &c.t[chi][..ky]);
+        sub_wide(&mut t[..], &c.t[chi][..]);
         if sc.count[chi] >= c.elig[chi] {
-            add(&mut g[..ky], &c.rawx[chi][..ky]);
+            add(&mut g[..], &c.rawx[chi][..]);
         } else {
             eval(nodes, c, sc, ch);
             let et = sc.et[chi];
-            add_wide(&mut t[..ky], &et[..ky]);
+            add_wide(&mut t[..], &et[..]);
             m = m.min(sc.ews[chi]);
         }
         ch = sc.next_sib[chi];
@@ -604,11 +622,11 @@ fn eval(nodes: &[Node], c: &MaskCache, sc: &mut Scratch, v: u32) {
     }
     sc.fu[i] = fu.unwrap_or(NONE);
     let mut x = [0u64; MAX_KY];
-    combine(m, &t[..ky], &g[..ky], &mut x[..ky]);
-    let s = max_entry(&x[..ky]);
+    combine(m, &t[..], &g[..], &mut x[..]);
+    let s = max_entry(&x[..]);
     let w = nodes[i].weight;
     sc.ews[i] = weighted(s, w);
-    direction(&x[..ky], s, w, &mut sc.et[i][..ky]);
+    direction(&x[..], s, w, &mut sc.et[i][..]);
     sc.eval_stamp[i] = sc.epoch;
 }
 
@@ -673,7 +691,7 @@ impl SkipWalk<'_> {
         }
         if !self.any || self.sc.stamp[i] != self.sc.epoch {
             // Untouched: the cached order is this decision's order.
-            for &(_, _, c) in &cache.order[i] {
+            for (_, _, c) in cache.order[i].iter() {
                 if let Some(l) = self.first_pickable(c) {
                     return Some(l);
                 }
@@ -699,7 +717,7 @@ impl SkipWalk<'_> {
         let mut t = touched.into_iter().peekable();
         let mut u = cache.order[i]
             .iter()
-            .map(|&(_, p, c)| (cache.ws[c as usize], p, c))
+            .map(|(_, p, c)| (cache.ws[c as usize], p, c))
             .filter(|&(_, _, c)| self.sc.stamp[c as usize] != self.sc.epoch)
             .peekable();
         let mut next = Vec::new();

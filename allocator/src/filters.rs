@@ -278,6 +278,9 @@ pub(crate) struct RefusedTable {
     refs: Vec<u64>,
     index: IdMap<Dense, u32>,
     free: Vec<u32>,
+    /// The index `acquire` returned last: the declines of one round of offers mostly refuse
+    /// the same vector, found again by one comparison instead of a hash and a lookup.
+    last: u32,
 }
 
 impl RefusedTable {
@@ -285,8 +288,15 @@ impl RefusedTable {
     pub(crate) fn acquire(&mut self, v: &[u64]) -> u32 {
         let end = v.iter().rposition(|&x| x > 0).map_or(0, |p| p + 1);
         let key = &v[..end];
+        let last = self.last as usize;
+        // A live entry only: a released one's vector is emptied, and may be reused.
+        if self.refs.get(last).is_some_and(|&r| r > 0) && self.vecs[last] == key {
+            self.refs[last] += 1;
+            return self.last;
+        }
         if let Some(&i) = self.index.get(key) {
             self.refs[i as usize] += 1;
+            self.last = i;
             return i;
         }
         let i = match self.free.pop() {
@@ -302,6 +312,7 @@ impl RefusedTable {
             }
         };
         self.index.insert(key.to_vec(), i);
+        self.last = i;
         i
     }
 
@@ -511,6 +522,25 @@ mod tests {
         let c = t.acquire(&[3]);
         assert_eq!(c, a, "freed slots are reused");
         assert_eq!(t.get(c), &[3]);
+        // The last vector acquired is found again, and only while it is live.
+        let d = t.acquire(&[4]);
+        assert_eq!(t.acquire(&[3]), c);
+        assert_eq!(t.acquire(&[3]), c);
+        assert_eq!(t.acquire(&[4]), d);
+        for _ in 0..3 {
+            t.release(c);
+        }
+        t.release(d);
+        t.release(d);
+        assert_eq!(t.live(), 0);
+        let e = t.acquire(&[]);
+        assert_eq!(
+            (t.get(e), t.live()),
+            (&[][..], 1),
+            "a live entry, not the memo of a freed one"
+        );
+        t.release(e);
+        assert_eq!(t.live(), 0);
     }
 
     #[test]

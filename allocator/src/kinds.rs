@@ -30,6 +30,8 @@ const SCAN_KINDS: usize = 8;
 #[derive(Debug, Clone)]
 pub(crate) struct Kinds {
     names: Vec<ResourceName>,
+    /// The kind indices in name order (the order of a [`Resources`]' amounts).
+    by_name: Vec<usize>,
     /// Name to index; kept in step with `names`, consulted past [`SCAN_KINDS`].
     index: HashMap<String, usize>,
     /// The most kinds there may be.
@@ -40,6 +42,7 @@ impl Default for Kinds {
     fn default() -> Self {
         Self {
             names: Vec::new(),
+            by_name: Vec::new(),
             index: HashMap::new(),
             max: DEFAULT_MAX_KINDS,
         }
@@ -86,17 +89,24 @@ impl Kinds {
         if let Some(i) = self.find(name.as_str()) {
             return i;
         }
+        let i = self.names.len();
+        let at = self.by_name.partition_point(|&j| self.names[j] < *name);
+        self.by_name.insert(at, i);
         self.names.push(name.clone());
-        self.index
-            .insert(name.as_str().to_owned(), self.names.len() - 1);
-        self.names.len() - 1
+        self.index.insert(name.as_str().to_owned(), i);
+        i
     }
 
     /// The kind index of `name`, if known.
     #[inline]
     fn find(&self, name: &str) -> Option<usize> {
         if self.names.len() <= SCAN_KINDS {
-            self.names.iter().position(|n| n.as_str() == name)
+            // A name handed out by `resources` shares its text with ours: the same address and
+            // length is the same name, found without comparing any text.
+            self.names
+                .iter()
+                .position(|n| std::ptr::eq(n.as_str(), name))
+                .or_else(|| self.names.iter().position(|n| n.as_str() == name))
         } else {
             self.index.get(name).copied()
         }
@@ -113,7 +123,16 @@ impl Kinds {
     /// `r` as a dense vector without interning. The flag is true when `r` has a non-zero amount of
     /// a kind no one has mentioned yet (it is left out of the vector).
     pub(crate) fn dense_lookup(&self, r: &Resources) -> (Dense, bool) {
-        let mut out = vec![0; self.len()];
+        let mut out = Dense::new();
+        let unknown = self.dense_lookup_into(r, &mut out);
+        (out, unknown)
+    }
+
+    /// [`Kinds::dense_lookup`] into `out` (its old content replaced, its room reused); returns
+    /// the flag.
+    pub(crate) fn dense_lookup_into(&self, r: &Resources, out: &mut Dense) -> bool {
+        out.clear();
+        out.resize(self.len(), 0);
         let mut unknown = false;
         for (n, v) in r.iter() {
             match self.find(n.as_str()) {
@@ -121,20 +140,19 @@ impl Kinds {
                 None => unknown = true,
             }
         }
-        (out, unknown)
+        unknown
     }
 
-    /// A dense vector back as [`Resources`].
+    /// A dense vector back as [`Resources`]: the amounts are taken in name order, so the vector
+    /// is built in one allocation, without a search per name.
     pub(crate) fn resources(&self, v: &[u64]) -> Resources {
-        let mut out = Resources::new();
-        for (i, &x) in v.iter().enumerate() {
-            if x > 0 {
-                if let Some(name) = self.names.get(i) {
-                    out.set_millis(name.clone(), x);
-                }
-            }
-        }
-        out
+        self.by_name
+            .iter()
+            .filter_map(|&i| match v.get(i) {
+                Some(&x) if x > 0 => Some((self.names[i].clone(), x)),
+                _ => None,
+            })
+            .collect()
     }
 }
 

@@ -17,6 +17,8 @@
 //! - `runs`: allocation runs in parts, over every agent or only the changed ones ([`Sweep`]).
 //! - `fast`: the fast H-DRF decision (cached node vectors, per-decision work only where this
 //!   agent's blocking differs).
+//! - `order`: a node's non-blocked children in share order (a sorted vector, a B-tree set past 64
+//!   children), for `fast`.
 //! - `quota`: per-role guarantees (served before H-DRF) and limits (blocking and cutting
 //!   offers).
 //! - `reservation`: reserved pools per agent (static and dynamic reservations): a
@@ -81,6 +83,7 @@ mod filters;
 mod idhash;
 mod kinds;
 mod numeric;
+mod order;
 pub mod preempt;
 mod quota;
 mod reference;
@@ -207,6 +210,10 @@ pub struct Allocator {
     pub(crate) quota_version: u64,
     /// The agents changed since a run last visited them (see `runs`).
     pub(crate) changed: runs::Changed,
+    /// A vector reused for the free resources `cycle` decides on and the amount `decline` and
+    /// `release_in` give back, so that neither allocates one per agent or per call. Its content
+    /// means nothing between calls.
+    pub(crate) buf: Dense,
 }
 
 impl Allocator {
@@ -231,6 +238,7 @@ impl Allocator {
             quotas: Vec::new(),
             quota_version: 0,
             changed: runs::Changed::default(),
+            buf: Dense::new(),
         }
     }
 
@@ -361,20 +369,22 @@ impl Allocator {
     }
 
     /// The leaf slot of `fw`.
+    ///
+    /// (Both lookups build their error only on a miss: an error made eagerly and dropped costs
+    /// a call to its destructor on every hit, one per decline.)
     pub(crate) fn leaf_of(&self, fw: FrameworkId) -> Result<u32, AllocatorError> {
-        self.tree
-            .frameworks
-            .get(&fw)
-            .copied()
-            .ok_or(AllocatorError::UnknownFramework(fw))
+        match self.tree.frameworks.get(&fw) {
+            Some(&leaf) => Ok(leaf),
+            None => Err(AllocatorError::UnknownFramework(fw)),
+        }
     }
 
     /// The agent slot of `agent`.
     pub(crate) fn agent_of(&self, agent: AgentId) -> Result<u32, AllocatorError> {
-        self.agent_index
-            .get(&agent)
-            .copied()
-            .ok_or(AllocatorError::UnknownAgent(agent))
+        match self.agent_index.get(&agent) {
+            Some(&slot) => Ok(slot),
+            None => Err(AllocatorError::UnknownAgent(agent)),
+        }
     }
 
     /// The leaf of `fw`, for a change of its eligibility.

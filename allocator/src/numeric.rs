@@ -53,12 +53,24 @@ pub(crate) fn direction(x: &[u64], s: u64, w: f64, out: &mut [u64]) {
 }
 
 /// A `u128` sum as `f64` (the common case, below `2^64`, without the slow generic conversion).
+///
+/// The halves are converted and checked apart: written as `u64::try_from(v)` with `v as f64`
+/// for the rest, the compiler proves both arms equal and keeps only the slow conversion.
 #[inline]
 fn wide_to_f64(v: u128) -> f64 {
-    match u64::try_from(v) {
-        Ok(small) => small as f64,
-        Err(_) => v as f64,
+    let (hi, lo) = ((v >> 64) as u64, v as u64);
+    if hi == 0 {
+        lo as f64
+    } else {
+        wide_to_f64_cold(v)
     }
+}
+
+/// The generic conversion, kept out of line so that it is not merged with the common case.
+#[cold]
+#[inline(never)]
+fn wide_to_f64_cold(v: u128) -> f64 {
+    v as f64
 }
 
 /// A role's vector `x = M * T / 2^42 + G` into `out`; `G` alone when no child is non-blocked
@@ -134,6 +146,21 @@ mod tests {
         }
         combine(f64::INFINITY, &wide, &[5, 6], &mut back);
         assert_eq!(back, [5, 6]);
+    }
+
+    #[test]
+    fn wide_sums_convert_as_the_generic_conversion_does() {
+        for v in [
+            0u128,
+            1,
+            (1 << 53) + 1,
+            u64::MAX as u128,
+            (u64::MAX as u128) + 1,
+            (1 << 100) + (1 << 47) + 3,
+            u128::MAX,
+        ] {
+            assert_eq!(wide_to_f64(v).to_bits(), (v as f64).to_bits(), "{v}");
+        }
     }
 
     #[test]

@@ -301,9 +301,13 @@ impl Allocator {
         res: &Resources,
         pool: Option<&RolePath>,
     ) -> Result<(), AllocatorError> {
-        let (leaf, slot, p, dense) = self.check_release(fw, agent, res, pool)?;
-        self.release_dense(leaf, slot, p, &dense);
-        Ok(())
+        let mut dense = std::mem::take(&mut self.buf);
+        let checked = self.check_release(fw, agent, res, pool, &mut dense);
+        if let Ok((leaf, slot, p)) = checked {
+            self.release_dense(leaf, slot, p, &dense);
+        }
+        self.buf = dense;
+        checked.map(|_| ())
     }
 
     /// An offer declined: [`Allocator::release_in`] of `res`, then
@@ -318,27 +322,32 @@ impl Allocator {
         pool: Option<&RolePath>,
         until: u64,
     ) -> Result<(), AllocatorError> {
-        let (leaf, slot, p, dense) = self.check_release(fw, agent, res, pool)?;
-        self.release_dense(leaf, slot, p, &dense);
-        self.filter_dense(leaf, slot, &dense, until);
-        Ok(())
+        let mut dense = std::mem::take(&mut self.buf);
+        let checked = self.check_release(fw, agent, res, pool, &mut dense);
+        if let Ok((leaf, slot, p)) = checked {
+            self.release_dense(leaf, slot, p, &dense);
+            self.filter_dense(leaf, slot, &dense, until);
+        }
+        self.buf = dense;
+        checked.map(|_| ())
     }
 
-    /// Checks that `fw` holds `res` in `pool` of `agent`; returns its leaf, the agent's slot,
-    /// the pool's index and `res` as a dense vector.
+    /// Checks that `fw` holds `res` in `pool` of `agent`; returns its leaf, the agent's slot
+    /// and the pool's index, with `res` as a dense vector in `dense`.
     fn check_release(
         &self,
         fw: FrameworkId,
         agent: AgentId,
         res: &Resources,
         pool: Option<&RolePath>,
-    ) -> Result<(u32, u32, Option<usize>, Dense), AllocatorError> {
+        dense: &mut Dense,
+    ) -> Result<(u32, u32, Option<usize>), AllocatorError> {
         let leaf = self.leaf_of(fw)?;
         let slot = self.agent_of(agent)?;
         let p = self.pool_index(agent, slot, pool)?;
-        let (dense, unknown) = self.kinds.dense_lookup(res);
+        let unknown = self.kinds.dense_lookup_into(res, dense);
         let held = self.held_in(leaf, slot, p);
-        if unknown || !fits(&dense, &held) {
+        if unknown || !fits(dense, &held) {
             return Err(AllocatorError::ReleaseMoreThanAllocated {
                 framework: fw,
                 agent,
@@ -346,7 +355,7 @@ impl Allocator {
                 allocated: self.kinds.resources(&held),
             });
         }
-        Ok((leaf, slot, p, dense))
+        Ok((leaf, slot, p))
     }
 
     /// Returns `dense`, checked by [`Allocator::check_release`], from `leaf` on `slot`.

@@ -297,6 +297,24 @@ impl Resources {
     }
 }
 
+/// Collects `(name, millis)` pairs as [`Resources::set_millis`] one after another would (a zero
+/// amount removes the name, a name given again keeps its last amount), in one allocation when
+/// the pairs come sorted by name, each once and none zero.
+impl FromIterator<(ResourceName, u64)> for Resources {
+    fn from_iter<I: IntoIterator<Item = (ResourceName, u64)>>(pairs: I) -> Self {
+        let amounts: Vec<(ResourceName, u64)> = pairs.into_iter().collect();
+        let sorted = amounts.windows(2).all(|w| w[0].0 < w[1].0);
+        if sorted && amounts.iter().all(|(_, m)| *m > 0) {
+            return Self { amounts };
+        }
+        let mut out = Self::new();
+        for (name, millis) in amounts {
+            out.set_millis(name, millis);
+        }
+        out
+    }
+}
+
 impl fmt::Debug for Resources {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{self}")
@@ -618,6 +636,29 @@ mod tests {
             for name in MODEL_NAMES {
                 prop_assert_eq!(a.millis(name), ma.get(name).copied().unwrap_or(0));
             }
+        }
+    }
+
+    proptest! {
+        /// Collecting pairs builds the vector that setting them one by one does, sorted or not,
+        /// with repeats and zeros.
+        #[test]
+        fn collecting_is_setting_one_by_one(
+            items in proptest::collection::vec((0..MODEL_NAMES.len(), 0u64..4), 0..8),
+            sort in any::<bool>(),
+        ) {
+            let mut pairs: Vec<(ResourceName, u64)> = items
+                .iter()
+                .map(|&(i, v)| (ResourceName::new(MODEL_NAMES[i]).unwrap(), v))
+                .collect();
+            if sort {
+                pairs.sort_by(|a, b| a.0.cmp(&b.0));
+            }
+            let mut one_by_one = Resources::new();
+            for (n, v) in pairs.clone() {
+                one_by_one.set_millis(n, v);
+            }
+            prop_assert_eq!(pairs.into_iter().collect::<Resources>(), one_by_one);
         }
     }
 
