@@ -42,7 +42,6 @@ pub async fn call(m: &Mesos, caller: &Caller, headers: &HeaderMap, call: Call) -
     }
 }
 
-/// The framework a call is from, with its live session.
 /// Whether a task unknown to the books may still be on an agent awaited since a restart or
 /// failover (`awaited`, sorted): on the agent the framework names, or, naming none, on any.
 fn maybe_on_awaited(agent: Option<&types::Id>, awaited: &[String]) -> bool {
@@ -52,6 +51,7 @@ fn maybe_on_awaited(agent: Option<&types::Id>, awaited: &[String]) -> bool {
     }
 }
 
+/// The framework a call is from, with its live session.
 fn session(
     m: &Mesos,
     headers: &HeaderMap,
