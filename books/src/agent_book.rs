@@ -119,6 +119,18 @@ impl AgentBook {
         })
     }
 
+    /// What the registry holds of agent `id`: the record loaded for it while it is awaited,
+    /// else the one its registration wrote (stamped with when it registered).
+    pub(crate) fn kept(&self, id: AgentId) -> Option<StoredAgent> {
+        match self.awaited.get(&id) {
+            Some((stored, _)) => Some(stored.clone()),
+            None => {
+                let at = self.agents.get(&id)?.registered_at;
+                self.stored(id, at)
+            }
+        }
+    }
+
     /// Awaits an agent the durable registry kept, from `since_ms`.
     pub(crate) fn await_stored(&mut self, agent: StoredAgent, since_ms: u64) {
         self.awaited.insert(agent.id, (agent, since_ms));

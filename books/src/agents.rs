@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use super::{
     AgentRecord, AgentRegistration, AgentState, AgentToken, Effect, Effects, Now, State, StateError,
 };
-use crate::records::Change;
+use crate::records::{Change, StoredAgent};
 
 /// How to call the agent a task runs on.
 #[derive(Debug, Clone, PartialEq)]
@@ -222,10 +222,32 @@ impl State {
         }
     }
 
+    /// What the registry holds of agent `id`, as far as the books know: the record loaded for
+    /// it while it is awaited, else what its registration wrote. Read before a registration,
+    /// for [`State::stored_agent`].
+    pub fn kept_agent(&self, id: AgentId) -> Option<StoredAgent> {
+        self.agents.kept(id)
+    }
+
     /// The registry change that records agent `id` as registered now (the runtime queues it
-    /// after a successful registration).
-    pub fn stored_agent(&self, id: AgentId, now: &Now) -> Option<Change> {
-        self.agents.stored(id, now.wall).map(Change::PutAgent)
+    /// after a successful registration), or `None` when the registry already holds the same
+    /// hostname, endpoint and drain (`kept`, read before the registration): only `last_seen`
+    /// would change, and a fleet re-registering after a failover would otherwise queue one
+    /// write per agent ahead of the writes clients wait for.
+    pub fn stored_agent(
+        &self,
+        id: AgentId,
+        kept: Option<&StoredAgent>,
+        now: &Now,
+    ) -> Option<Change> {
+        let next = self.agents.stored(id, now.wall)?;
+        let same = kept.is_some_and(|k| {
+            k.id == next.id
+                && k.hostname == next.hostname
+                && k.endpoint == next.endpoint
+                && k.drain_deadline == next.drain_deadline
+        });
+        (!same).then_some(Change::PutAgent(next))
     }
 
     /// How many agents the registry knew at load have not re-registered yet (and are not yet

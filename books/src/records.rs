@@ -15,8 +15,10 @@ pub struct StoredAgent {
     pub hostname: String,
     /// Its base URL.
     pub endpoint: String,
-    /// When it last registered (heartbeats are not written: one write per heartbeat would
-    /// cost more than the timeout it bounds is worth).
+    /// When it registered with this hostname, endpoint and drain (heartbeats, and
+    /// registrations that change none of them, are not written: a write each would cost more
+    /// than the figure is worth, and a fleet re-registering after a failover would queue one
+    /// per agent ahead of the writes clients wait for).
     pub last_seen: Timestamp,
     /// The deadline of its drain, while an operator has it draining or drained;
     /// absent for an agent in service and in records written before drains were kept.

@@ -1688,19 +1688,72 @@ fn agent_pages_and_an_agents_tasks() {
     assert!(s.agent(AgentId::new()).is_none());
 }
 
-#[test]
-fn a_stored_agent_that_does_not_come_back_is_lost_then_forgotten_and_one_that_does_is_not() {
-    use crate::records::{Change, Snapshot, StoredAgent};
-    let config = Settings::default();
-    let limit = ms(config.agent_heartbeat_interval) * u64::from(config.max_missed_heartbeats);
-    let retention = ms(config.lost_agent_retention);
-    let stored = |id: AgentId| StoredAgent {
+/// The registry's record of agent `id` as [`reregister`] registers it, last seen at 0.
+fn stored(id: AgentId) -> crate::records::StoredAgent {
+    crate::records::StoredAgent {
         id,
         hostname: "h".into(),
         endpoint: "http://127.0.0.1:1".into(),
         last_seen: at(0).wall,
         drain_deadline: None,
+    }
+}
+
+#[test]
+fn an_agent_is_written_to_the_registry_only_when_what_is_kept_of_it_changes() {
+    use crate::records::{Change, Snapshot};
+    let register = |s: &mut State, reg: AgentRegistration, now: u64| {
+        let kept = reg.agent_id.and_then(|id| s.kept_agent(id));
+        let (id, _) = s.register_agent(reg, &at(now), &mut Vec::new()).unwrap();
+        s.stored_agent(id, kept.as_ref(), &at(now))
     };
+    let mut s = new_books(&Settings::default());
+    let agent = AgentId::new();
+    // New: written, with when it registered.
+    let first = register(&mut s, reregister(agent, "cpus=4", vec![]), 1_000);
+    assert!(
+        matches!(&first, Some(Change::PutAgent(a)) if a.id == agent && a.last_seen == at(1_000).wall)
+    );
+    // Again with the same hostname and endpoint (other resources): nothing to write.
+    assert_eq!(
+        register(&mut s, reregister(agent, "cpus=8", vec![]), 2_000),
+        None
+    );
+    // Another endpoint: written.
+    let mut moved = reregister(agent, "cpus=8", vec![]);
+    moved.endpoint = "http://127.0.0.1:2".into();
+    assert!(
+        matches!(register(&mut s, moved, 3_000), Some(Change::PutAgent(a)) if a.endpoint == "http://127.0.0.1:2")
+    );
+
+    // After a restart: the record loaded is what is kept; an agent back unchanged writes
+    // nothing, one back with another hostname is written.
+    let (same, renamed) = (AgentId::new(), AgentId::new());
+    let mut s = new_books(&Settings::default());
+    s.restore(
+        Snapshot {
+            agents: vec![stored(same), stored(renamed)],
+            ..Snapshot::default()
+        },
+        &at(1_000),
+    );
+    assert_eq!(s.kept_agent(same), Some(stored(same)));
+    assert_eq!(
+        register(&mut s, reregister(same, "cpus=4", vec![]), 1_500),
+        None
+    );
+    let mut other = reregister(renamed, "cpus=4", vec![]);
+    other.hostname = "h2".into();
+    assert!(register(&mut s, other, 1_500).is_some());
+    assert_eq!(s.awaited_agents(), 0);
+}
+
+#[test]
+fn a_stored_agent_that_does_not_come_back_is_lost_then_forgotten_and_one_that_does_is_not() {
+    use crate::records::{Change, Snapshot};
+    let config = Settings::default();
+    let limit = ms(config.agent_heartbeat_interval) * u64::from(config.max_missed_heartbeats);
+    let retention = ms(config.lost_agent_retention);
     let (gone, back) = (AgentId::new(), AgentId::new());
     let mut s = new_books(&config);
     s.restore(

@@ -41,13 +41,14 @@ async fn register(
     let req = input::agent_registration(req)?;
     let (agent_id, created, heartbeat_interval_s, agent_timeout_s) = c.run(|s, now, fx| {
         let owner = caller.register_agent(s, req.agent_id)?;
+        let kept = req.agent_id.and_then(|id| s.kept_agent(id));
         let (id, new) = s.register_agent(req, now, fx)?;
         if let Some(owner) = owner {
             s.set_agent_owner(id, owner);
         }
         // Kept so that an agent that never comes back after a restart or failover is
-        // reported lost (see `crate::store`).
-        if let Some(change) = s.stored_agent(id, now) {
+        // reported lost (see `crate::store`); written only when it changed.
+        if let Some(change) = s.stored_agent(id, kept.as_ref(), now) {
             fx.push(crate::state::Effect::Persist(change));
         }
         Ok::<_, ApiError>((id, new, s.agent_heartbeat_s(), s.agent_timeout_s()))

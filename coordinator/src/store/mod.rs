@@ -12,7 +12,8 @@
 //! - **removed framework ids**: a removed framework stays refused after a restart;
 //! - **role weights** set at run time (`PUT /api/v1/roles/{path}`): they override the config's;
 //! - **role quotas** (guarantee and limit), set at run time by the same endpoint;
-//! - **agents**: id, hostname, endpoint, and when they last registered. After a restart or a
+//! - **agents**: id, hostname, endpoint, and when they registered with those (a registration
+//!   that changes neither is not written). After a restart or a
 //!   failover each is *awaited*: if it does not re-register within the agent timeout
 //!   (heartbeat interval × missed heartbeats, counted from the load) it is reported lost, and
 //!   forgotten after `lost_agent_retention`, instead of being silently forgotten at once.
