@@ -242,10 +242,10 @@ impl State {
     ) -> Option<Change> {
         let next = self.agents.stored(id, now.wall)?;
         let same = kept.is_some_and(|k| {
-            k.id == next.id
-                && k.hostname == next.hostname
-                && k.endpoint == next.endpoint
-                && k.drain_deadline == next.drain_deadline
+            *k == StoredAgent {
+                last_seen: k.last_seen,
+                ..next.clone()
+            }
         });
         (!same).then_some(Change::PutAgent(next))
     }

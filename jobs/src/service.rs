@@ -427,9 +427,7 @@ async fn reconcile_one(shared: &Shared, framework_id: FrameworkId, task: &TaskId
         .await
     {
         Ok(()) => false,
-        Err(SdkError::Rejected {
-            status: 409, code, ..
-        }) if code == "task_not_yet_known" => true,
+        Err(e) if e.code() == Some("task_not_yet_known") => true,
         Err(SdkError::Rejected {
             status: 404, code, ..
         }) if code == "task_not_found" => {

@@ -43,11 +43,16 @@ pub async fn call(m: &Mesos, caller: &Caller, headers: &HeaderMap, call: Call) -
 }
 
 /// Whether a task unknown to the books may still be on an agent awaited since a restart or
-/// failover (`awaited`, sorted): on the agent the framework names, or, naming none, on any.
-fn maybe_on_awaited(agent: Option<&types::Id>, awaited: &[String]) -> bool {
+/// failover: on the agent the framework names (`is_awaited`), or, naming none, on any
+/// (`any_awaited`).
+fn maybe_on_awaited(
+    agent: Option<&types::Id>,
+    any_awaited: bool,
+    is_awaited: impl Fn(protocol::AgentId) -> bool,
+) -> bool {
     match agent {
-        Some(a) => awaited.binary_search(&a.value).is_ok(),
-        None => !awaited.is_empty(),
+        Some(a) => a.value.parse().is_ok_and(is_awaited),
+        None => any_awaited,
     }
 }
 
@@ -279,15 +284,16 @@ impl Ctx<'_> {
 
     fn reconcile(&self, r: types::Reconcile) -> Result<(), ApiError> {
         let id = self.id;
-        let (tasks, awaited) = self.m.coordinator.read(|s| {
+        // For each task asked about: whether, if unknown, it may be on an awaited agent.
+        let (tasks, may_wait) = self.m.coordinator.read(|s| {
             self.caller.framework(s, id)?;
-            let mut awaited: Vec<String> = s
-                .awaited_endpoints()
-                .into_iter()
-                .map(|(a, _)| a.to_string())
+            let any = s.awaited_agents() > 0;
+            let may_wait: Vec<bool> = r
+                .tasks
+                .iter()
+                .map(|t| maybe_on_awaited(t.agent_id.as_ref(), any, |a| s.is_awaited(a)))
                 .collect();
-            awaited.sort_unstable();
-            Ok::<_, ApiError>((s.tasks(Some(id)), awaited))
+            Ok::<_, ApiError>((s.tasks(Some(id)), may_wait))
         })?;
         let status = |t: &protocol::messages::TaskInfo| {
             reconciled_json(
@@ -313,7 +319,7 @@ impl Ctx<'_> {
             ));
         }
         let now = convert::seconds(protocol::now());
-        for asked in &r.tasks {
+        for (asked, may_wait) in r.tasks.iter().zip(may_wait) {
             match tasks
                 .iter()
                 .find(|t| t.task_id.as_str() == asked.task_id.value)
@@ -322,7 +328,7 @@ impl Ctx<'_> {
                 // Unknown, but maybe on an agent that has not re-registered since a restart or
                 // failover: no answer, as Mesos' master gives none while its agents are
                 // transitioning (the framework asks again).
-                None if maybe_on_awaited(asked.agent_id.as_ref(), &awaited) => {}
+                None if may_wait => {}
                 None => self.push(update_event(reconciled_json(
                     &asked.task_id.value,
                     self.unknown_state(),
@@ -360,16 +366,33 @@ mod tests {
 
     #[test]
     fn an_unknown_task_waits_only_for_the_awaited_agent_it_names_or_any_when_none() {
-        let id = |v: &str| types::Id { value: v.into() };
-        let awaited = vec!["a".to_owned(), "c".to_owned()];
-        assert!(maybe_on_awaited(Some(&id("a")), &awaited));
-        assert!(maybe_on_awaited(Some(&id("c")), &awaited));
-        assert!(!maybe_on_awaited(Some(&id("b")), &awaited), "a known agent");
+        let (a, b, c) = (
+            protocol::AgentId::new(),
+            protocol::AgentId::new(),
+            protocol::AgentId::new(),
+        );
+        let id = |v: protocol::AgentId| types::Id {
+            value: v.to_string(),
+        };
+        let awaited = |x: protocol::AgentId| x == a || x == c;
+        assert!(maybe_on_awaited(Some(&id(a)), true, awaited));
+        assert!(maybe_on_awaited(Some(&id(c)), true, awaited));
         assert!(
-            maybe_on_awaited(None, &awaited),
+            !maybe_on_awaited(Some(&id(b)), true, awaited),
+            "a known agent"
+        );
+        let garbled = types::Id {
+            value: "not-an-id".into(),
+        };
+        assert!(
+            !maybe_on_awaited(Some(&garbled), true, awaited),
+            "no such agent"
+        );
+        assert!(
+            maybe_on_awaited(None, true, awaited),
             "no agent named: maybe any"
         );
-        assert!(!maybe_on_awaited(None, &[]), "none awaited");
-        assert!(!maybe_on_awaited(Some(&id("a")), &[]));
+        assert!(!maybe_on_awaited(None, false, |_| false), "none awaited");
+        assert!(!maybe_on_awaited(Some(&id(a)), false, |_| false));
     }
 }

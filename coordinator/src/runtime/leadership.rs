@@ -96,6 +96,10 @@ impl HaStatus {
     /// standalone), or it follows a known leader and is not taking over. Returns the role and
     /// leader then, or as they are when `limit` passes.
     pub async fn settled(&self, limit: Duration) -> (Role, Option<String>) {
+        // Every request passes here: the common case takes no subscription and no timer.
+        if self.0.borrow().settled() {
+            return self.get();
+        }
         let mut rx = self.0.subscribe();
         // An error means the sender is gone, which cannot happen while `self` holds it.
         let _ = tokio::time::timeout(limit, rx.wait_for(Status::settled)).await;

@@ -169,16 +169,6 @@ struct Runner<S> {
 /// under the coordinator's `max_stream_queue`, 10,000 by default).
 const RECONCILE_BATCH: usize = 1000;
 
-/// A reconcile refused because a task is unknown to the coordinator (and no agent is awaited).
-fn is_task_not_found(e: &SdkError) -> bool {
-    matches!(e, SdkError::Rejected { status: 404, code, .. } if code == "task_not_found")
-}
-
-/// A reconcile refused because a task is not known *yet* (agents are still awaited).
-fn is_not_yet_known(e: &SdkError) -> bool {
-    matches!(e, SdkError::Rejected { status: 409, code, .. } if code == "task_not_yet_known")
-}
-
 impl<S: Scheduler> Runner<S> {
     async fn run(&mut self) -> Result<(), SdkError> {
         let mut backoff = Backoff::new(&self.config);
@@ -447,14 +437,14 @@ impl<S: Scheduler> Runner<S> {
         for batch in check.chunks(RECONCILE_BATCH) {
             match self.client.reconcile(id, batch.to_vec()).await {
                 Ok(()) => {}
-                Err(e) if is_not_yet_known(&e) => {
+                Err(e) if e.code() == Some("task_not_yet_known") => {
                     tracing::debug!(
                         tasks = batch.len(),
                         "the coordinator still awaits agents; asking again later"
                     );
                     batch.iter().for_each(|t| self.forgotten.not_yet_known(t));
                 }
-                Err(e) if is_task_not_found(&e) => alone.extend_from_slice(batch),
+                Err(e) if e.code() == Some("task_not_found") => alone.extend_from_slice(batch),
                 Err(e) => {
                     tracing::warn!(tasks = batch.len(), error = %e, "reconciling launched tasks failed");
                 }
@@ -475,14 +465,16 @@ impl<S: Scheduler> Runner<S> {
         for (task, result) in results {
             match result {
                 Ok(()) => {}
-                Err(e) if is_task_not_found(&e) => {
+                Err(e) if e.code() == Some("task_not_found") => {
                     if let Some(status) = self.forgotten.unknown(id, &task) {
                         tracing::warn!(task_id = %task, "the coordinator forgot a launch; reporting it lost");
                         self.scheduler.status_update(&mut self.ctx, &status).await;
                         self.after_callback().await?;
                     }
                 }
-                Err(e) if is_not_yet_known(&e) => self.forgotten.not_yet_known(&task),
+                Err(e) if e.code() == Some("task_not_yet_known") => {
+                    self.forgotten.not_yet_known(&task)
+                }
                 Err(e) => {
                     tracing::warn!(task_id = %task, error = %e, "reconciling a launched task failed")
                 }
