@@ -286,7 +286,9 @@ impl Allocator {
     pub fn explain(&self, fw: FrameworkId, agent: AgentId, now: u64) -> Option<BlockReason> {
         self.explain_with(fw, agent, now, |leaf, ctx, free, reserved| {
             match self.leaf_block(leaf, ctx) {
-                Some(r @ (BlockReason::Inactive | BlockReason::Suppressed)) => Some(r),
+                Some(
+                    r @ (BlockReason::Inactive | BlockReason::Suppressed | BlockReason::Sated),
+                ) => Some(r),
                 _ if is_zero(free) => Some(nothing_free(reserved)),
                 None => self.quota_block(leaf, ctx),
                 other => other,

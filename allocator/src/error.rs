@@ -100,6 +100,9 @@ pub enum BlockReason {
     Inactive,
     /// The framework suppressed offers; it is blocked until it revives.
     Suppressed,
+    /// The framework's outstanding offers already hold every task it said it still wants
+    /// (`pending_tasks`); it is offered more once it answers them or wants more.
+    Sated,
     /// The agent has nothing free to offer.
     NothingFree,
     /// The framework declined this agent's resources and its filter still covers what is free.
@@ -136,6 +139,9 @@ impl std::fmt::Display for BlockReason {
             Self::UnknownAgent => f.write_str("the agent is not registered"),
             Self::Inactive => f.write_str("the framework is not subscribed"),
             Self::Suppressed => f.write_str("the framework suppressed offers (revive to resume)"),
+            Self::Sated => f.write_str(
+                "the framework's outstanding offers already hold the tasks it said it wants",
+            ),
             Self::NothingFree => f.write_str("the agent has no free resources"),
             Self::Filtered { until } => {
                 write!(

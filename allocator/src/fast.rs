@@ -9,7 +9,8 @@
 //! children), `rawx` (the sum of its leaves' vectors, i.e. its vector when everything below is
 //! blocked), the number of eligible leaves below it, and its eligible children ordered by
 //! `(ws, position)` (`order`: a sorted vector, a B-tree set past 64 children), whose first entry
-//! is the minimum child. Only agent-independent blocking (inactive, suppressed) is in the cache.
+//! is the minimum child. Only agent-independent blocking (inactive, suppressed, sated) is in the
+//! cache; a sated flip is replayed like an allocation change (`apply_leaf`), not rebuilt.
 //! A change of a leaf's allocation is logged; before its next decision a cache replays the log,
 //! updating each leaf's path bottom-up with exact deltas of `T`, `G` and `rawx` and moving the
 //! changed child's entry in each parent's order (O(depth x log children) per change, plus a copy
@@ -457,7 +458,10 @@ impl Allocator {
                     let x = self.leaf_x(&c, node);
                     c.x[i] = x;
                     c.rawx[i] = x;
-                    c.gblocked[i] = !leaf.active || leaf.suppressed || (key.4 && !leaf.gpu_capable);
+                    c.gblocked[i] = !leaf.active
+                        || leaf.suppressed
+                        || leaf.sated
+                        || (key.4 && !leaf.gpu_capable);
                     c.elig[i] = u32::from(!c.gblocked[i]);
                     c.nleaves[i] = 1;
                 }
@@ -493,7 +497,7 @@ impl Allocator {
         c
     }
 
-    /// Replays a change of `leaf`'s allocation into cache `c`.
+    /// Replays a change of `leaf`'s allocation, or of its held-back flag, into cache `c`.
     fn apply_leaf(&self, c: &mut MaskCache, leaf: u32) {
         let nodes = &self.tree.nodes;
         let Some(node) = nodes.get(leaf as usize) else {
@@ -504,6 +508,11 @@ impl Allocator {
         }
         let i = leaf as usize;
         let new_x = self.leaf_x(c, node);
+        // Its agent-independent blocking, which a held-back flip changes without a rebuild.
+        let blocked = node
+            .leaf
+            .as_ref()
+            .is_some_and(|l| !l.active || l.suppressed || l.sated || (c.key.4 && !l.gpu_capable));
         // rawx along the path.
         let old_x = c.x[i];
         let mut v = leaf;
@@ -518,6 +527,19 @@ impl Allocator {
         let mut old = (c.x[i], c.t[i], c.ws[i], c.gblocked[i]);
         c.x[i] = new_x;
         finish(c, leaf, node.weight);
+        if blocked != c.gblocked[i] {
+            c.gblocked[i] = blocked;
+            let mut v = leaf;
+            while v != NONE {
+                let vi = v as usize;
+                c.elig[vi] = if blocked {
+                    c.elig[vi].saturating_sub(1)
+                } else {
+                    c.elig[vi] + 1
+                };
+                v = nodes[vi].parent;
+            }
+        }
         let mut p = node.parent;
         while p != NONE {
             let pi = p as usize;

@@ -66,9 +66,9 @@
 //!
 //! # Semantics (see `docs/src/internals/algorithms.md`)
 //!
-//! A leaf is blocked for `W` (an agent's free resources) when it is inactive, suppressed, has a
-//! live decline filter on that agent whose refused vector contains `W`, or has a demand hint that
-//! does not fit in `W`. Under [`FilterMode::SkipOnly`] (the default) the decline filter does not
+//! A leaf is blocked for `W` (an agent's free resources) when it is inactive, suppressed, sated
+//! (its outstanding offers hold the tasks it said it wants), has a live decline filter on that
+//! agent whose refused vector contains `W`, or has a demand hint that does not fit in `W`. Under [`FilterMode::SkipOnly`] (the default) the decline filter does not
 //! block for the H-DRF values: the filtered leaf is only skipped when picking (see
 //! [`FilterMode`] and the "Allocator notes" in ARCHITECTURE.md). Shares are taken over the kinds present in `W`. Frameworks are leaves of
 //! weight 1 under their role; the children of a role (child roles and frameworks alike) are
@@ -192,6 +192,9 @@ pub struct Allocator {
     /// Bumped whenever which leaves are active, suppressed, filtered-then-revived or hinted
     /// changes.
     pub(crate) eligibility_version: u64,
+    /// Bumped when a framework is let go again after being held back ([`Allocator::set_sated`]):
+    /// part of the all-blocked memos' key, not of the fast caches' (which follow the flag).
+    pub(crate) unblock_version: u64,
     /// Bumped whenever the capacity changes.
     pub(crate) capacity_version: u64,
     /// Leaves with a demand hint (checked per decision).
@@ -230,6 +233,7 @@ impl Allocator {
             capacity: Vec::new(),
             refused: RefusedTable::default(),
             eligibility_version: 0,
+            unblock_version: 0,
             capacity_version: 0,
             demand_leaves: Vec::new(),
             demand_floor: Vec::new(),
@@ -448,6 +452,40 @@ impl Allocator {
             }
         }
         Ok(())
+    }
+
+    /// Holds the framework back from offers (`true`) or lets it be offered again, leaving its
+    /// suppression and decline filters as they are. A sated leaf is blocked everywhere, as a
+    /// suppressed one is. The books set it while a framework's outstanding offers already hold
+    /// every task it said it still wants, so it is not offered agents it would only decline.
+    pub fn set_sated(&mut self, fw: FrameworkId, sated: bool) -> Result<(), AllocatorError> {
+        let i = self.leaf_of(fw)?;
+        let leaf = self.tree.nodes[i as usize]
+            .leaf
+            .as_mut()
+            .ok_or(AllocatorError::UnknownFramework(fw))?;
+        if leaf.sated == sated {
+            return Ok(());
+        }
+        leaf.sated = sated;
+        // The cached H-DRF vectors follow the flip incrementally, as they follow an
+        // allocation, so the caches are not rebuilt. Only a flip that may unblock someone
+        // (a framework let go; under quota, a guarantee's demand changed) invalidates the
+        // all-blocked memos: a framework held back blocks no one else.
+        if !sated || self.has_quota() {
+            self.unblock_version += 1;
+        }
+        let nodes = self.tree.nodes.len();
+        if let Some(fast) = &mut self.fast {
+            fast.allocation_changed(i, nodes);
+        }
+        Ok(())
+    }
+
+    /// Whether the framework is held back ([`Allocator::set_sated`]); `None` when unknown.
+    pub fn is_sated(&self, fw: FrameworkId) -> Option<bool> {
+        let i = self.leaf_of(fw).ok()?;
+        self.tree.nodes[i as usize].leaf.as_ref().map(|l| l.sated)
     }
 
     /// Sets (or clears, with `None`) the framework's demand hint: a leaf whose demand does not fit

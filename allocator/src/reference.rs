@@ -74,6 +74,9 @@ impl Allocator {
         if l.suppressed {
             return Some(BlockReason::Suppressed);
         }
+        if l.sated {
+            return Some(BlockReason::Sated);
+        }
         self.leaf_agent_block(leaf, ctx)
     }
 
@@ -119,6 +122,7 @@ impl Allocator {
                 };
                 !l.active
                     || l.suppressed
+                    || l.sated
                     || (ctx.gated && !l.gpu_capable)
                     || l.demand.as_ref().is_some_and(|d| !fits(d, ctx.w))
                     || (self.has_quota() && self.limit_block(leaf, ctx.w).is_some())

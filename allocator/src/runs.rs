@@ -87,12 +87,15 @@ impl Agent {
 
 impl Allocator {
     /// The all-blocked memo's key: what, besides an agent's own version, decides whether a
-    /// framework is blocked there. Under quota what roles hold (`quota_version`) counts too;
-    /// both counters only grow, so their sum changes whenever either does.
+    /// framework is blocked there. Under quota what roles hold (`quota_version`) counts too,
+    /// and so does a held-back framework let go (`unblock_version`); the counters only grow,
+    /// so their sum changes whenever one does.
     pub(crate) fn memo_key(&self) -> (u64, u64) {
         (
             self.tree.shape_version,
-            self.eligibility_version.wrapping_add(self.quota_version),
+            self.eligibility_version
+                .wrapping_add(self.quota_version)
+                .wrapping_add(self.unblock_version),
         )
     }
 
@@ -119,17 +122,42 @@ impl Allocator {
     /// decided as [`Allocator::cycle`] does. Returns the part's decisions; [`Run::done`] says
     /// whether the run is over. A part of a run that is over decides nothing.
     pub fn run_part(&mut self, run: &mut Run, max: usize, now: u64) -> Vec<Decision> {
+        self.run_part_with(run, max, now, |_| false)
+    }
+
+    /// [`Allocator::run_part`], asking `sate` about each decision as it is made: when it
+    /// answers true, the decision's framework is held back ([`Allocator::set_sated`]) before
+    /// the next agent is decided, so a framework whose offers now hold what it wants is not
+    /// offered the rest of the part.
+    pub fn run_part_with(
+        &mut self,
+        run: &mut Run,
+        max: usize,
+        now: u64,
+        mut sate: impl FnMut(&Decision) -> bool,
+    ) -> Vec<Decision> {
         let mut out = Vec::new();
         if run.done {
             return out;
         }
+        let mut asked = 0;
+        let mut visit = |me: &mut Self, slot: u32, out: &mut Vec<Decision>| {
+            me.visit(slot, now, out);
+            for d in &out[asked..] {
+                if sate(d) {
+                    // The framework is known: it was just decided for.
+                    let _ = me.set_sated(d.framework, true);
+                }
+            }
+            asked = out.len();
+        };
         let max = max.max(1);
         let (end, visited, done) = match &run.slots {
             None => {
                 let end = run.next.saturating_add(max).min(self.agents.len());
                 for slot in run.next..end {
                     // Slots are `u32` (the agent table never grows past it).
-                    self.visit(slot as u32, now, &mut out);
+                    visit(self, slot as u32, &mut out);
                 }
                 (end, end.saturating_sub(run.next), end >= self.agents.len())
             }
@@ -143,7 +171,7 @@ impl Allocator {
                         .and_then(Option::as_ref)
                         .is_some_and(|a| a.changed);
                     if queued {
-                        self.visit(slot, now, &mut out);
+                        visit(self, slot, &mut out);
                         visited += 1;
                     }
                 }

@@ -147,6 +147,39 @@ fn replacing_a_filter_and_filters_on_other_agents() {
 }
 
 #[test]
+fn a_sated_framework_is_blocked_everywhere_and_keeps_its_filters_and_suppression() {
+    let mut a = two();
+    a.add_filter(fw(1), ag(1), &r("cpus=10,mem=10"), u64::MAX)
+        .unwrap();
+    a.set_sated(fw(2), true).unwrap();
+    assert_eq!(a.explain(fw(2), ag(1), 0), Some(BlockReason::Sated));
+    assert_eq!(pick(&mut a, Some(ag(1)), "cpus=1", 0), None);
+    assert!(a.cycle(None, 0).is_empty(), "one filtered, one sated");
+    let version = a.eligibility_version;
+    a.set_sated(fw(2), true).unwrap();
+    assert_eq!(
+        a.eligibility_version, version,
+        "an unchanged flag keeps the caches"
+    );
+    a.set_sated(fw(2), false).unwrap();
+    assert_eq!(pick(&mut a, Some(ag(1)), "cpus=1", 0), Some(fw(2)));
+    assert_eq!(
+        a.explain(fw(1), ag(1), 0)
+            .map(|b| matches!(b, BlockReason::Filtered { .. })),
+        Some(true),
+        "the other framework's filter is untouched"
+    );
+    // Sated does not lift a suppression.
+    a.suppress(fw(2)).unwrap();
+    a.set_sated(fw(2), false).unwrap();
+    assert_eq!(a.explain(fw(2), ag(1), 0), Some(BlockReason::Suppressed));
+    assert_eq!(
+        a.set_sated(fw(9), true),
+        Err(AllocatorError::UnknownFramework(fw(9)))
+    );
+}
+
+#[test]
 fn suppress_blocks_until_revive_which_also_clears_filters() {
     let mut a = two();
     a.suppress(fw(1)).unwrap();
@@ -425,6 +458,72 @@ fn cycle_parts_back_to_back_decide_as_one_cycle() {
     let mut run = a.start_run(Sweep::All);
     assert_eq!(a.run_part(&mut run, 0, 0).len(), 1);
     assert_eq!((run.visited(), run.done()), (1, false));
+}
+
+#[test]
+fn a_framework_sated_mid_run_is_not_offered_the_rest_of_it() {
+    let build = || {
+        let mut a = Allocator::new(Policy::Hdrf);
+        a.add_framework(fw(1), &role("a")).unwrap();
+        a.add_framework(fw(2), &role("b")).unwrap();
+        for i in 1..=6 {
+            a.add_agent(ag(i), &r("cpus=4,mem=400")).unwrap();
+        }
+        a
+    };
+    // Without a hook the two take turns: three agents each.
+    let mut a = build();
+    let mut run = a.start_run(Sweep::All);
+    let plain = a.run_part(&mut run, usize::MAX, 0);
+    assert_eq!(plain.iter().filter(|d| d.framework == fw(1)).count(), 3);
+    // fw(1) is sated by its first offer: fw(2) gets the other five in the same part.
+    let mut a = build();
+    let mut run = a.start_run(Sweep::All);
+    let mut asked = Vec::new();
+    let got = a.run_part_with(&mut run, usize::MAX, 0, |d| {
+        asked.push(d.agent);
+        d.framework == fw(1)
+    });
+    assert_eq!(
+        asked,
+        (1..=6).map(ag).collect::<Vec<_>>(),
+        "asked once per decision"
+    );
+    let to = |f| got.iter().filter(|d| d.framework == f).count();
+    assert_eq!((to(fw(1)), to(fw(2))), (1, 5));
+    assert_eq!(a.is_sated(fw(1)), Some(true));
+    assert_eq!(a.explain(fw(1), ag(1), 0), Some(BlockReason::Sated));
+    // The fast path agrees with the reference afterwards, sated or let go again.
+    for sated in [true, false] {
+        a.set_sated(fw(1), sated).unwrap();
+        a.release(fw(2), ag(2), &r("cpus=4,mem=400")).unwrap();
+        let w = a.agent_free(ag(2)).unwrap();
+        assert_eq!(
+            a.pick(Some(ag(2)), &w, 0),
+            a.pick_reference(Some(ag(2)), &w, 0)
+        );
+        a.allocate(fw(2), ag(2), &r("cpus=4,mem=400")).unwrap();
+    }
+}
+
+#[test]
+fn a_framework_let_go_is_offered_the_agents_the_runs_found_all_blocked() {
+    for sweep in [Sweep::All, Sweep::Changed] {
+        let mut a = Allocator::new(Policy::Hdrf);
+        a.add_framework(fw(1), &role("a")).unwrap();
+        a.add_agent(ag(1), &r("cpus=4")).unwrap();
+        a.add_agent(ag(2), &r("cpus=4")).unwrap();
+        a.set_sated(fw(1), true).unwrap();
+        let mut run = a.start_run(sweep);
+        assert!(a.run_part(&mut run, usize::MAX, 0).is_empty());
+        assert!(
+            a.cycle(None, 0).is_empty(),
+            "both agents remembered as all blocked"
+        );
+        a.set_sated(fw(1), false).unwrap();
+        let mut run = a.start_run(sweep);
+        assert_eq!(a.run_part(&mut run, usize::MAX, 0).len(), 2, "{sweep:?}");
+    }
 }
 
 #[test]

@@ -20,6 +20,9 @@ pub(crate) struct Leaf {
     /// Subscribed (stream connected).
     pub(crate) active: bool,
     pub(crate) suppressed: bool,
+    /// Held back because its outstanding offers already hold what it wants (set by the
+    /// caller, see [`crate::Allocator::set_sated`]); filters and suppression are untouched.
+    pub(crate) sated: bool,
     /// Demand hint: blocked for a `W` it does not fit in.
     pub(crate) demand: Option<Dense>,
     /// Declared `gpu_resources`: may be picked on agents with GPUs while gating is on.
@@ -145,6 +148,7 @@ impl Tree {
             id,
             active: true,
             suppressed: false,
+            sated: false,
             demand: None,
             gpu_capable: false,
         };

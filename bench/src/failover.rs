@@ -239,6 +239,7 @@ pub async fn failover(
         stop_when_done: false,
         max_in_flight: None,
         hold_demand: false,
+        duration_spread: 0.0,
         command: None,
     });
     // Declined offers come back after a minute, not the SDK's 30 s: the probes need only the
@@ -261,6 +262,7 @@ pub async fn failover(
             stop_when_done: false,
             max_in_flight: None,
             hold_demand: true,
+            duration_spread: 0.0,
             command: None,
         })
         .collect();

@@ -139,6 +139,11 @@ pub struct Workload {
     pub resources: Resources,
     /// How long each simulated task runs; `None`: until killed.
     pub duration_s: Option<f64>,
+    /// Each task runs `duration_s` times a factor drawn from `1 ± spread` (a fixed function of
+    /// its id, so runs repeat): tasks of one length launched together end together, and stay
+    /// in step for a long time; a spread starts them out of step, as real tasks are. 0: all
+    /// `duration_s`.
+    pub duration_spread: f64,
     /// The shell command of each task on a real agent; `None`: a simulated task
     /// (`duration_s` long).
     pub command: Option<String>,
@@ -272,6 +277,10 @@ impl BenchFramework {
     }
 
     fn spec(&self, task_id: TaskId, agent_id: AgentId) -> TaskSpec {
+        let duration_s = self
+            .work
+            .duration_s
+            .map(|d| d * spread_factor(&task_id, self.work.duration_spread));
         TaskSpec {
             task_id,
             name: "bench".into(),
@@ -284,12 +293,25 @@ impl BenchFramework {
                     .unwrap_or_else(|| "simulated".into()),
             ),
             env: Default::default(),
-            duration_s: self.work.duration_s,
+            duration_s,
             isolation: None,
             health_check: None,
             priority: None,
         }
     }
+}
+
+/// `1 + spread × u`, with `u` in [-1, 1) a fixed function of the task id (1 for no spread).
+fn spread_factor(task_id: &TaskId, spread: f64) -> f64 {
+    use std::hash::{Hash, Hasher};
+    if spread <= 0.0 {
+        return 1.0;
+    }
+    // `DefaultHasher::new()` has fixed keys: the same id gives the same length in every run.
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    task_id.as_str().hash(&mut h);
+    let u = (h.finish() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+    1.0 + spread * u
 }
 
 #[async_trait::async_trait]
@@ -451,6 +473,7 @@ mod tests {
             stop_when_done: true,
             max_in_flight: None,
             hold_demand: false,
+            duration_spread: 0.0,
         }
     }
 
@@ -490,6 +513,27 @@ mod tests {
         let ids: std::collections::HashSet<_> =
             launched.iter().flatten().map(|t| &t.task_id).collect();
         assert_eq!(ids.len(), 5, "every task id is distinct");
+    }
+
+    #[test]
+    fn task_lengths_spread_within_bounds_the_same_in_every_run() {
+        let ids: Vec<TaskId> = (0..1000)
+            .map(|i| TaskId::new(format!("t{i}")).unwrap())
+            .collect();
+        let factors: Vec<f64> = ids.iter().map(|id| spread_factor(id, 0.5)).collect();
+        assert!(
+            factors.iter().all(|f| (0.5..1.5).contains(f)),
+            "{factors:?}"
+        );
+        let mean = factors.iter().sum::<f64>() / 1000.0;
+        assert!((mean - 1.0).abs() < 0.05, "mean {mean}");
+        assert!(factors.iter().any(|f| *f < 0.7) && factors.iter().any(|f| *f > 1.3));
+        assert_eq!(
+            spread_factor(&ids[7], 0.5),
+            factors[7],
+            "a fixed function of the id"
+        );
+        assert_eq!(spread_factor(&ids[7], 0.0), 1.0);
     }
 
     #[tokio::test]
@@ -569,6 +613,7 @@ mod tests {
         let progress = Arc::new(Progress::default());
         let probe = Workload {
             hold_demand: true,
+            duration_spread: 0.0,
             ..work(0)
         };
         let mut fw = BenchFramework::new(probe, progress.clone());

@@ -119,6 +119,10 @@ struct Args {
     /// With --soak: how long each task runs, in seconds (rate × this many tasks are in flight).
     #[arg(long, default_value_t = 10.0)]
     soak_task_s: f64,
+    /// With --soak: task lengths spread over `--soak-task-s × (1 ± this)` (0 to 0.9), so the
+    /// tasks start out of step instead of ending in waves (default 0: all alike).
+    #[arg(long, default_value_t = 0.0)]
+    soak_task_spread: f64,
     /// With --soak: what each task needs.
     #[arg(long, default_value = "cpus=1,mem=1024")]
     soak_task_resources: Resources,
@@ -199,6 +203,15 @@ struct FailoverArgs {
     /// Also write the report as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
+}
+
+/// A spread of task lengths: a fraction from 0 to 0.9.
+fn spread(flag: &str, v: f64) -> anyhow::Result<f64> {
+    if (0.0..=0.9).contains(&v) {
+        Ok(v)
+    } else {
+        anyhow::bail!("{flag}: {v} is not a fraction from 0 to 0.9")
+    }
 }
 
 fn seconds(flag: &str, v: f64) -> anyhow::Result<Duration> {
@@ -413,6 +426,7 @@ async fn real_main() -> anyhow::Result<bool> {
             rate: args.rate,
             frameworks: args.frameworks,
             task_duration_s: seconds("--soak-task-s", args.soak_task_s)?.as_secs_f64(),
+            task_spread: spread("--soak-task-spread", args.soak_task_spread)?,
             task_resources: args.soak_task_resources,
             stall_timeout: config.stall_timeout,
         };

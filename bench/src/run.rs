@@ -103,6 +103,7 @@ pub async fn run(config: &RunConfig, cluster: &mut Cluster) -> anyhow::Result<Re
         stop_when_done: true,
         max_in_flight: None,
         hold_demand: false,
+        duration_spread: 0.0,
     });
     let (drivers, _stops) = start_frameworks(
         &cluster.url,
@@ -445,6 +446,7 @@ async fn state_phase(cluster: &mut Cluster, config: &RunConfig) -> anyhow::Resul
         stop_when_done: false,
         max_in_flight: None,
         hold_demand: false,
+        duration_spread: 0.0,
     });
     let started = Instant::now();
     let (mut drivers, stops) = start_frameworks(
@@ -527,6 +529,7 @@ mod tests {
             stop_when_done: true,
             max_in_flight: None,
             hold_demand: false,
+            duration_spread: 0.0,
         })
         .iter()
         .map(|w| w.tasks)

@@ -45,6 +45,9 @@ pub struct SoakConfig {
     pub frameworks: usize,
     /// How long each task runs, in seconds.
     pub task_duration_s: f64,
+    /// Each task runs `task_duration_s` times a factor from `1 ± task_spread` (see
+    /// [`Workload::duration_spread`]); 0: all alike.
+    pub task_spread: f64,
     /// What each task needs.
     pub task_resources: Resources,
     /// The run fails when no task starts running for this long.
@@ -80,6 +83,8 @@ pub struct SoakReport {
     pub rate: f64,
     /// Each task's length in seconds.
     pub task_duration_s: f64,
+    /// The spread of task lengths (`1 ± this` times `task_duration_s`).
+    pub task_spread: f64,
     /// Tasks each framework keeps in flight.
     pub in_flight_per_framework: usize,
     /// Seconds the warm-up took.
@@ -157,13 +162,14 @@ impl SoakReport {
         };
         let mut out = format!(
             "## parley-bench soak: {} agents, {} frameworks, {:.0} launches/s aimed at, \
-             tasks of {} s ({} in flight per framework)\n\n\
+             tasks of {} s ± {:.0} % ({} in flight per framework)\n\n\
              | window end | coordinator RSS (MiB) | offer wait p99 (ms) | launches/s | \
              coordinator CPU s per 1,000 tasks | offers per launch |\n|---|---|---|---|---|---|\n",
             self.agents,
             self.frameworks,
             self.rate,
             self.task_duration_s,
+            self.task_spread * 100.0,
             self.in_flight_per_framework
         );
         for w in &self.windows {
@@ -238,6 +244,7 @@ pub async fn soak(config: &SoakConfig, cluster: &mut Cluster) -> anyhow::Result<
         frameworks: config.frameworks,
         rate: config.rate,
         task_duration_s: config.task_duration_s,
+        task_spread: config.task_spread,
         in_flight_per_framework: per_framework,
         ..SoakReport::default()
     };
@@ -252,6 +259,7 @@ pub async fn soak(config: &SoakConfig, cluster: &mut Cluster) -> anyhow::Result<
             stop_when_done: false,
             max_in_flight: Some(per_framework),
             hold_demand: false,
+            duration_spread: config.task_spread,
             command: None,
         })
         .collect();

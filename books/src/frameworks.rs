@@ -142,6 +142,8 @@ impl State {
         if let Some(fw) = self.frameworks.get_mut(id) {
             fw.name = req.name;
             fw.failover_timeout_s = failover_timeout_s;
+            // A new session states its wants anew (the SDK's next revive or answer says them).
+            fw.pending_tasks = None;
             if req.demand.is_some() {
                 fw.demand = req.demand.clone();
             }
@@ -162,6 +164,7 @@ impl State {
             } else if req.demand.is_some() {
                 self.ledger.set_demand(id, req.demand);
             }
+            self.refresh_sated(id);
             fx.push(Effect::Allocate);
             return;
         }
@@ -219,6 +222,7 @@ impl State {
         let eligibility = Eligibility {
             active: false,
             suppressed: false,
+            sated: false,
             demand: record.demand.clone(),
             gpu_capable: false,
         };
@@ -267,6 +271,7 @@ impl State {
         let eligibility = Eligibility {
             active: matches!(fw.connection, Connection::Connected { .. }),
             suppressed: fw.suppressed,
+            sated: fw.sated,
             demand: fw.demand.clone(),
             gpu_capable: fw.gpu_resources,
         };

@@ -105,6 +105,8 @@ pub struct Eligibility {
     pub active: bool,
     /// It suppressed offers.
     pub suppressed: bool,
+    /// Its outstanding offers hold every task it said it wants (see [`Ledger::set_sated`]).
+    pub sated: bool,
     /// Its demand hint.
     pub demand: Option<Resources>,
     /// It declared `gpu_resources` (GPU gating lets it have agents with GPUs).
@@ -284,6 +286,9 @@ impl Ledger {
             let r = self.allocator.suppress(id);
             self.check("suppress", r);
         }
+        if e.sated {
+            self.set_sated(id, true);
+        }
         if e.gpu_capable {
             self.set_gpu_capable(id, true);
         }
@@ -331,6 +336,13 @@ impl Ledger {
         self.check("suppress", r);
     }
 
+    /// Holds the framework back from offers while its outstanding offers hold what it wants
+    /// (see [`allocator::Allocator::set_sated`]).
+    pub fn set_sated(&mut self, id: FrameworkId, sated: bool) {
+        let r = self.allocator.set_sated(id, sated);
+        self.check("set_sated", r);
+    }
+
     /// Offers resume for the framework; its decline filters are cleared.
     pub fn revive(&mut self, id: FrameworkId) {
         let r = self.allocator.revive(id);
@@ -351,8 +363,15 @@ impl Ledger {
     /// The next part of `run`, at most `max` agents (see [`Allocator::run_part`]): every
     /// decision is booked as `offered` to its framework on its agent. A decision the caller
     /// cannot turn into an offer goes back with [`Ledger::end_offer`].
-    pub fn allocate_part(&mut self, run: &mut Run, max: usize, now_ms: u64) -> Vec<Decision> {
-        let decisions = self.allocator.run_part(run, max, now_ms);
+    /// `sate` is asked about each decision as it is made (see [`Allocator::run_part_with`]).
+    pub fn allocate_part(
+        &mut self,
+        run: &mut Run,
+        max: usize,
+        now_ms: u64,
+        sate: impl FnMut(&Decision) -> bool,
+    ) -> Vec<Decision> {
+        let decisions = self.allocator.run_part_with(run, max, now_ms, sate);
         for d in &decisions {
             self.give(Holder::Agent(d.agent), Which::Offered, &d.resources);
             self.give(Holder::Framework(d.framework), Which::Offered, &d.resources);
@@ -571,7 +590,7 @@ mod tests {
     fn offers_and_tasks_are_split_into_offered_and_used() {
         let (mut l, fw, agent) = ledger();
         let mut run = l.start_run(Sweep::All);
-        let d = l.allocate_part(&mut run, usize::MAX, 0);
+        let d = l.allocate_part(&mut run, usize::MAX, 0, |_| false);
         assert!(run.done());
         assert_eq!(d.len(), 1);
         assert_eq!(l.agent(agent).offered, res("cpus=4,mem=100"));

@@ -74,6 +74,8 @@
 //! - `frameworks.rs`: registration, streams (subscribe / disconnect), failover, removal,
 //!   suppress / revive.
 //! - `offers.rs`: turning allocation decisions into offers; accept, decline, expiry, rescind.
+//! - `sated.rs`: offers sized to demand: a framework that said how many tasks it wants is
+//!   held back while its outstanding offers hold that many.
 //! - `offer_book.rs`: the outstanding offers and how recent ones ended, as a sub-book with
 //!   private fields.
 //! - `owners.rs`: which principal owns a framework or agent id (for the coordinator's
@@ -140,6 +142,7 @@ mod quota;
 pub mod records;
 mod remembered;
 mod reservations;
+mod sated;
 pub mod settings;
 mod task_book;
 mod tasks;
@@ -155,6 +158,8 @@ mod tests_partition;
 mod tests_preempt;
 #[cfg(test)]
 mod tests_reservations;
+#[cfg(test)]
+mod tests_sated;
 #[cfg(test)]
 mod tests_written;
 mod views;
@@ -337,6 +342,12 @@ pub(crate) struct FrameworkRecord {
     pub(crate) failover_timeout_s: f64,
     pub(crate) demand: Option<Resources>,
     pub(crate) suppressed: bool,
+    /// How many more tasks it last said it wants (`None`: no bound; see `sated.rs`).
+    pub(crate) pending_tasks: Option<u32>,
+    /// The tasks its outstanding offers hold, each counted when the offer was made.
+    pub(crate) offered_tasks: u32,
+    /// The allocator holds it back: its offers hold what it wants (mirrors the allocator).
+    pub(crate) sated: bool,
     pub(crate) connection: Connection,
     /// The last stream number handed out.
     pub(crate) generation: u64,
@@ -378,6 +389,9 @@ impl FrameworkRecord {
             failover_timeout_s,
             demand,
             suppressed: false,
+            pending_tasks: None,
+            offered_tasks: 0,
+            sated: false,
             connection: Connection::Disconnected {
                 since_ms: now.ms,
                 ever: false,

@@ -20,6 +20,8 @@ pub(crate) struct OfferRecord {
     offer: Offer,
     created_ms: u64,
     expires_ms: u64,
+    /// The tasks of its framework's demand hint it held when it was made.
+    holds: u32,
 }
 
 impl OfferRecord {
@@ -31,6 +33,11 @@ impl OfferRecord {
     /// The offer, taking the record apart.
     pub(crate) fn into_offer(self) -> Offer {
         self.offer
+    }
+
+    /// The tasks of its framework's demand hint it held when it was made.
+    pub(crate) fn holds(&self) -> u32 {
+        self.holds
     }
 
     /// When it expires, on the books' monotonic clock.
@@ -67,8 +74,8 @@ impl OfferBook {
         self.outstanding.len()
     }
 
-    /// Records a new outstanding offer, made at `created_ms`.
-    pub(crate) fn insert(&mut self, offer: Offer, created_ms: u64, expires_ms: u64) {
+    /// Records a new outstanding offer, made at `created_ms`, holding `holds` tasks.
+    pub(crate) fn insert(&mut self, offer: Offer, created_ms: u64, expires_ms: u64, holds: u32) {
         self.fresh.made(created_ms);
         self.by_agent
             .entry(offer.agent_id)
@@ -80,6 +87,7 @@ impl OfferBook {
                 offer,
                 created_ms,
                 expires_ms,
+                holds,
             },
         );
     }

@@ -89,14 +89,26 @@ impl State {
         now: &Now,
         fx: &mut Effects,
     ) -> usize {
-        let decisions = self.ledger.allocate_part(&mut run.run, max, now.ms);
+        // Each decision's tasks are counted as it is made, so a framework whose offers now
+        // hold what it wants is held back for the rest of the part (`sated.rs`).
+        let mut holds = Vec::new();
+        let frameworks = &mut self.frameworks;
+        let decisions = self.ledger.allocate_part(&mut run.run, max, now.ms, |d| {
+            let Some(fw) = frameworks.get_mut(d.framework) else {
+                holds.push(0);
+                return false;
+            };
+            let n = super::sated::tasks_held(fw.demand.as_ref(), &d.resources);
+            holds.push(n);
+            fw.offer_made(n)
+        });
         let mut batches: BTreeMap<FrameworkId, Vec<Offer>> = BTreeMap::new();
         let expires_ms = now.ms.saturating_add(self.timing.offer_timeout_ms);
         let expires_at = now.wall
             + chrono::Duration::milliseconds(
                 i64::try_from(self.timing.offer_timeout_ms).unwrap_or(i64::MAX / 2),
             );
-        for d in decisions {
+        for (d, holds) in decisions.into_iter().zip(holds) {
             let usable =
                 self.frameworks.contains(d.framework) && self.agents.active(d.agent).is_some();
             let Some(agent) = self.agents.get_mut(d.agent).filter(|_| usable) else {
@@ -104,6 +116,7 @@ impl State {
                 tracing::error!(agent = %d.agent, framework = %d.framework, "stale decision");
                 self.ledger
                     .end_offer(d.framework, d.agent, &d.resources, d.reservation.as_ref());
+                self.offer_gone(d.framework, holds, fx);
                 continue;
             };
             let offer = Offer {
@@ -120,7 +133,7 @@ impl State {
                     .reservation
                     .map(|role| protocol::reservation::OfferReservation { role }),
             };
-            self.offers.insert(offer.clone(), now.ms, expires_ms);
+            self.offers.insert(offer.clone(), now.ms, expires_ms, holds);
             fx.push(Effect::Offer(OfferEvent::OfferCreated(offer.clone())));
             batches.entry(d.framework).or_default().push(offer);
             if let Some(since) = self.freed_at.remove(&d.agent) {
@@ -465,7 +478,9 @@ impl State {
         let Some(rec) = self.offers.end(id, how.as_str()) else {
             return;
         };
+        let holds = rec.holds();
         let offer = rec.into_offer();
+        self.offer_gone(offer.framework_id, holds, fx);
         if release {
             self.ledger.end_offer(
                 offer.framework_id,

@@ -49,6 +49,11 @@ enum Op {
     Lose {
         agent: usize,
     },
+    /// Framework `fw` says how many more tasks it wants (`None`: no bound).
+    Want {
+        fw: usize,
+        pending: Option<u32>,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -64,6 +69,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..2usize).prop_map(|fw| Op::RemoveFramework { fw }),
         1 => (0..2usize).prop_map(|agent| Op::Reregister { agent }),
         1 => (0..2usize).prop_map(|agent| Op::Lose { agent }),
+        2 => (0..2usize, proptest::option::of(0..5u32)).prop_map(|(fw, pending)| Op::Want { fw, pending }),
     ]
 }
 
@@ -125,6 +131,30 @@ fn assert_books_match_the_allocator(s: &State, frameworks: &[FrameworkId]) {
     );
     s.tasks.assert_indexes_agree();
     s.offers.assert_index_agrees();
+    // Offers sized to demand: each framework's count of the tasks its offers hold, and whether
+    // it is held back, in the books and in the allocator.
+    for fw in frameworks {
+        let Some(record) = s.frameworks.get(*fw) else {
+            continue;
+        };
+        let holds: u32 = s
+            .offers
+            .iter()
+            .filter(|r| r.offer().framework_id == *fw)
+            .map(super::offer_book::OfferRecord::holds)
+            .sum();
+        assert_eq!(
+            record.offered_tasks, holds,
+            "framework {fw}: tasks its offers hold"
+        );
+        let sated = record.pending_tasks.is_some_and(|n| holds >= n);
+        assert_eq!(record.sated, sated, "framework {fw}: held back");
+        assert_eq!(
+            alloc.is_sated(*fw),
+            Some(sated),
+            "framework {fw}: the allocator"
+        );
+    }
 }
 
 fn status(
@@ -164,6 +194,8 @@ proptest! {
             s.subscribe(fw, &at(0), &mut fx).unwrap();
             frameworks.push(fw);
         }
+        // One with a demand hint (an offer holds as many tasks as fit), one without (one each).
+        s.revive(frameworks[0], Some("cpus=1,mem=10".parse().unwrap()), &mut fx).unwrap();
         let mut agents = Vec::new();
         for _ in 0..2 {
             let (agent, _) = s
@@ -235,6 +267,10 @@ proptest! {
                     s.register_agent(reregister(agent, "cpus=4,mem=100", vec![]), &now, &mut fx).unwrap();
                 }
                 Op::Lose { agent } => s.lose_agent(agents[agent], &now, &mut fx),
+                Op::Want { fw, pending } => {
+                    // Refused (changing nothing) once the framework is removed.
+                    let _ = s.want_tasks(frameworks[fw], pending, &mut fx);
+                }
             }
             assert_books_match_the_allocator(&s, &frameworks);
         }

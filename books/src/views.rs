@@ -185,6 +185,7 @@ impl State {
                 role: f.role.clone(),
                 state: connection_name(f.connection).into(),
                 suppressed: f.suppressed,
+                pending_tasks: f.pending_tasks,
                 failover_timeout_s: f.failover_timeout_s,
                 demand: f.demand.clone(),
                 used: held.used,

@@ -9,8 +9,13 @@
 //! to the leader named in `Location`, streams included; a connection error or `503 no_leader`
 //! moves to the next URL, round-robin, with a short bounded backoff, for at most the request
 //! timeout. [`CoordinatorClient::leader_generation`] changes when another coordinator answers.
+//!
+//! A coordinator older than `pending_tasks` refuses a request carrying it (`400 invalid_body`,
+//! unknown field): the client then sends the request again without it, and leaves it out of
+//! every later request, so a newer SDK works against an older coordinator.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -55,6 +60,8 @@ pub struct CoordinatorClient {
     base: String,
     tracker: Arc<Mutex<LeaderTracker>>,
     request_timeout: Duration,
+    /// The coordinator refused `pending_tasks` once: it is no longer sent.
+    no_pending_tasks: Arc<AtomicBool>,
 }
 
 impl CoordinatorClient {
@@ -123,6 +130,7 @@ impl CoordinatorClient {
             base,
             tracker: Arc::new(Mutex::new(tracker)),
             request_timeout,
+            no_pending_tasks: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -285,13 +293,48 @@ impl CoordinatorClient {
         id: FrameworkId,
         batch: &AcceptBatch,
     ) -> Result<AcceptBatchResponse, SdkError> {
-        self.post(self.framework_url(id, "accepts"), batch).await
+        let url = self.framework_url(id, "accepts");
+        if self.sends_pending(batch.pending_tasks) {
+            match self.post(url.clone(), batch).await {
+                Err(e) if refuses_pending(&e) => self.stop_sending_pending(),
+                other => return other,
+            }
+        }
+        if batch.pending_tasks.is_none() {
+            return self.post(url, batch).await;
+        }
+        let plain = AcceptBatch {
+            accepts: batch.accepts.clone(),
+            pending_tasks: None,
+        };
+        self.post(url, &plain).await
     }
 
     /// `POST /frameworks/{id}/decline`.
     pub async fn decline(&self, id: FrameworkId, request: &DeclineRequest) -> Result<(), SdkError> {
-        self.post_empty(self.framework_url(id, "decline"), request)
-            .await
+        let url = self.framework_url(id, "decline");
+        if self.sends_pending(request.pending_tasks) {
+            match self.post_empty(url.clone(), request).await {
+                Err(e) if refuses_pending(&e) => self.stop_sending_pending(),
+                other => return other,
+            }
+        }
+        let plain = DeclineRequest {
+            pending_tasks: None,
+            ..request.clone()
+        };
+        self.post_empty(url, &plain).await
+    }
+
+    /// Whether to send a request carrying `pending` as it is: it carries a count and the
+    /// coordinator has not refused one.
+    fn sends_pending(&self, pending: Option<u32>) -> bool {
+        pending.is_some() && !self.no_pending_tasks.load(Ordering::Relaxed)
+    }
+
+    fn stop_sending_pending(&self) {
+        tracing::info!("the coordinator does not know pending_tasks; no longer sending it");
+        self.no_pending_tasks.store(true, Ordering::Relaxed);
     }
 
     /// `POST /frameworks/{id}/suppress`.
@@ -302,8 +345,18 @@ impl CoordinatorClient {
 
     /// `POST /frameworks/{id}/revive`.
     pub async fn revive(&self, id: FrameworkId, request: &ReviveRequest) -> Result<(), SdkError> {
-        self.post_empty(self.framework_url(id, "revive"), request)
-            .await
+        let url = self.framework_url(id, "revive");
+        if self.sends_pending(request.pending_tasks) {
+            match self.post_empty(url.clone(), request).await {
+                Err(e) if refuses_pending(&e) => self.stop_sending_pending(),
+                other => return other,
+            }
+        }
+        let plain = ReviveRequest {
+            pending_tasks: None,
+            ..request.clone()
+        };
+        self.post_empty(url, &plain).await
     }
 
     /// `POST /frameworks/{id}/kill`.
@@ -425,6 +478,12 @@ async fn read_json<T: DeserializeOwned>(response: reqwest::Response) -> Result<T
     let response = check(response).await?;
     let bytes = response.bytes().await?;
     serde_json::from_slice(&bytes).map_err(|e| SdkError::Protocol(e.to_string()))
+}
+
+/// Whether `e` is an older coordinator refusing the `pending_tasks` field it does not know.
+fn refuses_pending(e: &SdkError) -> bool {
+    matches!(e, SdkError::Rejected { code, message, .. }
+        if code == "invalid_body" && message.contains("pending_tasks"))
 }
 
 #[cfg(test)]

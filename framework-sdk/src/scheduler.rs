@@ -93,7 +93,11 @@ pub trait Scheduler: Send {
 
     /// How many tasks the framework still wants to launch. At zero the driver suppresses offers;
     /// when it becomes non-zero again (or grows) the driver revives them, at most once per
-    /// [`DriverConfig::revive_interval`](crate::DriverConfig::revive_interval).
+    /// [`DriverConfig::revive_interval`](crate::DriverConfig::revive_interval). The driver also
+    /// sends it with every answer and revive, and the coordinator stops offering once the
+    /// outstanding offers hold that many tasks of [`Scheduler::demand_hint`] (see
+    /// [`DriverConfig::size_offers_to_demand`](crate::DriverConfig::size_offers_to_demand)), so
+    /// count only what a launch could start now.
     fn pending_tasks(&self) -> usize;
 
     /// The resources of a typical next task, sent with registration and revives so the

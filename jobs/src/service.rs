@@ -376,7 +376,7 @@ async fn tick(shared: Arc<Shared>, stop: CancellationToken) {
             last_revive = now;
             if let Err(e) = shared
                 .client
-                .revive(framework_id, &ReviveRequest { demand: None })
+                .revive(framework_id, &ReviveRequest::default())
                 .await
             {
                 tracing::warn!(error = %e, "revive failed");

@@ -115,6 +115,12 @@ pub struct AcceptResponse {
 pub struct AcceptBatch {
     /// The accepts, each as [`AcceptRequest`]; at most [`AcceptBatch::MAX`].
     pub accepts: Vec<AcceptRequest>,
+    /// After these accepts: how many more tasks of its demand hint the framework wants launched, counting none it
+    /// has already accepted (absent: say nothing, and the last count stands). While its
+    /// outstanding offers hold that many tasks it is offered nothing more, so it is not sent
+    /// agents it would only decline. Without a demand hint each offer counts as one task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_tasks: Option<u32>,
 }
 
 impl AcceptBatch {
@@ -155,6 +161,12 @@ pub struct DeclineRequest {
     /// Do not offer these resources again for this long (default 5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refuse_seconds: Option<f64>,
+    /// After this decline: how many more tasks of its demand hint the framework wants launched, counting none it
+    /// has already accepted (absent: say nothing, and the last count stands). While its
+    /// outstanding offers hold that many tasks it is offered nothing more, so it is not sent
+    /// agents it would only decline. Without a demand hint each offer counts as one task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_tasks: Option<u32>,
 }
 
 /// `POST /api/v1/frameworks/{id}/revive`.
@@ -165,6 +177,11 @@ pub struct ReviveRequest {
     /// A new demand hint, replacing the old one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub demand: Option<Resources>,
+    /// How many tasks of its demand hint the framework wants launched (see
+    /// [`DeclineRequest::pending_tasks`]). Unlike on an answer, absent here means no bound:
+    /// offers go on until the framework suppresses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_tasks: Option<u32>,
 }
 
 /// `POST /api/v1/frameworks/{id}/kill`.
@@ -469,6 +486,10 @@ pub struct FrameworkInfo {
     pub state: String,
     /// True while suppressed.
     pub suppressed: bool,
+    /// How many more tasks it last said it wants (`pending_tasks` on a revive, an accept or a
+    /// decline); absent when it never said, or its last revive set no bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_tasks: Option<u32>,
     /// Its failover timeout.
     pub failover_timeout_s: f64,
     /// Its demand hint.
@@ -570,6 +591,10 @@ pub struct FrameworkExplanation {
     pub state: String,
     /// Whether it suppressed offers.
     pub suppressed: bool,
+    /// Whether its outstanding offers already hold every task it said it still wants
+    /// (`pending_tasks`): it is offered nothing more until it answers them or wants more.
+    #[serde(default)]
+    pub sated: bool,
     /// Its demand hint, if it gave one.
     pub demand: Option<Resources>,
     /// Its H-DRF dominant share.

@@ -378,6 +378,7 @@ impl TestFramework {
             &DeclineRequest {
                 offer_ids: offer_ids.to_vec(),
                 refuse_seconds,
+                pending_tasks: None,
             },
         )
         .await

@@ -43,6 +43,8 @@ enum Op {
     Filter(usize, usize, bool, u64),
     Suppress(usize),
     Revive(usize),
+    /// The books hold a framework back (its offers hold what it wants) or let it go.
+    Sated(usize, bool),
     Active(usize, bool),
     Demand(usize, Option<[u64; 3]>),
     Weight(usize, u8),
@@ -65,6 +67,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (any::<usize>(), any::<usize>(), any::<bool>(), 0u64..60).prop_map(|(f, a, w, u)| Op::Filter(f, a, w, u)),
         1 => any::<usize>().prop_map(Op::Suppress),
         1 => any::<usize>().prop_map(Op::Revive),
+        1 => (any::<usize>(), any::<bool>()).prop_map(|(f, b)| Op::Sated(f, b)),
         1 => (any::<usize>(), any::<bool>()).prop_map(|(f, b)| Op::Active(f, b)),
         2 => (any::<usize>(), prop::option::of(prop::array::uniform3(0u64..3000))).prop_map(|(f, d)| Op::Demand(f, d)),
         1 => (any::<usize>(), 1u8..5).prop_map(|(r, w)| Op::Weight(r, w)),
@@ -192,6 +195,9 @@ fn apply(
         }
         Op::Revive(fi) => {
             let _ = a.revive(f(*fi));
+        }
+        Op::Sated(fi, on) => {
+            let _ = a.set_sated(f(*fi), *on);
         }
         Op::Active(fi, on) => {
             let _ = a.set_active(f(*fi), *on);

@@ -31,9 +31,49 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
         } else {
             &bytes
         };
-        serde_json::from_slice(text)
-            .map(Body)
-            .map_err(|e| ApiError::BadBody(e.to_string()))
+        parse(text).map(Body).map_err(ApiError::BadBody)
+    }
+}
+
+/// Parses a JSON body; the error names the field at fault (`pending_tasks: invalid value…`)
+/// where there is one. A body that parses pays nothing for that: only a refused one is parsed
+/// again, tracking the path.
+fn parse<T: DeserializeOwned>(text: &[u8]) -> Result<T, String> {
+    if let Ok(value) = serde_json::from_slice(text) {
+        return Ok(value);
+    }
+    let mut de = serde_json::Deserializer::from_slice(text);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path.is_empty() || path == "." {
+            inner.to_string()
+        } else {
+            format!("{path}: {inner}")
+        }
+    })?;
+    de.end().map_err(|e| e.to_string())?;
+    Ok(value)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::parse;
+    use protocol::messages::ReviveRequest;
+
+    #[test]
+    fn a_bad_body_names_the_field_at_fault() {
+        let e = parse::<ReviveRequest>(br#"{"pending_tasks": -1}"#).unwrap_err();
+        assert!(e.starts_with("pending_tasks: invalid value"), "{e}");
+        let e = parse::<ReviveRequest>(br#"{"demand": {"cpus": "x"}}"#).unwrap_err();
+        assert!(e.starts_with("demand"), "{e}");
+        let e = parse::<ReviveRequest>(br#"{"nope": 1}"#).unwrap_err();
+        assert!(e.contains("unknown field `nope`"), "{e}");
+        let e = parse::<ReviveRequest>(br#"{} {}"#).unwrap_err();
+        assert!(e.contains("trailing characters"), "{e}");
+        let ok = parse::<ReviveRequest>(br#"{"pending_tasks": 3}"#).unwrap();
+        assert_eq!(ok.pending_tasks, Some(3));
     }
 }
 

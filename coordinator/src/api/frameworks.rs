@@ -130,10 +130,15 @@ async fn accept_many(
 ) -> Result<Json<AcceptBatchResponse>, ApiError> {
     // A malformed accept refuses the whole call; an offer gone since (the race every accept
     // can lose) refuses only its own accept.
+    let pending = req.pending_tasks;
     let accepts = input::accept_batch(req)?;
     let results = c.run(|s, now, fx| {
         caller.framework(s, id)?;
-        Ok::<_, ApiError>(s.accept_many(id, accepts, now, fx)?)
+        let results = s.accept_many(id, accepts, now, fx)?;
+        if pending.is_some() {
+            s.want_tasks(id, pending, fx)?;
+        }
+        Ok::<_, ApiError>(results)
     })?;
     let results = results
         .into_iter()
@@ -167,10 +172,15 @@ async fn decline(
     Id(id): Id<FrameworkId>,
     Body(req): Body<DeclineRequest>,
 ) -> Ok200 {
+    let pending = req.pending_tasks;
     let req = input::decline(req)?;
     c.run(|s, now, fx| {
         caller.framework(s, id)?;
-        Ok::<_, ApiError>(s.decline(id, req, now, fx)?)
+        s.decline(id, req, now, fx)?;
+        if pending.is_some() {
+            s.want_tasks(id, pending, fx)?;
+        }
+        Ok::<_, ApiError>(())
     })?;
     Ok(Json(Empty {}))
 }
@@ -206,7 +216,8 @@ async fn revive(
 ) -> Ok200 {
     c.run(|s, _, fx| {
         caller.framework(s, id)?;
-        Ok::<_, ApiError>(s.revive(id, req.demand, fx)?)
+        s.revive(id, req.demand, fx)?;
+        Ok::<_, ApiError>(s.want_tasks(id, req.pending_tasks, fx)?)
     })?;
     Ok(Json(Empty {}))
 }

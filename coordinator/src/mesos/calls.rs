@@ -219,6 +219,7 @@ impl Ctx<'_> {
         let d = input::decline(DeclineRequest {
             offer_ids,
             refuse_seconds: d.filters.and_then(|f| f.refuse_seconds),
+            pending_tasks: None,
         })?;
         let id = self.id;
         self.m.coordinator.run(|s, now, fx| {

@@ -667,3 +667,87 @@ async fn two_tasks_launched(
     assert_eq!(status, 200, "{body}");
     (c, fw, events, agent_id, agent)
 }
+
+#[tokio::test]
+async fn offers_stop_once_they_hold_the_tasks_a_framework_says_it_wants() {
+    let c = TestCoordinator::start(fast_config()).await;
+    let (fw, _events) = c.framework("sized", "eng").await;
+    let (status, _) = c
+        .post(&format!("/api/v1/frameworks/{fw}/suppress"), json!({}))
+        .await;
+    assert_eq!(status, 200);
+    let mut agents = Vec::new();
+    for _ in 0..3 {
+        let agent = FakeAgent::start().await;
+        c.register_agent(&agent, json!({"cpus": 4, "mem": 4096}))
+            .await;
+        agents.push(agent);
+    }
+    let explain = format!("/api/v1/frameworks/{fw}/explain");
+
+    // Three tasks of two cpus wanted: an agent's offer holds two, so two offers hold them.
+    let (status, body) = c
+        .post(
+            &format!("/api/v1/frameworks/{fw}/revive"),
+            json!({"demand": {"cpus": 2, "mem": 1024}, "pending_tasks": 3}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    wait_for("held back by its offers", || async {
+        c.get(&explain).await["sated"] == true
+    })
+    .await;
+    let offers = c.offers().await;
+    assert_eq!(offers.len(), 2, "{offers:?}");
+    assert_eq!(c.frameworks().await[0].pending_tasks, Some(3));
+    assert!(c.get(&explain).await["summary"]
+        .as_str()
+        .unwrap()
+        .starts_with("sated"));
+
+    // Declining one and still wanting one: the other offer holds it.
+    let (status, _) = c
+        .post(
+            &format!("/api/v1/frameworks/{fw}/decline"),
+            json!({"offer_ids": [offers[0].offer_id], "refuse_seconds": 60, "pending_tasks": 1}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(c.get(&explain).await["sated"], true);
+    assert_eq!(c.offers().await, [offers[1].clone()]);
+    // Declining that one too, wanting two: the third agent is offered, and holds them.
+    let (status, _) = c
+        .post(
+            &format!("/api/v1/frameworks/{fw}/decline"),
+            json!({"offer_ids": [offers[1].offer_id], "refuse_seconds": 60, "pending_tasks": 2}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    wait_for("the third agent offered", || async {
+        let now = c.offers().await;
+        now.len() == 1 && offers.iter().all(|o| o.agent_id != now[0].agent_id)
+    })
+    .await;
+    assert_eq!(c.get(&explain).await["sated"], true);
+
+    // A bad count is refused, naming the field, and changes nothing.
+    let (status, body) = c
+        .post(
+            &format!("/api/v1/frameworks/{fw}/revive"),
+            json!({"pending_tasks": -1}),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("pending_tasks"), "{message}");
+    assert_eq!(c.frameworks().await[0].pending_tasks, Some(2));
+
+    // A revive without a count lifts the bound.
+    let (status, _) = c
+        .post(&format!("/api/v1/frameworks/{fw}/revive"), json!({}))
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(c.frameworks().await[0].pending_tasks, None);
+    assert_eq!(c.get(&explain).await["sated"], false);
+    c.assert_books_consistent().await;
+}

@@ -27,6 +27,8 @@ impl<S: Scheduler> Runner<S> {
         if answers.is_empty() {
             return;
         }
+        // What the scheduler still wants once these answers are carried out.
+        let pending = self.pending_bound();
         let mut declines: Vec<(OfferId, Option<Duration>)> = Vec::new();
         let mut accepts: Vec<AcceptRequest> = Vec::new();
         let mut failed: Vec<(Vec<TaskSpec>, SdkError)> = Vec::new();
@@ -81,11 +83,20 @@ impl<S: Scheduler> Runner<S> {
         if let Some(id) = self.framework_id {
             let client = &self.client;
             let limit = self.config.max_concurrent_requests.max(1);
-            let declined =
-                decline_together(client, id, declines, self.config.decline_refuse, limit);
+            let declined = decline_together(
+                client,
+                id,
+                declines,
+                self.config.decline_refuse,
+                pending,
+                limit,
+            );
             let chunks = chunked(accepts, ACCEPTS_PER_CALL);
             let accepted = futures::stream::iter(chunks.into_iter().map(|accepts| async move {
-                let batch = AcceptBatch { accepts };
+                let batch = AcceptBatch {
+                    accepts,
+                    pending_tasks: pending,
+                };
                 let result = accept_chunk(client, id, &batch).await;
                 (batch.accepts, result)
             }))
@@ -145,9 +156,19 @@ impl<S: Scheduler> Runner<S> {
             id,
             declines,
             self.config.decline_refuse,
+            self.pending_bound(),
             self.config.max_concurrent_requests.max(1),
         )
         .await;
+    }
+
+    /// The scheduler's pending tasks, as sent with answers and revives (`None` when
+    /// [`DriverConfig::size_offers_to_demand`](crate::DriverConfig::size_offers_to_demand) is
+    /// off).
+    fn pending_bound(&self) -> Option<u32> {
+        self.config
+            .size_offers_to_demand
+            .then(|| u32::try_from(self.scheduler.pending_tasks()).unwrap_or(u32::MAX))
     }
 
     pub(super) async fn decline_all(&mut self) {
@@ -195,6 +216,7 @@ impl<S: Scheduler> Runner<S> {
             DemandAction::Revive => {
                 let request = ReviveRequest {
                     demand: self.scheduler.demand_hint(),
+                    pending_tasks: self.pending_bound(),
                 };
                 let result = self.client.revive(id, &request).await;
                 self.demand.revived(result.is_ok(), now);
@@ -244,7 +266,8 @@ async fn accept_chunk(
     id: FrameworkId,
     batch: &AcceptBatch,
 ) -> Result<Vec<Result<Vec<TaskId>, SdkError>>, SdkError> {
-    if let [one] = batch.accepts.as_slice() {
+    // One accept goes alone, unless it says what is still wanted (only batches carry that).
+    if let ([one], None) = (batch.accepts.as_slice(), batch.pending_tasks) {
         return Ok(vec![client.accept(id, one).await.map(|a| a.launched)]);
     }
     let n = batch.accepts.len();
@@ -273,14 +296,15 @@ async fn accept_chunk(
 }
 
 /// Declines `declines` (offer, filter or the default `default_refuse`): one call per filter
-/// length. When a call fails (typically one of its offers is already gone, which fails the whole
-/// call), its offers are declined one by one, up to `limit` calls at a time, so the others are
-/// still given back.
+/// length, each saying the tasks still `pending`. When a call fails (typically one of its
+/// offers is already gone, which fails the whole call), its offers are declined one by one, up
+/// to `limit` calls at a time, so the others are still given back.
 async fn decline_together(
     client: &CoordinatorClient,
     id: FrameworkId,
     declines: Vec<(OfferId, Option<Duration>)>,
     default_refuse: Duration,
+    pending: Option<u32>,
     limit: usize,
 ) {
     let mut groups: Vec<(Duration, Vec<OfferId>)> = Vec::new();
@@ -296,6 +320,7 @@ async fn decline_together(
         let request = DeclineRequest {
             offer_ids,
             refuse_seconds: Some(refuse),
+            pending_tasks: pending,
         };
         let Err(e) = client.decline(id, &request).await else {
             return;
@@ -310,6 +335,7 @@ async fn decline_together(
             let one = DeclineRequest {
                 offer_ids: vec![offer_id],
                 refuse_seconds: Some(refuse),
+                pending_tasks: pending,
             };
             if let Err(e) = client.decline(id, &one).await {
                 tracing::debug!(%offer_id, error = %e, "decline failed");

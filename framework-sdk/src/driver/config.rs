@@ -50,6 +50,13 @@ pub struct DriverConfig {
     pub accept_refuse: Duration,
     /// Revives are sent at most this often; frequent revives overload the allocator. Default 1 s.
     pub revive_interval: Duration,
+    /// Send [`Scheduler::pending_tasks`](crate::Scheduler::pending_tasks) with every answer
+    /// and revive (`pending_tasks`), so the coordinator stops offering once the outstanding
+    /// offers hold that many tasks of the demand hint: the framework is not sent agents it
+    /// would only decline, and they go to frameworks that want them. Turn it off for a
+    /// scheduler that must see many offers to choose among them (strict placement
+    /// constraints): it then gets every offer it is eligible for, as before. Default true.
+    pub size_offers_to_demand: bool,
     /// The first reconnection delay; it doubles up to `reconnect_backoff_max`. Default 100 ms.
     pub reconnect_backoff_min: Duration,
     /// The longest reconnection delay. Default 5 s.
@@ -108,6 +115,7 @@ impl DriverConfig {
             decline_refuse: Duration::from_secs(30),
             accept_refuse: Duration::from_secs(5),
             revive_interval: Duration::from_secs(1),
+            size_offers_to_demand: true,
             reconnect_backoff_min: Duration::from_millis(100),
             reconnect_backoff_max: Duration::from_secs(5),
             missed_heartbeats: 5,

@@ -285,6 +285,98 @@ async fn suppresses_when_idle_and_revives_when_work_arrives() {
 }
 
 #[tokio::test]
+async fn answers_and_revives_say_how_many_tasks_are_still_wanted() {
+    let fake = Fake::start().await;
+    let (id, handle) = start(&fake, Probe::new(&fake, Mode::Launch, 3)).await;
+    let two = || {
+        vec![
+            offer(id, "cpus=4,mem=1024", "cpus=8,mem=2048"),
+            offer(id, "cpus=4,mem=1024", "cpus=8,mem=2048"),
+        ]
+    };
+    // One task on each offer: one still wanted.
+    assert!(fake.push(FrameworkEvent::Offers { offers: two() }));
+    wait_for(WITHIN, "two launches", || {
+        fake.recorded(|r| r.accepts.len() == 2)
+    })
+    .await;
+    assert_eq!(fake.recorded(|r| r.accept_batch_pending.clone()), [Some(1)]);
+    // One launched and one declined: none wanted, as both calls say.
+    assert!(fake.push(FrameworkEvent::Offers { offers: two() }));
+    wait_for(WITHIN, "the third launch and a decline", || {
+        fake.recorded(|r| r.accepts.len() == 3 && r.declines.len() == 1)
+    })
+    .await;
+    assert_eq!(
+        fake.recorded(|r| r.accept_batch_pending.clone()),
+        [Some(1), Some(0)]
+    );
+    assert_eq!(fake.recorded(|r| r.declines[0].pending_tasks), Some(0));
+    // A task fails: the revive says the one task wanted again.
+    assert!(fake.push(FrameworkEvent::Update {
+        status: status(id, "t1", TaskState::Failed)
+    }));
+    wait_for(WITHIN, "revive on new work", || {
+        fake.recorded(|r| r.revives.len() == 1)
+    })
+    .await;
+    assert_eq!(fake.recorded(|r| r.revives[0].pending_tasks), Some(1));
+    stop(&fake, id, handle).await;
+}
+
+#[tokio::test]
+async fn with_offers_not_sized_to_demand_nothing_is_said() {
+    let fake = Fake::start().await;
+    let mut c = config(&fake);
+    c.size_offers_to_demand = false;
+    let (id, handle) = start_with(&fake, Probe::new(&fake, Mode::Launch, 1), c).await;
+    assert!(fake.push(FrameworkEvent::Offers {
+        offers: vec![
+            offer(id, "cpus=4,mem=1024", "cpus=8,mem=2048"),
+            offer(id, "cpus=4,mem=1024", "cpus=8,mem=2048"),
+        ]
+    }));
+    wait_for(WITHIN, "a launch and a decline", || {
+        fake.recorded(|r| r.accepts.len() == 1 && r.declines.len() == 1)
+    })
+    .await;
+    assert!(fake.recorded(|r| r.accept_batch_pending.iter().all(Option::is_none)));
+    assert_eq!(fake.recorded(|r| r.declines[0].pending_tasks), None);
+    stop(&fake, id, handle).await;
+}
+
+#[tokio::test]
+async fn a_coordinator_that_does_not_know_pending_tasks_is_answered_without_it() {
+    let fake = Fake::start().await;
+    fake.without_pending_tasks();
+    let (id, handle) = start(&fake, Probe::new(&fake, Mode::Launch, 1)).await;
+    let two = || FrameworkEvent::Offers {
+        offers: vec![
+            offer(id, "cpus=4,mem=1024", "cpus=8,mem=2048"),
+            offer(id, "cpus=4,mem=1024", "cpus=8,mem=2048"),
+        ],
+    };
+    assert!(fake.push(two()));
+    wait_for(WITHIN, "the launch and a decline", || {
+        fake.recorded(|r| r.accepts.len() == 1 && r.declines.len() == 1)
+    })
+    .await;
+    // The first answer's calls (the accept and the decline, sent together) are refused and
+    // sent again without it; later calls never carry it.
+    let refused = fake.recorded(|r| r.pending_refused);
+    assert!((1..=2).contains(&refused), "{refused}");
+    assert!(fake.push(two()));
+    wait_for(WITHIN, "the second round's declines", || {
+        fake.recorded(|r| r.declines.len() == 2)
+    })
+    .await;
+    assert_eq!(fake.recorded(|r| r.pending_refused), refused);
+    assert!(fake.recorded(|r| r.declines.iter().all(|d| d.pending_tasks.is_none())));
+    assert!(!has(&fake, "launch_failed"));
+    stop(&fake, id, handle).await;
+}
+
+#[tokio::test]
 async fn reconnects_with_the_same_framework_id_after_the_stream_drops() {
     let fake = Fake::start().await;
     let (id, handle) = start(&fake, Probe::new(&fake, Mode::Launch, 1)).await;

@@ -33,6 +33,10 @@ pub struct Recorded {
     pub accepts: Vec<AcceptRequest>,
     /// Calls that carried accepts (single or batch), answered or not.
     pub accept_calls: usize,
+    /// The `pending_tasks` each batch of accepts said.
+    pub accept_batch_pending: Vec<Option<u32>>,
+    /// Requests refused for carrying `pending_tasks` (see [`Fake::without_pending_tasks`]).
+    pub pending_refused: usize,
     pub declines: Vec<DeclineRequest>,
     pub suppresses: usize,
     pub revives: Vec<ReviveRequest>,
@@ -53,6 +57,8 @@ struct Inner {
     reject_accept: Option<(u16, ErrorBody)>,
     /// Answer batches of accepts 404, as a coordinator without the endpoint would.
     no_accept_batches: bool,
+    /// Refuse `pending_tasks` as an unknown field, as a coordinator older than it would.
+    no_pending_tasks: bool,
     /// Answers for the next reconciles naming tasks, in order (then `200 {}`).
     reconcile_answers: std::collections::VecDeque<(u16, ErrorBody)>,
 }
@@ -147,6 +153,12 @@ impl Fake {
     /// Answers batches of accepts `404 no_such_endpoint`, as an older coordinator would.
     pub fn without_accept_batches(&self) {
         self.shared.inner.lock().unwrap().no_accept_batches = true;
+    }
+
+    /// Refuses requests carrying `pending_tasks` (`400 invalid_body`, unknown field), as a
+    /// coordinator older than the field would.
+    pub fn without_pending_tasks(&self) {
+        self.shared.inner.lock().unwrap().no_pending_tasks = true;
     }
 
     /// Answers the next reconcile that names tasks with this status and code (queued: each
@@ -253,6 +265,16 @@ async fn action(
         );
     }
     let bad = |e: serde_json::Error| error(400, ErrorBody::new("bad_request", e.to_string()));
+    if inner.no_pending_tasks && body.get("pending_tasks").is_some() {
+        inner.recorded.pending_refused += 1;
+        return error(
+            400,
+            ErrorBody::new(
+                "invalid_body",
+                "unknown field `pending_tasks`, expected `demand`",
+            ),
+        );
+    }
     let line = action.clone();
     let answer = match action.as_str() {
         "accept" => {
@@ -274,6 +296,10 @@ async fn action(
                 Err(e) => return bad(e),
             };
             inner.recorded.accept_calls += 1;
+            inner
+                .recorded
+                .accept_batch_pending
+                .push(batch.pending_tasks);
             if inner.no_accept_batches {
                 return error(404, ErrorBody::new("no_such_endpoint", "no such endpoint"));
             }
