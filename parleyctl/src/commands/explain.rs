@@ -24,6 +24,8 @@ pub async fn explain(
     }
     let state = if e.suppressed {
         format!("{} (suppressed)", e.state)
+    } else if e.sated {
+        format!("{} (sated: its offers hold the tasks it wants)", e.state)
     } else {
         e.state.clone()
     };

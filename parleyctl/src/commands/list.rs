@@ -57,10 +57,10 @@ pub async fn frameworks(api: &Api, json: bool, out: &mut dyn Write) -> Result<()
         "OFFERED",
     ]);
     for f in &list.frameworks {
-        let state = if f.suppressed {
-            format!("{} (suppressed)", f.state)
-        } else {
-            f.state.clone()
+        let state = match (f.suppressed, f.pending_tasks) {
+            (true, _) => format!("{} (suppressed)", f.state),
+            (false, Some(n)) => format!("{} (wants {n})", f.state),
+            (false, None) => f.state.clone(),
         };
         t.row(vec![
             f.framework_id.to_string(),
