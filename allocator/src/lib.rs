@@ -68,10 +68,11 @@
 //!
 //! A leaf is blocked for `W` (an agent's free resources) when it is inactive, suppressed, sated
 //! (its outstanding offers hold the tasks it said it wants), has a live decline filter on that
-//! agent whose refused vector contains `W`, or has a demand hint that does not fit in `W`. Under [`FilterMode::SkipOnly`] (the default) the decline filter does not
-//! block for the H-DRF values: the filtered leaf is only skipped when picking (see
-//! [`FilterMode`] and the "Allocator notes" in ARCHITECTURE.md). Shares are taken over the kinds present in `W`. Frameworks are leaves of
-//! weight 1 under their role; the children of a role (child roles and frameworks alike) are
+//! agent whose refused vector contains `W`, or has a demand hint that does not fit in `W`.
+//! Under [`FilterMode::SkipOnly`] (the default) the decline filter does not block for the
+//! H-DRF values: the filtered leaf is only skipped when picking (see [`FilterMode`] and the
+//! "Allocator notes" in ARCHITECTURE.md). Shares are taken over the kinds present in `W`.
+//! Frameworks are leaves of weight 1 under their role; the children of a role (child roles and frameworks alike) are
 //! ordered by creation, which is the tie-break order. Agents are walked by `cycle` in the order
 //! given, or in slot order (registration order, freed slots reused) when no order is given.
 

@@ -85,9 +85,11 @@ impl State {
                 no_agent_offers.join(", "),
                 no_agent_offers.join(", ")
             )
-        } else if connected && !fw.suppressed && fw.sated {
+        } else if connected && !fw.suppressed && fw.is_sated() {
             format!(
-                "sated: it said it wants {} more task(s) and its {} outstanding offer(s) hold                  them; it is offered more once it answers them or says it wants more                  (pending_tasks on an accept, a decline or a revive)",
+                "sated: it said it wants {} more task(s) and its {} outstanding offer(s) hold \
+                 them; it is offered more once it answers them or says it wants more \
+                 (pending_tasks on an accept, a decline or a revive)",
                 fw.pending_tasks.unwrap_or(0),
                 its_offers.len()
             )
@@ -99,7 +101,7 @@ impl State {
             role: fw.role.clone(),
             state: connection_name(fw.connection).into(),
             suppressed: fw.suppressed,
-            sated: fw.sated,
+            sated: fw.is_sated(),
             demand: fw.demand.clone(),
             dominant_share: self.ledger.allocator().dominant_share(id).unwrap_or(0.0),
             outstanding_offers: its_offers.len(),

@@ -271,7 +271,7 @@ impl State {
         let eligibility = Eligibility {
             active: matches!(fw.connection, Connection::Connected { .. }),
             suppressed: fw.suppressed,
-            sated: fw.sated,
+            sated: fw.is_sated(),
             demand: fw.demand.clone(),
             gpu_capable: fw.gpu_resources,
         };

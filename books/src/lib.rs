@@ -344,10 +344,9 @@ pub(crate) struct FrameworkRecord {
     pub(crate) suppressed: bool,
     /// How many more tasks it last said it wants (`None`: no bound; see `sated.rs`).
     pub(crate) pending_tasks: Option<u32>,
-    /// The tasks its outstanding offers hold, each counted when the offer was made.
+    /// The tasks its outstanding offers hold, each counted when the offer was made. While
+    /// they reach `pending_tasks` the allocator holds it back (`FrameworkRecord::is_sated`).
     pub(crate) offered_tasks: u32,
-    /// The allocator holds it back: its offers hold what it wants (mirrors the allocator).
-    pub(crate) sated: bool,
     pub(crate) connection: Connection,
     /// The last stream number handed out.
     pub(crate) generation: u64,
@@ -391,7 +390,6 @@ impl FrameworkRecord {
             suppressed: false,
             pending_tasks: None,
             offered_tasks: 0,
-            sated: false,
             connection: Connection::Disconnected {
                 since_ms: now.ms,
                 ever: false,

@@ -148,7 +148,7 @@ fn assert_books_match_the_allocator(s: &State, frameworks: &[FrameworkId]) {
             "framework {fw}: tasks its offers hold"
         );
         let sated = record.pending_tasks.is_some_and(|n| holds >= n);
-        assert_eq!(record.sated, sated, "framework {fw}: held back");
+        assert_eq!(record.is_sated(), sated, "framework {fw}: held back");
         assert_eq!(
             alloc.is_sated(*fw),
             Some(sated),

@@ -27,22 +27,19 @@ pub(crate) fn tasks_held(demand: Option<&Resources>, offered: &Resources) -> u32
 }
 
 impl FrameworkRecord {
-    /// Whether its outstanding offers hold every task it said it still wants.
-    fn is_sated(&self) -> bool {
+    /// Whether its outstanding offers hold every task it said it still wants: the allocator
+    /// holds it back then (the books keep the two equal after every call).
+    pub(crate) fn is_sated(&self) -> bool {
         self.pending_tasks
             .is_some_and(|wanted| self.offered_tasks >= wanted)
     }
 
     /// An offer holding `holds` tasks is being made to it, in an allocation run; returns
-    /// whether that holds it back now (the allocator then holds it back itself, so the
-    /// mirror is set here).
+    /// whether that holds it back now (the allocator then holds it back itself).
     pub(crate) fn offer_made(&mut self, holds: u32) -> bool {
+        let was = self.is_sated();
         self.offered_tasks = self.offered_tasks.saturating_add(holds);
-        let now_sated = !self.sated && self.is_sated();
-        if now_sated {
-            self.sated = true;
-        }
-        now_sated
+        !was && self.is_sated()
     }
 }
 
@@ -75,15 +72,13 @@ impl State {
         }
     }
 
-    /// Tells the allocator when the framework's sated state changed; returns the new state
+    /// Brings the allocator's flag in line with the framework's count; returns the new state
     /// when it changed.
     pub(crate) fn refresh_sated(&mut self, id: FrameworkId) -> Option<bool> {
-        let fw = self.frameworks.get_mut(id)?;
-        let sated = fw.is_sated();
-        if fw.sated == sated {
+        let sated = self.frameworks.get(id)?.is_sated();
+        if self.ledger.allocator().is_sated(id)? == sated {
             return None;
         }
-        fw.sated = sated;
         self.ledger.set_sated(id, sated);
         Some(sated)
     }

@@ -71,6 +71,12 @@ fn a_framework_is_offered_what_holds_the_tasks_it_wants_and_no_more() {
         why.starts_with("sated: it said it wants 2 more task(s)"),
         "{why}"
     );
+    assert_eq!(
+        why,
+        "sated: it said it wants 2 more task(s) and its 1 outstanding offer(s) hold them; it is \
+         offered more once it answers them or says it wants more (pending_tasks on an accept, a \
+         decline or a revive)"
+    );
     assert!(!sated(&s, b), "no bound, never held back");
 
     // It launches one task and says it wants one more: its offer is gone, so it may be

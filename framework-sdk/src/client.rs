@@ -294,47 +294,61 @@ impl CoordinatorClient {
         batch: &AcceptBatch,
     ) -> Result<AcceptBatchResponse, SdkError> {
         let url = self.framework_url(id, "accepts");
-        if self.sends_pending(batch.pending_tasks) {
-            match self.post(url.clone(), batch).await {
-                Err(e) if refuses_pending(&e) => self.stop_sending_pending(),
-                other => return other,
-            }
-        }
-        if batch.pending_tasks.is_none() {
-            return self.post(url, batch).await;
-        }
-        let plain = AcceptBatch {
+        let without = || AcceptBatch {
             accepts: batch.accepts.clone(),
             pending_tasks: None,
         };
-        self.post(url, &plain).await
+        self.send_counted(
+            batch.pending_tasks,
+            || self.post(url.clone(), batch),
+            || async { self.post(url.clone(), &without()).await },
+        )
+        .await
     }
 
     /// `POST /frameworks/{id}/decline`.
     pub async fn decline(&self, id: FrameworkId, request: &DeclineRequest) -> Result<(), SdkError> {
         let url = self.framework_url(id, "decline");
-        if self.sends_pending(request.pending_tasks) {
-            match self.post_empty(url.clone(), request).await {
-                Err(e) if refuses_pending(&e) => self.stop_sending_pending(),
-                other => return other,
-            }
-        }
-        let plain = DeclineRequest {
+        let without = || DeclineRequest {
             pending_tasks: None,
             ..request.clone()
         };
-        self.post_empty(url, &plain).await
+        self.send_counted(
+            request.pending_tasks,
+            || self.post_empty(url.clone(), request),
+            || async { self.post_empty(url.clone(), &without()).await },
+        )
+        .await
     }
 
-    /// Whether to send a request carrying `pending` as it is: it carries a count and the
-    /// coordinator has not refused one.
-    fn sends_pending(&self, pending: Option<u32>) -> bool {
-        pending.is_some() && !self.no_pending_tasks.load(Ordering::Relaxed)
-    }
-
-    fn stop_sending_pending(&self) {
-        tracing::info!("the coordinator does not know pending_tasks; no longer sending it");
-        self.no_pending_tasks.store(true, Ordering::Relaxed);
+    /// Sends a request that may carry `pending_tasks` (`pending`) as it is (`with`), unless
+    /// the coordinator refused the field before; when it refuses it now, or refused it
+    /// before, the request goes without it (`without`), and so does every later one.
+    async fn send_counted<R, A, B>(
+        &self,
+        pending: Option<u32>,
+        with: impl FnOnce() -> A,
+        without: impl FnOnce() -> B,
+    ) -> Result<R, SdkError>
+    where
+        A: std::future::Future<Output = Result<R, SdkError>>,
+        B: std::future::Future<Output = Result<R, SdkError>>,
+    {
+        if pending.is_none() {
+            return with().await;
+        }
+        if !self.no_pending_tasks.load(Ordering::Relaxed) {
+            match with().await {
+                Err(e) if refuses_pending(&e) => {
+                    tracing::info!(
+                        "the coordinator does not know pending_tasks; no longer sending it"
+                    );
+                    self.no_pending_tasks.store(true, Ordering::Relaxed);
+                }
+                other => return other,
+            }
+        }
+        without().await
     }
 
     /// `POST /frameworks/{id}/suppress`.
@@ -346,17 +360,16 @@ impl CoordinatorClient {
     /// `POST /frameworks/{id}/revive`.
     pub async fn revive(&self, id: FrameworkId, request: &ReviveRequest) -> Result<(), SdkError> {
         let url = self.framework_url(id, "revive");
-        if self.sends_pending(request.pending_tasks) {
-            match self.post_empty(url.clone(), request).await {
-                Err(e) if refuses_pending(&e) => self.stop_sending_pending(),
-                other => return other,
-            }
-        }
-        let plain = ReviveRequest {
+        let without = || ReviveRequest {
             pending_tasks: None,
             ..request.clone()
         };
-        self.post_empty(url, &plain).await
+        self.send_counted(
+            request.pending_tasks,
+            || self.post_empty(url.clone(), request),
+            || async { self.post_empty(url.clone(), &without()).await },
+        )
+        .await
     }
 
     /// `POST /frameworks/{id}/kill`.

@@ -115,10 +115,9 @@ pub struct AcceptResponse {
 pub struct AcceptBatch {
     /// The accepts, each as [`AcceptRequest`]; at most [`AcceptBatch::MAX`].
     pub accepts: Vec<AcceptRequest>,
-    /// After these accepts: how many more tasks of its demand hint the framework wants launched, counting none it
-    /// has already accepted (absent: say nothing, and the last count stands). While its
-    /// outstanding offers hold that many tasks it is offered nothing more, so it is not sent
-    /// agents it would only decline. Without a demand hint each offer counts as one task.
+    /// After these accepts: how many more tasks of its demand hint the framework wants
+    /// launched, counting none it has already accepted (absent: say nothing, and the last
+    /// count stands). See [`DeclineRequest::pending_tasks`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_tasks: Option<u32>,
 }
@@ -161,10 +160,11 @@ pub struct DeclineRequest {
     /// Do not offer these resources again for this long (default 5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refuse_seconds: Option<f64>,
-    /// After this decline: how many more tasks of its demand hint the framework wants launched, counting none it
-    /// has already accepted (absent: say nothing, and the last count stands). While its
-    /// outstanding offers hold that many tasks it is offered nothing more, so it is not sent
-    /// agents it would only decline. Without a demand hint each offer counts as one task.
+    /// After this decline: how many more tasks of its demand hint the framework wants
+    /// launched, counting none it has already accepted (absent: say nothing, and the last
+    /// count stands). While its outstanding offers hold that many tasks it is offered nothing
+    /// more, so it is not sent agents it would only decline. Without a demand hint each offer
+    /// counts as one task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_tasks: Option<u32>,
 }
