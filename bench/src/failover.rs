@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use protocol::messages::{AgentList, FrameworkList, TaskList, TaskStatusList};
+use protocol::messages::{AgentList, TaskList, TaskStatusList};
 use protocol::{Resources, TaskState};
 use serde::Serialize;
 
@@ -277,7 +277,7 @@ pub async fn failover(
     poll_until(
         config.recovery_timeout,
         "every framework connected before the kill",
-        || async move { Ok(connected(shared, old).await? >= all_frameworks) },
+        || async move { Ok(shared.counts(old).await?.1 >= all_frameworks) },
     )
     .await?;
 
@@ -370,16 +370,6 @@ where
     }
 }
 
-/// How many frameworks coordinator `k` counts connected.
-async fn connected(cluster: &HaCluster, k: usize) -> anyhow::Result<usize> {
-    let list: FrameworkList = cluster.get(k, "/api/v1/frameworks").await?;
-    Ok(list
-        .frameworks
-        .iter()
-        .filter(|f| f.state == "connected")
-        .count())
-}
-
 /// Polls from the kill until a new leader has every agent and framework back and an offer
 /// arrived, recording each moment.
 async fn recover(
@@ -404,14 +394,11 @@ async fn recover(
             }
         }
         if let Some(k) = leader {
-            if report.agents_back_s.is_none()
-                && cluster.active_agents(k).await.unwrap_or(0) >= report.agents
-            {
+            let (agents, frameworks) = cluster.counts(k).await.unwrap_or((0, 0));
+            if report.agents_back_s.is_none() && agents >= report.agents {
                 report.agents_back_s = since(Instant::now());
             }
-            if report.frameworks_back_s.is_none()
-                && connected(cluster, k).await.unwrap_or(0) >= all_frameworks
-            {
+            if report.frameworks_back_s.is_none() && frameworks >= all_frameworks {
                 report.frameworks_back_s = since(Instant::now());
             }
         }

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use protocol::messages::AgentList;
 use protocol::Resources;
 use serde::de::DeserializeOwned;
 use tokio::process::{Child, Command};
@@ -197,6 +196,15 @@ impl HaCluster {
     /// GETs `path` from coordinator `k` and decodes the JSON answer (a follower redirects to
     /// the leader, and the client follows).
     pub async fn get<T: DeserializeOwned>(&self, k: usize, path: &str) -> anyhow::Result<T> {
+        self.fetch(k, path)
+            .await?
+            .json()
+            .await
+            .with_context(|| format!("GET {}{path}: decoding", self.urls[k]))
+    }
+
+    /// GETs `path` from coordinator `k`; an answer other than a success is an error.
+    async fn fetch(&self, k: usize, path: &str) -> anyhow::Result<reqwest::Response> {
         let url = format!("{}{path}", self.urls[k]);
         let resp = self
             .http
@@ -208,15 +216,32 @@ impl HaCluster {
         if !status.is_success() {
             bail!("GET {url}: {status}");
         }
-        resp.json()
+        Ok(resp)
+    }
+
+    /// How many agents coordinator `k` counts active and how many frameworks it counts
+    /// connected, from `/metrics` (a few KiB) rather than the agent and framework lists, which
+    /// at 10,000 agents are megabytes the coordinator would serialize at every poll while it
+    /// takes the re-registrations in (a state absent from a gauge counts none).
+    pub async fn counts(&self, k: usize) -> anyhow::Result<(usize, usize)> {
+        let text = self
+            .fetch(k, "/metrics")
+            .await?
+            .text()
             .await
-            .with_context(|| format!("GET {url}: decoding"))
+            .with_context(|| format!("GET {}/metrics: reading", self.urls[k]))?;
+        let count = |name, state| {
+            crate::measure::labelled_sample(&text, name, "state", state).unwrap_or(0.0) as usize
+        };
+        Ok((
+            count("parley_agents", "active"),
+            count("parley_frameworks", "connected"),
+        ))
     }
 
     /// How many agents coordinator `k` counts active.
     pub async fn active_agents(&self, k: usize) -> anyhow::Result<usize> {
-        let list: AgentList = self.get(k, "/api/v1/agents").await?;
-        Ok(list.agents.iter().filter(|a| a.state == "active").count())
+        Ok(self.counts(k).await?.0)
     }
 
     /// Coordinator `k`'s process id, while it runs.

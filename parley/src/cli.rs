@@ -40,7 +40,8 @@ pub struct Args {
     /// With --etcd (required): the base URL at which the others reach this coordinator.
     #[arg(long, value_name = "URL")]
     pub advertise_url: Option<String>,
-    /// With --etcd: the leader lease in seconds (failover takes about this long).
+    /// With --etcd: the leader lease in seconds (failover takes about this long when the
+    /// leader's machine is gone; a crashed leader is noticed sooner, see --leader-probe-ms).
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub leader_lease_s: u64,
     /// With --etcd: a leader whose last lease renewal is older than this steps down
@@ -52,6 +53,12 @@ pub struct Args {
     /// re-register before offering (without quotas it offers each agent once it is back).
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub reregister_grace_s: u64,
+    /// With --etcd: how often a follower probes the leader's address. When a leader it has
+    /// seen accept connections refuses three in a row (its process is gone, its machine is
+    /// up), the follower revokes its lease and the election goes on at once instead of after
+    /// the lease. 0 turns the probe off.
+    #[arg(long, value_name = "MS", default_value_t = 100)]
+    pub leader_probe_ms: u64,
     /// Helpers for credentials files, and backup and restore of the registry (nothing is
     /// served).
     #[command(subcommand)]

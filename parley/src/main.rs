@@ -62,6 +62,8 @@ fn ha_options(args: &Args) -> anyhow::Result<Option<coordinator::ha::HaOptions>>
             .leader_renew_deadline_ms
             .map(std::time::Duration::from_millis),
         reregister_grace: std::time::Duration::from_secs(args.reregister_grace_s),
+        leader_probe: (args.leader_probe_ms > 0)
+            .then(|| std::time::Duration::from_millis(args.leader_probe_ms)),
     };
     options.validate()?;
     Ok(Some(options))

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::etcd::{EtcdClient, EtcdError, LeaderKey, Lease};
+use super::probe::LeaderWatch;
 use super::{EtcdRegistry, HaOptions, Role};
 use crate::runtime::Coordinator;
 use crate::store::Registry;
@@ -97,6 +98,12 @@ impl Election {
             Arc::clone(&self.client),
             name.clone(),
             coordinator.clone(),
+            options.leader_probe.map(|every| {
+                (
+                    every,
+                    LeaderWatch::new(options.advertise_url.clone(), self.lease.id),
+                )
+            }),
             watch.clone(),
         ));
         let key = tokio::select! {
@@ -253,21 +260,80 @@ async fn keep_alive(client: EtcdClient, election: Weak<Election>, lost: Cancella
     }
 }
 
-/// Polls who leads and tells `coordinator` (as a follower) until `stop`.
-async fn observe(client: Arc<EtcdClient>, name: String, c: Coordinator, stop: CancellationToken) {
+/// Polls who leads and tells `coordinator` (as a follower) until `stop`. With `probe` (a
+/// period and the watch), also probes the leader's address and revokes the lease of a leader
+/// whose process is gone ([`super::probe`]).
+async fn observe(
+    client: Arc<EtcdClient>,
+    name: String,
+    c: Coordinator,
+    mut probe: Option<(Duration, LeaderWatch)>,
+    stop: CancellationToken,
+) {
+    let mut next_ask = Instant::now();
     loop {
-        match client.leader(name.as_bytes()).await {
-            Ok(url) => {
-                let url = url.map(|u| String::from_utf8_lossy(&u).into_owned());
-                if c.ha_status().get().0 != Role::Leader {
-                    c.ha_status().set(Role::Follower, url);
+        if Instant::now() >= next_ask {
+            next_ask = Instant::now() + OBSERVE_PERIOD;
+            match client.leader_kv(name.as_bytes()).await {
+                Ok(kv) => {
+                    let leader =
+                        kv.map(|kv| (String::from_utf8_lossy(&kv.value).into_owned(), kv.lease));
+                    if c.ha_status().get().0 != Role::Leader {
+                        c.ha_status()
+                            .set(Role::Follower, leader.as_ref().map(|(url, _)| url.clone()));
+                    }
+                    if let Some((_, watch)) = probe.as_mut() {
+                        if let Some(lease) = watch.leader(leader) {
+                            let why = "the leader key names this coordinator's own URL under \
+                                       another lease: an earlier run of this coordinator";
+                            revoke(&client, lease, why).await;
+                        }
+                    }
                 }
+                Err(e) => tracing::warn!(error = %e, "cannot ask etcd who leads"),
             }
-            Err(e) => tracing::warn!(error = %e, "cannot ask etcd who leads"),
         }
+        let mut pause = OBSERVE_PERIOD;
+        if let Some((every, watch)) = probe.as_mut() {
+            if let Some(url) = watch.target().map(str::to_owned) {
+                let found = super::probe::probe(&url, *every * 2).await;
+                let was_seen = watch.seen_alive();
+                let revoked = watch.probed(found);
+                if !was_seen && watch.seen_alive() {
+                    tracing::info!(leader = %url, "the leader's address accepts connections; probing it");
+                }
+                if let Some(lease) = revoked {
+                    let why = format!(
+                        "the leader at {url} refused {} connections in a row: its process is gone",
+                        super::probe::REFUSALS
+                    );
+                    revoke(&client, lease, &why).await;
+                    // Ask etcd for the next leader at once.
+                    next_ask = Instant::now();
+                }
+                // After a refusal, probe again soon; otherwise at the probe's pace.
+                pause = if watch.suspicious() {
+                    *every / 2
+                } else {
+                    *every
+                };
+            }
+        }
+        let pause = pause.min(next_ask.saturating_duration_since(Instant::now()));
         tokio::select! {
             _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(OBSERVE_PERIOD) => {}
+            _ = tokio::time::sleep(pause) => {}
+        }
+    }
+}
+
+/// Revokes the lease of a leader that is gone, so the election goes on without waiting for it
+/// to expire. Another follower may have revoked it first.
+async fn revoke(client: &EtcdClient, lease: i64, why: &str) {
+    match client.lease_revoke(lease).await {
+        Ok(()) => tracing::warn!(lease, reason = why, "revoked the leader's lease"),
+        Err(e) => {
+            tracing::info!(lease, error = %e, "revoking the gone leader's lease failed (already gone?)")
         }
     }
 }

@@ -331,6 +331,12 @@ impl EtcdClient {
 
     /// The current leader's value (its URL) of election `name`, `None` while there is none.
     pub async fn leader(&self, name: &[u8]) -> Result<Option<Vec<u8>>, EtcdError> {
+        Ok(self.leader_kv(name).await?.map(|kv| kv.value))
+    }
+
+    /// The current leader's key of the election `name` (its value, the leader's advertised
+    /// URL, and its lease), if any.
+    pub async fn leader_kv(&self, name: &[u8]) -> Result<Option<KeyValue>, EtcdError> {
         #[derive(Deserialize)]
         struct Leader {
             kv: Option<KeyValue>,
@@ -340,7 +346,7 @@ impl EtcdClient {
             .call::<Leader>("/v3/election/leader", &body, Some(REQUEST_TIMEOUT))
             .await
         {
-            Ok(r) => Ok(r.kv.map(|kv| kv.value)),
+            Ok(r) => Ok(r.kv),
             // "election: no leader"
             Err(EtcdError::Server { message, .. }) if message.contains("no leader") => Ok(None),
             Err(e) => Err(e),

@@ -5,6 +5,8 @@
 //!   fenced by the leadership; reading and replacing it without leading, for backups.
 //! - [`election`]: the lease, its keep-alive, the campaign, watching who leads, and taking
 //!   over as leader (load the registry, wait for agents, then offer).
+//! - [`probe`]: noticing a dead leader (its address refuses connections) and revoking its
+//!   lease, so a crash fails over without waiting for the lease to expire.
 //! - [`redirect`]: the middleware with which a follower answers `307` to the leader (`503`
 //!   while there is none).
 //!
@@ -20,6 +22,7 @@
 
 pub mod election;
 pub mod etcd;
+pub mod probe;
 pub mod redirect;
 pub mod registry;
 
@@ -47,6 +50,9 @@ pub struct HaOptions {
     /// With a quota set, how long a new leader waits for the agents it loaded to re-register
     /// before offering (without quotas it offers each agent once it is back).
     pub reregister_grace: Duration,
+    /// How often a follower probes the leader's address, to revoke the lease of a leader
+    /// whose process is gone ([`probe`]); `None` waits for the lease to expire.
+    pub leader_probe: Option<Duration>,
 }
 
 /// A bad HA setting (the message names the flag).
@@ -86,6 +92,14 @@ impl HaOptions {
         }
         if self.reregister_grace > Duration::from_secs(3600) {
             return bad("--reregister-grace-s: at most 3600".into());
+        }
+        if let Some(every) = self.leader_probe {
+            if every < Duration::from_millis(10) || every > Duration::from_secs(60) {
+                return bad(format!(
+                    "--leader-probe-ms: {} is not within 10..=60000 (0 turns the probe off)",
+                    every.as_millis()
+                ));
+            }
         }
         Ok(())
     }
@@ -157,6 +171,7 @@ mod tests {
             lease_ttl: Duration::from_secs(10),
             renew_deadline: None,
             reregister_grace: Duration::from_secs(10),
+            leader_probe: Some(Duration::from_millis(100)),
         }
     }
 
@@ -229,6 +244,13 @@ mod tests {
                     ..options()
                 },
                 "--reregister-grace-s",
+            ),
+            (
+                HaOptions {
+                    leader_probe: Some(Duration::from_millis(5)),
+                    ..options()
+                },
+                "--leader-probe-ms",
             ),
             (
                 HaOptions {

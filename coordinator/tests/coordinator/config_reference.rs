@@ -60,8 +60,9 @@ Flags of the `coordinator` binary only (no file key):
 | `--etcd URL[,URL...]` | none | [high availability](../operating/ha.md): the registry and the leader election in etcd |
 | `--etcd-prefix P` | `/parley` | with `--etcd`: the key prefix of this cluster |
 | `--advertise-url URL` | required with `--etcd` | how the others and clients reach this coordinator |
-| `--leader-lease-s N` | 10 | with `--etcd`: the leader lease; failover takes about this long |
+| `--leader-lease-s N` | 10 | with `--etcd`: the leader lease; failover takes about this long when the leader's machine is gone (a crashed leader is noticed sooner: `--leader-probe-ms`) |
 | `--leader-renew-deadline-ms MS` | 2/3 of the lease | with `--etcd`: a leader whose last renewal is older steps down |
+| `--leader-probe-ms MS` | 100 | with `--etcd`: how often a follower probes the leader's address; a leader seen alive that then refuses three connections in a row has its lease revoked, so a crash fails over at once (0: wait for the lease) |
 | `--reregister-grace-s N` | 10 | with `--etcd` and a quota set: how long a new leader waits for known agents before offering (without quotas it offers each agent once it is back) |
 
 ## The agent and the jobs service

@@ -7,6 +7,8 @@
 //! - a SIGKILLed leader on a 3-member etcd: the follower leads within about the lease, with the
 //!   framework registered earlier (same id); an agent that re-registers keeps its task, and the
 //!   first offer follows. `PARLEY_HA_RUNS=N` repeats it and prints the failover times;
+//! - a SIGKILLed leader with a long lease: the follower, which saw the leader's address accept
+//!   connections, sees it refuse them, revokes the lease and leads well before it would expire;
 //! - fencing: a leader whose lease is revoked behind its back fails its next write (503,
 //!   nothing written) and exits with code 3; a leader paused past its lease (SIGSTOP) wakes up
 //!   after another took over and exits without writing.
@@ -91,6 +93,18 @@ impl Coord {
     async fn health(&self) -> Option<Value> {
         let r = reqwest::get(self.url("/health")).await.ok()?;
         r.json().await.ok()
+    }
+
+    /// Waits until the process has logged `needle`.
+    async fn wait_log(&self, needle: &str, timeout: Duration) {
+        let what = format!("{} to log {needle:?}", self.base);
+        let r = testkit::wait_for(timeout, &what, || async {
+            self.log.lock().unwrap().contains(needle)
+        })
+        .await;
+        if r.is_err() {
+            panic!("{what}: timed out; log:\n{}", self.log.lock().unwrap());
+        }
     }
 
     async fn wait_role(&self, role: &str, timeout: Duration) {
@@ -370,6 +384,34 @@ async fn a_killed_leader_fails_over_with_its_frameworks_and_agents() {
         offer[runs / 2],
         offer[runs - 1]
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_leader_is_replaced_long_before_its_lease_runs_out() {
+    if !have_etcd("ha_probe") {
+        return;
+    }
+    let _one = SERIAL.lock().await;
+    let etcd = Etcd::start(1).await;
+    // A 60 s lease: without the probe, the follower would wait a minute.
+    let mut a = Coord::start(&etcd, "/probe", 60);
+    a.wait_role("leader", Duration::from_secs(20)).await;
+    let b = Coord::start(&etcd, "/probe", 60);
+    b.wait_role("follower", Duration::from_secs(20)).await;
+    b.wait_log("probing it", Duration::from_secs(20)).await;
+    let id = register_framework(&client(), &a).await;
+
+    a.signal("KILL");
+    let _ = a.exit_code(Duration::from_secs(5)).await;
+    b.wait_role("leader", Duration::from_secs(30)).await;
+    b.wait_log("revoked the leader's lease", Duration::from_secs(5))
+        .await;
+    let log = b.log.lock().unwrap().clone();
+    assert!(log.contains("refused 3 connections in a row"), "{log}");
+    // The new leader has the old one's books.
+    let (status, body, _) = send(client().get(b.url("/api/v1/frameworks"))).await;
+    assert_eq!(status, 200);
+    assert_eq!(body["frameworks"][0]["framework_id"], json!(id), "{body}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
