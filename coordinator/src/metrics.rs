@@ -22,6 +22,7 @@ use protocol::events::OfferEvent;
 
 use crate::auth::Denial;
 use crate::state::{Gauges, ResourceUse};
+use crate::web::requests::RouteCounters;
 
 pub use observe::{Kind, Metric};
 
@@ -29,7 +30,7 @@ pub use observe::{Kind, Metric};
 /// and `parley_build_info`, shared with the agent, are `observe::process::METRICS`). Each
 /// family is written with the type and help found here; a test checks that every one here is
 /// written.
-pub const METRICS: [Metric; 42] = [
+pub const METRICS: [Metric; 46] = [
     Metric {
         name: "parley_offers_created_total",
         kind: Kind::Counter,
@@ -175,6 +176,34 @@ pub const METRICS: [Metric; 42] = [
         kind: Kind::Counter,
         label: None,
         help: "Time allocation runs waited for room in the launch window (`launch_window`): tasks launched and not yet reported, with outstanding offers, filled it.",
+        mesos: "none",
+    },
+    Metric {
+        name: "parley_http_requests_total",
+        kind: Kind::Counter,
+        label: Some("route"),
+        help: "Requests answered, by route: its method and path pattern (`POST /api/v1/agents/{id}/status`), or `other` for requests no route matched.",
+        mesos: "none (Mesos counts some endpoints' calls, such as `master/messages_*`)",
+    },
+    Metric {
+        name: "parley_http_request_seconds_total",
+        kind: Kind::Counter,
+        label: Some("route"),
+        help: "Seconds spent answering each route's requests, from the request reaching the route to its response's head (an event stream counts its setup); divided by `parley_http_requests_total`, the mean.",
+        mesos: "none",
+    },
+    Metric {
+        name: "parley_books_lock_waits_total",
+        kind: Kind::Counter,
+        label: None,
+        help: "Times a request or the allocation loop found the books' lock held and waited for it.",
+        mesos: "none (Mesos' master is one actor: `master/event_queue_messages` is the closest)",
+    },
+    Metric {
+        name: "parley_books_lock_wait_seconds_total",
+        kind: Kind::Counter,
+        label: None,
+        help: "Seconds spent waiting for the books' lock; against `parley_books_lock_waits_total`, the mean wait, and against wall time, how contended the coordinator's one lock is.",
         mesos: "none",
     },
     Metric {
@@ -422,6 +451,11 @@ pub struct Metrics {
     tasks_gpu_measured: AtomicU64,
     task_gpu_memory_bytes: AtomicU64,
     task_gpu_utilization_micros: AtomicU64,
+    /// Waits for the books' lock, and their time.
+    lock_waits: AtomicU64,
+    lock_wait_micros: AtomicU64,
+    /// Requests by route, once the router is built ([`Metrics::set_routes`]).
+    routes: std::sync::OnceLock<RouteCounters>,
 }
 
 /// The supervised background loops, as named in `parley_loop_panics_total{loop=...}`.
@@ -529,6 +563,13 @@ impl Metrics {
             .fetch_add(u.peak_memory_bytes.unwrap_or(0), Ordering::Relaxed);
     }
 
+    /// Counts one wait for the books' lock that took `waited`.
+    pub fn count_lock_wait(&self, waited: Duration) {
+        self.lock_waits.fetch_add(1, Ordering::Relaxed);
+        let micros = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX);
+        self.lock_wait_micros.fetch_add(micros, Ordering::Relaxed);
+    }
+
     /// Counts a request refused by the rate limit.
     pub fn count_rate_limited(&self) {
         self.rate_limited.fetch_add(1, Ordering::Relaxed);
@@ -554,6 +595,17 @@ impl Metrics {
         let micros = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX);
         self.offer_wait_micros.fetch_add(micros, Ordering::Relaxed);
         self.offer_wait.observe(waited.as_secs_f64());
+    }
+
+    /// Counts requests by route from now on, for the routes of `table` (the first call sets
+    /// them; a router built again for the same coordinator has the same table).
+    pub fn set_routes(&self, table: RouteCounters) {
+        let _ = self.routes.set(table);
+    }
+
+    /// The requests' counters by route, once the router is built.
+    pub fn routes(&self) -> Option<&RouteCounters> {
+        self.routes.get()
     }
 
     /// A registry of these counters, the gauges `source` reads at each scrape, and this
@@ -604,6 +656,7 @@ impl Metrics {
                 load(&self.streams_overflowed),
             ),
             ("parley_rate_limited_total", load(&self.rate_limited)),
+            ("parley_books_lock_waits_total", load(&self.lock_waits)),
             (
                 "parley_tasks_memory_limit_total",
                 load(&self.tasks_memory_limit),
@@ -634,6 +687,10 @@ impl Metrics {
             (
                 "parley_launch_window_wait_seconds_total",
                 load(&self.window_wait_micros),
+            ),
+            (
+                "parley_books_lock_wait_seconds_total",
+                load(&self.lock_wait_micros),
             ),
             ("parley_task_cpu_seconds_total", load(&self.task_cpu_micros)),
             (
@@ -667,6 +724,20 @@ impl Metrics {
             "parley_tasks_terminal_total",
             "state",
             g.tasks_terminal.iter().map(|(state, n)| (*state, *n)),
+        )?;
+        let requests = self
+            .routes()
+            .map(RouteCounters::figures)
+            .unwrap_or_default();
+        s.counters(
+            "parley_http_requests_total",
+            "route",
+            requests.iter().map(|(route, n, _)| (*route, *n)),
+        )?;
+        s.counters_f64(
+            "parley_http_request_seconds_total",
+            "route",
+            requests.iter().map(|(route, _, secs)| (*route, *secs)),
         )?;
         s.gauge("parley_outstanding_offers", g.outstanding_offers as f64)?;
         s.gauge("parley_tasks_unhealthy", g.tasks_unhealthy as f64)?;
@@ -853,6 +924,8 @@ mod tests {
         let m = Arc::new(Metrics::default());
         m.observe_allocation(Duration::from_micros(300));
         m.observe_allocation(Duration::from_secs(2));
+        m.count_lock_wait(Duration::from_millis(3));
+        m.count_lock_wait(Duration::from_millis(1));
         let mut g = Gauges {
             outstanding_offers: 3,
             ledger_mismatches: 1,
@@ -872,6 +945,11 @@ mod tests {
         let gpu_agent = protocol::AgentId(uuid::Uuid::from_u128(7));
         g.agent_gpus.push((gpu_agent, 2.0, 1.0));
         let text = m.render(&g);
+        assert!(text.contains("parley_books_lock_waits_total 2\n"), "{text}");
+        assert!(
+            text.contains("parley_books_lock_wait_seconds_total 0.004\n"),
+            "{text}"
+        );
         assert!(
             text.contains("parley_resources_total{resource=\"cpus\"} 8\n"),
             "{text}"

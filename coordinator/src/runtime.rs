@@ -428,7 +428,17 @@ impl Coordinator {
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panic while holding the lock is a bug already logged; the books are still the
         // best there are, so keep serving rather than poisoning every later request.
-        self.shared.inner.lock().unwrap_or_else(|p| p.into_inner())
+        match self.shared.inner.try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                // Only a wait is timed, so the lock taken free costs no clock read.
+                let started = Instant::now();
+                let guard = self.shared.inner.lock().unwrap_or_else(|p| p.into_inner());
+                self.metrics().count_lock_wait(started.elapsed());
+                guard
+            }
+        }
     }
 
     /// Closes the durable registry (at shutdown): writes what is queued, then releases the

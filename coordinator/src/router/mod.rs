@@ -15,6 +15,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 use crate::api::limit;
 use crate::runtime::Coordinator;
 use crate::web::error::ApiError;
+use crate::web::requests::{self, RouteCounters};
 use crate::web::{auth, Route};
 
 /// Every route of the coordinator, the one table [`app`] builds the router from: the native
@@ -42,8 +43,12 @@ pub fn app(coordinator: Coordinator) -> Router {
             coordinator.config().rate_limit_burst,
         ))
     });
+    let table = routes(&coordinator);
+    coordinator.metrics().set_routes(RouteCounters::new(
+        table.iter().map(|r| (r.method.clone(), r.path)),
+    ));
     // Two routes of one path with different methods merge into one method router.
-    let router = routes(&coordinator)
+    let router = table
         .into_iter()
         .fold(Router::new(), |router, r| router.route(r.path, r.handler))
         .fallback(|uri: Uri| async move { ApiError::NoRoute(uri.path().to_owned()) })
@@ -65,6 +70,11 @@ pub fn app(coordinator: Coordinator) -> Router {
     let router = router.layer(axum::middleware::from_fn_with_state(
         coordinator.clone(),
         crate::ha::redirect::redirect,
+    ));
+    // Outermost: every request is counted by its route, redirects and refusals included.
+    let router = router.layer(axum::middleware::from_fn_with_state(
+        coordinator.clone(),
+        requests::count,
     ));
     router.with_state(coordinator)
 }

@@ -8,11 +8,13 @@
 //! - [`error`]: [`error::ApiError`], every failure as a status and an error body.
 //! - [`input`]: wire requests converted to the registry's domain inputs, validated.
 //! - [`register`]: registering (or re-registering) a framework.
+//! - [`requests`]: requests counted by route, for `/metrics`.
 
 pub mod auth;
 pub mod error;
 pub mod input;
 pub mod register;
+pub mod requests;
 
 use axum::handler::Handler;
 use axum::http::Method;

@@ -330,3 +330,46 @@ async fn a_measured_end_is_relayed_with_its_reason_and_usage_and_counted_once() 
     assert_eq!(value("parley_task_cpu_seconds_total"), "1.5");
     assert_eq!(value("parley_task_throttled_seconds_total"), "0.25");
 }
+
+#[tokio::test]
+async fn requests_are_counted_by_route_on_metrics() {
+    let c = TestCoordinator::start(fast_config()).await;
+    let (status, body) = c
+        .post(
+            "/api/v1/agents",
+            json!({"hostname": "h", "endpoint": NOWHERE, "resources": {"cpus": 2}}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let id = body["agent_id"].as_str().unwrap().to_owned();
+    for _ in 0..2 {
+        let (status, body) = c
+            .post(&format!("/api/v1/agents/{id}/heartbeat"), json!({}))
+            .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let (status, _) = c.get_text("/api/v1/no-such-route").await;
+    assert_eq!(status, 404);
+
+    let (_, text) = c.get_text("/metrics").await;
+    let series = |family: &str, route: &str| {
+        let prefix = format!("{family}{{route=\"{route}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .map(|v| v.parse::<f64>().unwrap())
+            .unwrap_or_else(|| panic!("{prefix} missing from /metrics:\n{text}"))
+    };
+    assert_eq!(
+        series("parley_http_requests_total", "POST /api/v1/agents"),
+        1.0
+    );
+    let beats = "POST /api/v1/agents/{id}/heartbeat";
+    assert_eq!(series("parley_http_requests_total", beats), 2.0);
+    assert_eq!(series("parley_http_requests_total", "other"), 1.0);
+    assert!(series("parley_http_request_seconds_total", beats) > 0.0);
+    // Routes that answered nothing have no series.
+    assert!(
+        !text.contains("route=\"DELETE /api/v1/frameworks/{id}\""),
+        "{text}"
+    );
+}
