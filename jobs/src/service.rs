@@ -416,21 +416,46 @@ fn start_periodic_runs(shared: &Shared, book: &mut Book, now: Millis) -> Vec<Tas
     kill
 }
 
-/// Asks about one task launched before a restart: one the coordinator does not know never
-/// started, so its index runs again under the next attempt's id. Returns whether to ask again
-/// at a later tick: the coordinator does not know the task *yet* (agents it knew before its
-/// own restart or failover have still to re-register, and the task may run on one of them).
+/// What the coordinator's answer to a reconcile of one task launched before a restart means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reconciled {
+    /// It knows the task: its latest status comes as an update.
+    Known,
+    /// It does not know the task *yet* (`409 task_not_yet_known`: agents it knew before its
+    /// own restart or failover have still to register again, and the task may run on one of
+    /// them): ask again at a later tick, never count it lost, or it could run twice.
+    AskAgain,
+    /// It does not know the task (`404 task_not_found`): the launch never started, so its
+    /// index runs again under the next attempt's id.
+    NeverStarted,
+    /// Any other failure: logged; the next restart asks again.
+    Failed,
+}
+
+impl Reconciled {
+    fn of(answer: &Result<(), SdkError>) -> Self {
+        match answer {
+            Ok(()) => Self::Known,
+            Err(e) if e.code() == Some("task_not_yet_known") => Self::AskAgain,
+            Err(SdkError::Rejected {
+                status: 404, code, ..
+            }) if code == "task_not_found" => Self::NeverStarted,
+            Err(_) => Self::Failed,
+        }
+    }
+}
+
+/// Asks about one task launched before a restart ([`Reconciled`]); returns whether to ask
+/// again at a later tick.
 async fn reconcile_one(shared: &Shared, framework_id: FrameworkId, task: &TaskId) -> bool {
-    match shared
+    let answer = shared
         .client
         .reconcile(framework_id, vec![task.clone()])
-        .await
-    {
-        Ok(()) => false,
-        Err(e) if e.code() == Some("task_not_yet_known") => true,
-        Err(SdkError::Rejected {
-            status: 404, code, ..
-        }) if code == "task_not_found" => {
+        .await;
+    match Reconciled::of(&answer) {
+        Reconciled::Known => false,
+        Reconciled::AskAgain => true,
+        Reconciled::NeverStarted => {
             let mut book = shared.lock_book();
             let record =
                 book.not_launched(task, "unknown to the coordinator after a restart", now_ms());
@@ -443,9 +468,52 @@ async fn reconcile_one(shared: &Shared, framework_id: FrameworkId, task: &TaskId
             }
             false
         }
-        Err(e) => {
-            tracing::warn!(task_id = %task, error = %e, "reconciling a task failed");
+        Reconciled::Failed => {
+            if let Err(e) = answer {
+                tracing::warn!(task_id = %task, error = %e, "reconciling a task failed");
+            }
             false
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rejected(status: u16, code: &str) -> Result<(), SdkError> {
+        Err(SdkError::Rejected {
+            status,
+            code: code.into(),
+            message: "m".into(),
+        })
+    }
+
+    #[test]
+    fn a_task_not_yet_known_is_asked_about_again_and_only_not_found_means_never_started() {
+        assert_eq!(Reconciled::of(&Ok(())), Reconciled::Known);
+        assert_eq!(
+            Reconciled::of(&rejected(409, "task_not_yet_known")),
+            Reconciled::AskAgain
+        );
+        assert_eq!(
+            Reconciled::of(&rejected(404, "task_not_found")),
+            Reconciled::NeverStarted
+        );
+        // Another 404 (the framework itself is unknown) or another 409 proves nothing of the
+        // task: it is not taken for a launch that never started.
+        assert_eq!(
+            Reconciled::of(&rejected(404, "framework_not_found")),
+            Reconciled::Failed
+        );
+        assert_eq!(
+            Reconciled::of(&rejected(409, "framework_removed")),
+            Reconciled::Failed
+        );
+        let server = Err(SdkError::Server {
+            status: 503,
+            message: "no leader".into(),
+        });
+        assert_eq!(Reconciled::of(&server), Reconciled::Failed);
     }
 }

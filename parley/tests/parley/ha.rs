@@ -241,14 +241,7 @@ async fn one_leader_the_follower_redirects_and_a_graceful_stop_hands_over_at_onc
     .await;
     assert_eq!(status, 201, "{body}");
     let agent = body["agent_id"].as_str().unwrap().to_owned();
-    testkit::wait_for(Duration::from_secs(10), "the agent in etcd", || async {
-        etcd.keys("/t1/registry/agents/")
-            .await
-            .iter()
-            .any(|k| k.ends_with(&agent))
-    })
-    .await
-    .unwrap();
+    etcd.wait_for_keys("/t1/registry/agents/", &[&agent]).await;
 
     // SIGTERM: the leader resigns and revokes its lease, so the follower leads well before
     // the 6 s lease would have expired.
@@ -295,16 +288,8 @@ async fn failover_once(etcd: &Etcd, prefix: &str) -> (Duration, Duration) {
     .await;
     assert_eq!(status, 201, "{body}");
     let agent = body["agent_id"].as_str().unwrap().to_owned();
-    testkit::wait_for(
-        Duration::from_secs(10),
-        "agent and framework in etcd",
-        || async {
-            let keys = etcd.keys(&format!("{prefix}/registry/")).await;
-            keys.iter().any(|k| k.ends_with(&agent)) && keys.iter().any(|k| k.ends_with(&fw))
-        },
-    )
-    .await
-    .unwrap();
+    etcd.wait_for_keys(&format!("{prefix}/registry/"), &[&agent, &fw])
+        .await;
 
     let mut a = a;
     let killed = Instant::now();

@@ -87,13 +87,7 @@ async fn a_new_leader_calls_the_old_leaders_agents_back_at_once() {
     wait_active(&first, &agent, "recalled", Duration::from_secs(20)).await;
     // An agent's record is written after its registration is answered: killed before that,
     // the new leader would not know the agent and could not call it.
-    testkit::wait_for(
-        Duration::from_secs(10),
-        "the agent's record in etcd",
-        || async { !etcd.keys("/recall/registry/agents/").await.is_empty() },
-    )
-    .await
-    .unwrap();
+    etcd.wait_for_keys("/recall/registry/agents/", &[]).await;
 
     // The leader killed: the other takes over within the 2 s lease, loads the agent from etcd
     // and calls it; the agent's next heartbeat is at least 12 s after it registered.

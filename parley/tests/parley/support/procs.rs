@@ -203,6 +203,18 @@ impl Etcd {
         resp.json().await.unwrap()
     }
 
+    /// Waits up to 10 s until a key under `prefix` ends with each of `ids` (with none, until
+    /// there is any key under it): the records a coordinator writes after it has answered.
+    pub async fn wait_for_keys(&self, prefix: &str, ids: &[&str]) {
+        let what = format!("records {ids:?} under {prefix} in etcd");
+        testkit::wait_for(std::time::Duration::from_secs(10), &what, || async {
+            let keys = self.keys(prefix).await;
+            !keys.is_empty() && ids.iter().all(|id| keys.iter().any(|k| k.ends_with(id)))
+        })
+        .await
+        .unwrap();
+    }
+
     /// The keys under `prefix`.
     pub async fn keys(&self, prefix: &str) -> Vec<String> {
         let mut end = prefix.as_bytes().to_vec();
