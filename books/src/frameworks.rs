@@ -202,18 +202,25 @@ impl State {
 
     /// Queues the framework's record for the durable registry.
     fn persist_framework(&self, id: FrameworkId, fx: &mut Effects) {
-        if let Some(fw) = self.frameworks.get(id).filter(|fw| !fw.placeholder) {
-            fx.push(Effect::Persist(Change::PutFramework(StoredFramework {
-                id,
-                name: fw.name.clone(),
-                role: fw.role.clone(),
-                failover_timeout_s: fw.failover_timeout_s,
-                registered_at: fw.registered_at,
-                owner: fw.owner.as_deref().map(str::to_owned),
-                gpu_resources: fw.gpu_resources,
-                partition_timeout_s: fw.partition_timeout_s,
-            })));
+        if let Some(record) = self.stored_framework(id) {
+            fx.push(Effect::Persist(Change::PutFramework(record)));
         }
+    }
+
+    /// The registry's record of framework `id` as the books hold it (none for an unknown
+    /// framework or a placeholder, which the registry does not keep).
+    pub fn stored_framework(&self, id: FrameworkId) -> Option<StoredFramework> {
+        let fw = self.frameworks.get(id).filter(|fw| !fw.placeholder)?;
+        Some(StoredFramework {
+            id,
+            name: fw.name.clone(),
+            role: fw.role.clone(),
+            failover_timeout_s: fw.failover_timeout_s,
+            registered_at: fw.registered_at,
+            owner: fw.owner.as_deref().map(str::to_owned),
+            gpu_resources: fw.gpu_resources,
+            partition_timeout_s: fw.partition_timeout_s,
+        })
     }
 
     /// Adds a new framework record (see [`FrameworkRecord::new`]) and its allocator leaf

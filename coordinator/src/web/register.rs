@@ -21,8 +21,8 @@ pub struct Registered {
     pub heartbeat_interval_s: f64,
 }
 
-/// Registers (or re-registers) a framework for `caller`: validated, written first and applied
-/// once durable, pipelined with other registrations (see
+/// Registers (or re-registers) a framework for `caller`: validated, written first (unless the
+/// registry holds its record as it is) and applied once durable, pipelined with other registrations (see
 /// [`Coordinator::run_write_pipelined`]). Shared by `POST /api/v1/frameworks` and the Mesos
 /// API's SUBSCRIBE.
 pub async fn register_framework(
@@ -39,8 +39,16 @@ pub async fn register_framework(
             |s, now| {
                 input.owner = at_plan.register_framework(s, &input.role, input.framework_id)?;
                 let plan = s.plan_registration(&input, now)?;
-                let change = Change::PutFramework(plan.record.clone());
-                Ok::<_, ApiError>(((input, plan), vec![change]))
+                // A framework registering again as the registry already knows it (after a
+                // failover, a reconnection) writes nothing: its answer still waits for every
+                // change queued before it to be durable.
+                let unchanged = s.stored_framework(plan.id).as_ref() == Some(&plan.record);
+                let changes = if unchanged {
+                    Vec::new()
+                } else {
+                    vec![Change::PutFramework(plan.record.clone())]
+                };
+                Ok::<_, ApiError>(((input, plan), changes))
             },
             move |s, (input, plan), now, fx| {
                 // Registrations written before this one may have been applied since its plan

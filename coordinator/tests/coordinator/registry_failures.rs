@@ -96,6 +96,40 @@ async fn every_stored_call_whose_write_fails_answers_503_and_changes_nothing() {
 }
 
 #[tokio::test]
+async fn a_framework_registering_again_as_the_registry_knows_it_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("registry.redb");
+    let api = Api::new(config(&path));
+    let fw = api.register_framework("a", "eng").await;
+
+    // With every write failing, the same registration again (a framework reconnecting after a
+    // failover) is still answered: it has nothing to write.
+    api.coordinator.fail_registry_writes(true);
+    let same = json!({"name": "a", "role": "eng", "framework_id": fw});
+    let (status, body) = api.post("/api/v1/frameworks", same.clone()).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["framework_id"], json!(fw));
+    // Anything that changes its record must be written, and is refused.
+    for changed in [
+        json!({"name": "a2", "role": "eng", "framework_id": fw}),
+        json!({"name": "a", "role": "ops", "framework_id": fw}),
+        json!({"name": "a", "role": "eng", "framework_id": fw, "failover_timeout_s": 5}),
+        json!({"name": "a", "role": "eng", "framework_id": fw, "capabilities": ["gpu_resources"]}),
+    ] {
+        assert_unavailable(
+            api.post("/api/v1/frameworks", changed.clone()).await,
+            &changed.to_string(),
+        );
+    }
+    let listed = api.frameworks().await;
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        (listed[0].name.as_str(), listed[0].role.as_str()),
+        ("a", "eng")
+    );
+}
+
+#[tokio::test]
 async fn a_failed_write_leaves_the_registry_as_it_was_for_the_next_coordinator() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("registry.redb");
