@@ -34,14 +34,16 @@
 //!   [`store::backup`], the backup document of either backend (`coordinator backup`, `restore`,
 //!   `GET /api/v1/registry/backup`).
 //! - [`ha`]: high availability on etcd: the etcd client and registry backend (fenced writes),
-//!   leader election, and the follower's redirect middleware; [`serve_ha`] runs it.
+//!   leader election, the followers' probe of a leader that may be gone, and the follower's
+//!   redirect middleware; [`serve_ha`] runs it.
 //! - [`outbox`]: the queue between the books and one framework's stream, which coalesces
 //!   offers, cancels unread rescinded offers and defers updates, so that only a reader that
 //!   has stopped is cut off.
 //! - [`runtime`]: [`Coordinator`], the async shell: the lock around the state, effect dispatch
 //!   (stream events, launches and kills sent to agents, allocation kicks).
 //! - [`web`]: what both APIs share: the route type, the auth middleware and `Caller`
-//!   extractor, the error bodies, validated inputs, registering a framework.
+//!   extractor, the error bodies, validated inputs, registering a framework, requests counted
+//!   by route.
 //! - [`api`]: the native API's routes (framework, agent, operator), SSE streams.
 //! - [`mesos`]: the Mesos v1 scheduler API (`POST /api/v1/scheduler`, `GET /version`) over the
 //!   same books, so unmodified Mesos frameworks (pymesos) run on Parley.
@@ -57,6 +59,7 @@
 //!   rate limit, graceful shutdown).
 //! - [`metrics`]: per-instance counters, and the `prometheus-client` registry that serves them
 //!   with the books' gauges and the process' figures as Prometheus text.
+//! - [`request_counts`]: the counters of requests by route (fed by `web::requests`).
 //! - [`history`]: the ring of samples of the books (one a second, ten minutes) behind
 //!   `GET /api/v1/history`, the dashboard's charts.
 //! - `ui/`: the dashboard page served at `/` (static HTML, hand-written JS and CSS, SVG charts;
@@ -65,7 +68,7 @@
 //! # Layers
 //!
 //! Each module names only those below it: the books; [`auth`], [`config`], [`store`],
-//! [`history`], [`http`], [`metrics`]; [`runtime`] (which holds the HA role it is told,
+//! [`history`], [`http`], [`request_counts`], [`metrics`]; [`runtime`] (which holds the HA role it is told,
 //! [`runtime::HaStatus`]); [`reload`]; [`ha`]; [`web`]; [`api`] and [`mesos`], which do not
 //! name each other; [`router`]; [`server`]; [`served`]. `scripts/check-layers.py
 //! coordinator/src` lists any import cycle (there is none).
@@ -80,6 +83,7 @@ pub mod mesos;
 pub mod metrics;
 pub mod outbox;
 pub mod reload;
+pub mod request_counts;
 pub mod router;
 pub mod runtime;
 pub mod served;

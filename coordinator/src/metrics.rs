@@ -21,8 +21,8 @@ use observe::Scrape;
 use protocol::events::OfferEvent;
 
 use crate::auth::Denial;
+use crate::request_counts::RouteCounters;
 use crate::state::{Gauges, ResourceUse};
-use crate::web::requests::RouteCounters;
 
 pub use observe::{Kind, Metric};
 

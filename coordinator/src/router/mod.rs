@@ -13,9 +13,10 @@ use axum::Router;
 use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::api::limit;
+use crate::request_counts::RouteCounters;
 use crate::runtime::Coordinator;
 use crate::web::error::ApiError;
-use crate::web::requests::{self, RouteCounters};
+use crate::web::requests;
 use crate::web::{auth, Route};
 
 /// Every route of the coordinator, the one table [`app`] builds the router from: the native

@@ -8,7 +8,7 @@
 //! - [`error`]: [`error::ApiError`], every failure as a status and an error body.
 //! - [`input`]: wire requests converted to the registry's domain inputs, validated.
 //! - [`register`]: registering (or re-registering) a framework.
-//! - [`requests`]: requests counted by route, for `/metrics`.
+//! - [`requests`]: the middleware that counts requests by route, for `/metrics`.
 
 pub mod auth;
 pub mod error;

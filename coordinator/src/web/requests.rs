@@ -1,108 +1,13 @@
-//! Requests counted by route: how many each route answered and how long they took, served on
-//! `/metrics` as `parley_http_requests_total{route}` and `parley_http_request_seconds_total{route}`
-//! (`route` is the method and axum's path pattern, such as `POST /api/v1/agents/{id}/status`).
-//!
-//! The routes come from the one route table ([`crate::router::routes`]), so every counter is
-//! made once, when the router is built, and counting a request is a map lookup of its matched
-//! path and two atomic additions: no lock, no allocation. A request no route matched counts
-//! under `other`. The time is from the request reaching the route to its response's head, so an
-//! event stream counts its setup, not its life.
+//! The middleware that counts every request by its route into the coordinator's
+//! [`RouteCounters`](crate::request_counts::RouteCounters) (see [`crate::request_counts`]).
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::Response;
 
 use crate::runtime::Coordinator;
-
-/// The label of requests no route matched.
-pub const OTHER: &str = "other";
-
-/// One route's figures.
-#[derive(Debug)]
-struct Counter {
-    label: String,
-    requests: AtomicU64,
-    micros: AtomicU64,
-}
-
-impl Counter {
-    fn new(label: String) -> Self {
-        Self {
-            label,
-            requests: AtomicU64::new(0),
-            micros: AtomicU64::new(0),
-        }
-    }
-}
-
-/// The counters of every route of the table, and of the requests no route matched.
-#[derive(Debug)]
-pub struct RouteCounters {
-    /// Per path pattern, its methods and their counters' indexes.
-    index: HashMap<&'static str, Vec<(Method, usize)>>,
-    /// The counters; the last is [`OTHER`]'s.
-    counters: Vec<Counter>,
-}
-
-impl RouteCounters {
-    /// Counters for `routes` (method and path pattern); a route listed twice has one counter.
-    pub fn new(routes: impl IntoIterator<Item = (Method, &'static str)>) -> Self {
-        let mut index: HashMap<&'static str, Vec<(Method, usize)>> = HashMap::new();
-        let mut counters = Vec::new();
-        for (method, path) in routes {
-            let methods = index.entry(path).or_default();
-            if methods.iter().any(|(m, _)| *m == method) {
-                continue;
-            }
-            methods.push((method.clone(), counters.len()));
-            counters.push(Counter::new(format!("{method} {path}")));
-        }
-        counters.push(Counter::new(OTHER.to_owned()));
-        Self { index, counters }
-    }
-
-    /// The counter of a request of `method` that matched `path` (none: no route matched).
-    /// `HEAD` counts under the route's `GET`.
-    pub fn slot(&self, method: &Method, path: Option<&str>) -> usize {
-        let method = if *method == Method::HEAD {
-            &Method::GET
-        } else {
-            method
-        };
-        path.and_then(|p| self.index.get(p))
-            .and_then(|methods| methods.iter().find(|(m, _)| m == method))
-            .map_or(self.counters.len() - 1, |(_, i)| *i)
-    }
-
-    /// Counts one request of counter `slot` that took `took`.
-    pub fn count(&self, slot: usize, took: Duration) {
-        if let Some(c) = self.counters.get(slot) {
-            c.requests.fetch_add(1, Ordering::Relaxed);
-            let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
-            c.micros.fetch_add(micros, Ordering::Relaxed);
-        }
-    }
-
-    /// Each route that answered a request: its label, requests and seconds, in table order.
-    pub fn figures(&self) -> Vec<(&str, u64, f64)> {
-        self.counters
-            .iter()
-            .map(|c| {
-                (
-                    c.label.as_str(),
-                    c.requests.load(Ordering::Relaxed),
-                    c.micros.load(Ordering::Relaxed) as f64 / 1e6,
-                )
-            })
-            .filter(|(_, n, _)| *n > 0)
-            .collect()
-    }
-}
 
 /// The middleware that counts every request by its route (see the module docs).
 pub async fn count(State(c): State<Coordinator>, req: Request, next: Next) -> Response {
@@ -118,51 +23,4 @@ pub async fn count(State(c): State<Coordinator>, req: Request, next: Next) -> Re
     let response = next.run(req).await;
     routes.count(slot, started.elapsed());
     response
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn table() -> RouteCounters {
-        RouteCounters::new([
-            (Method::GET, "/api/v1/agents"),
-            (Method::POST, "/api/v1/agents"),
-            (Method::POST, "/api/v1/agents/{id}/status"),
-            (Method::POST, "/api/v1/agents"),
-        ])
-    }
-
-    #[test]
-    fn requests_count_under_their_route_head_as_get_and_the_rest_as_other() {
-        let r = table();
-        let ms = Duration::from_millis;
-        r.count(
-            r.slot(&Method::POST, Some("/api/v1/agents/{id}/status")),
-            ms(2),
-        );
-        r.count(
-            r.slot(&Method::POST, Some("/api/v1/agents/{id}/status")),
-            ms(3),
-        );
-        r.count(r.slot(&Method::HEAD, Some("/api/v1/agents")), ms(1));
-        r.count(r.slot(&Method::DELETE, Some("/api/v1/agents")), ms(1));
-        r.count(r.slot(&Method::GET, None), ms(4));
-        assert_eq!(
-            r.figures(),
-            vec![
-                ("GET /api/v1/agents", 1, 0.001),
-                ("POST /api/v1/agents/{id}/status", 2, 0.005),
-                ("other", 2, 0.005),
-            ]
-        );
-    }
-
-    #[test]
-    fn a_route_listed_twice_has_one_counter() {
-        let r = table();
-        // GET, POST, the status route, and other.
-        assert_eq!(r.counters.len(), 4);
-        assert_eq!(r.slot(&Method::POST, Some("/api/v1/agents")), 1);
-    }
 }
