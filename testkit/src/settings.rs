@@ -123,20 +123,54 @@ impl EnvChild {
             }
         }
         child.env(self.marker, "1").envs(vars.iter().copied());
-        let out = child.output().unwrap_or_else(|e| panic!("{e}"));
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{vars:?}: {stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let (stdout, stderr, exited) = run_to_end(child);
+        // `None`: the exit status was taken by an agent's orphan reaper running in another
+        // test of the same binary (it reaps any child of the process that nobody registered);
+        // the settings line, printed last, then tells whether the child succeeded.
+        assert!(exited != Some(false), "{vars:?}: {stdout}{stderr}");
         stdout
             .lines()
             .find_map(|l| l.split_once(CHILD_MARK).map(|(_, settings)| settings))
-            .unwrap_or_else(|| panic!("{vars:?}: no settings in {stdout}"))
+            .unwrap_or_else(|| panic!("{vars:?}: no settings in {stdout}{stderr}"))
             .to_owned()
     }
 }
+
+/// Runs `cmd` to its end: its stdout, its stderr, and whether it succeeded (`None` when its
+/// exit status was reaped by someone else, `ECHILD`).
+fn run_to_end(mut cmd: Command) -> (String, String, Option<bool>) {
+    use std::io::Read as _;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut err_pipe = child
+        .stderr
+        .take()
+        .unwrap_or_else(|| panic!("no stderr pipe"));
+    // Read on a thread of its own, so a full stderr pipe cannot stall the child.
+    let stderr = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = err_pipe.read_to_string(&mut text);
+        text
+    });
+    let mut stdout = String::new();
+    if let Some(mut out) = child.stdout.take() {
+        let _ = out.read_to_string(&mut stdout);
+    }
+    let stderr = stderr.join().unwrap_or_default();
+    let exited = match child.wait() {
+        Ok(status) => Some(status.success()),
+        Err(e) if e.raw_os_error() == Some(ECHILD) => None,
+        Err(e) => panic!("{e}"),
+    };
+    (stdout, stderr, exited)
+}
+
+/// Linux's `ECHILD`: no such child (its status was already collected).
+const ECHILD: i32 = 10;
 
 /// Checks every setting of `command` (a `clap::Args` struct's arguments): its flag is its
 /// field's name with `-` for `_`, its environment variable is `env(key)` and no other setting's,
