@@ -68,8 +68,8 @@
 //! # Layers
 //!
 //! Each module names only those below it: the books; [`auth`], [`config`], [`store`],
-//! [`history`], [`http`], [`request_counts`], [`metrics`]; [`runtime`] (which holds the HA role it is told,
-//! [`runtime::HaStatus`]); [`reload`]; [`ha`]; [`web`]; [`api`] and [`mesos`], which do not
+//! [`history`], [`http`], [`request_counts`], [`metrics`]; [`runtime`] (which holds the HA
+//! role it is told, [`runtime::HaStatus`]); [`reload`]; [`ha`]; [`web`]; [`api`] and [`mesos`], which do not
 //! name each other; [`router`]; [`server`]; [`served`]. `scripts/check-layers.py
 //! coordinator/src` lists any import cycle (there is none).
 

@@ -361,6 +361,11 @@ pub fn reference_table() -> String {
     observe::table::reference_table(METRICS.iter().chain(&observe::process::METRICS))
 }
 
+/// A duration in whole microseconds, for the counters kept in them (saturating).
+fn micros_of(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
 /// Upper bounds (seconds) of the allocation-run histogram's buckets.
 const RUN_BUCKETS: [f64; 10] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1.0,
@@ -520,7 +525,7 @@ impl Metrics {
 
     /// Counts time an allocation run waited for room in the launch window.
     pub fn count_window_wait(&self, waited: Duration) {
-        let micros = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX);
+        let micros = micros_of(waited);
         self.window_wait_micros.fetch_add(micros, Ordering::Relaxed);
     }
 
@@ -566,7 +571,7 @@ impl Metrics {
     /// Counts one wait for the books' lock that took `waited`.
     pub fn count_lock_wait(&self, waited: Duration) {
         self.lock_waits.fetch_add(1, Ordering::Relaxed);
-        let micros = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX);
+        let micros = micros_of(waited);
         self.lock_wait_micros.fetch_add(micros, Ordering::Relaxed);
     }
 
@@ -578,7 +583,7 @@ impl Metrics {
     /// Records how long one allocation run took.
     pub fn observe_allocation(&self, took: Duration) {
         self.allocation_runs.fetch_add(1, Ordering::Relaxed);
-        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        let micros = micros_of(took);
         self.allocation_micros.fetch_add(micros, Ordering::Relaxed);
         let secs = took.as_secs_f64();
         for (bound, bucket) in RUN_BUCKETS.iter().zip(&self.allocation_buckets) {
@@ -592,7 +597,7 @@ impl Metrics {
     /// Records how long freed resources waited for the offer that an allocation run made of
     /// them (see `State::take_offer_waits`).
     pub fn observe_offer_wait(&self, waited: Duration) {
-        let micros = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX);
+        let micros = micros_of(waited);
         self.offer_wait_micros.fetch_add(micros, Ordering::Relaxed);
         self.offer_wait.observe(waited.as_secs_f64());
     }

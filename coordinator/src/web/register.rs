@@ -22,8 +22,8 @@ pub struct Registered {
 }
 
 /// Registers (or re-registers) a framework for `caller`: validated, written first (unless the
-/// registry holds its record as it is) and applied once durable, pipelined with other registrations (see
-/// [`Coordinator::run_write_pipelined`]). Shared by `POST /api/v1/frameworks` and the Mesos
+/// registry holds its record as it is) and applied once durable, pipelined with other
+/// registrations (see [`Coordinator::run_write_pipelined`]). Shared by `POST /api/v1/frameworks` and the Mesos
 /// API's SUBSCRIBE.
 pub async fn register_framework(
     c: &Coordinator,
