@@ -3,8 +3,9 @@
 # it: a coordinator, `agent --simulate AGENTS --resources cpus=24,mem=65536`, and NFW `hello`
 # frameworks sharing TASKS long tasks (`--resources cpus=0.1,mem=32 --duration-s 86400`).
 # Prints the running count once a second, then the fill rate (tasks/s from the first running
-# task to the last), the offer counters, the share of offers rescinded and the stream
-# overflows, each against its target (>= 5,000 tasks/s, <= 1 % rescinded, no overflow).
+# task to the last), the offer counters, the share of offers rescinded, the stream
+# overflows and the requests refused for their size, each against its target (>= 5,000
+# tasks/s, <= 1 % rescinded, no overflow, no 413).
 #
 #   cargo build --release -p parley -p parley-agent -p examples --bin coordinator --bin agent --bin hello
 #   scripts/bench-one-big-framework.sh            # 1 framework
@@ -91,6 +92,8 @@ accepted=$(metric_sum '^parley_offers_accepted_total')
 declined=$(metric_sum '^parley_offers_declined_total')
 rescinded=$(metric_sum '^parley_offers_rescinded_total')
 overflowed=$(metric_sum '^parley_streams_overflowed_total')
+too_large=$(metric_sum '^parley_http_requests_too_large_total')
+logged_413=$(cat "$WORK"/hello*.log | grep -c -e '413' -e 'too large' || true)
 rate=$(echo "$((PER * NFW)) / ($LAST - $FIRST)" | bc)
 pct=$(echo "scale=2; 100 * $rescinded / ($created + ($created == 0))" | bc)
 verdict() { if [ "$1" = 1 ]; then echo met; else echo "NOT met"; fi; }
@@ -101,4 +104,5 @@ echo "| fill rate, first running task to last | $rate tasks/s | >= 5,000: $(verd
 echo "| offers created / accepted / declined / rescinded | $created / $accepted / $declined / $rescinded | |"
 echo "| offers rescinded | $pct % | <= 1 %: $(verdict "$(echo "$pct <= 1" | bc)") |"
 echo "| stream overflows | $overflowed | 0: $(verdict "$([ "$overflowed" -eq 0 ] && echo 1)") |"
+echo "| requests refused for their size (413), and framework log lines naming one | $too_large, $logged_413 | 0: $(verdict "$([ "$too_large" -eq 0 ] && [ "$logged_413" -eq 0 ] && echo 1)") |"
 echo "| load average at the end | $(cut -d' ' -f1-3 /proc/loadavg) | |"

@@ -340,6 +340,7 @@ impl State {
             FrameworkEvent::Subscribed(FrameworkRegistered {
                 framework_id: id,
                 heartbeat_interval_s,
+                limits: None,
             }),
         ));
         let resend_ms = self.timing.update_resend_interval_ms;

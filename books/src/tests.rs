@@ -66,6 +66,7 @@ pub(super) fn subscribed(fw: FrameworkId) -> Effect {
             heartbeat_interval_s: Settings::default()
                 .framework_heartbeat_interval
                 .as_secs_f64(),
+            limits: None,
         }),
     )
 }

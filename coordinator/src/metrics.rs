@@ -30,7 +30,7 @@ pub use observe::{Kind, Metric};
 /// and `parley_build_info`, shared with the agent, are `observe::process::METRICS`). Each
 /// family is written with the type and help found here; a test checks that every one here is
 /// written.
-pub const METRICS: [Metric; 46] = [
+pub const METRICS: [Metric; 47] = [
     Metric {
         name: "parley_offers_created_total",
         kind: Kind::Counter,
@@ -190,6 +190,13 @@ pub const METRICS: [Metric; 46] = [
         kind: Kind::Counter,
         label: Some("route"),
         help: "Seconds spent answering each route's requests, from the request reaching the route to its response's head (an event stream counts its setup); divided by `parley_http_requests_total`, the mean.",
+        mesos: "none",
+    },
+    Metric {
+        name: "parley_http_requests_too_large_total",
+        kind: Kind::Counter,
+        label: Some("route"),
+        help: "Requests refused for their size (`413 body_too_large`: over `max_body_bytes`), by route. Clients of the SDK split their batches to fit the limits the coordinator tells them at registration, so any here come from other clients, or from a limit lowered since they registered.",
         mesos: "none",
     },
     Metric {
@@ -737,12 +744,17 @@ impl Metrics {
         s.counters(
             "parley_http_requests_total",
             "route",
-            requests.iter().map(|(route, n, _)| (*route, *n)),
+            requests.iter().map(|f| (f.route, f.requests)),
         )?;
         s.counters_f64(
             "parley_http_request_seconds_total",
             "route",
-            requests.iter().map(|(route, _, secs)| (*route, *secs)),
+            requests.iter().map(|f| (f.route, f.seconds)),
+        )?;
+        s.counters(
+            "parley_http_requests_too_large_total",
+            "route",
+            requests.iter().map(|f| (f.route, f.too_large)),
         )?;
         s.gauge("parley_outstanding_offers", g.outstanding_offers as f64)?;
         s.gauge("parley_tasks_unhealthy", g.tasks_unhealthy as f64)?;

@@ -1,6 +1,7 @@
 //! Requests counted by route: how many each route answered and how long they took, served on
 //! `/metrics` as `parley_http_requests_total{route}` and `parley_http_request_seconds_total{route}`
-//! (`route` is the method and axum's path pattern, such as `POST /api/v1/agents/{id}/status`).
+//! (`route` is the method and axum's path pattern, such as `POST /api/v1/agents/{id}/status`),
+//! and those refused for their size (`413`) as `parley_http_requests_too_large_total{route}`.
 //! The counters live here, below [`crate::metrics`]; the middleware that feeds them is
 //! `web::requests::count`.
 //!
@@ -25,6 +26,7 @@ struct Counter {
     label: String,
     requests: AtomicU64,
     micros: AtomicU64,
+    too_large: AtomicU64,
 }
 
 impl Counter {
@@ -33,6 +35,7 @@ impl Counter {
             label,
             requests: AtomicU64::new(0),
             micros: AtomicU64::new(0),
+            too_large: AtomicU64::new(0),
         }
     }
 }
@@ -76,29 +79,45 @@ impl RouteCounters {
             .map_or(self.counters.len() - 1, |(_, i)| *i)
     }
 
-    /// Counts one request of counter `slot` that took `took`.
-    pub fn count(&self, slot: usize, took: Duration) {
+    /// Counts one request of counter `slot` that took `took`, and was refused for its size
+    /// when `too_large`.
+    pub fn count(&self, slot: usize, took: Duration, too_large: bool) {
         if let Some(c) = self.counters.get(slot) {
             c.requests.fetch_add(1, Ordering::Relaxed);
             let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
             c.micros.fetch_add(micros, Ordering::Relaxed);
+            if too_large {
+                c.too_large.fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
 
-    /// Each route that answered a request: its label, requests and seconds, in table order.
-    pub fn figures(&self) -> Vec<(&str, u64, f64)> {
+    /// Each route that answered a request, in table order.
+    pub fn figures(&self) -> Vec<RouteFigures<'_>> {
         self.counters
             .iter()
-            .map(|c| {
-                (
-                    c.label.as_str(),
-                    c.requests.load(Ordering::Relaxed),
-                    c.micros.load(Ordering::Relaxed) as f64 / 1e6,
-                )
+            .map(|c| RouteFigures {
+                route: c.label.as_str(),
+                requests: c.requests.load(Ordering::Relaxed),
+                seconds: c.micros.load(Ordering::Relaxed) as f64 / 1e6,
+                too_large: c.too_large.load(Ordering::Relaxed),
             })
-            .filter(|(_, n, _)| *n > 0)
+            .filter(|f| f.requests > 0)
             .collect()
     }
+}
+
+/// One route's figures, as `/metrics` serves them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RouteFigures<'a> {
+    /// The method and path pattern, or [`OTHER`].
+    pub route: &'a str,
+    /// Requests answered.
+    pub requests: u64,
+    /// Seconds spent answering them.
+    pub seconds: f64,
+    /// Of those, the ones refused for their size (`413`).
+    pub too_large: u64,
 }
 
 #[cfg(test)]
@@ -121,20 +140,28 @@ mod tests {
         r.count(
             r.slot(&Method::POST, Some("/api/v1/agents/{id}/status")),
             ms(2),
+            false,
         );
         r.count(
             r.slot(&Method::POST, Some("/api/v1/agents/{id}/status")),
             ms(3),
+            true,
         );
-        r.count(r.slot(&Method::HEAD, Some("/api/v1/agents")), ms(1));
-        r.count(r.slot(&Method::DELETE, Some("/api/v1/agents")), ms(1));
-        r.count(r.slot(&Method::GET, None), ms(4));
+        r.count(r.slot(&Method::HEAD, Some("/api/v1/agents")), ms(1), false);
+        r.count(r.slot(&Method::DELETE, Some("/api/v1/agents")), ms(1), false);
+        r.count(r.slot(&Method::GET, None), ms(4), false);
+        let f = |route, requests, seconds, too_large| RouteFigures {
+            route,
+            requests,
+            seconds,
+            too_large,
+        };
         assert_eq!(
             r.figures(),
             vec![
-                ("GET /api/v1/agents", 1, 0.001),
-                ("POST /api/v1/agents/{id}/status", 2, 0.005),
-                ("other", 2, 0.005),
+                f("GET /api/v1/agents", 1, 0.001, 0),
+                f("POST /api/v1/agents/{id}/status", 2, 0.005, 1),
+                f("other", 2, 0.005, 0),
             ]
         );
     }

@@ -27,10 +27,11 @@ use protocol::messages::{
     FrameworkExplanation, FrameworkRegistered, KillRequest, ReconcileRequest, RegisterFramework,
     ReviveRequest,
 };
-use protocol::{FrameworkId, TaskId, UpdateId};
+use protocol::{ErrorBody, FrameworkId, TaskId, UpdateId};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::faults::{Call, Fault, FaultInjector, REFUSING_URL};
 use crate::SdkError;
 
 /// The answer to a registration: who we are, and whether the coordinator kept an existing
@@ -62,6 +63,8 @@ pub struct CoordinatorClient {
     request_timeout: Duration,
     /// The coordinator refused `pending_tasks` once: it is no longer sent.
     no_pending_tasks: Arc<AtomicBool>,
+    /// Faults to inject into calls (tests only; see [`crate::faults`]).
+    faults: Option<Arc<dyn FaultInjector>>,
 }
 
 impl CoordinatorClient {
@@ -131,7 +134,15 @@ impl CoordinatorClient {
             tracker: Arc::new(Mutex::new(tracker)),
             request_timeout,
             no_pending_tasks: Arc::new(AtomicBool::new(false)),
+            faults: None,
         })
+    }
+
+    /// The same client, with `faults` deciding what happens to each call (see
+    /// [`crate::faults`]): for tests of failure paths.
+    pub fn with_faults(mut self, faults: Arc<dyn FaultInjector>) -> Self {
+        self.faults = Some(faults);
+        self
     }
 
     /// The first coordinator's base URL (see [`CoordinatorClient::current_url`] for the one
@@ -174,6 +185,37 @@ impl CoordinatorClient {
             Some(q) => format!("{}?{q}", url.path()),
             None => url.path().to_owned(),
         };
+        let fault = self.faults.as_ref().and_then(|f| {
+            f.fault(&Call {
+                method: request.method().as_str(),
+                path: &path,
+                body_bytes: request
+                    .body()
+                    .and_then(reqwest::Body::as_bytes)
+                    .map_or(0, <[u8]>::len),
+            })
+        });
+        match &fault {
+            Some(Fault::Answer { status, code }) => {
+                let body = ErrorBody::new(code.clone(), "injected fault");
+                let body = serde_json::to_string(&body).unwrap_or_default();
+                return Err(SdkError::from_response(*status, &body));
+            }
+            Some(Fault::Delay(wait)) => tokio::time::sleep(*wait).await,
+            Some(Fault::Refuse) => {
+                let mut refused = request.try_clone().ok_or_else(|| {
+                    SdkError::Protocol("a streaming body cannot be re-sent".into())
+                })?;
+                *refused.url_mut() = reqwest::Url::parse(&format!("{REFUSING_URL}{path}"))
+                    .map_err(|e| SdkError::Protocol(e.to_string()))?;
+                return match self.http.execute(refused).await {
+                    Ok(_) => Err(SdkError::Protocol("a refused call was answered".into())),
+                    Err(e) => Err(e.into()),
+                };
+            }
+            Some(Fault::LoseAnswer) | None => {}
+        }
+        let lose_answer = fault == Some(Fault::LoseAnswer);
         let mut attempt = Attempt::new(path, self.request_timeout);
         let started = Instant::now();
         loop {
@@ -214,6 +256,13 @@ impl CoordinatorClient {
                 }
                 Ok(resp) => {
                     attempt.answered(&mut self.tracker());
+                    if lose_answer {
+                        // Read to the end, so the call is carried out, then dropped.
+                        let _ = resp.bytes().await;
+                        return Err(SdkError::Interrupted(
+                            "the connection reset after the request was sent (injected)".into(),
+                        ));
+                    }
                     return Ok(resp);
                 }
                 Err(e) if e.is_connect() => {

@@ -27,6 +27,10 @@ pub enum SdkError {
     /// The coordinator could not be reached, or the connection broke.
     #[error("cannot reach the coordinator: {0}")]
     Transport(#[from] reqwest::Error),
+    /// The call broke off after it was sent (the connection reset, or no answer came in
+    /// time): it may have been carried out or not.
+    #[error("the call to the coordinator broke off after it was sent: {0}")]
+    Interrupted(String),
     /// The coordinator answered something that does not follow the API.
     #[error("unexpected answer from the coordinator: {0}")]
     Protocol(String),
@@ -88,7 +92,21 @@ impl SdkError {
 
     /// True when retrying later may succeed (server errors and broken connections).
     pub fn is_transient(&self) -> bool {
-        matches!(self, SdkError::Server { .. } | SdkError::Transport(_))
+        matches!(
+            self,
+            SdkError::Server { .. } | SdkError::Transport(_) | SdkError::Interrupted(_)
+        )
+    }
+
+    /// True when the call may have been carried out although it failed: the connection
+    /// broke, or the answer did not come in time, after the request was sent. (A call that
+    /// could not connect, or that the coordinator answered with an error, changed nothing.)
+    pub fn in_doubt(&self) -> bool {
+        match self {
+            SdkError::Interrupted(_) => true,
+            SdkError::Transport(e) => !e.is_connect() && !e.is_builder(),
+            _ => false,
+        }
     }
 
     /// The coordinator's error code for a rejected request.

@@ -35,6 +35,8 @@
 //! - [`placement`]: the `placement` crate (pure, no async runtime or HTTP), re-exported:
 //!   [`placement::Placement`] and the policies `FirstFit`, `BestFit`, `Tetris`.
 //! - [`error`]: the error type, [`SdkError`].
+//! - [`faults`]: a seam for tests, [`faults::FaultInjector`]: calls answered with an error,
+//!   delayed, refused or with their answer lost, by rule.
 //! - [`prelude`]: the imports a framework needs.
 //!
 //! # Partitions
@@ -101,6 +103,7 @@ pub mod context;
 pub mod decisions;
 pub mod driver;
 pub mod error;
+pub mod faults;
 pub mod scheduler;
 pub use protocol::sse;
 pub mod task;

@@ -213,6 +213,7 @@ mod tests {
             FrameworkEvent::Subscribed(FrameworkRegistered {
                 framework_id: FrameworkId::new(),
                 heartbeat_interval_s: 15.0,
+                limits: None,
             }),
             FrameworkEvent::Rescind {
                 offer_id: OfferId::new(),

@@ -82,6 +82,35 @@ pub struct FrameworkRegistered {
     pub framework_id: FrameworkId,
     /// How often the stream carries a `heartbeat` event.
     pub heartbeat_interval_s: f64,
+    /// What the coordinator accepts in one request, so a framework never sends one it must
+    /// refuse (absent from an older coordinator, and from the `subscribed` event).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<RequestLimits>,
+}
+
+/// The most the coordinator accepts in one request, told to a framework when it registers. A
+/// client splits its batches to fit: a request over any of these is refused whole (`413
+/// body_too_large`, or `400 invalid_body` naming the list).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RequestLimits {
+    /// The largest request body, in bytes (the coordinator's `max_body_bytes`).
+    pub max_body_bytes: u64,
+    /// The most accepts in one [`AcceptBatch`] ([`AcceptBatch::MAX`]).
+    pub max_accepts_per_call: u32,
+    /// The most task ids in one [`ReconcileRequest`] (the coordinator's `max_stream_queue`:
+    /// each is one event on the stream).
+    pub max_reconcile_tasks: u32,
+}
+
+impl RequestLimits {
+    /// The limits of a coordinator that says none: the defaults of the coordinator's
+    /// settings (1 MiB bodies, 10,000 task ids per reconcile).
+    pub const DEFAULT: RequestLimits = RequestLimits {
+        max_body_bytes: 1024 * 1024,
+        max_accepts_per_call: AcceptBatch::MAX as u32,
+        max_reconcile_tasks: 10_000,
+    };
 }
 
 /// `POST /api/v1/frameworks/{id}/accept`.

@@ -9,7 +9,7 @@ use protocol::messages::{
     AcceptBatch, AcceptBatchResponse, AcceptRequest, AcceptResponse, AcceptResult,
     AcknowledgeBatch, AcknowledgeBatchResponse, AcknowledgeRequest, DeclineRequest, Empty,
     FrameworkList, FrameworkRegistered, KillRequest, ReconcileRequest, RegisterFramework,
-    ReviveRequest,
+    RequestLimits, ReviveRequest,
 };
 use protocol::FrameworkId;
 
@@ -67,6 +67,7 @@ async fn register(
         Json(FrameworkRegistered {
             framework_id: registered.framework_id,
             heartbeat_interval_s: registered.heartbeat_interval_s,
+            limits: Some(request_limits(c.config())),
         }),
     )
         .into_response())
@@ -321,4 +322,13 @@ async fn remove(State(c): State<Coordinator>, caller: Caller, Id(id): Id<Framewo
     )
     .await?;
     Ok(Json(Empty {}))
+}
+
+/// What this coordinator accepts in one request, as a registration answer tells it.
+fn request_limits(config: &crate::Config) -> RequestLimits {
+    RequestLimits {
+        max_body_bytes: config.max_body_bytes as u64,
+        max_accepts_per_call: AcceptBatch::MAX as u32,
+        max_reconcile_tasks: u32::try_from(config.max_stream_queue).unwrap_or(u32::MAX),
+    }
 }

@@ -620,6 +620,7 @@ mod tests {
             &FrameworkEvent::Subscribed(protocol::messages::FrameworkRegistered {
                 framework_id: fw,
                 heartbeat_interval_s: 15.0,
+                limits: None,
             }),
             &Shape::default(),
         );

@@ -21,6 +21,7 @@ pub async fn count(State(c): State<Coordinator>, req: Request, next: Next) -> Re
     let slot = routes.slot(req.method(), path);
     let started = Instant::now();
     let response = next.run(req).await;
-    routes.count(slot, started.elapsed());
+    let too_large = response.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE;
+    routes.count(slot, started.elapsed(), too_large);
     response
 }

@@ -3,6 +3,7 @@
 //! together (declines and accepts batched, the batches concurrent), so a framework holding a
 //! thousand offers answers them all in about one round trip over a few connections.
 
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -11,8 +12,9 @@ use protocol::messages::{
 };
 use protocol::{FrameworkId, OfferId, TaskId, TaskSpec};
 
+use super::config::MAX_ACKS_PER_REQUEST;
 use super::demand::DemandAction;
-use super::Runner;
+use super::{fit, Runner};
 use crate::client::CoordinatorClient;
 use crate::SdkError;
 use crate::{Answer, Scheduler};
@@ -80,9 +82,27 @@ impl<S: Scheduler> Runner<S> {
                 }
             }
         }
+        let says_pending = !declines.is_empty() || !accepts.is_empty();
         if let Some(id) = self.framework_id {
             let client = &self.client;
             let limit = self.config.max_concurrent_requests.max(1);
+            let budget = fit::item_budget(&self.limits);
+            let mut fitted = Vec::with_capacity(accepts.len());
+            for accept in accepts {
+                let (accept, rest) = fit::trim_accept(accept, budget);
+                if !rest.is_empty() {
+                    let e = SdkError::Protocol(format!(
+                        "{} tasks of one accept are more than one request may carry \
+                         (the coordinator's max_body_bytes is {})",
+                        rest.len() + accept.tasks.len(),
+                        self.limits.max_body_bytes
+                    ));
+                    failed.push((rest, e));
+                }
+                fitted.push(accept);
+            }
+            let per_call = ACCEPTS_PER_CALL.min(self.limits.max_accepts_per_call as usize);
+            let calls = fit::pieces(fitted, per_call, budget);
             let declined = decline_together(
                 client,
                 id,
@@ -90,57 +110,62 @@ impl<S: Scheduler> Runner<S> {
                 self.config.decline_refuse,
                 pending,
                 limit,
+                budget,
             );
-            let chunks = chunked(accepts, ACCEPTS_PER_CALL);
-            let accepted = futures::stream::iter(chunks.into_iter().map(|accepts| async move {
-                let batch = AcceptBatch {
-                    accepts,
-                    pending_tasks: pending,
-                };
-                let result = accept_chunk(client, id, &batch).await;
-                (batch.accepts, result)
-            }))
+            let accepted = futures::stream::iter(
+                calls
+                    .into_iter()
+                    .map(|accepts| send_accepts(client, id, accepts, pending)),
+            )
             .buffered(limit)
             .collect::<Vec<_>>();
             let ((), results) = tokio::join!(declined, accepted);
-            for (chunk, result) in results {
-                let answers = match result {
-                    Ok(answers) => answers,
-                    Err(e) => {
-                        // Refused or lost as a whole: none of its tasks is known to be launched.
-                        tracing::warn!(error = %e, accepts = chunk.len(), "accept failed");
-                        let tasks = chunk.into_iter().flat_map(|r| r.tasks).collect();
-                        failed.push((tasks, e));
-                        continue;
+            let mut in_doubt: Vec<TaskSpec> = Vec::new();
+            for (tasks, result) in results.into_iter().flatten() {
+                match result {
+                    Ok(launched) => {
+                        let launched: HashSet<&TaskId> = launched.iter().collect();
+                        let (ok, missing): (Vec<TaskSpec>, Vec<TaskSpec>) = tasks
+                            .into_iter()
+                            .partition(|t| launched.contains(&t.task_id));
+                        if !ok.is_empty() {
+                            self.demand.launched();
+                        }
+                        for t in ok {
+                            self.forgotten.launched(t.task_id, t.agent_id);
+                        }
+                        if !missing.is_empty() {
+                            let e = SdkError::Protocol(
+                                "the coordinator did not launch every task".into(),
+                            );
+                            failed.push((missing, e));
+                        }
                     }
-                };
-                for (request, answer) in chunk.into_iter().zip(answers) {
-                    match answer {
-                        Ok(launched) => {
-                            for t in &request.tasks {
-                                if launched.contains(&t.task_id) {
-                                    self.forgotten.launched(t.task_id.clone(), t.agent_id);
-                                }
-                            }
-                            let missing: Vec<TaskSpec> = request
-                                .tasks
-                                .into_iter()
-                                .filter(|t| !launched.contains(&t.task_id))
-                                .collect();
-                            if !missing.is_empty() {
-                                let e = SdkError::Protocol(
-                                    "the coordinator did not launch every task".into(),
-                                );
-                                failed.push((missing, e));
-                            }
-                        }
-                        Err(e) => {
-                            tracing::debug!(error = %e, "accept refused");
-                            failed.push((request.tasks, e));
-                        }
+                    Err(e) if e.in_doubt() => {
+                        tracing::warn!(error = %e, tasks = tasks.len(), "accept interrupted; asking the coordinator whether it launched them");
+                        in_doubt.extend(tasks);
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, tasks = tasks.len(), "accept failed");
+                        failed.push((tasks, e));
                     }
                 }
             }
+            if !in_doubt.is_empty() {
+                let never = self.settle_in_doubt(id, in_doubt).await;
+                if !never.is_empty() {
+                    let e = SdkError::Protocol(
+                        "an interrupted accept did not reach the coordinator".into(),
+                    );
+                    failed.push((never, e));
+                }
+            }
+        }
+        if self.framework_id.is_some() && says_pending {
+            self.demand.told(pending.map(|n| n as usize));
+        }
+        if !failed.is_empty() {
+            self.demand.launch_failed();
         }
         for (tasks, e) in failed {
             self.scheduler.launch_failed(&mut self.ctx, tasks, &e).await;
@@ -150,14 +175,19 @@ impl<S: Scheduler> Runner<S> {
     /// Declines offers with the default filter, in one call.
     pub(super) async fn decline_many(&mut self, offer_ids: Vec<OfferId>) {
         let Some(id) = self.framework_id else { return };
-        let declines = offer_ids.into_iter().map(|o| (o, None)).collect();
+        let declines: Vec<_> = offer_ids.into_iter().map(|o| (o, None)).collect();
+        let pending = self.pending_bound();
+        if !declines.is_empty() {
+            self.demand.told(pending.map(|n| n as usize));
+        }
         decline_together(
             &self.client,
             id,
             declines,
             self.config.decline_refuse,
-            self.pending_bound(),
+            pending,
             self.config.max_concurrent_requests.max(1),
+            fit::item_budget(&self.limits),
         )
         .await;
     }
@@ -182,22 +212,81 @@ impl<S: Scheduler> Runner<S> {
         if self.acks.is_empty() {
             return;
         }
-        let acks = std::mem::take(&mut self.acks)
+        let acks: Vec<AcknowledgeRequest> = std::mem::take(&mut self.acks)
             .into_iter()
             .map(|(task_id, update_id)| AcknowledgeRequest { task_id, update_id })
             .collect();
         let Some(id) = self.framework_id else { return };
-        match self.client.acknowledge_many(id, acks).await {
-            Ok(answer) if !answer.unknown.is_empty() => {
-                tracing::debug!(
-                    unknown = answer.unknown.len(),
-                    "acknowledged updates the coordinator no longer knows"
-                );
+        let mut calls = fit::pieces(acks, MAX_ACKS_PER_REQUEST, fit::item_budget(&self.limits));
+        while let Some(acks) = calls.pop() {
+            let count = acks.len();
+            match self.client.acknowledge_many(id, acks.clone()).await {
+                Ok(answer) if !answer.unknown.is_empty() => {
+                    tracing::debug!(
+                        unknown = answer.unknown.len(),
+                        "acknowledged updates the coordinator no longer knows"
+                    );
+                }
+                Ok(_) => {}
+                Err(e) if too_large(&e) => match fit::halve(acks) {
+                    Some((front, back)) => calls.extend([front, back]),
+                    None => tracing::warn!(error = %e, "an acknowledgement alone is too large"),
+                },
+                // The coordinator sends unacknowledged updates again, so this heals by itself.
+                Err(e) => tracing::warn!(error = %e, count, "acknowledge failed"),
             }
-            Ok(_) => {}
-            // The coordinator sends unacknowledged updates again, so this heals by itself.
-            Err(e) => tracing::warn!(error = %e, "acknowledge failed"),
         }
+    }
+
+    /// Asks the coordinator about tasks whose accept broke off after it was sent (a timeout,
+    /// a reset connection): it may have launched them or not. Those it knows are launched
+    /// (their updates follow); those it does not know, with no agent awaited, never were and
+    /// are returned, to go back to the scheduler. Tasks it cannot say about yet are kept as
+    /// launched and asked about again at later offers, as after a failover ([`Forgotten`]).
+    ///
+    /// [`Forgotten`]: super::forgotten::Forgotten
+    pub(super) async fn settle_in_doubt(
+        &mut self,
+        id: FrameworkId,
+        tasks: Vec<TaskSpec>,
+    ) -> Vec<TaskSpec> {
+        let per_call = self.reconcile_batch();
+        let mut never = Vec::new();
+        let mut alone = Vec::new();
+        let mut rest = tasks;
+        while !rest.is_empty() {
+            let batch: Vec<TaskSpec> = rest.drain(..per_call.min(rest.len())).collect();
+            let ids = batch.iter().map(|t| t.task_id.clone()).collect();
+            match self.client.reconcile(id, ids).await {
+                Err(e) if e.code() == Some("task_not_found") => alone.extend(batch),
+                other => {
+                    for t in batch {
+                        self.forgotten.launched(t.task_id, t.agent_id);
+                    }
+                    if let Err(e) = other {
+                        // Checked again at the next offers, as after a re-registration.
+                        tracing::debug!(error = %e, "reconcile of an interrupted accept failed");
+                        self.forgotten.reregistered();
+                    }
+                }
+            }
+        }
+        let client = &self.client;
+        let limit = self.config.max_concurrent_requests.max(1);
+        let answers = futures::stream::iter(alone.into_iter().map(|task| async move {
+            let r = client.reconcile(id, vec![task.task_id.clone()]).await;
+            (task, r)
+        }))
+        .buffered(limit)
+        .collect::<Vec<_>>()
+        .await;
+        for (task, answer) in answers {
+            match answer {
+                Err(e) if e.code() == Some("task_not_found") => never.push(task),
+                _ => self.forgotten.launched(task.task_id, task.agent_id),
+            }
+        }
+        never
     }
 
     /// Suppresses or revives to match the scheduler's pending work.
@@ -219,7 +308,8 @@ impl<S: Scheduler> Runner<S> {
                     pending_tasks: self.pending_bound(),
                 };
                 let result = self.client.revive(id, &request).await;
-                self.demand.revived(result.is_ok(), now);
+                let told = request.pending_tasks.map(|n| n as usize);
+                self.demand.revived(result.is_ok(), told, now);
                 match result {
                     Ok(()) => self.revive_at = None,
                     Err(e) => {
@@ -243,20 +333,79 @@ impl<S: Scheduler> Runner<S> {
     }
 }
 
-/// How many accepts go in one call: enough that a framework answers a round of offers over one
+/// How many accepts go in one call at most (fewer when the coordinator's limits say so, or
+/// their tasks fill the body): enough that a framework answers a round of offers over one
 /// connection, few enough that the coordinator's books are not held long for one call.
 const ACCEPTS_PER_CALL: usize = 128;
 
-/// `items` in order, in pieces of at most `size`.
-fn chunked<T>(items: Vec<T>, size: usize) -> Vec<Vec<T>> {
-    let mut out: Vec<Vec<T>> = Vec::new();
-    for item in items {
-        match out.last_mut() {
-            Some(last) if last.len() < size => last.push(item),
-            _ => out.push(vec![item]),
+/// Whether the coordinator (or a proxy before it) refused a call for its size.
+fn too_large(e: &SdkError) -> bool {
+    matches!(
+        e,
+        SdkError::Rejected { status: 413, .. } | SdkError::Server { status: 413, .. }
+    )
+}
+
+/// What became of the tasks of one accept: the ids launched, or why none was.
+type Sent = (Vec<TaskSpec>, Result<Vec<TaskId>, SdkError>);
+
+/// Sends `accepts` in one call, and answers for each. A call refused as too large is split in
+/// two and both halves are sent again (a refused call changed nothing, so its offers are still
+/// held); a single accept refused so is sent again with the first half of its tasks, and the
+/// other half goes back to the scheduler.
+fn send_accepts<'a>(
+    client: &'a CoordinatorClient,
+    id: FrameworkId,
+    accepts: Vec<AcceptRequest>,
+    pending: Option<u32>,
+) -> futures::future::BoxFuture<'a, Vec<Sent>> {
+    Box::pin(async move {
+        let batch = AcceptBatch {
+            accepts,
+            pending_tasks: pending,
+        };
+        let e = match accept_chunk(client, id, &batch).await {
+            Ok(results) => {
+                return batch
+                    .accepts
+                    .into_iter()
+                    .zip(results)
+                    .map(|(a, r)| (a.tasks, r))
+                    .collect()
+            }
+            Err(e) => e,
+        };
+        if !too_large(&e) {
+            // Refused or lost as a whole: none of its tasks is known to be launched.
+            let tasks = batch.accepts.into_iter().flat_map(|a| a.tasks).collect();
+            return vec![(tasks, Err(e))];
         }
-    }
-    out
+        let mut accepts = batch.accepts;
+        tracing::info!(
+            accepts = accepts.len(),
+            "the coordinator found the call too large; splitting it"
+        );
+        if let Some((front, back)) = fit::halve(std::mem::take(&mut accepts)) {
+            let (mut a, b) = tokio::join!(
+                send_accepts(client, id, front, pending),
+                send_accepts(client, id, back, pending)
+            );
+            a.extend(b);
+            return a;
+        }
+        let Some(mut one) = accepts.pop() else {
+            return Vec::new();
+        };
+        match fit::halve(std::mem::take(&mut one.tasks)) {
+            Some((keep, rest)) => {
+                one.tasks = keep;
+                let mut out = send_accepts(client, id, vec![one], pending).await;
+                out.push((rest, Err(e)));
+                out
+            }
+            None => vec![(one.tasks, Err(e))],
+        }
+    })
 }
 
 /// One call's accepts, answered one by one: the tasks launched, or why that accept was
@@ -296,7 +445,8 @@ async fn accept_chunk(
 }
 
 /// Declines `declines` (offer, filter or the default `default_refuse`): one call per filter
-/// length, each saying the tasks still `pending`. When a call fails (typically one of its
+/// length (more when its offer ids are over `budget` bytes), each saying the tasks still
+/// `pending`. When a call fails (typically one of its
 /// offers is already gone, which fails the whole call), its offers are declined one by one, up
 /// to `limit` calls at a time, so the others are still given back.
 async fn decline_together(
@@ -306,6 +456,7 @@ async fn decline_together(
     default_refuse: Duration,
     pending: Option<u32>,
     limit: usize,
+    budget: usize,
 ) {
     let mut groups: Vec<(Duration, Vec<OfferId>)> = Vec::new();
     for (offer_id, refuse) in declines {
@@ -315,7 +466,12 @@ async fn decline_together(
             None => groups.push((refuse, vec![offer_id])),
         }
     }
-    let calls = groups.into_iter().map(|(refuse, offer_ids)| async move {
+    let groups = groups.into_iter().flat_map(|(refuse, ids)| {
+        fit::pieces(ids, usize::MAX, budget)
+            .into_iter()
+            .map(move |piece| (refuse, piece))
+    });
+    let calls = groups.map(|(refuse, offer_ids)| async move {
         let refuse = refuse.as_secs_f64();
         let request = DeclineRequest {
             offer_ids,

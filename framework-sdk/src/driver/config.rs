@@ -57,6 +57,11 @@ pub struct DriverConfig {
     /// scheduler that must see many offers to choose among them (strict placement
     /// constraints): it then gets every offer it is eligible for, as before. Default true.
     pub size_offers_to_demand: bool,
+    /// A scheduler with pending tasks that has been offered nothing for this long is logged
+    /// at warn level (again after each such wait), and the driver revives, stating how many
+    /// tasks it wants: whatever the coordinator believed, it hears the truth again and its
+    /// decline filters are cleared. Default 30 s.
+    pub offer_wait_warning: Duration,
     /// The first reconnection delay; it doubles up to `reconnect_backoff_max`. Default 100 ms.
     pub reconnect_backoff_min: Duration,
     /// The longest reconnection delay. Default 5 s.
@@ -116,6 +121,7 @@ impl DriverConfig {
             accept_refuse: Duration::from_secs(5),
             revive_interval: Duration::from_secs(1),
             size_offers_to_demand: true,
+            offer_wait_warning: Duration::from_secs(30),
             reconnect_backoff_min: Duration::from_millis(100),
             reconnect_backoff_max: Duration::from_secs(5),
             missed_heartbeats: 5,
@@ -178,6 +184,9 @@ impl DriverConfig {
         }
         if self.missed_heartbeats == 0 {
             return Err("missed_heartbeats must be at least 1".into());
+        }
+        if self.offer_wait_warning.is_zero() {
+            return Err("offer_wait_warning must be > 0".into());
         }
         if self.request_timeout.is_zero() {
             return Err("request_timeout must be > 0".into());

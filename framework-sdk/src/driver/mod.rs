@@ -10,6 +10,7 @@ mod actions;
 mod backoff;
 mod config;
 mod demand;
+mod fit;
 mod forgotten;
 mod offer_book;
 
@@ -18,7 +19,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use protocol::messages::RegisterFramework;
+use protocol::messages::{RegisterFramework, RequestLimits};
 use protocol::{FrameworkEvent, FrameworkId, Offer, OfferId, TaskId, UpdateId};
 use tokio_util::sync::CancellationToken;
 
@@ -77,6 +78,13 @@ impl<S: Scheduler> Driver<S> {
         })
     }
 
+    /// The same driver, with `faults` deciding what happens to each of its calls to the
+    /// coordinator (see [`crate::faults`]): for tests of its failure paths.
+    pub fn with_faults(mut self, faults: std::sync::Arc<dyn crate::faults::FaultInjector>) -> Self {
+        self.client = self.client.with_faults(faults);
+        self
+    }
+
     /// A token that stops the driver when cancelled, as [`Context::stop`] does. (To stop on a
     /// future instead, use [`Driver::run_until`].)
     pub fn stop_token(&self) -> CancellationToken {
@@ -121,6 +129,8 @@ impl<S: Scheduler> Driver<S> {
             stopping: false,
             revive_at: None,
             forgotten: Forgotten::default(),
+            limits: RequestLimits::DEFAULT,
+            last_offer_at: Instant::now(),
         };
         runner.framework_id = runner.config.framework_id;
         match runner.run().await {
@@ -163,6 +173,11 @@ struct Runner<S> {
     revive_at: Option<Instant>,
     /// Launched tasks not yet terminal, to find those a coordinator forgot (see [`forgotten`]).
     forgotten: Forgotten,
+    /// What the coordinator accepts in one request, as its registration answer said.
+    limits: RequestLimits,
+    /// When offers last arrived, or the framework registered, or the driver last warned that
+    /// none came (see [`DriverConfig::offer_wait_warning`]).
+    last_offer_at: Instant,
 }
 
 /// Most task ids in one reconcile of launches not heard of since a re-registration (well
@@ -265,6 +280,7 @@ impl<S: Scheduler> Runner<S> {
         }
         self.framework_id = Some(id);
         self.ctx.set_framework_id(id);
+        self.limits = registered.limits.unwrap_or(RequestLimits::DEFAULT);
         self.heartbeat = heartbeat_interval(registered.heartbeat_interval_s);
         let generation = self.client.leader_generation();
         let stream = self.client.events(id).await?;
@@ -279,6 +295,7 @@ impl<S: Scheduler> Runner<S> {
         tracing::info!(framework_id = %id, reregistered, coordinator = %self.client.current_url(), "registered");
         self.demand
             .registered(reregistered, self.scheduler.pending_tasks());
+        self.last_offer_at = Instant::now();
         self.scheduler
             .registered(&mut self.ctx, id, reregistered)
             .await;
@@ -312,6 +329,9 @@ impl<S: Scheduler> Runner<S> {
             let offer_deadline = self.offers.next_deadline();
             let revive_at = self.revive_at;
             let ack_due = self.ack_due;
+            // Only while the scheduler wants tasks and holds no offer to place them on.
+            let waited_too_long = (self.offers.len() == 0 && self.scheduler.pending_tasks() > 0)
+                .then(|| self.last_offer_at + self.config.offer_wait_warning);
             tokio::select! {
                 _ = self.stop.cancelled() => return Ok(SessionEnd::Stopped),
                 chunk = bytes.next() => match chunk {
@@ -353,6 +373,18 @@ impl<S: Scheduler> Runner<S> {
                     self.revive_at = None;
                     self.sync_demand().await;
                 }
+                _ = sleep_until_opt(waited_too_long) => {
+                    let waited = self.last_offer_at.elapsed();
+                    self.last_offer_at = Instant::now();
+                    tracing::warn!(
+                        pending_tasks = self.scheduler.pending_tasks(),
+                        waited_s = waited.as_secs(),
+                        "no offer for a while although tasks are pending; reviving (explain \
+                         on the coordinator says why: parleyctl explain)"
+                    );
+                    self.demand.starved();
+                    self.sync_demand().await;
+                }
             }
         }
     }
@@ -364,6 +396,7 @@ impl<S: Scheduler> Runner<S> {
             }
             FrameworkEvent::Offers { offers } => {
                 let received = Instant::now();
+                self.last_offer_at = received;
                 let count = offers.len();
                 self.ctx.set_held(self.offers.ids());
                 let deadline = received + self.config.offer_hold_timeout;
@@ -434,7 +467,7 @@ impl<S: Scheduler> Runner<S> {
         };
         let check = self.forgotten.take_unheard(Instant::now());
         let mut alone = Vec::new();
-        for batch in check.chunks(RECONCILE_BATCH) {
+        for batch in check.chunks(self.reconcile_batch()) {
             match self.client.reconcile(id, batch.to_vec()).await {
                 Ok(()) => {}
                 Err(e) if e.code() == Some("task_not_yet_known") => {
@@ -509,8 +542,18 @@ impl<S: Scheduler> Runner<S> {
                     }
                     Command::Reconcile(task_ids) => {
                         if let Some(id) = self.framework_id {
-                            if let Err(e) = self.client.reconcile(id, task_ids).await {
-                                self.report(e).await;
+                            // An empty list asks for every task: one call.
+                            let batches = match task_ids.is_empty() {
+                                true => vec![task_ids],
+                                false => task_ids
+                                    .chunks(self.reconcile_batch())
+                                    .map(<[TaskId]>::to_vec)
+                                    .collect(),
+                            };
+                            for batch in batches {
+                                if let Err(e) = self.client.reconcile(id, batch).await {
+                                    self.report(e).await;
+                                }
                             }
                         }
                     }
@@ -526,6 +569,12 @@ impl<S: Scheduler> Runner<S> {
         self.ctx.set_held(self.offers.ids());
         self.sync_demand().await;
         Ok(())
+    }
+
+    /// The most task ids in one reconcile: [`RECONCILE_BATCH`], or fewer when the
+    /// coordinator's limits say so.
+    fn reconcile_batch(&self) -> usize {
+        RECONCILE_BATCH.min(self.limits.max_reconcile_tasks.max(1) as usize)
     }
 
     async fn shutdown(&mut self) {

@@ -11,9 +11,9 @@ use framework_sdk::{Driver, DriverConfig, SdkError};
 use protocol::{FrameworkEvent, FrameworkId, TaskState};
 use tokio::task::JoinHandle;
 
-const WITHIN: Duration = Duration::from_secs(5);
+pub(crate) const WITHIN: Duration = Duration::from_secs(5);
 
-fn config(fake: &Fake) -> DriverConfig {
+pub(crate) fn config(fake: &Fake) -> DriverConfig {
     let mut c = DriverConfig::new(fake.url.clone(), "probe", "eng/batch".parse().unwrap());
     c.offer_hold_timeout = Duration::from_millis(200);
     c.revive_interval = Duration::from_millis(50);
@@ -24,11 +24,14 @@ fn config(fake: &Fake) -> DriverConfig {
 }
 
 /// Starts a driver and waits until its stream is open; returns the framework id.
-async fn start(fake: &Fake, probe: Probe) -> (FrameworkId, JoinHandle<Result<Probe, SdkError>>) {
+pub(crate) async fn start(
+    fake: &Fake,
+    probe: Probe,
+) -> (FrameworkId, JoinHandle<Result<Probe, SdkError>>) {
     start_with(fake, probe, config(fake)).await
 }
 
-async fn start_with(
+pub(crate) async fn start_with(
     fake: &Fake,
     probe: Probe,
     config: DriverConfig,
@@ -43,7 +46,7 @@ async fn start_with(
     (fake.id(), handle)
 }
 
-fn has(fake: &Fake, prefix: &str) -> bool {
+pub(crate) fn has(fake: &Fake, prefix: &str) -> bool {
     fake.log
         .lock()
         .unwrap()
@@ -51,7 +54,7 @@ fn has(fake: &Fake, prefix: &str) -> bool {
         .any(|l| l.starts_with(prefix))
 }
 
-fn count(fake: &Fake, line: &str) -> usize {
+pub(crate) fn count(fake: &Fake, line: &str) -> usize {
     fake.log
         .lock()
         .unwrap()
@@ -64,7 +67,11 @@ fn position(fake: &Fake, line: &str) -> Option<usize> {
     fake.log.lock().unwrap().iter().position(|l| l == line)
 }
 
-async fn stop(fake: &Fake, id: FrameworkId, handle: JoinHandle<Result<Probe, SdkError>>) -> Probe {
+pub(crate) async fn stop(
+    fake: &Fake,
+    id: FrameworkId,
+    handle: JoinHandle<Result<Probe, SdkError>>,
+) -> Probe {
     assert!(fake.push(FrameworkEvent::Update {
         status: status(id, "stop", TaskState::Finished)
     }));

@@ -21,6 +21,7 @@ mod harness;
 mod health;
 mod hostile;
 mod isolation;
+mod liveness;
 mod preemption;
 mod pymesos;
 mod quota;

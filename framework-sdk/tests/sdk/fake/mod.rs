@@ -18,7 +18,8 @@ use futures::StreamExt;
 use protocol::messages::{
     AcceptBatch, AcceptBatchResponse, AcceptRequest, AcceptResponse, AcceptResult,
     AcknowledgeBatch, AcknowledgeBatchResponse, AcknowledgeRequest, DeclineRequest,
-    FrameworkRegistered, KillRequest, ReconcileRequest, RegisterFramework, ReviveRequest,
+    FrameworkRegistered, KillRequest, ReconcileRequest, RegisterFramework, RequestLimits,
+    ReviveRequest,
 };
 use protocol::{AgentId, ErrorBody, FrameworkEvent, FrameworkId, Offer, OfferId, Resources};
 use tokio::sync::mpsc;
@@ -46,6 +47,10 @@ pub struct Recorded {
     pub ack_requests: usize,
     pub reconciles: Vec<ReconcileRequest>,
     pub unregisters: usize,
+    /// The actions refused `413` for their size, in order.
+    pub too_large: Vec<String>,
+    /// The body size of every action call under the limit.
+    pub body_sizes: Vec<usize>,
 }
 
 #[derive(Default)]
@@ -59,6 +64,10 @@ struct Inner {
     no_accept_batches: bool,
     /// Refuse `pending_tasks` as an unknown field, as a coordinator older than it would.
     no_pending_tasks: bool,
+    /// The limits told at registration (none when `None`, as an older coordinator).
+    limits: Option<RequestLimits>,
+    /// Refuse action bodies over this many bytes `413`.
+    max_body: Option<usize>,
     /// Answers for the next reconciles naming tasks, in order (then `200 {}`).
     reconcile_answers: std::collections::VecDeque<(u16, ErrorBody)>,
 }
@@ -172,6 +181,19 @@ impl Fake {
             .push_back((status, ErrorBody::new(code, message)));
     }
 
+    /// Tells these limits at registration and refuses bodies over `max_body_bytes` `413`.
+    pub fn limits(&self, limits: RequestLimits) {
+        let mut inner = self.shared.inner.lock().unwrap();
+        inner.limits = Some(limits);
+        inner.max_body = Some(limits.max_body_bytes as usize);
+    }
+
+    /// Refuses bodies over `max` bytes `413` without saying so at registration (a proxy's
+    /// limit, or a coordinator older than the limits).
+    pub fn body_limit(&self, max: usize) {
+        self.shared.inner.lock().unwrap().max_body = Some(max);
+    }
+
     /// Refuses every accept, alone or in a batch, with this status and code.
     pub fn reject_accept(&self, status: u16, code: &str, message: &str) {
         self.shared.inner.lock().unwrap().reject_accept =
@@ -209,6 +231,7 @@ async fn register(State(fake): State<Shared>, Json(req): Json<RegisterFramework>
             (id, StatusCode::CREATED)
         }
     };
+    let limits = inner.limits;
     drop(inner);
     fake.note(format!("register {}", status.as_u16()));
     (
@@ -216,6 +239,7 @@ async fn register(State(fake): State<Shared>, Json(req): Json<RegisterFramework>
         Json(FrameworkRegistered {
             framework_id: id,
             heartbeat_interval_s: HEARTBEAT_S,
+            limits,
         }),
     )
         .into_response()
@@ -238,6 +262,7 @@ async fn events(State(fake): State<Shared>, Path(id): Path<FrameworkId>) -> Resp
     let _ = tx.send(FrameworkEvent::Subscribed(FrameworkRegistered {
         framework_id: id,
         heartbeat_interval_s: HEARTBEAT_S,
+        limits: None,
     }));
     drop(tx);
     let body = futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).map(|ev: FrameworkEvent| {
@@ -255,9 +280,21 @@ async fn events(State(fake): State<Shared>, Path(id): Path<FrameworkId>) -> Resp
 async fn action(
     State(fake): State<Shared>,
     Path((id, action)): Path<(FrameworkId, String)>,
-    Json(body): Json<serde_json::Value>,
+    bytes: axum::body::Bytes,
 ) -> Response {
     let mut inner = fake.inner.lock().unwrap();
+    if inner.max_body.is_some_and(|max| bytes.len() > max) {
+        inner.recorded.too_large.push(action);
+        return error(
+            413,
+            ErrorBody::new("body_too_large", "request body is too large"),
+        );
+    }
+    inner.recorded.body_sizes.push(bytes.len());
+    let body: serde_json::Value = match serde_json::from_slice(&bytes) {
+        Ok(v) => v,
+        Err(e) => return error(400, ErrorBody::new("invalid_body", e.to_string())),
+    };
     if !inner.frameworks.contains(&id) {
         return error(
             404,

@@ -22,6 +22,8 @@ pub enum Mode {
     Hold,
     /// Decline every offer for a minute.
     DeclineForAMinute,
+    /// Up to this many tasks per offer while tasks are pending, decline the rest.
+    Pack(usize),
 }
 
 /// A scheduler that writes what happens to a log shared with the fake coordinator.
@@ -65,14 +67,21 @@ impl Scheduler for Probe {
                 return d;
             }
             Mode::Launch => {}
+            Mode::Pack(_) => {}
         }
+        let per_offer = match self.mode {
+            Mode::Pack(n) => n,
+            _ => 1,
+        };
         Decisions::launch_or_decline(&offers, |o| {
-            if self.pending == 0 {
-                return vec![];
-            }
-            self.pending -= 1;
-            self.launched += 1;
-            vec![spec(&format!("t{}", self.launched), o.agent_id)]
+            let n = per_offer.min(self.pending);
+            self.pending -= n;
+            (0..n)
+                .map(|_| {
+                    self.launched += 1;
+                    spec(&format!("t{}", self.launched), o.agent_id)
+                })
+                .collect()
         })
     }
 
