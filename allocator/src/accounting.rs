@@ -126,6 +126,19 @@ impl Allocator {
         Some(self.kinds.resources(&a.free))
     }
 
+    /// Whether anything of the agent's is free (unreserved or in a reservation), without
+    /// building the resources: a cheap first look for checks that visit every agent. False for
+    /// an unknown agent.
+    pub fn agent_has_free(&self, agent: AgentId) -> bool {
+        let Some(&slot) = self.agent_index.get(&agent) else {
+            return false;
+        };
+        self.agents
+            .get(slot as usize)
+            .and_then(Option::as_ref)
+            .is_some_and(|a| !crate::kinds::is_zero(&a.free))
+    }
+
     /// The agent's total resources.
     pub fn agent_total(&self, agent: AgentId) -> Option<Resources> {
         let slot = *self.agent_index.get(&agent)?;

@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 
 use protocol::messages::{ExplainAgents, FrameworkExplanation};
-use protocol::FrameworkId;
+use protocol::{AgentId, FrameworkId};
 
 use super::views::connection_name;
 use super::{AgentState, Connection, Now, State, StateError};
@@ -26,58 +26,28 @@ impl State {
             .map(|r| r.offer().agent_id)
             .collect();
         let holding: HashSet<_> = its_offers.iter().copied().collect();
-        let mut agents = ExplainAgents::default();
-        let mut next_filter_end: Option<u64> = None;
-        let mut held_back_by: Vec<String> = Vec::new();
-        let mut hold = |what: String| {
-            if !held_back_by.contains(&what) {
-                held_back_by.push(what);
-            }
-        };
-        for (agent_id, agent) in self.agents.iter() {
-            if agent.state != AgentState::Active {
-                continue;
-            }
-            if agent.drain.is_some() {
-                agents.draining += 1;
-                continue;
-            }
-            agents.active += 1;
-            if holding.contains(agent_id) {
-                agents.offered_to_it += 1;
-                continue;
-            }
-            match self.ledger.allocator().explain_agent(id, *agent_id, now.ms) {
-                Some(BlockReason::NothingFree) => agents.nothing_free += 1,
-                Some(BlockReason::Filtered { until }) => {
-                    agents.filtered += 1;
-                    next_filter_end = Some(next_filter_end.map_or(until, |t| t.min(until)));
-                }
-                Some(BlockReason::DemandDoesNotFit) => agents.demand_does_not_fit += 1,
-                Some(BlockReason::GpuGated) => agents.gpu_gated += 1,
-                Some(BlockReason::LimitReached { role }) => {
-                    agents.limit_reached += 1;
-                    hold(format!("limit of role {role}"));
-                }
-                Some(BlockReason::GuaranteeFirst { role }) => {
-                    agents.guarantee_first += 1;
-                    hold(format!("guarantee of role {role}"));
-                }
-                Some(BlockReason::ReservedFor { role }) => {
-                    agents.reserved_for_others += 1;
-                    hold(format!("reserved for role {role}"));
-                }
-                // Unknown framework or agent: the books and the allocator disagree, which is a
-                // bug; count the agent as nothing to offer rather than invent a reason.
-                Some(_) => agents.nothing_free += 1,
-                None => agents.eligible += 1,
-            }
-        }
+        let Counted {
+            agents,
+            next_filter_end,
+            held_back_by,
+        } = self.count_agents(id, &holding, now);
         let next_filter_ends_in_s =
             next_filter_end.map(|until| until.saturating_sub(now.ms) as f64 / 1000.0);
         let no_agent_offers = self.kinds_no_agent_has(fw.demand.as_ref());
         let connected = matches!(fw.connection, Connection::Connected { .. });
-        let summary = if connected && !fw.suppressed && !no_agent_offers.is_empty() {
+        let stalled_for_ms = fw
+            .waiting_ms(now.ms)
+            .filter(|waited| *waited >= self.timing.stall_after_ms)
+            .filter(|_| its_offers.is_empty() && super::stall::with_room(&agents) > 0);
+        let summary = if let Some(waited) = stalled_for_ms {
+            super::stall::stall_summary(
+                waited,
+                &agents,
+                next_filter_ends_in_s,
+                &held_back_by,
+                &no_agent_offers,
+            )
+        } else if connected && !fw.suppressed && !no_agent_offers.is_empty() {
             format!(
                 "no agent offers {}: its demand hint asks for {} and no active agent has any, \
                  so waiting will not help; add agents that have it (for gpus: agents started \
@@ -109,6 +79,7 @@ impl State {
             next_filter_ends_in_s,
             no_agent_offers,
             held_back_by,
+            stalled_for_s: stalled_for_ms.map(|waited| waited as f64 / 1000.0),
             preemption: crate::preempt::explain(
                 &self.preempt,
                 &self.ledger,
@@ -120,8 +91,73 @@ impl State {
         })
     }
 
+    /// The active agents counted by what they are for framework `id` now (`holding`: the
+    /// agents where it holds an outstanding offer), with the soonest end of a decline filter
+    /// that blocks one and the quota or reservation rules that hold it back.
+    pub(crate) fn count_agents(
+        &self,
+        id: FrameworkId,
+        holding: &HashSet<AgentId>,
+        now: &Now,
+    ) -> Counted {
+        let mut agents = ExplainAgents::default();
+        let mut next_filter_end: Option<u64> = None;
+        let mut held_back_by: Vec<String> = Vec::new();
+        let mut hold = |what: String| {
+            if !held_back_by.contains(&what) {
+                held_back_by.push(what);
+            }
+        };
+        for (agent_id, agent) in self.agents.iter() {
+            if agent.state != AgentState::Active {
+                continue;
+            }
+            if agent.drain.is_some() {
+                agents.draining += 1;
+                continue;
+            }
+            agents.active += 1;
+            if holding.contains(agent_id) {
+                agents.offered_to_it += 1;
+                continue;
+            }
+            // The arms other than `nothing_free` are the answers `stall::has_room` counts as
+            // room: keep the two in step.
+            match self.ledger.allocator().explain_agent(id, *agent_id, now.ms) {
+                Some(BlockReason::NothingFree) => agents.nothing_free += 1,
+                Some(BlockReason::Filtered { until }) => {
+                    agents.filtered += 1;
+                    next_filter_end = Some(next_filter_end.map_or(until, |t| t.min(until)));
+                }
+                Some(BlockReason::DemandDoesNotFit) => agents.demand_does_not_fit += 1,
+                Some(BlockReason::GpuGated) => agents.gpu_gated += 1,
+                Some(BlockReason::LimitReached { role }) => {
+                    agents.limit_reached += 1;
+                    hold(format!("limit of role {role}"));
+                }
+                Some(BlockReason::GuaranteeFirst { role }) => {
+                    agents.guarantee_first += 1;
+                    hold(format!("guarantee of role {role}"));
+                }
+                Some(BlockReason::ReservedFor { role }) => {
+                    agents.reserved_for_others += 1;
+                    hold(format!("reserved for role {role}"));
+                }
+                // Unknown framework or agent: the books and the allocator disagree, which is a
+                // bug; count the agent as nothing to offer rather than invent a reason.
+                Some(_) => agents.nothing_free += 1,
+                None => agents.eligible += 1,
+            }
+        }
+        Counted {
+            agents,
+            next_filter_end,
+            held_back_by,
+        }
+    }
+
     /// The kinds `demand` asks for (a positive amount) that no active agent's total has.
-    fn kinds_no_agent_has(&self, demand: Option<&protocol::Resources>) -> Vec<String> {
+    pub(crate) fn kinds_no_agent_has(&self, demand: Option<&protocol::Resources>) -> Vec<String> {
         let Some(demand) = demand else {
             return Vec::new();
         };
@@ -138,6 +174,16 @@ impl State {
             .map(str::to_owned)
             .collect()
     }
+}
+
+/// The active agents counted for one framework ([`State::count_agents`]).
+pub(crate) struct Counted {
+    /// The agents by what they are for the framework.
+    pub(crate) agents: ExplainAgents,
+    /// The soonest end (monotonic ms) of a decline filter that blocks an agent.
+    pub(crate) next_filter_end: Option<u64>,
+    /// Quota and reservation rules that hold it back, one entry per role.
+    pub(crate) held_back_by: Vec<String>,
 }
 
 /// The main reason, in one sentence, with what to do about it.

@@ -154,6 +154,7 @@ impl State {
             let gpu_changed = fw.gpu_resources != req.gpu_resources;
             fw.gpu_resources = req.gpu_resources;
             fw.partition_timeout_s = req.partition_timeout_s;
+            fw.wants_since_ms = now.ms;
             if gpu_changed {
                 self.ledger.set_gpu_capable(id, req.gpu_resources);
             }
@@ -335,6 +336,7 @@ impl State {
         fw.generation += 1;
         let generation = fw.generation;
         fw.connection = Connection::Connected { generation };
+        fw.wants_since_ms = now.ms;
         fx.push(Effect::ToFramework(
             id,
             FrameworkEvent::Subscribed(FrameworkRegistered {
@@ -495,10 +497,12 @@ impl State {
     }
 
     /// Offers resume: clears suppression and every decline filter; optionally a new demand hint.
+    /// The stall check counts from `now` again.
     pub fn revive(
         &mut self,
         id: FrameworkId,
         demand: Option<Resources>,
+        now: &Now,
         fx: &mut Effects,
     ) -> Result<(), StateError> {
         self.live_framework_mut(id)?;
@@ -507,6 +511,7 @@ impl State {
         }
         let fw = self.live_framework_mut(id)?;
         fw.suppressed = false;
+        fw.wants_since_ms = now.ms;
         if demand.is_some() {
             fw.demand = demand.clone();
             self.ledger.set_demand(id, demand);

@@ -109,6 +109,8 @@
 //! - `input.rs`: the domain inputs of registration, accept and decline.
 //! - `pending.rs`: each framework's unacknowledged updates.
 //! - `explain.rs`: why a framework is or is not getting offers, agent by agent.
+//! - `stall.rs`: frameworks that want tasks and have had no offer for `stall_after` while
+//!   some agent has room: found by a periodic check, named by `explain`.
 //! - [`records`]: the durable registry's record types ([`records::Change`],
 //!   [`records::Snapshot`]); the backends that store them live in the coordinator.
 //! - [`settings`]: [`Settings`], what the books read of the configuration.
@@ -144,6 +146,7 @@ mod remembered;
 mod reservations;
 mod sated;
 pub mod settings;
+mod stall;
 mod task_book;
 mod tasks;
 #[cfg(test)]
@@ -160,6 +163,8 @@ mod tests_preempt;
 mod tests_reservations;
 #[cfg(test)]
 mod tests_sated;
+#[cfg(test)]
+mod tests_stall;
 #[cfg(test)]
 mod tests_written;
 mod views;
@@ -192,6 +197,7 @@ pub use input::{Accept, AgentRegistration, Decline, FrameworkRegistration};
 pub use ledger::{Holder, LedgerError};
 pub use offers::AllocationRun;
 pub use reservations::{ReservationOp, ReservationPlan};
+pub use stall::StallChange;
 pub use views::{task_list_json, ClusterSnapshot, Gauges, MAX_AGENT_GPU_SERIES};
 
 /// The role under which tasks of frameworks the coordinator does not know are kept.
@@ -277,6 +283,7 @@ pub(crate) struct Timing {
     pub(crate) max_stream_queue: usize,
     pub(crate) lost_agent_retention_ms: u64,
     pub(crate) max_pending_updates_per_framework: usize,
+    pub(crate) stall_after_ms: u64,
 }
 
 fn ms(d: std::time::Duration) -> u64 {
@@ -370,6 +377,12 @@ pub(crate) struct FrameworkRecord {
     /// Its own web UI, as its latest registration stated it (not persisted: a framework
     /// states it again whenever it registers).
     pub(crate) webui_url: Option<String>,
+    /// When it was last sent an offer (`None`: never); the stall check counts from it
+    /// (`stall.rs`).
+    pub(crate) last_offer_ms: Option<u64>,
+    /// When it last registered, subscribed or revived; the stall check counts from the later
+    /// of this and `last_offer_ms`.
+    pub(crate) wants_since_ms: u64,
 }
 
 impl FrameworkRecord {
@@ -404,6 +417,8 @@ impl FrameworkRecord {
             gpu_resources: false,
             partition_timeout_s: None,
             webui_url: None,
+            last_offer_ms: None,
+            wants_since_ms: now.ms,
         }
     }
 
@@ -444,6 +459,8 @@ pub struct State {
     preempt: preempt::Preemption,
     /// Fences ordered since the start (`partition.rs`).
     fences: u64,
+    /// The frameworks found stalled at the last [`State::check_stalls`] (`stall.rs`).
+    stalled: BTreeMap<FrameworkId, stall::Stalled>,
     /// Resource names a quota may name though no agent offers them yet: the standard ones and
     /// the declared `known_resources` (`quota.rs`).
     known_resources: std::collections::BTreeSet<String>,
@@ -494,6 +511,7 @@ impl State {
                 max_stream_queue: config.max_stream_queue,
                 lost_agent_retention_ms: ms(config.lost_agent_retention),
                 max_pending_updates_per_framework: config.max_pending_updates_per_framework.max(1),
+                stall_after_ms: ms(config.stall_after),
             },
             ledger: Ledger::new(allocator),
             ids,
@@ -507,6 +525,7 @@ impl State {
             drain_kills: 0,
             preempt: preempt::Preemption::new(config.preemption_grace),
             fences: 0,
+            stalled: BTreeMap::new(),
             known_resources: settings::STANDARD_RESOURCES
                 .iter()
                 .map(|n| (*n).to_owned())

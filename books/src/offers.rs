@@ -147,6 +147,10 @@ impl State {
         }
         let made = batches.values().map(Vec::len).sum();
         for (fw, offers) in batches {
+            // The stall check counts from the last offer sent (`stall.rs`).
+            if let Some(record) = self.frameworks.get_mut(fw) {
+                record.last_offer_ms = Some(now.ms);
+            }
             fx.push(Effect::ToFramework(fw, FrameworkEvent::Offers { offers }));
         }
         made

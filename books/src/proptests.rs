@@ -195,7 +195,7 @@ proptest! {
             frameworks.push(fw);
         }
         // One with a demand hint (an offer holds as many tasks as fit), one without (one each).
-        s.revive(frameworks[0], Some("cpus=1,mem=10".parse().unwrap()), &mut fx).unwrap();
+        s.revive(frameworks[0], Some("cpus=1,mem=10".parse().unwrap()), &at(0), &mut fx).unwrap();
         let mut agents = Vec::new();
         for _ in 0..2 {
             let (agent, _) = s

@@ -57,6 +57,9 @@ pub struct Settings {
     /// Resource names a quota may name before any agent offers them, besides the standard
     /// ones ([`STANDARD_RESOURCES`]).
     pub known_resources: Vec<protocol::ResourceName>,
+    /// How long a framework that wants tasks may go without an offer, while some agent has
+    /// room it could be offered, before it is reported stalled (`stall.rs`).
+    pub stall_after: Duration,
 }
 
 /// The resources every cluster knows, so that quotas on them can be set before agents join.
@@ -87,6 +90,7 @@ impl Default for Settings {
             gpu_gating: true,
             preemption_grace: None,
             known_resources: Vec::new(),
+            stall_after: Duration::from_secs(30),
         }
     }
 }

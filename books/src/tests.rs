@@ -1067,6 +1067,7 @@ fn explain_counts_each_agent_under_its_reason() {
     let (mut s, fw, _, _) = setup();
     let e = s.explain(fw, &at(2)).unwrap();
     assert_eq!((e.agents.active, e.agents.offered_to_it), (1, 1));
+    assert_eq!(e.stalled_for_s, None, "it holds an offer");
     // A second framework whose demand hint fits on no agent, and a second agent.
     let mut fx = Vec::new();
     let (big, _) = s

@@ -130,7 +130,7 @@ fn resource_kinds_are_capped_in_total_and_a_refusal_changes_nothing() {
         )
         .unwrap();
     let err = s
-        .revive(fw, Some("c0=1".parse().unwrap()), &mut fx)
+        .revive(fw, Some("c0=1".parse().unwrap()), &at(0), &mut fx)
         .unwrap_err();
     assert!(
         matches!(err, StateError::TooManyResourceKinds { .. }),

@@ -26,7 +26,7 @@ fn cluster() -> (State, FrameworkId, FrameworkId, Vec<AgentId>) {
     };
     let a = fw(&mut s, "a");
     let b = fw(&mut s, "b");
-    s.revive(a, Some("cpus=2,mem=10".parse().unwrap()), &mut fx)
+    s.revive(a, Some("cpus=2,mem=10".parse().unwrap()), &at(0), &mut fx)
         .unwrap();
     // Four agents, each registered as a fresh coordinator adopts one (same shape, new ids).
     let agents = (0..4)

@@ -120,6 +120,9 @@ pub struct Gauges {
     /// Roles starved now (below their fair share or guarantee with demand), while preemption
     /// is on.
     pub starved_roles: usize,
+    /// Frameworks stalled at the last stall check: they want tasks and have had no offer for
+    /// `stall_after` while some agent has room (see [`State::check_stalls`]).
+    pub frameworks_stalled: usize,
     /// Per active agent with GPUs, by agent id: `(agent, gpus total, gpus used by tasks)`;
     /// at most [`MAX_AGENT_GPU_SERIES`] agents (the cluster's sums are in
     /// [`Gauges::resources`] under `gpus` however many there are).
@@ -298,6 +301,7 @@ impl State {
             preemptions: self.preemptions(),
             tasks_preempted: self.tasks_preempted(),
             starved_roles: self.starved_roles(),
+            frameworks_stalled: self.frameworks_stalled(),
             tasks_terminal: protocol::TaskState::ALL
                 .iter()
                 .zip(self.tasks.terminal_counts())

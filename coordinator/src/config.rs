@@ -130,6 +130,11 @@ pub struct Config {
     /// taken back from roles above theirs, killed that long after their frameworks are told
     /// (`--preemption-grace-s`; see `docs/src/operating/preemption.md`).
     pub preemption_grace: Option<Duration>,
+    /// How long a framework that wants tasks may go without an offer, holding none, while an
+    /// agent has room it could be offered, before it is reported stalled: a warning in the
+    /// log, the `parley_frameworks_stalled` gauge, and `explain`'s summary (default 30 s; 1 s
+    /// to 1 day).
+    pub stall_after: Duration,
     /// How the `coordinator` binary writes its log lines: text (the default) or JSON, one
     /// object a line (`--log-format`); the library itself installs no subscriber.
     pub log_format: observe::LogFormat,
@@ -173,6 +178,7 @@ impl Default for Config {
             reload_on_sighup: false,
             gpu_gating: true,
             preemption_grace: None,
+            stall_after: Duration::from_secs(30),
             known_resources: Vec::new(),
             log_format: observe::LogFormat::Text,
         }
@@ -205,6 +211,7 @@ impl From<&Config> for books::Settings {
             gpu_gating: c.gpu_gating,
             preemption_grace: c.preemption_grace,
             known_resources: c.known_resources.clone(),
+            stall_after: c.stall_after,
         }
     }
 }
@@ -302,6 +309,7 @@ impl Config {
         for (name, d) in maybe_zero {
             seconds(name, d.as_secs_f64(), true)?;
         }
+        stall_after("stall_after", self.stall_after.as_secs_f64())?;
         if self.max_missed_heartbeats == 0 || self.max_missed_heartbeats > 1000 {
             return Err(ConfigError::Number {
                 name: "max_missed_heartbeats",
@@ -583,6 +591,11 @@ pub struct Overrides {
     /// this many seconds after their frameworks are told. Off unless given; from 0.1 to 86400.
     #[arg(long, value_name = "SECS", env = "PARLEY_PREEMPTION_GRACE_S")]
     pub preemption_grace_s: Option<f64>,
+    /// Seconds a framework that wants tasks may go without an offer, holding none, while an
+    /// agent has room it could be offered, before it is reported stalled (a log warning, the
+    /// `parley_frameworks_stalled` gauge, `explain`); 1 to 86400 (default 30).
+    #[arg(long, value_name = "SECS", env = "PARLEY_STALL_AFTER")]
+    pub stall_after: Option<f64>,
     /// Resources a role's quota may name before any agent offers them, besides cpus, mem, disk
     /// and gpus (always known), e.g. `fpga,ssd` (file: `known_resources = ["fpga"]`).
     #[arg(
@@ -806,6 +819,13 @@ impl Overrides {
             };
             config.preemption_grace = Some(preemption_grace(name, v)?);
         }
+        if let Some(v) = self.stall_after {
+            let name = match layer {
+                Layer::File => "stall_after",
+                Layer::Flags => "--stall-after",
+            };
+            config.stall_after = stall_after(name, v)?;
+        }
         if let Some(names) = &self.known_resources {
             config.known_resources = names
                 .iter()
@@ -825,6 +845,24 @@ impl Overrides {
         }
         Ok(())
     }
+}
+
+/// The shortest `stall_after`, in seconds.
+pub const MIN_STALL_AFTER_S: f64 = 1.0;
+
+/// The longest `stall_after`, in seconds (one day).
+pub const MAX_STALL_AFTER_S: f64 = 86_400.0;
+
+/// A `stall_after`: [`MIN_STALL_AFTER_S`] to [`MAX_STALL_AFTER_S`].
+fn stall_after(name: &'static str, value: f64) -> Result<Duration, ConfigError> {
+    if !(value.is_finite() && (MIN_STALL_AFTER_S..=MAX_STALL_AFTER_S).contains(&value)) {
+        return Err(ConfigError::Duration {
+            name,
+            value,
+            reason: "use a number of seconds from 1 to 86400",
+        });
+    }
+    Ok(Duration::from_secs_f64(value))
 }
 
 /// The longest preemption grace, in seconds (one day).
@@ -908,6 +946,7 @@ pub fn default_text(key: &str) -> String {
         "preemption_grace_s" => c
             .preemption_grace
             .map_or_else(|| "off".into(), |d| d.as_secs_f64().to_string()),
+        "stall_after" => secs(c.stall_after),
         "roles" if c.roles.is_empty() => "none".into(),
         "known_resources" if c.known_resources.is_empty() => "none".into(),
         "tls_cert" | "tls_key" if c.tls_cert.is_none() => "none (plain HTTP)".into(),
@@ -1045,6 +1084,36 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("preemption_grace_s"), "{e}");
+    }
+
+    #[test]
+    fn stall_after_is_30_s_by_default_and_a_bad_one_is_named() {
+        assert_eq!(Config::default().stall_after, Duration::from_secs(30));
+        let file = Overrides::from_toml("stall_after = 90").unwrap();
+        let c = Config::from_layers(Some(&file), &Overrides::default()).unwrap();
+        assert_eq!(c.stall_after, Duration::from_secs(90));
+        assert_eq!(
+            books::Settings::from(&c).stall_after,
+            Duration::from_secs(90)
+        );
+        for bad in [0.0, 0.5, -1.0, f64::NAN, 86_401.0] {
+            let flags = Overrides {
+                stall_after: Some(bad),
+                ..Overrides::default()
+            };
+            let e = Config::from_layers(None, &flags).unwrap_err().to_string();
+            assert!(e.contains("--stall-after"), "{e}");
+        }
+        let file = Overrides::from_toml("stall_after = 0").unwrap();
+        let e = Config::from_layers(Some(&file), &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("stall_after"), "{e}");
+        let in_code = Config {
+            stall_after: Duration::from_millis(10),
+            ..Config::default()
+        };
+        assert!(in_code.validate().is_err());
     }
 
     #[test]

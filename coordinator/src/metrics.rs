@@ -30,7 +30,7 @@ pub use observe::{Kind, Metric};
 /// and `parley_build_info`, shared with the agent, are `observe::process::METRICS`). Each
 /// family is written with the type and help found here; a test checks that every one here is
 /// written.
-pub const METRICS: [Metric; 47] = [
+pub const METRICS: [Metric; 48] = [
     Metric {
         name: "parley_offers_created_total",
         kind: Kind::Counter,
@@ -128,6 +128,13 @@ pub const METRICS: [Metric; 47] = [
         label: Some("state"),
         help: "Frameworks by state.",
         mesos: "`master/frameworks_connected`, `master/frameworks_disconnected`",
+    },
+    Metric {
+        name: "parley_frameworks_stalled",
+        kind: Kind::Gauge,
+        label: None,
+        help: "Frameworks stalled now: connected, not suppressed, wanting tasks, holding no offer and sent none for `stall_after` while an agent has room they could be offered (checked about once a second; `explain` names the reason).",
+        mesos: "none",
     },
     Metric {
         name: "parley_role_dominant_share",
@@ -759,6 +766,7 @@ impl Metrics {
         s.gauge("parley_outstanding_offers", g.outstanding_offers as f64)?;
         s.gauge("parley_tasks_unhealthy", g.tasks_unhealthy as f64)?;
         s.gauge("parley_starved_roles", g.starved_roles as f64)?;
+        s.gauge("parley_frameworks_stalled", g.frameworks_stalled as f64)?;
         s.gauge("parley_leader", if scraped.leader { 1.0 } else { 0.0 })?;
         let labelled = [
             ("parley_tasks", &g.tasks_by_state),

@@ -27,7 +27,7 @@ use crate::config::{Config, ConfigError};
 use crate::history::History;
 use crate::runtime::doorbell::{CloseOnDrop, Woken};
 use crate::runtime::{Coordinator, StartError};
-use crate::state::Sweep;
+use crate::state::{StallChange, Sweep};
 use crate::store::StoreError;
 
 /// Why a coordinator could not start, or stopped serving with an error.
@@ -425,13 +425,56 @@ async fn maintenance_loop(c: Coordinator) {
             _ = tick.tick() => {}
         }
         c.maybe_injected_panic("maintenance");
-        c.run(|state, now, fx| {
+        // A coordinator that makes no offers yet (an HA follower, or a leader in its
+        // re-registration grace) holds frameworks back on purpose: no stall to report.
+        let offering = c.offering();
+        let stalls = c.run(|state, now, fx| {
             state.expire_offers(now, fx);
             state.check_agents(now, fx);
             state.check_drains(now, fx);
             state.check_preemption(now, fx);
             state.check_failover(now, fx);
             state.resend_updates(now, fx);
+            if offering {
+                state.check_stalls(now)
+            } else {
+                Vec::new()
+            }
         });
+        log_stalls(stalls);
+    }
+}
+
+/// Logs, outside the books' lock, the stalls that began (a warning, once per stall) or ended
+/// since the last check.
+fn log_stalls(changes: Vec<StallChange>) {
+    for change in changes {
+        match change {
+            StallChange::Began {
+                framework_id,
+                name,
+                stalled_for_s,
+                agents_with_room,
+                reason,
+            } => tracing::warn!(
+                framework = %framework_id,
+                name = %name,
+                stalled_for_s,
+                agents_with_room,
+                reason = %reason,
+                "framework stalled: it wants tasks and has had no offer while agents have room \
+                 (see GET /api/v1/frameworks/{{id}}/explain)"
+            ),
+            StallChange::Ended {
+                framework_id,
+                name,
+                stalled_for_s,
+            } => tracing::info!(
+                framework = %framework_id,
+                name = %name,
+                stalled_for_s,
+                "framework no longer stalled"
+            ),
+        }
     }
 }

@@ -646,6 +646,13 @@ pub struct FrameworkExplanation {
     /// preemption may start, and its own tasks marked for preemption.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub preemption: Vec<String>,
+    /// Set when it is stalled: seconds since it was last sent an offer (or registered,
+    /// subscribed or revived, if later), while it wants tasks (`pending_tasks` unknown or
+    /// above zero), holds no offer, and some active agent has room it could be offered, for at
+    /// least the coordinator's `stall_after`. The summary then starts with `stalled:` and the
+    /// most likely reason. Absent when it is not stalled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stalled_for_s: Option<f64>,
     /// One sentence: the main reason, and what to do about it.
     pub summary: String,
 }

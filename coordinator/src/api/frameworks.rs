@@ -215,9 +215,9 @@ async fn revive(
     Id(id): Id<FrameworkId>,
     Body(req): Body<ReviveRequest>,
 ) -> Ok200 {
-    c.run(|s, _, fx| {
+    c.run(|s, now, fx| {
         caller.framework(s, id)?;
-        s.revive(id, req.demand, fx)?;
+        s.revive(id, req.demand, now, fx)?;
         Ok::<_, ApiError>(s.want_tasks(id, req.pending_tasks, fx)?)
     })?;
     Ok(Json(Empty {}))

@@ -106,7 +106,7 @@ async fn handle(
         "ACKNOWLEDGE" => ctx.acknowledge(call.acknowledge),
         "KILL" => ctx.kill(call.kill),
         "RECONCILE" => ctx.reconcile(call.reconcile.unwrap_or_default()),
-        "REVIVE" => ctx.run(|s, fx| s.revive(id, None, fx)),
+        "REVIVE" => ctx.run_at(|s, now, fx| s.revive(id, None, now, fx)),
         "SUPPRESS" => ctx.run(|s, _| s.suppress(id)),
         "TEARDOWN" => ctx.teardown().await,
         other => {
@@ -133,6 +133,21 @@ impl Ctx<'_> {
         self.m.coordinator.run(|s, _, fx| {
             self.caller.framework(s, self.id)?;
             Ok(f(s, fx)?)
+        })
+    }
+
+    /// [`Ctx::run`] for a call that needs the time.
+    fn run_at(
+        &self,
+        f: impl FnOnce(
+            &mut crate::state::State,
+            &crate::state::Now,
+            &mut crate::state::Effects,
+        ) -> Result<(), StateError>,
+    ) -> Result<(), ApiError> {
+        self.m.coordinator.run(|s, now, fx| {
+            self.caller.framework(s, self.id)?;
+            Ok(f(s, now, fx)?)
         })
     }
 

@@ -527,6 +527,15 @@ async fn explain_says_why_a_framework_is_not_offered() {
     events.offers().await;
     let e = explain(&c, fw).await;
     assert_eq!(e["agents"]["offered_to_it"], 1, "{e}");
+    // A framework offered what it wants is not stalled: no `stalled_for_s`, and the gauge
+    // is 0.
+    assert!(e.get("stalled_for_s").is_none(), "{e}");
+    let (status, metrics) = c.get_text("/metrics").await;
+    assert_eq!(status, 200);
+    assert!(
+        metrics.lines().any(|l| l == "parley_frameworks_stalled 0"),
+        "{metrics}"
+    );
 
     // Disconnected frameworks are told to open their stream.
     drop(events);
@@ -538,6 +547,60 @@ async fn explain_says_why_a_framework_is_not_offered() {
         .as_str()
         .unwrap()
         .starts_with("not subscribed"));
+}
+
+#[tokio::test]
+async fn a_framework_filtered_past_stall_after_is_reported_stalled() {
+    let c = TestCoordinator::start(coordinator::Config {
+        stall_after: std::time::Duration::from_secs(1),
+        ..fast_config()
+    })
+    .await;
+    let (fw, mut events) = c.framework("f", "eng").await;
+    let agent = FakeAgent::start().await;
+    c.register_agent(&agent, json!({"cpus": 2})).await;
+    let offer = events.offers().await.remove(0);
+    let (status, _) = c
+        .post(
+            &format!("/api/v1/frameworks/{fw}/decline"),
+            json!({"offer_ids": [offer.offer_id], "refuse_seconds": 600}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    // The maintenance tick finds the stall on its own: nothing else happens.
+    wait_for("the stall gauge", || async {
+        c.get_text("/metrics")
+            .await
+            .1
+            .lines()
+            .any(|l| l == "parley_frameworks_stalled 1")
+    })
+    .await;
+    let e = explain(&c, fw).await;
+    assert!(e["stalled_for_s"].as_f64().unwrap() >= 1.0, "{e}");
+    let summary = e["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with("stalled: no offer for ")
+            && summary.contains("1 agent(s) are filtered by its declines"),
+        "{e}"
+    );
+    // A revive clears the filter: it is offered the agent again, and the stall ends.
+    assert_eq!(
+        c.post(&format!("/api/v1/frameworks/{fw}/revive"), json!({}))
+            .await
+            .0,
+        200
+    );
+    events.offers().await;
+    wait_for("the stall to end", || async {
+        c.get_text("/metrics")
+            .await
+            .1
+            .lines()
+            .any(|l| l == "parley_frameworks_stalled 0")
+    })
+    .await;
+    assert!(explain(&c, fw).await.get("stalled_for_s").is_none());
 }
 
 async fn explain(c: &TestCoordinator, fw: FrameworkId) -> Value {
