@@ -93,7 +93,7 @@ declined=$(metric_sum '^parley_offers_declined_total')
 rescinded=$(metric_sum '^parley_offers_rescinded_total')
 overflowed=$(metric_sum '^parley_streams_overflowed_total')
 too_large=$(metric_sum '^parley_http_requests_too_large_total')
-logged_413=$(cat "$WORK"/hello*.log | grep -c -e '413' -e 'too large' || true)
+logged_413=$(cat "$WORK"/hello*.log | grep -c -e 'body_too_large' -e 'too large' || true)
 rate=$(echo "$((PER * NFW)) / ($LAST - $FIRST)" | bc)
 pct=$(echo "scale=2; 100 * $rescinded / ($created + ($created == 0))" | bc)
 verdict() { if [ "$1" = 1 ]; then echo met; else echo "NOT met"; fi; }

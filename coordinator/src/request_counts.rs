@@ -148,7 +148,11 @@ mod tests {
             true,
         );
         r.count(r.slot(&Method::HEAD, Some("/api/v1/agents")), ms(1), false);
-        r.count(r.slot(&Method::DELETE, Some("/api/v1/agents")), ms(1), false);
+        r.count(
+            r.slot(&Method::DELETE, Some("/api/v1/agents")),
+            ms(1),
+            false,
+        );
         r.count(r.slot(&Method::GET, None), ms(4), false);
         let f = |route, requests, seconds, too_large| RouteFigures {
             route,

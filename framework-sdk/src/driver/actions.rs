@@ -229,8 +229,9 @@ impl<S: Scheduler> Runner<S> {
                 }
                 Ok(_) => {}
                 Err(e) if too_large(&e) => match fit::halve(acks) {
-                    Some((front, back)) => calls.extend([front, back]),
-                    None => tracing::warn!(error = %e, "an acknowledgement alone is too large"),
+                    Ok((front, back)) => calls.extend([front, back]),
+                    // The coordinator sends the update again; it is acknowledged then.
+                    Err(_) => tracing::warn!(error = %e, "an acknowledgement alone is too large"),
                 },
                 // The coordinator sends unacknowledged updates again, so this heals by itself.
                 Err(e) => tracing::warn!(error = %e, count, "acknowledge failed"),
@@ -380,30 +381,32 @@ fn send_accepts<'a>(
             let tasks = batch.accepts.into_iter().flat_map(|a| a.tasks).collect();
             return vec![(tasks, Err(e))];
         }
-        let mut accepts = batch.accepts;
         tracing::info!(
-            accepts = accepts.len(),
+            accepts = batch.accepts.len(),
             "the coordinator found the call too large; splitting it"
         );
-        if let Some((front, back)) = fit::halve(std::mem::take(&mut accepts)) {
-            let (mut a, b) = tokio::join!(
-                send_accepts(client, id, front, pending),
-                send_accepts(client, id, back, pending)
-            );
-            a.extend(b);
-            return a;
-        }
+        let mut accepts = match fit::halve(batch.accepts) {
+            Ok((front, back)) => {
+                let (mut a, b) = tokio::join!(
+                    send_accepts(client, id, front, pending),
+                    send_accepts(client, id, back, pending)
+                );
+                a.extend(b);
+                return a;
+            }
+            Err(accepts) => accepts,
+        };
         let Some(mut one) = accepts.pop() else {
             return Vec::new();
         };
         match fit::halve(std::mem::take(&mut one.tasks)) {
-            Some((keep, rest)) => {
+            Ok((keep, rest)) => {
                 one.tasks = keep;
                 let mut out = send_accepts(client, id, vec![one], pending).await;
                 out.push((rest, Err(e)));
                 out
             }
-            None => vec![(one.tasks, Err(e))],
+            Err(tasks) => vec![(tasks, Err(e))],
         }
     })
 }

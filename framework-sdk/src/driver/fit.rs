@@ -75,13 +75,13 @@ pub(crate) fn trim_accept(
 }
 
 /// What to send instead of a call refused as too large: its items in two halves (the first
-/// the larger), or `None` when it carried one item and cannot be split.
-pub(crate) fn halve<T>(mut items: Vec<T>) -> Option<(Vec<T>, Vec<T>)> {
+/// the larger), or the items as they were when there are fewer than two.
+pub(crate) fn halve<T>(mut items: Vec<T>) -> Result<(Vec<T>, Vec<T>), Vec<T>> {
     if items.len() < 2 {
-        return None;
+        return Err(items);
     }
     let back = items.split_off(items.len().div_ceil(2));
-    Some((items, back))
+    Ok((items, back))
 }
 
 #[cfg(test)]
@@ -164,9 +164,9 @@ mod tests {
 
     #[test]
     fn halving_splits_until_one_is_left() {
-        assert_eq!(halve(vec![1, 2, 3]), Some((vec![1, 2], vec![3])));
-        assert_eq!(halve(vec![1, 2]), Some((vec![1], vec![2])));
-        assert_eq!(halve(vec![1]), None);
-        assert_eq!(halve(Vec::<u8>::new()), None);
+        assert_eq!(halve(vec![1, 2, 3]), Ok((vec![1, 2], vec![3])));
+        assert_eq!(halve(vec![1, 2]), Ok((vec![1], vec![2])));
+        assert_eq!(halve(vec![1]), Err(vec![1]), "nothing is lost");
+        assert_eq!(halve(Vec::<u8>::new()), Err(vec![]));
     }
 }

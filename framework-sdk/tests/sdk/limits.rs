@@ -86,6 +86,21 @@ async fn a_413_is_answered_by_splitting_and_sending_again_never_by_giving_tasks_
 }
 
 #[tokio::test]
+async fn a_single_accept_refused_as_too_large_is_sent_with_fewer_tasks_and_none_is_lost() {
+    let fake = Fake::start().await;
+    // Under one accept of 40 tasks: it is halved until it fits, unannounced.
+    fake.body_limit(4 * 1024);
+    let (id, handle) = start(&fake, Probe::new(&fake, Mode::Pack(40), 40)).await;
+    assert!(fake.push(offers(id, 1)));
+    wait_for(WITHIN, "a launch", || accepted(&fake).1 > 0).await;
+    wait_for(WITHIN, "the rest handed back", || has(&fake, "launch_failed")).await;
+    let (_, launched) = accepted(&fake);
+    let probe = stop(&fake, id, handle).await;
+    assert!(launched < 40, "{launched}");
+    assert_eq!(launched + probe.pending, 40, "every task launched or queued again");
+}
+
+#[tokio::test]
 async fn an_accept_larger_than_any_request_launches_what_fits_and_asks_for_the_rest() {
     let fake = Fake::start().await;
     fake.limits(RequestLimits {

@@ -78,11 +78,15 @@ async fn one_framework_with_twenty_thousand_tasks_on_a_thousand_agents_runs_them
 
 /// Faults drawn from a seeded generator: each call to a framework action gets one with
 /// probability `per_mille / 1000`. The event stream and registration are left alone (their
-/// failures are the reconnection tests' subject).
+/// failures are the reconnection tests' subject). The first accept call always fails without
+/// reaching the coordinator: by then every task was placed and the declines said none is
+/// wanted, so only the driver telling the true count again keeps the framework from waiting
+/// forever.
 #[derive(Debug)]
 struct RandomFaults {
     state: Mutex<u64>,
     per_mille: u64,
+    first_accept_failed: std::sync::atomic::AtomicBool,
     injected: Mutex<BTreeMap<String, usize>>,
 }
 
@@ -103,18 +107,33 @@ impl FaultInjector for RandomFaults {
         let action = call.action();
         if !matches!(
             action,
-            "accept" | "accepts" | "decline" | "revive" | "suppress" | "acknowledgements" | "reconcile"
+            "accept"
+                | "accepts"
+                | "decline"
+                | "revive"
+                | "suppress"
+                | "acknowledgements"
+                | "reconcile"
         ) {
-            return None;
-        }
-        if self.next() % 1000 >= self.per_mille {
             return None;
         }
         let answer = |status, code: &str| Fault::Answer {
             status,
             code: code.into(),
         };
-        let fault = match self.next() % 6 {
+        let first_accept = action == "accepts"
+            && !self
+                .first_accept_failed
+                .swap(true, std::sync::atomic::Ordering::SeqCst);
+        if !first_accept && self.next() % 1000 >= self.per_mille {
+            return None;
+        }
+        let kind = match first_accept {
+            // One of the faults that change nothing: 429, 503, refused.
+            true => 1 + self.next() % 3,
+            false => self.next() % 6,
+        };
+        let fault = match kind {
             0 => answer(413, "body_too_large"),
             1 => answer(429, "rate_limited"),
             2 => answer(503, "unavailable"),
@@ -139,6 +158,8 @@ struct Seen {
     states: HashMap<TaskId, TaskState>,
     /// The longest time it had tasks pending and no offer came, since its first offer.
     longest_wait: Duration,
+    /// Its queue's length after its last callback.
+    queued: usize,
 }
 
 /// Launches its queue on offers (several per offer), records every state, and stops when
@@ -168,6 +189,7 @@ impl Scheduler for Counting {
         self.note_wait();
         let decisions = Decisions::pack(&offers, &self.task, || self.queue.pop());
         self.waiting_since = (!self.queue.is_empty()).then(Instant::now);
+        self.seen.lock().unwrap().queued = self.queue.len();
         decisions
     }
 
@@ -189,6 +211,7 @@ impl Scheduler for Counting {
             self.waiting_since = Some(Instant::now());
         }
         self.queue.push(task.task_id);
+        self.seen.lock().unwrap().queued = self.queue.len();
     }
 
     fn pending_tasks(&self) -> usize {
@@ -203,6 +226,10 @@ const LONGEST_WAIT: Duration = Duration::from_secs(25);
 
 async fn run_with_faults(seed: u64, per_mille: u64) {
     const TASKS: usize = 300;
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     let cluster = Cluster::builder()
         .config(fleet_config())
         .simulated_agents(20, "cpus=4,mem=4096")
@@ -226,6 +253,7 @@ async fn run_with_faults(seed: u64, per_mille: u64) {
     let faults = Arc::new(RandomFaults {
         state: Mutex::new(seed),
         per_mille,
+        first_accept_failed: Default::default(),
         injected: Mutex::default(),
     });
     let mut config = DriverConfig::new(cluster.url.clone(), "faulty", "batch".parse().unwrap());
@@ -236,7 +264,7 @@ async fn run_with_faults(seed: u64, per_mille: u64) {
     let driver = Driver::new(config, scheduler)
         .unwrap()
         .with_faults(faults.clone());
-    let outcome = tokio::time::timeout(Duration::from_secs(240), driver.run()).await;
+    let outcome = tokio::time::timeout(Duration::from_secs(90), driver.run()).await;
     let injected = faults.injected.lock().unwrap().clone();
     let seen = seen.lock().unwrap();
     let finished = seen
@@ -247,7 +275,9 @@ async fn run_with_faults(seed: u64, per_mille: u64) {
     assert!(
         matches!(outcome, Ok(Ok(_))),
         "seed {seed}, {per_mille}/1000: the driver did not finish ({finished} of {TASKS} \
-         finished; faults {injected:?})"
+         finished, {} queued, {} heard of; faults {injected:?})",
+        seen.queued,
+        seen.states.len(),
     );
     assert_eq!(finished, TASKS, "seed {seed}: every task finished");
     assert!(
@@ -267,8 +297,10 @@ async fn run_with_faults(seed: u64, per_mille: u64) {
 proptest! {
     // Each case is a whole cluster and a framework run to the end: a few cases, each with
     // many faults. PROPTEST_CASES raises the count for a longer search.
+    // A failing case is not shrunk: each try is a whole run, and its seed is in the message.
     #![proptest_config(ProptestConfig {
         cases: 3,
+        max_shrink_iters: 0,
         failure_persistence: None,
         ..ProptestConfig::default()
     })]
@@ -284,4 +316,11 @@ proptest! {
             .unwrap();
         runtime.block_on(run_with_faults(seed, per_mille));
     }
+}
+
+/// A case the search found: a `413` on a call of one accept, whose tasks the driver then
+/// dropped instead of splitting them (16 of 300 never ran). Kept as a fixed case.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_accept_refused_as_too_large_loses_no_task() {
+    run_with_faults(1_928_069_976_570_635_956, 109).await;
 }
