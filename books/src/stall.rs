@@ -1,8 +1,8 @@
 //! Stalls: a framework with work to do must not wait forever silently. A framework is
 //! *stalled* when it is connected, not suppressed, wants tasks (its last `pending_tasks` is
 //! unknown or above zero), holds no outstanding offer, has been sent no offer for
-//! `stall_after` (counted from the later of its last offer, its registration or subscription,
-//! and its last revive), and at least one active agent that is not draining has room it could
+//! `stall_after` (counted from the later of its last offer, or the last check that found it
+//! holding one, its registration or subscription, and its last revive), and at least one active agent that is not draining has room it could
 //! be offered (the allocator's answer for the agent is something other than nothing free).
 //!
 //! [`State::check_stalls`] runs on the coordinator's maintenance tick and returns the stalls
@@ -107,6 +107,15 @@ impl State {
     /// at, and for those only the agents with anything free, once per check.
     pub fn check_stalls(&mut self, now: &Now) -> Vec<StallChange> {
         let after = self.timing.stall_after_ms;
+        // A framework holding offers waits for none: its wait starts again when it last held
+        // one (to within a check), not when its held offer was sent.
+        let holding: HashSet<FrameworkId> =
+            self.offers.iter().map(|r| r.offer().framework_id).collect();
+        for id in &holding {
+            if let Some(fw) = self.frameworks.get_mut(*id) {
+                fw.last_offer_ms = Some(now.ms);
+            }
+        }
         let waiting: Vec<(FrameworkId, u64)> = self
             .frameworks
             .iter()
@@ -119,8 +128,6 @@ impl State {
         let mut stalled: BTreeMap<FrameworkId, u64> = BTreeMap::new();
         if !waiting.is_empty() {
             let allocator = self.ledger.allocator();
-            let holding: HashSet<FrameworkId> =
-                self.offers.iter().map(|r| r.offer().framework_id).collect();
             // Agents with nothing free have no room for anyone: looked at once, not per
             // framework (a full cluster with many waiting frameworks stays cheap).
             let free: Vec<AgentId> = self

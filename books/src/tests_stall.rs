@@ -140,6 +140,27 @@ fn a_framework_holding_an_offer_is_not_stalled() {
 }
 
 #[test]
+fn a_framework_that_held_an_offer_long_waits_from_when_it_gave_it_back() {
+    let (mut s, fw, _, offer) = offered();
+    assert_eq!(s.check_stalls(&at(50_000)), vec![]);
+    let mut fx = Vec::new();
+    let decline = Decline {
+        offer_ids: vec![offer.offer_id],
+        refuse: Some(HOUR),
+    };
+    s.decline(fw, decline, &at(50_001), &mut fx).unwrap();
+    // Its offer was sent 50 s ago, but it held it until now: no stall yet.
+    assert_eq!(s.check_stalls(&at(51_000)), vec![]);
+    assert_eq!(s.explain(fw, &at(51_000)).unwrap().stalled_for_s, None);
+    // The wait started at the last check that found it holding the offer (50 s).
+    let began = s.check_stalls(&at(80_001));
+    assert!(
+        matches!(&began[..], [StallChange::Began { stalled_for_s, .. }] if *stalled_for_s == 30.001),
+        "{began:?}"
+    );
+}
+
+#[test]
 fn a_framework_that_wants_no_task_is_not_stalled() {
     let (mut s, fw, _) = declined(HOUR);
     let mut fx = Vec::new();

@@ -21,7 +21,8 @@ use crate::{Answer, Scheduler};
 
 impl<S: Scheduler> Runner<S> {
     /// Carries out answers to offers together: every decline in one call per filter length,
-    /// the launches in calls of up to 128 accepts, up to
+    /// the launches in calls of up to 128 accepts (fewer where their tasks would make the call
+    /// larger than the coordinator's limits allow), up to
     /// [`DriverConfig::max_concurrent_requests`](crate::DriverConfig::max_concurrent_requests)
     /// at a time, declines and accepts at once. Then tells the scheduler about the launches that
     /// failed.
@@ -146,7 +147,8 @@ impl<S: Scheduler> Runner<S> {
                         in_doubt.extend(tasks);
                     }
                     Err(e) => {
-                        tracing::warn!(error = %e, tasks = tasks.len(), "accept failed");
+                        // The scheduler's `launch_failed` hears of it (and by default warns).
+                        tracing::debug!(error = %e, tasks = tasks.len(), "accept refused");
                         failed.push((tasks, e));
                     }
                 }

@@ -5,6 +5,13 @@
 //! held too long, suppresses and revives, and reconnects with backoff when the stream breaks.
 //! After re-registering it reports launches the coordinator forgot (accepted just before a
 //! coordinator crash or failover, never sent to the agent) as `lost` (`forgotten`).
+//!
+//! Its calls fit the coordinator's limits (`fit`: batches split to the body size and counts
+//! the registration answer gives, and split again on a `413`), and a framework with tasks to
+//! launch is never left without offers: after failed launches the coordinator is told the true
+//! count again (`demand`), an accept interrupted after it was sent is reconciled
+//! (`actions`), and a long wait for offers is logged and answered with a revive
+//! ([`DriverConfig::offer_wait_warning`]).
 
 mod actions;
 mod backoff;

@@ -93,11 +93,18 @@ async fn a_single_accept_refused_as_too_large_is_sent_with_fewer_tasks_and_none_
     let (id, handle) = start(&fake, Probe::new(&fake, Mode::Pack(40), 40)).await;
     assert!(fake.push(offers(id, 1)));
     wait_for(WITHIN, "a launch", || accepted(&fake).1 > 0).await;
-    wait_for(WITHIN, "the rest handed back", || has(&fake, "launch_failed")).await;
+    wait_for(WITHIN, "the rest handed back", || {
+        has(&fake, "launch_failed")
+    })
+    .await;
     let (_, launched) = accepted(&fake);
     let probe = stop(&fake, id, handle).await;
     assert!(launched < 40, "{launched}");
-    assert_eq!(launched + probe.pending, 40, "every task launched or queued again");
+    assert_eq!(
+        launched + probe.pending,
+        40,
+        "every task launched or queued again"
+    );
 }
 
 #[tokio::test]
