@@ -266,24 +266,24 @@ async fn run_with_faults(seed: u64, per_mille: u64) {
         .with_faults(faults.clone());
     let outcome = tokio::time::timeout(Duration::from_secs(90), driver.run()).await;
     let injected = faults.injected.lock().unwrap().clone();
-    let seen = seen.lock().unwrap();
-    let finished = seen
-        .states
-        .values()
-        .filter(|s| **s == TaskState::Finished)
-        .count();
+    let (finished, queued, heard_of, longest_wait) = {
+        let seen = seen.lock().unwrap();
+        let finished = seen
+            .states
+            .values()
+            .filter(|s| **s == TaskState::Finished)
+            .count();
+        (finished, seen.queued, seen.states.len(), seen.longest_wait)
+    };
     assert!(
         matches!(outcome, Ok(Ok(_))),
         "seed {seed}, {per_mille}/1000: the driver did not finish ({finished} of {TASKS} \
-         finished, {} queued, {} heard of; faults {injected:?})",
-        seen.queued,
-        seen.states.len(),
+         finished, {queued} queued, {heard_of} heard of; faults {injected:?})",
     );
     assert_eq!(finished, TASKS, "seed {seed}: every task finished");
     assert!(
-        seen.longest_wait <= LONGEST_WAIT,
-        "seed {seed}: tasks waited {:?} for an offer (faults {injected:?})",
-        seen.longest_wait
+        longest_wait <= LONGEST_WAIT,
+        "seed {seed}: tasks waited {longest_wait:?} for an offer (faults {injected:?})",
     );
     let metrics = cluster.metrics_text().await.unwrap();
     assert_eq!(
