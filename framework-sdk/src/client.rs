@@ -451,8 +451,18 @@ impl CoordinatorClient {
         id: FrameworkId,
         acknowledgements: Vec<AcknowledgeRequest>,
     ) -> Result<AcknowledgeBatchResponse, SdkError> {
-        let body = AcknowledgeBatch { acknowledgements };
-        self.post(self.framework_url(id, "acknowledgements"), &body)
+        self.acknowledge_batch(id, &AcknowledgeBatch { acknowledgements })
+            .await
+    }
+
+    /// As [`CoordinatorClient::acknowledge_many`], sending `batch` as it is (the caller keeps
+    /// it, to send again in parts when it is refused as too large).
+    pub async fn acknowledge_batch(
+        &self,
+        id: FrameworkId,
+        batch: &AcknowledgeBatch,
+    ) -> Result<AcknowledgeBatchResponse, SdkError> {
+        self.post(self.framework_url(id, "acknowledgements"), batch)
             .await
     }
 

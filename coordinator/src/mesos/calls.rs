@@ -106,8 +106,8 @@ async fn handle(
         "ACKNOWLEDGE" => ctx.acknowledge(call.acknowledge),
         "KILL" => ctx.kill(call.kill),
         "RECONCILE" => ctx.reconcile(call.reconcile.unwrap_or_default()),
-        "REVIVE" => ctx.run_at(|s, now, fx| s.revive(id, None, now, fx)),
-        "SUPPRESS" => ctx.run(|s, _| s.suppress(id)),
+        "REVIVE" => ctx.run(|s, now, fx| s.revive(id, None, now, fx)),
+        "SUPPRESS" => ctx.run(|s, _, _| s.suppress(id)),
         "TEARDOWN" => ctx.teardown().await,
         other => {
             tracing::debug!(framework = %id, call = other, "Mesos call ignored");
@@ -127,17 +127,6 @@ struct Ctx<'a> {
 impl Ctx<'_> {
     /// Runs one registry operation as the framework (ownership checked under the lock).
     fn run(
-        &self,
-        f: impl FnOnce(&mut crate::state::State, &mut crate::state::Effects) -> Result<(), StateError>,
-    ) -> Result<(), ApiError> {
-        self.m.coordinator.run(|s, _, fx| {
-            self.caller.framework(s, self.id)?;
-            Ok(f(s, fx)?)
-        })
-    }
-
-    /// [`Ctx::run`] for a call that needs the time.
-    fn run_at(
         &self,
         f: impl FnOnce(
             &mut crate::state::State,
@@ -259,7 +248,7 @@ impl Ctx<'_> {
         let task = convert::task_id(&a.task_id, "acknowledge.task_id")?;
         let update = convert::update_id(&a.uuid)?;
         let id = self.id;
-        self.run(|s, _| {
+        self.run(|s, _, _| {
             // An update already acknowledged, or of a forgotten task: nothing to do.
             if let Err(e) = s.acknowledge(id, task, update) {
                 tracing::debug!(framework = %id, error = %e, "Mesos ACKNOWLEDGE ignored");

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use protocol::messages::{
-    AcceptBatch, AcceptRequest, AcknowledgeRequest, DeclineRequest, ReviveRequest,
+    AcceptBatch, AcceptRequest, AcknowledgeBatch, AcknowledgeRequest, DeclineRequest, ReviveRequest,
 };
 use protocol::{FrameworkId, OfferId, TaskId, TaskSpec};
 
@@ -90,7 +90,7 @@ impl<S: Scheduler> Runner<S> {
             let budget = fit::item_budget(&self.limits);
             let mut fitted = Vec::with_capacity(accepts.len());
             for accept in accepts {
-                let (accept, rest) = fit::trim_accept(accept, budget);
+                let (accept, size, rest) = fit::trim_accept(accept, budget);
                 if !rest.is_empty() {
                     let e = SdkError::Protocol(format!(
                         "{} tasks of one accept are more than one request may carry \
@@ -100,10 +100,10 @@ impl<S: Scheduler> Runner<S> {
                     ));
                     failed.push((rest, e));
                 }
-                fitted.push(accept);
+                fitted.push((size, accept));
             }
             let per_call = ACCEPTS_PER_CALL.min(self.limits.max_accepts_per_call as usize);
-            let calls = fit::pieces(fitted, per_call, budget);
+            let calls = fit::sized_pieces(fitted, per_call, budget);
             let declined = decline_together(
                 client,
                 id,
@@ -220,9 +220,10 @@ impl<S: Scheduler> Runner<S> {
             .collect();
         let Some(id) = self.framework_id else { return };
         let mut calls = fit::pieces(acks, MAX_ACKS_PER_REQUEST, fit::item_budget(&self.limits));
-        while let Some(acks) = calls.pop() {
-            let count = acks.len();
-            match self.client.acknowledge_many(id, acks.clone()).await {
+        while let Some(acknowledgements) = calls.pop() {
+            let count = acknowledgements.len();
+            let batch = AcknowledgeBatch { acknowledgements };
+            match self.client.acknowledge_batch(id, &batch).await {
                 Ok(answer) if !answer.unknown.is_empty() => {
                     tracing::debug!(
                         unknown = answer.unknown.len(),
@@ -230,7 +231,7 @@ impl<S: Scheduler> Runner<S> {
                     );
                 }
                 Ok(_) => {}
-                Err(e) if too_large(&e) => match fit::halve(acks) {
+                Err(e) if too_large(&e) => match fit::halve(batch.acknowledgements) {
                     Ok((front, back)) => calls.extend([front, back]),
                     // The coordinator sends the update again; it is acknowledged then.
                     Err(_) => tracing::warn!(error = %e, "an acknowledgement alone is too large"),
@@ -274,15 +275,8 @@ impl<S: Scheduler> Runner<S> {
                 }
             }
         }
-        let client = &self.client;
         let limit = self.config.max_concurrent_requests.max(1);
-        let answers = futures::stream::iter(alone.into_iter().map(|task| async move {
-            let r = client.reconcile(id, vec![task.task_id.clone()]).await;
-            (task, r)
-        }))
-        .buffered(limit)
-        .collect::<Vec<_>>()
-        .await;
+        let answers = reconcile_each(&self.client, id, alone, |t| &t.task_id, limit).await;
         for (task, answer) in answers {
             match answer {
                 Err(e) if e.code() == Some("task_not_found") => never.push(task),
@@ -343,10 +337,26 @@ const ACCEPTS_PER_CALL: usize = 128;
 
 /// Whether the coordinator (or a proxy before it) refused a call for its size.
 fn too_large(e: &SdkError) -> bool {
-    matches!(
-        e,
-        SdkError::Rejected { status: 413, .. } | SdkError::Server { status: 413, .. }
-    )
+    matches!(e, SdkError::Rejected { status: 413, .. })
+}
+
+/// Reconciles each of `items` (task `key`) in a call of its own, up to `limit` at a time, and
+/// answers for each: how a task unknown in a batch is told from the rest.
+pub(super) async fn reconcile_each<T>(
+    client: &CoordinatorClient,
+    id: FrameworkId,
+    items: Vec<T>,
+    key: impl Fn(&T) -> &TaskId,
+    limit: usize,
+) -> Vec<(T, Result<(), SdkError>)> {
+    let key = &key;
+    futures::stream::iter(items.into_iter().map(|item| async move {
+        let answer = client.reconcile(id, vec![key(&item).clone()]).await;
+        (item, answer)
+    }))
+    .buffered(limit)
+    .collect()
+    .await
 }
 
 /// What became of the tasks of one accept: the ids launched, or why none was.

@@ -20,19 +20,46 @@ pub(crate) fn item_budget(limits: &RequestLimits) -> usize {
         .max(1)
 }
 
+/// Counts the bytes written to it, so an item's JSON is measured without being kept.
+#[derive(Default)]
+struct Counter(usize);
+
+impl std::io::Write for Counter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// The size of `item` as a JSON list element (its text and a comma).
 pub(crate) fn json_len<T: Serialize>(item: &T) -> usize {
-    serde_json::to_vec(item).map_or(0, |v| v.len()) + 1
+    let mut counter = Counter::default();
+    // Writing to a counter cannot fail; a value that cannot be serialised fails when sent.
+    let _ = serde_json::to_writer(&mut counter, item);
+    counter.0 + 1
 }
 
 /// `items` in order, in pieces of at most `max_items` items and `budget` bytes of JSON each;
 /// an item alone over the budget goes alone (the caller decides what to do with it).
 pub(crate) fn pieces<T: Serialize>(items: Vec<T>, max_items: usize, budget: usize) -> Vec<Vec<T>> {
+    let sized = items.into_iter().map(|item| (json_len(&item), item));
+    sized_pieces(sized, max_items, budget)
+}
+
+/// As [`pieces`], for items whose JSON size is already known (`(size, item)`).
+pub(crate) fn sized_pieces<T>(
+    items: impl IntoIterator<Item = (usize, T)>,
+    max_items: usize,
+    budget: usize,
+) -> Vec<Vec<T>> {
     let max_items = max_items.max(1);
     let mut out: Vec<Vec<T>> = Vec::new();
     let mut used = 0;
-    for item in items {
-        let len = json_len(&item);
+    for (len, item) in items {
         match out.last_mut() {
             Some(last) if last.len() < max_items && used + len <= budget => {
                 used += len;
@@ -48,20 +75,23 @@ pub(crate) fn pieces<T: Serialize>(items: Vec<T>, max_items: usize, budget: usiz
 }
 
 /// An accept cut to fit `budget` bytes: the accept with as many of its tasks, in order, as
-/// fit, and the tasks left over (empty when it fit whole). One accept uses its offers once,
-/// so what does not fit cannot follow in another call: it goes back to the scheduler.
+/// fit, its JSON size, and the tasks left over (empty when it fit whole). One accept uses its
+/// offers once, so what does not fit cannot follow in another call: it goes back to the
+/// scheduler.
 pub(crate) fn trim_accept(
     mut accept: AcceptRequest,
     budget: usize,
-) -> (AcceptRequest, Vec<protocol::TaskSpec>) {
-    if json_len(&accept) <= budget {
-        return (accept, Vec::new());
+) -> (AcceptRequest, usize, Vec<protocol::TaskSpec>) {
+    let whole = json_len(&accept);
+    if whole <= budget {
+        return (accept, whole, Vec::new());
     }
     let tasks = std::mem::take(&mut accept.tasks);
+    // The accept with no task, then each task with a comma, but for the first.
     let mut used = json_len(&accept);
     let mut keep = 0;
     for task in &tasks {
-        let len = json_len(task);
+        let len = json_len(task) - usize::from(keep == 0);
         if used + len > budget {
             break;
         }
@@ -71,7 +101,7 @@ pub(crate) fn trim_accept(
     let mut tasks = tasks;
     let rest = tasks.split_off(keep);
     accept.tasks = tasks;
-    (accept, rest)
+    (accept, used, rest)
 }
 
 /// What to send instead of a call refused as too large: its items in two halves (the first
@@ -150,10 +180,16 @@ mod tests {
     fn an_accept_too_large_alone_keeps_the_tasks_that_fit() {
         let whole = accept(100);
         let budget = json_len(&whole);
-        let (same, rest) = trim_accept(whole.clone(), budget);
-        assert_eq!((same, rest.len()), (whole.clone(), 0), "it fit");
-        let (cut, rest) = trim_accept(whole.clone(), budget / 2);
-        assert!(json_len(&cut) <= budget / 2);
+        assert_eq!(budget, serde_json::to_vec(&whole).unwrap().len() + 1);
+        let (same, size, rest) = trim_accept(whole.clone(), budget);
+        assert_eq!(
+            (same, size, rest.len()),
+            (whole.clone(), budget, 0),
+            "it fit"
+        );
+        let (cut, size, rest) = trim_accept(whole.clone(), budget / 2);
+        assert_eq!(size, json_len(&cut), "its size is the trimmed accept's");
+        assert!(size <= budget / 2);
         assert!(!cut.tasks.is_empty() && !rest.is_empty());
         assert_eq!(
             [cut.tasks, rest].concat(),

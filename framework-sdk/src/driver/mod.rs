@@ -493,15 +493,8 @@ impl<S: Scheduler> Runner<S> {
         if alone.is_empty() {
             return Ok(());
         }
-        let client = &self.client;
         let limit = self.config.max_concurrent_requests.max(1);
-        let results = futures::stream::iter(alone.into_iter().map(|task| async move {
-            let r = client.reconcile(id, vec![task.clone()]).await;
-            (task, r)
-        }))
-        .buffered(limit)
-        .collect::<Vec<_>>()
-        .await;
+        let results = actions::reconcile_each(&self.client, id, alone, |t| t, limit).await;
         for (task, result) in results {
             match result {
                 Ok(()) => {}

@@ -621,8 +621,18 @@ async fn bad_configuration_is_refused_up_front() {
         pending: 0,
         launched: 0,
     };
-    let err = Driver::new(c, probe).err().unwrap();
+    let err = Driver::new(c.clone(), probe).err().unwrap();
     assert!(err.to_string().contains("missed_heartbeats"), "{err}");
+    c.missed_heartbeats = 5;
+    c.offer_wait_warning = std::time::Duration::ZERO;
+    let probe = Probe {
+        log: Arc::default(),
+        mode: Mode::Hold,
+        pending: 0,
+        launched: 0,
+    };
+    let err = Driver::new(c, probe).err().unwrap();
+    assert!(err.to_string().contains("offer_wait_warning"), "{err}");
 }
 
 #[tokio::test]
