@@ -16,11 +16,9 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Serialize;
 
-use crate::book::{Book, BookError, JobState, JobSummary};
-use crate::clock::now_ms;
+use crate::book::{BookError, Input, JobSummary};
 use crate::spec::{self, Format, SpecError, ANONYMOUS};
-use crate::state::Shared;
-use crate::store::JobRecord;
+use crate::state::{ChangeError, Shared};
 use framework_sdk::TaskId;
 
 /// The largest spec accepted, in bytes.
@@ -59,8 +57,21 @@ impl ApiError {
         Self::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "internal",
-            "the jobs service could not save the change; see its log",
+            "the jobs service failed; see its log",
         )
+    }
+}
+
+impl From<ChangeError> for ApiError {
+    fn from(e: ChangeError) -> Self {
+        match e {
+            ChangeError::Book(e) => e.into(),
+            ChangeError::Store(e) => Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_failed",
+                format!("{e}; the change is lost unless it is made again after the restart"),
+            ),
+        }
     }
 }
 
@@ -83,6 +94,7 @@ impl From<BookError> for ApiError {
             BookError::Exists(_) => Self::new(StatusCode::CONFLICT, "job_exists", message),
             BookError::NotFound(_) => Self::new(StatusCode::NOT_FOUND, "job_not_found", message),
             BookError::NotService(_) => Self::new(StatusCode::CONFLICT, "not_a_service", message),
+            BookError::NotOwner { .. } => Self::new(StatusCode::FORBIDDEN, "not_owner", message),
             BookError::UnknownDependency { field, .. }
             | BookError::Cycle { field, .. }
             | BookError::Unchangeable { field, .. } => Self {
@@ -174,21 +186,6 @@ async fn authorize(
     next.run(request).await
 }
 
-/// Refuses (403 `not_owner`) a change to job `name` by a user other than its owner; 404 when
-/// there is no such job.
-fn check_owner(book: &Book, name: &str, caller: &Caller) -> Result<(), ApiError> {
-    let job = book.job(name).ok_or_else(|| not_found(name))?;
-    let owner = &job.spec().owner;
-    if *owner != caller.0 {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "not_owner",
-            format!("job {name:?} belongs to {owner:?}; a user may change only its own jobs"),
-        ));
-    }
-    Ok(())
-}
-
 /// Reads a spec in the format its `Content-Type` names, else by its first character.
 fn read_spec(headers: &HeaderMap, body: &str) -> Result<spec::JobSpec, SpecError> {
     let content_type = headers
@@ -214,22 +211,11 @@ async fn submit(
 ) -> Result<(StatusCode, Json<JobSummary>), ApiError> {
     let mut spec = read_spec(&headers, &body)?;
     spec.owner = caller.0;
-    let now = now_ms();
-    let mut book = shared.lock_book();
-    book.check_submit(&spec)?;
-    let record = JobRecord::new(&spec, book.next_seq(), now);
-    // Stored first: a job the store lost would vanish at the next restart.
-    shared
-        .store
-        .put_job(&spec.name, &record)
-        .map_err(ApiError::internal)?;
     let name = spec.name.clone();
-    book.submit(spec, now)?;
-    shared.publish(&book, &name);
-    let summary = book
-        .summaries()
-        .into_iter()
-        .find(|s| s.name == name)
+    shared.change(Input::Submit(spec)).await?;
+    let summary = shared
+        .lock_book()
+        .summary(&name)
         .ok_or_else(|| ApiError::internal("a submitted job is missing"))?;
     tracing::info!(job = %name, "job submitted");
     Ok((StatusCode::CREATED, Json(summary)))
@@ -258,26 +244,8 @@ async fn update(
         }
         .into());
     }
-    let kill = {
-        let mut book = shared.lock_book();
-        check_owner(&book, &name, &caller)?;
-        book.check_update(&spec)?;
-        let job = book.job(&name).ok_or_else(|| not_found(&name))?;
-        let changes = crate::book::runs_differently(job.spec(), &spec);
-        let mut record = JobRecord::of(job, job.state() == JobState::Stopped);
-        record.spec = spec.raw.clone();
-        record.generation += u32::from(changes);
-        // Stored first: a restarted service rolls on to the spec it acknowledged.
-        shared
-            .store
-            .put_job(&name, &record)
-            .map_err(ApiError::internal)?;
-        let (generation, kill) = book.update_service(spec, now_ms())?;
-        debug_assert_eq!(generation, record.generation);
-        shared.publish(&book, &name);
-        tracing::info!(job = %name, generation, "service updated");
-        kill
-    };
+    let kill = shared.change(Input::Update(spec)).await?;
+    tracing::info!(job = %name, "service updated");
     kill_and_show(&shared, &name, &kill).await
 }
 
@@ -368,19 +336,12 @@ async fn stop(
     Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
-    let kill = {
-        let mut book = shared.lock_book();
-        check_owner(&book, &name, &caller)?;
-        let job = book.job(&name).ok_or_else(|| not_found(&name))?;
-        let record = JobRecord::of(job, true);
-        shared
-            .store
-            .put_job(&name, &record)
-            .map_err(ApiError::internal)?;
-        let kill = book.stop(&name, now_ms())?;
-        shared.publish(&book, &name);
-        kill
-    };
+    let kill = shared
+        .change(Input::Stop {
+            name: name.clone(),
+            by: caller.0,
+        })
+        .await?;
     kill_and_show(&shared, &name, &kill).await
 }
 
@@ -408,23 +369,12 @@ async fn scale(
     })?;
     spec::check_count("replicas", request.replicas)?;
     let replicas = request.replicas as u32;
-    let kill = {
-        let mut book = shared.lock_book();
-        check_owner(&book, &name, &caller)?;
-        let job = book.job(&name).ok_or_else(|| not_found(&name))?;
-        if job.spec().kind != spec::Kind::Service {
-            return Err(BookError::NotService(name).into());
-        }
-        let mut record = JobRecord::of(job, job.state() == JobState::Stopped);
-        record.spec.replicas = Some(request.replicas);
-        shared
-            .store
-            .put_job(&name, &record)
-            .map_err(ApiError::internal)?;
-        let kill = book.scale(&name, replicas, now_ms())?;
-        shared.publish(&book, &name);
-        kill
+    let input = Input::Scale {
+        name: name.clone(),
+        replicas,
+        by: caller.0,
     };
+    let kill = shared.change(input).await?;
     kill_and_show(&shared, &name, &kill).await
 }
 
@@ -435,11 +385,12 @@ async fn restart(
     Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
-    let kill = {
-        let mut book = shared.lock_book();
-        check_owner(&book, &name, &caller)?;
-        book.restart(&name)?
-    };
+    let kill = shared
+        .change(Input::Restart {
+            name: name.clone(),
+            by: caller.0,
+        })
+        .await?;
     kill_and_show(&shared, &name, &kill).await
 }
 
@@ -449,14 +400,12 @@ async fn delete(
     Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
-    let kill = {
-        let mut book = shared.lock_book();
-        check_owner(&book, &name, &caller)?;
-        shared.store.delete_job(&name).map_err(ApiError::internal)?;
-        let kill = book.delete(&name, now_ms())?;
-        shared.publish(&book, &name);
-        kill
-    };
+    let kill = shared
+        .change(Input::Delete {
+            name: name.clone(),
+            by: caller.0,
+        })
+        .await?;
     shared.kill(&kill).await;
     Ok(Json(serde_json::json!({ "deleted": name })).into_response())
 }

@@ -15,9 +15,12 @@
 //! - [`ranges`]: [`ranges::Ranges`], sets of task indexes kept as ranges.
 //! - [`schedule`]: periodic jobs' cron schedules, time zones and concurrency policies.
 //! - [`book`]: [`book::Book`], the pure state of every job (queue order, indexes, attempts,
-//!   retries, dependencies, service replicas); no I/O, time passed in.
+//!   retries, dependencies, service replicas): one input in, its effects out; no I/O, time
+//!   passed in.
 //! - [`store`]: [`store::Store`], the redb file (framework id, jobs, attempts) and the book's
 //!   rebuild after a restart.
+//! - [`writer`]: [`writer::Writer`], the store's one writer: the book's writes in order, off
+//!   its lock, with group commit.
 //! - [`scheduler`]: [`scheduler::JobsScheduler`], the SDK `Scheduler` that launches the
 //!   book's tasks on offers.
 //! - [`users`]: [`users::Users`], the API's users file: each user's token hash and running
@@ -47,6 +50,7 @@ pub mod spec_error;
 pub mod state;
 pub mod store;
 pub mod users;
+pub mod writer;
 
 pub use service::{run, start, ServiceConfig};
 

@@ -2,21 +2,25 @@
 //! each job's placement policy and constraints, and records every attempt before its launch
 //! is sent.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use framework_sdk::constraints::{self, Constraint, TaskPlaces};
 use framework_sdk::placement::{self, Assignment, JobId, PendingTask, Placement};
 use framework_sdk::prelude::*;
 
-use crate::book::{task_id, AttemptRecord, Candidate, Estimator};
-use crate::clock::now_ms;
+use crate::book::{task_id, Candidate, Effect, Estimator, Input};
+use crate::clock::{now_ms, Millis};
 use crate::spec::{JobSpec, PlacementPolicy};
-use crate::state::Shared;
+use crate::state::{Applied, Shared};
+use crate::store::Write;
 
 /// The most tasks placed in one answer to offers; the rest wait for the next offers, so one
 /// huge array never makes a single callback slow.
 pub const MAX_PER_ROUND: usize = 5_000;
+
+/// A task placed this round: its wire spec, its job, and its offer's slot.
+type Planned = (TaskSpec, JobId, usize);
 
 /// The jobs of this round's candidates: their specs and task-length estimates, by name.
 type Specs = BTreeMap<String, (JobSpec, Estimator)>;
@@ -44,14 +48,86 @@ impl JobsScheduler {
         }
     }
 
-    fn store_or_log(&self, records: &[AttemptRecord]) -> bool {
-        match self.shared.put_attempts(records) {
-            Ok(()) => true,
-            Err(e) => {
-                tracing::error!(error = %e, "cannot record attempts");
-                false
+    /// This round's placements under the book's lock: what the book launched (its writes
+    /// handed to the writer), each placed task with its job and offer slot, and the ids the
+    /// book launched. `None` when nothing is to launch.
+    fn plan(
+        &self,
+        offers: &[Offer],
+        now: Millis,
+    ) -> Option<(Applied, Vec<Planned>, BTreeSet<TaskId>)> {
+        let mut book = self.shared.lock_book();
+        // Ask for no more candidates than the offers can hold: offers often come a few at a
+        // time, and a round's cost grows with its candidates.
+        let limit = book
+            .least_demand(now)
+            .map_or(0, |least| room_for(offers, &least));
+        let cands = book.candidates(now, limit);
+        if cands.is_empty() {
+            return None;
+        }
+        // Each job once: a round's candidates are mostly indexes of the same few jobs.
+        let mut specs: Specs = BTreeMap::new();
+        let mut seqs: BTreeMap<String, JobId> = BTreeMap::new();
+        for c in &cands {
+            if seqs.contains_key(&c.job) {
+                continue;
+            }
+            if let Some(job) = book.job(&c.job) {
+                specs.insert(c.job.clone(), (job.spec().clone(), job.estimator()));
+                seqs.insert(c.job.clone(), job.seq());
             }
         }
+        // One placement per policy, best jobs first; each sees what the earlier left.
+        let mut groups: Vec<(PlacementPolicy, Vec<(Candidate, JobId)>)> = Vec::new();
+        for c in cands {
+            let (Some((spec, _)), Some(seq)) = (specs.get(&c.job), seqs.get(&c.job)) else {
+                continue;
+            };
+            let policy = spec.placement;
+            match groups.iter_mut().find(|(p, _)| *p == policy) {
+                Some((_, list)) => list.push((c, *seq)),
+                None => groups.push((policy, vec![(c, *seq)])),
+            }
+        }
+        let mut room = offers.to_vec();
+        // Each placed task: its wire spec, its job, and its offer's slot.
+        let mut planned: Vec<Planned> = Vec::new();
+        let mut placed = Vec::new();
+        for (policy, group) in groups {
+            for a in self.place_group(policy, &room, &group, &specs) {
+                let (Some((c, job)), Some(offer)) = (group.get(a.task), room.get_mut(a.offer))
+                else {
+                    continue;
+                };
+                let Some((spec, _)) = specs.get(&c.job) else {
+                    continue;
+                };
+                let Some(left) = offer.resources.checked_sub(&spec.resources) else {
+                    continue;
+                };
+                offer.resources = left;
+                planned.push((task_spec(spec, c, offer), *job, a.offer));
+                placed.push((c.clone(), offer.agent_id));
+            }
+        }
+        let effects = match book.handle(Input::Launch(placed), now) {
+            Ok(effects) => effects,
+            Err(e) => {
+                tracing::error!(error = %e, "the book refused this round's launches");
+                Vec::new()
+            }
+        };
+        // The book launches every candidate it gave out under this lock; any other is left.
+        let launched: BTreeSet<TaskId> = effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::StoreAttempt(r) => Some(task_id(&r.job, r.index, r.attempt)),
+                _ => None,
+            })
+            .collect();
+        let applied = self.shared.carry_out(&book, effects);
+        Some((applied, planned, launched))
     }
 
     /// Places `cands` on `offers` (whose free resources shrink as tasks are placed): the
@@ -178,93 +254,36 @@ impl Scheduler for JobsScheduler {
         reregistered: bool,
     ) {
         tracing::info!(%framework_id, reregistered, "jobs service registered");
-        if let Err(e) = self.shared.store.set_framework_id(framework_id) {
-            tracing::error!(error = %e, "cannot record the framework id");
-        }
+        self.shared
+            .writer
+            .send(vec![Write::FrameworkId(Some(framework_id))], false);
         self.shared.registered(framework_id);
     }
 
     async fn offers(&mut self, _ctx: &mut Context, offers: Vec<Offer>) -> Decisions {
         let now = now_ms();
         self.shared.offers_seen(now);
-        let mut book = self.shared.lock_book();
-        // Ask for no more candidates than the offers can hold: offers often come a few at a
-        // time, and a round's cost grows with its candidates.
-        let limit = book
-            .least_demand(now)
-            .map_or(0, |least| room_for(&offers, &least));
-        let cands = book.candidates(now, limit);
-        if cands.is_empty() {
-            drop(book);
+        let Some((applied, planned, launched)) = self.plan(&offers, now) else {
             return Decisions::launch_or_decline(&offers, |_| Vec::new());
-        }
-        // Each job once: a round's candidates are mostly indexes of the same few jobs.
-        let mut specs: Specs = BTreeMap::new();
-        let mut seqs: BTreeMap<String, JobId> = BTreeMap::new();
-        for c in &cands {
-            if seqs.contains_key(&c.job) {
-                continue;
-            }
-            if let Some(job) = book.job(&c.job) {
-                specs.insert(c.job.clone(), (job.spec().clone(), job.estimator()));
-                seqs.insert(c.job.clone(), job.seq());
-            }
-        }
-        // One placement per policy, best jobs first; each sees what the earlier left.
-        let mut groups: Vec<(PlacementPolicy, Vec<(Candidate, JobId)>)> = Vec::new();
-        for c in cands {
-            let (Some((spec, _)), Some(seq)) = (specs.get(&c.job), seqs.get(&c.job)) else {
-                continue;
+        };
+        // Stored before it is sent: a restarted service must know every task it may have
+        // launched.
+        if let Err(e) = applied.stored().await {
+            tracing::error!(error = %e, "cannot record this round's launches; none is sent");
+            let not = Input::NotLaunched {
+                tasks: launched.into_iter().collect(),
+                why: "could not be recorded".into(),
             };
-            let policy = spec.placement;
-            match groups.iter_mut().find(|(p, _)| *p == policy) {
-                Some((_, list)) => list.push((c, *seq)),
-                None => groups.push((policy, vec![(c, *seq)])),
-            }
-        }
-        let mut room = offers.clone();
-        let mut launches: Vec<Vec<TaskSpec>> = vec![Vec::new(); offers.len()];
-        let mut records = Vec::new();
-        let mut placed: Vec<(TaskId, JobId, usize)> = Vec::new();
-        for (policy, group) in groups {
-            for a in self.place_group(policy, &room, &group, &specs) {
-                let (Some((c, job)), Some(offer)) = (group.get(a.task), room.get_mut(a.offer))
-                else {
-                    continue;
-                };
-                let Some((spec, _)) = specs.get(&c.job) else {
-                    continue;
-                };
-                let Some(left) = offer.resources.checked_sub(&spec.resources) else {
-                    continue;
-                };
-                let Some(record) = book.launched(c, offer.agent_id, now) else {
-                    continue;
-                };
-                offer.resources = left;
-                launches[a.offer].push(task_spec(spec, c, offer));
-                placed.push((task_id(&c.job, c.index, c.attempt), *job, a.offer));
-                records.push(record);
-            }
-        }
-        if !self.store_or_log(&records) {
-            // Not recorded, so not launched: each attempt ends as never launched, and its
-            // index runs again later under the next attempt's id.
-            for r in &records {
-                let id = task_id(&r.job, r.index, r.attempt);
-                book.not_launched(&id, "could not be recorded", now);
-            }
-            drop(book);
+            // Each attempt ends as never launched; its index runs again under the next id.
+            let _ = self.shared.apply(not, now_ms());
             return Decisions::launch_or_decline(&offers, |_| Vec::new());
         }
-        let touched: std::collections::BTreeSet<&str> =
-            records.iter().map(|r| r.job.as_str()).collect();
-        for job in touched {
-            self.shared.publish(&book, job);
-        }
-        drop(book);
-        for (id, job, o) in placed {
-            self.places.launched(id, job, &offers[o]);
+        let mut launches: Vec<Vec<TaskSpec>> = vec![Vec::new(); offers.len()];
+        for (task, job, o) in planned {
+            if launched.contains(&task.task_id) {
+                self.places.launched(task.task_id.clone(), job, &offers[o]);
+                launches[o].push(task);
+            }
         }
         let mut launches = launches.into_iter();
         Decisions::launch_or_decline(&offers, |_| launches.next().unwrap_or_default())
@@ -272,63 +291,29 @@ impl Scheduler for JobsScheduler {
 
     async fn status_update(&mut self, ctx: &mut Context, status: &TaskStatus) {
         self.places.status(status);
-        let now = now_ms();
-        let (record, known, retire) = {
-            let mut book = self.shared.lock_book();
-            let healthy = status
-                .healthy
-                .is_some_and(|h| book.health(&status.task_id, h));
-            let record = book.update(
-                &status.task_id,
-                status.state,
-                status.exit_code,
-                status.message.clone(),
-                now,
-            );
-            if let Some(r) = &record {
-                self.shared.publish(&book, &r.job);
-            }
-            // A replica that came up, went or turned healthy may let a rolling update move on.
-            let retire = if record.is_some() || healthy {
-                book.roll_task(&status.task_id)
-            } else {
-                Vec::new()
-            };
-            (record, book.is_current(&status.task_id), retire)
+        let input = Input::Status {
+            task: status.task_id.clone(),
+            state: status.state,
+            exit_code: status.exit_code,
+            message: status.message.clone(),
+            healthy: status.healthy,
         };
-        for id in retire {
-            ctx.kill(id);
-        }
-        if status.healthy == Some(false) && self.shared.lock_book().unhealthy(&status.task_id) {
-            // An unhealthy replica is replaced: killed here, started again when its end arrives.
-            tracing::warn!(task_id = %status.task_id, "replica unhealthy; replacing it");
-            ctx.kill(status.task_id.clone());
-        }
-        if let Some(record) = record {
-            // Only launches and ends must survive a restart (reconciliation brings back the
-            // states in between), so a `running` update costs no write.
-            if record.state.is_terminal() {
-                self.shared.record_end(record);
+        // A status is never refused; its writes (an end) may wait, so nothing is awaited.
+        if let Ok(applied) = self.shared.apply(input, now_ms()) {
+            for id in applied.kills {
+                ctx.kill(id);
             }
-        } else if !known && !status.state.is_terminal() {
-            // A task no job is waiting on (its job was deleted, or a newer attempt of its
-            // index runs): it must not run on.
-            tracing::warn!(task_id = %status.task_id, "killing a task no job is waiting on");
-            ctx.kill(status.task_id.clone());
         }
     }
 
     fn requeue(&mut self, task: TaskSpec) {
-        let now = now_ms();
-        let record = self.shared.lock_book().not_launched(
-            &task.task_id,
-            "the coordinator did not launch it",
-            now,
-        );
+        let input = Input::NotLaunched {
+            tasks: vec![task.task_id.clone()],
+            why: "the coordinator did not launch it".into(),
+        };
+        // Stored in order with everything else; nothing waits on it here.
+        let _ = self.shared.apply(input, now_ms());
         self.places.forget(&task.task_id);
-        if let Some(r) = record {
-            self.store_or_log(&[r]);
-        }
     }
 
     fn pending_tasks(&self) -> usize {

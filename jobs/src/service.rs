@@ -1,4 +1,4 @@
-//! The running service: [`Shared`] state (the book and the store behind one lock), the
+//! The running service: [`Shared`] state (the book behind one lock, the store's writer), the
 //! [`ServiceConfig`], and [`run`], which opens the store, registers the framework through
 //! the SDK's [`Driver`], serves the API and keeps time (retries, timeouts, reconciliation)
 //! until shutdown.
@@ -18,10 +18,11 @@ use framework_sdk::{
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::book::{Book, Millis, QueueOrder, DEFAULT_AGING_MS};
+use crate::book::{Input, Millis, QueueOrder, DEFAULT_AGING_MS};
 use crate::scheduler::JobsScheduler;
-use crate::store::{JobRecord, Store, StoreError};
+use crate::store::{Store, StoreError};
 use crate::users::Users;
+use crate::writer::Writer;
 
 /// How often the service looks at the clock: retries that came due, tasks past their time
 /// limit, whether offers must be revived.
@@ -112,6 +113,10 @@ pub enum ServiceError {
     /// The data directory or the listener failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// A write to the store failed while running, and the service stopped (its log says
+    /// which); the next start carries on from what was stored.
+    #[error("the jobs store could not be written; the service stopped")]
+    StoreFailed,
 }
 
 pub use crate::state::{JobEvent, Shared, EVENT_BUFFER};
@@ -214,18 +219,19 @@ fn prepare(
     };
     let client =
         CoordinatorClient::connect(&config.coordinator, Duration::from_secs(10), &connection)?;
+    let stop = CancellationToken::new();
+    let writer = Writer::start(store, stop.clone())?;
     let shared = Arc::new(Shared {
         book: Mutex::new(book),
-        store,
+        writer,
         client,
         framework_id: Mutex::new(None),
         to_check: Mutex::new((!in_flight.is_empty()).then_some(in_flight)),
         last_offers_ms: AtomicU64::new(0),
-        ends: Mutex::new(Vec::new()),
         api_token: config.api_token.clone(),
         users: config.users.clone(),
         events: tokio::sync::broadcast::channel(EVENT_BUFFER).0,
-        stop: CancellationToken::new(),
+        stop,
     });
     let mut dc = DriverConfig::new(&config.coordinator, &config.name, config.role.clone())
         .gpu_resources(true);
@@ -292,10 +298,12 @@ async fn serve(
     // The driver ends on shutdown, or on an error it cannot get past: either way, stop all.
     stop.cancel();
     let _ = ticker.await;
-    if let Err(e) = shared.put_attempts(&[]) {
-        tracing::error!(error = %e, "cannot record the last ends of attempts");
-    }
+    // The ends that waited are stored before the service stops.
+    shared.writer.close();
     let served = http.await;
+    if shared.writer.failed() {
+        return Err(ServiceError::StoreFailed);
+    }
     driven?;
     match served {
         Ok(r) => Ok(r?),
@@ -318,25 +326,15 @@ async fn tick(shared: Arc<Shared>, stop: CancellationToken) {
             continue;
         };
         let now = now_ms();
-        let (timed_out, replaced, pending) = {
-            let mut book = shared.lock_book();
-            let timed_out = book.timeouts(now);
-            // Also stores the ends kept since the last launch.
-            if let Err(e) = shared.put_attempts(&timed_out) {
-                tracing::error!(error = %e, "cannot record timeouts");
+        // Time limits, periodic runs, rolling updates: stored before their kills are sent.
+        let mut kills = match shared.apply(Input::Tick, now) {
+            Ok(applied) => applied.stored().await.unwrap_or_default(),
+            Err(e) => {
+                tracing::error!(error = %e, "the book refused a tick");
+                Vec::new()
             }
-            for r in &timed_out {
-                shared.publish(&book, &r.job);
-            }
-            let mut replaced = start_periodic_runs(&shared, &mut book, now);
-            replaced.extend(book.roll());
-            (timed_out, replaced, book.pending(now))
         };
-        let mut kills: Vec<TaskId> = timed_out
-            .iter()
-            .map(|r| crate::book::task_id(&r.job, r.index, r.attempt))
-            .collect();
-        kills.extend(replaced);
+        let pending = shared.lock_book().pending(now);
         // A kill that failed, or was asked before the service had registered again after a
         // restart, is sent again: a stopped job's tasks must not run on.
         if now.saturating_sub(last_sweep) >= SWEEP_MS {
@@ -385,37 +383,6 @@ async fn tick(shared: Arc<Shared>, stop: CancellationToken) {
     }
 }
 
-/// Starts the periodic jobs' runs that are due (each stored, then queued as a batch job),
-/// stopping the runs they replace; returns the replaced runs' tasks, to kill.
-fn start_periodic_runs(shared: &Shared, book: &mut Book, now: Millis) -> Vec<TaskId> {
-    let mut kill = Vec::new();
-    for (run, replaced) in book.due_runs(now) {
-        for old in replaced {
-            let Some(job) = book.job(&old) else { continue };
-            if let Err(e) = shared.store.put_job(&old, &JobRecord::of(job, true)) {
-                tracing::error!(job = %old, error = %e, "cannot record a replaced run");
-                continue;
-            }
-            kill.extend(book.stop(&old, now).unwrap_or_default());
-            shared.publish(book, &old);
-        }
-        let record = JobRecord::new(&run, book.next_seq(), now);
-        let name = run.name.clone();
-        if let Err(e) = shared.store.put_job(&name, &record) {
-            tracing::error!(job = %name, error = %e, "cannot record a periodic run");
-            continue;
-        }
-        match book.submit(run, now) {
-            Ok(_) => {
-                tracing::info!(job = %name, "periodic run started");
-                shared.publish(book, &name);
-            }
-            Err(e) => tracing::error!(job = %name, error = %e, "cannot start a periodic run"),
-        }
-    }
-    kill
-}
-
 /// What the coordinator's answer to a reconcile of one task launched before a restart means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Reconciled {
@@ -456,13 +423,13 @@ async fn reconcile_one(shared: &Shared, framework_id: FrameworkId, task: &TaskId
         Reconciled::Known => false,
         Reconciled::AskAgain => true,
         Reconciled::NeverStarted => {
-            let mut book = shared.lock_book();
-            let record =
-                book.not_launched(task, "unknown to the coordinator after a restart", now_ms());
-            if let Some(r) = record {
-                shared.publish(&book, &r.job);
-                tracing::warn!(task_id = %task, "a launch from before the restart never started");
-                if let Err(e) = shared.store.put_attempts(&[r]) {
+            tracing::warn!(task_id = %task, "a launch from before the restart never started");
+            let input = Input::NotLaunched {
+                tasks: vec![task.clone()],
+                why: "unknown to the coordinator after a restart".into(),
+            };
+            if let Ok(applied) = shared.apply(input, now_ms()) {
+                if let Err(e) = applied.stored().await {
                     tracing::error!(error = %e, "cannot record an attempt");
                 }
             }

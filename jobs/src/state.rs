@@ -1,6 +1,9 @@
-//! [`Shared`]: what the scheduler, the API and the service's timer share (the book and the
-//! store behind one lock, the coordinator client, the event stream), and the events
-//! ([`JobEvent`]) the API streams. Below the API and the scheduler; the service builds it.
+//! [`Shared`]: what the scheduler, the API and the service's timer share (the book behind one
+//! lock, the store's writer, the coordinator client, the event stream), and the events
+//! ([`JobEvent`]) the API streams. Every change to the book goes through [`Shared::apply`]:
+//! one input in, its effects carried out (writes handed to the writer under the lock, so in
+//! the book's order; events published; kills handed back). Below the API and the scheduler;
+//! the service builds it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -8,25 +11,24 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use framework_sdk::{CoordinatorClient, FrameworkId, TaskId};
 use tokio_util::sync::CancellationToken;
 
-use crate::book::{AttemptRecord, Book, JobSummary};
+use crate::book::{Book, BookError, Effect, Input, JobSummary, KillWhy};
 use crate::clock::{now_ms, Millis};
-use crate::store::{Store, StoreError};
+use crate::store::Write;
 use crate::users::Users;
+use crate::writer::{Stored, WriteError, Writer};
 
 /// What the scheduler, the API and the timer share.
 #[derive(Debug)]
 pub struct Shared {
     pub(crate) book: Mutex<Book>,
-    /// The durable state; written while the book's lock is held, so the two agree.
-    pub store: Store,
+    /// The store's one writer: the book's changes, in the order they were made.
+    pub writer: Writer,
     /// The coordinator, for kills, revives and reconciliation outside the driver's callbacks.
     pub client: CoordinatorClient,
     pub(crate) framework_id: Mutex<Option<FrameworkId>>,
     /// Tasks to ask the coordinator about once registered (those in flight at start-up).
     pub(crate) to_check: Mutex<Option<Vec<TaskId>>>,
     pub(crate) last_offers_ms: AtomicU64,
-    /// Ends of attempts not stored yet: written with the next launches, or by the next tick.
-    pub(crate) ends: Mutex<Vec<AttemptRecord>>,
     /// The API's bearer token, if it has one.
     pub api_token: Option<String>,
     /// The API's users, if it has a users file.
@@ -35,6 +37,44 @@ pub struct Shared {
     /// Cancelled when the service stops; event streams end with it, so the API's graceful
     /// shutdown does not wait on them.
     pub stop: CancellationToken,
+}
+
+/// What [`Shared::apply`] leaves to its caller: the tasks to kill, once the writes are stored.
+#[derive(Debug)]
+#[must_use]
+pub struct Applied {
+    /// Tasks to kill (after the writes are stored).
+    pub kills: Vec<TaskId>,
+    stored: Stored,
+}
+
+impl Applied {
+    /// Waits until the input's writes are stored: the tasks to kill.
+    pub async fn stored(self) -> Result<Vec<TaskId>, WriteError> {
+        self.stored.wait().await?;
+        Ok(self.kills)
+    }
+}
+
+/// Why a change did not happen, or was not stored.
+#[derive(Debug, thiserror::Error)]
+pub enum ChangeError {
+    /// The book refused it: nothing changed.
+    #[error(transparent)]
+    Book(#[from] BookError),
+    /// It could not be stored: the service is stopping.
+    #[error(transparent)]
+    Store(#[from] WriteError),
+}
+
+/// Logs a kill the book asked for: the ones an operator should hear of at `warn`.
+fn log_kill(task: &TaskId, why: KillWhy) {
+    match why {
+        KillWhy::Unhealthy => tracing::warn!(task_id = %task, "replica unhealthy; replacing it"),
+        KillWhy::Unknown => tracing::warn!(task_id = %task, "killing a task no job is waiting on"),
+        KillWhy::TimedOut => tracing::info!(task_id = %task, "killing a task past its time limit"),
+        _ => tracing::debug!(task_id = %task, why = why.as_str(), "killing a task"),
+    }
 }
 
 /// A change to a job, as the event stream (`GET /api/v1/jobs/events`) sends it.
@@ -104,6 +144,46 @@ impl Shared {
         self.events.subscribe()
     }
 
+    /// Hands `input` to the book at time `now` and carries out its effects ([`Shared::carry_out`]).
+    /// Refused, it changed nothing.
+    pub fn apply(&self, input: Input, now: Millis) -> Result<Applied, BookError> {
+        let mut book = self.lock_book();
+        let effects = book.handle(input, now)?;
+        Ok(self.carry_out(&book, effects))
+    }
+
+    /// [`Shared::apply`], then waits until its writes are stored: the tasks to kill.
+    pub async fn change(&self, input: Input) -> Result<Vec<TaskId>, ChangeError> {
+        let applied = self.apply(input, now_ms())?;
+        Ok(applied.stored().await?)
+    }
+
+    /// Carries out `effects` that `book` (still locked) made: writes go to the writer in
+    /// order, changed jobs to the event stream; the kills come back to the caller.
+    pub fn carry_out(&self, book: &Book, effects: Vec<Effect>) -> Applied {
+        let mut writes = Vec::new();
+        let mut later = true;
+        let mut kills = Vec::new();
+        for effect in effects {
+            later &= matches!(
+                effect,
+                Effect::StoreEnd(_) | Effect::Kill { .. } | Effect::Changed(_)
+            );
+            match effect {
+                Effect::Kill { task, why } => {
+                    log_kill(&task, why);
+                    kills.push(task);
+                }
+                Effect::Changed(name) => self.publish(book, &name),
+                write => writes.extend(Write::of(write)),
+            }
+        }
+        Applied {
+            kills,
+            stored: self.writer.send(writes, later),
+        }
+    }
+
     /// The coordinator removed the framework: its id is forgotten, and every attempt in flight
     /// ends as lost (the removal killed it), so its index runs again.
     pub(crate) fn framework_removed(&self) {
@@ -112,43 +192,10 @@ impl Shared {
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = None;
         *self.to_check.lock().unwrap_or_else(PoisonError::into_inner) = None;
-        if let Err(e) = self.store.clear_framework_id() {
-            tracing::error!(error = %e, "cannot forget the framework id");
+        self.writer.send(vec![Write::FrameworkId(None)], false);
+        if let Err(e) = self.apply(Input::FrameworkRemoved, now_ms()) {
+            tracing::error!(error = %e, "the book refused the framework's removal");
         }
-        let now = now_ms();
-        let mut book = self.lock_book();
-        let mut records = Vec::new();
-        for task in book.in_flight() {
-            if let Some(r) = book.not_launched(&task, "the framework was removed", now) {
-                records.push(r);
-            }
-        }
-        if let Err(e) = self.store.put_attempts(&records) {
-            tracing::error!(error = %e, "cannot record attempts");
-        }
-        for r in &records {
-            self.publish(&book, &r.job);
-        }
-    }
-
-    /// Keeps an attempt's end to store soon: ends come one status update at a time, and a
-    /// transaction each would cap the service at the disk's sync rate. An end lost in a crash
-    /// costs nothing: the attempt is restored as running, and reconciliation brings its end
-    /// back from the coordinator.
-    pub(crate) fn record_end(&self, record: AttemptRecord) {
-        self.ends
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(record);
-    }
-
-    /// Stores `records` together with the ends kept so far, in one transaction: an index's end
-    /// is never stored after its next attempt's launch.
-    pub fn put_attempts(&self, records: &[AttemptRecord]) -> Result<(), StoreError> {
-        let mut all =
-            std::mem::take(&mut *self.ends.lock().unwrap_or_else(PoisonError::into_inner));
-        all.extend_from_slice(records);
-        self.store.put_attempts(&all)
     }
 
     pub(crate) fn offers_seen(&self, now: Millis) {

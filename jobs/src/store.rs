@@ -2,17 +2,18 @@
 //! spec, and every attempt with its last known state — and [`Store::load`], which rebuilds
 //! a [`Book`] from it after a restart.
 //!
-//! Attempts are written before their launch is sent, so a restarted service knows every task
-//! it may have launched; the coordinator is then asked about each one that had not ended.
+//! Every change is a list of [`Write`]s stored in one transaction ([`Store::write`]); the
+//! service's writer (`writer`) is its one caller. Attempts are written before their launch is
+//! sent, so a restarted service knows every task it may have launched; the coordinator is
+//! then asked about each one that had not ended.
 
 use std::path::Path;
 
 use protocol::FrameworkId;
 use redb::{Database, ReadableTable, TableDefinition};
-use serde::{Deserialize, Serialize};
 
-use crate::book::{AttemptRecord, Book, Job, Millis};
-use crate::spec::{JobSpec, RawSpec, ANONYMOUS};
+use crate::book::{AttemptRecord, Book, Effect, JobRecord, Millis};
+use crate::spec::ANONYMOUS;
 
 const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
 const JOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("jobs");
@@ -29,6 +30,13 @@ pub enum StoreError {
     /// A record could not be encoded or decoded.
     #[error("job store record: {0}")]
     Record(#[from] serde_json::Error),
+    /// The store was closed (the service is stopping) before the write.
+    #[error("the jobs store is closed")]
+    Closed,
+    /// A write refused on purpose, by a test.
+    #[cfg(test)]
+    #[error("a write refused by a test")]
+    Refused,
     /// A stored spec no longer passes the checks.
     #[error("stored job {name:?}: {message}")]
     Spec {
@@ -43,45 +51,33 @@ fn db<E: Into<redb::Error>>(e: E) -> StoreError {
     StoreError::Db(Box::new(e.into()))
 }
 
-/// What is stored of a job besides its attempts.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct JobRecord {
-    /// Its submission order.
-    pub seq: u64,
-    /// When it was submitted.
-    pub submitted_ms: Millis,
-    /// Whether it was stopped.
-    #[serde(default)]
-    pub stopped: bool,
-    /// The spec as submitted, or as last updated.
-    pub spec: RawSpec,
-    /// The spec's generation (one more with each update that changed what replicas run).
-    #[serde(default)]
-    pub generation: u32,
-    /// Who submitted it (absent in stores written before users existed: [`ANONYMOUS`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owner: Option<String>,
+/// One change to the store ([`Store::write`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Write {
+    /// Remember the framework id, or forget it (`None`: the coordinator removed the framework).
+    FrameworkId(Option<FrameworkId>),
+    /// Write (or rewrite) a job's record.
+    Job {
+        /// The job.
+        name: String,
+        /// Its record.
+        record: Box<JobRecord>,
+    },
+    /// Forget a job and its attempts.
+    ForgetJob(String),
+    /// Write an attempt's latest record.
+    Attempt(AttemptRecord),
 }
 
-impl JobRecord {
-    /// What to store of a job submitted now as the `seq`th.
-    pub fn new(spec: &JobSpec, seq: u64, submitted_ms: Millis) -> Self {
-        Self {
-            seq,
-            submitted_ms,
-            stopped: false,
-            spec: spec.raw.clone(),
-            generation: 0,
-            owner: Some(spec.owner.clone()),
-        }
-    }
-
-    /// What to store of `job`, `stopped` or not.
-    pub fn of(job: &Job, stopped: bool) -> Self {
-        Self {
-            stopped,
-            generation: job.generation(),
-            ..Self::new(job.spec(), job.seq(), job.submitted_ms())
+impl Write {
+    /// The write `effect` asks for, if any. An attempt's end ([`Effect::StoreEnd`]) is an
+    /// [`Write::Attempt`] like any other; the writer decides when to store it.
+    pub fn of(effect: Effect) -> Option<Self> {
+        match effect {
+            Effect::StoreJob { name, record } => Some(Self::Job { name, record }),
+            Effect::ForgetJob(name) => Some(Self::ForgetJob(name)),
+            Effect::StoreAttempt(r) | Effect::StoreEnd(r) => Some(Self::Attempt(r)),
+            Effect::Kill { .. } | Effect::Changed(_) => None,
         }
     }
 }
@@ -90,6 +86,9 @@ impl JobRecord {
 #[derive(Debug)]
 pub struct Store {
     db: Database,
+    /// Refuses every write, for the tests of what follows.
+    #[cfg(test)]
+    pub(crate) refuse_writes: bool,
 }
 
 impl Store {
@@ -101,7 +100,11 @@ impl Store {
         txn.open_table(JOBS).map_err(db)?;
         txn.open_table(ATTEMPTS).map_err(db)?;
         txn.commit().map_err(db)?;
-        Ok(Self { db: database })
+        Ok(Self {
+            db: database,
+            #[cfg(test)]
+            refuse_writes: false,
+        })
     }
 
     /// The framework id registered before, if any.
@@ -114,34 +117,54 @@ impl Store {
         Ok(v.value().parse().ok())
     }
 
-    /// Remembers the framework id.
-    pub fn set_framework_id(&self, id: FrameworkId) -> Result<(), StoreError> {
-        let txn = self.db.begin_write().map_err(db)?;
-        {
-            let mut t = txn.open_table(META).map_err(db)?;
-            t.insert(FRAMEWORK_ID, id.to_string().as_str())
-                .map_err(db)?;
+    /// Carries out `writes` in order, in one transaction: all of them are stored, or none.
+    pub fn write(&self, writes: &[Write]) -> Result<(), StoreError> {
+        if writes.is_empty() {
+            return Ok(());
         }
-        txn.commit().map_err(db)
-    }
-
-    /// Forgets the framework id (the coordinator removed the framework).
-    pub fn clear_framework_id(&self) -> Result<(), StoreError> {
-        let txn = self.db.begin_write().map_err(db)?;
-        {
-            let mut t = txn.open_table(META).map_err(db)?;
-            t.remove(FRAMEWORK_ID).map_err(db)?;
+        #[cfg(test)]
+        if self.refuse_writes {
+            return Err(StoreError::Refused);
         }
-        txn.commit().map_err(db)
-    }
-
-    /// Writes (or rewrites) a job's record.
-    pub fn put_job(&self, name: &str, record: &JobRecord) -> Result<(), StoreError> {
-        let bytes = serde_json::to_vec(record)?;
         let txn = self.db.begin_write().map_err(db)?;
         {
-            let mut t = txn.open_table(JOBS).map_err(db)?;
-            t.insert(name, bytes.as_slice()).map_err(db)?;
+            let mut meta = txn.open_table(META).map_err(db)?;
+            let mut jobs = txn.open_table(JOBS).map_err(db)?;
+            let mut attempts = txn.open_table(ATTEMPTS).map_err(db)?;
+            for w in writes {
+                match w {
+                    Write::FrameworkId(Some(id)) => {
+                        meta.insert(FRAMEWORK_ID, id.to_string().as_str())
+                            .map_err(db)?;
+                    }
+                    Write::FrameworkId(None) => {
+                        meta.remove(FRAMEWORK_ID).map_err(db)?;
+                    }
+                    Write::Job { name, record } => {
+                        let bytes = serde_json::to_vec(record)?;
+                        jobs.insert(name.as_str(), bytes.as_slice()).map_err(db)?;
+                    }
+                    Write::ForgetJob(name) => {
+                        jobs.remove(name.as_str()).map_err(db)?;
+                        let name = name.as_str();
+                        let keys: Vec<(u32, u32)> = attempts
+                            .range((name, 0, 0)..=(name, u32::MAX, u32::MAX))
+                            .map_err(db)?
+                            .map(|item| item.map(|(k, _)| (k.value().1, k.value().2)))
+                            .collect::<Result<_, _>>()
+                            .map_err(db)?;
+                        for (index, attempt) in keys {
+                            attempts.remove((name, index, attempt)).map_err(db)?;
+                        }
+                    }
+                    Write::Attempt(r) => {
+                        let bytes = serde_json::to_vec(r)?;
+                        attempts
+                            .insert((r.job.as_str(), r.index, r.attempt), bytes.as_slice())
+                            .map_err(db)?;
+                    }
+                }
+            }
         }
         txn.commit().map_err(db)
     }
@@ -154,43 +177,6 @@ impl Store {
             return Ok(None);
         };
         Ok(Some(serde_json::from_slice(v.value())?))
-    }
-
-    /// Forgets a job and its attempts.
-    pub fn delete_job(&self, name: &str) -> Result<(), StoreError> {
-        let txn = self.db.begin_write().map_err(db)?;
-        {
-            let mut jobs = txn.open_table(JOBS).map_err(db)?;
-            jobs.remove(name).map_err(db)?;
-            let mut attempts = txn.open_table(ATTEMPTS).map_err(db)?;
-            let keys: Vec<(u32, u32)> = attempts
-                .range((name, 0, 0)..=(name, u32::MAX, u32::MAX))
-                .map_err(db)?
-                .map(|item| item.map(|(k, _)| (k.value().1, k.value().2)))
-                .collect::<Result<_, _>>()
-                .map_err(db)?;
-            for (index, attempt) in keys {
-                attempts.remove((name, index, attempt)).map_err(db)?;
-            }
-        }
-        txn.commit().map_err(db)
-    }
-
-    /// Writes attempts' latest records, all in one transaction.
-    pub fn put_attempts(&self, records: &[AttemptRecord]) -> Result<(), StoreError> {
-        if records.is_empty() {
-            return Ok(());
-        }
-        let txn = self.db.begin_write().map_err(db)?;
-        {
-            let mut t = txn.open_table(ATTEMPTS).map_err(db)?;
-            for r in records {
-                let bytes = serde_json::to_vec(r)?;
-                t.insert((r.job.as_str(), r.index, r.attempt), bytes.as_slice())
-                    .map_err(db)?;
-            }
-        }
-        txn.commit().map_err(db)
     }
 
     /// Every attempt of a job, by index and attempt.
@@ -227,12 +213,8 @@ impl Store {
                 name: name.clone(),
                 message: e.to_string(),
             })?;
-            spec.owner = record.owner.unwrap_or_else(|| ANONYMOUS.to_owned());
-            book.restore_job(spec, record.seq, record.submitted_ms, record.stopped, now);
-            book.restore_generation(&name, record.generation);
-            for attempt in self.attempts(&name)? {
-                book.restore_attempt(&attempt, now);
-            }
+            spec.owner = record.owner.clone().unwrap_or_else(|| ANONYMOUS.to_owned());
+            book.restore(spec, &record, &self.attempts(&name)?, now);
         }
         Ok(book)
     }
@@ -244,7 +226,7 @@ mod tests {
     use protocol::{AgentId, TaskState};
 
     use super::*;
-    use crate::book::task_id;
+    use crate::book::{task_id, Input};
 
     #[test]
     fn a_book_survives_a_reopen() {
@@ -258,28 +240,33 @@ mod tests {
         {
             let store = Store::open(&path).unwrap();
             assert_eq!(store.framework_id().unwrap(), None);
-            store.set_framework_id(id).unwrap();
             let mut book = Book::default();
-            book.submit(spec.clone(), 5).unwrap();
-            store.put_job("a", &JobRecord::new(&spec, 0, 5)).unwrap();
+            let mut writes = vec![Write::FrameworkId(Some(id))];
+            let mut handle = |book: &mut Book, input: Input, now: Millis| {
+                let effects = book.handle(input, now).unwrap();
+                writes.extend(effects.into_iter().filter_map(Write::of));
+            };
+            handle(&mut book, Input::Submit(spec), 5);
             let agent = AgentId::new();
-            let launched: Vec<_> = book
-                .candidates(5, 10)
-                .iter()
-                .map(|c| book.launched(c, agent, 5).unwrap())
-                .collect();
-            store.put_attempts(&launched).unwrap();
-            let done = book
-                .update(&task_id("a", 0, 0), TaskState::Finished, Some(0), None, 6)
-                .unwrap();
-            store.put_attempts(&[done]).unwrap();
+            let placed = book.candidates(5, 10).into_iter().map(|c| (c, agent));
+            handle(&mut book, Input::Launch(placed.collect()), 5);
+            let status = Input::Status {
+                task: task_id("a", 0, 0),
+                state: TaskState::Finished,
+                exit_code: Some(0),
+                message: None,
+                healthy: None,
+            };
+            handle(&mut book, status, 6);
+            assert_eq!(writes.len(), 5, "{writes:?}");
+            store.write(&writes).unwrap();
         }
         let store = Store::open(&path).unwrap();
         assert_eq!(store.framework_id().unwrap(), Some(id));
         let book = store.load(1000, 10).unwrap();
         assert_eq!(book.in_flight(), [task_id("a", 1, 0)]);
         assert_eq!(book.summaries()[0].tasks.succeeded, 1);
-        store.delete_job("a").unwrap();
+        store.write(&[Write::ForgetJob("a".into())]).unwrap();
         assert!(store.attempts("a").unwrap().is_empty());
         assert!(store.load(1000, 10).unwrap().summaries().is_empty());
     }

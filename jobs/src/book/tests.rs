@@ -2,7 +2,12 @@
 
 #![allow(clippy::unwrap_used)]
 
+use std::collections::{BTreeMap, BTreeSet};
+
+use protocol::{AgentId, TaskId, TaskState};
+
 use super::*;
+use crate::spec::{JobSpec, Kind};
 use crate::spec::parse_any;
 
 fn spec(extra: &str) -> JobSpec {
