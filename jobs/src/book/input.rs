@@ -152,36 +152,41 @@ pub enum Effect {
     Changed(String),
 }
 
-/// The effects of one input, as they are made.
+/// The effects of one input, as they are made: writes and kills in order, then the jobs that
+/// changed, each once.
 #[derive(Debug, Default)]
-struct Effects(Vec<Effect>);
+struct Effects {
+    list: Vec<Effect>,
+    changed: Vec<String>,
+}
 
 impl Effects {
     fn push(&mut self, effect: Effect) {
-        self.0.push(effect);
+        self.list.push(effect);
     }
 
-    /// Job `name` changed; said once per input.
+    /// Job `name` changed.
     fn changed(&mut self, name: &str) {
-        let said = self
-            .0
-            .iter()
-            .any(|e| matches!(e, Effect::Changed(n) if n == name));
-        if !said {
-            self.0.push(Effect::Changed(name.to_owned()));
+        if !self.changed.iter().any(|n| n == name) {
+            self.changed.push(name.to_owned());
         }
     }
 
     fn kill(&mut self, tasks: impl IntoIterator<Item = TaskId>, why: KillWhy) {
-        self.0
+        self.list
             .extend(tasks.into_iter().map(|task| Effect::Kill { task, why }));
     }
 
     /// Stores `record` now and says its job changed.
     fn attempt(&mut self, record: AttemptRecord) {
-        let job = record.job.clone();
-        self.0.push(Effect::StoreAttempt(record));
-        self.changed(&job);
+        self.changed(&record.job);
+        self.list.push(Effect::StoreAttempt(record));
+    }
+
+    fn finish(self) -> Vec<Effect> {
+        let mut list = self.list;
+        list.extend(self.changed.into_iter().map(Effect::Changed));
+        list
     }
 }
 
@@ -249,7 +254,7 @@ impl Book {
             Input::Tick => self.on_tick(now, &mut out),
         }
         self.changed_all(&mut out);
-        Ok(out.0)
+        Ok(out.finish())
     }
 
     /// Refuses a change to job `name` by a user other than its owner.
