@@ -81,7 +81,7 @@ impl Job {
         }
     }
 
-    /// Its spec's generation (see [`Book::update_service`]).
+    /// Its spec's generation (see [`Input::Update`](super::Input::Update)).
     pub fn generation(&self) -> u32 {
         self.generation
     }

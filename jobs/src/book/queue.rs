@@ -94,7 +94,7 @@ impl Book {
     /// The tasks to launch next, best first, at most `limit`: jobs by priority (with aging),
     /// then by submission ([`QueueOrder::Fifo`]) or by fewest running
     /// ([`QueueOrder::Fair`]); within a job, retries that are due, then indexes in order; no
-    /// job past its `max_running`, no user past its limit ([`UserLimits`]).
+    /// job past its `max_running`, no user past its limit ([`UserLimits`](super::UserLimits)).
     pub fn candidates(&self, now: Millis, limit: usize) -> Vec<Candidate> {
         if self.order == QueueOrder::Fair {
             return self.fair_candidates(now, limit);
