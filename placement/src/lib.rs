@@ -22,12 +22,15 @@
 //!   fair baseline).
 //! - `best_fit.rs`: [`BestFit`], jobs in DRF order, each task to the offer it leaves the least
 //!   room in.
+//! - [`gang`]: [`gang::fit_gang`], a whole gang on agents' free room under its rules (one
+//!   attribute value, at most N an agent), or why not.
 //! - `tetris.rs`: [`Tetris`], alignment packing with shortest-remaining-work and a fairness
 //!   knob, as in `docs/src/internals/algorithms.md`.
 //! - tests only: `reference.rs` (straightforward versions of each policy, to check the fast
 //!   ones against), `proptests.rs` (properties every policy keeps, on random input),
 //!   `tests_constraints.rs` (each constraint under each policy; no placement violates one),
-//!   `tests_gpus.rs` (`gpus` as one more dimension to each policy), `tests_support.rs`
+//!   `tests_gpus.rs` (`gpus` as one more dimension to each policy), `tests_gang.rs` (gang
+//!   fits against an exhaustive reference), `tests_support.rs`
 //!   (builders).
 
 #![deny(missing_docs)]
@@ -35,6 +38,7 @@
 mod best_fit;
 mod constraints;
 mod first_fit;
+pub mod gang;
 mod problem;
 mod tetris;
 
@@ -148,6 +152,8 @@ mod proptests;
 mod reference;
 #[cfg(test)]
 mod tests_constraints;
+#[cfg(test)]
+mod tests_gang;
 #[cfg(test)]
 mod tests_gpus;
 #[cfg(test)]

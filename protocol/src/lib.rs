@@ -14,6 +14,8 @@
 //!   what an agent enforces; the checks the coordinator makes at accept time.
 //! - [`health`]: task health checks: a command or an HTTP GET, with timing, and
 //!   the check of their form.
+//! - [`gang`]: gangs, tasks that start together or not at all: [`gang::GangSpec`] and the
+//!   check of its form.
 //! - [`gpu`]: GPUs: the devices an agent reports ([`gpu::GpuDevice`]) and the whole-device
 //!   count a task asks for.
 //! - [`maintenance`]: draining agents: the drain request, the `agent_draining`
@@ -43,6 +45,7 @@
 pub mod capability;
 pub mod error;
 pub mod events;
+pub mod gang;
 pub mod gpu;
 pub mod health;
 pub mod ids;
