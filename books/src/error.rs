@@ -60,6 +60,9 @@ pub enum StateError {
     /// A task id appears twice in one accept.
     #[error("task {0} appears twice in tasks; task ids must be unique")]
     DuplicateTaskInRequest(TaskId),
+    /// A gang of this id is running in the framework.
+    #[error("gang {0:?} is already running in this framework; choose a new gang_id")]
+    GangExists(String),
     /// A task with this id already exists in the framework.
     #[error("task {0} already exists in this framework; choose a new task_id")]
     TaskExists(TaskId),

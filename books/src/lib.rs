@@ -74,6 +74,8 @@
 //! - `frameworks.rs`: registration, streams (subscribe / disconnect), failover, removal,
 //!   suppress / revive.
 //! - `offers.rs`: turning allocation decisions into offers; accept, decline, expiry, rescind.
+//! - `gangs.rs`: gangs launched together on several agents, all or none, and ended together
+//!   when a member fails.
 //! - `sated.rs`: offers sized to demand: a framework that said how many tasks it wants is
 //!   held back while its outstanding offers hold that many.
 //! - `offer_book.rs`: the outstanding offers and how recent ones ended, as a sub-book with
@@ -129,6 +131,7 @@ mod error;
 mod explain;
 mod framework_book;
 mod frameworks;
+mod gangs;
 mod ids;
 mod input;
 mod ledger;
@@ -153,6 +156,8 @@ mod tasks;
 mod tests;
 #[cfg(test)]
 mod tests_drain;
+#[cfg(test)]
+mod tests_gangs;
 #[cfg(test)]
 mod tests_limits;
 #[cfg(test)]
@@ -464,6 +469,8 @@ pub struct State {
     /// Resource names a quota may name though no agent offers them yet: the standard ones and
     /// the declared `known_resources` (`quota.rs`).
     known_resources: std::collections::BTreeSet<String>,
+    /// Gangs launched together, until every member has ended (`gangs.rs`).
+    gangs: gangs::GangBook,
 }
 
 impl std::fmt::Debug for State {
@@ -531,6 +538,7 @@ impl State {
                 .map(|n| (*n).to_owned())
                 .chain(config.known_resources.iter().map(|n| n.as_str().to_owned()))
                 .collect(),
+            gangs: gangs::GangBook::default(),
         }
     }
 

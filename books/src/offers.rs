@@ -198,7 +198,17 @@ impl State {
         fx: &mut Effects,
     ) -> Result<Vec<TaskId>, StateError> {
         self.live_framework_mut(fw)?;
-        let refuse_ms = self.refuse_ms(req.refuse);
+        let checked = self.check_accept(fw, &req)?;
+        Ok(self.apply_accept(fw, req, checked, now, fx))
+    }
+
+    /// Checks an accept of one agent's offers as [`State::accept`] does, changing nothing:
+    /// what applying it needs.
+    pub(crate) fn check_accept(
+        &self,
+        fw: FrameworkId,
+        req: &Accept,
+    ) -> Result<CheckedAccept, StateError> {
         let offers = self.check_offers(fw, &req.offer_ids)?;
         let first = offers[0].offer().clone();
         let agent_id = first.agent_id;
@@ -242,7 +252,31 @@ impl State {
             return Err(StateError::InsufficientResources { needed, offered });
         };
         let (pools, task_pools) = assign_pools(&offers, &req.tasks)?;
+        Ok(CheckedAccept {
+            agent_id,
+            unused,
+            pools,
+            task_pools,
+        })
+    }
 
+    /// Applies an accept [`State::check_accept`] passed: the offers end, the tasks are
+    /// `staging` and sent to the agent, the unused rest returns to the pool.
+    pub(crate) fn apply_accept(
+        &mut self,
+        fw: FrameworkId,
+        req: Accept,
+        checked: CheckedAccept,
+        now: &Now,
+        fx: &mut Effects,
+    ) -> Vec<TaskId> {
+        let refuse_ms = self.refuse_ms(req.refuse);
+        let CheckedAccept {
+            agent_id,
+            unused,
+            pools,
+            task_pools,
+        } = checked;
         // Everything checked: change the books.
         self.tasks_per_offer
             .observe(req.tasks.len(), req.offer_ids.len());
@@ -264,7 +298,7 @@ impl State {
             fx.push(Effect::Allocate);
         }
         if req.tasks.is_empty() {
-            return Ok(launched);
+            return launched;
         }
         let endpoint = self
             .agents
@@ -311,7 +345,7 @@ impl State {
                 partition_timeout_s,
             },
         });
-        Ok(launched)
+        launched
     }
 
     /// Accepts several sets of offers, each as [`State::accept`] and on its own: one refused
@@ -516,7 +550,19 @@ impl State {
     }
 }
 
+/// An accept of one agent's offers, checked: what applying it needs.
+#[derive(Debug)]
+pub(crate) struct CheckedAccept {
+    agent_id: AgentId,
+    /// What the offers hold beyond the tasks: back to the pool.
+    unused: Resources,
+    pools: Vec<PoolDraw>,
+    /// Each task's pool (the reserved role, `None`: unreserved).
+    task_pools: Vec<Option<RolePath>>,
+}
+
 /// The accepted offers of one pool of the agent, and what its tasks need of it.
+#[derive(Debug)]
 struct PoolDraw {
     /// The reserved role (`None`: unreserved).
     role: Option<RolePath>,

@@ -150,7 +150,13 @@ impl State {
             }
             fx.push(Effect::Allocate);
         }
+        let member_ended = (status.state.is_terminal()
+            && self.gangs.has_member(fw, &status.task_id))
+        .then(|| status.clone());
         self.send_update(status, now, fx);
+        if let Some(status) = member_ended {
+            self.gang_member_ended(&status, fx);
+        }
     }
 
     /// A task the coordinator declared lost (its agent missed heartbeats, or a launch could not

@@ -55,6 +55,13 @@ pub trait Scheduler: Send {
         let _ = (ctx, preemption);
     }
 
+    /// A member of a gang launched together ended (failed, lost, killed, or its agent could
+    /// not start it) while others ran: the coordinator killed the others (their updates say
+    /// `killed` and reach [`Scheduler::status_update`] as usual). The default does nothing.
+    async fn gang_failed(&mut self, ctx: &mut Context, failed: &protocol::gang::GangFailed) {
+        let _ = (ctx, failed);
+    }
+
     /// A task changed state. Updates arrive at least once (the same state may repeat after a
     /// reconnect); the driver acknowledges the update after this returns. A task with a health
     /// check also gets a `running` update when its health changes: `status.healthy` is

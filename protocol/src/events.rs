@@ -47,6 +47,8 @@ pub enum FrameworkEvent {
     /// Some of the framework's tasks are taken back for a starved role: those still
     /// running at the deadline are killed.
     Preemption(crate::preempt::Preemption),
+    /// A member of a gang launched together ended while others ran: the others are killed.
+    GangFailed(crate::gang::GangFailed),
 }
 
 /// An event on the operator offer stream (`GET /api/v1/offers/events`).

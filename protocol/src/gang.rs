@@ -44,11 +44,10 @@ pub enum GangMembers {
         /// How many.
         count: u32,
         /// What each asks.
-        #[cfg_attr(feature = "openapi", schema(value_type = Object))]
         resources: Resources,
     },
     /// One entry a member, in rank order: `{"each": [{"cpus": 8}, {"cpus": 1}, {"cpus": 1}]}`.
-    Each(#[cfg_attr(feature = "openapi", schema(value_type = Vec<Object>))] Vec<Resources>),
+    Each(Vec<Resources>),
 }
 
 impl GangMembers {
@@ -109,6 +108,27 @@ pub struct GangRules {
     /// At most this many members on one agent (at least 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_per_agent: Option<u32>,
+}
+
+/// The `gang_failed` event: a member of a gang launched together ended (failed, was lost or
+/// killed, or its agent could not start it) while others ran, so the coordinator killed the
+/// others. The gang ran as a whole or not at all.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct GangFailed {
+    /// The gang.
+    pub gang_id: String,
+    /// The member that ended first.
+    pub task_id: crate::TaskId,
+    /// Its agent.
+    pub agent_id: crate::AgentId,
+    /// How it ended.
+    pub state: crate::TaskState,
+    /// What it or its agent said, if anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The other members, killed.
+    pub killed: Vec<crate::TaskId>,
 }
 
 /// Why a gang is malformed: the field at fault and what is wrong with it.

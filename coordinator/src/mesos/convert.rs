@@ -380,6 +380,9 @@ pub fn events(event: &FrameworkEvent, shape: &Shape) -> Vec<Value> {
         // Preemption is not announced to Mesos frameworks (Mesos has no such
         // event): at the deadline they get TASK_KILLED, reason REASON_CONTAINER_PREEMPTED.
         FrameworkEvent::Preemption(_) => Vec::new(),
+        // Mesos frameworks launch no gang (an accept names one agent's offers); the event
+        // cannot reach them, and Mesos has none to map it to.
+        FrameworkEvent::GangFailed(_) => Vec::new(),
     }
 }
 

@@ -144,6 +144,7 @@ pub fn state_status_and_code(e: &StateError) -> (StatusCode, &'static str) {
         AgentTokenMismatch(_) => (StatusCode::FORBIDDEN, "agent_token_mismatch"),
         OfferGone { .. } => (StatusCode::CONFLICT, "offer_not_outstanding"),
         TaskExists(_) => (StatusCode::CONFLICT, "task_exists"),
+        GangExists(_) => (StatusCode::CONFLICT, "gang_exists"),
         FrameworkRemoved(_) => (StatusCode::CONFLICT, "framework_removed"),
         ReservedRole => (StatusCode::BAD_REQUEST, "invalid_field"),
         InvalidQuota { .. } => (StatusCode::BAD_REQUEST, "invalid_field"),

@@ -455,6 +455,10 @@ impl<S: Scheduler> Runner<S> {
                 self.scheduler.preempted(&mut self.ctx, &preemption).await;
                 self.after_callback().await?;
             }
+            FrameworkEvent::GangFailed(failed) => {
+                self.scheduler.gang_failed(&mut self.ctx, &failed).await;
+                self.after_callback().await?;
+            }
             FrameworkEvent::Heartbeat {} => {}
             FrameworkEvent::Error { message } => return Err(SdkError::FrameworkRemoved(message)),
         }
