@@ -355,6 +355,19 @@ impl CoordinatorClient {
         .await
     }
 
+    /// `POST /frameworks/{id}/gang-accepts`: a gang launched from offers of several agents,
+    /// all or none (one accept per agent). Refused as a whole, it launched nothing; launched,
+    /// its members end together: when one fails, the coordinator kills the others and the
+    /// scheduler hears [`crate::Scheduler::gang_failed`].
+    pub async fn gang_accept(
+        &self,
+        id: FrameworkId,
+        request: &protocol::gang::GangAccept,
+    ) -> Result<AcceptResponse, SdkError> {
+        self.post(self.framework_url(id, "gang-accepts"), request)
+            .await
+    }
+
     /// `POST /frameworks/{id}/decline`.
     pub async fn decline(&self, id: FrameworkId, request: &DeclineRequest) -> Result<(), SdkError> {
         let url = self.framework_url(id, "decline");

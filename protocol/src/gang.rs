@@ -131,6 +131,22 @@ pub struct GangFailed {
     pub killed: Vec<crate::TaskId>,
 }
 
+/// `POST /api/v1/frameworks/{id}/gang-accepts`: a gang launched from offers of several agents,
+/// all or none. Each accept names offers of one agent and the members launched there; the
+/// coordinator checks every one before any launches, and ends the gang together
+/// ([`GangFailed`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct GangAccept {
+    /// The gang's id ([`GangSpec::gang_id`]'s form), unique among the framework's running
+    /// gangs.
+    pub gang_id: String,
+    /// One accept per agent, at most [`crate::messages::AcceptBatch::MAX`], with at most
+    /// [`MAX_MEMBERS`] tasks in all.
+    pub accepts: Vec<crate::messages::AcceptRequest>,
+}
+
 /// Why a gang is malformed: the field at fault and what is wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {message}")]
@@ -194,7 +210,8 @@ impl GangSpec {
     }
 }
 
-fn check_id(id: &str) -> Result<(), GangError> {
+/// Checks a gang id's form: 1 to [`MAX_GANG_ID_LEN`] ASCII letters, digits, `-`, `_` or `.`.
+pub fn check_id(id: &str) -> Result<(), GangError> {
     let ok = !id.is_empty()
         && id.len() <= MAX_GANG_ID_LEN
         && id

@@ -32,6 +32,7 @@ pub fn routes() -> Vec<Route> {
         Route::get("/api/v1/frameworks/{id}/events", events),
         Route::post("/api/v1/frameworks/{id}/accept", accept),
         Route::post("/api/v1/frameworks/{id}/accepts", accept_many),
+        Route::post("/api/v1/frameworks/{id}/gang-accepts", gang_accept),
         Route::post("/api/v1/frameworks/{id}/decline", decline),
         Route::post("/api/v1/frameworks/{id}/suppress", suppress),
         Route::post("/api/v1/frameworks/{id}/revive", revive),
@@ -160,6 +161,25 @@ async fn accept_many(
         })
         .collect();
     Ok(Json(AcceptBatchResponse { results }))
+}
+
+#[utoipa::path(post, path = "/api/v1/frameworks/{id}/gang-accepts", tag = "frameworks",
+    summary = "Launch a gang from offers of several agents, all or none",
+    params(FrameworkPath),
+    request_body = protocol::gang::GangAccept,
+    responses((status = 200, description = "Every member was sent to its agent; the members end together (`gang_failed`)", body = AcceptResponse)))]
+async fn gang_accept(
+    State(c): State<Coordinator>,
+    caller: Caller,
+    Id(id): Id<FrameworkId>,
+    Body(req): Body<protocol::gang::GangAccept>,
+) -> Result<Json<AcceptResponse>, ApiError> {
+    let (gang_id, accepts) = input::gang_accept(req)?;
+    let launched = c.run(|s, now, fx| {
+        caller.framework(s, id)?;
+        Ok::<_, ApiError>(s.accept_together(id, gang_id, accepts, now, fx)?)
+    })?;
+    Ok(Json(AcceptResponse { launched }))
 }
 
 #[utoipa::path(post, path = "/api/v1/frameworks/{id}/decline", tag = "frameworks",

@@ -20,6 +20,7 @@ use utoipa::{IntoParams, OpenApi, ToSchema};
     super::frameworks::events,
     super::frameworks::accept,
     super::frameworks::accept_many,
+    super::frameworks::gang_accept,
     super::frameworks::decline,
     super::frameworks::suppress,
     super::frameworks::revive,

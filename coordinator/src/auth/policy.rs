@@ -137,7 +137,7 @@ mod tests {
         let admin = principal(Kind::Operator(Access::Admin));
         let (get, post, put, delete) = (Method::GET, Method::POST, Method::PUT, Method::DELETE);
         // (method, route, [framework, agent, read, admin])
-        let table: [(&Method, &str, [bool; 4]); 17] = [
+        let table: [(&Method, &str, [bool; 4]); 18] = [
             (&post, "/api/v1/frameworks", [true, false, false, false]),
             (
                 &post,
@@ -147,6 +147,11 @@ mod tests {
             (
                 &post,
                 "/api/v1/frameworks/{id}/accepts",
+                [true, false, false, false],
+            ),
+            (
+                &post,
+                "/api/v1/frameworks/{id}/gang-accepts",
                 [true, false, false, false],
             ),
             (

@@ -282,6 +282,34 @@ pub fn accept_batch(req: AcceptBatch) -> Result<Vec<Accept>, ApiError> {
         .collect()
 }
 
+/// A gang's accepts: a well-formed id, at least one accept and at most
+/// [`AcceptBatch::MAX`], every one well formed, at most [`protocol::gang::MAX_MEMBERS`] tasks
+/// in all.
+pub fn gang_accept(req: protocol::gang::GangAccept) -> Result<(String, Vec<Accept>), ApiError> {
+    protocol::gang::check_id(&req.gang_id).map_err(|e| invalid("gang_id", e.message))?;
+    if req.accepts.is_empty() {
+        return Err(invalid(
+            "accepts",
+            "name one accept for each agent of the gang",
+        ));
+    }
+    let members: usize = req.accepts.iter().map(|a| a.tasks.len()).sum();
+    if members > protocol::gang::MAX_MEMBERS as usize {
+        return Err(invalid(
+            "accepts",
+            format!(
+                "{members} tasks in one gang; a gang has at most {}",
+                protocol::gang::MAX_MEMBERS
+            ),
+        ));
+    }
+    let accepts = accept_batch(AcceptBatch {
+        accepts: req.accepts,
+        pending_tasks: None,
+    })?;
+    Ok((req.gang_id, accepts))
+}
+
 /// A decline.
 pub fn decline(req: DeclineRequest) -> Result<Decline, ApiError> {
     Ok(Decline {

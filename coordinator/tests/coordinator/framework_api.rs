@@ -751,3 +751,74 @@ async fn offers_stop_once_they_hold_the_tasks_a_framework_says_it_wants() {
     assert_eq!(c.get(&explain).await["sated"], false);
     c.assert_books_consistent().await;
 }
+
+#[tokio::test]
+async fn a_gang_launches_on_several_agents_all_or_none() {
+    let c = TestCoordinator::start(fast_config()).await;
+    let (fw, mut events) = c.framework("train", "eng/ml").await;
+    let (a, b) = (FakeAgent::start().await, FakeAgent::start().await);
+    c.register_agent(&a, json!({"cpus": 2})).await;
+    c.register_agent(&b, json!({"cpus": 2})).await;
+    let mut offers = Vec::new();
+    while offers.len() < 2 {
+        offers.extend(events.offers().await);
+    }
+    let path = format!("/api/v1/frameworks/{fw}/gang-accepts");
+
+    // Malformed: refused naming the field, nothing launched.
+    let (status, body) = c
+        .post(
+            &path,
+            json!({"gang_id": "no spaces", "accepts": [accept_of(&offers[0], "m0")]}),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("invalid gang_id"),
+        "{body}"
+    );
+    let (status, body) = c.post(&path, json!({"gang_id": "g", "accepts": []})).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("invalid accepts"),
+        "{body}"
+    );
+
+    // One member on an offer the framework does not hold: the whole gang is refused.
+    let mut stale = accept_of(&offers[1], "m1");
+    stale["offer_ids"] = json!([protocol::OfferId::new()]);
+    let (status, body) = c
+        .post(
+            &path,
+            json!({"gang_id": "g", "accepts": [accept_of(&offers[0], "m0"), stale]}),
+        )
+        .await;
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(body["error"]["code"], "offer_not_found");
+    assert!(c.tasks().await.is_empty(), "no member launched");
+    assert_eq!(c.offers().await.len(), 2, "both offers still held");
+
+    // Both parts: every member is sent to its agent.
+    let (status, body) = c
+        .post(
+            &path,
+            json!({"gang_id": "g", "accepts": [accept_of(&offers[0], "m0"), accept_of(&offers[1], "m1")]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["launched"], json!(["m0", "m1"]));
+    wait_for("both agents launched", || async {
+        a.launched_task_ids().len() + b.launched_task_ids().len() == 2
+    })
+    .await;
+    let mut launched = [a.launched_task_ids(), b.launched_task_ids()].concat();
+    launched.sort();
+    assert_eq!(launched, ["m0", "m1"]);
+    c.assert_books_consistent().await;
+}

@@ -428,7 +428,8 @@ fn restart_kills_every_replica_and_stores_nothing() {
 #[test]
 fn an_update_stores_the_next_generation_before_its_first_step() {
     let mut book = Book::default();
-    let v1 = job("name = \"web\"\nkind = \"service\"\nreplicas = 1\nmax_surge = 0\nmax_unavailable = 1");
+    let v1 =
+        job("name = \"web\"\nkind = \"service\"\nreplicas = 1\nmax_surge = 0\nmax_unavailable = 1");
     submitted(&mut book, v1);
     let ids = launched(&mut book, 10);
     book.handle(status(ids[0].clone(), TaskState::Running), 11)
