@@ -10,7 +10,7 @@ use protocol::{AgentId, FrameworkId, Offer, TaskId, TaskStatus};
 use super::{AgentRecord, AgentState, Connection, State, TaskRecord};
 
 /// A task as operators see it.
-fn task_info(fw: FrameworkId, id: &TaskId, t: &TaskRecord) -> TaskInfo {
+pub(crate) fn task_info(fw: FrameworkId, id: &TaskId, t: &TaskRecord) -> TaskInfo {
     TaskInfo {
         task_id: id.clone(),
         name: t.name.clone(),
