@@ -335,7 +335,14 @@ mod tests {
             crate::commands::completions(shell, &mut out).unwrap();
             let script = String::from_utf8(out).unwrap();
             assert!(!script.trim().is_empty(), "{shell}: empty");
-            for sub in ["offers", "explain", "drain", "completions"] {
+            for sub in [
+                "offers",
+                "explain",
+                "drain",
+                "completions",
+                "describe",
+                "kill",
+            ] {
                 assert!(script.contains(sub), "{shell} does not complete {sub}");
             }
         }
@@ -355,6 +362,27 @@ mod tests {
             vec!["parleyctl", "offers", "--count", "1"],
             vec!["parleyctl", "nonsense"],
             vec!["parleyctl"],
+            vec!["parleyctl", "task", "kill"],
+            vec!["parleyctl", "describe", "node", "x"],
+            vec!["parleyctl", "job", "run"],
+            vec![
+                "parleyctl",
+                "job",
+                "run",
+                "--command",
+                "true",
+                "--count",
+                "-1",
+            ],
+            vec![
+                "parleyctl",
+                "job",
+                "run",
+                "--command",
+                "true",
+                "--cpus",
+                "lots",
+            ],
         ] {
             let err = Cli::try_parse_from(&bad).unwrap_err();
             assert_eq!(err.exit_code(), 2, "{bad:?}");

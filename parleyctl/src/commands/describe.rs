@@ -336,7 +336,7 @@ pub async fn framework(
         line(out, "  Stalled", &format!("for {s:.1}s"))?;
     }
     if let Some(s) = e.next_filter_ends_in_s {
-        line(out, "  Next filter ends", &format!("in {s:.1}s"))?;
+        line(out, "  Filter ends", &format!("in {s:.1}s"))?;
     }
     if !e.held_back_by.is_empty() {
         line(out, "  Held back by", &e.held_back_by.join("; "))?;

@@ -549,3 +549,106 @@ pub async fn delete(
 fn items(v: &Value) -> &[Value] {
     v.as_array().map(Vec::as_slice).unwrap_or_default()
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn wrap(command: &str) -> Wrap<'_> {
+        Wrap {
+            command,
+            count: 1,
+            cpus: 1.0,
+            mem: 128.0,
+            name: None,
+        }
+    }
+
+    #[test]
+    fn the_flags_make_a_batch_spec() {
+        let spec = Wrap {
+            count: 4,
+            cpus: 0.5,
+            mem: 0.0,
+            name: Some("render-2"),
+            ..wrap("echo $PARLEY_TASK_INDEX")
+        }
+        .spec(7)
+        .unwrap();
+        assert_eq!(
+            spec,
+            serde_json::json!({
+                "name": "render-2",
+                "command": "echo $PARLEY_TASK_INDEX",
+                "count": 4,
+                "resources": {"cpus": 0.5, "mem": 0.0},
+            })
+        );
+        assert_eq!(wrap("true").spec(1_700_000).unwrap()["name"], "run-1700000");
+    }
+
+    #[test]
+    fn each_bad_flag_is_named() {
+        let cases = [
+            (wrap(" \t"), "--command"),
+            (
+                Wrap {
+                    count: 0,
+                    ..wrap("true")
+                },
+                "--count",
+            ),
+            (
+                Wrap {
+                    cpus: 0.0,
+                    ..wrap("true")
+                },
+                "--cpus",
+            ),
+            (
+                Wrap {
+                    cpus: f64::INFINITY,
+                    ..wrap("true")
+                },
+                "--cpus",
+            ),
+            (
+                Wrap {
+                    mem: -1.0,
+                    ..wrap("true")
+                },
+                "--mem",
+            ),
+            (
+                Wrap {
+                    mem: f64::NAN,
+                    ..wrap("true")
+                },
+                "--mem",
+            ),
+        ];
+        for (bad, flag) in cases {
+            match bad.spec(1) {
+                Err(CtlError::Usage(m)) => assert!(m.starts_with(flag), "{flag}: {m}"),
+                other => panic!("{flag}: {other:?}"),
+            }
+        }
+        for name in ["", "-a", "a-", "Upper", "a_b", "events", &"a".repeat(64)] {
+            let bad = Wrap {
+                name: Some(name),
+                ..wrap("true")
+            };
+            assert!(
+                matches!(bad.spec(1), Err(CtlError::Usage(m)) if m.starts_with("--name")),
+                "{name:?}"
+            );
+        }
+        assert!(Wrap {
+            name: Some(&"a".repeat(63)),
+            ..wrap("true")
+        }
+        .spec(1)
+        .is_ok());
+    }
+}
