@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
 /// The task states `tasks --state` accepts.
 pub const TASK_STATES: [&str; 8] = [
@@ -192,6 +192,17 @@ pub enum Command {
     },
 }
 
+/// A task named on the command line: its id, and its framework when several have that id.
+#[derive(Debug, Clone, Args)]
+pub struct TaskRef {
+    /// The task's id.
+    pub task: String,
+    /// The task's framework (id or unique name), when several frameworks have a task of that
+    /// id.
+    #[arg(long, value_name = "FRAMEWORK")]
+    pub framework: Option<String>,
+}
+
 /// What `parleyctl task` does.
 #[derive(Debug, Subcommand)]
 pub enum TaskAction {
@@ -199,12 +210,9 @@ pub enum TaskAction {
     /// status update. A task that has already ended is an error (409 task_terminal). Needs an
     /// admin token.
     Kill {
-        /// The task's id.
-        task: String,
-        /// The task's framework (id or unique name), when several frameworks have a task of
-        /// that id.
-        #[arg(long, value_name = "FRAMEWORK")]
-        framework: Option<String>,
+        /// The task.
+        #[command(flatten)]
+        task: TaskRef,
     },
 }
 
@@ -214,12 +222,9 @@ pub enum Describe {
     /// A task: its state and when it last changed, its framework and agent by name, its
     /// resources, exit code, health and latest status message.
     Task {
-        /// The task's id.
-        task: String,
-        /// The task's framework (id or unique name), when several frameworks have a task of
-        /// that id.
-        #[arg(long, value_name = "FRAMEWORK")]
-        framework: Option<String>,
+        /// The task.
+        #[command(flatten)]
+        task: TaskRef,
     },
     /// An agent: address, state, attributes, resources total, used, offered and free,
     /// reservations, and the tasks and offers on it.
@@ -357,33 +362,20 @@ mod tests {
     #[test]
     fn bad_arguments_are_usage_errors() {
         for bad in [
-            vec!["parleyctl", "weight", "eng", "heavy"],
-            vec!["parleyctl", "tasks", "--state", "sleeping"],
-            vec!["parleyctl", "offers", "--count", "1"],
-            vec!["parleyctl", "nonsense"],
-            vec!["parleyctl"],
-            vec!["parleyctl", "task", "kill"],
-            vec!["parleyctl", "describe", "node", "x"],
-            vec!["parleyctl", "job", "run"],
-            vec![
-                "parleyctl",
-                "job",
-                "run",
-                "--command",
-                "true",
-                "--count",
-                "-1",
-            ],
-            vec![
-                "parleyctl",
-                "job",
-                "run",
-                "--command",
-                "true",
-                "--cpus",
-                "lots",
-            ],
+            "weight eng heavy",
+            "tasks --state sleeping",
+            "offers --count 1",
+            "nonsense",
+            "",
+            "task kill",
+            "describe node x",
+            "job run",
+            "job run --command true --count -1",
+            "job run --command true --cpus lots",
         ] {
+            let bad: Vec<&str> = std::iter::once("parleyctl")
+                .chain(bad.split_whitespace())
+                .collect();
             let err = Cli::try_parse_from(&bad).unwrap_err();
             assert_eq!(err.exit_code(), 2, "{bad:?}");
         }

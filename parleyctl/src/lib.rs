@@ -24,7 +24,7 @@ pub mod table;
 
 use std::io::Write;
 
-pub use cli::{Cli, Command, Describe, JobAction, TaskAction};
+pub use cli::{Cli, Command, Describe, JobAction, TaskAction, TaskRef};
 pub use error::{CtlError, EXIT_API, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE};
 
 /// Runs one parsed command line, writing what it shows to `out`.
@@ -57,11 +57,12 @@ pub async fn run(cli: &Cli, out: &mut (dyn Write + Send)) -> Result<(), CtlError
             commands::list::tasks(&api, filter, json, out).await
         }
         Command::Task {
-            action: TaskAction::Kill { task, framework },
-        } => commands::task::kill(&api, task, framework.as_deref(), json, out).await,
+            action: TaskAction::Kill { task },
+        } => commands::task::kill(&api, &task.task, task.framework.as_deref(), json, out).await,
         Command::Describe { what } => match what {
-            Describe::Task { task, framework } => {
-                commands::describe::task(&api, task, framework.as_deref(), json, out).await
+            Describe::Task { task } => {
+                commands::describe::task(&api, &task.task, task.framework.as_deref(), json, out)
+                    .await
             }
             Describe::Agent { agent } => commands::describe::agent(&api, agent, json, out).await,
             Describe::Framework { framework } => {

@@ -10,13 +10,12 @@
 //! `400 invalid_path` for an id that is not one. A refused call changes nothing. The rules are
 //! the books' (`State::operator_kill`).
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::Json;
 use protocol::messages::{Empty, TaskInfo};
-use protocol::{FrameworkId, TaskId};
 
 use super::error::ApiError;
-use super::extract::Body;
+use super::extract::{Body, TaskPath};
 use super::openapi::OutputPath;
 use super::Route;
 use crate::runtime::Coordinator;
@@ -40,25 +39,10 @@ pub fn routes() -> Vec<Route> {
     responses((status = 200, description = "The task as it was when the kill was sent", body = TaskInfo)))]
 async fn kill_task(
     State(c): State<Coordinator>,
-    path: Result<Path<(String, String)>, axum::extract::rejection::PathRejection>,
+    TaskPath(framework, task): TaskPath,
     Body(_): Body<Empty>,
 ) -> Result<Json<TaskInfo>, ApiError> {
-    let (framework, task) = ids(path)?;
     Ok(Json(
         c.run(|s, _, fx| s.operator_kill(framework, task, fx))?,
     ))
-}
-
-/// The framework and task ids of the path, each refusal naming the one at fault.
-fn ids(
-    path: Result<Path<(String, String)>, axum::extract::rejection::PathRejection>,
-) -> Result<(FrameworkId, TaskId), ApiError> {
-    let Path((framework, task)) = path.map_err(|e| ApiError::BadPath(e.body_text()))?;
-    let framework: FrameworkId = framework
-        .parse()
-        .map_err(|_| ApiError::BadPath(format!("{framework:?} is not a framework id (a UUID)")))?;
-    let task: TaskId = task
-        .parse()
-        .map_err(|e: protocol::ids::InvalidTaskId| ApiError::BadPath(e.to_string()))?;
-    Ok((framework, task))
 }

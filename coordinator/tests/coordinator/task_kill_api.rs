@@ -6,12 +6,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::sync::Arc;
-
+use crate::drain_api::{call, secured, ADMIN, NODES, READER, TEAM};
 use crate::support::{fast_config, wait_for, Api, FakeAgent, Rest, TestCoordinator};
-use axum::body::Body;
-use axum::http::{header, Method, Request};
-use coordinator::auth::{Credentials, SecretHash};
+use axum::http::Method;
 use coordinator::Config;
 use protocol::{FrameworkId, TaskState};
 use serde_json::{json, Value};
@@ -112,68 +109,19 @@ async fn unknown_and_malformed_ids_are_refused_by_name_and_change_nothing() {
     assert_eq!(before, after);
 }
 
-const TEAM: &str = "token-of-team";
-const READER: &str = "token-of-read-operator";
-const ADMIN: &str = "token-of-admin-operator";
-
 #[tokio::test]
 async fn only_admin_operators_may_kill_a_task() {
-    let h = |t: &str| SecretHash::of(t).to_hex();
-    let credentials = Credentials::from_toml(&format!(
-        r#"
-[[principals]]
-name = "team"
-kind = "framework"
-secret_sha256 = "{}"
-roles = ["*"]
-
-[[principals]]
-name = "bob"
-kind = "operator"
-access = "read"
-secret_sha256 = "{}"
-
-[[principals]]
-name = "alice"
-kind = "operator"
-access = "admin"
-secret_sha256 = "{}"
-"#,
-        h(TEAM),
-        h(READER),
-        h(ADMIN)
-    ))
-    .unwrap();
-    let api = Api::new(Config {
-        credentials: Some(Arc::new(credentials)),
-        ..Config::default()
-    });
-    let call = |token: &'static str, path: String| {
-        let api = &api;
-        async move {
-            let request = Request::builder()
-                .method(Method::POST)
-                .uri(path)
-                .header(header::AUTHORIZATION, format!("Bearer {token}"))
-                .header(header::CONTENT_TYPE, "application/json")
-                .body(Body::from("{}"))
-                .unwrap();
-            let (status, _, bytes) = api.request(request).await;
-            (
-                status,
-                serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null),
-            )
-        }
-    };
+    let api = secured();
     let fw = FrameworkId::new();
-    // A framework principal and a read operator: 403 before the books are asked.
-    for token in [TEAM, READER] {
-        let (status, body) = call(token, kill_path(fw, "t1")).await;
+    let path = kill_path(fw, "t1");
+    // Agents, framework principals and read operators: 403 before the books are asked.
+    for token in [NODES, TEAM, READER] {
+        let (status, body) = call(&api, token, Method::POST, &path, json!({})).await;
         assert_eq!(status, 403, "{token}: {body}");
         assert_eq!(body["error"]["code"], "forbidden");
     }
     // An admin reaches the books: no such framework.
-    let (status, body) = call(ADMIN, kill_path(fw, "t1")).await;
+    let (status, body) = call(&api, ADMIN, Method::POST, &path, json!({})).await;
     assert_eq!(
         (status, &body["error"]["code"]),
         (404, &json!("framework_not_found")),

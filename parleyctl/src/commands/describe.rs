@@ -223,23 +223,37 @@ pub async fn agent(
             .collect();
         line(out, "GPUs", &gpus.join(", "))?;
     }
-    let mut tasks = Table::new(&["TASK", "FRAMEWORK", "STATE", "RESOURCES", "MESSAGE"]);
-    for t in &view.tasks {
-        tasks.row(vec![
+    tasks_and_offers(out, view.task_count, &view.tasks, &view.offers, true)
+}
+
+/// The tasks and offers of an agent (`by_agent`: each row names the framework) or of a
+/// framework (each row names the agent), as indented tables.
+fn tasks_and_offers(
+    out: &mut dyn Write,
+    task_count: usize,
+    tasks: &[TaskInfo],
+    offers: &[Offer],
+    by_agent: bool,
+) -> Result<(), CtlError> {
+    let who = if by_agent { "FRAMEWORK" } else { "AGENT" };
+    let mut table = Table::new(&["TASK", who, "STATE", "RESOURCES", "MESSAGE"]);
+    for t in tasks {
+        table.row(vec![
             t.task_id.to_string(),
-            t.framework_id.to_string(),
+            if by_agent {
+                t.framework_id.to_string()
+            } else {
+                t.agent_id.to_string()
+            },
             t.state.to_string(),
             format::resources(&t.resources),
             t.message.clone().unwrap_or_default(),
         ]);
     }
-    section(
-        out,
-        &tasks_heading(view.task_count, view.tasks.len()),
-        &tasks,
-    )?;
-    let heading = format!("Offers ({})", view.offers.len());
-    section(out, &heading, &offers_table(&view.offers, &now, true))
+    section(out, &tasks_heading(task_count, tasks.len()), &table)?;
+    let heading = format!("Offers ({})", offers.len());
+    let now = chrono::Utc::now();
+    section(out, &heading, &offers_table(offers, &now, by_agent))
 }
 
 /// `Tasks (3)`, or `Tasks (600, the first 500 shown)`.
@@ -305,23 +319,7 @@ pub async fn framework(
         &f.demand.as_ref().map(format::resources).unwrap_or_default(),
     )?;
     line(out, "Active tasks", &f.active_tasks.to_string())?;
-    let mut tasks = Table::new(&["TASK", "AGENT", "STATE", "RESOURCES", "MESSAGE"]);
-    for t in &view.tasks {
-        tasks.row(vec![
-            t.task_id.to_string(),
-            t.agent_id.to_string(),
-            t.state.to_string(),
-            format::resources(&t.resources),
-            t.message.clone().unwrap_or_default(),
-        ]);
-    }
-    section(
-        out,
-        &tasks_heading(view.task_count, view.tasks.len()),
-        &tasks,
-    )?;
-    let heading = format!("Offers ({})", view.offers.len());
-    section(out, &heading, &offers_table(&view.offers, &now, false))?;
+    tasks_and_offers(out, view.task_count, &view.tasks, &view.offers, false)?;
     writeln!(out, "Offers explained:")?;
     let a = &e.agents;
     line(

@@ -4,9 +4,7 @@
 //! flag, or the coordinator's refusal, and changes nothing.
 #![allow(clippy::unwrap_used)]
 
-use std::time::Duration;
-
-use crate::support::{ctl, ok};
+use crate::support::{ctl, jobs_service, ok};
 use parleyctl::CtlError;
 use protocol::messages::{TaskInfo, TaskList};
 use protocol::TaskState;
@@ -198,13 +196,7 @@ async fn job_run_refuses_bad_flags_by_name_and_sends_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn job_run_submits_a_command_array_and_waits_for_it() {
     let cluster = Cluster::start(&["cpus=2,mem=1024"]).await.unwrap();
-    let data = tempfile::tempdir().unwrap();
-    let mut config =
-        parley_jobs::ServiceConfig::new(&cluster.url, "default".parse().unwrap(), data.path());
-    config.failover_timeout = Duration::from_secs(60);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let jobs = parley_jobs::start(config, listener).await.unwrap();
-    let jobs_url = format!("http://{}", jobs.addr);
+    let (jobs, jobs_url, _data) = jobs_service(&cluster).await;
     let url = cluster.url.as_str();
 
     let out = ok(
