@@ -20,6 +20,7 @@ pub(crate) fn task_info(fw: FrameworkId, id: &TaskId, t: &TaskRecord) -> TaskInf
         resources: t.resources.clone(),
         message: t.latest().message.clone(),
         exit_code: t.latest().exit_code,
+        reason: t.latest().reason.clone(),
         updated_at: t.latest().timestamp,
         gpu_devices: t.latest().gpu_devices.clone(),
         healthy: t.latest().healthy,

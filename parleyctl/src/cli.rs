@@ -220,7 +220,7 @@ pub enum TaskAction {
 #[derive(Debug, Subcommand)]
 pub enum Describe {
     /// A task: its state and when it last changed, its framework and agent by name, its
-    /// resources, exit code, health and latest status message.
+    /// resources, exit code, reason, health and latest status message.
     Task {
         /// The task.
         #[command(flatten)]

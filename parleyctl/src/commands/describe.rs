@@ -153,6 +153,7 @@ pub async fn task(
         "Exit code",
         &t.exit_code.map(|c| c.to_string()).unwrap_or_default(),
     )?;
+    line(out, "Reason", t.reason.as_deref().unwrap_or_default())?;
     line(
         out,
         "Healthy",
