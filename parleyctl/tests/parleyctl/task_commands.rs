@@ -4,8 +4,8 @@
 //! flag, or the coordinator's refusal, and changes nothing.
 #![allow(clippy::unwrap_used)]
 
-use crate::support::{ctl, jobs_service, ok};
-use parleyctl::CtlError;
+use crate::support::{binary, ctl, jobs_service, ok, texts};
+use parleyctl::{CtlError, EXIT_API, EXIT_USAGE};
 use protocol::messages::{TaskInfo, TaskList};
 use protocol::TaskState;
 use tests::framework::{shell_task, TestFramework};
@@ -164,6 +164,19 @@ async fn describe_filter_and_kill_a_running_task() {
     );
     let out = ok(&url, &["describe", "task", "sleeper"]).await;
     assert!(out.contains("State:            killed (ended)"), "{out}");
+    // The real binary: the refusal on stderr with exit code 1, a malformed id exit code 2.
+    let refused = binary(&["--coordinator", &url, "task", "kill", "sleeper"], &[]).await;
+    let (stdout, stderr) = texts(&refused);
+    assert_eq!(refused.status.code(), Some(EXIT_API), "{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(
+        stderr.starts_with("parleyctl: 409 task_terminal: task sleeper has already ended"),
+        "{stderr}"
+    );
+    let malformed = binary(&["--coordinator", &url, "task", "kill", "../x"], &[]).await;
+    let (_, stderr) = texts(&malformed);
+    assert_eq!(malformed.status.code(), Some(EXIT_USAGE), "{stderr}");
+    assert!(stderr.contains("TASK: invalid task_id"), "{stderr}");
 
     fw.remove().await.unwrap();
     cluster.shutdown().await.unwrap();
