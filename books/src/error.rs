@@ -91,6 +91,14 @@ pub enum StateError {
     /// No task with this id in the framework.
     #[error("unknown task {0} in this framework")]
     UnknownTask(TaskId),
+    /// An operator asked to kill a task that has already ended: there is nothing to kill.
+    #[error("task {task} has already ended ({state}): there is nothing to kill")]
+    TaskTerminal {
+        /// The task.
+        task: TaskId,
+        /// The terminal state it is in.
+        state: protocol::TaskState,
+    },
     /// No task with this id is known yet, but agents known before the coordinator's restart or
     /// failover have still to re-register, and the task may run on one of them: its state is
     /// not known either way. Asking again once they are back (or reported lost) answers.

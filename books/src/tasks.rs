@@ -351,6 +351,45 @@ impl State {
             ));
             return Ok(());
         }
+        self.send_kill(fw, task, fx);
+        Ok(())
+    }
+
+    /// An operator kills one task of framework `fw`, whether or not the framework is connected
+    /// (or registered since its tasks were adopted): as the framework's own [`State::kill`], but
+    /// a task that has already ended is refused ([`StateError::TaskTerminal`]) instead of
+    /// reported again. Returns the task as it is now; the kill's outcome arrives from its agent
+    /// as an update, relayed to the framework like any other.
+    pub fn operator_kill(
+        &mut self,
+        fw: FrameworkId,
+        task: TaskId,
+        fx: &mut Effects,
+    ) -> Result<protocol::messages::TaskInfo, StateError> {
+        let Some(t) = self.tasks.get(&(fw, task.clone())) else {
+            return Err(if self.frameworks.contains(fw) {
+                StateError::UnknownTask(task)
+            } else {
+                StateError::UnknownFramework(fw)
+            });
+        };
+        if t.state().is_terminal() {
+            return Err(StateError::TaskTerminal {
+                task,
+                state: t.state(),
+            });
+        }
+        let info = super::views::task_info(fw, &task, t);
+        self.send_kill(fw, task, fx);
+        Ok(info)
+    }
+
+    /// Sends the kill of a task not yet terminal to its agent; one that cannot hear it now
+    /// (unreachable) is killed again when its agent returns.
+    fn send_kill(&mut self, fw: FrameworkId, task: TaskId, fx: &mut Effects) {
+        let Some(t) = self.tasks.get(&(fw, task.clone())) else {
+            return;
+        };
         let agent_id = t.agent_id();
         if t.state() == TaskState::Unreachable {
             // Its agent may not hear this kill: it is sent again when the agent returns.
@@ -366,7 +405,6 @@ impl State {
                 task_id: task,
             });
         }
-        Ok(())
     }
 
     /// The framework acknowledges an update: it is not sent again.

@@ -1537,6 +1537,56 @@ fn removing_a_framework_kills_its_tasks_and_ends_its_stream() {
 }
 
 #[test]
+fn an_operator_kill_sends_the_kill_and_refuses_unknown_and_ended_tasks() {
+    let (mut s, fw, agent, offer) = setup();
+    launch_a(&mut s, fw, agent, &offer);
+    // Unknown task, unknown framework: refused, nothing sent.
+    let nope: TaskId = "nope".parse().unwrap();
+    let err = check(
+        &mut s,
+        |s, fx| s.operator_kill(fw, nope.clone(), fx),
+        vec![],
+    );
+    assert_eq!(err, Err(StateError::UnknownTask(nope)));
+    let stranger = FrameworkId::new();
+    let err = check(
+        &mut s,
+        |s, fx| s.operator_kill(stranger, "a".parse().unwrap(), fx),
+        vec![],
+    );
+    assert_eq!(err, Err(StateError::UnknownFramework(stranger)));
+    // A live task: the kill goes to its agent, and the answer is the task as it is now.
+    let info = check(
+        &mut s,
+        |s, fx| s.operator_kill(fw, "a".parse().unwrap(), fx),
+        vec![kill(agent, fw, "a")],
+    )
+    .unwrap();
+    assert_eq!(
+        (info.framework_id, info.agent_id, info.state),
+        (fw, agent, TaskState::Staging)
+    );
+    // Once it ended, there is nothing to kill: 409, nothing sent, its status not sent again.
+    let mut done = running("a", fw, agent, Some("cpus=1,mem=10"));
+    done.state = TaskState::Killed;
+    s.agent_status(agent, done, &at(3), &mut Vec::new())
+        .unwrap();
+    let err = check(
+        &mut s,
+        |s, fx| s.operator_kill(fw, "a".parse().unwrap(), fx),
+        vec![],
+    );
+    assert_eq!(
+        err,
+        Err(StateError::TaskTerminal {
+            task: "a".parse().unwrap(),
+            state: TaskState::Killed
+        })
+    );
+    assert_eq!(s.ledger_mismatches(), 0);
+}
+
+#[test]
 fn a_lost_agent_loses_its_tasks_with_a_status_made_by_the_coordinator() {
     let (mut s, fw, agent, offer) = setup();
     launch_a(&mut s, fw, agent, &offer);

@@ -10,7 +10,7 @@ use protocol::{AgentId, FrameworkId, Offer, TaskId, TaskStatus};
 use super::{AgentRecord, AgentState, Connection, State, TaskRecord};
 
 /// A task as operators see it.
-fn task_info(fw: FrameworkId, id: &TaskId, t: &TaskRecord) -> TaskInfo {
+pub(crate) fn task_info(fw: FrameworkId, id: &TaskId, t: &TaskRecord) -> TaskInfo {
     TaskInfo {
         task_id: id.clone(),
         name: t.name.clone(),
@@ -20,6 +20,7 @@ fn task_info(fw: FrameworkId, id: &TaskId, t: &TaskRecord) -> TaskInfo {
         resources: t.resources.clone(),
         message: t.latest().message.clone(),
         exit_code: t.latest().exit_code,
+        reason: t.latest().reason.clone(),
         updated_at: t.latest().timestamp,
         gpu_devices: t.latest().gpu_devices.clone(),
         healthy: t.latest().healthy,

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
 /// The task states `tasks --state` accepts.
 pub const TASK_STATES: [&str; 8] = [
@@ -74,14 +74,31 @@ pub enum Command {
     Agents,
     /// The frameworks: role, state, dominant share, tasks.
     Frameworks,
-    /// The tasks, optionally of one framework or in one state.
+    /// The tasks, optionally of one framework, on one agent or in one state.
     Tasks {
         /// Only this framework's tasks (its id or its unique name).
         #[arg(long, value_name = "FRAMEWORK")]
         framework: Option<String>,
+        /// Only the tasks on this agent (its id or its unique hostname). With --json, the
+        /// API's list filtered to them.
+        #[arg(long, value_name = "AGENT")]
+        agent: Option<String>,
         /// Only tasks in this state.
         #[arg(long, value_parser = TASK_STATES)]
         state: Option<String>,
+    },
+    /// One task: kill it.
+    Task {
+        /// What to do with it.
+        #[command(subcommand)]
+        action: TaskAction,
+    },
+    /// One task, agent or framework in detail, in labelled lines (with --json, the API's
+    /// answers it is made of).
+    Describe {
+        /// What to describe.
+        #[command(subcommand)]
+        what: Describe,
     },
     /// The role tree with weights, allocations and dominant shares.
     Roles,
@@ -175,6 +192,54 @@ pub enum Command {
     },
 }
 
+/// A task named on the command line: its id, and its framework when several have that id.
+#[derive(Debug, Clone, Args)]
+pub struct TaskRef {
+    /// The task's id.
+    pub task: String,
+    /// The task's framework (id or unique name), when several frameworks have a task of that
+    /// id.
+    #[arg(long, value_name = "FRAMEWORK")]
+    pub framework: Option<String>,
+}
+
+/// What `parleyctl task` does.
+#[derive(Debug, Subcommand)]
+pub enum TaskAction {
+    /// Kills the task: the kill goes to its agent, and its end reaches its framework as a
+    /// status update. A task that has already ended is an error (409 task_terminal). Needs an
+    /// admin token.
+    Kill {
+        /// The task.
+        #[command(flatten)]
+        task: TaskRef,
+    },
+}
+
+/// What `parleyctl describe` shows.
+#[derive(Debug, Subcommand)]
+pub enum Describe {
+    /// A task: its state and when it last changed, its framework and agent by name, its
+    /// resources, exit code, reason, health and latest status message.
+    Task {
+        /// The task.
+        #[command(flatten)]
+        task: TaskRef,
+    },
+    /// An agent: address, state, attributes, resources total, used, offered and free,
+    /// reservations, and the tasks and offers on it.
+    Agent {
+        /// The agent (its id or its unique hostname).
+        agent: String,
+    },
+    /// A framework: role, state, dominant share, used and offered resources, its tasks and
+    /// offers, and why it is or is not offered (`explain`'s summary, stalled included).
+    Framework {
+        /// The framework (its id or its unique name).
+        framework: String,
+    },
+}
+
 /// What `parleyctl job` does.
 #[derive(Debug, Subcommand)]
 pub enum JobAction {
@@ -215,6 +280,41 @@ pub enum JobAction {
         #[arg(long, short)]
         follow: bool,
     },
+    /// Submits a batch job that runs one shell command COUNT times (like `sbatch --wrap`): no
+    /// spec file needed. Each task gets `PARLEY_TASK_INDEX` in its environment. The flags are
+    /// checked before anything is sent.
+    Run {
+        /// The shell command each task runs.
+        #[arg(long, value_name = "CMD")]
+        command: String,
+        /// How many tasks (the array's size), 1 or more.
+        #[arg(long, default_value_t = 1, value_name = "N")]
+        count: u32,
+        /// CPUs per task (more than 0).
+        #[arg(
+            long,
+            default_value_t = 1.0,
+            value_name = "X",
+            allow_negative_numbers = true
+        )]
+        cpus: f64,
+        /// Memory per task, in MiB (0 or more).
+        #[arg(
+            long,
+            default_value_t = 128.0,
+            value_name = "MB",
+            allow_negative_numbers = true
+        )]
+        mem: f64,
+        /// The job's name: 1-63 lowercase letters, digits and inner dashes. Without it, the
+        /// job is named `run-` and the time in milliseconds.
+        #[arg(long)]
+        name: Option<String>,
+        /// Wait for the job to end, printing its progress; the exit code is 0 only if it
+        /// succeeded.
+        #[arg(long)]
+        wait: bool,
+    },
     /// Deletes the job (killing what still runs).
     Delete {
         /// The job's name.
@@ -240,7 +340,14 @@ mod tests {
             crate::commands::completions(shell, &mut out).unwrap();
             let script = String::from_utf8(out).unwrap();
             assert!(!script.trim().is_empty(), "{shell}: empty");
-            for sub in ["offers", "explain", "drain", "completions"] {
+            for sub in [
+                "offers",
+                "explain",
+                "drain",
+                "completions",
+                "describe",
+                "kill",
+            ] {
                 assert!(script.contains(sub), "{shell} does not complete {sub}");
             }
         }
@@ -255,12 +362,20 @@ mod tests {
     #[test]
     fn bad_arguments_are_usage_errors() {
         for bad in [
-            vec!["parleyctl", "weight", "eng", "heavy"],
-            vec!["parleyctl", "tasks", "--state", "sleeping"],
-            vec!["parleyctl", "offers", "--count", "1"],
-            vec!["parleyctl", "nonsense"],
-            vec!["parleyctl"],
+            "weight eng heavy",
+            "tasks --state sleeping",
+            "offers --count 1",
+            "nonsense",
+            "",
+            "task kill",
+            "describe node x",
+            "job run",
+            "job run --command true --count -1",
+            "job run --command true --cpus lots",
         ] {
+            let bad: Vec<&str> = std::iter::once("parleyctl")
+                .chain(bad.split_whitespace())
+                .collect();
             let err = Cli::try_parse_from(&bad).unwrap_err();
             assert_eq!(err.exit_code(), 2, "{bad:?}");
         }

@@ -6,8 +6,9 @@
 //!   `PARLEY_TOKEN`, `--ca-file`, `--jobs-url` / `PARLEY_JOBS_URL`, `--json`, and the
 //!   subcommands.
 //! - [`client`]: [`client::Api`], HTTP to the coordinator, failures as [`CtlError`].
-//! - [`commands`]: one file per kind of subcommand (lists, roles, explain, changes, drain and
-//!   reactivate, logs, the offer watch, and the jobs service's `run`, `jobs`, `job`).
+//! - [`commands`]: one file per kind of subcommand (lists, `describe`, roles, explain, changes,
+//!   `task kill`, drain and reactivate, logs, the offer watch, and the jobs service's `run`,
+//!   `jobs`, `job`).
 //! - [`table`]: the aligned table writer; [`format`](mod@format): how values read in a table.
 //! - [`error`]: [`CtlError`] and the exit codes.
 //!
@@ -23,7 +24,7 @@ pub mod table;
 
 use std::io::Write;
 
-pub use cli::{Cli, Command, JobAction};
+pub use cli::{Cli, Command, Describe, JobAction, TaskAction, TaskRef};
 pub use error::{CtlError, EXIT_API, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE};
 
 /// Runs one parsed command line, writing what it shows to `out`.
@@ -43,9 +44,31 @@ pub async fn run(cli: &Cli, out: &mut (dyn Write + Send)) -> Result<(), CtlError
         Command::Offers { watch: false, .. } => commands::list::offers(&api, json, out).await,
         Command::Agents => commands::list::agents(&api, json, out).await,
         Command::Frameworks => commands::list::frameworks(&api, json, out).await,
-        Command::Tasks { framework, state } => {
-            commands::list::tasks(&api, framework.as_deref(), state.as_deref(), json, out).await
+        Command::Tasks {
+            framework,
+            agent,
+            state,
+        } => {
+            let filter = commands::list::TaskFilter {
+                framework: framework.as_deref(),
+                agent: agent.as_deref(),
+                state: state.as_deref(),
+            };
+            commands::list::tasks(&api, filter, json, out).await
         }
+        Command::Task {
+            action: TaskAction::Kill { task },
+        } => commands::task::kill(&api, &task.task, task.framework.as_deref(), json, out).await,
+        Command::Describe { what } => match what {
+            Describe::Task { task } => {
+                commands::describe::task(&api, &task.task, task.framework.as_deref(), json, out)
+                    .await
+            }
+            Describe::Agent { agent } => commands::describe::agent(&api, agent, json, out).await,
+            Describe::Framework { framework } => {
+                commands::describe::framework(&api, framework, json, out).await
+            }
+        },
         Command::Roles => commands::roles::roles(&api, json, out).await,
         Command::Explain { framework } => {
             commands::explain::explain(&api, framework, json, out).await
@@ -104,6 +127,23 @@ async fn run_jobs(cli: &Cli, out: &mut (dyn Write + Send)) -> Option<Result<(), 
                     jobs::scale(&api, name, *replicas, json, out).await
                 }
                 JobAction::Delete { name } => jobs::delete(&api, name, json, out).await,
+                JobAction::Run {
+                    command,
+                    count,
+                    cpus,
+                    mem,
+                    name,
+                    wait,
+                } => {
+                    let wrap = jobs::Wrap {
+                        command,
+                        count: *count,
+                        cpus: *cpus,
+                        mem: *mem,
+                        name: name.as_deref(),
+                    };
+                    jobs::run_command(&api, &wrap, *wait, json, out).await
+                }
                 JobAction::Logs {
                     name,
                     index,

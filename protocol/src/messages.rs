@@ -572,6 +572,10 @@ pub struct TaskInfo {
     /// The exit code, once it exited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
+    /// Why it is in its latest state, in one word for programs, when known (the latest
+    /// status's `reason`: `memory_limit`, `agent_drained`, `preempted`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     /// When the state last changed.
     #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub updated_at: Timestamp,

@@ -1,5 +1,6 @@
 //! Extractors that answer bad input with the API's error body instead of axum's plain-text
-//! rejections: [`Body`] (JSON, size-limited, empty = `{}`), [`Id`] (a path id).
+//! rejections: [`Body`] (JSON, size-limited, empty = `{}`), [`Id`] (a path id), [`TaskPath`]
+//! (a framework's id and a task's in the path).
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request};
@@ -105,5 +106,25 @@ impl<S: Send + Sync, T: PathId> FromRequestParts<S> for Id<T> {
         raw.parse::<T>()
             .map(Id)
             .map_err(|_| ApiError::BadPath(format!("{raw:?} is not a valid {}", T::WHAT)))
+    }
+}
+
+/// The path parameters of a route naming one task of one framework (`{id}` and `{task_id}`),
+/// parsed: a malformed one is 400 naming it.
+#[derive(Debug)]
+pub struct TaskPath(pub protocol::FrameworkId, pub protocol::TaskId);
+
+impl<S: Send + Sync> FromRequestParts<S> for TaskPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let Path((framework, task)) = Path::<(String, String)>::from_request_parts(parts, state)
+            .await
+            .map_err(|e| ApiError::BadPath(e.body_text()))?;
+        let framework = framework.parse().map_err(|_| {
+            ApiError::BadPath(format!("{framework:?} is not a framework id (a UUID)"))
+        })?;
+        let task = protocol::TaskId::new(task).map_err(|e| ApiError::BadPath(e.to_string()))?;
+        Ok(TaskPath(framework, task))
     }
 }

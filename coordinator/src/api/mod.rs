@@ -11,6 +11,7 @@
 //! - [`reservations`]: a framework's dynamic reserve / unreserve on an offer it
 //!   holds.
 //! - [`output`]: a task's stdout / stderr, read from its agent for operators.
+//! - [`task_kill`]: an admin operator's kill of one task.
 //! - [`operator`]: offers, offer events, state, roles, metrics, health.
 //! - [`session`]: the dashboard's login and logout (an `HttpOnly` cookie carrying the token).
 //! - [`ui`]: the dashboard page and the reads it polls (history, agent pages, detail views).
@@ -37,6 +38,7 @@ pub mod output;
 pub mod reservations;
 pub mod session;
 pub mod sse;
+pub mod task_kill;
 pub mod ui;
 
 pub use crate::web::{auth, error, input, Route};
@@ -51,6 +53,7 @@ pub fn routes() -> Vec<Route> {
         reservations::routes(),
         operator::routes(),
         output::routes(),
+        task_kill::routes(),
         ui::routes(),
         session::routes(),
     ]

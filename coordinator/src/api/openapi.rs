@@ -48,6 +48,7 @@ use utoipa::{IntoParams, OpenApi, ToSchema};
     super::operator::metrics,
     super::operator::health,
     super::output::output,
+    super::task_kill::kill_task,
     super::ui::page,
     super::ui::script,
     super::ui::style,

@@ -9,14 +9,14 @@
 
 use std::collections::HashMap;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use protocol::ErrorBody;
-use protocol::{FrameworkId, TaskId};
 
 use super::error::ApiError;
+use super::extract::TaskPath;
 use super::openapi::{OutputPath, OutputQuery};
 use super::Route;
 use crate::runtime::task_output::{OutputFetchError, OutputFile, OutputRead, MAX_OUTPUT_BYTES};
@@ -38,16 +38,9 @@ type RawQuery = Result<Query<HashMap<String, String>>, axum::extract::rejection:
     responses((status = 200, description = "The bytes read", content_type = "text/plain", body = String)))]
 async fn output(
     State(c): State<Coordinator>,
-    path: Result<Path<(String, String)>, axum::extract::rejection::PathRejection>,
+    TaskPath(framework, task): TaskPath,
     query: RawQuery,
 ) -> Result<Response, ApiError> {
-    let Path((framework, task)) = path.map_err(|e| ApiError::BadPath(e.body_text()))?;
-    let framework: FrameworkId = framework
-        .parse()
-        .map_err(|_| ApiError::BadPath(format!("{framework:?} is not a framework id (a UUID)")))?;
-    let task: TaskId = task
-        .parse()
-        .map_err(|e| ApiError::BadPath(format!("{e}")))?;
     let read = parse_query(query)?;
     match c.task_output(framework, &task, read).await {
         Ok(bytes) => {

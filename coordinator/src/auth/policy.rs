@@ -15,6 +15,7 @@
 //! | every other `GET` (state, offers, offer stream, tasks, roles, metrics, the dashboard's reads) | operators |
 //! | `PUT /api/v1/roles/{path}`, `GET /api/v1/registry/backup` | admin operators |
 //! | `POST /api/v1/agents/{id}/drain`, `POST /api/v1/agents/{id}/reactivate` | admin operators |
+//! | `POST /api/v1/frameworks/{id}/tasks/{task_id}/kill` (an operator's kill of one task) | admin operators |
 
 use axum::http::Method;
 
@@ -96,7 +97,9 @@ pub fn check_route(
         (&Method::PUT, "/api/v1/roles/{*path}") => principal.is_admin(),
         // Maintenance, before the agents' own POST routes.
         (&Method::POST, "/api/v1/agents/{id}/drain")
-        | (&Method::POST, "/api/v1/agents/{id}/reactivate") => principal.is_admin(),
+        | (&Method::POST, "/api/v1/agents/{id}/reactivate")
+        // An operator's kill, before the frameworks' own POST routes.
+        | (&Method::POST, "/api/v1/frameworks/{id}/tasks/{task_id}/kill") => principal.is_admin(),
         (&Method::POST, r) if r.starts_with("/api/v1/frameworks") => principal.is_framework(),
         // The Mesos scheduler API: its calls act as the principal's frameworks.
         (&Method::POST, "/api/v1/scheduler") => principal.is_framework(),
@@ -190,6 +193,11 @@ mod tests {
             (
                 &post,
                 "/api/v1/agents/{id}/reactivate",
+                [false, false, false, true],
+            ),
+            (
+                &post,
+                "/api/v1/frameworks/{id}/tasks/{task_id}/kill",
                 [false, false, false, true],
             ),
         ];

@@ -139,6 +139,7 @@ pub fn state_status_and_code(e: &StateError) -> (StatusCode, &'static str) {
         UnknownOffer(_) => (StatusCode::NOT_FOUND, "offer_not_found"),
         UnknownTask(_) => (StatusCode::NOT_FOUND, "task_not_found"),
         TaskNotYetKnown { .. } => (StatusCode::CONFLICT, "task_not_yet_known"),
+        TaskTerminal { .. } => (StatusCode::CONFLICT, "task_terminal"),
         UnknownUpdate { .. } => (StatusCode::NOT_FOUND, "update_not_found"),
         OfferNotYours(_) => (StatusCode::FORBIDDEN, "offer_not_yours"),
         AgentTokenMismatch(_) => (StatusCode::FORBIDDEN, "agent_token_mismatch"),

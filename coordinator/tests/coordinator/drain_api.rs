@@ -13,12 +13,15 @@ use coordinator::auth::{Credentials, SecretHash};
 use coordinator::Config;
 use serde_json::{json, Value};
 
-const NODES: &str = "token-of-agent-pool";
-const TEAM: &str = "token-of-team";
-const READER: &str = "token-of-read-operator";
-const ADMIN: &str = "token-of-admin-operator";
+pub(crate) const NODES: &str = "token-of-agent-pool";
+pub(crate) const TEAM: &str = "token-of-team";
+pub(crate) const READER: &str = "token-of-read-operator";
+pub(crate) const ADMIN: &str = "token-of-admin-operator";
 
-fn secured() -> Api {
+/// A coordinator with one principal of each kind: an agent pool ([`NODES`]), a framework team
+/// ([`TEAM`]), a read operator ([`READER`]) and an admin operator ([`ADMIN`]). The other admin
+/// routes' tests (`task_kill_api`) use it too.
+pub(crate) fn secured() -> Api {
     let h = |t: &str| SecretHash::of(t).to_hex();
     let credentials = Credentials::from_toml(&format!(
         r#"
@@ -57,7 +60,14 @@ secret_sha256 = "{}"
     })
 }
 
-async fn call(api: &Api, token: &str, method: Method, path: &str, body: Value) -> (u16, Value) {
+/// Sends `body` to `method path` with `token`; the status and the JSON answer (`null` if none).
+pub(crate) async fn call(
+    api: &Api,
+    token: &str,
+    method: Method,
+    path: &str,
+    body: Value,
+) -> (u16, Value) {
     let request = Request::builder()
         .method(method)
         .uri(path)

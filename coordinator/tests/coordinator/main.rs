@@ -24,3 +24,4 @@ mod openapi;
 mod operator_api;
 mod registry_failures;
 mod support;
+mod task_kill_api;

@@ -1,6 +1,6 @@
 //! The jobs service's commands: `run FILE [--wait]`, `jobs`, `job status|stop|delete NAME`,
 //! `job scale NAME N`, `job restart NAME`, `job logs NAME [--index I]` (the output itself comes from the
-//! coordinator).
+//! coordinator), and `job run --command CMD` (a batch job of one command, without a file).
 //! They talk to the jobs service (`--jobs-url`, `PARLEY_JOBS_URL`), not to the coordinator,
 //! through [`JobsApi`], and read its JSON loosely (as `serde_json::Value`), so this tool does
 //! not depend on the service's crate.
@@ -145,6 +145,96 @@ pub async fn run(
         Some("json") => "application/json",
         _ => "application/toml",
     };
+    submit(api, text, content_type, wait, json, out).await
+}
+
+/// `parleyctl job run --command CMD ...`: a batch job of one shell command, without a file.
+#[derive(Debug, Clone)]
+pub struct Wrap<'a> {
+    /// `--command`: the shell command each task runs.
+    pub command: &'a str,
+    /// `--count`: how many tasks.
+    pub count: u32,
+    /// `--cpus`: CPUs per task.
+    pub cpus: f64,
+    /// `--mem`: MiB per task.
+    pub mem: f64,
+    /// `--name`: the job's name; `run-MILLIS` without it.
+    pub name: Option<&'a str>,
+}
+
+impl Wrap<'_> {
+    /// The job spec (JSON) the flags make, or a usage error naming the first bad flag. The
+    /// service checks the spec again; these checks only spare a round trip and name the flag
+    /// rather than the spec's field.
+    pub fn spec(&self, now_ms: i64) -> Result<Value, CtlError> {
+        let bad = |flag: &str, why: &str| CtlError::Usage(format!("{flag}: {why}"));
+        if self.command.trim().is_empty() {
+            return Err(bad("--command", "give the shell command each task runs"));
+        }
+        if self.count == 0 {
+            return Err(bad("--count", "run at least 1 task"));
+        }
+        if !(self.cpus.is_finite() && self.cpus > 0.0) {
+            return Err(bad("--cpus", "a number of CPUs above 0, such as 0.5 or 2"));
+        }
+        if !(self.mem.is_finite() && self.mem >= 0.0) {
+            return Err(bad("--mem", "a number of MiB, 0 or more"));
+        }
+        let name = match self.name {
+            Some(name) => {
+                if !valid_job_name(name) {
+                    return Err(CtlError::Usage(format!(
+                        "--name: {name:?} is not a job name: use 1 to 63 lowercase letters, digits and inner dashes (not `events`)"
+                    )));
+                }
+                name.to_owned()
+            }
+            None => format!("run-{now_ms}"),
+        };
+        Ok(serde_json::json!({
+            "name": name,
+            "command": self.command,
+            "count": self.count,
+            "resources": {"cpus": self.cpus, "mem": self.mem},
+        }))
+    }
+}
+
+/// The jobs service's rule for a job's name: 1-63 of `[a-z0-9-]`, no dash first or last, not
+/// `events` (the service's event stream).
+fn valid_job_name(name: &str) -> bool {
+    name != "events"
+        && (1..=63).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+}
+
+/// `parleyctl job run --command CMD [--count N] [--cpus X] [--mem MB] [--name NAME] [--wait]`:
+/// the flags are checked, then submitted as a JSON spec, as `run FILE` submits a file.
+pub async fn run_command(
+    api: &JobsApi,
+    wrap: &Wrap<'_>,
+    wait: bool,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<(), CtlError> {
+    let spec = wrap.spec(chrono::Utc::now().timestamp_millis())?;
+    submit(api, spec.to_string(), "application/json", wait, json, out).await
+}
+
+/// Submits a spec's `text` of `content_type` (see [`run`]).
+async fn submit(
+    api: &JobsApi,
+    text: String,
+    content_type: &str,
+    wait: bool,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<(), CtlError> {
     let answer = match api
         .call(Method::POST, "", Some((text.clone(), content_type)))
         .await
@@ -458,4 +548,107 @@ pub async fn delete(
 /// The elements of a JSON array (none when `v` is not one).
 fn items(v: &Value) -> &[Value] {
     v.as_array().map(Vec::as_slice).unwrap_or_default()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn wrap(command: &str) -> Wrap<'_> {
+        Wrap {
+            command,
+            count: 1,
+            cpus: 1.0,
+            mem: 128.0,
+            name: None,
+        }
+    }
+
+    #[test]
+    fn the_flags_make_a_batch_spec() {
+        let spec = Wrap {
+            count: 4,
+            cpus: 0.5,
+            mem: 0.0,
+            name: Some("render-2"),
+            ..wrap("echo $PARLEY_TASK_INDEX")
+        }
+        .spec(7)
+        .unwrap();
+        assert_eq!(
+            spec,
+            serde_json::json!({
+                "name": "render-2",
+                "command": "echo $PARLEY_TASK_INDEX",
+                "count": 4,
+                "resources": {"cpus": 0.5, "mem": 0.0},
+            })
+        );
+        assert_eq!(wrap("true").spec(1_700_000).unwrap()["name"], "run-1700000");
+    }
+
+    #[test]
+    fn each_bad_flag_is_named() {
+        let cases = [
+            (wrap(" \t"), "--command"),
+            (
+                Wrap {
+                    count: 0,
+                    ..wrap("true")
+                },
+                "--count",
+            ),
+            (
+                Wrap {
+                    cpus: 0.0,
+                    ..wrap("true")
+                },
+                "--cpus",
+            ),
+            (
+                Wrap {
+                    cpus: f64::INFINITY,
+                    ..wrap("true")
+                },
+                "--cpus",
+            ),
+            (
+                Wrap {
+                    mem: -1.0,
+                    ..wrap("true")
+                },
+                "--mem",
+            ),
+            (
+                Wrap {
+                    mem: f64::NAN,
+                    ..wrap("true")
+                },
+                "--mem",
+            ),
+        ];
+        for (bad, flag) in cases {
+            match bad.spec(1) {
+                Err(CtlError::Usage(m)) => assert!(m.starts_with(flag), "{flag}: {m}"),
+                other => panic!("{flag}: {other:?}"),
+            }
+        }
+        for name in ["", "-a", "a-", "Upper", "a_b", "events", &"a".repeat(64)] {
+            let bad = Wrap {
+                name: Some(name),
+                ..wrap("true")
+            };
+            assert!(
+                matches!(bad.spec(1), Err(CtlError::Usage(m)) if m.starts_with("--name")),
+                "{name:?}"
+            );
+        }
+        assert!(Wrap {
+            name: Some(&"a".repeat(63)),
+            ..wrap("true")
+        }
+        .spec(1)
+        .is_ok());
+    }
 }

@@ -5,7 +5,7 @@ use std::io::Write;
 
 use protocol::messages::{AgentList, FrameworkList, OfferList, TaskList};
 
-use super::{print_raw, resolve_framework};
+use super::{print_raw, resolve_agent, resolve_framework};
 use crate::client::Api;
 use crate::error::CtlError;
 use crate::format;
@@ -76,20 +76,35 @@ pub async fn frameworks(api: &Api, json: bool, out: &mut dyn Write) -> Result<()
     Ok(t.write(out)?)
 }
 
-/// `parleyctl tasks [--framework F] [--state S]`: both filters go to the API
-/// (`?framework_id=`, `?state=`); `--json` prints its answer as is.
+/// The filters of `parleyctl tasks`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TaskFilter<'a> {
+    /// `--framework`: its id or unique name.
+    pub framework: Option<&'a str>,
+    /// `--agent`: its id or unique hostname.
+    pub agent: Option<&'a str>,
+    /// `--state`: one of [`crate::cli::TASK_STATES`].
+    pub state: Option<&'a str>,
+}
+
+/// `parleyctl tasks [--framework F] [--agent A] [--state S]`: the framework and state filters
+/// go to the API (`?framework_id=`, `?state=`), the agent filter is applied here; `--json`
+/// prints the API's answer as is (the list filtered to the agent's tasks with `--agent`).
 pub async fn tasks(
     api: &Api,
-    framework: Option<&str>,
-    state: Option<&str>,
+    filter: TaskFilter<'_>,
     json: bool,
     out: &mut dyn Write,
 ) -> Result<(), CtlError> {
     let mut params = Vec::new();
-    if let Some(f) = framework {
+    if let Some(f) = filter.framework {
         params.push(format!("framework_id={}", resolve_framework(api, f).await?));
     }
-    if let Some(state) = state {
+    let agent = match filter.agent {
+        Some(a) => Some(resolve_agent(api, a).await?),
+        None => None,
+    };
+    if let Some(state) = filter.state {
         // Checked by the command line against the known states: no escaping needed.
         params.push(format!("state={state}"));
     }
@@ -98,9 +113,28 @@ pub async fn tasks(
     } else {
         format!("/api/v1/tasks?{}", params.join("&"))
     };
-    let (raw, list): (_, TaskList) = api.get(&path).await?;
+    let (raw, mut list): (_, TaskList) = api.get(&path).await?;
+    if let Some(agent) = agent {
+        list.tasks.retain(|t| t.agent_id == agent);
+        if list.tasks.is_empty() {
+            // No task there, or no such agent: an id is taken as given, so ask.
+            let (_, agents): (_, AgentList) = api.get("/api/v1/agents").await?;
+            if !agents.agents.iter().any(|a| a.agent_id == agent) {
+                return Err(CtlError::NotFound(format!(
+                    "--agent: no agent has the id {agent}; see `parleyctl agents`"
+                )));
+            }
+        }
+    }
     if json {
-        return print_raw(out, &raw);
+        return match agent {
+            None => print_raw(out, &raw),
+            Some(_) => {
+                let text = serde_json::to_string(&list)
+                    .map_err(|e| CtlError::Protocol(format!("GET {path}: {e}")))?;
+                print_raw(out, &text)
+            }
+        };
     }
     let mut t = Table::new(&[
         "TASK",

@@ -9,7 +9,7 @@ use std::time::Duration;
 use protocol::messages::TaskList;
 use protocol::{FrameworkId, TaskId};
 
-use super::resolve_framework;
+use super::{resolve_framework, resolve_task};
 use crate::client::Api;
 use crate::error::CtlError;
 
@@ -30,7 +30,7 @@ pub async fn logs(
         .map_err(|e| CtlError::Usage(format!("TASK: {e}")))?;
     let framework = match framework {
         Some(f) => resolve_framework(api, f).await?,
-        None => find_framework(api, &task).await?,
+        None => resolve_task(api, task.as_str(), None).await?.framework_id,
     };
     let path = format!("/api/v1/frameworks/{framework}/tasks/{task}/output");
     let file = if stderr { "stderr" } else { "stdout" };
@@ -57,28 +57,6 @@ pub async fn logs(
             return Ok(out.flush()?);
         }
         tokio::time::sleep(FOLLOW_POLL).await;
-    }
-}
-
-/// The framework of the one task with this id.
-async fn find_framework(api: &Api, task: &TaskId) -> Result<FrameworkId, CtlError> {
-    let (_, list): (_, TaskList) = api.get("/api/v1/tasks").await?;
-    let mut owners: Vec<FrameworkId> = list
-        .tasks
-        .iter()
-        .filter(|t| &t.task_id == task)
-        .map(|t| t.framework_id)
-        .collect();
-    owners.dedup();
-    match owners.as_slice() {
-        [one] => Ok(*one),
-        [] => Err(CtlError::NotFound(format!(
-            "no task {task} is known to the coordinator; see `parleyctl tasks`"
-        ))),
-        _ => Err(CtlError::NotFound(format!(
-            "{} frameworks have a task {task}; name one with --framework",
-            owners.len()
-        ))),
     }
 }
 

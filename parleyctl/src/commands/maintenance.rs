@@ -5,38 +5,11 @@
 use std::io::Write;
 
 use protocol::maintenance::{AgentMaintenance, DrainAgent};
-use protocol::messages::AgentList;
-use protocol::AgentId;
 use reqwest::Method;
 
-use super::print_raw;
+use super::{print_raw, resolve_agent};
 use crate::client::Api;
 use crate::error::CtlError;
-
-/// The agent `name_or_id` names: an id as is (the coordinator answers 404 if unknown), else
-/// the one agent with that hostname.
-async fn resolve_agent(api: &Api, name_or_id: &str) -> Result<AgentId, CtlError> {
-    if let Ok(id) = name_or_id.parse::<AgentId>() {
-        return Ok(id);
-    }
-    let (_, list): (_, AgentList) = api.get("/api/v1/agents").await?;
-    let matching: Vec<AgentId> = list
-        .agents
-        .iter()
-        .filter(|a| a.hostname == name_or_id)
-        .map(|a| a.agent_id)
-        .collect();
-    match matching.as_slice() {
-        [id] => Ok(*id),
-        [] => Err(CtlError::NotFound(format!(
-            "no agent has the id or hostname {name_or_id:?}; see `parleyctl agents`"
-        ))),
-        several => Err(CtlError::NotFound(format!(
-            "{} agents have the hostname {name_or_id:?}; name one by its id",
-            several.len()
-        ))),
-    }
-}
 
 fn print_state(out: &mut dyn Write, answer: &AgentMaintenance) -> Result<(), CtlError> {
     match answer.deadline {

@@ -4,9 +4,7 @@
 //! JSON, and an unreachable service is exit code 3.
 #![allow(clippy::unwrap_used)]
 
-use std::time::Duration;
-
-use crate::support::{binary, ctl, ok, texts};
+use crate::support::{binary, ctl, jobs_service, ok, texts};
 use parleyctl::{CtlError, EXIT_API, EXIT_UNREACHABLE};
 use tests::Cluster;
 
@@ -17,13 +15,7 @@ fn refs(args: &[String]) -> Vec<&str> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_wait_status_stop_and_delete() {
     let cluster = Cluster::start(&["cpus=2,mem=1024"]).await.unwrap();
-    let data = tempfile::tempdir().unwrap();
-    let mut config =
-        parley_jobs::ServiceConfig::new(&cluster.url, "default".parse().unwrap(), data.path());
-    config.failover_timeout = Duration::from_secs(60);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let jobs = parley_jobs::start(config, listener).await.unwrap();
-    let jobs_url = format!("http://{}", jobs.addr);
+    let (jobs, jobs_url, _data) = jobs_service(&cluster).await;
     let url = cluster.url.as_str();
     let with = |args: &[&str]| -> Vec<String> {
         let mut v = vec!["--jobs-url".to_owned(), jobs_url.clone()];

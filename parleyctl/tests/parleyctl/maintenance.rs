@@ -49,6 +49,12 @@ async fn drain_kills_at_the_deadline_and_reactivate_brings_the_agent_back() {
         .unwrap();
     let table = ok(&url, &["agents"]).await;
     assert!(table.contains("drained"), "{table}");
+    // The coordinator keeps why the task ended.
+    let described = ok(&url, &["describe", "task", "sleeper"]).await;
+    assert!(
+        described.contains("Reason:           agent_drained"),
+        "{described}"
+    );
 
     // By id, as JSON: the API's answer.
     let out = ok(&url, &["--json", "reactivate", &agent.agent_id.to_string()]).await;

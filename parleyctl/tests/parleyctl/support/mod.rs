@@ -1,5 +1,5 @@
 //! What the parleyctl tests share: running a command line through the library, or the real
-//! binary as a child process.
+//! binary as a child process, and a jobs service on a test cluster.
 #![allow(clippy::unwrap_used)]
 
 use std::process::Output;
@@ -24,6 +24,21 @@ pub async fn ok(url: &str, args: &[&str]) -> String {
         panic!("parleyctl {args:?} failed: {e}\n{out}");
     }
     out
+}
+
+/// A jobs service for `cluster` on a free loopback port, its store in a temporary directory
+/// (removed when the returned one is dropped): the service, its base URL and the directory.
+pub async fn jobs_service(
+    cluster: &tests::Cluster,
+) -> (parley_jobs::service::Running, String, tempfile::TempDir) {
+    let data = tempfile::tempdir().unwrap();
+    let mut config =
+        parley_jobs::ServiceConfig::new(&cluster.url, "default".parse().unwrap(), data.path());
+    config.failover_timeout = std::time::Duration::from_secs(60);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let jobs = parley_jobs::start(config, listener).await.unwrap();
+    let url = format!("http://{}", jobs.addr);
+    (jobs, url, data)
 }
 
 /// Runs the real binary with `args` and the environment `env` (PARLEY_* cleared first).
