@@ -140,7 +140,7 @@ mod tests {
         let admin = principal(Kind::Operator(Access::Admin));
         let (get, post, put, delete) = (Method::GET, Method::POST, Method::PUT, Method::DELETE);
         // (method, route, [framework, agent, read, admin])
-        let table: [(&Method, &str, [bool; 4]); 18] = [
+        let table: [(&Method, &str, [bool; 4]); 19] = [
             (&post, "/api/v1/frameworks", [true, false, false, false]),
             (
                 &post,
