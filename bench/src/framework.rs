@@ -483,7 +483,11 @@ mod tests {
         for a in d.answers() {
             match a {
                 framework_sdk::Answer::Launch { tasks, .. } => launched.push(tasks.clone()),
+                framework_sdk::Answer::LaunchGang { parts, .. } => {
+                    launched.extend(parts.iter().map(|(_, t)| t.clone()));
+                }
                 framework_sdk::Answer::Decline { .. } => declined += 1,
+                _ => {}
             }
         }
         (launched, declined)

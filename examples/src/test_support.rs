@@ -49,7 +49,11 @@ pub(crate) fn launched(decisions: &framework_sdk::Decisions) -> (Vec<Vec<TaskSpe
     for answer in decisions.answers() {
         match answer {
             framework_sdk::Answer::Launch { tasks, .. } => launches.push(tasks.clone()),
+            framework_sdk::Answer::LaunchGang { parts, .. } => {
+                launches.extend(parts.iter().map(|(_, t)| t.clone()));
+            }
             framework_sdk::Answer::Decline { .. } => declines += 1,
+            _ => {}
         }
     }
     (launches, declines)

@@ -10,8 +10,10 @@ use protocol::{Offer, OfferId, TaskId, TaskSpec};
 
 use crate::Task;
 
-/// One answer to one or more offers of a single agent.
+/// One answer to offers: a launch on one agent's offers, a gang's launch across agents, or a
+/// decline. More kinds may come, so a `match` needs a `_` arm.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Answer {
     /// Launch `tasks` on the agent of `offer_ids`; the unused rest returns to the pool.
     Launch {
@@ -19,6 +21,16 @@ pub enum Answer {
         offer_ids: Vec<OfferId>,
         /// Tasks to launch; their resources must fit in the offers together.
         tasks: Vec<TaskSpec>,
+    },
+    /// Launch a gang: each part's `tasks` on the agent of its `offer_ids`, all of them or none
+    /// (`POST /frameworks/{id}/gang-accepts`). The members then end together: when one fails,
+    /// the coordinator kills the others and the scheduler hears
+    /// [`Scheduler::gang_failed`](crate::Scheduler::gang_failed).
+    LaunchGang {
+        /// The gang's id, unique among the framework's running gangs.
+        gang_id: String,
+        /// One part per agent: its offers and the members launched there.
+        parts: Vec<(Vec<OfferId>, Vec<TaskSpec>)>,
     },
     /// Give the offer back, filtered for `refuse` (the driver's
     /// [`decline_refuse`](crate::DriverConfig::decline_refuse) when `None`).
@@ -50,6 +62,20 @@ impl Decisions {
         self.answers.push(Answer::Launch {
             offer_ids: vec![offer_id],
             tasks,
+        });
+        self
+    }
+
+    /// Launches a gang across agents, all or none ([`Answer::LaunchGang`]): `parts` holds one
+    /// entry per agent, its offers and the members launched there.
+    pub fn launch_gang(
+        &mut self,
+        gang_id: impl Into<String>,
+        parts: Vec<(Vec<OfferId>, Vec<TaskSpec>)>,
+    ) -> &mut Self {
+        self.answers.push(Answer::LaunchGang {
+            gang_id: gang_id.into(),
+            parts,
         });
         self
     }
@@ -268,7 +294,7 @@ mod tests {
             .iter()
             .filter_map(|a| match a {
                 Answer::Launch { offer_ids, tasks } => Some((offer_ids[0], ids(tasks))),
-                Answer::Decline { .. } => None,
+                Answer::Decline { .. } | Answer::LaunchGang { .. } => None,
             })
             .collect();
         assert_eq!(launched, [(offers[2].offer_id, vec!["t0", "t2"])]);

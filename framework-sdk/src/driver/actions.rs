@@ -7,6 +7,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use protocol::gang::GangAccept;
 use protocol::messages::{
     AcceptBatch, AcceptRequest, AcknowledgeBatch, AcknowledgeRequest, DeclineRequest, ReviveRequest,
 };
@@ -34,9 +35,16 @@ impl<S: Scheduler> Runner<S> {
         let pending = self.pending_bound();
         let mut declines: Vec<(OfferId, Option<Duration>)> = Vec::new();
         let mut accepts: Vec<AcceptRequest> = Vec::new();
+        let mut gangs: Vec<GangAccept> = Vec::new();
         let mut failed: Vec<(Vec<TaskSpec>, SdkError)> = Vec::new();
         for answer in answers {
             match answer {
+                Answer::LaunchGang { gang_id, parts } => {
+                    match self.gang_request(gang_id, parts, &mut declines) {
+                        Ok(gang) => gangs.push(gang),
+                        Err(failure) => failed.push(failure),
+                    }
+                }
                 Answer::Decline { offer_id, refuse } => {
                     self.offers.remove(offer_id);
                     declines.push((offer_id, refuse));
@@ -83,7 +91,7 @@ impl<S: Scheduler> Runner<S> {
                 }
             }
         }
-        let says_pending = !declines.is_empty() || !accepts.is_empty();
+        let says_pending = !declines.is_empty() || !accepts.is_empty() || !gangs.is_empty();
         if let Some(id) = self.framework_id {
             let client = &self.client;
             let limit = self.config.max_concurrent_requests.max(1);
@@ -120,9 +128,16 @@ impl<S: Scheduler> Runner<S> {
             )
             .buffered(limit)
             .collect::<Vec<_>>();
-            let ((), results) = tokio::join!(declined, accepted);
+            let gangs_sent = futures::stream::iter(gangs.into_iter().map(|gang| async move {
+                let answer = client.gang_accept(id, &gang).await;
+                let tasks: Vec<TaskSpec> = gang.accepts.into_iter().flat_map(|a| a.tasks).collect();
+                (tasks, answer.map(|r| r.launched))
+            }))
+            .buffered(limit)
+            .collect::<Vec<_>>();
+            let ((), results, gang_results) = tokio::join!(declined, accepted, gangs_sent);
             let mut in_doubt: Vec<TaskSpec> = Vec::new();
-            for (tasks, result) in results.into_iter().flatten() {
+            for (tasks, result) in results.into_iter().flatten().chain(gang_results) {
                 match result {
                     Ok(launched) => {
                         let launched: HashSet<&TaskId> = launched.iter().collect();
@@ -172,6 +187,56 @@ impl<S: Scheduler> Runner<S> {
         for (tasks, e) in failed {
             self.scheduler.launch_failed(&mut self.ctx, tasks, &e).await;
         }
+    }
+
+    /// The request of a gang's launch, its offers taken from those held; or why it is not sent
+    /// (its tasks, to hand back to the scheduler). A gang naming an offer not held, or a task
+    /// of a fraction of a GPU, is not sent at all: the coordinator would refuse it whole.
+    fn gang_request(
+        &mut self,
+        gang_id: String,
+        parts: Vec<(Vec<OfferId>, Vec<TaskSpec>)>,
+        declines: &mut Vec<(OfferId, Option<Duration>)>,
+    ) -> Result<GangAccept, (Vec<TaskSpec>, SdkError)> {
+        let offers: Vec<OfferId> = parts.iter().flat_map(|(o, _)| o.iter().copied()).collect();
+        let tasks = || parts.iter().flat_map(|(_, t)| t.iter().cloned()).collect();
+        if self.framework_id.is_none() || parts.iter().any(|(o, _)| o.is_empty()) {
+            let e = SdkError::Protocol("each part of a gang must name at least one offer".into());
+            return Err((tasks(), e));
+        }
+        let fraction = parts.iter().flat_map(|(_, t)| t).find_map(|t| {
+            protocol::capability::check_whole_gpus("resources", &t.resources)
+                .err()
+                .map(|r| format!("task {}: {r}", t.task_id))
+        });
+        if let Some(reason) = fraction {
+            for offer_id in offers {
+                self.offers.remove(offer_id);
+                declines.push((offer_id, None));
+            }
+            return Err((tasks(), SdkError::Protocol(reason)));
+        }
+        if let Some(gone) = offers.iter().find(|o| !self.offers.contains(**o)) {
+            let e = SdkError::Protocol(format!(
+                "offer {gone} of gang {gang_id} is not held (rescinded or already answered)"
+            ));
+            return Err((tasks(), e));
+        }
+        for offer_id in offers {
+            self.offers.remove(offer_id);
+        }
+        let refuse_seconds = Some(self.config.accept_refuse.as_secs_f64());
+        Ok(GangAccept {
+            gang_id,
+            accepts: parts
+                .into_iter()
+                .map(|(offer_ids, tasks)| AcceptRequest {
+                    offer_ids,
+                    tasks,
+                    refuse_seconds,
+                })
+                .collect(),
+        })
     }
 
     /// Declines offers with the default filter, in one call.

@@ -792,3 +792,56 @@ async fn declines_with_a_duration_go_out_in_one_call_with_that_filter() {
     assert_eq!(declines[0].offer_ids, ids);
     assert_eq!(declines[0].refuse_seconds, Some(60.0));
 }
+
+#[tokio::test]
+async fn a_gang_goes_in_one_call_across_agents() {
+    let fake = Fake::start().await;
+    let (id, handle) = start(&fake, Probe::new(&fake, Mode::Gang, 3)).await;
+    let offers: Vec<_> = (0..4)
+        .map(|_| offer(id, "cpus=4,mem=1024", "cpus=8,mem=2048"))
+        .collect();
+    let ids: Vec<_> = offers.iter().map(|o| o.offer_id).collect();
+    assert!(fake.push(FrameworkEvent::Offers { offers }));
+    wait_for(WITHIN, "the gang's call and the decline", || {
+        fake.recorded(|r| r.gang_accepts.len() == 1 && !r.declines.is_empty())
+    })
+    .await;
+    let gang = fake.recorded(|r| r.gang_accepts[0].clone());
+    assert_eq!(gang.gang_id, "g");
+    let parts: Vec<_> = gang
+        .accepts
+        .iter()
+        .map(|a| (a.offer_ids.clone(), a.tasks.len()))
+        .collect();
+    assert_eq!(
+        parts,
+        [(vec![ids[0]], 1), (vec![ids[1]], 1), (vec![ids[2]], 1)],
+        "one part per offer, each with its member"
+    );
+    assert_eq!(fake.recorded(|r| r.declines[0].offer_ids.clone()), [ids[3]]);
+    assert_eq!(
+        fake.recorded(|r| r.accept_calls),
+        0,
+        "no accept outside the gang"
+    );
+    assert!(!has(&fake, "launch_failed"));
+
+    stop(&fake, id, handle).await;
+}
+
+#[tokio::test]
+async fn a_gang_the_coordinator_refuses_comes_back_whole() {
+    let fake = Fake::start().await;
+    fake.reject_accept(409, "gang_exists", "gang g is already running");
+    let (id, handle) = start(&fake, Probe::new(&fake, Mode::Gang, 2)).await;
+    let offers = (0..2)
+        .map(|_| offer(id, "cpus=4,mem=1024", "cpus=8,mem=2048"))
+        .collect();
+    assert!(fake.push(FrameworkEvent::Offers { offers }));
+    wait_for(WITHIN, "the whole gang handed back", || {
+        count(&fake, "launch_failed 2 gang_exists") == 1
+    })
+    .await;
+    let probe = stop(&fake, id, handle).await;
+    assert_eq!(probe.pending, 2, "both members back in the queue");
+}

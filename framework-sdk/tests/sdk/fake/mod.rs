@@ -34,6 +34,8 @@ pub struct Recorded {
     pub accepts: Vec<AcceptRequest>,
     /// Calls that carried accepts (single or batch), answered or not.
     pub accept_calls: usize,
+    /// Every gang launch (`gang-accepts`), answered or not.
+    pub gang_accepts: Vec<protocol::gang::GangAccept>,
     /// The `pending_tasks` each batch of accepts said.
     pub accept_batch_pending: Vec<Option<u32>>,
     /// Requests refused for carrying `pending_tasks` (see [`Fake::without_pending_tasks`]).
@@ -325,6 +327,22 @@ async fn action(
                 return error(status, body);
             }
             let launched = req.tasks.iter().map(|t| t.task_id.clone()).collect();
+            Json(AcceptResponse { launched }).into_response()
+        }
+        "gang-accepts" => {
+            let gang: protocol::gang::GangAccept = match serde_json::from_value(body) {
+                Ok(r) => r,
+                Err(e) => return bad(e),
+            };
+            let launched = gang
+                .accepts
+                .iter()
+                .flat_map(|a| a.tasks.iter().map(|t| t.task_id.clone()))
+                .collect();
+            inner.recorded.gang_accepts.push(gang);
+            if let Some((status, body)) = inner.reject_accept.clone() {
+                return error(status, body);
+            }
             Json(AcceptResponse { launched }).into_response()
         }
         "accepts" => {

@@ -24,6 +24,9 @@ pub enum Mode {
     DeclineForAMinute,
     /// Up to this many tasks per offer while tasks are pending, decline the rest.
     Pack(usize),
+    /// Every pending task as one gang, one member per offer, when the offers are enough;
+    /// otherwise decline them all.
+    Gang,
 }
 
 /// A scheduler that writes what happens to a log shared with the fake coordinator.
@@ -66,6 +69,29 @@ impl Scheduler for Probe {
                 }
                 return d;
             }
+            Mode::Gang => {
+                let mut d = Decisions::new();
+                if self.pending == 0 || offers.len() < self.pending {
+                    for o in &offers {
+                        d.decline(o.offer_id, None);
+                    }
+                    return d;
+                }
+                let parts = offers[..self.pending]
+                    .iter()
+                    .map(|o| {
+                        self.launched += 1;
+                        let member = spec(&format!("m{}", self.launched), o.agent_id);
+                        (vec![o.offer_id], vec![member])
+                    })
+                    .collect();
+                self.pending = 0;
+                d.launch_gang("g", parts);
+                for o in &offers[self.launched..] {
+                    d.decline(o.offer_id, None);
+                }
+                return d;
+            }
             Mode::Launch => {}
             Mode::Pack(_) => {}
         }
@@ -87,6 +113,10 @@ impl Scheduler for Probe {
 
     async fn rescinded(&mut self, _ctx: &mut Context, offer_id: OfferId) {
         self.note(format!("rescinded {offer_id}"));
+    }
+
+    async fn gang_failed(&mut self, _ctx: &mut Context, g: &protocol::gang::GangFailed) {
+        self.note(format!("gang_failed {} {}", g.gang_id, g.task_id));
     }
 
     async fn preempted(&mut self, _ctx: &mut Context, p: &protocol::preempt::Preemption) {
