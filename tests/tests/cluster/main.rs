@@ -13,6 +13,7 @@ mod browser;
 mod cluster;
 mod drain;
 mod examples;
+mod gangs;
 mod gpu;
 mod gpu_agents;
 mod gpu_nvml;
