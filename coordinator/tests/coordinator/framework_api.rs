@@ -754,7 +754,12 @@ async fn offers_stop_once_they_hold_the_tasks_a_framework_says_it_wants() {
 
 #[tokio::test]
 async fn a_gang_launches_on_several_agents_all_or_none() {
-    let c = TestCoordinator::start(fast_config()).await;
+    // A body big enough for more members than a gang may have.
+    let config = coordinator::Config {
+        max_body_bytes: 4 << 20,
+        ..fast_config()
+    };
+    let c = TestCoordinator::start(config).await;
     let (fw, mut events) = c.framework("train", "eng/ml").await;
     let (a, b) = (FakeAgent::start().await, FakeAgent::start().await);
     c.register_agent(&a, json!({"cpus": 2})).await;
@@ -790,6 +795,42 @@ async fn a_gang_launches_on_several_agents_all_or_none() {
         "{body}"
     );
 
+    // More members than a gang may have: refused naming the field.
+    let many: Vec<_> = (0..=protocol::gang::MAX_MEMBERS)
+        .map(|i| {
+            json!({"task_id": format!("t{i}"), "agent_id": offers[0].agent_id,
+                   "resources": {"cpus": 0.001}, "command": {"argv": ["true"]}})
+        })
+        .collect();
+    let huge = json!({"offer_ids": [offers[0].offer_id], "tasks": many});
+    let (status, body) = c
+        .post(&path, json!({"gang_id": "g", "accepts": [huge]}))
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("at most 10000"),
+        "{body}"
+    );
+
+    // An offer of another framework: refused, and nothing is launched.
+    let (other, mut other_events) = c.framework("other", "eng/other").await;
+    let c2 = FakeAgent::start().await;
+    c.register_agent(&c2, json!({"cpus": 2})).await;
+    let theirs = other_events.offers().await.remove(0);
+    let (status, body) = c
+        .post(
+            &path,
+            json!({"gang_id": "g", "accepts": [accept_of(&offers[0], "m0"), accept_of(&theirs, "m1")]}),
+        )
+        .await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["error"]["code"], "offer_not_yours");
+    assert!(c.tasks().await.is_empty(), "no member launched");
+    let _ = other;
+
     // One member on an offer the framework does not hold: the whole gang is refused.
     let mut stale = accept_of(&offers[1], "m1");
     stale["offer_ids"] = json!([protocol::OfferId::new()]);
@@ -802,7 +843,7 @@ async fn a_gang_launches_on_several_agents_all_or_none() {
     assert_eq!(status, 404, "{body}");
     assert_eq!(body["error"]["code"], "offer_not_found");
     assert!(c.tasks().await.is_empty(), "no member launched");
-    assert_eq!(c.offers().await.len(), 2, "both offers still held");
+    assert_eq!(c.offers().await.len(), 3, "every offer still held");
 
     // Both parts: every member is sent to its agent.
     let (status, body) = c
