@@ -14,7 +14,7 @@ use protocol::AgentId;
 
 use super::error::ApiError;
 use super::extract::{Body, Id};
-use super::openapi::AgentPath;
+use super::params::AgentPath;
 use super::Route;
 use crate::runtime::Coordinator;
 

@@ -7,52 +7,8 @@
 
 use protocol::health::HttpProbe;
 use protocol::{CommandSpec, HealthCheck};
-use serde::Deserialize;
 
-use super::types::CommandInfo;
-
-/// Mesos' `HealthCheck` (unknown fields ignored, as in [`super::types`]).
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct MesosHealthCheck {
-    /// `COMMAND`, `HTTP` or `TCP`; absent in the legacy command form.
-    #[serde(default, rename = "type")]
-    pub kind: Option<String>,
-    /// The command of a `COMMAND` check.
-    #[serde(default)]
-    pub command: Option<CommandInfo>,
-    /// The target of an `HTTP` check.
-    #[serde(default)]
-    pub http: Option<MesosHttpCheck>,
-    /// Seconds between checks.
-    #[serde(default)]
-    pub interval_seconds: Option<f64>,
-    /// Seconds one check may take.
-    #[serde(default)]
-    pub timeout_seconds: Option<f64>,
-    /// Seconds after the start during which failures are ignored.
-    #[serde(default)]
-    pub grace_period_seconds: Option<f64>,
-    /// Failures in a row that make the task unhealthy.
-    #[serde(default)]
-    pub consecutive_failures: Option<u32>,
-}
-
-/// Mesos' `HealthCheck.HTTPCheckInfo`.
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct MesosHttpCheck {
-    /// `http` (default); `https` is refused.
-    #[serde(default)]
-    pub scheme: Option<String>,
-    /// The port on 127.0.0.1.
-    #[serde(default)]
-    pub port: u32,
-    /// The path (default `/`).
-    #[serde(default)]
-    pub path: Option<String>,
-    /// Statuses that pass (refused: Parley passes 2xx and 3xx).
-    #[serde(default)]
-    pub statuses: Vec<u32>,
-}
+use super::types::MesosHealthCheck;
 
 const FIELD: &str = "TaskInfo.health_check";
 
