@@ -3,6 +3,7 @@
 
 Usage:
     scripts/check-layers.py CRATE_SRC_DIR...   (e.g. coordinator/src books/src)
+    scripts/check-layers.py --workspace        (every member of Cargo.toml's workspace)
     scripts/check-layers.py --self-test        (the fixtures under scripts/testdata/layers)
 
 Each crate root in the directory is checked (`lib.rs`, `main.rs`, `bin/*.rs`; a binary is its own
@@ -626,10 +627,21 @@ def self_test():
     return 0
 
 
+def workspace_srcs():
+    """`MEMBER/src` of every member of the workspace's Cargo.toml (run from the repository root)."""
+    text = open("Cargo.toml", encoding="utf-8").read()
+    m = re.search(r"^members\s*=\s*\[(.*?)\]", text, re.S | re.M)
+    if not m:
+        sys.exit("Cargo.toml: no [workspace] members list")
+    return [f"{name}/src" for name in re.findall(r'"([^"]+)"', m.group(1))]
+
+
 def main():
     args = sys.argv[1:]
     if args == ["--self-test"]:
         sys.exit(self_test())
+    if args == ["--workspace"]:
+        args = workspace_srcs()
     failed = 0
     for src in args or ["coordinator/src"]:
         failed += check(src)

@@ -2,6 +2,7 @@
 """Fails when a library's public function returns `Result<_, String>`.
 
 Usage: scripts/check-string-errors.py CRATE_SRC_DIR...   (e.g. protocol/src coordinator/src)
+       scripts/check-string-errors.py --workspace        (every member of the workspace)
 
 A public library function (`pub fn`, `pub async fn`, ... with plain `pub`, in a file of the
 library crate: `lib.rs` and the modules it declares) reports its failures with a typed error
@@ -83,15 +84,18 @@ def findings(src):
 
 
 def main():
+    srcs = sys.argv[1:]
+    if srcs == ["--workspace"]:
+        srcs = layers.workspace_srcs()
     found = []
-    for src in sys.argv[1:]:
+    for src in srcs:
         found += findings(src.rstrip("/"))
     for line in found:
         print(line)
     if found:
         print(f"{len(found)} public library functions return Result<_, String>: give each a typed error")
         sys.exit(1)
-    print(f"no public library function returns Result<_, String> ({len(sys.argv) - 1} crates)")
+    print(f"no public library function returns Result<_, String> ({len(srcs)} crates)")
 
 
 if __name__ == "__main__":

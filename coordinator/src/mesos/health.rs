@@ -10,10 +10,35 @@ use protocol::{CommandSpec, HealthCheck};
 
 use super::types::MesosHealthCheck;
 
-const FIELD: &str = "TaskInfo.health_check";
+/// The Mesos field every message names.
+pub const FIELD: &str = "TaskInfo.health_check";
+
+/// Why a Mesos health check has no Parley equivalent; the message names the field under
+/// [`FIELD`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MesosHealthError {
+    /// A `COMMAND` check without `command`.
+    #[error("{FIELD}.command is missing for a COMMAND check")]
+    NoCommand,
+    /// An `HTTP` check without `http`.
+    #[error("{FIELD}.http is missing for an HTTP check")]
+    NoHttp,
+    /// A scheme other than `http`.
+    #[error("{FIELD}.http.scheme: only http is supported")]
+    Scheme,
+    /// `statuses` given.
+    #[error("{FIELD}.http.statuses is not supported (2xx and 3xx pass)")]
+    Statuses,
+    /// `TCP` or another type.
+    #[error("{FIELD}.type {kind:?} is not supported; use COMMAND or HTTP")]
+    Kind {
+        /// The type given.
+        kind: String,
+    },
+}
 
 /// The Parley check, or why it cannot be had (naming the Mesos field).
-pub fn health_check(m: &MesosHealthCheck) -> Result<HealthCheck, String> {
+pub fn health_check(m: &MesosHealthCheck) -> Result<HealthCheck, MesosHealthError> {
     let kind = m.kind.as_deref().unwrap_or(match m.http {
         Some(_) => "HTTP",
         None => "COMMAND",
@@ -21,7 +46,7 @@ pub fn health_check(m: &MesosHealthCheck) -> Result<HealthCheck, String> {
     let mut check = match kind {
         "COMMAND" => {
             let Some(cmd) = &m.command else {
-                return Err(format!("{FIELD}.command is missing for a COMMAND check"));
+                return Err(MesosHealthError::NoCommand);
             };
             let value = cmd.value.clone().unwrap_or_default();
             let command = if cmd.shell.unwrap_or(true) {
@@ -35,15 +60,13 @@ pub fn health_check(m: &MesosHealthCheck) -> Result<HealthCheck, String> {
         }
         "HTTP" => {
             let Some(http) = &m.http else {
-                return Err(format!("{FIELD}.http is missing for an HTTP check"));
+                return Err(MesosHealthError::NoHttp);
             };
             if http.scheme.as_deref().is_some_and(|s| s != "http") {
-                return Err(format!("{FIELD}.http.scheme: only http is supported"));
+                return Err(MesosHealthError::Scheme);
             }
             if !http.statuses.is_empty() {
-                return Err(format!(
-                    "{FIELD}.http.statuses is not supported (2xx and 3xx pass)"
-                ));
+                return Err(MesosHealthError::Statuses);
             }
             let mut check = HealthCheck::http(http.port, "/");
             check.http = Some(HttpProbe {
@@ -53,9 +76,9 @@ pub fn health_check(m: &MesosHealthCheck) -> Result<HealthCheck, String> {
             check
         }
         other => {
-            return Err(format!(
-                "{FIELD}.type {other:?} is not supported; use COMMAND or HTTP"
-            ))
+            return Err(MesosHealthError::Kind {
+                kind: other.to_string(),
+            })
         }
     };
     check.interval_s = m.interval_seconds;
@@ -73,7 +96,7 @@ mod tests {
 
     use super::*;
 
-    fn parse(v: serde_json::Value) -> Result<HealthCheck, String> {
+    fn parse(v: serde_json::Value) -> Result<HealthCheck, MesosHealthError> {
         health_check(&serde_json::from_value(v).unwrap())
     }
 
@@ -113,7 +136,7 @@ mod tests {
             (json!({"type": "COMMAND"}), "command"),
             (json!({"type": "HTTP"}), "http"),
         ] {
-            let err = parse(v.clone()).unwrap_err();
+            let err = parse(v.clone()).unwrap_err().to_string();
             assert!(err.contains(needle) && err.contains(FIELD), "{v}: {err}");
         }
     }
