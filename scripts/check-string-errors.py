@@ -3,6 +3,7 @@
 
 Usage: scripts/check-string-errors.py CRATE_SRC_DIR...   (e.g. protocol/src coordinator/src)
        scripts/check-string-errors.py --workspace        (every member of the workspace)
+       scripts/check-string-errors.py --self-test        (scripts/testdata/string-errors)
 
 A public library function (`pub fn`, `pub async fn`, ... with plain `pub`, in a file of the
 library crate: `lib.rs` and the modules it declares) reports its failures with a typed error
@@ -83,8 +84,22 @@ def findings(src):
     return out
 
 
+def self_test():
+    """The fixture has exactly two findings: `plain` and `nested`."""
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "testdata", "string-errors", "src")
+    found = findings(here)
+    names = sorted(re.search(r"fn (\w+)", f).group(1) for f in found)
+    if names != ["nested", "plain"]:
+        print("self-test FAILED: expected plain and nested, found:\n" + "\n".join(found))
+        return 1
+    print("self-test passed: both planted functions found, nothing else")
+    return 0
+
+
 def main():
     srcs = sys.argv[1:]
+    if srcs == ["--self-test"]:
+        sys.exit(self_test())
     if srcs == ["--workspace"]:
         srcs = layers.workspace_srcs()
     found = []
