@@ -54,14 +54,15 @@ import sys
 # ---------------------------------------------------------------------------------------------
 
 
+def blank(s):
+    """`s` as spaces, its newlines kept (so that line numbers stay true)."""
+    return "".join(c if c == "\n" else " " for c in s)
+
+
 def strip_source(text):
     """`text` with comments and string and char literals blanked (newlines kept)."""
     out = []
     i, n = 0, len(text)
-
-    def blank(s):
-        return "".join(c if c == "\n" else " " for c in s)
-
     while i < n:
         c = text[i]
         if text.startswith("//", i):
@@ -108,31 +109,35 @@ def strip_source(text):
     return "".join(out)
 
 
+def matching(text, i, open_, close):
+    """The index after the `close` that matches the `open_` at `i` (the end of `text` if none)."""
+    depth = 0
+    while i < len(text):
+        if text[i] == open_:
+            depth += 1
+        elif text[i] == close:
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return i
+
+
 def item_end(text, i):
     """The end of the item starting at `i`: after its first `;` at depth 0 or its `{...}` block."""
     depth = 0
-    n = len(text)
-    while i < n:
+    while i < len(text):
         c = text[i]
         if c in "([":
             depth += 1
         elif c in ")]":
             depth -= 1
         elif c == "{":
-            j, d = i, 0
-            while j < n:
-                if text[j] == "{":
-                    d += 1
-                elif text[j] == "}":
-                    d -= 1
-                    if d == 0:
-                        return j + 1
-                j += 1
-            return n
+            return matching(text, i, "{", "}")
         elif c == ";" and depth <= 0:
             return i + 1
         i += 1
-    return n
+    return i
 
 
 CFG_TEST = re.compile(r"#\[cfg\(test\)\]")
@@ -148,23 +153,9 @@ def strip_tests(text):
         i = m.end()
         # further attributes on the same item
         while (a := ATTR.match(text, i)):
-            i = item_end_bracket(text, a.end() - 1)
+            i = matching(text, a.end() - 1, "[", "]")
         end = item_end(text, i)
-        text = text[:m.start()] + "".join(c if c == "\n" else " " for c in text[m.start():end]) + text[end:]
-
-
-def item_end_bracket(text, i):
-    """The index after the `]` matching the `[` at `i`."""
-    d = 0
-    while i < len(text):
-        if text[i] == "[":
-            d += 1
-        elif text[i] == "]":
-            d -= 1
-            if d == 0:
-                return i + 1
-        i += 1
-    return i
+        text = text[:m.start()] + blank(text[m.start():end]) + text[end:]
 
 
 def line_of(text, i):
@@ -233,6 +224,9 @@ KEYWORDS = {"crate", "super", "self", "Self"}
 
 
 class File:
+    """One `.rs` file: its module path, its code (tests, comments and strings blanked), the
+    children it declares, the names it defines, its `use` declarations and its re-exports."""
+
     def __init__(self, path, modpath, root):
         self.path = path
         self.modpath = modpath
@@ -302,6 +296,8 @@ class File:
 
 
 class Crate:
+    """The files reachable from one crate root, by module path, and how names resolve in them."""
+
     def __init__(self, root_file):
         self.root_file = root_file
         self.files = {}  # modpath -> File
