@@ -9,7 +9,8 @@ A public library function (`pub fn`, `pub async fn`, ... with plain `pub`, in a 
 library crate: `lib.rs` and the modules it declares) reports its failures with a typed error
 (`thiserror`) that names the failing field or value, so that callers can match on it: a
 `String` in the error position of a `Result` in its return type, at any depth
-(`Receiver<Result<T, String>>` too), fails the check. Binaries (`main.rs`, `bin/`, and the
+(`Receiver<Result<T, String>>` too), fails the check, and so does a `FromStr` or `TryFrom`
+impl's `type Err = String;` / `type Error = String;` (what `parse()` returns is public too). Binaries (`main.rs`, `bin/`, and the
 modules they declare), `pub(crate)` and narrower functions, comments and `#[cfg(test)]` code are
 left out. Each finding is printed as `file:line: signature`; the script exits 1 when there is one.
 """
@@ -25,6 +26,7 @@ _spec = importlib.util.spec_from_file_location(
 layers = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(layers)
 
+ERR_TYPE = re.compile(r"\btype\s+Err(?:or)?\s*=\s*String\s*;")
 PUB_FN = re.compile(r"\bpub\s+(?:(?:const|async|unsafe|extern\s*(?:\"[^\"]*\")?)\s+)*fn\s+\w+")
 
 
@@ -81,18 +83,21 @@ def findings(src):
             signature = " ".join(f.text[m.start():end].split())
             if string_error(return_type(signature)):
                 out.append(f"{os.path.relpath(f.path)}:{layers.line_of(f.text, m.start())}: {signature}")
+        for m in ERR_TYPE.finditer(f.text):
+            line = layers.line_of(f.text, m.start())
+            out.append(f"{os.path.relpath(f.path)}:{line}: {' '.join(m.group(0).split())}")
     return out
 
 
 def self_test():
-    """The fixture has exactly two findings: `plain` and `nested`."""
+    """The fixture has exactly three findings: `plain`, `nested` and a `FromStr`'s error."""
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "testdata", "string-errors", "src")
     found = findings(here)
-    names = sorted(re.search(r"fn (\w+)", f).group(1) for f in found)
-    if names != ["nested", "plain"]:
-        print("self-test FAILED: expected plain and nested, found:\n" + "\n".join(found))
+    names = sorted(re.search(r"fn (\w+)|type (Err)", f).group(1) or "Err" for f in found)
+    if names != ["Err", "nested", "plain"]:
+        print("self-test FAILED: expected plain, nested and Err, found:\n" + "\n".join(found))
         return 1
-    print("self-test passed: both planted functions found, nothing else")
+    print("self-test passed: the three planted String errors found, nothing else")
     return 0
 
 
@@ -108,7 +113,7 @@ def main():
     for line in found:
         print(line)
     if found:
-        print(f"{len(found)} public library functions return Result<_, String>: give each a typed error")
+        print(f"{len(found)} String errors in public library API: give each a typed error")
         sys.exit(1)
     print(f"no public library function returns Result<_, String> ({len(srcs)} crates)")
 

@@ -119,17 +119,24 @@ impl TaskState {
     ];
 }
 
+/// A name that is not a [`TaskState`]'s; the message lists the names that are.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{value:?} is not a task state; one of {}", TaskState::ALL.map(TaskState::as_str).join(", "))]
+pub struct TaskStateError {
+    /// The name given.
+    pub value: String,
+}
+
 impl std::str::FromStr for TaskState {
-    type Err = String;
+    type Err = TaskStateError;
 
     /// The wire name (`"running"`); anything else says which names exist.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Self::ALL
             .into_iter()
             .find(|state| state.as_str() == s)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Self::ALL.iter().map(|s| s.as_str()).collect();
-                format!("{s:?} is not a task state; one of {}", names.join(", "))
+            .ok_or_else(|| TaskStateError {
+                value: s.to_string(),
             })
     }
 }

@@ -1,5 +1,5 @@
-//! Fixture of `scripts/check-string-errors.py --self-test` (not compiled): two findings,
-//! `plain` and `nested`; the rest are left out.
+//! Fixture of `scripts/check-string-errors.py --self-test` (not compiled): three findings,
+//! `plain`, `nested` and `Flag`'s `FromStr` error; the rest are left out.
 pub mod inner;
 
 /// Found.
@@ -20,4 +20,15 @@ pub fn takes(parse: impl Fn(&str) -> Result<u32, String>) -> u32 {
 #[cfg(test)]
 pub fn only_in_tests() -> Result<(), String> {
     Ok(())
+}
+
+/// Found: `"x".parse::<Flag>()` returns a String error.
+pub struct Flag;
+
+impl std::str::FromStr for Flag {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Err(s.to_string())
+    }
 }
