@@ -58,7 +58,8 @@ pub(crate) fn parse_launch(body: &[u8]) -> Result<LaunchTasks, ApiError> {
         }
     }
     if let Some(secs) = launch.partition_timeout_s {
-        protocol::partition::check_partition_timeout(secs).map_err(ApiError::bad_request)?;
+        protocol::partition::check_partition_timeout(secs)
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
     }
     Ok(launch)
 }

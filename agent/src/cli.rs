@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use clap::Parser;
+use observe::settings_file::SettingsFileError;
 use serde::{Deserialize, Serialize};
 
 /// A Parley agent: advertises this node's resources and runs the tasks the coordinator sends.
@@ -273,12 +274,12 @@ impl Settings {
 
     /// Parses a TOML settings file's text. An unknown key or a value of the wrong type is an
     /// error naming the key (and its line); the message is one line.
-    pub fn from_toml(text: &str) -> Result<Settings, String> {
+    pub fn from_toml(text: &str) -> Result<Settings, SettingsFileError> {
         observe::settings_file::from_toml(text)
     }
 
     /// Reads and parses the TOML settings file `path`; the error names the file.
-    pub fn from_file(path: &Path) -> Result<Settings, String> {
+    pub fn from_file(path: &Path) -> Result<Settings, SettingsFileError> {
         observe::settings_file::from_file(path)
     }
 }

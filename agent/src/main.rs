@@ -140,7 +140,10 @@ impl Names {
 /// The defaults, then the file's settings (if `--config`), then the flags' and variables'.
 fn layers(cli: &Cli) -> Result<Layered, String> {
     let file = match &cli.config {
-        Some(path) => Some((path.clone(), Settings::from_file(path)?)),
+        Some(path) => Some((
+            path.clone(),
+            Settings::from_file(path).map_err(|e| e.to_string())?,
+        )),
         None => None,
     };
     let mut resolved = Settings::defaults();

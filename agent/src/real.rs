@@ -262,7 +262,7 @@ impl RealAgent {
             synced
         });
         match settled.await {
-            Ok(synced) => synced.map_err(|e| JournalError::Sync(e).into()),
+            Ok(synced) => synced.map_err(Into::into),
             Err(e) => {
                 Err(JournalError::Sync(format!("the launch's journal wait ended: {e}")).into())
             }

@@ -21,6 +21,7 @@ use serde::Serialize;
 
 use crate::framework::{Progress, Workload};
 use crate::ha::HaCluster;
+use crate::report::Mismatches;
 use crate::run::{split, start_frameworks_with, Drivers};
 
 /// What to run.
@@ -98,7 +99,7 @@ pub fn targets(lease_s: u64) -> Option<(f64, f64)> {
 
 impl FailoverReport {
     /// What was lost or launched twice, if anything.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), Mismatches> {
         let mut wrong = Vec::new();
         if self.tasks_running_on_new_leader != self.tasks
             || self.tasks_not_running_on_new_leader > 0
@@ -129,7 +130,7 @@ impl FailoverReport {
         if wrong.is_empty() {
             Ok(())
         } else {
-            Err(wrong.join("; "))
+            Err(Mismatches(wrong))
         }
     }
 

@@ -47,7 +47,7 @@ pub struct Accounting {
 impl Accounting {
     /// Every task launched, ran and finished; the coordinator agrees and holds no resources for
     /// them. The error lists every mismatch.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), Mismatches> {
         let mut wrong = Vec::new();
         if self.launched != self.tasks {
             wrong.push(format!(
@@ -87,10 +87,15 @@ impl Accounting {
         if wrong.is_empty() {
             Ok(())
         } else {
-            Err(wrong.join("; "))
+            Err(Mismatches(wrong))
         }
     }
 }
+
+/// What a run's check found wrong: one sentence per mismatch (joined with `; ` when shown).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .0.join("; "))]
+pub struct Mismatches(pub Vec<String>);
 
 /// The `GET /api/v1/state` figure.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -373,7 +378,7 @@ mod tests {
             books_released: false,
             ..good()
         };
-        let err = bad.check().unwrap_err();
+        let err = bad.check().unwrap_err().to_string();
         assert!(err.contains("2 of 3 tasks finished"), "{err}");
         assert!(err.contains("1 of the tasks as not terminal"), "{err}");
         assert!(err.contains("still counts resources"), "{err}");

@@ -435,10 +435,29 @@ async fn balance(
     Ok(())
 }
 
+/// Why a soak length does not parse; the message quotes it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// Not a whole number followed by `s`, `m` or `h`.
+    #[error("{raw:?}: expected a whole number and s, m or h, like 60m")]
+    Form {
+        /// The text given (trimmed).
+        raw: String,
+    },
+    /// Zero.
+    #[error("{raw:?}: must be above 0")]
+    Zero {
+        /// The text given (trimmed).
+        raw: String,
+    },
+}
+
 /// Parses a soak length: a whole number with `s`, `m` or `h` (`90s`, `60m`, `2h`).
-pub fn parse_duration(raw: &str) -> Result<Duration, String> {
+pub fn parse_duration(raw: &str) -> Result<Duration, DurationError> {
     let raw = raw.trim();
-    let bad = || format!("{raw:?}: expected a whole number and s, m or h, like 60m");
+    let bad = || DurationError::Form {
+        raw: raw.to_string(),
+    };
     let Some((last, _)) = raw.char_indices().last() else {
         return Err(bad());
     };
@@ -452,7 +471,9 @@ pub fn parse_duration(raw: &str) -> Result<Duration, String> {
     }
     .ok_or_else(bad)?;
     if secs == 0 {
-        return Err(format!("{raw:?}: must be above 0"));
+        return Err(DurationError::Zero {
+            raw: raw.to_string(),
+        });
     }
     Ok(Duration::from_secs(secs))
 }
@@ -468,7 +489,7 @@ mod tests {
         assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
         assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
         for bad in ["", "m", "60", "1.5h", "-1m", "0m", "10d", "5µ"] {
-            let e = parse_duration(bad).unwrap_err();
+            let e = parse_duration(bad).unwrap_err().to_string();
             assert!(e.contains(&format!("{:?}", bad.trim())), "{e}");
         }
     }

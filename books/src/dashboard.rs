@@ -7,23 +7,12 @@ use std::sync::Arc;
 use protocol::messages::AgentInfo;
 use protocol::{AgentId, TaskState};
 
+use super::views::ResourceUse;
 use super::State;
 
 /// At most this many roles and frameworks (the largest shares) go into one sample, so a
 /// sample stays small however many frameworks register.
 pub const SAMPLE_MAX_SHARES: usize = 32;
-
-/// Used, offered and total amounts of one resource across the active agents, in units
-/// (cpus, MB, ...).
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
-pub struct ResourceUse {
-    /// On the active agents.
-    pub total: f64,
-    /// Held by non-terminal tasks.
-    pub used: f64,
-    /// Held by outstanding offers.
-    pub offered: f64,
-}
 
 /// What the books say at one moment, for the history ring (the coordinator's `history`).
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]

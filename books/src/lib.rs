@@ -194,7 +194,7 @@ use task_book::{TaskBook, TaskRecord};
 pub use agent_token::AgentToken;
 pub use agents::AgentContact;
 pub use allocator::Sweep;
-pub use dashboard::{BookSample, ResourceUse, SAMPLE_MAX_SHARES};
+pub use dashboard::{BookSample, SAMPLE_MAX_SHARES};
 pub use error::StateError;
 pub use frameworks::RegistrationPlan;
 pub use ids::IdSource;
@@ -203,7 +203,7 @@ pub use ledger::{Holder, LedgerError};
 pub use offers::AllocationRun;
 pub use reservations::{ReservationOp, ReservationPlan};
 pub use stall::StallChange;
-pub use views::{task_list_json, ClusterSnapshot, Gauges, MAX_AGENT_GPU_SERIES};
+pub use views::{task_list_json, ClusterSnapshot, Gauges, ResourceUse, MAX_AGENT_GPU_SERIES};
 
 /// The role under which tasks of frameworks the coordinator does not know are kept.
 pub const ORPHAN_ROLE: &str = "_orphans";

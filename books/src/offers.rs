@@ -236,7 +236,7 @@ impl State {
                 iso.check_agent(&first.attributes).map_err(|reason| {
                     StateError::IsolationUnavailable {
                         task: task.task_id.clone(),
-                        reason,
+                        reason: reason.to_string(),
                     }
                 })?;
             }

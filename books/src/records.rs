@@ -82,13 +82,25 @@ pub fn reservation_key(agent: AgentId, role: &RolePath) -> String {
 }
 
 /// `(agent, role)` of a [`reservation_key`].
-pub fn parse_reservation_key(key: &str) -> Result<(AgentId, RolePath), String> {
-    let (agent, role) = key
-        .split_once('/')
-        .ok_or_else(|| "expected AGENT_ID/ROLE".to_owned())?;
-    let agent: AgentId = agent.parse().map_err(|e| format!("agent id: {e}"))?;
-    let role = RolePath::new(role).map_err(|e| format!("role: {e}"))?;
+pub fn parse_reservation_key(key: &str) -> Result<(AgentId, RolePath), ReservationKeyError> {
+    let (agent, role) = key.split_once('/').ok_or(ReservationKeyError::Shape)?;
+    let agent: AgentId = agent.parse().map_err(ReservationKeyError::Agent)?;
+    let role = RolePath::new(role).map_err(ReservationKeyError::Role)?;
     Ok((agent, role))
+}
+
+/// Why a stored reservation key is not a [`reservation_key`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReservationKeyError {
+    /// No `/` between the agent id and the role.
+    #[error("expected AGENT_ID/ROLE")]
+    Shape,
+    /// The agent id is not a UUID.
+    #[error("agent id: {0}")]
+    Agent(uuid::Error),
+    /// The role is not a role path.
+    #[error("role: {0}")]
+    Role(protocol::role::RoleError),
 }
 
 /// A role's quota as stored: what `PUT /api/v1/roles/{path}` last set.

@@ -9,6 +9,18 @@ use protocol::{AgentId, FrameworkId, Offer, TaskId, TaskStatus};
 
 use super::{AgentRecord, AgentState, Connection, State, TaskRecord};
 
+/// Used, offered and total amounts of one resource across the active agents, in units
+/// (cpus, MB, ...).
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct ResourceUse {
+    /// On the active agents.
+    pub total: f64,
+    /// Held by non-terminal tasks.
+    pub used: f64,
+    /// Held by outstanding offers.
+    pub offered: f64,
+}
+
 /// A task as operators see it.
 pub(crate) fn task_info(fw: FrameworkId, id: &TaskId, t: &TaskRecord) -> TaskInfo {
     TaskInfo {
@@ -105,7 +117,7 @@ pub struct Gauges {
     /// Dominant share per role path (the root is "").
     pub role_shares: Vec<(String, f64)>,
     /// Each resource across the active agents: total, used, offered.
-    pub resources: BTreeMap<String, super::ResourceUse>,
+    pub resources: BTreeMap<String, ResourceUse>,
     /// Disagreements the ledger found in the books since start (always a bug; see
     /// [`State::ledger_mismatches`]).
     pub ledger_mismatches: u64,

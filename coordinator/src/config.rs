@@ -774,8 +774,8 @@ impl Overrides {
             config.log_format = format;
         }
         if let Some(path) = &self.credentials {
-            let credentials =
-                crate::auth::Credentials::load(path).map_err(ConfigError::Credentials)?;
+            let credentials = crate::auth::Credentials::load(path)
+                .map_err(|e| ConfigError::Credentials(e.to_string()))?;
             config.credentials = Some(std::sync::Arc::new(credentials));
             config.credentials_file = Some(path.clone());
         }

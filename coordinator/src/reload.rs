@@ -33,7 +33,7 @@ pub fn reload(c: &Coordinator) -> Reloaded {
         _ => None,
     };
     let credentials = config.credentials_file.as_ref().map(|path| {
-        let loaded = Credentials::load(path)?;
+        let loaded = Credentials::load(path).map_err(|e| e.to_string())?;
         c.set_credentials(Arc::new(loaded));
         Ok(())
     });

@@ -455,7 +455,11 @@ impl Coordinator {
     /// [`Writer::read`]); `None` without a registry (books in memory only, or a follower).
     pub fn read_registry(
         &self,
-    ) -> Option<oneshot::Receiver<Result<(Snapshot, crate::store::backup::Source), String>>> {
+    ) -> Option<
+        oneshot::Receiver<
+            Result<(Snapshot, crate::store::backup::Source), crate::store::StoreError>,
+        >,
+    > {
         self.lock().store.as_ref().map(Writer::read)
     }
 

@@ -120,7 +120,9 @@ pub use async_trait::async_trait;
 pub use client::{Connection, CoordinatorClient};
 pub use context::Context;
 pub use decisions::{Answer, Decisions};
-pub use driver::{Driver, DriverConfig, DEFAULT_FAILOVER_TIMEOUT, MAX_ACKS_PER_REQUEST};
+pub use driver::{
+    Driver, DriverConfig, DriverConfigError, DEFAULT_FAILOVER_TIMEOUT, MAX_ACKS_PER_REQUEST,
+};
 pub use error::SdkError;
 pub use protocol::{
     AgentId, CommandSpec, FrameworkId, HealthCheck, Offer, OfferId, Resources, RolePath, TaskId,

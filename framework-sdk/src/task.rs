@@ -11,7 +11,7 @@ use protocol::{CommandSpec, HealthCheck, Offer, Resources, TaskId, TaskSpec};
 pub enum TaskError {
     /// The command is empty or contains a NUL byte.
     #[error("invalid command: {0}")]
-    Command(String),
+    Command(protocol::command::CommandError),
     /// The resources could not be parsed.
     #[error("invalid resources {given:?}: {reason}")]
     Resources {
@@ -29,13 +29,13 @@ pub enum TaskError {
     Duration(f64),
     /// `gpus` is not a whole number: GPUs are handed out as whole devices.
     #[error("{0}")]
-    FractionalGpus(String),
+    FractionalGpus(protocol::capability::WholeGpusError),
     /// The health check is not valid (the message names the field).
     #[error("{0}")]
-    HealthCheck(String),
+    HealthCheck(protocol::health::HealthCheckError),
     /// The priority is out of range (the message names `priority`).
     #[error("{0}")]
-    Priority(String),
+    Priority(protocol::preempt::PriorityError),
 }
 
 /// What [`TaskBuilder::resources`] accepts: [`Resources`], or text such as `"cpus=1,mem=128"`.
@@ -151,7 +151,7 @@ pub struct TaskBuilder {
     env: BTreeMap<String, String>,
     duration_s: Option<f64>,
     health_check: Option<HealthCheck>,
-    priority: Result<Option<protocol::preempt::Priority>, String>,
+    priority: Result<Option<protocol::preempt::Priority>, protocol::preempt::PriorityError>,
 }
 
 impl TaskBuilder {
@@ -309,7 +309,7 @@ mod tests {
             .build()
             .unwrap_err();
         assert!(
-            matches!(&e, TaskError::Priority(m) if m.contains("priority")),
+            matches!(&e, TaskError::Priority(m) if m.to_string().contains("priority")),
             "{e}"
         );
     }

@@ -436,16 +436,9 @@ impl RawSpec {
                     "only a service's replicas have a health check",
                 ));
             }
-            check.validate(None).map_err(|m| {
-                let first = m.split_whitespace().next().unwrap_or_default();
-                let field = first.trim_end_matches(':');
-                let field = if field.starts_with("health_check") {
-                    field
-                } else {
-                    "health_check"
-                };
-                SpecError::new(field, m.clone())
-            })?;
+            check
+                .validate(None)
+                .map_err(|e| SpecError::new(e.field(), e.to_string()))?;
         }
         let (max_unavailable, max_surge) = self.rolling(kind)?;
         let duration_s = match self.duration_s {
@@ -498,7 +491,7 @@ impl RawSpec {
             } else {
                 "argv"
             };
-            SpecError::new(field, m)
+            SpecError::new(field, m.to_string())
         })?;
         let resources = self.resources()?;
         let (count, count_field) = match kind {

@@ -40,14 +40,24 @@ impl fmt::Display for LogFormat {
     }
 }
 
+/// A `--log-format` value that is not a log format.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{value:?} is not a log format; one of text, json")]
+pub struct LogFormatError {
+    /// The value given.
+    pub value: String,
+}
+
 impl FromStr for LogFormat {
-    type Err = String;
+    type Err = LogFormatError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Self::ALL
             .into_iter()
             .find(|f| f.as_str() == s)
-            .ok_or_else(|| format!("{s:?} is not a log format; one of text, json"))
+            .ok_or_else(|| LogFormatError {
+                value: s.to_string(),
+            })
     }
 }
 
@@ -115,7 +125,7 @@ mod tests {
         for f in LogFormat::ALL {
             assert_eq!(f.as_str().parse::<LogFormat>(), Ok(f));
         }
-        let err = "yaml".parse::<LogFormat>().unwrap_err();
+        let err = "yaml".parse::<LogFormat>().unwrap_err().to_string();
         assert!(
             err.contains("\"yaml\"") && err.contains("text, json"),
             "{err}"

@@ -2,7 +2,7 @@
 //! one line that name the file, the line and what is wrong (an unknown key, a value of the
 //! wrong type), and layers its settings the same way ([`layer_settings!`](crate::layer_settings)).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
 
@@ -22,16 +22,57 @@ pub fn toml_error(text: &str, e: &toml::de::Error) -> String {
     }
 }
 
-/// Parses a settings file's text; the error is [`toml_error`]'s.
-pub fn from_toml<T: DeserializeOwned>(text: &str) -> Result<T, String> {
-    toml::from_str(text).map_err(|e| toml_error(text, &e))
+/// Why a settings file was refused; each message is one line naming the file (when read from
+/// one) and the line.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsFileError {
+    /// The file could not be read.
+    #[error("cannot read config file {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The text is not TOML, or not these settings (an unknown key, a value of the wrong
+    /// type): [`toml_error`]'s message.
+    #[error("{message}")]
+    Parse {
+        /// The 1-based line, when the parser knows it.
+        line: Option<usize>,
+        /// `line N: what is wrong`, or what is wrong alone.
+        message: String,
+    },
+    /// The file's text was refused.
+    #[error("config file {}: {source}", path.display())]
+    InFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong in it.
+        #[source]
+        source: Box<SettingsFileError>,
+    },
+}
+
+/// Parses a settings file's text; the error's message is [`toml_error`]'s.
+pub fn from_toml<T: DeserializeOwned>(text: &str) -> Result<T, SettingsFileError> {
+    toml::from_str(text).map_err(|e| SettingsFileError::Parse {
+        line: error_line(text, &e),
+        message: toml_error(text, &e),
+    })
 }
 
 /// Reads and parses the settings file `path`; the error names the file.
-pub fn from_file<T: DeserializeOwned>(path: &Path) -> Result<T, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
-    from_toml(&text).map_err(|e| format!("config file {}: {e}", path.display()))
+pub fn from_file<T: DeserializeOwned>(path: &Path) -> Result<T, SettingsFileError> {
+    let text = std::fs::read_to_string(path).map_err(|source| SettingsFileError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    from_toml(&text).map_err(|e| SettingsFileError::InFile {
+        path: path.to_path_buf(),
+        source: Box::new(e),
+    })
 }
 
 /// Builds `$ty` (a settings struct of `Option`s) taking each listed field from `$over` where
@@ -58,10 +99,12 @@ mod tests {
 
     #[test]
     fn errors_are_one_line_with_the_line_number() {
-        let e = from_toml::<Sample>("a = 1\nc = 2\n").unwrap_err();
+        let e = from_toml::<Sample>("a = 1\nc = 2\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("line 2: unknown field `c`"), "{e}");
         assert!(!e.contains('\n'), "{e}");
-        let e = from_toml::<Sample>("a = \"x\"\n").unwrap_err();
+        let e = from_toml::<Sample>("a = \"x\"\n").unwrap_err().to_string();
         assert!(e.starts_with("line 1: "), "{e}");
         assert_eq!(
             from_toml::<Sample>("b = \"y\"\n").unwrap(),
@@ -77,14 +120,14 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("observe-settings-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let missing = dir.join("missing.toml");
-        let e = from_file::<Sample>(&missing).unwrap_err();
+        let e = from_file::<Sample>(&missing).unwrap_err().to_string();
         assert!(
             e.contains("cannot read config file") && e.contains("missing.toml"),
             "{e}"
         );
         let bad = dir.join("bad.toml");
         std::fs::write(&bad, "a = 1\nzz = 3\n").unwrap();
-        let e = from_file::<Sample>(&bad).unwrap_err();
+        let e = from_file::<Sample>(&bad).unwrap_err().to_string();
         assert!(e.contains("bad.toml: line 2:"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }

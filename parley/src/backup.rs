@@ -17,7 +17,29 @@ use coordinator::ha::registry::{current_leader, read_registry, replace_registry,
 use coordinator::store::backup::{Backend, Backup, Source};
 use coordinator::store::{Snapshot, Store, StoreError};
 
-use crate::cli::RegistryFlags;
+use crate::files::write_file;
+
+/// Where the durable registry is: flags of the server, and of `coordinator backup` and
+/// `coordinator restore`, which work on the registry a coordinator started with the same flags
+/// would use.
+#[derive(Debug, Clone, PartialEq, clap::Args)]
+pub struct RegistryFlags {
+    /// Where the coordinator keeps its durable registry (`DIR/registry.redb`) and, with --dev,
+    /// the local agents their ids, journals and task sandboxes (`DIR/agent-N`).
+    #[arg(long, value_name = "DIR", default_value = "data")]
+    pub data_dir: std::path::PathBuf,
+    /// Keep the books in memory only: a restart forgets frameworks and run-time role weights
+    /// (agents and their tasks still come back by re-registering).
+    #[arg(long)]
+    pub in_memory: bool,
+    /// High availability: etcd client URLs (comma-separated). Several coordinators started
+    /// with the same etcd and prefix elect one leader; the others redirect to it.
+    #[arg(long, value_name = "URL[,URL...]")]
+    pub etcd: Option<String>,
+    /// With --etcd: the key prefix of this cluster's registry and election.
+    #[arg(long, value_name = "P", default_value = "/parley")]
+    pub etcd_prefix: String,
+}
 
 /// The flags of `coordinator backup`.
 #[derive(Debug, Clone, clap::Args)]
@@ -47,6 +69,19 @@ pub struct RestoreArgs {
     pub force: bool,
 }
 
+/// Why the server flags name no registry to back up or restore.
+#[derive(Debug, thiserror::Error)]
+pub enum LocationError {
+    /// `--in-memory`.
+    #[error(
+        "--in-memory: a coordinator with its books in memory has no registry to back up or restore"
+    )]
+    InMemory,
+    /// `--etcd` or `--etcd-prefix` is wrong (the message names it).
+    #[error(transparent)]
+    Etcd(#[from] coordinator::ha::HaOptionsError),
+}
+
 /// Which registry the command works on: the server's own settings.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Location {
@@ -64,18 +99,14 @@ pub enum Location {
 impl Location {
     /// The registry of the server flags: `--etcd` and `--etcd-prefix`, else
     /// `--data-dir`/registry.redb; `--in-memory` has none. The error names the flag.
-    pub fn of(args: &RegistryFlags) -> Result<Self, String> {
+    pub fn of(args: &RegistryFlags) -> Result<Self, LocationError> {
         if args.in_memory {
-            return Err(
-                "--in-memory: a coordinator with its books in memory has no registry to back up or restore"
-                    .into(),
-            );
+            return Err(LocationError::InMemory);
         }
         match &args.etcd {
             Some(raw) => {
                 let endpoints = coordinator::ha::HaOptions::parse_endpoints(raw);
-                coordinator::ha::check_etcd(&endpoints, &args.etcd_prefix)
-                    .map_err(|e| e.to_string())?;
+                coordinator::ha::check_etcd(&endpoints, &args.etcd_prefix)?;
                 Ok(Self::Etcd {
                     endpoints,
                     prefix: args.etcd_prefix.clone(),
@@ -124,8 +155,8 @@ pub fn run_restore(args: &RestoreArgs) -> ExitCode {
 
 /// The registry of the flags; a bad flag is the operator's input.
 fn location(flags: &RegistryFlags) -> Result<Location, Failure> {
-    Location::of(flags).map_err(|message| Failure {
-        message,
+    Location::of(flags).map_err(|e| Failure {
+        message: e.to_string(),
         input: true,
     })
 }
@@ -195,7 +226,7 @@ fn backup(location: &Location, args: &BackupArgs) -> Result<String, Failure> {
         }
     };
     let document = Backup::new(&snapshot, source);
-    crate::tls_init::write_file(&args.out, &document.to_json(), true).map_err(failed)?;
+    write_file(&args.out, &document.to_json(), true).map_err(|e| failed(e.to_string()))?;
     Ok(format!(
         "wrote {} (0600): {}",
         args.out.display(),

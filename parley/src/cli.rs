@@ -1,11 +1,18 @@
 //! The `coordinator` binary's command line ([`Args`], clap derive; the settings themselves are
-//! [`coordinator::Overrides`]), here in the library so that its reference
+//! [`coordinator::Overrides`]) and its helper subcommands ([`Command`], run by [`run`]), here in
+//! the library so that its reference
 //! (`docs/src/reference/cli/coordinator.md`, `docs/man/coordinator.1`) is generated from it.
 
 use std::net::SocketAddr;
+use std::process::ExitCode;
 
 use clap::Parser;
 use coordinator::Overrides;
+
+pub use crate::backup::RegistryFlags;
+use crate::backup::{self, BackupArgs, RestoreArgs};
+use crate::secrets;
+use crate::tls_init::{self, TlsCommand};
 
 /// Parley coordinator: offers cluster resources to frameworks with hierarchical DRF.
 #[derive(Debug, Parser)]
@@ -62,27 +69,36 @@ pub struct Args {
     /// Helpers for credentials files, and backup and restore of the registry (nothing is
     /// served).
     #[command(subcommand)]
-    pub command: Option<crate::secrets::Command>,
+    pub command: Option<Command>,
 }
 
-/// Where the durable registry is: flags of the server, and of `coordinator backup` and
-/// `coordinator restore`, which work on the registry a coordinator started with the same flags
-/// would use.
-#[derive(Debug, Clone, PartialEq, clap::Args)]
-pub struct RegistryFlags {
-    /// Where the coordinator keeps its durable registry (`DIR/registry.redb`) and, with --dev,
-    /// the local agents their ids, journals and task sandboxes (`DIR/agent-N`).
-    #[arg(long, value_name = "DIR", default_value = "data")]
-    pub data_dir: std::path::PathBuf,
-    /// Keep the books in memory only: a restart forgets frameworks and run-time role weights
-    /// (agents and their tasks still come back by re-registering).
-    #[arg(long)]
-    pub in_memory: bool,
-    /// High availability: etcd client URLs (comma-separated). Several coordinators started
-    /// with the same etcd and prefix elect one leader; the others redirect to it.
-    #[arg(long, value_name = "URL[,URL...]")]
-    pub etcd: Option<String>,
-    /// With --etcd: the key prefix of this cluster's registry and election.
-    #[arg(long, value_name = "P", default_value = "/parley")]
-    pub etcd_prefix: String,
+/// The helper subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Prints a new random token (256 bits, hex) and its `secret_sha256` for the file.
+    NewToken,
+    /// Reads a token on stdin (one line; the trailing newline is dropped) and prints its
+    /// `secret_sha256`, the same as `printf %s "$TOKEN" | sha256sum`.
+    HashSecret,
+    /// A cluster's TLS files and credentials (`tls init`).
+    #[command(subcommand)]
+    Tls(TlsCommand),
+    /// Writes every record of the registry (--data-dir's file, or etcd with --etcd) to one
+    /// JSON file. The redb file cannot be read while a coordinator runs on it (use
+    /// `GET /api/v1/registry/backup`); etcd can.
+    Backup(BackupArgs),
+    /// Replaces every record of the registry (--data-dir's file, or etcd with --etcd) with a
+    /// backup file's. Refused while a coordinator runs on the registry.
+    Restore(RestoreArgs),
+}
+
+/// Runs a helper subcommand.
+pub fn run(command: &Command) -> ExitCode {
+    match command {
+        Command::Backup(args) => backup::run_backup(args),
+        Command::Restore(args) => backup::run_restore(args),
+        Command::NewToken => secrets::run_new_token(),
+        Command::HashSecret => secrets::run_hash_secret(),
+        Command::Tls(command) => tls_init::run(command),
+    }
 }

@@ -3,9 +3,9 @@
 //!
 //! Modules: this file ([`coordinator::Overrides`] from the file and the flags, the runtime,
 //! shutdown signals), `dev` (`--dev`: the coordinator plus local agents in one process), and in
-//! the package's library `parley::cli` (the flags), `parley::secrets` (the subcommands: `new-token`
-//! and `hash-secret` for credentials files, `tls init`) and `parley::backup` (`backup` and
-//! `restore` of the registry).
+//! the package's library `parley::cli` (the flags and the subcommands), `parley::secrets`
+//! (`new-token` and `hash-secret` for credentials files), `parley::tls_init` (`tls init`) and
+//! `parley::backup` (`backup` and `restore` of the registry).
 //!
 //! ```text
 //! coordinator --listen 127.0.0.1:5050 [--config parley.toml] [--credentials creds.toml] ...
@@ -37,8 +37,7 @@ use coordinator::{Config, Layer, Overrides};
 
 mod dev;
 
-use parley::cli::Args;
-use parley::secrets;
+use parley::cli::{self, Args};
 
 /// The HA options of `--etcd`, if given (validated).
 fn ha_options(args: &Args) -> anyhow::Result<Option<coordinator::ha::HaOptions>> {
@@ -181,10 +180,8 @@ fn main() -> ExitCode {
         // `coordinator --data-dir DIR backup` would back up the default registry: the
         // subcommand has flags of its own.
         let before = Args::try_parse_from(["coordinator"]).map(|a| a.registry);
-        let registry_command = matches!(
-            command,
-            secrets::Command::Backup(_) | secrets::Command::Restore(_)
-        );
+        let registry_command =
+            matches!(command, cli::Command::Backup(_) | cli::Command::Restore(_));
         if registry_command && before.is_ok_and(|defaults| defaults != args.registry) {
             eprintln!(
                 "error: --data-dir, --in-memory, --etcd and --etcd-prefix go after the \
@@ -192,7 +189,7 @@ fn main() -> ExitCode {
             );
             return ExitCode::from(2);
         }
-        return secrets::run(command);
+        return cli::run(command);
     }
     let loaded = load(&args).and_then(|(c, l)| Ok((c, l, ha_options(&args)?)));
     let (config, listen, ha) = match loaded {

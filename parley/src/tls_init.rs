@@ -9,12 +9,13 @@
 //! otherwise replace the CA every agent and client trusts.
 
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use coordinator::auth::SecretHash;
-use parley_tls::pki::Ca;
+use parley_tls::pki::{Ca, PkiError};
+
+use crate::files::{write_file, WriteError};
 
 /// `coordinator tls ...`.
 #[derive(Debug, clap::Subcommand)]
@@ -77,16 +78,109 @@ pub struct Plan {
     pub files: Vec<(PathBuf, String, bool)>,
 }
 
+/// Why `tls init` refuses its flags or could not write its files; each names the flag, host,
+/// principal or file.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsInitError {
+    /// A host flag without `=`.
+    #[error("--{flag} {text:?}: expected NAME=SAN[,SAN...]")]
+    HostForm {
+        /// `coordinator` or `agent`.
+        flag: String,
+        /// The flag's value.
+        text: String,
+    },
+    /// A host named like the CA's or the credentials' files.
+    #[error("--{flag} {text:?}: the name {name:?} is taken by the CA or credentials files")]
+    ReservedName {
+        /// `coordinator` or `agent`.
+        flag: String,
+        /// The flag's value.
+        text: String,
+        /// The name.
+        name: String,
+    },
+    /// A host flag with no DNS name or IP address after `=`.
+    #[error("--{flag} {text:?}: give at least one DNS name or IP address after '='")]
+    NoSans {
+        /// `coordinator` or `agent`.
+        flag: String,
+        /// The flag's value.
+        text: String,
+    },
+    /// A file or principal name outside `A-Z a-z 0-9 . _ -`, empty, too long or starting with
+    /// '.'.
+    #[error(
+        "{what}: name {name:?} must be 1 to 64 letters, digits, '.', '_' or '-' (not starting with '.')"
+    )]
+    BadName {
+        /// The flag (and value) it came from.
+        what: String,
+        /// The name.
+        name: String,
+    },
+    /// Two hosts with one name.
+    #[error("host name {name:?} is given twice (--coordinator and --agent names share NAME.crt)")]
+    DuplicateHost {
+        /// The name.
+        name: String,
+    },
+    /// Two principals with one name.
+    #[error("--{flag}: principal name {name:?} is used twice; give each principal its own")]
+    DuplicatePrincipal {
+        /// The flag of the second.
+        flag: &'static str,
+        /// The name.
+        name: String,
+    },
+    /// The CA could not be made.
+    #[error(transparent)]
+    Ca(PkiError),
+    /// A host's certificate could not be made.
+    #[error("host {host:?}: {source}")]
+    Issue {
+        /// The host's name.
+        host: String,
+        /// Why.
+        #[source]
+        source: PkiError,
+    },
+    /// A file of the plan exists and `--force` is off.
+    #[error(
+        "{} already exists: tls init never replaces a CA, certificate or token without --force (which makes a new CA)",
+        path.display()
+    )]
+    Exists {
+        /// The first such file.
+        path: PathBuf,
+    },
+    /// A directory could not be created.
+    #[error("cannot create directory {}: {source}", dir.display())]
+    CreateDir {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file could not be written.
+    #[error(transparent)]
+    Write(#[from] WriteError),
+}
+
 /// Parses `NAME=SAN[,SAN...]` (`flag` is named in errors).
-pub fn parse_host(flag: &str, text: &str) -> Result<Host, String> {
-    let (name, sans) = text
-        .split_once('=')
-        .ok_or_else(|| format!("--{flag} {text:?}: expected NAME=SAN[,SAN...]"))?;
+pub fn parse_host(flag: &str, text: &str) -> Result<Host, TlsInitError> {
+    let (name, sans) = text.split_once('=').ok_or_else(|| TlsInitError::HostForm {
+        flag: flag.to_string(),
+        text: text.to_string(),
+    })?;
     check_name(&format!("--{flag} {text:?}"), name)?;
     if name == "ca" || name == "credentials" {
-        return Err(format!(
-            "--{flag} {text:?}: the name {name:?} is taken by the CA or credentials files"
-        ));
+        return Err(TlsInitError::ReservedName {
+            flag: flag.to_string(),
+            text: text.to_string(),
+            name: name.to_string(),
+        });
     }
     let sans: Vec<String> = sans
         .split(',')
@@ -95,9 +189,10 @@ pub fn parse_host(flag: &str, text: &str) -> Result<Host, String> {
         .map(String::from)
         .collect();
     if sans.is_empty() {
-        return Err(format!(
-            "--{flag} {text:?}: give at least one DNS name or IP address after '='"
-        ));
+        return Err(TlsInitError::NoSans {
+            flag: flag.to_string(),
+            text: text.to_string(),
+        });
     }
     Ok(Host {
         name: name.to_string(),
@@ -106,7 +201,7 @@ pub fn parse_host(flag: &str, text: &str) -> Result<Host, String> {
 }
 
 /// A file or principal name: 1 to 64 of `A-Z a-z 0-9 . _ -`, not starting with '.'.
-fn check_name(what: &str, name: &str) -> Result<(), String> {
+fn check_name(what: &str, name: &str) -> Result<(), TlsInitError> {
     let ok = !name.is_empty()
         && name.len() <= 64
         && !name.starts_with('.')
@@ -116,14 +211,15 @@ fn check_name(what: &str, name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "{what}: name {name:?} must be 1 to 64 letters, digits, '.', '_' or '-' (not starting with '.')"
-        ))
+        Err(TlsInitError::BadName {
+            what: what.to_string(),
+            name: name.to_string(),
+        })
     }
 }
 
 /// Checks the flags and makes every file's contents (nothing is written).
-pub fn plan(args: &InitArgs) -> Result<Plan, String> {
+pub fn plan(args: &InitArgs) -> Result<Plan, TlsInitError> {
     let mut hosts = Vec::new();
     for text in &args.coordinators {
         hosts.push(parse_host("coordinator", text)?);
@@ -134,10 +230,9 @@ pub fn plan(args: &InitArgs) -> Result<Plan, String> {
     let mut seen = BTreeSet::new();
     for h in &hosts {
         if !seen.insert(h.name.as_str()) {
-            return Err(format!(
-                "host name {:?} is given twice (--coordinator and --agent names share NAME.crt)",
-                h.name
-            ));
+            return Err(TlsInitError::DuplicateHost {
+                name: h.name.clone(),
+            });
         }
     }
     let principals = [
@@ -150,14 +245,15 @@ pub fn plan(args: &InitArgs) -> Result<Plan, String> {
     for (flag, name) in principals {
         check_name(&format!("--{flag}"), name)?;
         if !names.insert(name.as_str()) {
-            return Err(format!(
-                "--{flag}: principal name {name:?} is used twice; give each principal its own"
-            ));
+            return Err(TlsInitError::DuplicatePrincipal {
+                flag,
+                name: name.clone(),
+            });
         }
     }
 
     let dir = &args.out;
-    let ca = Ca::generate("Parley cluster CA").map_err(|e| e.to_string())?;
+    let ca = Ca::generate("Parley cluster CA").map_err(TlsInitError::Ca)?;
     let mut files = vec![
         (dir.join("ca.pem"), ca.cert_pem(), false),
         (dir.join("ca.key"), ca.key_pem(), true),
@@ -165,7 +261,10 @@ pub fn plan(args: &InitArgs) -> Result<Plan, String> {
     for h in &hosts {
         let issued = ca
             .issue_server(&h.sans)
-            .map_err(|e| format!("host {:?}: {e}", h.name))?;
+            .map_err(|source| TlsInitError::Issue {
+                host: h.name.clone(),
+                source,
+            })?;
         files.push((dir.join(format!("{}.crt", h.name)), issued.cert_pem, false));
         files.push((dir.join(format!("{}.key", h.name)), issued.key_pem, true));
     }
@@ -192,13 +291,10 @@ pub fn plan(args: &InitArgs) -> Result<Plan, String> {
 
 /// Writes the plan's files: refuses, naming the first, when any exists and `force` is off;
 /// secret files are created 0600 (and `tokens/` 0700) before anything is written into them.
-pub fn write(plan: &Plan, force: bool) -> Result<(), String> {
+pub fn write(plan: &Plan, force: bool) -> Result<(), TlsInitError> {
     if !force {
         if let Some((path, _, _)) = plan.files.iter().find(|(p, _, _)| p.exists()) {
-            return Err(format!(
-                "{} already exists: tls init never replaces a CA, certificate or token without --force (which makes a new CA)",
-                path.display()
-            ));
+            return Err(TlsInitError::Exists { path: path.clone() });
         }
     }
     for (path, text, secret) in &plan.files {
@@ -210,7 +306,7 @@ pub fn write(plan: &Plan, force: bool) -> Result<(), String> {
     Ok(())
 }
 
-fn create_dir(dir: &Path) -> Result<(), String> {
+fn create_dir(dir: &Path) -> Result<(), TlsInitError> {
     use std::os::unix::fs::DirBuilderExt;
     if dir.is_dir() {
         return Ok(());
@@ -225,28 +321,10 @@ fn create_dir(dir: &Path) -> Result<(), String> {
         .recursive(true)
         .mode(mode)
         .create(dir)
-        .map_err(|e| format!("cannot create directory {}: {e}", dir.display()))
-}
-
-/// Writes `text` to a temporary file with the final mode, then renames it over `path`, so a
-/// secret is never readable by others, not even for a moment.
-pub(crate) fn write_file(path: &Path, text: &str, secret: bool) -> Result<(), String> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let err = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let _ = std::fs::remove_file(&tmp);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(if secret { 0o600 } else { 0o644 })
-        .open(&tmp)
-        .map_err(err)?;
-    file.write_all(text.as_bytes()).map_err(err)?;
-    file.sync_all().map_err(err)?;
-    drop(file);
-    std::fs::rename(&tmp, path).map_err(err)
+        .map_err(|source| TlsInitError::CreateDir {
+            dir: dir.to_path_buf(),
+            source,
+        })
 }
 
 /// Runs `coordinator tls ...`.
@@ -314,7 +392,7 @@ mod tests {
             ),
         ];
         for (argv, expected) in cases {
-            let err = plan(&args(argv)).unwrap_err();
+            let err = plan(&args(argv)).unwrap_err().to_string();
             assert!(err.contains(expected), "{argv:?}: {err}");
         }
     }

@@ -31,23 +31,46 @@ pub fn declares_gpu_resources(capabilities: &[String]) -> bool {
         .any(|c| c.eq_ignore_ascii_case(GPU_RESOURCES))
 }
 
+/// Why a capability list is refused; the message names the field (`capabilities`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CapabilitiesError {
+    /// More than [`MAX_CAPABILITIES`] entries.
+    #[error("capabilities: at most {MAX_CAPABILITIES} entries, got {count}")]
+    TooMany {
+        /// How many were given.
+        count: usize,
+    },
+    /// An entry empty or longer than [`MAX_CAPABILITY_LEN`].
+    #[error("capabilities: each entry must be 1 to {MAX_CAPABILITY_LEN} characters, got {len} characters")]
+    EntryLength {
+        /// The entry's length.
+        len: usize,
+    },
+}
+
+/// A fractional `gpus` amount; the message names the field (`FIELD.gpus`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{field}.{GPUS} must be a whole number of devices, got {amount}")]
+pub struct WholeGpusError {
+    /// The resources' field, e.g. `resources`.
+    pub field: String,
+    /// The amount given, in devices.
+    pub amount: f64,
+}
+
 /// Checks the shape of a capability list (how many, how long); the message names the field.
 /// Unknown strings pass: they are ignored.
-pub fn check_capabilities(capabilities: &[String]) -> Result<(), String> {
+pub fn check_capabilities(capabilities: &[String]) -> Result<(), CapabilitiesError> {
     if capabilities.len() > MAX_CAPABILITIES {
-        return Err(format!(
-            "capabilities: at most {MAX_CAPABILITIES} entries, got {}",
-            capabilities.len()
-        ));
+        return Err(CapabilitiesError::TooMany {
+            count: capabilities.len(),
+        });
     }
     if let Some(c) = capabilities
         .iter()
         .find(|c| c.is_empty() || c.len() > MAX_CAPABILITY_LEN)
     {
-        return Err(format!(
-            "capabilities: each entry must be 1 to {MAX_CAPABILITY_LEN} characters, got {} characters",
-            c.len()
-        ));
+        return Err(CapabilitiesError::EntryLength { len: c.len() });
     }
     Ok(())
 }
@@ -55,13 +78,13 @@ pub fn check_capabilities(capabilities: &[String]) -> Result<(), String> {
 /// The whole-device rule: `gpus` in `resources`, if present, must be a whole number (negative
 /// amounts cannot be represented in a [`Resources`] at all: they are refused when parsed). The
 /// error names the field as `field.gpus` (e.g. `resources.gpus`).
-pub fn check_whole_gpus(field: &str, resources: &Resources) -> Result<(), String> {
+pub fn check_whole_gpus(field: &str, resources: &Resources) -> Result<(), WholeGpusError> {
     let millis = resources.millis(GPUS);
     if !millis.is_multiple_of(MILLIS_PER_UNIT) {
-        return Err(format!(
-            "{field}.{GPUS} must be a whole number of devices, got {}",
-            millis as f64 / MILLIS_PER_UNIT as f64
-        ));
+        return Err(WholeGpusError {
+            field: field.to_string(),
+            amount: millis as f64 / MILLIS_PER_UNIT as f64,
+        });
     }
     Ok(())
 }
@@ -86,7 +109,9 @@ mod tests {
         assert!(check_whole_gpus("resources", &r("cpus=0.5,mem=10")).is_ok());
         assert!(check_whole_gpus("resources", &r("cpus=1,gpus=2")).is_ok());
         assert!(check_whole_gpus("resources", &r("gpus=0")).is_ok());
-        let err = check_whole_gpus("resources", &r("cpus=1,gpus=0.5")).unwrap_err();
+        let err = check_whole_gpus("resources", &r("cpus=1,gpus=0.5"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("resources.gpus"), "{err}");
         assert!(err.contains("0.5"), "{err}");
         assert!(check_whole_gpus("resources", &r("gpus=1.001")).is_err());
@@ -107,6 +132,7 @@ mod tests {
         let many = vec!["a".to_string(); MAX_CAPABILITIES + 1];
         assert!(check_capabilities(&many)
             .unwrap_err()
+            .to_string()
             .contains("capabilities"));
         assert!(check_capabilities(&caps(&[""])).is_err());
     }

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::command::CommandError;
 use crate::{CommandSpec, Isolation, NetworkMode};
 
 /// The default seconds between two checks.
@@ -21,6 +22,68 @@ pub const MAX_SECONDS: f64 = 86_400.0;
 pub const MAX_CONSECUTIVE_FAILURES: u32 = 1000;
 /// The longest HTTP path, in bytes.
 pub const MAX_PATH: usize = 1024;
+
+/// Why a [`HealthCheck`] is refused; the message names the field (`health_check.…`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum HealthCheckError {
+    /// `interval_s`, `timeout_s` or `grace_period_s` out of range.
+    #[error("health_check.{field} must be a number from {min} to {MAX_SECONDS}, not {value}")]
+    Seconds {
+        /// The field under `health_check`.
+        field: &'static str,
+        /// Its least value.
+        min: f64,
+        /// The value given.
+        value: f64,
+    },
+    /// `consecutive_failures` out of range.
+    #[error(
+        "health_check.consecutive_failures must be from 1 to {MAX_CONSECUTIVE_FAILURES}, not {value}"
+    )]
+    ConsecutiveFailures {
+        /// The value given.
+        value: u32,
+    },
+    /// Neither or both of `command` and `http`.
+    #[error("health_check needs exactly one of command and http")]
+    NoProbe,
+    /// `health_check.command` is not runnable.
+    #[error("health_check.{0}")]
+    Command(CommandError),
+    /// A command check for a task in an image.
+    #[error("health_check.command cannot be run for a task with isolation.image (the check runs on the agent's host, not in the image); use an http check")]
+    CommandInImage,
+    /// `http.port` out of range.
+    #[error("health_check.http.port must be from 1 to 65535, not {port}")]
+    Port {
+        /// The port given.
+        port: u32,
+    },
+    /// `http.path` malformed.
+    #[error("health_check.http.path must start with '/' and be 1 to {MAX_PATH} printable ASCII bytes without spaces")]
+    Path,
+    /// An HTTP check for a task in its own network namespace.
+    #[error("health_check.http cannot reach a task with isolation.network=loopback (its own network namespace); use a command check")]
+    HttpLoopback,
+}
+
+impl HealthCheckError {
+    /// The field it names: `health_check`, or a field under it (`health_check.http.port`).
+    pub fn field(&self) -> String {
+        match self {
+            HealthCheckError::Seconds { field, .. } => format!("health_check.{field}"),
+            HealthCheckError::ConsecutiveFailures { .. } => {
+                "health_check.consecutive_failures".into()
+            }
+            HealthCheckError::NoProbe => "health_check".into(),
+            HealthCheckError::Command(e) => format!("health_check.{}", e.field()),
+            HealthCheckError::CommandInImage => "health_check.command".into(),
+            HealthCheckError::Port { .. } => "health_check.http.port".into(),
+            HealthCheckError::Path => "health_check.http.path".into(),
+            HealthCheckError::HttpLoopback => "health_check.http".into(),
+        }
+    }
+}
 
 /// What one check does (see [`HealthCheck::probe`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,11 +197,15 @@ impl HealthCheck {
 
     /// Checks the form of the check, and that the task's isolation lets the agent run it;
     /// the error names the field (`health_check.…`).
-    pub fn validate(&self, isolation: Option<&Isolation>) -> Result<(), String> {
-        let seconds = |name: &str, v: Option<f64>, min: f64| match v {
-            Some(s) if !s.is_finite() || s < min || s > MAX_SECONDS => Err(format!(
-                "health_check.{name} must be a number from {min} to {MAX_SECONDS}, not {s}"
-            )),
+    pub fn validate(&self, isolation: Option<&Isolation>) -> Result<(), HealthCheckError> {
+        let seconds = |name: &'static str, v: Option<f64>, min: f64| match v {
+            Some(s) if !s.is_finite() || s < min || s > MAX_SECONDS => {
+                Err(HealthCheckError::Seconds {
+                    field: name,
+                    min,
+                    value: s,
+                })
+            }
             _ => Ok(()),
         };
         seconds("interval_s", self.interval_s, MIN_INTERVAL_S)?;
@@ -146,38 +213,31 @@ impl HealthCheck {
         seconds("grace_period_s", self.grace_period_s, 0.0)?;
         if let Some(n) = self.consecutive_failures {
             if !(1..=MAX_CONSECUTIVE_FAILURES).contains(&n) {
-                return Err(format!(
-                    "health_check.consecutive_failures must be from 1 to {MAX_CONSECUTIVE_FAILURES}, not {n}"
-                ));
+                return Err(HealthCheckError::ConsecutiveFailures { value: n });
             }
         }
         let Some(probe) = self.probe() else {
-            return Err("health_check needs exactly one of command and http".into());
+            return Err(HealthCheckError::NoProbe);
         };
         match probe {
             Probe::Command(c) => {
-                c.validate().map_err(|e| format!("health_check.{e}"))?;
+                c.validate().map_err(HealthCheckError::Command)?;
                 if isolation.is_some_and(|i| i.image.is_some()) {
-                    return Err("health_check.command cannot be run for a task with isolation.image (the check runs on the agent's host, not in the image); use an http check".into());
+                    return Err(HealthCheckError::CommandInImage);
                 }
             }
             Probe::Http(h) => {
                 if !(1..=65_535).contains(&h.port) {
-                    return Err(format!(
-                        "health_check.http.port must be from 1 to 65535, not {}",
-                        h.port
-                    ));
+                    return Err(HealthCheckError::Port { port: h.port });
                 }
                 let path_ok = h.path.starts_with('/')
                     && h.path.len() <= MAX_PATH
                     && h.path.bytes().all(|b| b.is_ascii_graphic());
                 if !path_ok {
-                    return Err(format!(
-                        "health_check.http.path must start with '/' and be 1 to {MAX_PATH} printable ASCII bytes without spaces"
-                    ));
+                    return Err(HealthCheckError::Path);
                 }
                 if isolation.is_some_and(|i| i.network == Some(NetworkMode::Loopback)) {
-                    return Err("health_check.http cannot reach a task with isolation.network=loopback (its own network namespace); use a command check".into());
+                    return Err(HealthCheckError::HttpLoopback);
                 }
             }
         }
@@ -217,9 +277,17 @@ mod tests {
     fn unknown_fields_and_not_one_probe_are_refused() {
         assert!(parse(r#"{"command": {"shell": "x"}, "intervall_s": 2}"#).is_err());
         let both = parse(r#"{"command": {"shell": "x"}, "http": {"port": 1}}"#).unwrap();
-        assert!(both.validate(None).unwrap_err().contains("exactly one"));
+        assert!(both
+            .validate(None)
+            .unwrap_err()
+            .to_string()
+            .contains("exactly one"));
         let neither = parse(r#"{"interval_s": 2}"#).unwrap();
-        assert!(neither.validate(None).unwrap_err().contains("exactly one"));
+        assert!(neither
+            .validate(None)
+            .unwrap_err()
+            .to_string()
+            .contains("exactly one"));
         assert!(parse(r#"{"http": {"port": 1, "host": "x"}}"#).is_err());
     }
 
@@ -254,7 +322,7 @@ mod tests {
             (r#"{"http": {"port": 80, "path": "/a b"}}"#, "http.path"),
         ];
         for (json, field) in cases {
-            let err = parse(json).unwrap().validate(None).unwrap_err();
+            let err = parse(json).unwrap().validate(None).unwrap_err().to_string();
             assert!(
                 err.contains(&format!("health_check.{field}")),
                 "{json}: {err}"
@@ -269,7 +337,7 @@ mod tests {
             network: Some(NetworkMode::Loopback),
             ..Isolation::default()
         };
-        let err = http.validate(Some(&loopback)).unwrap_err();
+        let err = http.validate(Some(&loopback)).unwrap_err().to_string();
         assert!(err.contains("health_check.http"), "{err}");
         let command = parse(r#"{"command": {"shell": "true"}}"#).unwrap();
         assert!(command.validate(Some(&loopback)).is_ok());

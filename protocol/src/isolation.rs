@@ -58,14 +58,61 @@ pub struct Isolation {
     pub image: Option<String>,
 }
 
+/// Why [`Isolation`] options are refused, in form or on an agent; the message names the field
+/// (`isolation.…`) and, on an agent, what it lacks.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IsolationError {
+    /// `pids` out of range.
+    #[error("isolation.pids must be from 1 to {MAX_PIDS}, not {value}")]
+    Pids {
+        /// The value given.
+        value: i64,
+    },
+    /// `user` is not a user name or uid.
+    #[error("isolation.user {user:?} is not a user name or uid (1 to 32 of [A-Za-z0-9_.-])")]
+    User {
+        /// The value given.
+        user: String,
+    },
+    /// `image` is empty, too long or holds a NUL.
+    #[error("isolation.image must be a path of 1 to 1024 bytes without NUL")]
+    ImageForm,
+    /// `image` climbs out with `..`.
+    #[error("isolation.image {image:?} must not contain '..'")]
+    ImageParent {
+        /// The value given.
+        image: String,
+    },
+    /// `pids` on an agent without cgroups.
+    #[error("isolation.pids needs cgroups, and this agent enforces none (attribute isolation)")]
+    PidsNeedCgroups,
+    /// `network=loopback` on an agent without network namespaces.
+    #[error("isolation.network=loopback needs a network namespace, and this agent gives none (attribute namespaces)")]
+    LoopbackNeedsNamespace,
+    /// `image` on an agent without an image root.
+    #[error("isolation.image: this agent runs no images (no attribute image_root)")]
+    NoImageRoot,
+    /// `image` on an agent without mount namespaces.
+    #[error(
+        "isolation.image needs a mount namespace, and this agent gives none (attribute namespaces)"
+    )]
+    ImageNeedsNamespace,
+    /// An absolute `image` outside the agent's image root.
+    #[error("isolation.image {image:?} is outside this agent's image root {root:?}")]
+    ImageOutsideRoot {
+        /// The value given.
+        image: String,
+        /// The agent's image root.
+        root: String,
+    },
+}
+
 impl Isolation {
     /// Checks the form of the options; the error names the field.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), IsolationError> {
         if let Some(p) = self.pids {
             if !(1..=MAX_PIDS).contains(&p) {
-                return Err(format!(
-                    "isolation.pids must be from 1 to {MAX_PIDS}, not {p}"
-                ));
+                return Err(IsolationError::Pids { value: p });
             }
         }
         if let Some(u) = &self.user {
@@ -74,9 +121,7 @@ impl Isolation {
                 && u.chars()
                     .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
             if !ok {
-                return Err(format!(
-                    "isolation.user {u:?} is not a user name or uid (1 to 32 of [A-Za-z0-9_.-])"
-                ));
+                return Err(IsolationError::User { user: u.clone() });
             }
         }
         if let Some(image) = &self.image {
@@ -87,7 +132,7 @@ impl Isolation {
 
     /// Checks that an agent with these attributes can give every option asked for; the error
     /// names the field and what the agent lacks.
-    pub fn check_agent(&self, attributes: &BTreeMap<String, String>) -> Result<(), String> {
+    pub fn check_agent(&self, attributes: &BTreeMap<String, String>) -> Result<(), IsolationError> {
         let cgroups = attributes
             .get(ATTR_ISOLATION)
             .is_some_and(|v| v.starts_with("cgroups"));
@@ -96,28 +141,17 @@ impl Isolation {
             .map(|v| v.split(',').map(str::trim).collect())
             .unwrap_or_default();
         if self.pids.is_some() && !cgroups {
-            return Err(
-                "isolation.pids needs cgroups, and this agent enforces none (attribute isolation)"
-                    .into(),
-            );
+            return Err(IsolationError::PidsNeedCgroups);
         }
         if self.network == Some(NetworkMode::Loopback) && !namespaces.contains(&"net") {
-            return Err(
-                "isolation.network=loopback needs a network namespace, and this agent gives none (attribute namespaces)"
-                    .into(),
-            );
+            return Err(IsolationError::LoopbackNeedsNamespace);
         }
         if let Some(image) = &self.image {
             let Some(root) = attributes.get(ATTR_IMAGE_ROOT) else {
-                return Err(
-                    "isolation.image: this agent runs no images (no attribute image_root)".into(),
-                );
+                return Err(IsolationError::NoImageRoot);
             };
             if !namespaces.contains(&"mount") {
-                return Err(
-                    "isolation.image needs a mount namespace, and this agent gives none (attribute namespaces)"
-                        .into(),
-                );
+                return Err(IsolationError::ImageNeedsNamespace);
             }
             image_under(image, root)?;
         }
@@ -126,27 +160,30 @@ impl Isolation {
 }
 
 /// An image path's form: not empty, no NUL, no `..`, at most 1024 bytes.
-fn image_path_form(image: &str) -> Result<(), String> {
+fn image_path_form(image: &str) -> Result<(), IsolationError> {
     if image.is_empty() || image.len() > 1024 || image.contains('\0') {
-        return Err("isolation.image must be a path of 1 to 1024 bytes without NUL".into());
+        return Err(IsolationError::ImageForm);
     }
     if Path::new(image)
         .components()
         .any(|c| matches!(c, Component::ParentDir))
     {
-        return Err(format!("isolation.image {image:?} must not contain '..'"));
+        return Err(IsolationError::ImageParent {
+            image: image.to_string(),
+        });
     }
     Ok(())
 }
 
 /// `image` names something inside `root`: relative, or absolute and under it. (The agent
 /// re-checks after resolving symbolic links.)
-fn image_under(image: &str, root: &str) -> Result<(), String> {
+fn image_under(image: &str, root: &str) -> Result<(), IsolationError> {
     let path = Path::new(image);
     if path.is_absolute() && !path.starts_with(root) {
-        return Err(format!(
-            "isolation.image {image:?} is outside this agent's image root {root:?}"
-        ));
+        return Err(IsolationError::ImageOutsideRoot {
+            image: image.to_string(),
+            root: root.to_string(),
+        });
     }
     Ok(())
 }
@@ -166,9 +203,13 @@ mod tests {
 
     #[test]
     fn unknown_options_and_modes_are_refused_by_the_type() {
-        let e = serde_json::from_str::<Isolation>(r#"{"cpuset": 1}"#).unwrap_err();
+        let e = serde_json::from_str::<Isolation>(r#"{"cpuset": 1}"#)
+            .unwrap_err()
+            .to_string();
         assert!(e.to_string().contains("unknown field `cpuset`"), "{e}");
-        let e = serde_json::from_str::<Isolation>(r#"{"network": "bridge"}"#).unwrap_err();
+        let e = serde_json::from_str::<Isolation>(r#"{"network": "bridge"}"#)
+            .unwrap_err()
+            .to_string();
         assert!(e.to_string().contains("bridge"), "{e}");
         let ok: Isolation = serde_json::from_str(r#"{"network": "loopback", "pids": 8}"#).unwrap();
         assert_eq!(ok.network, Some(NetworkMode::Loopback));
@@ -176,7 +217,7 @@ mod tests {
 
     #[test]
     fn forms_are_checked_with_the_field_named() {
-        let bad = |i: Isolation| i.validate().unwrap_err();
+        let bad = |i: Isolation| i.validate().unwrap_err().to_string();
         assert!(bad(Isolation {
             pids: Some(-1),
             ..Default::default()
@@ -226,6 +267,7 @@ mod tests {
         assert!(pids
             .check_agent(&none)
             .unwrap_err()
+            .to_string()
             .contains("isolation.pids"));
         assert_eq!(pids.check_agent(&full), Ok(()));
         let net = Isolation {
@@ -235,6 +277,7 @@ mod tests {
         assert!(net
             .check_agent(&none)
             .unwrap_err()
+            .to_string()
             .contains("isolation.network"));
         assert_eq!(net.check_agent(&full), Ok(()));
         let host = Isolation {
@@ -249,6 +292,7 @@ mod tests {
         assert!(image("debian.tar")
             .check_agent(&none)
             .unwrap_err()
+            .to_string()
             .contains("image_root"));
         assert_eq!(image("debian.tar").check_agent(&full), Ok(()));
         assert_eq!(
@@ -258,6 +302,7 @@ mod tests {
         assert!(image("/etc")
             .check_agent(&full)
             .unwrap_err()
+            .to_string()
             .contains("outside"));
         assert_eq!(Isolation::default().check_agent(&BTreeMap::new()), Ok(()));
     }

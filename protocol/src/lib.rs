@@ -8,7 +8,8 @@
 //! - [`resources`]: [`Resources`], a fixed-point (thousandths) resource vector with checked
 //!   arithmetic, parsing that names the bad field, and dominant-share helpers.
 //! - [`role`]: [`RolePath`] (`eng/batch`) and [`Weight`], validated on parse.
-//! - [`task`]: [`TaskSpec`], [`CommandSpec`], [`TaskState`], [`TaskStatus`].
+//! - [`task`]: [`TaskSpec`], [`TaskState`], [`TaskStatus`].
+//! - [`command`]: [`CommandSpec`], how a task or a command health check runs.
 //! - [`offer`]: the [`Offer`] type.
 //! - [`isolation`]: a task's isolation options ([`Isolation`]) and the agent attributes that say
 //!   what an agent enforces; the checks the coordinator makes at accept time.
@@ -43,6 +44,7 @@
 #![deny(missing_docs)]
 
 pub mod capability;
+pub mod command;
 pub mod error;
 pub mod events;
 pub mod gang;
@@ -62,6 +64,7 @@ pub mod role;
 pub mod sse;
 pub mod task;
 
+pub use command::CommandSpec;
 pub use error::{ErrorBody, ErrorDetail};
 pub use events::{FrameworkEvent, OfferEvent};
 pub use health::HealthCheck;
@@ -70,7 +73,7 @@ pub use isolation::{Isolation, NetworkMode};
 pub use offer::Offer;
 pub use resources::{ResourceError, ResourceName, Resources};
 pub use role::{RolePath, Weight};
-pub use task::{CommandSpec, TaskSpec, TaskState, TaskStatus, TaskUsage};
+pub use task::{TaskSpec, TaskState, TaskStatus, TaskUsage};
 
 /// Timestamps on the wire: RFC 3339 strings in UTC.
 pub type Timestamp = chrono::DateTime<chrono::Utc>;

@@ -39,15 +39,21 @@ impl DrainAgent {
 
     /// Checks the deadline; the error says what is accepted (the field is
     /// [`DrainAgent::FIELD`]).
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), DrainDeadlineError> {
         let d = self.deadline_s;
         if !d.is_finite() || !(0.0..=MAX_DRAIN_DEADLINE_S).contains(&d) {
-            return Err(format!(
-                "{d} is not a number of seconds between 0 and {MAX_DRAIN_DEADLINE_S}"
-            ));
+            return Err(DrainDeadlineError { deadline_s: d });
         }
         Ok(())
     }
+}
+
+/// A drain deadline out of range (the field is [`DrainAgent::FIELD`]; the caller names it).
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[error("{deadline_s} is not a number of seconds between 0 and {MAX_DRAIN_DEADLINE_S}")]
+pub struct DrainDeadlineError {
+    /// The value given.
+    pub deadline_s: f64,
 }
 
 /// The answer to a drain or reactivate: the agent's state afterwards.
@@ -94,7 +100,10 @@ mod tests {
             assert!(DrainAgent { deadline_s: ok }.validate().is_ok(), "{ok}");
         }
         for bad in [-1.0, f64::NAN, f64::INFINITY, MAX_DRAIN_DEADLINE_S + 1.0] {
-            let e = DrainAgent { deadline_s: bad }.validate().unwrap_err();
+            let e = DrainAgent { deadline_s: bad }
+                .validate()
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("between 0 and"), "{e}");
         }
         assert!(serde_json::from_str::<DrainAgent>(r#"{"deadline_s":"10"}"#).is_err());

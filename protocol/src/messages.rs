@@ -57,21 +57,46 @@ pub const MAX_WEBUI_URL_LEN: usize = 2048;
 
 /// Checks a framework's `webui_url`: `http://` or `https://`, something after the scheme, at
 /// most [`MAX_WEBUI_URL_LEN`] bytes, no whitespace or control characters.
-pub fn check_webui_url(url: &str) -> Result<(), String> {
+pub fn check_webui_url(url: &str) -> Result<(), WebUiUrlError> {
     let rest = url
         .strip_prefix("http://")
         .or_else(|| url.strip_prefix("https://"));
+    let url = || url.to_string();
     match rest {
-        None => Err(format!("{url:?} is not an http:// or https:// URL")),
-        Some("") => Err(format!("{url:?} names no host")),
-        Some(_) if url.len() > MAX_WEBUI_URL_LEN => {
-            Err(format!("is longer than {MAX_WEBUI_URL_LEN} bytes"))
-        }
-        Some(_) if url.chars().any(|c| c.is_whitespace() || c.is_control()) => {
-            Err(format!("{url:?} holds whitespace or control characters"))
+        None => Err(WebUiUrlError::NotHttp { url: url() }),
+        Some("") => Err(WebUiUrlError::NoHost { url: url() }),
+        Some(_) if url().len() > MAX_WEBUI_URL_LEN => Err(WebUiUrlError::TooLong),
+        Some(_) if url().chars().any(|c| c.is_whitespace() || c.is_control()) => {
+            Err(WebUiUrlError::BadCharacters { url: url() })
         }
         Some(_) => Ok(()),
     }
+}
+
+/// Why a `webui_url` is refused (the caller names the field).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WebUiUrlError {
+    /// Not `http://` or `https://`.
+    #[error("{url:?} is not an http:// or https:// URL")]
+    NotHttp {
+        /// The value given.
+        url: String,
+    },
+    /// Nothing after the scheme.
+    #[error("{url:?} names no host")]
+    NoHost {
+        /// The value given.
+        url: String,
+    },
+    /// Longer than [`MAX_WEBUI_URL_LEN`].
+    #[error("is longer than {MAX_WEBUI_URL_LEN} bytes")]
+    TooLong,
+    /// Whitespace or control characters.
+    #[error("{url:?} holds whitespace or control characters")]
+    BadCharacters {
+        /// The value given.
+        url: String,
+    },
 }
 
 /// Answer to [`RegisterFramework`], and the `subscribed` event.

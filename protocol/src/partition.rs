@@ -42,14 +42,21 @@ pub fn declares_partition_aware(capabilities: &[String]) -> bool {
 
 /// Checks a requested partition timeout: finite, more than 0, at most
 /// [`MAX_PARTITION_TIMEOUT_S`]. The message names the field.
-pub fn check_partition_timeout(secs: f64) -> Result<(), String> {
+pub fn check_partition_timeout(secs: f64) -> Result<(), PartitionTimeoutError> {
     if !secs.is_finite() || secs <= 0.0 || secs > MAX_PARTITION_TIMEOUT_S {
-        return Err(format!(
-            "partition_timeout_s must be more than 0 and at most {MAX_PARTITION_TIMEOUT_S} \
-             (a week), got {secs}"
-        ));
+        return Err(PartitionTimeoutError { secs });
     }
     Ok(())
+}
+
+/// A `partition_timeout_s` out of range; the message names the field.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "partition_timeout_s must be more than 0 and at most {MAX_PARTITION_TIMEOUT_S} (a week), got {secs}"
+)]
+pub struct PartitionTimeoutError {
+    /// The value given.
+    pub secs: f64,
 }
 
 /// How long after the sending of its last acknowledged heartbeat an agent kills a task on its
@@ -92,7 +99,7 @@ mod tests {
             f64::INFINITY,
             MAX_PARTITION_TIMEOUT_S + 1.0,
         ] {
-            let e = check_partition_timeout(bad).unwrap_err();
+            let e = check_partition_timeout(bad).unwrap_err().to_string();
             assert!(e.contains("partition_timeout_s"), "{e}");
         }
     }

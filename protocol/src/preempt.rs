@@ -18,6 +18,14 @@ pub const MIN_PRIORITY: i32 = -1000;
 /// The highest task priority accepted.
 pub const MAX_PRIORITY: i32 = 1000;
 
+/// A priority out of range; the message names the field (`priority`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("priority: {value} is out of range ({MIN_PRIORITY} to {MAX_PRIORITY})")]
+pub struct PriorityError {
+    /// The value given.
+    pub value: i64,
+}
+
 /// A task's priority: higher is more important; preemption takes the lowest first. An integer
 /// from [`MIN_PRIORITY`] to [`MAX_PRIORITY`]; a task without one has priority 0. Anything else
 /// is refused on deserialization with a message naming `priority`.
@@ -28,14 +36,12 @@ pub struct Priority(i32);
 
 impl Priority {
     /// A priority, checked against the range.
-    pub fn new(value: i64) -> Result<Self, String> {
+    pub fn new(value: i64) -> Result<Self, PriorityError> {
         i32::try_from(value)
             .ok()
             .filter(|v| (MIN_PRIORITY..=MAX_PRIORITY).contains(v))
             .map(Priority)
-            .ok_or_else(|| {
-                format!("priority: {value} is out of range ({MIN_PRIORITY} to {MAX_PRIORITY})")
-            })
+            .ok_or(PriorityError { value })
     }
 
     /// Its value.

@@ -5,37 +5,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{AgentId, FrameworkId, Resources, TaskId, Timestamp, UpdateId};
-
-/// How to run a task: a shell line (`sh -c`) or an argument vector.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
-pub enum CommandSpec {
-    /// Run through `sh -c`.
-    Shell(String),
-    /// Run directly; the first element is the program.
-    Argv(Vec<String>),
-}
-
-impl CommandSpec {
-    /// Checks the command is runnable in form: a non-empty shell line or argv, no NUL bytes.
-    pub fn validate(&self) -> Result<(), String> {
-        match self {
-            CommandSpec::Shell(s) if s.trim().is_empty() => Err("command.shell is empty".into()),
-            CommandSpec::Argv(v) if v.is_empty() || v[0].is_empty() => {
-                Err("command.argv is empty; give at least the program".into())
-            }
-            CommandSpec::Shell(s) if s.contains('\0') => {
-                Err("command.shell contains a NUL byte".into())
-            }
-            CommandSpec::Argv(v) if v.iter().any(|a| a.contains('\0')) => {
-                Err("command.argv contains a NUL byte".into())
-            }
-            _ => Ok(()),
-        }
-    }
-}
+use crate::{AgentId, CommandSpec, FrameworkId, Resources, TaskId, Timestamp, UpdateId};
 
 /// A task to launch on an agent, as sent in an accept.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -149,17 +119,24 @@ impl TaskState {
     ];
 }
 
+/// A name that is not a [`TaskState`]'s; the message lists the names that are.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{value:?} is not a task state; one of {}", TaskState::ALL.map(TaskState::as_str).join(", "))]
+pub struct TaskStateError {
+    /// The name given.
+    pub value: String,
+}
+
 impl std::str::FromStr for TaskState {
-    type Err = String;
+    type Err = TaskStateError;
 
     /// The wire name (`"running"`); anything else says which names exist.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Self::ALL
             .into_iter()
             .find(|state| state.as_str() == s)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Self::ALL.iter().map(|s| s.as_str()).collect();
-                format!("{s:?} is not a task state; one of {}", names.join(", "))
+            .ok_or_else(|| TaskStateError {
+                value: s.to_string(),
             })
     }
 }

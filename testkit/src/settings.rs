@@ -180,11 +180,11 @@ const ECHILD: i32 = 10;
 /// # Panics
 ///
 /// On the first setting that breaks a rule.
-pub fn check_named_after_fields<T: PartialEq + Default + std::fmt::Debug>(
+pub fn check_named_after_fields<T: PartialEq + Default + std::fmt::Debug, E: std::fmt::Display>(
     command: &clap::Command,
     env: impl Fn(&str) -> String,
     samples: &[(&str, &str, &str)],
-    parse: impl Fn(&str) -> Result<T, String>,
+    parse: impl Fn(&str) -> Result<T, E>,
 ) {
     let mut variables = Vec::new();
     for arg in command.get_arguments() {
@@ -219,11 +219,11 @@ pub fn check_named_after_fields<T: PartialEq + Default + std::fmt::Debug>(
 /// # Panics
 ///
 /// On the first setting whose three forms differ.
-pub fn check_flag_variable_and_file_agree<T>(
+pub fn check_flag_variable_and_file_agree<T, E: std::fmt::Display>(
     command: impl Fn() -> clap::Command,
     child: EnvChild,
     samples: &[(&str, &str, &str)],
-    parse: impl Fn(&str) -> Result<T, String>,
+    parse: impl Fn(&str) -> Result<T, E>,
 ) where
     T: clap::FromArgMatches + PartialEq + Default + std::fmt::Debug,
 {

@@ -3,7 +3,24 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::pki::Ca;
+use crate::pki::{Ca, PkiError};
+
+/// Why the test PKI could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum TestPkiError {
+    /// A certificate or key could not be made.
+    #[error(transparent)]
+    Pki(#[from] PkiError),
+    /// A file could not be written.
+    #[error("{}: {source}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
 
 /// A CA and a server certificate (for `localhost`, `127.0.0.1` and `::1`, or the names given),
 /// as files.
@@ -19,25 +36,27 @@ pub struct TestPki {
 
 impl TestPki {
     /// Generates the CA and the server certificate (ECDSA P-256, ring) and writes them in `dir`.
-    pub fn generate(dir: &Path) -> Result<Self, String> {
+    pub fn generate(dir: &Path) -> Result<Self, TestPkiError> {
         Self::generate_for(dir, &["localhost", "127.0.0.1", "::1"])
     }
 
     /// As [`TestPki::generate`], with a server certificate for `names` (host names or IP
     /// addresses, each a `subjectAltName`; the first is also its common name), e.g. the
     /// addresses of several machines that share one certificate in a test.
-    pub fn generate_for(dir: &Path, names: &[&str]) -> Result<Self, String> {
-        let text = |e: crate::pki::PkiError| e.to_string();
-        let ca = Ca::generate("Parley test CA").map_err(text)?;
+    pub fn generate_for(dir: &Path, names: &[&str]) -> Result<Self, TestPkiError> {
+        let ca = Ca::generate("Parley test CA")?;
         let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
-        let server = ca.issue_server(&names).map_err(text)?;
+        let server = ca.issue_server(&names)?;
         let pki = Self {
             ca_file: dir.join("ca.pem"),
             cert_file: dir.join("server.crt"),
             key_file: dir.join("server.key"),
         };
         let write = |path: &Path, pem: String| {
-            std::fs::write(path, pem).map_err(|e| format!("{}: {e}", path.display()))
+            std::fs::write(path, pem).map_err(|source| TestPkiError::Write {
+                path: path.to_path_buf(),
+                source,
+            })
         };
         write(&pki.ca_file, ca.cert_pem())?;
         write(&pki.cert_file, server.cert_pem)?;

@@ -9,6 +9,29 @@ use std::collections::HashMap;
 
 use super::TaskKey;
 
+/// Why a task cannot have the GPUs it asks for (`resources.gpus`); nothing was assigned.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GpuAssignError {
+    /// The agent has no GPUs.
+    #[error("resources.gpus: the task asks for {asked} GPU(s); this agent has none")]
+    NoDevices {
+        /// Devices asked for.
+        asked: usize,
+    },
+    /// Fewer devices are free than asked for.
+    #[error(
+        "resources.gpus: the task asks for {asked} GPU(s); this agent has {free} of {total} free"
+    )]
+    TooFewFree {
+        /// Devices asked for.
+        asked: usize,
+        /// Devices free.
+        free: usize,
+        /// Devices in all.
+        total: usize,
+    },
+}
+
 /// The devices (UUIDs, in index order) and who holds each.
 #[derive(Debug, Default)]
 pub struct GpuBooks {
@@ -40,7 +63,7 @@ impl GpuBooks {
 
     /// Gives `task` `n` free devices, lowest index first, or says why it cannot (nothing
     /// changes then).
-    pub fn assign(&mut self, task: &TaskKey, n: u32) -> Result<Vec<String>, String> {
+    pub fn assign(&mut self, task: &TaskKey, n: u32) -> Result<Vec<String>, GpuAssignError> {
         let n = n as usize;
         let free: Vec<String> = self
             .devices
@@ -51,11 +74,12 @@ impl GpuBooks {
             .collect();
         if free.len() < n {
             return Err(match self.devices.len() {
-                0 => format!("resources.gpus: the task asks for {n} GPU(s); this agent has none"),
-                total => format!(
-                    "resources.gpus: the task asks for {n} GPU(s); this agent has {} of {total} free",
-                    self.free()
-                ),
+                0 => GpuAssignError::NoDevices { asked: n },
+                total => GpuAssignError::TooFewFree {
+                    asked: n,
+                    free: self.free(),
+                    total,
+                },
             });
         }
         for d in &free {
@@ -147,7 +171,7 @@ mod tests {
         assert_eq!(b.assign(&key("b"), 2).unwrap(), ["GPU-1", "GPU-2"]);
         let err = b.assign(&key("c"), 1).unwrap_err();
         assert_eq!(
-            err,
+            err.to_string(),
             "resources.gpus: the task asks for 1 GPU(s); this agent has 0 of 3 free"
         );
         b.release(&key("a"));
@@ -165,6 +189,7 @@ mod tests {
         assert!(GpuBooks::default()
             .assign(&key("x"), 1)
             .unwrap_err()
+            .to_string()
             .contains("has none"));
     }
 

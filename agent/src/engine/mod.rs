@@ -26,6 +26,7 @@
 pub mod command;
 pub mod fence;
 pub mod gpus;
+pub mod key;
 pub mod session;
 pub mod tasks;
 pub mod updates;
@@ -49,8 +50,9 @@ use protocol::{
 pub use command::{
     Command, Durability, Exit, Failure, KillOrder, Process, Reply, Request, Signal, Timer,
 };
+pub use key::TaskKey;
 pub use session::Jitter;
-pub use tasks::{code_outcome, TaskKey, LIMIT_FAILED};
+pub use tasks::{code_outcome, LIMIT_FAILED};
 
 use crate::config::Timing;
 use crate::journal::{Record, Replay};

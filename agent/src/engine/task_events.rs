@@ -181,7 +181,11 @@ impl Engine {
                 .and_then(|n| match n {
                     0 => Ok(None),
                     _ if !self.gpus.has_devices() => Ok(None),
-                    n => self.gpus.assign(&key, n).map(Some),
+                    n => self
+                        .gpus
+                        .assign(&key, n)
+                        .map(Some)
+                        .map_err(|e| e.to_string()),
                 }) {
                 Ok(devices) => devices,
                 Err(message) => {

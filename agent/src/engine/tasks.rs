@@ -4,16 +4,13 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
-use protocol::{FrameworkId, TaskId, TaskSpec, TaskState, TaskStatus};
+use protocol::{TaskId, TaskSpec, TaskState, TaskStatus};
 
 use super::command::{Exit, Process};
+use super::key::TaskKey;
 
 /// Exit code of the task wrapper when it cannot apply the memory limit.
 pub const LIMIT_FAILED: i32 = 125;
-
-/// A task's key on an agent: task ids are unique per framework only, so two frameworks may
-/// each run a task `web-1` on the same agent.
-pub type TaskKey = (FrameworkId, TaskId);
 
 /// Where a task is in its life (its reported state is in `latest`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

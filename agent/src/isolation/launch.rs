@@ -42,6 +42,32 @@ pub const LAUNCH_ARG: &str = "__parley-launch";
 /// task's `stderr` file).
 pub const SETUP_FAILED: i32 = 125;
 
+/// Why the launcher's arguments do not parse (they are the agent's own, never a user's).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LaunchArgsError {
+    /// A flag without its value.
+    #[error("{flag} needs a value")]
+    NoValue {
+        /// The flag.
+        flag: String,
+    },
+    /// `--user` not `UID:GID`.
+    #[error("bad --user {value:?}")]
+    User {
+        /// The value given.
+        value: String,
+    },
+    /// An argument the launcher does not know.
+    #[error("unknown launcher argument {arg:?}")]
+    Unknown {
+        /// The argument.
+        arg: OsString,
+    },
+    /// Nothing after `--`.
+    #[error("no command after --")]
+    NoCommand,
+}
+
 /// What the launcher is told, as arguments after [`LAUNCH_ARG`] and the stage.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LaunchSpec {
@@ -98,14 +124,14 @@ impl LaunchSpec {
     }
 
     /// Parses [`LaunchSpec::to_args`]'s form.
-    pub fn parse(args: &[OsString]) -> Result<LaunchSpec, String> {
+    pub fn parse(args: &[OsString]) -> Result<LaunchSpec, LaunchArgsError> {
         let mut spec = LaunchSpec::default();
         let mut it = args.iter();
         while let Some(a) = it.next() {
             let mut value = || {
-                it.next()
-                    .cloned()
-                    .ok_or_else(|| format!("{} needs a value", a.to_string_lossy()))
+                it.next().cloned().ok_or_else(|| LaunchArgsError::NoValue {
+                    flag: a.to_string_lossy().into_owned(),
+                })
             };
             match a.to_str() {
                 Some("--hostname") => spec.hostname = value()?.to_string_lossy().into_owned(),
@@ -115,7 +141,7 @@ impl LaunchSpec {
                     let parsed = v
                         .split_once(':')
                         .and_then(|(u, g)| Some((u.parse().ok()?, g.parse().ok()?)));
-                    spec.user = Some(parsed.ok_or_else(|| format!("bad --user {v:?}"))?);
+                    spec.user = Some(parsed.ok_or(LaunchArgsError::User { value: v })?);
                 }
                 Some("--image") => spec.image = Some(value()?.to_string_lossy().into_owned()),
                 Some("--net-loopback") => spec.net_loopback = true,
@@ -125,11 +151,11 @@ impl LaunchSpec {
                     spec.argv = it.cloned().collect();
                     break;
                 }
-                _ => return Err(format!("unknown launcher argument {a:?}")),
+                _ => return Err(LaunchArgsError::Unknown { arg: a.clone() }),
             }
         }
         if spec.argv.is_empty() {
-            return Err("no command after --".into());
+            return Err(LaunchArgsError::NoCommand);
         }
         Ok(spec)
     }
@@ -149,7 +175,7 @@ pub fn main(args: &[OsString]) -> i32 {
     };
     let spec = match LaunchSpec::parse(rest) {
         Ok(spec) => spec,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(&e.to_string()),
     };
     match stage.as_str() {
         "outer" => {
@@ -365,7 +391,9 @@ mod tests {
         };
         assert_eq!(LaunchSpec::parse(&spec.to_args()).unwrap(), spec);
         let bad = |v: &[&str]| {
-            LaunchSpec::parse(&v.iter().map(OsString::from).collect::<Vec<_>>()).unwrap_err()
+            LaunchSpec::parse(&v.iter().map(OsString::from).collect::<Vec<_>>())
+                .unwrap_err()
+                .to_string()
         };
         assert!(bad(&["--user", "x", "--", "true"]).contains("--user"));
         assert!(bad(&["--hostname"]).contains("--hostname"));

@@ -47,16 +47,24 @@ pub enum IsolationChoice {
     None,
 }
 
+/// An `--isolation` value that is neither `auto` nor `none`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid --isolation {value:?}: expected auto or none")]
+pub struct IsolationChoiceError {
+    /// The value given.
+    pub value: String,
+}
+
 impl std::str::FromStr for IsolationChoice {
-    type Err = String;
+    type Err = IsolationChoiceError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "auto" => Ok(IsolationChoice::Auto),
             "none" => Ok(IsolationChoice::None),
-            other => Err(format!(
-                "invalid --isolation {other:?}: expected auto or none"
-            )),
+            other => Err(IsolationChoiceError {
+                value: other.to_string(),
+            }),
         }
     }
 }
@@ -234,7 +242,7 @@ mod tests {
     fn choice_parses_and_names_bad_values() {
         assert_eq!("auto".parse(), Ok(IsolationChoice::Auto));
         assert_eq!("none".parse(), Ok(IsolationChoice::None));
-        let e = "yes".parse::<IsolationChoice>().unwrap_err();
+        let e = "yes".parse::<IsolationChoice>().unwrap_err().to_string();
         assert!(e.contains("--isolation") && e.contains("yes"), "{e}");
     }
 

@@ -183,7 +183,7 @@ impl Durable {
 
     /// Waits until every append up to `mark` is durable; an error when the sync that covered
     /// it failed.
-    pub async fn wait(&self, mark: Mark) -> Result<(), String> {
+    pub async fn wait(&self, mark: Mark) -> Result<(), JournalError> {
         let mut rx = self.shared.synced.subscribe();
         // The sender lives as long as `self`: this cannot fail.
         let _ = rx.wait_for(|synced| *synced >= mark.0).await;
@@ -193,7 +193,7 @@ impl Durable {
             .iter()
             .find(|(after, up_to, _)| *after < mark.0 && mark.0 <= *up_to)
         {
-            Some((_, _, e)) => Err(e.clone()),
+            Some((_, _, e)) => Err(JournalError::Sync(e.clone())),
             None => Ok(()),
         }
     }

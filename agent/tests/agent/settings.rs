@@ -78,10 +78,14 @@ fn the_bare_allow_root_tasks_flag_still_means_true() {
 
 #[test]
 fn an_unknown_or_mistyped_file_key_is_an_error_naming_it_and_its_line() {
-    let e = Settings::from_toml("work_dir = \"/x\"\nkill_grace = 5\n").unwrap_err();
+    let e = Settings::from_toml("work_dir = \"/x\"\nkill_grace = 5\n")
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("kill_grace") && e.contains("line 2"), "{e}");
     assert_eq!(e.lines().count(), 1, "{e}");
-    let e = Settings::from_toml("default_pids = \"many\"\n").unwrap_err();
+    let e = Settings::from_toml("default_pids = \"many\"\n")
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("line 1") && e.contains("expected u64"), "{e}");
 }
 

@@ -11,7 +11,7 @@ use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::{Body, Id};
 use super::input;
-use super::openapi::AgentPath;
+use super::params::AgentPath;
 use super::Route;
 use crate::runtime::Coordinator;
 

@@ -14,7 +14,7 @@ use protocol::AgentId;
 
 use super::error::ApiError;
 use super::extract::{Body, Id};
-use super::openapi::AgentPath;
+use super::params::AgentPath;
 use super::Route;
 use crate::runtime::Coordinator;
 
@@ -54,7 +54,7 @@ fn drain_request(body: serde_json::Value) -> Result<DrainAgent, ApiError> {
         },
         Some(other) => return Err(invalid(format!("{other} is not a number of seconds"))),
     };
-    req.validate().map_err(invalid)?;
+    req.validate().map_err(|e| invalid(e.to_string()))?;
     Ok(req)
 }
 

@@ -17,7 +17,7 @@ use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::{Body, Id};
 use super::input;
-use super::openapi::FrameworkPath;
+use super::params::FrameworkPath;
 use super::sse;
 use super::Route;
 use crate::runtime::Coordinator;

@@ -18,8 +18,10 @@
 //! - [`sse`]: the two event streams.
 //! - [`extract`]: JSON body and path-id extractors with API error bodies.
 //! - [`limit`]: the per-client request rate limit (429 with `Retry-After`).
-//! - [`openapi`]: this API's operations, parameters and answer schemas for the OpenAPI
-//!   document (`crate::router::openapi` assembles and serves it).
+//! - [`openapi`]: this API's operations for the OpenAPI document (`crate::router::openapi`
+//!   assembles and serves it); [`params`]: the path and query parameters the handlers extract
+//!   and the document lists; [`answers`]: the schemas of answers without a Rust type of their
+//!   own.
 //! - [`auth`], [`error`], [`input`] and [`Route`]: shared with the Mesos API, so they live in
 //!   `crate::web` and are re-exported here under their old paths.
 //!
@@ -28,6 +30,7 @@
 //! suite compares the two).
 
 pub mod agents;
+pub mod answers;
 pub mod drain;
 pub mod extract;
 pub mod frameworks;
@@ -35,6 +38,7 @@ pub mod limit;
 pub mod openapi;
 pub mod operator;
 pub mod output;
+pub mod params;
 pub mod reservations;
 pub mod session;
 pub mod sse;

@@ -13,10 +13,11 @@ use protocol::messages::{
 };
 use protocol::{AgentId, FrameworkId, RolePath};
 
+use super::answers::Health;
 use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::{Body, Id};
-use super::openapi::{FrameworkPath, Health, OffersQuery, RolePathParam, TasksQuery};
+use super::params::{FrameworkPath, OffersQuery, RolePathParam, TasksQuery};
 use super::sse;
 use super::Route;
 use crate::runtime::Coordinator;

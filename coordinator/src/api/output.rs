@@ -17,7 +17,7 @@ use protocol::ErrorBody;
 
 use super::error::ApiError;
 use super::extract::TaskPath;
-use super::openapi::{OutputPath, OutputQuery};
+use super::params::{OutputPath, OutputQuery};
 use super::Route;
 use crate::runtime::task_output::{OutputFetchError, OutputFile, OutputRead, MAX_OUTPUT_BYTES};
 use crate::runtime::Coordinator;

@@ -11,7 +11,7 @@ use protocol::FrameworkId;
 use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::{Body, Id};
-use super::openapi::FrameworkPath;
+use super::params::FrameworkPath;
 use super::Route;
 use crate::runtime::Coordinator;
 use crate::state::ReservationOp;

@@ -16,7 +16,7 @@ use protocol::messages::{Empty, TaskInfo};
 
 use super::error::ApiError;
 use super::extract::{Body, TaskPath};
-use super::openapi::OutputPath;
+use super::params::OutputPath;
 use super::Route;
 use crate::runtime::Coordinator;
 

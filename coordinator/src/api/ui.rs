@@ -13,12 +13,11 @@ use axum::response::{Html, IntoResponse, Response};
 use protocol::{AgentId, FrameworkId};
 use serde::Serialize;
 
+use super::answers::{AgentPage, AgentView, FrameworkView};
 use super::error::ApiError;
 use super::extract::Id;
-use super::openapi::{
-    AgentPage, AgentPageQuery, AgentPath, AgentView, FrameworkPath, FrameworkView, HistoryQuery,
-};
 use super::operator::check_query;
+use super::params::{AgentPageQuery, AgentPath, FrameworkPath, HistoryQuery};
 use super::Route;
 use crate::history::{History, Sample};
 use crate::runtime::Coordinator;
@@ -92,7 +91,7 @@ pub struct HistoryPage<'a> {
     /// The latest sample's number: below the `after` asked for, the coordinator restarted.
     latest: u64,
     /// The samples, oldest first.
-    #[schema(value_type = Vec<super::openapi::HistorySample>)]
+    #[schema(value_type = Vec<super::answers::HistorySample>)]
     samples: Vec<&'a Sample>,
 }
 

@@ -24,14 +24,100 @@
 //! Unknown keys, a missing or misplaced key, a bad hash or role pattern, and duplicate names or
 //! secrets are errors naming the principal, found when the file is loaded (at start).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use protocol::RolePath;
 use serde::Deserialize;
 
-use super::pattern::RolePattern;
-use super::secret::SecretHash;
+use super::pattern::{RolePattern, RolePatternError};
+use super::secret::{SecretHash, SecretHexError};
+
+/// Why a credentials file is refused; the message is one line naming the file (when read from
+/// one) and the principal.
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialsError {
+    /// The file could not be read.
+    #[error("cannot read credentials file {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file's text was refused.
+    #[error("invalid credentials file {}: {source}", path.display())]
+    InFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong in it.
+        #[source]
+        source: Box<CredentialsError>,
+    },
+    /// Not TOML, or not this file's shape (the parser's message, on one line).
+    #[error("{message}")]
+    Toml {
+        /// What the parser said.
+        message: String,
+    },
+    /// No principal at all.
+    #[error("no [[principals]]: every request would be refused")]
+    NoPrincipals,
+    /// Two principals with one name.
+    #[error("principal {name:?} is named twice")]
+    NamedTwice {
+        /// The name.
+        name: String,
+    },
+    /// Two principals with one secret.
+    #[error("principals {first:?} and {second:?} have the same secret; give each its own")]
+    SameSecret {
+        /// The first's name.
+        first: String,
+        /// The second's name.
+        second: String,
+    },
+    /// A principal's name is empty, too long or holds control characters.
+    #[error("principal {name:?}: name must be 1 to 128 printable characters")]
+    BadName {
+        /// The name given.
+        name: String,
+    },
+    /// A principal's entry is wrong.
+    #[error("principal {name:?}: {problem}")]
+    Principal {
+        /// The principal's name.
+        name: String,
+        /// What is wrong.
+        problem: PrincipalProblem,
+    },
+}
+
+/// What is wrong in one `[[principals]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PrincipalProblem {
+    /// `secret_sha256` is not a SHA-256 in hex.
+    #[error("secret_sha256: {0}")]
+    Secret(SecretHexError),
+    /// A key of another kind of principal.
+    #[error("{key} is only for kind = \"{kind}\"")]
+    OnlyFor {
+        /// The key.
+        key: &'static str,
+        /// The kind it is for.
+        kind: &'static str,
+    },
+    /// A framework principal without roles.
+    #[error("a framework principal needs roles = [..] (e.g. [\"eng/*\"] or [\"*\"])")]
+    NoRoles,
+    /// A role pattern is refused.
+    #[error(transparent)]
+    Pattern(RolePatternError),
+    /// An operator without `access`.
+    #[error("an operator needs access = \"read\" or \"admin\"")]
+    NoAccess,
+}
 
 /// What an operator may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -156,38 +242,46 @@ enum EntryKind {
 
 impl Credentials {
     /// Reads and checks a credentials file.
-    pub fn load(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read credentials file {}: {e}", path.display()))?;
-        Self::from_toml(&text)
-            .map_err(|e| format!("invalid credentials file {}: {e}", path.display()))
+    pub fn load(path: &Path) -> Result<Self, CredentialsError> {
+        let text = std::fs::read_to_string(path).map_err(|source| CredentialsError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_toml(&text).map_err(|e| CredentialsError::InFile {
+            path: path.to_path_buf(),
+            source: Box::new(e),
+        })
     }
 
     /// Parses and checks the file's text.
-    pub fn from_toml(text: &str) -> Result<Self, String> {
-        let file: File = toml::from_str(text).map_err(|e| one_line(&e.to_string()))?;
+    pub fn from_toml(text: &str) -> Result<Self, CredentialsError> {
+        let file: File = toml::from_str(text).map_err(|e| CredentialsError::Toml {
+            message: one_line(&e.to_string()),
+        })?;
         let mut credentials = Credentials::default();
         for entry in file.principals {
             let principal = entry_to_principal(entry)?;
             credentials.add(principal)?;
         }
         if credentials.principals.is_empty() {
-            return Err("no [[principals]]: every request would be refused".into());
+            return Err(CredentialsError::NoPrincipals);
         }
         Ok(credentials)
     }
 
     /// Adds a principal (`--dev` adds one for its local agents); its name and secret must be
     /// new.
-    pub fn add(&mut self, principal: Principal) -> Result<(), String> {
+    pub fn add(&mut self, principal: Principal) -> Result<(), CredentialsError> {
         if self.principals.iter().any(|p| p.name == principal.name) {
-            return Err(format!("principal {:?} is named twice", &*principal.name));
+            return Err(CredentialsError::NamedTwice {
+                name: principal.name.to_string(),
+            });
         }
         if let Some(p) = self.principals.iter().find(|p| p.hash == principal.hash) {
-            return Err(format!(
-                "principals {:?} and {:?} have the same secret; give each its own",
-                &*p.name, &*principal.name
-            ));
+            return Err(CredentialsError::SameSecret {
+                first: p.name.to_string(),
+                second: principal.name.to_string(),
+            });
         }
         self.principals.push(Arc::new(principal));
         Ok(())
@@ -212,18 +306,19 @@ impl Credentials {
     }
 }
 
-fn entry_to_principal(e: Entry) -> Result<Principal, String> {
+fn entry_to_principal(e: Entry) -> Result<Principal, CredentialsError> {
     let name = e.name.trim();
     if name.is_empty() || name.len() > 128 || name.chars().any(char::is_control) {
-        return Err(format!(
-            "principal {:?}: name must be 1 to 128 printable characters",
-            e.name
-        ));
+        return Err(CredentialsError::BadName { name: e.name });
     }
-    let err = |what: String| format!("principal {name:?}: {what}");
+    let err = |problem: PrincipalProblem| CredentialsError::Principal {
+        name: name.to_string(),
+        problem,
+    };
     let hash =
-        SecretHash::from_hex(&e.secret_sha256).map_err(|r| err(format!("secret_sha256: {r}")))?;
-    let only_for = |key: &str, kind: &str| err(format!("{key} is only for kind = \"{kind}\""));
+        SecretHash::from_hex(&e.secret_sha256).map_err(|r| err(PrincipalProblem::Secret(r)))?;
+    let only_for =
+        |key: &'static str, kind: &'static str| err(PrincipalProblem::OnlyFor { key, kind });
     if !matches!(e.kind, EntryKind::Framework) {
         if e.roles.is_some() {
             return Err(only_for("roles", "framework"));
@@ -239,25 +334,22 @@ fn entry_to_principal(e: Entry) -> Result<Principal, String> {
         EntryKind::Framework => {
             let roles = e.roles.unwrap_or_default();
             if roles.is_empty() {
-                return Err(err(
-                    "a framework principal needs roles = [..] (e.g. [\"eng/*\"] or [\"*\"])".into(),
-                ));
+                return Err(err(PrincipalProblem::NoRoles));
             }
             let roles = roles
                 .iter()
                 .map(|r| RolePattern::parse(r))
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(err)?;
+                .map_err(|e| err(PrincipalProblem::Pattern(e)))?;
             Kind::Framework {
                 roles,
                 max_frameworks: e.max_frameworks,
             }
         }
         EntryKind::Agent => Kind::Agent,
-        EntryKind::Operator => Kind::Operator(
-            e.access
-                .ok_or_else(|| err("an operator needs access = \"read\" or \"admin\"".into()))?,
-        ),
+        EntryKind::Operator => {
+            Kind::Operator(e.access.ok_or_else(|| err(PrincipalProblem::NoAccess))?)
+        }
     };
     Ok(Principal::new(name, kind, hash))
 }
@@ -370,7 +462,7 @@ secret_sha256 = "{}"
             ("".into(), "no [[principals]]"),
         ];
         for (text, expected) in cases {
-            let err = Credentials::from_toml(&text).unwrap_err();
+            let err = Credentials::from_toml(&text).unwrap_err().to_string();
             assert!(err.contains(expected), "{err:?} lacks {expected:?}");
         }
     }
@@ -387,9 +479,11 @@ secret_sha256 = "{}"
         };
         assert!(Credentials::from_toml(&two("a", "x", "a", "y"))
             .unwrap_err()
+            .to_string()
             .contains("named twice"));
         assert!(Credentials::from_toml(&two("a", "x", "b", "x"))
             .unwrap_err()
+            .to_string()
             .contains("same secret"));
         Credentials::from_toml(&two("a", "x", "b", "y")).unwrap();
     }

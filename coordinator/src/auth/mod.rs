@@ -18,7 +18,7 @@ pub mod pattern;
 pub mod policy;
 pub mod secret;
 
-pub use credentials::{Access, Credentials, Kind, Principal};
+pub use credentials::{Access, Credentials, CredentialsError, Kind, Principal};
 pub use pattern::RolePattern;
 pub use policy::Denial;
 pub use secret::SecretHash;

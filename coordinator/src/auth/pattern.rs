@@ -14,10 +14,30 @@ pub enum RolePattern {
     Exact(RolePath),
 }
 
+/// Why a role pattern is refused; the message names the pattern.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RolePatternError {
+    /// A `*` elsewhere than as the whole pattern or its last segment.
+    #[error("role pattern {pattern:?}: '*' may only be the whole pattern or its last segment (\"eng/*\")")]
+    Wildcard {
+        /// The pattern.
+        pattern: String,
+    },
+    /// The path is not a valid role path.
+    #[error("role pattern {pattern:?}: {source}")]
+    Role {
+        /// The pattern.
+        pattern: String,
+        /// Why the path is not a role.
+        #[source]
+        source: protocol::role::RoleError,
+    },
+}
+
 impl RolePattern {
     /// Parses `*`, `PATH/*` or `PATH` (a valid role path). Anything else, `eng*` or `*/x` for
     /// example, is refused with the reason.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, RolePatternError> {
         if text == "*" {
             return Ok(RolePattern::Any);
         }
@@ -26,11 +46,14 @@ impl RolePattern {
             None => (text, false),
         };
         if path.contains('*') {
-            return Err(format!(
-                "role pattern {text:?}: '*' may only be the whole pattern or its last segment (\"eng/*\")"
-            ));
+            return Err(RolePatternError::Wildcard {
+                pattern: text.to_string(),
+            });
         }
-        let role = RolePath::new(path).map_err(|e| format!("role pattern {text:?}: {e}"))?;
+        let role = RolePath::new(path).map_err(|source| RolePatternError::Role {
+            pattern: text.to_string(),
+            source,
+        })?;
         Ok(if subtree {
             RolePattern::Subtree(role)
         } else {

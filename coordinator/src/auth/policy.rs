@@ -79,7 +79,7 @@ pub fn check_route(
     method: &Method,
     route: Option<&str>,
     principal: &Principal,
-) -> Result<(), String> {
+) -> Result<(), RouteDenied> {
     let Some(route) = route else {
         return Ok(());
     };
@@ -109,12 +109,27 @@ pub fn check_route(
     if allowed {
         Ok(())
     } else {
-        Err(format!(
-            "principal {:?} ({}) may not {method} {route}",
-            &*principal.name,
-            principal.kind_name()
-        ))
+        Err(RouteDenied {
+            principal: principal.name.to_string(),
+            kind: principal.kind_name(),
+            method: method.clone(),
+            route: route.to_string(),
+        })
     }
+}
+
+/// A principal's kind may not call a route.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("principal {principal:?} ({kind}) may not {method} {route}")]
+pub struct RouteDenied {
+    /// The principal's name.
+    pub principal: String,
+    /// Its kind (`framework`, `agent`, `operator`).
+    pub kind: &'static str,
+    /// The method called.
+    pub method: Method,
+    /// The route (axum's matched path).
+    pub route: String,
 }
 
 #[cfg(test)]

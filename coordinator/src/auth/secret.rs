@@ -19,6 +19,23 @@ impl std::fmt::Debug for SecretHash {
     }
 }
 
+/// Why a `secret_sha256` is not a SHA-256 in hex.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SecretHexError {
+    /// Not 64 ASCII characters.
+    #[error("expected 64 hex digits (a SHA-256), got {chars} characters")]
+    Length {
+        /// How many characters were given.
+        chars: usize,
+    },
+    /// Two characters that are not a hex byte.
+    #[error("{pair:?} is not a hex byte")]
+    NotHex {
+        /// The two characters.
+        pair: String,
+    },
+}
+
 impl SecretHash {
     /// The hash of `secret` (its UTF-8 bytes, as sent after `Bearer `).
     pub fn of(secret: &str) -> Self {
@@ -26,19 +43,19 @@ impl SecretHash {
     }
 
     /// Parses 64 hex digits (either case), as `sha256sum` prints them.
-    pub fn from_hex(text: &str) -> Result<Self, String> {
+    pub fn from_hex(text: &str) -> Result<Self, SecretHexError> {
         let text = text.trim();
         if text.len() != 64 || !text.is_ascii() {
-            return Err(format!(
-                "expected 64 hex digits (a SHA-256), got {} characters",
-                text.chars().count()
-            ));
+            return Err(SecretHexError::Length {
+                chars: text.chars().count(),
+            });
         }
         let mut out = [0u8; 32];
         for (i, byte) in out.iter_mut().enumerate() {
             let pair = text.get(2 * i..2 * i + 2).unwrap_or("");
-            *byte =
-                u8::from_str_radix(pair, 16).map_err(|_| format!("{pair:?} is not a hex byte"))?;
+            *byte = u8::from_str_radix(pair, 16).map_err(|_| SecretHexError::NotHex {
+                pair: pair.to_string(),
+            })?;
         }
         Ok(Self(out))
     }

@@ -304,7 +304,7 @@ fn decode(rest: &str, value: &[u8], snap: &mut Snapshot) -> Result<(), String> {
         let quota: StoredQuota = serde_json::from_slice(value).map_err(|e| e.to_string())?;
         snap.quotas.push((role, quota));
     } else if let Some(key) = rest.strip_prefix("reservations/") {
-        let (agent, role) = parse_reservation_key(key)?;
+        let (agent, role) = parse_reservation_key(key).map_err(|e| e.to_string())?;
         let res: protocol::Resources = serde_json::from_slice(value).map_err(|e| e.to_string())?;
         snap.reservations.push((agent, role, res));
     } else if let Some(id) = rest.strip_prefix("agents/") {

@@ -225,7 +225,7 @@ pub fn task_spec(t: &types::TaskInfo) -> Result<TaskSpec, ApiError> {
         env.insert(var.name.clone(), var.value.clone().unwrap_or_default());
     }
     let health_check = match &t.health_check {
-        Some(h) => Some(super::health::health_check(h).map_err(|e| task_err(&e))?),
+        Some(h) => Some(super::health::health_check(h).map_err(|e| task_err(&e.to_string()))?),
         None => None,
     };
     Ok(TaskSpec {

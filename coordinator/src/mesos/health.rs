@@ -7,57 +7,38 @@
 
 use protocol::health::HttpProbe;
 use protocol::{CommandSpec, HealthCheck};
-use serde::Deserialize;
 
-use super::types::CommandInfo;
+use super::types::MesosHealthCheck;
 
-/// Mesos' `HealthCheck` (unknown fields ignored, as in [`super::types`]).
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct MesosHealthCheck {
-    /// `COMMAND`, `HTTP` or `TCP`; absent in the legacy command form.
-    #[serde(default, rename = "type")]
-    pub kind: Option<String>,
-    /// The command of a `COMMAND` check.
-    #[serde(default)]
-    pub command: Option<CommandInfo>,
-    /// The target of an `HTTP` check.
-    #[serde(default)]
-    pub http: Option<MesosHttpCheck>,
-    /// Seconds between checks.
-    #[serde(default)]
-    pub interval_seconds: Option<f64>,
-    /// Seconds one check may take.
-    #[serde(default)]
-    pub timeout_seconds: Option<f64>,
-    /// Seconds after the start during which failures are ignored.
-    #[serde(default)]
-    pub grace_period_seconds: Option<f64>,
-    /// Failures in a row that make the task unhealthy.
-    #[serde(default)]
-    pub consecutive_failures: Option<u32>,
+/// The Mesos field every message names.
+pub const FIELD: &str = "TaskInfo.health_check";
+
+/// Why a Mesos health check has no Parley equivalent; the message names the field under
+/// [`FIELD`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MesosHealthError {
+    /// A `COMMAND` check without `command`.
+    #[error("{FIELD}.command is missing for a COMMAND check")]
+    NoCommand,
+    /// An `HTTP` check without `http`.
+    #[error("{FIELD}.http is missing for an HTTP check")]
+    NoHttp,
+    /// A scheme other than `http`.
+    #[error("{FIELD}.http.scheme: only http is supported")]
+    Scheme,
+    /// `statuses` given.
+    #[error("{FIELD}.http.statuses is not supported (2xx and 3xx pass)")]
+    Statuses,
+    /// `TCP` or another type.
+    #[error("{FIELD}.type {kind:?} is not supported; use COMMAND or HTTP")]
+    Kind {
+        /// The type given.
+        kind: String,
+    },
 }
-
-/// Mesos' `HealthCheck.HTTPCheckInfo`.
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct MesosHttpCheck {
-    /// `http` (default); `https` is refused.
-    #[serde(default)]
-    pub scheme: Option<String>,
-    /// The port on 127.0.0.1.
-    #[serde(default)]
-    pub port: u32,
-    /// The path (default `/`).
-    #[serde(default)]
-    pub path: Option<String>,
-    /// Statuses that pass (refused: Parley passes 2xx and 3xx).
-    #[serde(default)]
-    pub statuses: Vec<u32>,
-}
-
-const FIELD: &str = "TaskInfo.health_check";
 
 /// The Parley check, or why it cannot be had (naming the Mesos field).
-pub fn health_check(m: &MesosHealthCheck) -> Result<HealthCheck, String> {
+pub fn health_check(m: &MesosHealthCheck) -> Result<HealthCheck, MesosHealthError> {
     let kind = m.kind.as_deref().unwrap_or(match m.http {
         Some(_) => "HTTP",
         None => "COMMAND",
@@ -65,7 +46,7 @@ pub fn health_check(m: &MesosHealthCheck) -> Result<HealthCheck, String> {
     let mut check = match kind {
         "COMMAND" => {
             let Some(cmd) = &m.command else {
-                return Err(format!("{FIELD}.command is missing for a COMMAND check"));
+                return Err(MesosHealthError::NoCommand);
             };
             let value = cmd.value.clone().unwrap_or_default();
             let command = if cmd.shell.unwrap_or(true) {
@@ -79,15 +60,13 @@ pub fn health_check(m: &MesosHealthCheck) -> Result<HealthCheck, String> {
         }
         "HTTP" => {
             let Some(http) = &m.http else {
-                return Err(format!("{FIELD}.http is missing for an HTTP check"));
+                return Err(MesosHealthError::NoHttp);
             };
             if http.scheme.as_deref().is_some_and(|s| s != "http") {
-                return Err(format!("{FIELD}.http.scheme: only http is supported"));
+                return Err(MesosHealthError::Scheme);
             }
             if !http.statuses.is_empty() {
-                return Err(format!(
-                    "{FIELD}.http.statuses is not supported (2xx and 3xx pass)"
-                ));
+                return Err(MesosHealthError::Statuses);
             }
             let mut check = HealthCheck::http(http.port, "/");
             check.http = Some(HttpProbe {
@@ -97,9 +76,9 @@ pub fn health_check(m: &MesosHealthCheck) -> Result<HealthCheck, String> {
             check
         }
         other => {
-            return Err(format!(
-                "{FIELD}.type {other:?} is not supported; use COMMAND or HTTP"
-            ))
+            return Err(MesosHealthError::Kind {
+                kind: other.to_string(),
+            })
         }
     };
     check.interval_s = m.interval_seconds;
@@ -117,7 +96,7 @@ mod tests {
 
     use super::*;
 
-    fn parse(v: serde_json::Value) -> Result<HealthCheck, String> {
+    fn parse(v: serde_json::Value) -> Result<HealthCheck, MesosHealthError> {
         health_check(&serde_json::from_value(v).unwrap())
     }
 
@@ -157,7 +136,7 @@ mod tests {
             (json!({"type": "COMMAND"}), "command"),
             (json!({"type": "HTTP"}), "http"),
         ] {
-            let err = parse(v.clone()).unwrap_err();
+            let err = parse(v.clone()).unwrap_err().to_string();
             assert!(err.contains(needle) && err.contains(FIELD), "{v}: {err}");
         }
     }

@@ -147,7 +147,50 @@ pub struct TaskInfo {
     pub container: Option<serde_json::Value>,
     /// A health check (`COMMAND` or `HTTP`; see [`super::health`]).
     #[serde(default)]
-    pub health_check: Option<super::health::MesosHealthCheck>,
+    pub health_check: Option<MesosHealthCheck>,
+}
+
+/// Mesos' `HealthCheck`, which [`super::health`] turns into Parley's.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct MesosHealthCheck {
+    /// `COMMAND`, `HTTP` or `TCP`; absent in the legacy command form.
+    #[serde(default, rename = "type")]
+    pub kind: Option<String>,
+    /// The command of a `COMMAND` check.
+    #[serde(default)]
+    pub command: Option<CommandInfo>,
+    /// The target of an `HTTP` check.
+    #[serde(default)]
+    pub http: Option<MesosHttpCheck>,
+    /// Seconds between checks.
+    #[serde(default)]
+    pub interval_seconds: Option<f64>,
+    /// Seconds one check may take.
+    #[serde(default)]
+    pub timeout_seconds: Option<f64>,
+    /// Seconds after the start during which failures are ignored.
+    #[serde(default)]
+    pub grace_period_seconds: Option<f64>,
+    /// Failures in a row that make the task unhealthy.
+    #[serde(default)]
+    pub consecutive_failures: Option<u32>,
+}
+
+/// Mesos' `HealthCheck.HTTPCheckInfo`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct MesosHttpCheck {
+    /// `http` (default); `https` is refused.
+    #[serde(default)]
+    pub scheme: Option<String>,
+    /// The port on 127.0.0.1.
+    #[serde(default)]
+    pub port: u32,
+    /// The path (default `/`).
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Statuses that pass (refused: Parley passes 2xx and 3xx).
+    #[serde(default)]
+    pub statuses: Vec<u32>,
 }
 
 /// `CommandInfo`.

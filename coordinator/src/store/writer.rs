@@ -26,7 +26,7 @@ enum Job {
         changes: Vec<Change>,
         done: oneshot::Sender<bool>,
     },
-    Read(oneshot::Sender<Result<(Snapshot, Source), String>>),
+    Read(oneshot::Sender<Result<(Snapshot, Source), StoreError>>),
 }
 
 /// The registry's writer thread. Dropping it (or [`Writer::close`]) writes what is queued,
@@ -76,7 +76,7 @@ impl Writer {
     /// Queues a read of every record, after the changes submitted before it. The receiver
     /// answers the records and where they were read from, or why they could not be read (a
     /// dropped sender: the writer is gone).
-    pub fn read(&self) -> oneshot::Receiver<Result<(Snapshot, Source), String>> {
+    pub fn read(&self) -> oneshot::Receiver<Result<(Snapshot, Source), StoreError>> {
         let (done, rx) = oneshot::channel();
         if let Some(tx) = &self.tx {
             // A failed send drops the sender: the receiver sees the writer gone.
@@ -112,8 +112,7 @@ fn run(store: impl Registry, rx: mpsc::Receiver<Job>, on_error: impl Fn(&StoreEr
     while let Some(first) = next.take() {
         let (mut changes, mut waiting) = match first {
             Job::Read(done) => {
-                let read = store.load().map_err(|e| e.to_string());
-                let _ = done.send(read.map(|snap| (snap, store.source())));
+                let _ = done.send(store.load().map(|snap| (snap, store.source())));
                 next = rx.recv().ok();
                 continue;
             }

@@ -380,7 +380,7 @@ fn check(credentials: &Credentials, req: &mut Request) -> Result<(), ApiError> {
         .get::<MatchedPath>()
         .map(MatchedPath::as_str);
     policy::check_route(req.method(), route, &principal)
-        .map_err(|message| ApiError::Forbidden(Denial::Kind, message))?;
+        .map_err(|denied| ApiError::Forbidden(Denial::Kind, denied.to_string()))?;
     req.extensions_mut().insert(Caller(Some(principal)));
     Ok(())
 }

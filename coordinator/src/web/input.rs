@@ -21,10 +21,10 @@ const MAX_ATTRIBUTES: usize = 64;
 /// The longest hostname, endpoint, attribute key or value, or task name.
 const MAX_TEXT: usize = 1024;
 
-fn invalid(field: &'static str, reason: impl Into<String>) -> ApiError {
+fn invalid(field: &'static str, reason: impl std::fmt::Display) -> ApiError {
     ApiError::InvalidField {
         field,
-        reason: reason.into(),
+        reason: reason.to_string(),
     }
 }
 
@@ -340,12 +340,16 @@ pub(crate) fn check_task(task: &TaskSpec) -> Result<(), ApiError> {
         task: task.task_id.clone(),
         reason,
     };
-    task.command.validate().map_err(invalid)?;
+    task.command
+        .validate()
+        .map_err(|e| invalid(e.to_string()))?;
     if let Some(iso) = &task.isolation {
-        iso.validate().map_err(invalid)?;
+        iso.validate().map_err(|e| invalid(e.to_string()))?;
     }
     if let Some(check) = &task.health_check {
-        check.validate(task.isolation.as_ref()).map_err(invalid)?;
+        check
+            .validate(task.isolation.as_ref())
+            .map_err(|e| invalid(e.to_string()))?;
     }
     if task.resources.is_empty() {
         return Err(invalid(
@@ -355,7 +359,8 @@ pub(crate) fn check_task(task: &TaskSpec) -> Result<(), ApiError> {
     if task.name.len() > MAX_TEXT {
         return Err(invalid("name is longer than 1024 characters".into()));
     }
-    protocol::capability::check_whole_gpus("resources", &task.resources).map_err(invalid)?;
+    protocol::capability::check_whole_gpus("resources", &task.resources)
+        .map_err(|e| invalid(e.to_string()))?;
     if let Some(d) = task.duration_s {
         if !d.is_finite() || d < 0.0 {
             return Err(invalid("duration_s must be a finite number >= 0".into()));

@@ -3,7 +3,47 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use protocol::leader::UrlListError;
+use protocol::messages::WebUiUrlError;
+use protocol::partition::PartitionTimeoutError;
 use protocol::{FrameworkId, RolePath};
+
+/// Why a [`DriverConfig`] is not usable; the message names the field.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DriverConfigError {
+    /// `webui_url` is not an http(s) URL.
+    #[error("webui_url: {0}")]
+    WebUiUrl(WebUiUrlError),
+    /// `partition_aware`'s timeout is out of range.
+    #[error("partition_aware: {0}")]
+    PartitionAware(PartitionTimeoutError),
+    /// `coordinator` is not a list of coordinator URLs.
+    #[error("coordinator: {0}")]
+    Coordinator(UrlListError),
+    /// `name` is blank.
+    #[error("name is empty; give the framework a name")]
+    EmptyName,
+    /// The reconnect backoff bounds are zero or crossed.
+    #[error("reconnect_backoff_min must be > 0 and <= reconnect_backoff_max")]
+    ReconnectBackoff,
+    /// `missed_heartbeats` is 0.
+    #[error("missed_heartbeats must be at least 1")]
+    MissedHeartbeats,
+    /// `offer_wait_warning` is 0.
+    #[error("offer_wait_warning must be > 0")]
+    OfferWaitWarning,
+    /// `request_timeout` is 0.
+    #[error("request_timeout must be > 0")]
+    RequestTimeout,
+    /// `max_concurrent_requests` is 0.
+    #[error("max_concurrent_requests must be at least 1")]
+    MaxConcurrentRequests,
+    /// `ack_delay` is over a second.
+    #[error(
+        "ack_delay must be at most 1 s (the coordinator resends unacknowledged updates), got {0:?}"
+    )]
+    AckDelay(Duration),
+}
 
 /// The default failover timeout: one hour. When the driver loses its connection (or its process
 /// restarts with the same `framework_id`), the framework's tasks keep running this long before
@@ -163,42 +203,39 @@ impl DriverConfig {
     }
 
     /// Checks the values are usable; the message names the bad field.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), DriverConfigError> {
         if let Some(url) = &self.webui_url {
-            protocol::messages::check_webui_url(url).map_err(|e| format!("webui_url: {e}"))?;
+            protocol::messages::check_webui_url(url).map_err(DriverConfigError::WebUiUrl)?;
         }
         if let Some(timeout) = self.partition_aware {
             protocol::partition::check_partition_timeout(timeout.as_secs_f64())
-                .map_err(|e| format!("partition_aware: {e}"))?;
+                .map_err(DriverConfigError::PartitionAware)?;
         }
         if let Err(e) = protocol::leader::parse_coordinator_urls(&self.coordinator) {
-            return Err(format!("coordinator: {e}"));
+            return Err(DriverConfigError::Coordinator(e));
         }
         if self.name.trim().is_empty() {
-            return Err("name is empty; give the framework a name".into());
+            return Err(DriverConfigError::EmptyName);
         }
         if self.reconnect_backoff_min.is_zero()
             || self.reconnect_backoff_max < self.reconnect_backoff_min
         {
-            return Err("reconnect_backoff_min must be > 0 and <= reconnect_backoff_max".into());
+            return Err(DriverConfigError::ReconnectBackoff);
         }
         if self.missed_heartbeats == 0 {
-            return Err("missed_heartbeats must be at least 1".into());
+            return Err(DriverConfigError::MissedHeartbeats);
         }
         if self.offer_wait_warning.is_zero() {
-            return Err("offer_wait_warning must be > 0".into());
+            return Err(DriverConfigError::OfferWaitWarning);
         }
         if self.request_timeout.is_zero() {
-            return Err("request_timeout must be > 0".into());
+            return Err(DriverConfigError::RequestTimeout);
         }
         if self.max_concurrent_requests == 0 {
-            return Err("max_concurrent_requests must be at least 1".into());
+            return Err(DriverConfigError::MaxConcurrentRequests);
         }
         if self.ack_delay > Duration::from_secs(1) {
-            return Err(format!(
-                "ack_delay must be at most 1 s (the coordinator resends unacknowledged updates), got {:?}",
-                self.ack_delay
-            ));
+            return Err(DriverConfigError::AckDelay(self.ack_delay));
         }
         Ok(())
     }
@@ -216,7 +253,7 @@ mod tests {
         assert_eq!(c.coordinator, "http://a:1,http://b:2");
         assert!(c.validate().is_ok());
         let c = DriverConfig::with_coordinators(["http://a:1", "b:2"], "f", role.clone());
-        let e = c.validate().unwrap_err();
+        let e = c.validate().unwrap_err().to_string();
         assert!(
             e.starts_with("coordinator: ") && e.contains("\"b:2\""),
             "{e}"

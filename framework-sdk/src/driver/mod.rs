@@ -31,7 +31,7 @@ use protocol::{FrameworkEvent, FrameworkId, Offer, OfferId, TaskId, UpdateId};
 use tokio_util::sync::CancellationToken;
 
 use backoff::Backoff;
-pub use config::{DriverConfig, DEFAULT_FAILOVER_TIMEOUT, MAX_ACKS_PER_REQUEST};
+pub use config::{DriverConfig, DriverConfigError, DEFAULT_FAILOVER_TIMEOUT, MAX_ACKS_PER_REQUEST};
 use demand::DemandState;
 use forgotten::Forgotten;
 use offer_book::OfferBook;
@@ -68,7 +68,9 @@ impl<S> std::fmt::Debug for Driver<S> {
 impl<S: Scheduler> Driver<S> {
     /// A driver for `scheduler`; nothing happens until [`Driver::run`].
     pub fn new(config: DriverConfig, scheduler: S) -> Result<Self, SdkError> {
-        config.validate().map_err(SdkError::InvalidConfig)?;
+        config
+            .validate()
+            .map_err(|e| SdkError::InvalidConfig(e.to_string()))?;
         let client = CoordinatorClient::connect(
             &config.coordinator,
             config.request_timeout,

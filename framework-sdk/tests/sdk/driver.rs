@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::fake::probe::{status, Mode, Probe};
 use crate::fake::{offer, wait_for, Fake};
-use framework_sdk::{Driver, DriverConfig, SdkError};
+use framework_sdk::{Driver, DriverConfig, DriverConfigError, SdkError};
 use protocol::{FrameworkEvent, FrameworkId, TaskState};
 use tokio::task::JoinHandle;
 
@@ -232,7 +232,8 @@ fn an_ack_delay_past_one_second_is_refused_by_name() {
     let mut c = DriverConfig::new("http://127.0.0.1:1", "f", "a".parse().unwrap());
     c.ack_delay = Duration::from_secs(2);
     let e = c.validate().unwrap_err();
-    assert!(e.starts_with("ack_delay"), "{e}");
+    assert!(matches!(e, DriverConfigError::AckDelay(_)), "{e}");
+    assert!(e.to_string().starts_with("ack_delay"), "{e}");
 }
 
 #[tokio::test]

@@ -59,7 +59,7 @@ struct Entry {
 }
 
 /// Reads and checks a roles file: every mistake names its key.
-pub fn parse(text: &str) -> Result<Vec<RoleSpec>, String> {
+pub(crate) fn parse(text: &str) -> Result<Vec<RoleSpec>, String> {
     let file: File = toml::from_str(text).map_err(|e| {
         e.to_string()
             .lines()

@@ -1,0 +1,5 @@
+pub struct A;
+
+pub fn make() -> crate::facade::B {
+    crate::b::B
+}

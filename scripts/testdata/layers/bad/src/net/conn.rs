@@ -1,0 +1,5 @@
+pub struct Conn;
+
+pub fn frame() -> super::wire::Frame {
+    super::wire::Frame
+}

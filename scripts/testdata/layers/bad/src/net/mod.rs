@@ -1,0 +1,4 @@
+mod conn;
+mod wire;
+
+pub use conn::Conn;

@@ -1,0 +1,6 @@
+mod one;
+mod three;
+mod two;
+
+pub use one::One;
+pub use three::Three;

@@ -1,0 +1,3 @@
+use super::two::Two;
+
+pub struct One(pub Two);

@@ -1,0 +1,1 @@
+pub struct Three(pub Option<crate::ring::One>);

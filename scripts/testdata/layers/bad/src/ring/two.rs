@@ -1,0 +1,3 @@
+use super::*;
+
+pub struct Two(pub Box<Three>);
