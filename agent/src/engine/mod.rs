@@ -315,6 +315,15 @@ impl Engine {
             .collect()
     }
 
+    /// The tasks that have not ended: each one's OS process (once started) and sandbox.
+    pub fn live_tasks(&self) -> Vec<(Option<Process>, Option<PathBuf>)> {
+        self.tasks
+            .in_order()
+            .filter(|t| !t.latest.state.is_terminal())
+            .map(|t| (t.process(), t.sandbox.clone()))
+            .collect()
+    }
+
     /// Whether the agent is registered with a coordinator (heartbeating).
     pub fn is_registered(&self) -> bool {
         self.session.phase == Phase::Registered
