@@ -457,9 +457,10 @@ impl Cluster {
         let token = CancellationToken::new();
         let stopped = token.clone().cancelled_owned();
         let killer = slot.killer.clone();
-        let join = tokio::spawn(async move {
-            Ok(agent::run_with(config, listener, stopped, killer).await?)
-        });
+        let join =
+            tokio::spawn(
+                async move { Ok(agent::run_with(config, listener, stopped, killer).await?) },
+            );
         slot.running = Some((token, join));
         Ok(())
     }

@@ -91,7 +91,12 @@ async fn two_sleeping_tasks() -> (Cluster, TestFramework, PathBuf) {
         fw.launch(WITHIN, task).await.unwrap();
         fw.wait_state(WITHIN, id, TaskState::Running).await.unwrap();
     }
-    let root = cluster.agent_work_dir(0).unwrap().parent().unwrap().to_path_buf();
+    let root = cluster
+        .agent_work_dir(0)
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_path_buf();
     let found = wait_until(WITHIN, "the tasks' shells and sleeps", || {
         let found = task_processes_under(&root);
         async move { (found.len() >= 4).then_some(found) }
@@ -109,7 +114,11 @@ async fn none_left_under(root: &Path) {
         async move { left.is_empty().then_some(()) }
     })
     .await;
-    assert!(left.is_ok(), "left running: {:?}", task_processes_under(root));
+    assert!(
+        left.is_ok(),
+        "left running: {:?}",
+        task_processes_under(root)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
