@@ -32,6 +32,9 @@
 //!   round-robin on `503 no_leader` or a dead URL): the pure logic every client shares.
 //! - [`partition`]: network partitions: the `partition_aware` capability, partition timeouts,
 //!   and when an agent cut off from the coordinator kills its tasks itself.
+//! - [`backoff`]: [`Backoff`], the one capped exponential backoff (with equal jitter, from a
+//!   value the caller draws) of every component, and [`backoff::SplitMix64`], a seeded source
+//!   for it.
 //! - [`capability`]: framework capabilities (`gpu_resources`) and the whole-device rule for
 //!   `gpus` ([`capability::check_whole_gpus`]).
 //!
@@ -40,6 +43,7 @@
 
 #![deny(missing_docs)]
 
+pub mod backoff;
 pub mod capability;
 pub mod error;
 pub mod events;
@@ -59,6 +63,7 @@ pub mod role;
 pub mod sse;
 pub mod task;
 
+pub use backoff::Backoff;
 pub use error::{ErrorBody, ErrorDetail};
 pub use events::{FrameworkEvent, OfferEvent};
 pub use health::HealthCheck;

@@ -150,7 +150,7 @@ impl EngineConfig {
             journaling: Journaling::On,
             retention: Retention::KeepTerminal(MAX_TERMINAL_TASKS),
             max_batch: MAX_STATUS_BATCH,
-            jitter: Jitter::Random(rand::random()),
+            jitter: Jitter::seeded(rand::random()),
             update_ids: UpdateIds::Random,
             gpus: Vec::new(),
         }
@@ -169,7 +169,7 @@ impl EngineConfig {
             journaling: Journaling::Off,
             retention: Retention::ForgetWhenAcked,
             max_batch: MAX_STATUS_BATCH,
-            jitter: Jitter::Random(seed),
+            jitter: Jitter::seeded(seed),
             update_ids: UpdateIds::Random,
             gpus: Vec::new(),
         }
