@@ -2,6 +2,7 @@
 //! instead of waiting out the startup deadline for agents that will never be active; a
 //! running cluster is alive, and a part stopped on purpose is not one that stopped by itself;
 //! no task process outlives a cluster shut down or dropped, even one whose agent was stopped.
+#![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
