@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fails, listing them, when task processes that a Parley agent started are still running.
 
-Usage: scripts/check-leftover-tasks.py [--since SECONDS] [--wait SECONDS] [--kill]
+Usage: scripts/check-leftover-tasks.py [--since SECONDS] [--under DIR] [--wait SECONDS] [--kill]
 
 Every process an agent starts for a task carries `PARLEY_TASK_ID` (and `PARLEY_SANDBOX`) in
 its environment (agent/src/executor.rs builds the task's environment with them), and its
@@ -11,6 +11,9 @@ behind by a test, its harness or an agent, often with its sandbox already delete
   --since S   only processes started at least S seconds after boot (the first field of
               /proc/uptime, read before the tests), so that tasks running before the tests
               (an agent on this machine, or the Parley task CI itself runs in) are not counted
+  --under DIR only processes whose PARLEY_SANDBOX lies under DIR: on a machine where others
+              run tests too, run yours with TMPDIR=DIR (the test clusters' work dirs are
+              temporary directories) and count only theirs
   --wait S    keep looking for up to S seconds (default 5) while some are left: a task killed
               just before the check may still be exiting
   --kill      SIGKILL the process groups of those found (after listing them), so a failed run
@@ -58,7 +61,7 @@ def start_seconds(stat):
     return int(fields[19]) / os.sysconf("SC_CLK_TCK")
 
 
-def leftovers(since, mine):
+def leftovers(since, under, mine):
     """The task processes running now: (pid, pgid, environment, command line)."""
     own_sandbox = os.environb.get(b"PARLEY_SANDBOX")
     found = []
@@ -75,12 +78,20 @@ def leftovers(since, mine):
         )
         if b"PARLEY_TASK_ID" not in env or start_seconds(stat) < since:
             continue
-        if own_sandbox is not None and env.get(b"PARLEY_SANDBOX") == own_sandbox:
+        sandbox = env.get(b"PARLEY_SANDBOX", b"")
+        if own_sandbox is not None and sandbox == own_sandbox:
+            continue
+        if under is not None and not is_under(sandbox, under):
             continue
         pgid = int(stat[stat.rfind(b")") + 2 :].split()[2])
         cmdline = (read(f"/proc/{pid}/cmdline") or b"").replace(b"\0", b" ").strip()
         found.append((pid, pgid, env, cmdline.decode(errors="replace")))
     return found
+
+
+def is_under(path, directory):
+    """Whether `path` (bytes) lies under `directory` (bytes, absolute)."""
+    return os.path.normpath(path).startswith(directory.rstrip(b"/") + b"/")
 
 
 def describe(pid, env, cmdline):
@@ -93,14 +104,16 @@ def describe(pid, env, cmdline):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--since", type=float, default=0.0)
+    parser.add_argument("--under", type=os.fsencode)
     parser.add_argument("--wait", type=float, default=5.0)
     parser.add_argument("--kill", action="store_true")
     args = parser.parse_args()
 
     mine = ancestors()
+    under = os.path.realpath(args.under) if args.under is not None else None
     deadline = time.monotonic() + args.wait
     while True:
-        found = leftovers(args.since, mine)
+        found = leftovers(args.since, under, mine)
         if not found or time.monotonic() >= deadline:
             break
         time.sleep(0.2)
