@@ -104,7 +104,9 @@
 //! compacted when it grows well past what it must hold. The agent id the coordinator gives is
 //! kept in `WORK_DIR/agent_id` and reused when registering again; registering again also
 //! carries the latest status of every task the agent knows. On shutdown (Ctrl-C, SIGTERM) the
-//! agent stops accepting launches, leaves running tasks alone and syncs the journal.
+//! agent stops accepting launches, leaves running tasks alone and syncs the journal. An
+//! embedding that must leave no process behind (the test cluster, whose work dirs are
+//! temporary) runs the agent with [`run_with`] and ends its tasks with a [`TaskKiller`].
 //!
 //! # TLS
 //!
