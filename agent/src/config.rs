@@ -90,6 +90,11 @@ impl Default for Timing {
 }
 
 impl Timing {
+    /// The retry delays: from `backoff_min`, doubling up to `backoff_max`.
+    pub fn backoff(&self) -> protocol::Backoff {
+        protocol::Backoff::new(self.backoff_min, self.backoff_max)
+    }
+
     /// Short intervals for tests: retries within tens of milliseconds, a 500 ms kill grace.
     pub fn fast() -> Self {
         Self {

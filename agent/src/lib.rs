@@ -104,7 +104,9 @@
 //! compacted when it grows well past what it must hold. The agent id the coordinator gives is
 //! kept in `WORK_DIR/agent_id` and reused when registering again; registering again also
 //! carries the latest status of every task the agent knows. On shutdown (Ctrl-C, SIGTERM) the
-//! agent stops accepting launches, leaves running tasks alone and syncs the journal.
+//! agent stops accepting launches, leaves running tasks alone and syncs the journal. An
+//! embedding that must leave no process behind (the test cluster, whose work dirs are
+//! temporary) runs the agent with [`run_with`] and ends its tasks with a [`TaskKiller`].
 //!
 //! # TLS
 //!
@@ -173,9 +175,72 @@ pub enum AgentError {
 /// Registers with the coordinator, serves the agent API, runs tasks. Returns after a graceful
 /// shutdown: launches refused, running tasks left running, journal synced.
 pub async fn run(
+    config: AgentConfig,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), AgentError> {
+    run_with(config, listener, shutdown, TaskKiller::new()).await
+}
+
+/// Ends the tasks of agents run with [`run_with`], even after they stopped: for an embedding
+/// that must leave no process behind (a test harness, whose work dirs go with it), since an
+/// agent's shutdown leaves its tasks running for its next start to re-adopt.
+///
+/// One killer may serve an agent restarted on the same work dir: it ends the tasks of the
+/// latest start (which re-adopted those still running).
+#[derive(Clone, Default)]
+pub struct TaskKiller {
+    state: std::sync::Arc<std::sync::Mutex<KillerState>>,
+}
+
+#[derive(Default)]
+struct KillerState {
+    /// The latest agent run with this killer.
+    agent: Option<std::sync::Arc<real::RealAgent>>,
+    /// [`TaskKiller::kill_all`] was called: an agent attached later ends its tasks at once.
+    killed: bool,
+}
+
+impl TaskKiller {
+    /// A killer for no agent yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// SIGKILLs the process group (and, when isolated, the cgroup) of every task of the
+    /// agent that has not ended, and of every task it starts from now on; synchronous, so it
+    /// may run in a `Drop`. Returns how many tasks it found.
+    pub fn kill_all(&self) -> usize {
+        let agent = {
+            let mut state = self.lock();
+            state.killed = true;
+            state.agent.clone()
+        };
+        agent.map_or(0, |a| a.end_tasks())
+    }
+
+    fn attach(&self, agent: &std::sync::Arc<real::RealAgent>) {
+        let killed = {
+            let mut state = self.lock();
+            state.agent = Some(std::sync::Arc::clone(agent));
+            state.killed
+        };
+        if killed {
+            agent.end_tasks();
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, KillerState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// [`run`], with `killer` able to end the agent's tasks (see [`TaskKiller`]).
+pub async fn run_with(
     mut config: AgentConfig,
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
+    killer: TaskKiller,
 ) -> Result<(), AgentError> {
     config.coordinator = config::parse_coordinator_urls(&config.coordinator)?;
     let leader = client::Leader::new(&config.coordinator)?;
@@ -235,6 +300,7 @@ pub async fn run(
         gpu_discovery,
     };
     let agent = real::RealAgent::restore(parts, journal, replay);
+    killer.attach(&agent);
     if agent.config.reap_orphans && reaper::become_subreaper() {
         agent.tracker.spawn(reaper::reaper_loop(
             agent.config.timing.adopt_poll,

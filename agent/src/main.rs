@@ -291,11 +291,11 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
     match plan {
         Plan::Real(config, listen) => {
             let listener = bind(&listen).await?;
-            Ok(agent::run(config, listener, shutdown_signal()).await?)
+            Ok(agent::run(config, listener, observe::shutdown_signal()).await?)
         }
         Plan::Simulated(config, listen) => {
             let listener = bind(&listen).await?;
-            Ok(agent::run_simulated(config, listener, shutdown_signal()).await?)
+            Ok(agent::run_simulated(config, listener, observe::shutdown_signal()).await?)
         }
     }
 }
@@ -306,30 +306,4 @@ async fn bind(listen: &str) -> anyhow::Result<tokio::net::TcpListener> {
         .with_context(|| format!("--listen {listen}: cannot bind"))?;
     tracing::info!(addr = %listener.local_addr()?, "listening");
     Ok(listener)
-}
-
-/// Completes on Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if let Err(e) = tokio::signal::ctrl_c().await {
-            tracing::error!("cannot listen for Ctrl-C: {e}");
-            std::future::pending::<()>().await;
-        }
-    };
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(e) => {
-                tracing::error!("cannot listen for SIGTERM: {e}");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
-    }
-    tracing::info!("shutting down");
 }

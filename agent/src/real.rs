@@ -9,7 +9,7 @@
 //! every event that came meanwhile.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use nix::sys::signal::Signal as OsSignal;
@@ -94,6 +94,9 @@ pub(crate) struct RealAgent {
     registered_at: AtomicU64,
     /// The counters of `/metrics`.
     metrics: AgentMetrics,
+    /// Set (under the books' lock) by [`RealAgent::end_tasks`]: a task started after it is
+    /// killed as soon as it has a process.
+    ended: AtomicBool,
     /// Cancelled on shutdown; every background task watches it.
     pub cancel: CancellationToken,
     /// Requests, timers, process watchers: awaited on shutdown.
@@ -165,6 +168,7 @@ impl RealAgent {
             leader,
             registered_at: AtomicU64::new(0),
             metrics: AgentMetrics::default(),
+            ended: AtomicBool::new(false),
             cancel: CancellationToken::new(),
             tracker: TaskTracker::new(),
         });
@@ -319,6 +323,39 @@ impl RealAgent {
     /// Refuses launches from now on (shutdown).
     pub fn stop_accepting(&self) {
         self.lock().core.stop_accepting();
+    }
+
+    /// SIGKILLs the process group and the cgroup of every task that has not ended, and of every
+    /// task started from now on; returns how many tasks it found. For an embedding that must
+    /// leave no process behind (a test harness): a real agent's shutdown leaves its tasks
+    /// running, for its next start to re-adopt.
+    pub fn end_tasks(&self) -> usize {
+        let live = {
+            let books = self.lock();
+            // Under the lock: a start recorded after this sees the flag (see `run_task`).
+            self.ended.store(true, Ordering::SeqCst);
+            books.core.live_tasks()
+        };
+        for (process, sandbox) in &live {
+            self.end_task(process.as_ref(), sandbox.as_deref());
+        }
+        live.len()
+    }
+
+    /// SIGKILLs one task's process group (when provably its own) and its cgroup, if any.
+    fn end_task(&self, process: Option<&Process>, sandbox: Option<&Path>) {
+        if let Some(process) = process {
+            executor::signal_task(process, OsSignal::SIGKILL);
+        }
+        let cgroup = self
+            .isolator
+            .as_ref()
+            .zip(sandbox)
+            .and_then(|(iso, sandbox)| iso.task_cgroup(sandbox))
+            .filter(|cg| cg.exists());
+        if let Some(cgroup) = cgroup {
+            cgroup.kill_all();
+        }
     }
 
     /// Syncs the journal and removes the cgroup parents no task uses (shutdown).
@@ -582,6 +619,10 @@ async fn run_task(agent: Arc<RealAgent>, task_id: TaskKey) {
     };
     let process = running.process;
     agent.feed(|core, now, out| core.started(&task_id, Some(process), now, out));
+    if agent.ended.load(Ordering::SeqCst) {
+        // Started after `end_tasks` looked: ended here instead, and watched as any other.
+        agent.end_task(Some(&process), Some(&sandbox));
+    }
     let checks = health_checks(&agent, &task_id, &spec, &sandbox, user.as_ref());
     tokio::select! {
         exit = running.wait() => {

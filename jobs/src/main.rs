@@ -31,29 +31,6 @@ fn seconds(name: &str, value: f64) -> anyhow::Result<Duration> {
     Ok(Duration::from_secs_f64(value))
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
-    }
-}
-
 /// The defaults, then the file's settings (if `--config`), then the flags' and variables'.
 fn layers(args: &Args) -> anyhow::Result<Settings> {
     let mut settings = Settings::defaults();
@@ -119,7 +96,7 @@ async fn main_async(s: Settings) -> anyhow::Result<()> {
         "parley-jobs: API on {scheme}://{}/api/v1/jobs",
         listener.local_addr()?
     );
-    parley_jobs::run(config, listener, shutdown_signal()).await?;
+    parley_jobs::run(config, listener, observe::shutdown_signal()).await?;
     Ok(())
 }
 

@@ -777,6 +777,16 @@ impl RawSpec {
 }
 
 impl JobSpec {
+    /// The delays between a task's retries: none before its first failure, then
+    /// `backoff_ms`, doubling with each failure in a row, at most `max_backoff_ms`
+    /// (`retry_backoff().after(failures)`; no jitter, so a job's schedule is reproducible).
+    pub fn retry_backoff(&self) -> protocol::Backoff {
+        protocol::Backoff::new(
+            std::time::Duration::from_millis(self.backoff_ms),
+            std::time::Duration::from_millis(self.max_backoff_ms),
+        )
+    }
+
     /// The spec of one run of a periodic job: its batch job, named `name`.
     pub fn run(&self, name: &str) -> JobSpec {
         let mut run = self.clone();
@@ -851,6 +861,22 @@ mod tests {
 
     fn err(text: &str) -> SpecError {
         parse_any(text).unwrap_err()
+    }
+
+    #[test]
+    fn retries_wait_nothing_first_then_backoff_doubling_up_to_the_max() {
+        let spec = parse_any(
+            "name = \"a\"\ncommand = \"x\"\nbackoff_s = 0.5\nmax_backoff_s = 3\n[resources]\ncpus = 1\n",
+        )
+        .unwrap();
+        let waits: Vec<u128> = (0..6)
+            .map(|failures| spec.retry_backoff().after(failures).as_millis())
+            .collect();
+        assert_eq!(waits, [0, 500, 1000, 2000, 3000, 3000]);
+        assert_eq!(
+            spec.retry_backoff().after(u64::MAX),
+            std::time::Duration::from_secs(3)
+        );
     }
 
     #[test]

@@ -17,6 +17,7 @@
 //!   `tracing` subscriber setup of every binary (no colours unless writing to a terminal).
 //! - [`settings_file`]: reading a binary's TOML settings file with one-line errors naming the
 //!   file, line and key, and [`layer_settings!`], the layering of settings structs.
+//! - [`signal`]: [`shutdown_signal`], Ctrl-C or SIGTERM, which every server stops on.
 //!
 //! `prometheus-client` is re-exported so that users name the same version.
 
@@ -25,9 +26,11 @@ pub mod logging;
 pub mod process;
 pub mod scrape;
 pub mod settings_file;
+pub mod signal;
 pub mod table;
 
 pub use logging::LogFormat;
 pub use prometheus_client;
 pub use scrape::{encode, Scrape, CONTENT_TYPE};
+pub use signal::shutdown_signal;
 pub use table::{Kind, Metric};

@@ -133,31 +133,6 @@ fn load(args: &Args) -> anyhow::Result<(Config, SocketAddr)> {
     Ok((config, listen))
 }
 
-/// Resolves on Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {}
-        _ = term => {}
-    }
-    tracing::info!("shutting down");
-}
-
 fn main() -> ExitCode {
     let args = match Args::try_parse() {
         Ok(a) => a,
@@ -219,13 +194,13 @@ fn main() -> ExitCode {
                 data_dir: args.registry.data_dir.clone(),
                 jobs_port: (args.dev_jobs_port != 0).then_some(args.dev_jobs_port),
             };
-            dev::run(config, listener, options, shutdown_signal()).await
+            dev::run(config, listener, options, observe::shutdown_signal()).await
         } else if let Some(ha) = ha {
             warn_if_failover_outlasts_agent_timeout(&config, &ha);
             // The registry is on etcd, not in --data-dir.
-            Ok(coordinator::serve_ha(config, ha, listener, shutdown_signal()).await?)
+            Ok(coordinator::serve_ha(config, ha, listener, observe::shutdown_signal()).await?)
         } else {
-            Ok(coordinator::serve(config, listener, shutdown_signal()).await?)
+            Ok(coordinator::serve(config, listener, observe::shutdown_signal()).await?)
         }
     });
     match result {

@@ -23,6 +23,8 @@
 
 use std::time::Duration;
 
+use crate::backoff::Backoff;
+
 /// The first wait after a coordinator was unavailable; it doubles up to [`MAX_BACKOFF`].
 pub const MIN_BACKOFF: Duration = Duration::from_millis(100);
 /// The longest wait between two tries of one call.
@@ -203,7 +205,8 @@ pub struct Attempt {
     /// The URL of the next try when a redirect named it exactly.
     redirected_to: Option<String>,
     redirects: u32,
-    unavailable: u32,
+    /// Counts the unavailable answers: the wait after each.
+    unavailable: Backoff,
     budget: Duration,
 }
 
@@ -216,7 +219,7 @@ impl Attempt {
             tried: String::new(),
             redirected_to: None,
             redirects: 0,
-            unavailable: 0,
+            unavailable: Backoff::new(MIN_BACKOFF, MAX_BACKOFF),
             budget,
         }
     }
@@ -270,8 +273,7 @@ impl Attempt {
         if !tracker.alone() {
             tracker.rotate_from(&self.tried);
         }
-        let delay = backoff(self.unavailable);
-        self.unavailable = self.unavailable.saturating_add(1);
+        let delay = self.unavailable.fail();
         Step::Retry(delay.min(self.budget.saturating_sub(elapsed)))
     }
 
@@ -313,14 +315,6 @@ impl Attempt {
             tracker.generation += 1;
         }
     }
-}
-
-/// The wait before the try after `failures` unavailable answers in a row: 100 ms, doubling,
-/// at most 2 s.
-pub fn backoff(failures: u32) -> Duration {
-    MIN_BACKOFF
-        .saturating_mul(1u32 << failures.min(5))
-        .min(MAX_BACKOFF)
 }
 
 /// The base URL of an absolute `location`: without the call's own path and query when it ends

@@ -35,6 +35,9 @@
 //!   round-robin on `503 no_leader` or a dead URL): the pure logic every client shares.
 //! - [`partition`]: network partitions: the `partition_aware` capability, partition timeouts,
 //!   and when an agent cut off from the coordinator kills its tasks itself.
+//! - [`backoff`]: [`Backoff`], the one capped exponential backoff (with equal jitter, from a
+//!   value the caller draws) of every component, and [`backoff::SplitMix64`], a seeded source
+//!   for it.
 //! - [`capability`]: framework capabilities (`gpu_resources`) and the whole-device rule for
 //!   `gpus` ([`capability::check_whole_gpus`]).
 //!
@@ -43,6 +46,7 @@
 
 #![deny(missing_docs)]
 
+pub mod backoff;
 pub mod capability;
 pub mod command;
 pub mod error;
@@ -64,6 +68,7 @@ pub mod role;
 pub mod sse;
 pub mod task;
 
+pub use backoff::Backoff;
 pub use command::CommandSpec;
 pub use error::{ErrorBody, ErrorDetail};
 pub use events::{FrameworkEvent, OfferEvent};

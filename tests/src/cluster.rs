@@ -35,6 +35,9 @@ struct AgentSlot {
     reservations: Vec<protocol::reservation::Reservation>,
     work_dir: PathBuf,
     running: Option<Running>,
+    /// Ends the tasks of its latest start, even once stopped: a stopped agent leaves its tasks
+    /// running, and the cluster's shutdown or drop must leave no process behind.
+    killer: agent::TaskKiller,
 }
 
 /// A simulated fleet to start with the cluster.
@@ -274,8 +277,9 @@ impl ClusterBuilder {
     }
 }
 
-/// A coordinator and its agents on loopback. Dropping it cancels everything; call
-/// [`Cluster::shutdown`] to also wait for a clean stop.
+/// A coordinator and its agents on loopback. Dropping it cancels everything and kills every
+/// task process its real agents started; call [`Cluster::shutdown`] to also wait for a clean
+/// stop.
 pub struct Cluster {
     /// The coordinator's base URL, e.g. `http://127.0.0.1:40123`.
     pub url: String,
@@ -397,6 +401,7 @@ impl Cluster {
             reservations: Vec::new(),
             work_dir,
             running: None,
+            killer: agent::TaskKiller::new(),
         });
         self.start_agent(index).await?;
         Ok(index)
@@ -423,6 +428,7 @@ impl Cluster {
             reservations,
             work_dir,
             running: None,
+            killer: agent::TaskKiller::new(),
         });
         self.start_agent(index).await?;
         Ok(index)
@@ -450,7 +456,11 @@ impl Cluster {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let token = CancellationToken::new();
         let stopped = token.clone().cancelled_owned();
-        let join = tokio::spawn(async move { Ok(agent::run(config, listener, stopped).await?) });
+        let killer = slot.killer.clone();
+        let join =
+            tokio::spawn(
+                async move { Ok(agent::run_with(config, listener, stopped, killer).await?) },
+            );
         slot.running = Some((token, join));
         Ok(())
     }
@@ -472,7 +482,8 @@ impl Cluster {
         self.start_coordinator().await
     }
 
-    /// Stops agent `index` gracefully (its tasks keep running) and waits for it.
+    /// Stops agent `index` gracefully (its tasks keep running, for its restart to re-adopt,
+    /// until the cluster is shut down or dropped) and waits for it.
     pub async fn stop_agent(&mut self, index: usize) -> anyhow::Result<()> {
         let slot = self.agents.get_mut(index).context("no such agent")?;
         let running = slot.running.take().context("agent is not running")?;
@@ -565,11 +576,14 @@ impl Cluster {
     }
 
     /// Stops the simulated fleet, the real agents and the coordinator, and waits for them.
+    /// Every task the real agents started is killed (its whole process group), whether its
+    /// agent still runs or was stopped: no task process outlives the cluster.
     pub async fn shutdown(mut self) -> anyhow::Result<()> {
         if let Some(fleet) = self.fleet.take() {
             stop(fleet, "simulated fleet").await?;
         }
         for index in 0..self.agents.len() {
+            self.agents[index].killer.kill_all();
             if self.agents[index].running.is_some() {
                 self.stop_agent(index).await?;
             }
@@ -750,6 +764,12 @@ impl Drop for Cluster {
         // The coordinator stops itself when dropped.
         for (token, _) in agents.chain(&self.fleet) {
             token.cancel();
+        }
+        // A stopped agent leaves its tasks running, and the runtime may end before a graceful
+        // stop is over: the tasks are killed here, synchronously, so none outlives the test
+        // (their sandboxes go with the cluster's temp dir).
+        for slot in &self.agents {
+            slot.killer.kill_all();
         }
     }
 }

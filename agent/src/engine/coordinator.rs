@@ -61,12 +61,9 @@ impl Engine {
         match reply {
             Reply::Registered(Ok(registered)) => self.registered(registered, now, out),
             Reply::Registered(Err(_)) => {
-                let t = &self.config.timing;
-                let delay =
-                    self.config
-                        .jitter
-                        .backoff(self.session.attempts, t.backoff_min, t.backoff_max);
                 self.session.attempts = self.session.attempts.saturating_add(1);
+                let backoff = self.config.timing.backoff();
+                let delay = self.config.jitter.backoff(&backoff, self.session.attempts);
                 self.session.phase = Phase::Waiting;
                 out.push(Command::SetTimer {
                     at: now.at + delay,
@@ -154,13 +151,10 @@ impl Engine {
                 self.refused(code, &body, out);
             }
             Err(_) => {
-                let t = &self.config.timing;
                 let u = &mut self.updates;
-                let delay = self
-                    .config
-                    .jitter
-                    .backoff(u.attempts, t.backoff_min, t.backoff_max);
                 u.attempts = u.attempts.saturating_add(1);
+                let backoff = self.config.timing.backoff();
+                let delay = self.config.jitter.backoff(&backoff, u.attempts);
                 u.in_flight = 0;
                 u.retry_at = Some(now.at + delay);
                 out.push(Command::SetTimer {

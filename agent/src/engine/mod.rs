@@ -152,7 +152,7 @@ impl EngineConfig {
             journaling: Journaling::On,
             retention: Retention::KeepTerminal(MAX_TERMINAL_TASKS),
             max_batch: MAX_STATUS_BATCH,
-            jitter: Jitter::Random(rand::random()),
+            jitter: Jitter::seeded(rand::random()),
             update_ids: UpdateIds::Random,
             gpus: Vec::new(),
         }
@@ -171,7 +171,7 @@ impl EngineConfig {
             journaling: Journaling::Off,
             retention: Retention::ForgetWhenAcked,
             max_batch: MAX_STATUS_BATCH,
-            jitter: Jitter::Random(seed),
+            jitter: Jitter::seeded(seed),
             update_ids: UpdateIds::Random,
             gpus: Vec::new(),
         }
@@ -314,6 +314,15 @@ impl Engine {
             .in_order()
             .filter(|t| !t.latest.state.is_terminal())
             .filter_map(|t| t.sandbox.clone())
+            .collect()
+    }
+
+    /// The tasks that have not ended: each one's OS process (once started) and sandbox.
+    pub fn live_tasks(&self) -> Vec<(Option<Process>, Option<PathBuf>)> {
+        self.tasks
+            .in_order()
+            .filter(|t| !t.latest.state.is_terminal())
+            .map(|t| (t.process(), t.sandbox.clone()))
             .collect()
     }
 

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use protocol::backoff::{Backoff, SplitMix64};
 use protocol::AgentId;
 
 /// The registration phase.
@@ -48,17 +49,17 @@ impl Session {
 /// Where retry delays get their jitter.
 #[derive(Debug, Clone)]
 pub enum Jitter {
-    /// A factor in [0.5, 1] from a small generator with this seed (different per agent, so that
-    /// many agents do not retry in lockstep).
-    Random(u64),
+    /// Draws from a small generator with this seed (different per agent, so that many agents
+    /// do not retry in lockstep).
+    Random(SplitMix64),
     /// No jitter: the full delay (tests).
     Off,
 }
 
 impl Jitter {
-    /// The next factor in [0.5, 1].
-    fn factor(&mut self) -> f64 {
-        self.uniform().map_or(1.0, |u| 0.5 + 0.5 * u)
+    /// Jitter drawn from a generator with this seed.
+    pub fn seeded(seed: u64) -> Self {
+        Jitter::Random(SplitMix64::new(seed))
     }
 
     /// The delay of the first heartbeat after a registration: drawn uniformly between a tenth
@@ -74,23 +75,18 @@ impl Jitter {
     fn uniform(&mut self) -> Option<f64> {
         match self {
             Jitter::Off => None,
-            Jitter::Random(state) => {
-                // splitmix64: tiny, and good enough to spread retries.
-                *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-                let mut z = *state;
-                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-                z ^= z >> 31;
-                Some((z >> 11) as f64 / (1u64 << 53) as f64)
-            }
+            Jitter::Random(rng) => Some(rng.next_unit()),
         }
     }
 
-    /// Delay before retry number `attempt` (0-based): `min * 2^attempt`, capped at `max`, then
-    /// scaled by the jitter factor.
-    pub fn backoff(&mut self, attempt: u32, min: Duration, max: Duration) -> Duration {
-        let exp = min.saturating_mul(1u32 << attempt.min(20));
-        exp.min(max).mul_f64(self.factor())
+    /// The delay after `failures` failures in a row (counting the one just seen) of `backoff`:
+    /// equal jitter (see [`protocol::backoff`]), or the whole delay without jitter.
+    pub fn backoff(&mut self, backoff: &Backoff, failures: u32) -> Duration {
+        let failures = u64::from(failures);
+        match self.uniform() {
+            Some(unit) => backoff.jittered(failures, unit),
+            None => backoff.after(failures),
+        }
     }
 }
 
@@ -109,7 +105,7 @@ mod tests {
     #[test]
     fn first_beats_spread_over_the_interval() {
         let interval = Duration::from_secs(15);
-        let mut jitter = Jitter::Random(11);
+        let mut jitter = Jitter::seeded(11);
         let beats: Vec<Duration> = (0..1000).map(|_| jitter.first_beat(interval)).collect();
         assert!(beats.iter().all(|b| *b >= interval / 10 && *b <= interval));
         // Every tenth of the interval after the first gets some of them.
@@ -123,19 +119,18 @@ mod tests {
 
     #[test]
     fn backoff_grows_is_capped_and_jittered() {
-        let min = Duration::from_millis(100);
-        let max = Duration::from_secs(2);
-        let mut jitter = Jitter::Random(7);
+        let b = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
+        let mut jitter = Jitter::seeded(7);
         let mut seen = std::collections::HashSet::new();
-        for attempt in 0..40 {
-            let d = jitter.backoff(attempt, min, max);
-            let full = min.saturating_mul(1 << attempt.min(20)).min(max);
-            assert!(d <= full && d >= full / 2, "attempt {attempt}: {d:?}");
+        for failures in 1..40 {
+            let d = jitter.backoff(&b, failures);
+            let full = b.after(failures.into());
+            assert!(d <= full && d >= full / 2, "after {failures}: {d:?}");
             seen.insert(d);
         }
         assert!(seen.len() > 20, "jittered: {seen:?}");
-        assert_eq!(Jitter::Off.backoff(3, min, max), Duration::from_millis(800));
-        assert_eq!(Jitter::Off.backoff(30, min, max), max);
+        assert_eq!(Jitter::Off.backoff(&b, 4), Duration::from_millis(800));
+        assert_eq!(Jitter::Off.backoff(&b, 30), b.max);
     }
 
     #[test]

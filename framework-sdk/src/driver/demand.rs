@@ -15,6 +15,8 @@
 
 use std::time::{Duration, Instant};
 
+use protocol::Backoff;
+
 /// What the driver should do now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum DemandAction {
@@ -37,16 +39,16 @@ pub(crate) struct DemandState {
     last_pending: usize,
     last_revive: Option<Instant>,
     revive_wanted: bool,
-    interval: Duration,
     /// The `pending_tasks` the coordinator last heard from us (`None`: no bound).
     told: Option<usize>,
-    /// Answers in a row with a failed launch: each doubles the wait before the next revive.
-    failures: u32,
+    /// Counts the answers in a row with a failed launch: each doubles the wait before the
+    /// next revive, from the revive interval.
+    failures: Backoff,
 }
 
 /// The longest wait between revives while launches keep failing, as a multiple of the
 /// revive interval (1 s by default: at most 32 s).
-const MAX_BACKOFF_DOUBLINGS: u32 = 5;
+const MAX_BACKOFF_MULTIPLE: u32 = 32;
 
 impl DemandState {
     pub(crate) fn new(interval: Duration) -> Self {
@@ -55,9 +57,8 @@ impl DemandState {
             last_pending: 0,
             last_revive: None,
             revive_wanted: false,
-            interval,
             told: None,
-            failures: 0,
+            failures: Backoff::new(interval, interval.saturating_mul(MAX_BACKOFF_MULTIPLE)),
         }
     }
 
@@ -69,7 +70,7 @@ impl DemandState {
     /// Some launches of an answer failed and their tasks are queued again: revive, after a
     /// wait that doubles while launches keep failing.
     pub(crate) fn launch_failed(&mut self) {
-        self.failures = self.failures.saturating_add(1);
+        self.failures.fail();
         self.revive_wanted = true;
     }
 
@@ -80,13 +81,13 @@ impl DemandState {
 
     /// An answer launched tasks: the backoff starts over.
     pub(crate) fn launched(&mut self) {
-        self.failures = 0;
+        self.failures.reset();
     }
 
     /// The wait between revives now.
     fn wait(&self) -> Duration {
-        let doublings = self.failures.saturating_sub(1).min(MAX_BACKOFF_DOUBLINGS);
-        self.interval * 2u32.pow(doublings)
+        // No failure yet waits the interval too.
+        self.failures.after(self.failures.failures().max(1))
     }
 
     /// After a registration: a new framework receives offers; a re-registered one's state is

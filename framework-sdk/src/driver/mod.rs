@@ -14,7 +14,6 @@
 //! ([`DriverConfig::offer_wait_warning`]).
 
 mod actions;
-mod backoff;
 mod config;
 mod demand;
 mod fit;
@@ -30,7 +29,6 @@ use protocol::messages::{RegisterFramework, RequestLimits};
 use protocol::{FrameworkEvent, FrameworkId, Offer, OfferId, TaskId, UpdateId};
 use tokio_util::sync::CancellationToken;
 
-use backoff::Backoff;
 pub use config::{DriverConfig, DriverConfigError, DEFAULT_FAILOVER_TIMEOUT, MAX_ACKS_PER_REQUEST};
 use demand::DemandState;
 use forgotten::Forgotten;
@@ -195,7 +193,12 @@ const RECONCILE_BATCH: usize = 1000;
 
 impl<S: Scheduler> Runner<S> {
     async fn run(&mut self) -> Result<(), SdkError> {
-        let mut backoff = Backoff::new(&self.config);
+        let mut backoff = protocol::Backoff::new(
+            self.config.reconnect_backoff_min,
+            self.config.reconnect_backoff_max,
+        );
+        // Seeded once per driver, so drivers that lost the coordinator together draw apart.
+        let mut jitter = protocol::backoff::SplitMix64::new(rand::random());
         // Give up reconnecting at this instant; it moves whenever a session is lost.
         let mut give_up_at = Instant::now() + self.config.register_timeout;
         loop {
@@ -235,7 +238,7 @@ impl<S: Scheduler> Runner<S> {
                 }
                 Err(e) => return Err(e),
             }
-            let delay = backoff.next();
+            let delay = backoff.fail_jittered(jitter.next_unit());
             tokio::select! {
                 _ = self.stop.cancelled() => {}
                 _ = tokio::time::sleep(delay) => {}

@@ -294,13 +294,9 @@ pub(super) fn blameless(state: TaskState, message: Option<&str>) -> bool {
 }
 
 /// The delay before the next try after `failures` counted failures in a row: none for zero,
-/// then `backoff_ms`, doubling each time, at most `max_backoff_ms`.
+/// then `backoff_ms`, doubling each time, at most `max_backoff_ms`
+/// ([`JobSpec::retry_backoff`]).
 pub(super) fn backoff(spec: &JobSpec, failures: usize) -> Millis {
-    if failures == 0 {
-        return 0;
-    }
-    let doublings = (failures - 1).min(30) as u32;
-    spec.backoff_ms
-        .saturating_mul(1u64 << doublings)
-        .min(spec.max_backoff_ms)
+    let delay = spec.retry_backoff().after(failures as u64);
+    Millis::try_from(delay.as_millis()).unwrap_or(Millis::MAX)
 }

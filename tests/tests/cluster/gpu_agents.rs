@@ -18,11 +18,23 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-/// A real agent with `fake` GPUs, in `work_dir`, until the token is cancelled.
+/// Kills the tasks of the agents run with its killer when dropped (the test ends, or fails):
+/// a stopped agent leaves its tasks running.
+struct KillTasksOnDrop(agent::TaskKiller);
+
+impl Drop for KillTasksOnDrop {
+    fn drop(&mut self) {
+        self.0.kill_all();
+    }
+}
+
+/// A real agent with `fake` GPUs, in `work_dir`, until the token is cancelled; `killer` ends
+/// its tasks.
 async fn start_gpu_agent(
     url: &str,
     work_dir: &Path,
     fake: Arc<FakeGpus>,
+    killer: &KillTasksOnDrop,
 ) -> (CancellationToken, JoinHandle<Result<(), agent::AgentError>>) {
     let mut config = agent::AgentConfig::new(url, work_dir);
     config.resources = Some("cpus=4,mem=1024".parse().unwrap());
@@ -35,7 +47,7 @@ async fn start_gpu_agent(
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let token = CancellationToken::new();
     let stopped = token.clone().cancelled_owned();
-    let join = tokio::spawn(agent::run(config, listener, stopped));
+    let join = tokio::spawn(agent::run_with(config, listener, stopped, killer.0.clone()));
     (token, join)
 }
 
@@ -147,6 +159,7 @@ async fn stdout_of(work_dir: &Path, fw: protocol::FrameworkId, task: &str) -> St
 async fn a_real_agents_tasks_see_exactly_their_devices_and_report_usage() {
     let cluster = Cluster::builder().start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
+    let killer = KillTasksOnDrop(agent::TaskKiller::new());
     let fake = Arc::new(FakeGpus::new(2));
     fake.set_usage(
         "GPU-fake-0",
@@ -155,7 +168,7 @@ async fn a_real_agents_tasks_see_exactly_their_devices_and_report_usage() {
             utilization_percent: 70.0,
         },
     );
-    let (token, join) = start_gpu_agent(&cluster.url, dir.path(), fake).await;
+    let (token, join) = start_gpu_agent(&cluster.url, dir.path(), fake, &killer).await;
     let agent_id = gpu_agent_id(&cluster, 2.0).await;
     let info = cluster.agents().await.unwrap().agents;
     assert_eq!(info[0].gpu_devices.len(), 2);
@@ -220,8 +233,9 @@ async fn a_real_agents_tasks_see_exactly_their_devices_and_report_usage() {
 async fn a_restarted_agent_keeps_both_assignments_and_gives_only_the_free_device() {
     let cluster = Cluster::builder().start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
+    let killer = KillTasksOnDrop(agent::TaskKiller::new());
     let fake = Arc::new(FakeGpus::new(3));
-    let (token, join) = start_gpu_agent(&cluster.url, dir.path(), fake.clone()).await;
+    let (token, join) = start_gpu_agent(&cluster.url, dir.path(), fake.clone(), &killer).await;
     let agent_id = gpu_agent_id(&cluster, 3.0).await;
     let mut fw = TestFramework::register_gpu(&cluster.url, "long", "gpu")
         .await
@@ -243,7 +257,7 @@ async fn a_restarted_agent_keeps_both_assignments_and_gives_only_the_free_device
     // Restart: the tasks keep running; the journal gives their devices back to them.
     token.cancel();
     join.await.unwrap().unwrap();
-    let (token, join) = start_gpu_agent(&cluster.url, dir.path(), fake).await;
+    let (token, join) = start_gpu_agent(&cluster.url, dir.path(), fake, &killer).await;
     let agent_tasks = format!(
         "{}/api/v1/tasks",
         cluster.agents().await.unwrap().agents[0].endpoint
