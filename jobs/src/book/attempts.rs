@@ -3,7 +3,7 @@
 
 use protocol::{AgentId, TaskId, TaskState};
 
-use super::base::{Book, MAX_LOST, SERVICE_HISTORY};
+use super::base::{Book, MAX_LOST};
 use super::job::Job;
 use super::job::{backoff, blameless};
 use super::records::JobState;
@@ -36,34 +36,21 @@ impl Book {
         } else if !job.unlaunched.remove(c.index) {
             return None;
         }
-        job.running.insert(
-            c.index,
-            Running {
-                index: c.index,
-                attempt: c.attempt,
-                task_id: task_id(&c.job, c.index, c.attempt),
-                state: TaskState::Staging,
-                agent_id: Some(agent),
-                launched_ms: now,
-                timed_out_ms: None,
-                generation: job.generation,
-                healthy: None,
-                retiring: false,
-            },
-        );
-        Some(AttemptRecord {
-            job: c.job.clone(),
+        let run = Running {
             index: c.index,
             attempt: c.attempt,
+            task_id: task_id(&c.job, c.index, c.attempt),
             state: TaskState::Staging,
-            exit_code: None,
-            message: None,
             agent_id: Some(agent),
             launched_ms: now,
-            ended_ms: None,
             timed_out_ms: None,
             generation: job.generation,
-        })
+            healthy: None,
+            retiring: false,
+        };
+        let record = run.record(&c.job, TaskState::Staging, None, None);
+        job.running.insert(c.index, run);
+        Some(record)
     }
 
     /// A launch that never happened (the coordinator refused it, or does not know it after a
@@ -100,19 +87,7 @@ impl Book {
         if run.attempt != attempt {
             return None;
         }
-        let mut record = AttemptRecord {
-            job: name.to_owned(),
-            index,
-            attempt,
-            state,
-            exit_code,
-            message: message.clone(),
-            agent_id: run.agent_id,
-            launched_ms: run.launched_ms,
-            ended_ms: None,
-            timed_out_ms: run.timed_out_ms,
-            generation: run.generation,
-        };
+        let mut record = run.record(name, state, exit_code, message.clone());
         if !state.is_terminal() {
             if run.state == state {
                 return None;
@@ -188,19 +163,7 @@ impl Book {
             for run in job.running.values_mut() {
                 if run.timed_out_ms.is_none() && now.saturating_sub(run.launched_ms) >= limit {
                     run.timed_out_ms = Some(now);
-                    out.push(AttemptRecord {
-                        job: job.spec.name.clone(),
-                        index: run.index,
-                        attempt: run.attempt,
-                        state: run.state,
-                        exit_code: None,
-                        message: None,
-                        agent_id: run.agent_id,
-                        launched_ms: run.launched_ms,
-                        ended_ms: None,
-                        timed_out_ms: Some(now),
-                        generation: run.generation,
-                    });
+                    out.push(run.record(&job.spec.name, run.state, None, None));
                 }
             }
         }
@@ -246,19 +209,7 @@ pub(super) fn retired(
     now: Millis,
 ) -> Option<AttemptRecord> {
     let (run, _) = job.retiring.get_mut(&index)?;
-    let mut record = AttemptRecord {
-        job: job.spec.name.clone(),
-        index,
-        attempt: run.attempt,
-        state,
-        exit_code,
-        message,
-        agent_id: run.agent_id,
-        launched_ms: run.launched_ms,
-        ended_ms: None,
-        timed_out_ms: run.timed_out_ms,
-        generation: run.generation,
-    };
+    let mut record = run.record(&job.spec.name, state, exit_code, message);
     if !state.is_terminal() {
         if run.state == state {
             return None;
@@ -268,8 +219,7 @@ pub(super) fn retired(
     }
     let (run, _) = job.retiring.remove(&index)?;
     record.ended_ms = Some(now);
-    let history = job.failures.entry(index).or_default();
-    history.push(Failure {
+    job.replica_ended(Failure {
         index,
         attempt: run.attempt,
         state,
@@ -279,8 +229,5 @@ pub(super) fn retired(
         ran_ms: now.saturating_sub(run.launched_ms),
         ended_ms: now,
     });
-    if history.len() > SERVICE_HISTORY {
-        history.remove(0);
-    }
     Some(record)
 }

@@ -17,9 +17,6 @@ pub const MAX_LOST: usize = 10;
 /// only the first backoff again.
 pub const STABLE_MS: Millis = 10_000;
 
-/// The most ended attempts a service keeps per replica (it may restart forever).
-pub const SERVICE_HISTORY: usize = 10;
-
 /// Every job the service knows.
 #[derive(Debug, Clone)]
 pub struct Book {

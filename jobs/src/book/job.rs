@@ -11,6 +11,9 @@ use crate::clock::Millis;
 use crate::ranges::Ranges;
 use crate::spec::{JobSpec, Kind};
 
+/// The most ended attempts a service keeps per replica (it may restart forever).
+pub const SERVICE_HISTORY: usize = 10;
+
 /// One job and its tasks.
 #[derive(Debug, Clone)]
 pub struct Job {
@@ -122,6 +125,17 @@ impl Job {
             generation: self.generation,
             ..JobRecord::new(&self.spec, self.seq, self.submitted_ms)
         }
+    }
+
+    /// A service replica's attempt ended as `end` says: kept with its index's last
+    /// [`SERVICE_HISTORY`] ends (a replica may restart forever), which are returned.
+    pub(super) fn replica_ended(&mut self, end: Failure) -> &[Failure] {
+        let history = self.failures.entry(end.index).or_default();
+        history.push(end);
+        if history.len() > SERVICE_HISTORY {
+            history.remove(0);
+        }
+        history
     }
 
     /// The job's spec.

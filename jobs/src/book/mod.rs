@@ -41,10 +41,10 @@ mod restore;
 mod services;
 mod views;
 
-pub use base::{Book, DEFAULT_AGING_MS, MAX_LOST, SERVICE_HISTORY, STABLE_MS};
+pub use base::{Book, DEFAULT_AGING_MS, MAX_LOST, STABLE_MS};
 pub use error::BookError;
 pub use input::{Effect, Input, KillWhy};
-pub use job::{Estimator, Job};
+pub use job::{Estimator, Job, SERVICE_HISTORY};
 pub use records::{
     parse_task_id, task_id, AttemptRecord, Candidate, Failure, JobRecord, JobState, QueueOrder,
     Running, UserLimits,

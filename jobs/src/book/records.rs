@@ -92,6 +92,31 @@ pub struct Running {
     pub retiring: bool,
 }
 
+impl Running {
+    /// What the store keeps of this attempt of job `job`, in `state` (not ended).
+    pub fn record(
+        &self,
+        job: &str,
+        state: TaskState,
+        exit_code: Option<i32>,
+        message: Option<String>,
+    ) -> AttemptRecord {
+        AttemptRecord {
+            job: job.to_owned(),
+            index: self.index,
+            attempt: self.attempt,
+            state,
+            exit_code,
+            message,
+            agent_id: self.agent_id,
+            launched_ms: self.launched_ms,
+            ended_ms: None,
+            timed_out_ms: self.timed_out_ms,
+            generation: self.generation,
+        }
+    }
+}
+
 /// One attempt that ended without success.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Failure {

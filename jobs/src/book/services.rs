@@ -3,7 +3,7 @@
 
 use protocol::{TaskId, TaskState};
 
-use super::base::{Book, SERVICE_HISTORY, STABLE_MS};
+use super::base::{Book, STABLE_MS};
 use super::error::BookError;
 use super::job::Job;
 use super::job::{backoff, blameless};
@@ -302,8 +302,7 @@ pub(super) fn restart_replica(
     } else {
         message
     };
-    let history = job.failures.entry(index).or_default();
-    history.push(Failure {
+    let history = job.replica_ended(Failure {
         index,
         attempt,
         state,
@@ -313,9 +312,6 @@ pub(super) fn restart_replica(
         ran_ms,
         ended_ms: now,
     });
-    if history.len() > SERVICE_HISTORY {
-        history.remove(0);
-    }
     let quick = history
         .iter()
         .rev()
