@@ -24,6 +24,9 @@ pub(crate) struct GangBook {
 #[derive(Debug)]
 struct GangRun {
     members: Vec<TaskId>,
+    /// Members not yet ended: a member's status turns terminal once, so each end counts
+    /// down by one and the members are scanned only when the gang fails.
+    live: usize,
     /// A member ended badly and the others were killed.
     failed: bool,
 }
@@ -91,6 +94,7 @@ impl State {
         self.gangs.gangs.insert(
             (fw, gang_id),
             GangRun {
+                live: members.len(),
                 members: members.clone(),
                 failed: false,
             },
@@ -112,21 +116,22 @@ impl State {
             return;
         };
         let key = (fw, gang_id);
-        let Some(run) = self.gangs.gangs.get(&key) else {
+        let Some(run) = self.gangs.gangs.get_mut(&key) else {
             return;
         };
-        let running: Vec<TaskId> = run
-            .members
-            .iter()
-            .filter(|t| {
-                self.tasks
-                    .get(&(fw, (*t).clone()))
-                    .is_some_and(|r| !r.state().is_terminal())
-            })
-            .cloned()
-            .collect();
+        run.live = run.live.saturating_sub(1);
         let bad = status.state != TaskState::Finished;
-        if bad && !run.failed && !running.is_empty() {
+        if bad && !run.failed && run.live > 0 {
+            run.failed = true;
+            let members = run.members.clone();
+            let running: Vec<TaskId> = members
+                .into_iter()
+                .filter(|t| {
+                    self.tasks
+                        .get(&(fw, t.clone()))
+                        .is_some_and(|r| !r.state().is_terminal())
+                })
+                .collect();
             for task in &running {
                 // A member the books no longer know has ended: nothing to kill.
                 let _ = self.kill(fw, task.clone(), fx);
@@ -139,14 +144,12 @@ impl State {
                     agent_id: status.agent_id,
                     state: status.state,
                     message: status.message.clone(),
-                    killed: running.clone(),
+                    killed: running,
                 }),
             ));
-            if let Some(run) = self.gangs.gangs.get_mut(&key) {
-                run.failed = true;
-            }
         }
-        if running.is_empty() {
+        let ended = self.gangs.gangs.get(&key).is_some_and(|r| r.live == 0);
+        if ended {
             if let Some(run) = self.gangs.gangs.remove(&key) {
                 for task in run.members {
                     self.gangs.member_of.remove(&(fw, task));
