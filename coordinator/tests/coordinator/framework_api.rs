@@ -547,6 +547,21 @@ async fn batched_statuses_and_acknowledgements() {
     assert_eq!(code, 404);
 }
 
+/// Two fake agents of two cpus registered with `c`, and an offer of each, from `events`.
+async fn two_agents_offered(
+    c: &TestCoordinator,
+    events: &mut crate::support::EventStream,
+) -> (FakeAgent, FakeAgent, Vec<protocol::Offer>) {
+    let (a, b) = (FakeAgent::start().await, FakeAgent::start().await);
+    c.register_agent(&a, json!({"cpus": 2})).await;
+    c.register_agent(&b, json!({"cpus": 2})).await;
+    let mut offers = Vec::new();
+    while offers.len() < 2 {
+        offers.extend(events.offers().await);
+    }
+    (a, b, offers)
+}
+
 /// One task of one cpu on `offer`'s agent, as an accept of that offer.
 fn accept_of(offer: &protocol::Offer, task: &str) -> serde_json::Value {
     json!({"offer_ids": [offer.offer_id], "refuse_seconds": 0, "tasks": [
@@ -559,13 +574,7 @@ fn accept_of(offer: &protocol::Offer, task: &str) -> serde_json::Value {
 async fn accepts_of_several_agents_go_in_one_call_each_answered_alone() {
     let c = TestCoordinator::start(fast_config()).await;
     let (fw, mut events) = c.framework("batch", "eng/batch").await;
-    let (a, b) = (FakeAgent::start().await, FakeAgent::start().await);
-    c.register_agent(&a, json!({"cpus": 2})).await;
-    c.register_agent(&b, json!({"cpus": 2})).await;
-    let mut offers = Vec::new();
-    while offers.len() < 2 {
-        offers.extend(events.offers().await);
-    }
+    let (a, b, offers) = two_agents_offered(&c, &mut events).await;
     let path = format!("/api/v1/frameworks/{fw}/accepts");
 
     // Malformed: the whole call is refused, naming the accept, and nothing changes.
@@ -761,13 +770,7 @@ async fn a_gang_launches_on_several_agents_all_or_none() {
     };
     let c = TestCoordinator::start(config).await;
     let (fw, mut events) = c.framework("train", "eng/ml").await;
-    let (a, b) = (FakeAgent::start().await, FakeAgent::start().await);
-    c.register_agent(&a, json!({"cpus": 2})).await;
-    c.register_agent(&b, json!({"cpus": 2})).await;
-    let mut offers = Vec::new();
-    while offers.len() < 2 {
-        offers.extend(events.offers().await);
-    }
+    let (a, b, offers) = two_agents_offered(&c, &mut events).await;
     let path = format!("/api/v1/frameworks/{fw}/gang-accepts");
 
     // Malformed: refused naming the field, nothing launched.
